@@ -1,0 +1,27 @@
+//! Rust types of the custom resources capdeck reads and writes.
+
+pub mod cap;
+pub mod common;
+pub mod crds;
+pub mod rotation_batch;
+pub(crate) mod string_enum;
+
+pub use cap::{
+    CAPApplication, CAPApplicationSpec, CAPApplicationVersion, CAPApplicationVersionSpec, CAPTenant,
+    CAPTenantOperation, CAPTenantOutput, ClusterDomain, Domain, ServiceInfo, WorkloadDetails,
+};
+pub use common::{Condition, ConditionStatus, GenericStatus};
+pub use rotation_batch::{BatchPhase, RotationBatch, RotationBatchSpec, RotationBatchStatus};
+
+/// Opt-in to capdeck's rollout without setting the upstream spec flag.
+pub const ANNOTATION_ROLLOUT: &str = "capdeck.dev/rollout-on-credential-update";
+/// Per-application approval policy: `manual` or `auto`.
+pub const ANNOTATION_APPROVAL: &str = "capdeck.dev/approval";
+/// When capdeck last rolled a Deployment (RFC 3339); read by the storm guard.
+pub const ANNOTATION_ROLLED_AT: &str = "capdeck.dev/rolled-at";
+/// Label on RotationBatches naming their CAPApplication.
+pub const LABEL_APPLICATION: &str = "capdeck.dev/application";
+/// Upstream label on VCAP Secrets: sha1(namespace + cav name + deployment name).
+pub const LABEL_SECRET_OWNER_HASH: &str = "sme.sap.com/secret-owner-hash";
+/// The single key of a VCAP Secret.
+pub const VCAP_SERVICES_KEY: &str = "VCAP_SERVICES";

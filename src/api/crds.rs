@@ -1,0 +1,44 @@
+//! The CustomResourceDefinitions of every kind capdeck knows, as `capdeck crds` prints them and
+//! as they are checked in under `assets/crds/` (a test fails when the two drift apart).
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+
+use super::cap::{
+    CAPApplication, CAPApplicationVersion, CAPTenant, CAPTenantOperation, CAPTenantOutput, ClusterDomain, Domain,
+};
+use super::rotation_batch::RotationBatch;
+
+/// Every CRD, upstream kinds first, in a stable order.
+pub fn all() -> Vec<CustomResourceDefinition> {
+    vec![
+        CAPApplication::crd(),
+        CAPApplicationVersion::crd(),
+        CAPTenant::crd(),
+        CAPTenantOperation::crd(),
+        CAPTenantOutput::crd(),
+        Domain::crd(),
+        ClusterDomain::crd(),
+        RotationBatch::crd(),
+    ]
+}
+
+/// The file name under `assets/crds/`, as controller-gen names them: `<group>_<plural>.yaml`.
+pub fn file_name(crd: &CustomResourceDefinition) -> String {
+    format!("{}_{}.yaml", crd.spec.group, crd.spec.names.plural)
+}
+
+/// One CRD as YAML.
+pub fn to_yaml(crd: &CustomResourceDefinition) -> Result<String, serde_saphyr::ser::Error> {
+    serde_saphyr::to_string(crd)
+}
+
+/// All CRDs as one multi-document YAML stream.
+pub fn all_yaml() -> Result<String, serde_saphyr::ser::Error> {
+    let mut out = String::new();
+    for crd in all() {
+        out.push_str("---\n");
+        out.push_str(&to_yaml(&crd)?);
+    }
+    Ok(out)
+}

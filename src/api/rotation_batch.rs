@@ -1,0 +1,204 @@
+//! `RotationBatch` (`capdeck.dev/v1alpha1`, short name `rb`): a pending credential rotation of
+//! one CAPApplication, its approval and its rollout, stored in the cluster so that consoles and
+//! daemons share it, approvals survive restarts and RBAC decides who may approve.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::common::Condition;
+use super::string_enum::string_enum;
+
+pub const GROUP: &str = "capdeck.dev";
+pub const VERSION: &str = "v1alpha1";
+
+#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "capdeck.dev",
+    version = "v1alpha1",
+    kind = "RotationBatch",
+    namespaced,
+    status = "RotationBatchStatus",
+    shortname = "rb",
+    derive = "PartialEq",
+    doc = "RotationBatch: rotated credentials of one CAPApplication, collected in a window, approved and rolled out",
+    printcolumn = r#"{"name":"Application","type":"string","jsonPath":".spec.application"}"#,
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Window End","type":"date","jsonPath":".spec.windowEnd"}"#,
+    printcolumn = r#"{"name":"Deployments","type":"string","jsonPath":".status.progress"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct RotationBatchSpec {
+    /// The CAPApplication (same namespace).
+    pub application: String,
+    /// The rotated binding Secrets collected in this window.
+    #[serde(default)]
+    pub secrets: Vec<RotatedSecret>,
+    /// The window is fixed at creation: later rotations join, they do not extend it.
+    pub window_end: Time,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Approval>,
+    /// Skip the rest of the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub force: Option<UserAction>,
+    /// Frozen until released (release clears this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<UserAction>,
+    /// Abandoned: nothing more is rolled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel: Option<UserAction>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RotatedSecret {
+    pub name: String,
+    /// The CAPApplication service name(s) that use this Secret, comma separated.
+    pub service: String,
+    pub rotated_at: Time,
+    /// sha256 of the Secret's data (keys and values); never the data itself.
+    pub data_hash: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Approval {
+    /// Set by the engine from the approval policy when the batch is created.
+    #[serde(default)]
+    pub required: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_by: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_at: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Who did something to the batch, when and why (the user comes from SelfSubjectReview).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct UserAction {
+    pub by: String,
+    pub at: Time,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+string_enum! {
+    pub BatchPhase {
+        Collecting = "Collecting",
+        AwaitingApproval = "AwaitingApproval",
+        RollingOut = "RollingOut",
+        Succeeded = "Succeeded",
+        NoChange = "NoChange",
+        Held = "Held",
+        Failed = "Failed",
+        Cancelled = "Cancelled",
+        Superseded = "Superseded",
+    }
+}
+
+impl BatchPhase {
+    /// A terminal batch never changes again; a new rotation opens a new batch.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, Self::Succeeded | Self::NoChange | Self::Failed | Self::Cancelled | Self::Superseded)
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RotationBatchStatus {
+    #[serde(default)]
+    pub phase: BatchPhase,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deployments: Vec<BatchDeployment>,
+    /// How many tenants the affected versions serve (the blast radius).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenants: Option<u32>,
+    /// `<complete>/<to restart>` for the printer column.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout_started_at: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<Time>,
+    /// The newer batch of the same application that replaced this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+string_enum! {
+    pub DeploymentAction { Restart = "Restart", Unchanged = "Unchanged", Problem = "Problem" }
+}
+
+string_enum! {
+    pub DeploymentRolloutState {
+        Queued = "Queued", Rolling = "Rolling", Complete = "Complete", Stalled = "Stalled", Failed = "Failed",
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchDeployment {
+    pub name: String,
+    /// The CAPApplicationVersion object name.
+    pub version: String,
+    pub workload: String,
+    pub action: DeploymentAction,
+    /// The VCAP Secret this batch created for the Deployment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vcap_secret: Option<String>,
+    /// The VCAP Secret the Deployment used before; deleted once the rollout completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_vcap_secret: Option<String>,
+    /// sha256 of the planned VCAP_SERVICES payload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vcap_sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_replicas: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_replicas: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub available_replicas: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<DeploymentRolloutState>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Reasons of the batch's `Ready` condition. Each one is documented in `docs/BATCHES.md`.
+pub mod reason {
+    pub const WINDOW_OPEN: &str = "WindowOpen";
+    pub const AWAITING_APPROVAL: &str = "AwaitingApproval";
+    pub const STORM_GUARD: &str = "StormGuard";
+    pub const HELD: &str = "Held";
+    pub const APPROVED: &str = "Approved";
+    pub const FORCED: &str = "Forced";
+    pub const ROLLING_OUT: &str = "RollingOut";
+    pub const ROLLOUT_COMPLETE: &str = "RolloutComplete";
+    pub const PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
+    pub const MISSING_SECRET: &str = "MissingSecret";
+    pub const INVALID_SECRET: &str = "InvalidSecret";
+    pub const NO_CHANGE: &str = "NoChange";
+    pub const CANCELLED: &str = "Cancelled";
+    pub const SUPERSEDED: &str = "Superseded";
+    pub const WRITE_FAILED: &str = "WriteFailed";
+    pub const OPTED_OUT: &str = "OptedOut";
+}
+
+impl RotationBatch {
+    pub fn phase(&self) -> BatchPhase {
+        self.status.as_ref().map(|status| status.phase.clone()).unwrap_or_default()
+    }
+
+    pub fn is_terminal(&self) -> bool {
+        self.phase().is_terminal()
+    }
+}

@@ -1,0 +1,117 @@
+//! `capdeck plan -f PATH`: the start-up re-check computed offline from manifests.
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use serde_json::{Value, json};
+
+use crate::cli::PlanArgs;
+use crate::engine::plan::{CapIndex, Plan, PlanAction, plan_all};
+use crate::manifest;
+use crate::output::{OutputFormat, Table};
+
+pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
+    let manifests = match manifest::load(&args.files) {
+        Ok(manifests) => manifests,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return Ok(ExitCode::from(1));
+        }
+    };
+    let index = CapIndex::new(
+        manifests.applications.clone(),
+        manifests.versions.iter().cloned(),
+        manifests.tenants.iter().cloned(),
+    );
+    let mut plan = plan_all(&index, &manifests);
+    plan.problems.splice(0..0, manifests.problems.iter().cloned());
+    let opted_out = index.applications().iter().filter(|app| !app.rollout_opted_in()).count();
+    let text = match args.output {
+        OutputFormat::Json => crate::output::json(&plan_json(&plan, args.show_secrets)),
+        OutputFormat::Table => plan_table(&plan, args.show_secrets, opted_out),
+    };
+    std::io::stdout().lock().write_all(text.as_bytes())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn action_name(action: PlanAction) -> &'static str {
+    match action {
+        PlanAction::Restart => "restart",
+        PlanAction::Unchanged => "unchanged",
+        PlanAction::Missing => "missing",
+    }
+}
+
+pub fn plan_json(plan: &Plan, show_secrets: bool) -> Value {
+    let deployments: Vec<Value> = plan
+        .deployments
+        .iter()
+        .map(|deployment| {
+            let mut object = json!({
+                "namespace": deployment.namespace,
+                "application": deployment.application,
+                "version": deployment.version,
+                "workload": deployment.workload,
+                "deployment": deployment.deployment,
+                "action": action_name(deployment.action),
+                "reason": deployment.reason,
+                "currentSecret": deployment.current_secret,
+                "services": deployment.services,
+                "vcapSha256": deployment.payload.sha256(),
+            });
+            if show_secrets {
+                object["vcapServices"] = Value::String(deployment.payload.expose().to_string());
+            }
+            object
+        })
+        .collect();
+    json!({ "deployments": deployments, "problems": plan.problems })
+}
+
+fn plan_table(plan: &Plan, show_secrets: bool, opted_out: usize) -> String {
+    let mut table = Table::new(&["NAMESPACE", "APPLICATION", "DEPLOYMENT", "ACTION", "REASON"]);
+    for deployment in &plan.deployments {
+        table.row(vec![
+            deployment.namespace.clone(),
+            deployment.application.clone(),
+            deployment.deployment.clone(),
+            action_name(deployment.action).to_string(),
+            deployment.reason.clone(),
+        ]);
+    }
+    let mut out = if table.is_empty() { "No affected Deployments.\n".to_string() } else { table.render() };
+    let count = |action| plan.deployments.iter().filter(|deployment| deployment.action == action).count();
+    out.push_str(&format!(
+        "\n{} to restart, {} unchanged, {} missing, {} problem(s){}\n",
+        count(PlanAction::Restart),
+        count(PlanAction::Unchanged),
+        count(PlanAction::Missing),
+        plan.problems.len(),
+        if opted_out > 0 { format!("; {opted_out} application(s) not opted in") } else { String::new() }
+    ));
+    if !plan.problems.is_empty() {
+        let mut problems = Table::new(&["NAMESPACE", "APPLICATION", "DEPLOYMENT", "SECRET", "PROBLEM"]);
+        for problem in &plan.problems {
+            problems.row(vec![
+                problem.namespace.clone(),
+                problem.application.clone().unwrap_or_else(|| "-".into()),
+                problem.deployment.clone().unwrap_or_else(|| "-".into()),
+                problem.secret.clone().unwrap_or_else(|| "-".into()),
+                problem.message.clone(),
+            ]);
+        }
+        out.push('\n');
+        out.push_str(&problems.render());
+    }
+    if show_secrets {
+        for deployment in &plan.deployments {
+            out.push_str(&format!(
+                "\n{}/{} VCAP_SERVICES:\n{}\n",
+                deployment.namespace,
+                deployment.deployment,
+                deployment.payload.expose()
+            ));
+        }
+    }
+    out
+}

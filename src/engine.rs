@@ -1,0 +1,3 @@
+//! The reconcile engine: planning, batching, approvals and rolling.
+
+pub mod plan;

@@ -1,0 +1,10 @@
+//! capdeck: a terminal operations console and an embedded reconcile engine for SAP CAP Operator
+//! workloads on Kubernetes. The binary is thin; everything lives here.
+
+pub mod api;
+pub mod cli;
+pub mod commands;
+pub mod engine;
+pub mod manifest;
+pub mod output;
+pub mod vcap;
