@@ -37,6 +37,65 @@ parsed, 2 for usage errors.")]
 Operator's sme.sap.com/v1alpha1 kinds and capdeck.dev/v1alpha1 RotationBatch.\n\n\
 Example: capdeck crds | kubectl apply -f -")]
     Crds(CrdsArgs),
+    /// Run the sandbox cluster: an in-memory Kubernetes API server for kubectl and capdeck
+    #[command(long_about = "Run the sandbox cluster: an in-memory Kubernetes API server that kubectl, kube-rs \
+and capdeck can use. It writes a kubeconfig once it listens, prints the URL and a KUBECONFIG hint, and \
+runs until SIGINT or SIGTERM (exit 0).\n\nExample:\n  capdeck sandbox --seed demo --simulate-workloads \
+--kubeconfig-out /tmp/sandbox.kubeconfig\n  KUBECONFIG=/tmp/sandbox.kubeconfig kubectl get cat -A")]
+    Sandbox(SandboxArgs),
+    /// Measure capdeck: the sandbox API server, the engine, the console
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Request latency and memory of the sandbox API server holding N objects (kube client over HTTP)
+    Sandbox(BenchSandboxArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchSandboxArgs {
+    /// How many Secrets to create
+    #[arg(long, default_value_t = 10_000)]
+    pub objects: usize,
+    /// Output format
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct SandboxArgs {
+    /// Address to listen on (port 0 picks a free port)
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    pub listen: std::net::SocketAddr,
+    /// Where to write the kubeconfig [default: <temp dir>/capdeck-sandbox/kubeconfig]
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig_out: Option<PathBuf>,
+    /// What the cluster starts with: `empty` (namespaces only) or `demo` (CRDs and four CAP applications)
+    #[arg(long, value_enum, default_value_t = Seed::Empty)]
+    pub seed: Seed,
+    /// Move Deployment status through rolling updates and complete Jobs, like a real cluster
+    #[arg(long)]
+    pub simulate_workloads: bool,
+    /// Replicas per second a simulated rollout progresses
+    #[arg(long, value_name = "N", default_value_t = 1.0, requires = "simulate_workloads")]
+    pub pace: f64,
+    /// Rotate a random binding Secret every 20-40 s
+    #[arg(long)]
+    pub rotate_credentials: bool,
+    /// Who SelfSubjectReview says you are
+    #[arg(long, value_name = "NAME", default_value = "sandbox-admin")]
+    pub user: String,
+    /// Deny VERB:RESOURCE (e.g. patch:rotationbatches, *:secrets): access reviews say no, writes get 403; repeatable
+    #[arg(long, value_name = "VERB:RESOURCE")]
+    pub deny: Vec<crate::sandbox::DenyRule>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Seed {
+    Empty,
+    Demo,
 }
 
 #[derive(Debug, Args)]

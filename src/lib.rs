@@ -2,9 +2,11 @@
 //! workloads on Kubernetes. The binary is thin; everything lives here.
 
 pub mod api;
+pub mod bench;
 pub mod cli;
 pub mod commands;
 pub mod engine;
 pub mod manifest;
 pub mod output;
+pub mod sandbox;
 pub mod vcap;

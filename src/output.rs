@@ -77,3 +77,71 @@ mod tests {
         assert_eq!(table.render(), "NAME          STATE\na             Ready\nlonger-name\n");
     }
 }
+
+/// kubectl's age format (`k8s.io/apimachinery/pkg/util/duration.HumanDuration`): `45s`, `5m30s`,
+/// `3h`, `2d4h`, `1y30d`.
+pub fn human_duration(seconds: i64) -> String {
+    if seconds < -1 {
+        return "<invalid>".into();
+    }
+    let seconds = seconds.max(0);
+    if seconds < 120 {
+        return format!("{seconds}s");
+    }
+    let minutes = seconds / 60;
+    if minutes < 10 {
+        let rest = seconds % 60;
+        return if rest == 0 { format!("{minutes}m") } else { format!("{minutes}m{rest}s") };
+    }
+    if minutes < 180 {
+        return format!("{minutes}m");
+    }
+    let hours = minutes / 60;
+    if hours < 8 {
+        let rest = minutes % 60;
+        return if rest == 0 { format!("{hours}h") } else { format!("{hours}h{rest}m") };
+    }
+    if hours < 48 {
+        return format!("{hours}h");
+    }
+    if hours < 24 * 8 {
+        let rest = hours % 24;
+        return if rest == 0 { format!("{}d", hours / 24) } else { format!("{}d{rest}h", hours / 24) };
+    }
+    if hours < 24 * 365 * 2 {
+        return format!("{}d", hours / 24);
+    }
+    if hours < 24 * 365 * 8 {
+        let days = (hours / 24) % 365;
+        return if days == 0 { format!("{}y", hours / 24 / 365) } else { format!("{}y{days}d", hours / 24 / 365) };
+    }
+    format!("{}y", hours / 24 / 365)
+}
+
+#[cfg(test)]
+mod duration_tests {
+    use super::human_duration;
+
+    #[test]
+    fn matches_kubectl_ages() {
+        let cases = [
+            (-5, "<invalid>"),
+            (0, "0s"),
+            (119, "119s"),
+            (120, "2m"),
+            (330, "5m30s"),
+            (600, "10m"),
+            (179 * 60, "179m"),
+            (3 * 3600, "3h"),
+            (3 * 3600 + 5 * 60, "3h5m"),
+            (30 * 3600, "30h"),
+            (2 * 86400 + 4 * 3600, "2d4h"),
+            (100 * 86400, "100d"),
+            (3 * 365 * 86400 + 30 * 86400, "3y30d"),
+            (9 * 365 * 86400, "9y"),
+        ];
+        for (seconds, expected) in cases {
+            assert_eq!(human_duration(seconds), expected, "{seconds}");
+        }
+    }
+}

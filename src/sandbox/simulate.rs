@@ -1,0 +1,344 @@
+//! Simulated controllers for the sandbox: a workload controller that moves Deployment status
+//! through a rolling update (and Jobs to completion), and a credential rotator that rewrites
+//! binding Secrets. They write through the store like a kube-controller-manager would, so their
+//! writes are not in the request log and never count as capdeck's.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::Sandbox;
+use super::store::{ChangeKind, ObjectKey, WriteOptions, now_rfc3339};
+
+/// Annotation that makes a Deployment's rollouts stall until the progress deadline.
+pub const STALL_ANNOTATION: &str = "sandbox.capdeck.dev/stall";
+const MANAGER: &str = "sandbox-controller-manager";
+
+#[derive(Clone, Debug)]
+pub struct WorkloadSimulation {
+    /// How many replicas of a rollout become ready per second.
+    pub replicas_per_second: f64,
+    /// Used when a Deployment sets no `spec.progressDeadlineSeconds`.
+    pub progress_deadline: Duration,
+    pub tick: Duration,
+}
+
+impl Default for WorkloadSimulation {
+    fn default() -> Self {
+        Self { replicas_per_second: 1.0, progress_deadline: Duration::from_secs(20), tick: Duration::from_millis(200) }
+    }
+}
+
+struct Rollout {
+    generation: i64,
+    replicas: i64,
+    started: Instant,
+    stall: bool,
+    deadline: Duration,
+}
+
+fn int(object: &Value, pointer: &str) -> Option<i64> {
+    object.pointer(pointer).and_then(Value::as_i64)
+}
+
+fn complete_status(generation: i64, replicas: i64) -> Value {
+    json!({
+        "observedGeneration": generation,
+        "replicas": replicas,
+        "updatedReplicas": replicas,
+        "readyReplicas": replicas,
+        "availableReplicas": replicas,
+        "conditions": [
+            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable", "message": "Deployment has minimum availability.", "lastUpdateTime": now_rfc3339(), "lastTransitionTime": now_rfc3339()},
+            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable", "message": "ReplicaSet has successfully progressed.", "lastUpdateTime": now_rfc3339(), "lastTransitionTime": now_rfc3339()},
+        ],
+    })
+}
+
+fn rolling_status(rollout: &Rollout, updated: i64, stalled: bool) -> Value {
+    let (status, reason, message) = if stalled {
+        ("False", "ProgressDeadlineExceeded", "ReplicaSet has timed out progressing.")
+    } else {
+        ("True", "ReplicaSetUpdated", "ReplicaSet is progressing.")
+    };
+    json!({
+        "observedGeneration": rollout.generation,
+        // One surge pod while old pods remain.
+        "replicas": rollout.replicas + i64::from(updated < rollout.replicas),
+        "updatedReplicas": updated,
+        "readyReplicas": rollout.replicas,
+        "availableReplicas": rollout.replicas,
+        "unavailableReplicas": i64::from(updated < rollout.replicas),
+        "conditions": [
+            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable", "message": "Deployment has minimum availability.", "lastUpdateTime": now_rfc3339(), "lastTransitionTime": now_rfc3339()},
+            {"type": "Progressing", "status": status, "reason": reason, "message": message, "lastUpdateTime": now_rfc3339(), "lastTransitionTime": now_rfc3339()},
+        ],
+    })
+}
+
+impl Sandbox {
+    fn write_status(&self, group: &str, plural: &str, namespace: &str, name: &str, status: Value) {
+        self.with_store_mut(|store| {
+            let Some(resource) = store.registry.by_group_plural(group, plural).cloned() else { return };
+            let options = WriteOptions { dry_run: false, field_manager: Some(MANAGER.into()) };
+            let _ = store.update(&resource, namespace, name, json!({"status": status}), true, &options);
+        });
+    }
+
+    /// Run the workload controller until `cancel`: Deployments without status get one, a pod
+    /// template change rolls replica by replica, `sandbox.capdeck.dev/stall: "true"` ends in
+    /// `ProgressDeadlineExceeded`, and Jobs complete.
+    pub fn simulate_workloads(&self, simulation: WorkloadSimulation, cancel: CancellationToken) -> JoinHandle<()> {
+        let sandbox = self.clone();
+        let mut changes = self.with_store(super::store::Store::subscribe);
+        // Objects that existed before the controller started.
+        let existing: Vec<(ObjectKey, Value)> = ["deployments", "jobs"]
+            .iter()
+            .flat_map(|plural| {
+                let group = if *plural == "deployments" { "apps" } else { "batch" };
+                self.list(group, plural).into_iter().map(move |object| {
+                    let key = ObjectKey {
+                        group: group.into(),
+                        plural: (*plural).into(),
+                        namespace: object
+                            .pointer("/metadata/namespace")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .into(),
+                        name: object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().into(),
+                    };
+                    (key, object)
+                })
+            })
+            .collect();
+        tokio::spawn(async move {
+            let mut rollouts: HashMap<ObjectKey, Rollout> = HashMap::new();
+            for (key, object) in existing {
+                sandbox.observe(&simulation, &mut rollouts, &key, &object);
+            }
+            let mut ticker = tokio::time::interval(simulation.tick);
+            loop {
+                tokio::select! {
+                    () = cancel.cancelled() => return,
+                    _ = ticker.tick() => sandbox.advance(&simulation, &mut rollouts),
+                    change = changes.recv() => match change {
+                        Ok(change) if change.kind != ChangeKind::Deleted => {
+                            let key = change.key.clone();
+                            sandbox.observe(&simulation, &mut rollouts, &key, &change.object);
+                        }
+                        Ok(change) => {
+                            rollouts.remove(&change.key);
+                        }
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                            // Missed changes: look at everything again.
+                            for plural in ["deployments", "jobs"] {
+                                let group = if plural == "deployments" { "apps" } else { "batch" };
+                                for object in sandbox.list(group, plural) {
+                                    let key = ObjectKey {
+                                        group: group.into(),
+                                        plural: plural.into(),
+                                        namespace: object.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default().into(),
+                                        name: object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().into(),
+                                    };
+                                    sandbox.observe(&simulation, &mut rollouts, &key, &object);
+                                }
+                            }
+                        }
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                    },
+                }
+            }
+        })
+    }
+
+    fn observe(
+        &self,
+        simulation: &WorkloadSimulation,
+        rollouts: &mut HashMap<ObjectKey, Rollout>,
+        key: &ObjectKey,
+        object: &Value,
+    ) {
+        match (key.group.as_str(), key.plural.as_str()) {
+            ("apps", "deployments") => {}
+            ("batch", "jobs") => {
+                if object.pointer("/status/succeeded").is_none() && object.pointer("/status/failed").is_none() {
+                    let now = now_rfc3339();
+                    self.write_status("batch", "jobs", &key.namespace, &key.name, json!({
+                        "startTime": now, "completionTime": now, "succeeded": 1, "active": 0,
+                        "conditions": [{"type": "Complete", "status": "True", "lastProbeTime": now, "lastTransitionTime": now}],
+                    }));
+                }
+                return;
+            }
+            _ => return,
+        }
+        let generation = int(object, "/metadata/generation").unwrap_or(1);
+        let replicas = int(object, "/spec/replicas").unwrap_or(1).max(0);
+        let observed = int(object, "/status/observedGeneration");
+        if rollouts.get(&key.clone()).is_some_and(|rollout| rollout.generation == generation) {
+            return;
+        }
+        match observed {
+            None if object.get("status").is_none_or(|s| s.as_object().is_none_or(serde_json::Map::is_empty)) => {
+                // Created without status: it comes up directly.
+                self.write_status(
+                    "apps",
+                    "deployments",
+                    &key.namespace,
+                    &key.name,
+                    complete_status(generation, replicas),
+                );
+            }
+            Some(observed) if observed >= generation => {}
+            _ => {
+                let stall = object
+                    .pointer(&format!("/metadata/annotations/{}", STALL_ANNOTATION.replace('/', "~1")))
+                    .and_then(Value::as_str)
+                    == Some("true");
+                let deadline = int(object, "/spec/progressDeadlineSeconds")
+                    .map_or(simulation.progress_deadline, |seconds| Duration::from_secs(seconds.unsigned_abs()));
+                let rollout = Rollout { generation, replicas, started: Instant::now(), stall, deadline };
+                self.write_status("apps", "deployments", &key.namespace, &key.name, rolling_status(&rollout, 0, false));
+                rollouts.insert(key.clone(), rollout);
+            }
+        }
+    }
+
+    fn advance(&self, simulation: &WorkloadSimulation, rollouts: &mut HashMap<ObjectKey, Rollout>) {
+        let mut finished = Vec::new();
+        for (key, rollout) in rollouts.iter() {
+            let elapsed = rollout.started.elapsed();
+            if rollout.stall {
+                if elapsed >= rollout.deadline {
+                    self.write_status(
+                        "apps",
+                        "deployments",
+                        &key.namespace,
+                        &key.name,
+                        rolling_status(rollout, rollout.replicas.min(1), true),
+                    );
+                    finished.push(key.clone());
+                }
+                continue;
+            }
+            #[allow(clippy::cast_possible_truncation)]
+            let updated =
+                ((elapsed.as_secs_f64() * simulation.replicas_per_second).floor() as i64).min(rollout.replicas);
+            if updated >= rollout.replicas {
+                self.write_status(
+                    "apps",
+                    "deployments",
+                    &key.namespace,
+                    &key.name,
+                    complete_status(rollout.generation, rollout.replicas),
+                );
+                finished.push(key.clone());
+            } else {
+                self.write_status(
+                    "apps",
+                    "deployments",
+                    &key.namespace,
+                    &key.name,
+                    rolling_status(rollout, updated, false),
+                );
+            }
+        }
+        for key in finished {
+            rollouts.remove(&key);
+        }
+    }
+
+    /// Binding Secrets referenced by any CAPApplication: (namespace, secret name).
+    pub fn binding_secrets(&self) -> Vec<(String, String)> {
+        let mut secrets: Vec<(String, String)> = self
+            .list("sme.sap.com", "capapplications")
+            .iter()
+            .flat_map(|app| {
+                let namespace =
+                    app.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default().to_string();
+                app.pointer("/spec/btp/services")
+                    .and_then(Value::as_array)
+                    .map(|services| {
+                        services
+                            .iter()
+                            .filter_map(|service| service.get("secret").and_then(Value::as_str))
+                            .map(|secret| (namespace.clone(), secret.to_string()))
+                            .collect::<Vec<_>>()
+                    })
+                    .unwrap_or_default()
+            })
+            .collect();
+        secrets.sort();
+        secrets.dedup();
+        secrets
+    }
+
+    /// Rotate one binding Secret: a new client secret in whichever layout it uses. Returns the
+    /// Secret rotated, if it exists.
+    pub fn rotate_secret(&self, namespace: &str, name: &str) -> Option<String> {
+        let mut secret = self.get("", "secrets", namespace, name)?;
+        let fresh = format!("rotated-{}", new_token());
+        let engine = base64::engine::general_purpose::STANDARD;
+        let data = secret.get_mut("data").and_then(Value::as_object_mut)?;
+        let decode = |value: &Value| {
+            value.as_str().and_then(|text| engine.decode(text).ok()).and_then(|bytes| String::from_utf8(bytes).ok())
+        };
+        if data.contains_key(".metadata") && data.contains_key("clientsecret") {
+            data.insert("clientsecret".into(), Value::String(engine.encode(&fresh)));
+        } else if let Some(mut credentials) =
+            data.get("credentials").and_then(decode).and_then(|text| serde_json::from_str::<Value>(&text).ok())
+        {
+            credentials["clientsecret"] = Value::String(fresh);
+            data.insert("credentials".into(), Value::String(engine.encode(credentials.to_string())));
+        } else {
+            data.insert("password".into(), Value::String(engine.encode(&fresh)));
+        }
+        self.with_store_mut(|store| {
+            let resource = store.registry.by_group_plural("", "secrets")?.clone();
+            let options = WriteOptions { dry_run: false, field_manager: Some("sandbox-credential-rotator".into()) };
+            store.update(&resource, namespace, name, secret, false, &options).ok()
+        })?;
+        Some(name.to_string())
+    }
+
+    /// Rotate a random binding Secret every `min..=max` until `cancel`.
+    pub fn rotate_credentials(&self, min: Duration, max: Duration, cancel: CancellationToken) -> JoinHandle<()> {
+        let sandbox = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let wait = {
+                    use rand::RngExt as _;
+                    let span = max.saturating_sub(min).as_millis().max(1);
+                    min + Duration::from_millis(u64::try_from(rand::rng().random_range(0..span)).unwrap_or(0))
+                };
+                tokio::select! {
+                    () = cancel.cancelled() => return,
+                    () = tokio::time::sleep(wait) => {}
+                }
+                let secrets = sandbox.binding_secrets();
+                if secrets.is_empty() {
+                    continue;
+                }
+                let index = {
+                    use rand::RngExt as _;
+                    rand::rng().random_range(0..secrets.len())
+                };
+                let (namespace, name) = &secrets[index];
+                if sandbox.rotate_secret(namespace, name).is_some() {
+                    tracing::info!(namespace, secret = name, "sandbox rotated a binding secret");
+                }
+            }
+        })
+    }
+}
+
+fn new_token() -> String {
+    use rand::RngExt as _;
+    let bits: u64 = rand::rng().random();
+    format!("{bits:016x}")
+}
