@@ -1,5 +1,6 @@
 //! `capdeck bench ...`: measurements reported as numbers (never timed unit tests).
 
+pub mod engine;
 pub mod sandbox;
 
 use std::time::Duration;

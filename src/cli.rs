@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::cluster::ClusterArgs;
+use crate::engine::config::{ApprovalPolicy, EngineMode};
 use crate::output::OutputFormat;
 
 #[derive(Debug, Parser)]
@@ -20,6 +22,62 @@ Secrets rotate (batched, approvable, paced).",
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// Run headless in the cluster as the rollout operator: leader election, /healthz /readyz
+    /// /metrics, JSON logs on stdout; SIGTERM finishes in-flight writes, releases the lease, exits 0
+    #[arg(long)]
+    pub daemon: bool,
+    /// Where the daemon serves /healthz, /readyz and /metrics
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8080", env = "CAPDECK_HEALTH_ADDR")]
+    pub health_addr: std::net::SocketAddr,
+}
+
+impl Cli {
+    /// Parse, including the checks clap derive cannot express (usage errors exit 2).
+    pub fn parse_checked<I, T>(args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        use clap::CommandFactory as _;
+        let cli = Self::try_parse_from(args)?;
+        if cli.daemon && cli.command.is_some() {
+            return Err(Self::command()
+                .error(clap::error::ErrorKind::ArgumentConflict, "--daemon cannot be combined with a subcommand"));
+        }
+        Ok(cli)
+    }
+}
+
+/// How the engine rolls out (daemon, and the console's attached engine).
+#[derive(Debug, Args, Clone)]
+pub struct EngineArgs {
+    /// Batch window after the first rotation (Go duration; below 30s clamps to 30s, unparseable means 1h)
+    #[arg(long, value_name = "DURATION", env = "ROLLOUT_DELAY", global = true)]
+    pub rollout_delay: Option<String>,
+    /// Approval policy for applications without the capdeck.dev/approval annotation
+    #[arg(long, value_enum, default_value_t = ApprovalPolicy::Auto, env = "CAPDECK_APPROVAL", global = true)]
+    pub approval: ApprovalPolicy,
+    /// Deployments rolling at once, across all batches
+    #[arg(long, value_name = "N", default_value_t = 5, env = "CAPDECK_MAX_PARALLEL_ROLLOUTS", global = true,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_parallel_rollouts: u32,
+    /// A Deployment rolled less than this ago needs an approval to roll again (storm guard; Go duration)
+    #[arg(long, value_name = "DURATION", default_value = "10m", env = "CAPDECK_MIN_ROLLOUT_INTERVAL", global = true,
+          value_parser = crate::engine::config::parse_go_duration)]
+    pub min_rollout_interval: std::time::Duration,
+    /// Whether this process may lead: `auto` takes the lease when free, `observe` never writes, `lead` competes
+    #[arg(long = "engine", value_enum, default_value_t = EngineMode::Auto, env = "CAPDECK_ENGINE", global = true)]
+    pub mode: EngineMode,
+    /// Namespace of the leader-election Lease [default: $POD_NAMESPACE, then the context's namespace]
+    #[arg(long, value_name = "NS", env = "POD_NAMESPACE", global = true)]
+    pub lease_namespace: Option<String>,
+    /// Name of the leader-election Lease
+    #[arg(long, value_name = "NAME", default_value = "capdeck-engine", global = true)]
+    pub lease_name: String,
 }
 
 #[derive(Debug, Subcommand)]
@@ -46,12 +104,119 @@ runs until SIGINT or SIGTERM (exit 0).\n\nExample:\n  capdeck sandbox --seed dem
     /// Measure capdeck: the sandbox API server, the engine, the console
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// List RotationBatches: phase, window, approvals, rollout progress
+    Batches(BatchesArgs),
+    /// Approve a batch that waits for approval (or pre-approve one still collecting)
+    Approve(BatchActionArgs),
+    /// End a batch's window now (add --approve to also approve a batch that needs it)
+    Force(ForceArgs),
+    /// Freeze a batch: nothing new starts until `release`
+    Hold(BatchActionArgs),
+    /// Release a held batch
+    Release(BatchActionArgs),
+    /// Abandon a batch: nothing more is rolled (Deployments already rolling finish)
+    Cancel(BatchActionArgs),
+    /// Print the manifests to run `capdeck --daemon` in a cluster (RBAC, Deployment, Service)
+    Manifests(ManifestsArgs),
+}
+
+impl EngineArgs {
+    /// The engine configuration, plus the ROLLOUT_DELAY error to log if the value was bad.
+    pub fn config(&self, default_lease_namespace: &str) -> (crate::engine::config::EngineConfig, Option<String>) {
+        let (rollout_delay, delay_error) = crate::engine::config::parse_rollout_delay(self.rollout_delay.as_deref());
+        let config = crate::engine::config::EngineConfig {
+            rollout_delay,
+            approval: self.approval,
+            max_parallel_rollouts: usize::try_from(self.max_parallel_rollouts).unwrap_or(usize::MAX),
+            min_rollout_interval: self.min_rollout_interval,
+            mode: self.mode,
+            lease: crate::engine::config::LeaseSettings {
+                namespace: self.lease_namespace.clone().unwrap_or_else(|| default_lease_namespace.to_string()),
+                name: self.lease_name.clone(),
+                ..crate::engine::config::LeaseSettings::default()
+            },
+            ..crate::engine::config::EngineConfig::default()
+        };
+        (config, delay_error)
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct BatchesArgs {
+    /// Output format
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct BatchActionArgs {
+    /// The batch: NAMESPACE/NAME, or NAME with -n
+    #[arg(value_name = "BATCH")]
+    pub batch: String,
+    /// Why (recorded in the batch and its Event)
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ForceArgs {
+    #[command(flatten)]
+    pub target: BatchActionArgs,
+    /// Approve in the same write (for batches that need an approval)
+    #[arg(long)]
+    pub approve: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(long_about = "Print the manifests to run `capdeck --daemon` in a cluster: ServiceAccount, a \
+least-privilege ClusterRole and binding, a Role for the leader-election Lease, the Deployment and the \
+metrics Service. The namespace comes from --namespace/-n (default capdeck-system).\n\n\
+Example: capdeck crds | kubectl apply -f - && capdeck manifests -n capdeck-system | kubectl apply -f -")]
+pub struct ManifestsArgs {
+    /// Container image to run
+    #[arg(long, value_name = "IMAGE", default_value = "ghcr.io/capdeck/capdeck:0.1.0")]
+    pub image: String,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
     /// Request latency and memory of the sandbox API server holding N objects (kube client over HTTP)
     Sandbox(BenchSandboxArgs),
+    /// The engine at scale: store sync, the start-up re-check, writes, rotation rollout timing, memory
+    #[command(long_about = "The engine at scale. A sandbox in a child process is seeded with APPS CAPApplications \
+(each with SERVICES binding Secrets, a Ready version with DEPLOYMENTS Deployments consuming every service, a tenant, \
+current VCAP Secrets) plus UNREFERENCED Secrets nobody uses. The engine runs in this process over loopback HTTP. \
+Reported: sync_ms (stores ready), plan_ms (the full start-up re-check), startup_writes (must be 0), then ROTATE \
+binding Secrets are rotated with the window forced: rotated_deployments, rotation_writes, writes_per_deployment, \
+window_to_last_update_ms, rollout_complete_ms, and rss_mb / rss_peak_mb of this process (the engine; the \
+sandbox's memory is reported apart).")]
+    Engine(BenchEngineArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchEngineArgs {
+    /// CAPApplications
+    #[arg(long, default_value_t = 100)]
+    pub apps: usize,
+    /// Deployments per application (each consumes every service)
+    #[arg(long, default_value_t = 5)]
+    pub deployments_per_app: usize,
+    /// Services (binding Secrets) per application
+    #[arg(long, default_value_t = 5)]
+    pub services_per_app: usize,
+    /// Secrets nobody references
+    #[arg(long, default_value_t = 0)]
+    pub unreferenced_secrets: usize,
+    /// Binding Secrets to rotate (one per application, first service)
+    #[arg(long, default_value_t = 100)]
+    pub rotate: usize,
+    /// Simulated rollout pace, replicas per second (the engine under test takes the global
+    /// --max-parallel-rollouts)
+    #[arg(long, default_value_t = 1.0)]
+    pub pace: f64,
+    /// Output format
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
 }
 
 #[derive(Debug, Args)]
@@ -90,6 +255,25 @@ pub struct SandboxArgs {
     /// Deny VERB:RESOURCE (e.g. patch:rotationbatches, *:secrets): access reviews say no, writes get 403; repeatable
     #[arg(long, value_name = "VERB:RESOURCE")]
     pub deny: Vec<crate::sandbox::DenyRule>,
+    /// Benchmark seed APPS:DEPLOYMENTS:SERVICES:UNREFERENCED (used by `capdeck bench engine`)
+    #[arg(long, value_name = "A:D:S:U", hide = true, value_parser = parse_synthetic)]
+    pub synthetic: Option<crate::sandbox::synthetic::SyntheticSize>,
+}
+
+fn parse_synthetic(text: &str) -> Result<crate::sandbox::synthetic::SyntheticSize, String> {
+    let parts: Vec<usize> = text
+        .split(':')
+        .map(|part| part.parse::<usize>().map_err(|_| format!("{part:?} is not a number")))
+        .collect::<Result<_, _>>()?;
+    match parts.as_slice() {
+        [apps, deployments, services, unreferenced] => Ok(crate::sandbox::synthetic::SyntheticSize {
+            apps: *apps,
+            deployments_per_app: *deployments,
+            services_per_app: *services,
+            unreferenced_secrets: *unreferenced,
+        }),
+        _ => Err("expected APPS:DEPLOYMENTS:SERVICES:UNREFERENCED".into()),
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -133,5 +317,16 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn engine_flags_parse_with_defaults() {
+        let cli = Cli::try_parse_from(["capdeck", "batches"]).expect("parses");
+        assert_eq!(cli.engine.max_parallel_rollouts, 5);
+        assert_eq!(cli.engine.min_rollout_interval, std::time::Duration::from_secs(600));
+        assert!(Cli::try_parse_from(["capdeck", "--max-parallel-rollouts", "0", "batches"]).is_err());
+        assert!(Cli::try_parse_from(["capdeck", "--min-rollout-interval", "banana", "batches"]).is_err());
+        assert!(Cli::parse_checked(["capdeck", "--daemon", "batches"]).is_err(), "--daemon takes no subcommand");
+        assert!(Cli::parse_checked(["capdeck", "--daemon"]).is_ok());
     }
 }

@@ -1,7 +1,9 @@
 //! What each subcommand does. Returns the process exit code; errors become exit code 1.
 
+mod batches;
 mod bench;
 mod crds;
+pub mod manifests;
 mod plan;
 mod sandbox;
 
@@ -10,11 +12,29 @@ use std::process::ExitCode;
 use crate::cli::{Cli, Command};
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    use crate::engine::actions::BatchAction;
+    if cli.daemon {
+        return runtime()?.block_on(crate::daemon::run(&cli.cluster, &cli.engine, cli.health_addr));
+    }
     match cli.command {
+        Some(Command::Batches(args)) => runtime()?.block_on(batches::list(&cli.cluster, &args)),
+        Some(Command::Approve(args)) => runtime()?.block_on(batches::action(&cli.cluster, &args, BatchAction::Approve)),
+        Some(Command::Force(args)) => runtime()?.block_on(batches::action(
+            &cli.cluster,
+            &args.target,
+            BatchAction::Force { approve: args.approve },
+        )),
+        Some(Command::Hold(args)) => runtime()?.block_on(batches::action(&cli.cluster, &args, BatchAction::Hold)),
+        Some(Command::Release(args)) => runtime()?.block_on(batches::action(&cli.cluster, &args, BatchAction::Release)),
+        Some(Command::Cancel(args)) => runtime()?.block_on(batches::action(&cli.cluster, &args, BatchAction::Cancel)),
+        Some(Command::Manifests(args)) => manifests::run(cli.cluster.namespace.as_deref(), &args),
         Some(Command::Plan(args)) => plan::run(&args),
         Some(Command::Crds(args)) => crds::run(&args),
         Some(Command::Sandbox(args)) => runtime()?.block_on(sandbox::run(args)),
-        Some(Command::Bench(command)) => runtime()?.block_on(bench::run(command)),
+        Some(Command::Bench(command)) => {
+            let parallel = usize::try_from(cli.engine.max_parallel_rollouts).unwrap_or(usize::MAX);
+            runtime()?.block_on(bench::run(command, parallel))
+        }
         None => Ok(ExitCode::from(2)),
     }
 }

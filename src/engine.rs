@@ -1,3 +1,191 @@
-//! The reconcile engine: planning, batching, approvals and rolling.
+//! The reconcile engine: rotations become RotationBatches, batches are approved and rolled out.
+//! It runs headless in the cluster (`capdeck --daemon`) or attached to the console; only the
+//! holder of the Lease writes, every other engine observes.
 
+pub mod actions;
+pub mod config;
+pub mod metrics;
 pub mod plan;
+pub mod progress;
+pub mod reconcile;
+pub mod writes;
+
+use std::time::Duration;
+
+use kube_lease_manager::LeaseManagerBuilder;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::cluster::stores::Stores;
+use config::{EngineConfig, EngineMode};
+use metrics::Metrics;
+use reconcile::Reconciler;
+use writes::Writes;
+
+/// What this engine is doing, for the console header and `/readyz`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Stores still syncing or leadership not known yet.
+    Starting,
+    /// Holds the lease: writes.
+    Leader,
+    /// Another engine leads (or `--engine observe`): watches only.
+    Observer,
+}
+
+impl Role {
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Starting => "Starting",
+            Self::Leader => "Leader",
+            Self::Observer => "Observer",
+        }
+    }
+}
+
+/// A running engine.
+pub struct EngineHandle {
+    pub role: watch::Receiver<Role>,
+    pub metrics: Metrics,
+    task: JoinHandle<()>,
+}
+
+impl EngineHandle {
+    /// Wait for the engine to stop (after its cancellation token fired). In-flight writes of the
+    /// current pass finish and the lease is released first.
+    pub async fn join(self) {
+        let _ = self.task.await;
+    }
+}
+
+/// Start the engine on `stores` (which the caller started with the same client).
+pub fn spawn(
+    client: kube::Client,
+    stores: Stores,
+    config: EngineConfig,
+    metrics: Metrics,
+    cancel: CancellationToken,
+) -> EngineHandle {
+    let (role_tx, role) = watch::channel(Role::Starting);
+    let task_metrics = metrics.clone();
+    let task = tokio::spawn(async move {
+        run(client, stores, config, task_metrics, role_tx, cancel).await;
+    });
+    EngineHandle { role, metrics, task }
+}
+
+async fn run(
+    client: kube::Client,
+    stores: Stores,
+    config: EngineConfig,
+    metrics: Metrics,
+    role: watch::Sender<Role>,
+    cancel: CancellationToken,
+) {
+    tokio::select! {
+        () = cancel.cancelled() => return,
+        () = stores.wait_ready() => {}
+    }
+    // None until the lease state is known (observers know at once).
+    let (leader_tx, mut leader) = watch::channel(None::<bool>);
+    let leadership = match config.mode {
+        EngineMode::Observe => {
+            leader_tx.send_replace(Some(false));
+            None
+        }
+        EngineMode::Auto | EngineMode::Lead => {
+            Some(tokio::spawn(lead(client.clone(), config.clone(), leader_tx.clone(), cancel.clone())))
+        }
+    };
+    let mut changes = stores.changes();
+    let writes = Writes::new(client, metrics.clone(), &config.identity);
+    let mut reconciler = Reconciler::new(config, stores, metrics.clone(), writes);
+    let mut was_leader = false;
+    loop {
+        let known = *leader.borrow_and_update();
+        let is_leader = known == Some(true);
+        if is_leader && !was_leader {
+            // A new leader re-checks everything, like a start-up.
+            reconciler.recheck_all = true;
+        }
+        was_leader = is_leader;
+        metrics.leader.set(i64::from(is_leader));
+        role.send_replace(match known {
+            None => Role::Starting,
+            Some(true) => Role::Leader,
+            Some(false) => Role::Observer,
+        });
+        let wake = reconciler.pass(is_leader).await;
+        changes.borrow_and_update();
+        let sleep = wake.unwrap_or(Duration::from_secs(60));
+        tokio::select! {
+            () = cancel.cancelled() => break,
+            _ = leader.changed() => {}
+            _ = changes.changed() => {
+                // Let a burst of watch events settle into one pass.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            () = tokio::time::sleep(sleep) => {}
+        }
+    }
+    drop(leader_tx);
+    if let Some(leadership) = leadership {
+        let _ = tokio::time::timeout(Duration::from_secs(10), leadership).await;
+    }
+    metrics.leader.set(0);
+    role.send_replace(Role::Observer);
+}
+
+/// Hold the lease while we can; publish leadership to `leader`. On cancellation the lease is
+/// released so another engine can take over at once.
+async fn lead(
+    client: kube::Client,
+    config: EngineConfig,
+    leader: watch::Sender<Option<bool>>,
+    cancel: CancellationToken,
+) {
+    let manager = loop {
+        let built = LeaseManagerBuilder::new(client.clone(), &config.lease.name)
+            .with_namespace(&config.lease.namespace)
+            .with_identity(&config.identity)
+            .with_duration(config.lease.duration_seconds)
+            .with_grace(config.lease.grace_seconds)
+            .with_field_manager(format!("capdeck-lease-{}", config.identity))
+            .build()
+            .await;
+        match built {
+            Ok(manager) => break manager,
+            Err(error) => {
+                tracing::error!(%error, namespace = %config.lease.namespace, lease = %config.lease.name, "cannot use the lease; observing until it works");
+                tokio::select! {
+                    () = cancel.cancelled() => return,
+                    () = tokio::time::sleep(Duration::from_secs(10)) => {}
+                }
+            }
+        }
+    };
+    let (mut state, task) = manager.watch().await;
+    leader.send_replace(Some(*state.borrow_and_update()));
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => break,
+            changed = state.changed() => {
+                if changed.is_err() {
+                    break;
+                }
+                let holding = *state.borrow_and_update();
+                tracing::info!(leader = holding, identity = %config.identity, "lease state changed");
+                leader.send_replace(Some(holding));
+            }
+        }
+    }
+    leader.send_replace(Some(false));
+    // Dropping the receiver makes the lease task release the lease.
+    drop(state);
+    match tokio::time::timeout(Duration::from_secs(5), task).await {
+        Ok(Ok(Ok(_))) => tracing::info!("lease released"),
+        Ok(Ok(Err(error))) => tracing::warn!(%error, "could not release the lease"),
+        _ => tracing::warn!("lease release did not finish"),
+    }
+}

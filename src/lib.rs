@@ -4,7 +4,9 @@
 pub mod api;
 pub mod bench;
 pub mod cli;
+pub mod cluster;
 pub mod commands;
+pub mod daemon;
 pub mod engine;
 pub mod manifest;
 pub mod output;

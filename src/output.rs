@@ -58,6 +58,11 @@ impl Table {
     }
 }
 
+/// `1 Deployment`, `3 Deployments`.
+pub fn count(n: usize, singular: &str) -> String {
+    if n == 1 { format!("1 {singular}") } else { format!("{n} {singular}s") }
+}
+
 /// Pretty JSON with a trailing newline.
 pub fn json(value: &serde_json::Value) -> String {
     let mut text = serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".into());

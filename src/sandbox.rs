@@ -8,12 +8,14 @@
 
 pub mod control;
 mod http;
+pub mod ownership;
 pub mod patch;
 mod proto;
 pub mod registry;
 pub mod selectors;
 pub mod simulate;
 pub mod store;
+pub mod synthetic;
 mod views;
 
 use std::net::SocketAddr;

@@ -198,6 +198,44 @@ both_transports!(every_patch_type, |cluster: Cluster| async move {
     assert!(matches!(result, Err(kube::Error::Api(_))));
 });
 
+both_transports!(server_side_apply_field_ownership, |cluster: Cluster| async move {
+    let maps: Api<ConfigMap> = Api::default_namespaced(cluster.client.clone());
+    let body = |value: &str| {
+        Patch::Apply(
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "owned"}, "data": {"a": value}}),
+        )
+    };
+    maps.patch("owned", &PatchParams::apply("first"), &body("1")).await.expect("first apply");
+    // Same value: shared ownership, no conflict.
+    maps.patch("owned", &PatchParams::apply("second"), &body("1")).await.expect("same value");
+    // Another value without force: 409, as kube-lease-manager relies on.
+    let (code, reason) = api_error(maps.patch("owned", &PatchParams::apply("third"), &body("3")).await);
+    assert_eq!((code, reason.as_str()), (409, "Conflict"));
+    assert_eq!(maps.get("owned").await.expect("get").data.and_then(|d| d.get("a").cloned()).as_deref(), Some("1"));
+    // With force it takes the field.
+    maps.patch("owned", &PatchParams::apply("third").force(), &body("3")).await.expect("forced");
+    // An update (merge patch) takes ownership too; the apply manager then conflicts.
+    maps.patch(
+        "owned",
+        &PatchParams { field_manager: Some("editor".into()), ..Default::default() },
+        &Patch::Merge(json!({"data": {"a": "4"}})),
+    )
+    .await
+    .expect("merge");
+    assert_eq!(api_error(maps.patch("owned", &PatchParams::apply("third"), &body("5")).await).0, 409);
+    let managers: Vec<String> = maps
+        .get("owned")
+        .await
+        .expect("get")
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.manager.clone())
+        .collect();
+    assert!(managers.contains(&"editor".to_string()), "{managers:?}");
+});
+
 both_transports!(secret_string_data_on_update_and_patch, |cluster: Cluster| async move {
     let secrets: Api<Secret> = Api::default_namespaced(cluster.client.clone());
     let mut created = secrets.create(&PostParams::default(), &secret("sd")).await.expect("create");

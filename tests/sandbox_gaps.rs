@@ -88,18 +88,6 @@ async fn gap_apply_never_removes_fields_a_manager_stopped_applying() {
 }
 
 #[tokio::test]
-async fn gap_apply_has_no_field_ownership_conflicts() {
-    let cluster = cluster().await;
-    let maps: Api<ConfigMap> = Api::default_namespaced(cluster.client.clone());
-    let body = |value: &str| {
-        Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "m"}, "data": {"a": value}}))
-    };
-    maps.patch("m", &PatchParams::apply("first"), &body("1")).await.expect("apply");
-    let taken = maps.patch("m", &PatchParams::apply("second"), &body("2")).await;
-    assert!(taken.is_ok(), "a real server answers 409 Conflict without force");
-}
-
-#[tokio::test]
 async fn gap_strategic_merge_knows_only_some_merge_keys() {
     let cluster = cluster().await;
     let deployments: Api<Deployment> = Api::default_namespaced(cluster.client.clone());

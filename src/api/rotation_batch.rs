@@ -159,6 +159,9 @@ pub struct BatchDeployment {
     /// sha256 of the planned VCAP_SERVICES payload.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vcap_sha256: Option<String>,
+    /// The Deployment generation capdeck's update produced; progress counts from there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolled_generation: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -9,11 +9,12 @@ use crate::bench;
 use crate::cli::BenchCommand;
 use crate::output::{OutputFormat, Table};
 
-pub async fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
+pub async fn run(command: BenchCommand, max_parallel_rollouts: usize) -> anyhow::Result<ExitCode> {
     let (report, format) = match command {
         BenchCommand::Sandbox(args) => {
             (bench::sandbox::run(&bench::sandbox::SandboxBench { objects: args.objects }).await?, args.output)
         }
+        BenchCommand::Engine(args) => (bench::engine::run(&args, max_parallel_rollouts).await?, args.output),
     };
     let text = match format {
         OutputFormat::Json => crate::output::json(&report),

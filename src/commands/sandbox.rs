@@ -17,9 +17,13 @@ pub async fn run(args: SandboxArgs) -> anyhow::Result<ExitCode> {
     }
     let sandbox =
         Sandbox::new(SandboxConfig { user: args.user.clone(), deny: args.deny.clone(), ..SandboxConfig::default() });
-    match args.seed {
-        Seed::Empty => {}
-        Seed::Demo => {
+    match (args.synthetic, args.seed) {
+        (Some(size), _) => {
+            crate::sandbox::synthetic::seed(&sandbox, size)
+                .map_err(|error| anyhow::anyhow!("the synthetic seed does not load: {error}"))?;
+        }
+        (None, Seed::Empty) => {}
+        (None, Seed::Demo) => {
             sandbox.load_demo().map_err(|error| anyhow::anyhow!("the demo seed does not load: {error}"))?;
         }
     }

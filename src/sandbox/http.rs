@@ -337,6 +337,7 @@ fn write_options(query: &HashMap<String, String>) -> WriteOptions {
     WriteOptions {
         dry_run: query.get("dryRun").is_some_and(|value| value == "All"),
         field_manager: query.get("fieldManager").cloned(),
+        force: query.get("force").is_some_and(|value| value == "true"),
     }
 }
 
@@ -407,10 +408,6 @@ async fn resource_request(
                 ),
             )),
             Some(kind) => parse_body(&body, content_type).and_then(|patch| {
-                let mut options = options.clone();
-                if kind == PatchType::Apply && query.get("force").is_some_and(|f| f == "true") {
-                    options.field_manager = options.field_manager.or_else(|| Some("unknown".into()));
-                }
                 sandbox
                     .with_store_mut(|store| {
                         store.patch(resource, &namespace, name, kind, &patch, status_only, &options)

@@ -85,7 +85,7 @@ impl Sandbox {
     fn write_status(&self, group: &str, plural: &str, namespace: &str, name: &str, status: Value) {
         self.with_store_mut(|store| {
             let Some(resource) = store.registry.by_group_plural(group, plural).cloned() else { return };
-            let options = WriteOptions { dry_run: false, field_manager: Some(MANAGER.into()) };
+            let options = WriteOptions { dry_run: false, field_manager: Some(MANAGER.into()), force: false };
             let _ = store.update(&resource, namespace, name, json!({"status": status}), true, &options);
         });
     }
@@ -300,7 +300,8 @@ impl Sandbox {
         }
         self.with_store_mut(|store| {
             let resource = store.registry.by_group_plural("", "secrets")?.clone();
-            let options = WriteOptions { dry_run: false, field_manager: Some("sandbox-credential-rotator".into()) };
+            let options =
+                WriteOptions { dry_run: false, field_manager: Some("sandbox-credential-rotator".into()), force: false };
             store.update(&resource, namespace, name, secret, false, &options).ok()
         })?;
         Some(name.to_string())

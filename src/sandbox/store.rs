@@ -10,6 +10,7 @@ use base64::Engine as _;
 use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
 
+use super::ownership;
 use super::patch::{PatchType, apply_patch};
 use super::registry::{Registry, ResourceType, from_crd};
 use super::selectors::Selectors;
@@ -137,6 +138,14 @@ impl ApiError {
 pub struct WriteOptions {
     pub dry_run: bool,
     pub field_manager: Option<String>,
+    /// Server-side apply `force`: take fields other managers own instead of a 409.
+    pub force: bool,
+}
+
+impl WriteOptions {
+    fn manager(&self) -> &str {
+        self.field_manager.as_deref().filter(|m| !m.is_empty()).unwrap_or("unknown")
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -149,6 +158,14 @@ pub struct DeleteOptions {
 
 /// What a new watch gets: the events to send first, the live feed, and the revision it starts at.
 pub type Subscription = (Vec<(ChangeKind, Object)>, broadcast::Receiver<Arc<Change>>, u64);
+
+/// Which fields a write claims for its manager.
+enum OwnedWrite {
+    /// A server-side apply: the applied fields.
+    Apply(std::collections::BTreeSet<ownership::Path>),
+    /// Any other write: the fields it changed.
+    Update,
+}
 
 /// Where a watch starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -418,8 +435,19 @@ impl Store {
         &mut self,
         resource: &ResourceType,
         namespace: &str,
+        body: Value,
+        options: &WriteOptions,
+    ) -> Result<Object, ApiError> {
+        self.create_as(resource, namespace, body, options, "Update")
+    }
+
+    fn create_as(
+        &mut self,
+        resource: &ResourceType,
+        namespace: &str,
         mut body: Value,
         options: &WriteOptions,
+        operation: &str,
     ) -> Result<Object, ApiError> {
         if !body.is_object() {
             return Err(ApiError::bad_request("the request body must be a JSON object"));
@@ -485,7 +513,7 @@ impl Store {
         metadata.insert("generation".into(), json!(1));
         metadata.remove("deletionTimestamp");
         metadata.remove("resourceVersion");
-        set_managed_fields(metadata, resource, options, "Update", &now);
+        metadata.remove("managedFields");
         if resource.status_subresource && resource.plural != "namespaces" {
             // As on a real server, status is not written through the main resource.
             if let Some(object) = body.as_object_mut() {
@@ -496,6 +524,16 @@ impl Store {
         if resource.plural == "namespaces" {
             body["status"] = json!({"phase": "Active"});
         }
+        let owned = ownership::leaf_paths(&body);
+        ownership::record(
+            &mut body,
+            options.manager(),
+            operation,
+            &resource.api_version(),
+            &now,
+            &owned,
+            &Default::default(),
+        );
         if resource.group == "apiextensions.k8s.io" && !options.dry_run {
             self.register_crd(&mut body)?;
         }
@@ -532,7 +570,7 @@ impl Store {
             return Err(ApiError::conflict(resource, name));
         }
         let merged = merge_for_update(resource, &existing, body, status_only);
-        self.finish_update(resource, namespace, name, existing, merged, options, "Update")
+        self.finish_update(resource, namespace, name, existing, merged, options, OwnedWrite::Update)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -558,10 +596,22 @@ impl Store {
                     return Err(ApiError::bad_request("the apply body must be an object"));
                 }
                 metadata_mut(&mut body).insert("name".into(), Value::String(name.to_string()));
-                return self.create(resource, namespace, body, options);
+                return self.create_as(resource, namespace, body, options, "Apply");
             }
             Err(error) => return Err(error),
         };
+        if kind == PatchType::Apply && !options.force {
+            let conflicts = ownership::apply_conflicts(&existing, patch, options.manager());
+            if !conflicts.is_empty() {
+                let list: Vec<String> = conflicts
+                    .iter()
+                    .map(|(manager, path)| format!("conflict with \"{manager}\": {}", ownership::dotted(path)))
+                    .collect();
+                let mut error = ApiError::conflict(resource, name);
+                error.message = format!("Apply failed with {} conflict(s): {}", conflicts.len(), list.join(", "));
+                return Err(error);
+            }
+        }
         let mut working = (*existing).clone();
         apply_patch(kind, &mut working, patch, resource.crd.is_none()).map_err(|message| {
             if kind == PatchType::Strategic {
@@ -577,8 +627,9 @@ impl Store {
             return Err(ApiError::bad_request("metadata.name cannot be changed by a patch"));
         }
         let merged = merge_for_update(resource, &existing, working, status_only);
-        let operation = if kind == PatchType::Apply { "Apply" } else { "Update" };
-        self.finish_update(resource, namespace, name, existing, merged, options, operation)
+        let write =
+            if kind == PatchType::Apply { OwnedWrite::Apply(ownership::leaf_paths(patch)) } else { OwnedWrite::Update };
+        self.finish_update(resource, namespace, name, existing, merged, options, write)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -590,7 +641,7 @@ impl Store {
         existing: Object,
         mut updated: Value,
         options: &WriteOptions,
-        operation: &str,
+        write: OwnedWrite,
     ) -> Result<Object, ApiError> {
         normalise_secret(resource, &mut updated)?;
         let generation = existing.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
@@ -599,9 +650,17 @@ impl Store {
             let metadata = metadata_mut(&mut updated);
             metadata.insert("generation".into(), json!(generation));
             metadata.insert("resourceVersion".into(), existing["metadata"]["resourceVersion"].clone());
-            let now = now_rfc3339();
-            set_managed_fields(metadata, resource, options, operation, &now);
         }
+        let changed = ownership::changed_paths(&without_managed_fields(&existing), &without_managed_fields(&updated));
+        let (operation, owned) = match write {
+            OwnedWrite::Apply(paths) => ("Apply", paths),
+            OwnedWrite::Update => {
+                let present = ownership::leaf_paths(&updated);
+                ("Update", changed.intersection(&present).cloned().collect())
+            }
+        };
+        let now = now_rfc3339();
+        ownership::record(&mut updated, options.manager(), operation, &resource.api_version(), &now, &owned, &changed);
         // A write that changes nothing is not a new revision and no watch event.
         if without_managed_fields(&updated) == without_managed_fields(&existing) {
             return Ok(existing);
@@ -882,32 +941,6 @@ fn without_managed_fields(object: &Value) -> Value {
         metadata.remove("managedFields");
     }
     copy
-}
-
-fn set_managed_fields(
-    metadata: &mut Map<String, Value>,
-    resource: &ResourceType,
-    options: &WriteOptions,
-    operation: &str,
-    now: &str,
-) {
-    let manager = options.field_manager.clone().unwrap_or_else(|| "unknown".into());
-    let entry = json!({
-        "manager": manager,
-        "operation": operation,
-        "apiVersion": resource.api_version(),
-        "time": now,
-        "fieldsType": "FieldsV1",
-        "fieldsV1": {},
-    });
-    let list = metadata.entry("managedFields").or_insert_with(|| json!([]));
-    if let Value::Array(entries) = list {
-        entries.retain(|existing| {
-            existing.get("manager").and_then(Value::as_str) != Some(manager.as_str())
-                || existing.get("operation").and_then(Value::as_str) != Some(operation)
-        });
-        entries.push(entry);
-    }
 }
 
 /// Secrets: `stringData` merged into base64 `data`, `type` defaulted, `data` validated.

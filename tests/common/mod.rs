@@ -82,3 +82,5 @@ macro_rules! both_transports {
         }
     };
 }
+
+pub mod fixtures;

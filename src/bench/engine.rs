@@ -1,0 +1,269 @@
+//! `capdeck bench engine`: the engine at scale. The sandbox runs in a child process (so this
+//! process's RSS is the engine's alone) and the engine talks to it over loopback HTTP.
+
+use std::io::{BufRead as _, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::{round, rss_mb};
+use crate::api::{BatchPhase, RotationBatch};
+use crate::cli::BenchEngineArgs;
+use crate::cluster::Scope;
+use crate::cluster::stores::Stores;
+use crate::engine::Role;
+use crate::engine::actions::{BatchAction, act};
+use crate::engine::config::{EngineConfig, EngineMode, LeaseSettings};
+use crate::engine::metrics::{Metrics, WriteLabels};
+use crate::engine::plan::{CapIndex, PlanAction, plan_all};
+use crate::sandbox::synthetic::{app_name, binding_name, namespace_of};
+
+/// The sandbox child; killed when dropped.
+struct SandboxChild(Child);
+
+impl Drop for SandboxChild {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn peak_rss_mb() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib: f64 = status.lines().find(|line| line.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+fn child_rss_mb(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib: f64 = status.lines().find(|line| line.starts_with("VmRSS:"))?.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+fn writes(metrics: &Metrics, verb: &str, resource: &str) -> u64 {
+    metrics.api_writes.get_or_create(&WriteLabels { verb: verb.into(), resource: resource.into() }).get()
+}
+
+fn all_writes(metrics: &Metrics) -> u64 {
+    [
+        ("create", "rotationbatches"),
+        ("update", "rotationbatches"),
+        ("patch", "rotationbatches/status"),
+        ("create", "secrets"),
+        ("delete", "secrets"),
+        ("update", "deployments"),
+        ("create", "events"),
+    ]
+    .iter()
+    .map(|(verb, resource)| writes(metrics, verb, resource))
+    .sum()
+}
+
+fn workload_writes(metrics: &Metrics) -> u64 {
+    writes(metrics, "create", "secrets")
+        + writes(metrics, "update", "deployments")
+        + writes(metrics, "delete", "secrets")
+}
+
+async fn wait_for(what: &str, limit: Duration, mut check: impl FnMut() -> bool) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    while !check() {
+        if started.elapsed() > limit {
+            anyhow::bail!("timed out after {limit:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Ok(started.elapsed())
+}
+
+fn start_sandbox(args: &BenchEngineArgs, kubeconfig: &std::path::Path) -> anyhow::Result<(SandboxChild, String)> {
+    let exe = std::env::current_exe()?;
+    let synthetic =
+        format!("{}:{}:{}:{}", args.apps, args.deployments_per_app, args.services_per_app, args.unreferenced_secrets);
+    let mut child = Command::new(exe)
+        .args([
+            "sandbox",
+            "--listen",
+            "127.0.0.1:0",
+            "--simulate-workloads",
+            "--pace",
+            &args.pace.to_string(),
+            "--synthetic",
+            &synthetic,
+            "--kubeconfig-out",
+        ])
+        .arg(kubeconfig)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let stdout = child.stdout.take().ok_or_else(|| anyhow::anyhow!("no stdout from the sandbox"))?;
+    let child = SandboxChild(child);
+    let mut lines = BufReader::new(stdout).lines();
+    let first = lines.next().ok_or_else(|| anyhow::anyhow!("the sandbox exited before serving"))??;
+    let url = first
+        .split_whitespace()
+        .find(|word| word.starts_with("http://"))
+        .ok_or_else(|| anyhow::anyhow!("unexpected sandbox output: {first}"))?
+        .to_string();
+    // Keep reading in the background so the child never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Ok((child, url))
+}
+
+pub async fn run(args: &BenchEngineArgs, max_parallel_rollouts: usize) -> anyhow::Result<Value> {
+    anyhow::ensure!(
+        args.apps > 0 && args.deployments_per_app > 0 && args.services_per_app > 0,
+        "--apps, --deployments-per-app and --services-per-app must be at least 1"
+    );
+    anyhow::ensure!(args.pace.is_finite() && args.pace > 0.0, "--pace must be positive");
+    let rotate = args.rotate.min(args.apps);
+    let dir = tempfile_dir()?;
+    let kubeconfig = dir.join("kubeconfig");
+    let seeding = Instant::now();
+    let (child, url) = start_sandbox(args, &kubeconfig)?;
+    let seed_ms = seeding.elapsed().as_secs_f64() * 1000.0;
+    let mut config = kube::Config::new(url.parse()?);
+    config.default_namespace = "default".into();
+    let client = kube::Client::try_from(config)?;
+    let rss_start = rss_mb().unwrap_or(0.0);
+
+    let cancel = CancellationToken::new();
+    let metrics = Metrics::new();
+    let started = Instant::now();
+    let (stores, tasks) = Stores::start(&client, Scope::All, cancel.clone());
+    let engine_config = EngineConfig {
+        rollout_delay: Duration::from_secs(30),
+        max_parallel_rollouts: max_parallel_rollouts.max(1),
+        min_rollout_interval: Duration::ZERO,
+        mode: EngineMode::Lead,
+        lease: LeaseSettings {
+            namespace: "default".into(),
+            name: "capdeck-bench".into(),
+            duration_seconds: 15,
+            grace_seconds: 5,
+        },
+        identity: "bench".into(),
+        progress_interval: Duration::from_millis(500),
+        ..EngineConfig::default()
+    };
+    let handle = crate::engine::spawn(client.clone(), stores.clone(), engine_config, metrics.clone(), cancel.clone());
+    tokio::time::timeout(Duration::from_secs(600), stores.wait_ready())
+        .await
+        .map_err(|_| anyhow::anyhow!("stores did not sync in 10 minutes"))?;
+    let sync_ms = started.elapsed().as_secs_f64() * 1000.0;
+
+    // The start-up re-check, timed as the planner does it on the synced stores.
+    let planned = Instant::now();
+    let index = CapIndex::new(stores.applications.state(), stores.versions.state(), stores.tenants.state());
+    let plan = plan_all(&index, &stores);
+    let plan_ms = planned.elapsed().as_secs_f64() * 1000.0;
+    let out_of_date = plan.deployments.iter().filter(|d| d.action == PlanAction::Restart).count();
+
+    let role = handle.role.clone();
+    wait_for("the engine to lead", Duration::from_secs(60), || *role.borrow() == Role::Leader).await?;
+    // Let the engine's own start-up pass run and settle.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let startup_writes = workload_writes(&metrics) + writes(&metrics, "create", "rotationbatches");
+    let rss_synced = rss_mb().unwrap_or(0.0);
+
+    // Rotate one binding Secret in each of `rotate` applications, then end every window now.
+    let before_all = all_writes(&metrics);
+    let before_workload = workload_writes(&metrics);
+    let before_restarted = metrics.deployments_restarted.get();
+    for app in 0..rotate {
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace_of(app));
+        let credentials = format!(
+            r#"{{"clientid":"sb-{}-0","clientsecret":"rotated-{app}","url":"https://svc-0.example.com","tenantmode":"shared"}}"#,
+            app_name(app)
+        );
+        let patch = json!({"stringData": {"credentials": credentials}});
+        secrets.patch(&binding_name(app, 0), &PatchParams::default(), &Patch::Merge(patch)).await?;
+    }
+    let batch_store = stores.batches.clone();
+    wait_for("a batch per rotated application", Duration::from_secs(120), || {
+        batch_store.state().iter().filter(|b| b.phase() == BatchPhase::Collecting && b.status.is_some()).count()
+            >= rotate
+    })
+    .await?;
+    let window_end = Instant::now();
+    let batches: Vec<std::sync::Arc<RotationBatch>> = batch_store.state();
+    for batch in &batches {
+        act(
+            &client,
+            &batch.namespace().unwrap_or_default(),
+            &batch.name_any(),
+            BatchAction::Force { approve: true },
+            "bench",
+            None,
+            k8s_openapi::jiff::Timestamp::now(),
+        )
+        .await
+        .map_err(|error| anyhow::anyhow!("forcing {}: {error}", batch.name_any()))?;
+    }
+    let expected = rotate * args.deployments_per_app;
+    let restarted = metrics.deployments_restarted.clone();
+    let limit = Duration::from_secs(600);
+    wait_for("every rotated Deployment updated", limit, || restarted.get() - before_restarted >= expected as u64)
+        .await?;
+    let window_to_last_update_ms = window_end.elapsed().as_secs_f64() * 1000.0;
+    wait_for("every batch Succeeded", limit, || {
+        batch_store.state().iter().filter(|b| b.phase() == BatchPhase::Succeeded).count() >= rotate
+    })
+    .await?;
+    let rollout_complete_ms = window_end.elapsed().as_secs_f64() * 1000.0;
+    let rotated_deployments = metrics.deployments_restarted.get() - before_restarted;
+    let rotation_workload_writes = workload_writes(&metrics) - before_workload;
+    let rotation_writes = all_writes(&metrics) - before_all;
+    let sandbox_rss = child_rss_mb(child.0.id()).unwrap_or(0.0);
+
+    cancel.cancel();
+    handle.join().await;
+    for task in tasks.handles {
+        let _ = task.await;
+    }
+    drop(child);
+    let _ = std::fs::remove_dir_all(&dir);
+
+    #[allow(clippy::cast_precision_loss)]
+    let per_deployment =
+        if rotated_deployments > 0 { rotation_workload_writes as f64 / rotated_deployments as f64 } else { 0.0 };
+    Ok(json!({
+        "apps": args.apps,
+        "deployments_per_app": args.deployments_per_app,
+        "services_per_app": args.services_per_app,
+        "unreferenced_secrets": args.unreferenced_secrets,
+        "max_parallel_rollouts": max_parallel_rollouts,
+        "pace_replicas_per_second": args.pace,
+        "seed_ms": round(seed_ms, 0),
+        "sync_ms": round(sync_ms, 1),
+        "plan_ms": round(plan_ms, 1),
+        "planned_deployments": plan.deployments.len(),
+        "startup_out_of_date": out_of_date,
+        "startup_writes": startup_writes,
+        "rotated_secrets": rotate,
+        "rotated_deployments": rotated_deployments,
+        "rotation_writes": rotation_writes,
+        "rotation_workload_writes": rotation_workload_writes,
+        "writes_per_deployment": round(per_deployment, 2),
+        "window_to_last_update_ms": round(window_to_last_update_ms, 1),
+        "rollout_complete_ms": round(rollout_complete_ms, 1),
+        "rss_mb": round(rss_mb().unwrap_or(0.0), 1),
+        "rss_mb_synced": round(rss_synced, 1),
+        "rss_mb_before_sync": round(rss_start, 1),
+        "rss_peak_mb": round(peak_rss_mb().unwrap_or(0.0), 1),
+        "sandbox_rss_mb": round(sandbox_rss, 1),
+    }))
+}
+
+fn tempfile_dir() -> anyhow::Result<std::path::PathBuf> {
+    use rand::RngExt as _;
+    let suffix: u64 = rand::rng().random();
+    let dir = std::env::temp_dir().join(format!("capdeck-bench-{suffix:016x}"));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}

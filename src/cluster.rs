@@ -1,0 +1,204 @@
+//! Reaching the cluster: the kube client (kubeconfig or in-cluster), who the user is
+//! (SelfSubjectReview), what they may do (SelfSubjectAccessReview), and the reflector stores
+//! that the engine and the console share.
+
+pub mod stores;
+
+use std::path::PathBuf;
+
+use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+use k8s_openapi::api::authorization::v1::{ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec};
+use kube::api::{Api, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+/// Which namespaces capdeck looks at.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Scope {
+    All,
+    Namespace(String),
+}
+
+impl Scope {
+    pub fn api<K>(&self, client: &kube::Client) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        match self {
+            Self::All => Api::all(client.clone()),
+            Self::Namespace(namespace) => Api::namespaced(client.clone(), namespace),
+        }
+    }
+
+    pub fn label(&self) -> String {
+        match self {
+            Self::All => "all namespaces".into(),
+            Self::Namespace(namespace) => format!("namespace {namespace}"),
+        }
+    }
+
+    pub fn includes(&self, namespace: &str) -> bool {
+        match self {
+            Self::All => true,
+            Self::Namespace(scoped) => scoped == namespace,
+        }
+    }
+}
+
+/// How to reach the cluster: the usual kubectl flags.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct ClusterArgs {
+    /// Kubeconfig file (default: $KUBECONFIG, then ~/.kube/config; in a Pod: the service account)
+    #[arg(long, global = true, value_name = "PATH", env = "KUBECONFIG", hide_env_values = true)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use (default: the current context)
+    #[arg(long, global = true, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Namespace to look at (default: the context's namespace)
+    #[arg(short = 'n', long, global = true, value_name = "NS", conflicts_with = "all_namespaces")]
+    pub namespace: Option<String>,
+    /// Look at every namespace
+    #[arg(short = 'A', long, global = true)]
+    pub all_namespaces: bool,
+}
+
+/// A client plus what it points at.
+#[derive(Clone)]
+pub struct Connection {
+    pub client: kube::Client,
+    /// Context name, or `in-cluster`.
+    pub context: String,
+    pub server: String,
+    pub default_namespace: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error(
+        "no kubeconfig found and not running in a cluster: set KUBECONFIG or pass --kubeconfig \
+(or try `capdeck --demo`, which needs no cluster)"
+    )]
+    NoConfig,
+    #[error("cannot read kubeconfig {path}: {message}")]
+    Kubeconfig { path: String, message: String },
+    #[error("kubeconfig has no context {0:?} (kubectl config get-contexts lists them)")]
+    NoContext(String),
+    #[error("cannot use the kubeconfig: {0}")]
+    Config(String),
+    #[error("cannot build a client for {server}: {message}")]
+    Client { server: String, message: String },
+}
+
+impl ClusterArgs {
+    pub fn scope(&self, connection: &Connection) -> Scope {
+        if self.all_namespaces {
+            Scope::All
+        } else {
+            Scope::Namespace(self.namespace.clone().unwrap_or_else(|| connection.default_namespace.clone()))
+        }
+    }
+
+    /// Connect as kubectl would: explicit kubeconfig, $KUBECONFIG, ~/.kube/config, in-cluster.
+    pub async fn connect(&self) -> Result<Connection, ConnectError> {
+        let options = KubeConfigOptions { context: self.context.clone(), ..KubeConfigOptions::default() };
+        let (config, context) = match &self.kubeconfig {
+            Some(path) => {
+                let kubeconfig = Kubeconfig::read_from(path).map_err(|error| ConnectError::Kubeconfig {
+                    path: path.display().to_string(),
+                    message: error.to_string(),
+                })?;
+                let context = self.context.clone().or_else(|| kubeconfig.current_context.clone()).unwrap_or_default();
+                if !kubeconfig.contexts.iter().any(|named| named.name == context) {
+                    return Err(ConnectError::NoContext(context));
+                }
+                let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+                    .await
+                    .map_err(|error| ConnectError::Config(error.to_string()))?;
+                (config, context)
+            }
+            None => match kube::Config::from_kubeconfig(&options).await {
+                Ok(config) => {
+                    let context = self
+                        .context
+                        .clone()
+                        .or_else(|| Kubeconfig::read().ok().and_then(|k| k.current_context))
+                        .unwrap_or_default();
+                    (config, context)
+                }
+                Err(kubeconfig_error) => match kube::Config::incluster() {
+                    Ok(config) => (config, "in-cluster".to_string()),
+                    Err(_) if self.context.is_some() => {
+                        return Err(ConnectError::NoContext(self.context.clone().unwrap_or_default()));
+                    }
+                    Err(_) => {
+                        let text = kubeconfig_error.to_string();
+                        return Err(
+                            if text.contains("No such file")
+                                || text.contains("not found")
+                                || text.contains("KUBECONFIG")
+                            {
+                                ConnectError::NoConfig
+                            } else {
+                                ConnectError::Config(text)
+                            },
+                        );
+                    }
+                },
+            },
+        };
+        let server = config.cluster_url.to_string();
+        let default_namespace = config.default_namespace.clone();
+        let client = kube::Client::try_from(config)
+            .map_err(|error| ConnectError::Client { server: server.clone(), message: error.to_string() })?;
+        Ok(Connection { client, context, server, default_namespace })
+    }
+}
+
+/// Who the API server says we are (what `kubectl auth whoami` shows). `None` when the server
+/// does not answer SelfSubjectReview.
+pub async fn whoami(client: &kube::Client) -> Option<String> {
+    let reviews: Api<SelfSubjectReview> = Api::all(client.clone());
+    let review = reviews.create(&PostParams::default(), &SelfSubjectReview::default()).await.ok()?;
+    review.status?.user_info?.username
+}
+
+/// Whether we may `verb` the resource (SelfSubjectAccessReview). Errors count as "no".
+pub async fn can_i(client: &kube::Client, verb: &str, group: &str, resource: &str, namespace: Option<&str>) -> bool {
+    let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                verb: Some(verb.into()),
+                group: Some(group.into()),
+                resource: Some(resource.into()),
+                namespace: namespace.map(str::to_string),
+                ..ResourceAttributes::default()
+            }),
+            ..SelfSubjectAccessReviewSpec::default()
+        },
+        ..SelfSubjectAccessReview::default()
+    };
+    reviews
+        .create(&PostParams::default(), &review)
+        .await
+        .ok()
+        .and_then(|review| review.status)
+        .is_some_and(|status| status.allowed)
+}
+
+/// A short, actionable description of a kube error for people.
+pub fn describe_error(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => match status.code {
+            401 => format!("unauthorized: {} (are your kubeconfig credentials still valid?)", status.message),
+            403 => format!("forbidden: {}", status.message),
+            404 => format!("not found: {}", status.message),
+            409 => format!("conflict: {} (someone else changed it; re-read and try again)", status.message),
+            _ => format!("{} ({} {})", status.message, status.code, status.reason),
+        },
+        kube::Error::HyperError(_) | kube::Error::Service(_) => {
+            format!("cannot reach the API server: {error} (is the cluster up and the kubeconfig right?)")
+        }
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,525 @@
+//! Reflector stores for everything capdeck reads, shared by the engine and the console:
+//! `watcher → strip managedFields (and prune) → reflect`, as in kube's `pod_reflector` example.
+//!
+//! - CAP kinds and RotationBatches are decoded through `DeserializeGuard`: a malformed object is
+//!   recorded (`Stores::invalid`) and never stops a watch.
+//! - Binding Secrets: only those a CAPApplication references are kept, so memory does not grow
+//!   with Secrets nobody references; when a CAPApplication starts referencing a new one, the
+//!   Secret watch re-lists.
+//! - VCAP Secrets are selected server-side by their `sme.sap.com/secret-owner-hash` label.
+//! - Connection health: watch errors mark the API unreachable; a `/version` probe marks it back.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Secret;
+use kube::core::DeserializeGuard;
+use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::{Api, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::Scope;
+use crate::api::{
+    CAPApplication, CAPApplicationVersion, CAPTenant, CAPTenantOperation, LABEL_SECRET_OWNER_HASH, RotationBatch,
+};
+
+/// An object the API returned that does not decode as its kind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InvalidObject {
+    pub kind: &'static str,
+    pub namespace: String,
+    pub name: String,
+    pub error: String,
+}
+
+/// Whether the API server is reachable, as the watches see it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConnectionState {
+    /// The last error, while the API is unreachable or refusing.
+    pub error: Option<String>,
+    /// Failed reconnect probes since the error started.
+    pub attempts: u32,
+}
+
+impl ConnectionState {
+    pub fn is_connected(&self) -> bool {
+        self.error.is_none()
+    }
+}
+
+type InvalidMap = Arc<Mutex<BTreeMap<(&'static str, String, String), String>>>;
+
+/// The stores, cheap to clone. Readers only; the watch tasks write.
+#[derive(Clone)]
+pub struct Stores {
+    pub applications: Store<CAPApplication>,
+    pub versions: Store<CAPApplicationVersion>,
+    pub tenants: Store<CAPTenant>,
+    pub operations: Store<CAPTenantOperation>,
+    pub batches: Store<RotationBatch>,
+    pub deployments: Store<Deployment>,
+    pub vcap_secrets: Store<Secret>,
+    pub binding_secrets: Store<Secret>,
+    invalid: InvalidMap,
+    changes: watch::Receiver<u64>,
+    connection: watch::Receiver<ConnectionState>,
+    ready: watch::Receiver<BTreeSet<&'static str>>,
+    pub scope: Scope,
+}
+
+/// Keeps the watch tasks running; stop them with the cancellation token.
+pub struct StoreTasks {
+    pub handles: Vec<JoinHandle<()>>,
+}
+
+#[derive(Clone)]
+struct Shared {
+    invalid: InvalidMap,
+    changes: watch::Sender<u64>,
+    connection: watch::Sender<ConnectionState>,
+    /// Kinds whose store finished its first list. (kube's `Store::wait_until_ready` wakes only
+    /// one of several concurrent waiters, so readiness is tracked here.)
+    ready: watch::Sender<BTreeSet<&'static str>>,
+    cancel: CancellationToken,
+}
+
+/// Every store, by the name readiness is tracked under.
+const KINDS: usize = 8;
+
+impl Shared {
+    fn mark_ready(&self, kind: &'static str) {
+        self.ready.send_if_modified(|ready| ready.insert(kind));
+    }
+
+    fn changed(&self) {
+        self.changes.send_modify(|generation| *generation = generation.wrapping_add(1));
+    }
+
+    fn failed(&self, error: &watcher::Error) {
+        let text = error.to_string();
+        self.connection.send_if_modified(|state| {
+            if state.error.as_deref() == Some(text.as_str()) {
+                return false;
+            }
+            state.error = Some(text.clone());
+            true
+        });
+    }
+
+    fn succeeded(&self) {
+        self.connection.send_if_modified(|state| {
+            let changed = state.error.is_some();
+            *state = ConnectionState::default();
+            changed
+        });
+    }
+}
+
+impl Stores {
+    /// Start every watch in `scope`. The stores fill in the background; see `wait_ready`.
+    pub fn start(client: &kube::Client, scope: Scope, cancel: CancellationToken) -> (Self, StoreTasks) {
+        let (changes_tx, changes) = watch::channel(0u64);
+        let (connection_tx, connection) = watch::channel(ConnectionState::default());
+        let (ready_tx, ready) = watch::channel(BTreeSet::new());
+        let shared =
+            Shared { invalid: Arc::default(), changes: changes_tx, connection: connection_tx, ready: ready_tx, cancel };
+        let mut handles = Vec::new();
+
+        let (applications, task) = guarded::<CAPApplication>(scope.api(client), "CAPApplication", shared.clone());
+        handles.push(task);
+        let (versions, task) =
+            guarded::<CAPApplicationVersion>(scope.api(client), "CAPApplicationVersion", shared.clone());
+        handles.push(task);
+        let (tenants, task) = guarded::<CAPTenant>(scope.api(client), "CAPTenant", shared.clone());
+        handles.push(task);
+        let (operations, task) = guarded::<CAPTenantOperation>(scope.api(client), "CAPTenantOperation", shared.clone());
+        handles.push(task);
+        let (batches, task) = guarded::<RotationBatch>(scope.api(client), "RotationBatch", shared.clone());
+        handles.push(task);
+        let (deployments, task) = typed::<Deployment>(
+            scope.api(client),
+            watcher::Config::default(),
+            "Deployment",
+            prune_deployment,
+            shared.clone(),
+        );
+        handles.push(task);
+        let vcap_config = watcher::Config::default().labels(LABEL_SECRET_OWNER_HASH);
+        let (vcap_secrets, task) =
+            typed::<Secret>(scope.api(client), vcap_config, "VcapSecret", prune_secret, shared.clone());
+        handles.push(task);
+        let (binding_secrets, task) = binding_secrets(scope.api(client), applications.clone(), shared.clone());
+        handles.push(task);
+        handles.push(tokio::spawn(probe(client.clone(), shared.clone())));
+
+        let stores = Self {
+            applications,
+            versions,
+            tenants,
+            operations,
+            batches,
+            deployments,
+            vcap_secrets,
+            binding_secrets,
+            invalid: shared.invalid,
+            changes,
+            connection,
+            ready,
+            scope,
+        };
+        (stores, StoreTasks { handles })
+    }
+
+    /// Resolves once every store has listed its objects.
+    pub async fn wait_ready(&self) {
+        let mut ready = self.ready.clone();
+        let _ = ready.wait_for(|kinds| kinds.len() >= KINDS).await;
+    }
+
+    /// Whether every store has listed its objects.
+    pub fn is_ready(&self) -> bool {
+        self.ready.borrow().len() >= KINDS
+    }
+
+    /// A receiver whose value moves on every change to any store.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.clone()
+    }
+
+    pub fn connection(&self) -> watch::Receiver<ConnectionState> {
+        self.connection.clone()
+    }
+
+    /// Objects that did not decode, by kind, namespace and name.
+    pub fn invalid(&self) -> Vec<InvalidObject> {
+        self.invalid
+            .lock()
+            .map(|map| {
+                map.iter()
+                    .map(|((kind, namespace, name), error)| InvalidObject {
+                        kind,
+                        namespace: namespace.clone(),
+                        name: name.clone(),
+                        error: error.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// A Secret capdeck watches (binding or VCAP), by namespace and name.
+    pub fn secret(&self, namespace: &str, name: &str) -> Option<Arc<Secret>> {
+        let key = ObjectRef::new(name).within(namespace);
+        self.binding_secrets.get(&key).or_else(|| self.vcap_secrets.get(&key))
+    }
+
+    pub fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<Deployment>> {
+        self.deployments.get(&ObjectRef::new(name).within(namespace))
+    }
+}
+
+fn strip<K: Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
+}
+
+/// Keep what capdeck reads of a Deployment: metadata, replicas, containers' names, images and
+/// envFrom, and status. Volumes, env, probes and the like are dropped.
+fn prune_deployment(deployment: &mut Deployment) {
+    strip(deployment);
+    if let Some(annotations) = deployment.metadata.annotations.as_mut() {
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+    if let Some(pod) = deployment.spec.as_mut().and_then(|spec| spec.template.spec.as_mut()) {
+        for container in pod.containers.iter_mut().chain(pod.init_containers.iter_mut().flatten()) {
+            let keep = k8s_openapi::api::core::v1::Container {
+                name: std::mem::take(&mut container.name),
+                image: container.image.take(),
+                env_from: container.env_from.take(),
+                ..Default::default()
+            };
+            *container = keep;
+        }
+        pod.volumes = None;
+        pod.affinity = None;
+        pod.tolerations = None;
+    }
+}
+
+fn prune_secret(secret: &mut Secret) {
+    strip(secret);
+    if let Some(annotations) = secret.metadata.annotations.as_mut() {
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+}
+
+/// A watch of a kind decoded through `DeserializeGuard`, reflected into a `Store<K>` of the
+/// objects that decode; the others go to the invalid map.
+fn guarded<K>(api: Api<DeserializeGuard<K>>, kind: &'static str, shared: Shared) -> (Store<K>, JoinHandle<()>)
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    let (reader, mut writer) = reflector::store::<K>();
+    let store = reader.clone();
+    let task = tokio::spawn(async move {
+        let mut stream = watcher(api, watcher::Config::default()).default_backoff().boxed();
+        let mut pending_invalid: Option<BTreeMap<(String, String), String>> = None;
+        loop {
+            let next = tokio::select! {
+                () = shared.cancel.cancelled() => return,
+                next = stream.next() => next,
+            };
+            let event = match next {
+                Some(Ok(event)) => event,
+                Some(Err(error)) => {
+                    shared.failed(&error);
+                    continue;
+                }
+                None => return,
+            };
+            shared.succeeded();
+            let init_done = matches!(event, watcher::Event::InitDone);
+            apply_guarded(event, kind, &reader, &mut writer, &shared.invalid, &mut pending_invalid);
+            if init_done {
+                shared.mark_ready(kind);
+            }
+            shared.changed();
+        }
+    });
+    (store, task)
+}
+
+fn key_of(meta: &kube::core::ObjectMeta) -> (String, String) {
+    (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default())
+}
+
+fn apply_guarded<K>(
+    event: watcher::Event<DeserializeGuard<K>>,
+    kind: &'static str,
+    reader: &Store<K>,
+    writer: &mut Writer<K>,
+    invalid: &InvalidMap,
+    pending: &mut Option<BTreeMap<(String, String), String>>,
+) where
+    K: Resource<DynamicType = ()> + Clone,
+{
+    let record = |key: (String, String), error: Option<String>| {
+        if let Ok(mut map) = invalid.lock() {
+            match error {
+                Some(error) => {
+                    map.insert((kind, key.0, key.1), error);
+                }
+                None => {
+                    map.remove(&(kind, key.0, key.1));
+                }
+            }
+        }
+    };
+    let forget_valid = |writer: &mut Writer<K>, key: &(String, String)| {
+        let reference = ObjectRef::<K>::new(&key.1).within(&key.0);
+        if let Some(previous) = reader.get(&reference) {
+            writer.apply_watcher_event(&watcher::Event::Delete((*previous).clone()));
+        }
+    };
+    match event {
+        watcher::Event::Init => {
+            *pending = Some(BTreeMap::new());
+            writer.apply_watcher_event(&watcher::Event::Init);
+        }
+        watcher::Event::InitApply(DeserializeGuard(result)) => match result {
+            Ok(mut object) => {
+                strip(&mut object);
+                writer.apply_watcher_event(&watcher::Event::InitApply(object));
+            }
+            Err(error) => {
+                if let Some(pending) = pending.as_mut() {
+                    pending.insert(key_of(&error.metadata), error.error);
+                }
+            }
+        },
+        watcher::Event::InitDone => {
+            writer.apply_watcher_event(&watcher::Event::InitDone);
+            if let (Some(found), Ok(mut map)) = (pending.take(), invalid.lock()) {
+                map.retain(|(k, _, _), _| *k != kind);
+                for ((namespace, name), error) in found {
+                    map.insert((kind, namespace, name), error);
+                }
+            }
+        }
+        watcher::Event::Apply(DeserializeGuard(result)) => match result {
+            Ok(mut object) => {
+                strip(&mut object);
+                record(key_of(object.meta()), None);
+                writer.apply_watcher_event(&watcher::Event::Apply(object));
+            }
+            Err(error) => {
+                let key = key_of(&error.metadata);
+                forget_valid(writer, &key);
+                record(key, Some(error.error));
+            }
+        },
+        watcher::Event::Delete(DeserializeGuard(result)) => match result {
+            Ok(object) => {
+                record(key_of(object.meta()), None);
+                writer.apply_watcher_event(&watcher::Event::Delete(object));
+            }
+            Err(error) => {
+                let key = key_of(&error.metadata);
+                forget_valid(writer, &key);
+                record(key, None);
+            }
+        },
+    }
+}
+
+/// A plain typed watch with a pruning step before the store.
+fn typed<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    kind: &'static str,
+    prune: fn(&mut K),
+    shared: Shared,
+) -> (Store<K>, JoinHandle<()>)
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    let (reader, mut writer) = reflector::store::<K>();
+    let task = tokio::spawn(async move {
+        let mut stream = watcher(api, config).default_backoff().modify(prune).boxed();
+        loop {
+            let next = tokio::select! {
+                () = shared.cancel.cancelled() => return,
+                next = stream.next() => next,
+            };
+            match next {
+                Some(Ok(event)) => {
+                    shared.succeeded();
+                    writer.apply_watcher_event(&event);
+                    if matches!(event, watcher::Event::InitDone) {
+                        shared.mark_ready(kind);
+                    }
+                    shared.changed();
+                }
+                Some(Err(error)) => shared.failed(&error),
+                None => return,
+            }
+        }
+    });
+    (reader, task)
+}
+
+/// Binding Secrets referenced by any CAPApplication in scope: (namespace, secret name).
+pub fn referenced_secrets(applications: &Store<CAPApplication>) -> BTreeSet<(String, String)> {
+    applications
+        .state()
+        .iter()
+        .flat_map(|app| {
+            let namespace = app.namespace().unwrap_or_default();
+            app.spec.btp.services.iter().map(move |service| (namespace.clone(), service.secret.clone()))
+        })
+        .collect()
+}
+
+/// The binding-Secret watch: every Secret in scope goes by, only referenced ones are kept.
+/// When the referenced set grows, the watch restarts (re-lists) to pick the new ones up.
+fn binding_secrets(
+    api: Api<Secret>,
+    applications: Store<CAPApplication>,
+    shared: Shared,
+) -> (Store<Secret>, JoinHandle<()>) {
+    let (reader, mut writer) = reflector::store::<Secret>();
+    let store = reader.clone();
+    let task = tokio::spawn(async move {
+        let mut ready = shared.ready.subscribe();
+        if tokio::select! {
+            () = shared.cancel.cancelled() => true,
+            result = ready.wait_for(|kinds| kinds.contains("CAPApplication")) => result.is_err(),
+        } {
+            return;
+        }
+        let wanted = Arc::new(RwLock::new(referenced_secrets(&applications)));
+        let mut app_changes = shared.changes.subscribe();
+        loop {
+            let mut stream =
+                watcher(api.clone(), watcher::Config::default()).default_backoff().modify(prune_secret).boxed();
+            let restart = loop {
+                tokio::select! {
+                    () = shared.cancel.cancelled() => return,
+                    changed = app_changes.changed() => {
+                        if changed.is_err() {
+                            return;
+                        }
+                        let now = referenced_secrets(&applications);
+                        let grew = wanted.read().map(|known| !now.is_subset(&known)).unwrap_or(true);
+                        if let Ok(mut known) = wanted.write() {
+                            *known = now;
+                        }
+                        if grew {
+                            break true;
+                        }
+                    }
+                    next = stream.next() => match next {
+                        Some(Ok(event)) => {
+                            shared.succeeded();
+                            let is_wanted = |secret: &Secret| {
+                                wanted.read().is_ok_and(|known| known.contains(&(secret.namespace().unwrap_or_default(), secret.name_any())))
+                            };
+                            let event = match event {
+                                watcher::Event::InitApply(secret) if !is_wanted(&secret) => None,
+                                watcher::Event::Apply(secret) if !is_wanted(&secret) => {
+                                    // No longer referenced: drop it if we had it.
+                                    reader.get(&ObjectRef::from_obj(&secret)).map(|_| watcher::Event::Delete(secret))
+                                }
+                                other => Some(other),
+                            };
+                            if let Some(event) = event {
+                                writer.apply_watcher_event(&event);
+                                if matches!(event, watcher::Event::InitDone) {
+                                    shared.mark_ready("BindingSecret");
+                                }
+                                shared.changed();
+                            }
+                        }
+                        Some(Err(error)) => shared.failed(&error),
+                        None => break false,
+                    },
+                }
+            };
+            if !restart {
+                return;
+            }
+        }
+    });
+    (store, task)
+}
+
+/// While a watch reports errors, ask `/version` every two seconds; the first answer marks the
+/// API reachable again (watches reconnect by themselves and may stay silent until a change).
+async fn probe(client: kube::Client, shared: Shared) {
+    let mut connection = shared.connection.subscribe();
+    loop {
+        let failing = connection.borrow_and_update().error.is_some();
+        if failing {
+            tokio::select! {
+                () = shared.cancel.cancelled() => return,
+                () = tokio::time::sleep(Duration::from_secs(2)) => {}
+            }
+            if client.apiserver_version().await.is_ok() {
+                shared.succeeded();
+            } else {
+                shared.connection.send_modify(|state| state.attempts += 1);
+            }
+        } else {
+            tokio::select! {
+                () = shared.cancel.cancelled() => return,
+                changed = connection.changed() => if changed.is_err() { return },
+            }
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! What people do to a batch — approve, force, hold, release, cancel — written to its spec
+//! with the user from SelfSubjectReview and a resourceVersion precondition, so two approvers
+//! never clobber each other. Used by the subcommands and the console.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use crate::api::rotation_batch::{Approval, UserAction};
+use crate::api::{BatchPhase, RotationBatch};
+
+pub const FIELD_MANAGER: &str = "capdeck-console";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchAction {
+    Approve,
+    /// End the window now; with `approve`, also approve in the same write.
+    Force {
+        approve: bool,
+    },
+    Hold,
+    Release,
+    Cancel,
+}
+
+impl BatchAction {
+    pub fn verb(self) -> &'static str {
+        match self {
+            Self::Approve => "approve",
+            Self::Force { .. } => "force",
+            Self::Hold => "hold",
+            Self::Release => "release",
+            Self::Cancel => "cancel",
+        }
+    }
+
+    /// Why this action makes no sense for the batch right now, if it does not.
+    pub fn refusal(self, batch: &RotationBatch) -> Option<String> {
+        let phase = batch.phase();
+        let name = batch.name_any();
+        if phase.is_terminal() {
+            return Some(format!("batch {name} is {phase}; nothing to {}", self.verb()));
+        }
+        if batch.spec.cancel.is_some() {
+            return Some(format!("batch {name} is being cancelled"));
+        }
+        match self {
+            Self::Approve | Self::Force { approve: true } => {
+                if let Some(by) = batch.spec.approval.as_ref().and_then(|a| a.approved_by.as_ref())
+                    && self == Self::Approve
+                {
+                    return Some(format!("batch {name} is already approved by {by}"));
+                }
+                None
+            }
+            Self::Force { approve: false } => {
+                let evaluated =
+                    batch.status.as_ref().is_some_and(|s| !s.deployments.is_empty() || s.rollout_started_at.is_some());
+                (batch.spec.force.is_some() || evaluated).then(|| format!("batch {name}'s window has already ended"))
+            }
+            Self::Hold => batch.spec.hold.as_ref().map(|hold| format!("batch {name} is already held by {}", hold.by)),
+            Self::Release => batch.spec.hold.is_none().then(|| format!("batch {name} is not held")),
+            Self::Cancel => None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ActionError {
+    #[error("rotation batch {0} not found (capdeck batches -A lists them)")]
+    NotFound(String),
+    #[error("{0}")]
+    Refused(String),
+    #[error("{0}")]
+    Api(String),
+    #[error("the batch kept changing under us (3 conflicts in a row); try again")]
+    Conflicts,
+}
+
+/// What an action did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ActionReport {
+    pub namespace: String,
+    pub batch: String,
+    pub action: BatchAction,
+    pub phase_before: BatchPhase,
+    pub by: String,
+    pub summary: String,
+}
+
+fn user_action(by: &str, now: Timestamp, reason: Option<&str>) -> UserAction {
+    UserAction {
+        by: by.into(),
+        at: Time(now),
+        reason: reason.filter(|r| !r.trim().is_empty()).map(|r| r.trim().to_string()),
+    }
+}
+
+fn spec_patch(batch: &RotationBatch, action: BatchAction, by: &str, now: Timestamp, reason: Option<&str>) -> Value {
+    let approval = |batch: &RotationBatch| Approval {
+        required: batch.spec.approval.as_ref().is_some_and(|a| a.required),
+        approved_by: Some(by.into()),
+        approved_at: Some(Time(now)),
+        reason: reason.filter(|r| !r.trim().is_empty()).map(|r| r.trim().to_string()),
+    };
+    let spec = match action {
+        BatchAction::Approve => json!({"approval": approval(batch)}),
+        BatchAction::Force { approve } => {
+            let mut spec = json!({"force": user_action(by, now, reason)});
+            if approve {
+                spec["approval"] = json!(approval(batch));
+            }
+            spec
+        }
+        BatchAction::Hold => json!({"hold": user_action(by, now, reason)}),
+        BatchAction::Release => json!({"hold": null}),
+        BatchAction::Cancel => json!({"cancel": user_action(by, now, reason)}),
+    };
+    json!({"metadata": {"resourceVersion": batch.resource_version()}, "spec": spec})
+}
+
+fn summary(action: BatchAction, batch: &RotationBatch, by: &str) -> String {
+    let name = batch.name_any();
+    let phase = batch.phase();
+    match action {
+        BatchAction::Approve if phase == BatchPhase::AwaitingApproval => {
+            format!("approved {name} as {by}; the engine rolls it out now")
+        }
+        BatchAction::Approve => {
+            format!("approved {name} as {by} (was {phase}); the engine rolls it out once its window ends")
+        }
+        BatchAction::Force { approve: true } => {
+            format!("forced and approved {name} as {by}: its window ends now and it rolls out")
+        }
+        BatchAction::Force { approve: false } => {
+            let approval = if batch.spec.approval.as_ref().is_some_and(|a| a.required && a.approved_by.is_none()) {
+                " (it still needs an approval)"
+            } else {
+                ""
+            };
+            format!("forced {name} as {by}: its window ends now{approval}")
+        }
+        BatchAction::Hold => format!("held {name} as {by} (was {phase}): nothing new starts until released"),
+        BatchAction::Release => format!("released {name} as {by}"),
+        BatchAction::Cancel => format!("cancelled {name} as {by} (was {phase}): nothing more is rolled"),
+    }
+}
+
+/// Do `action` to `namespace/name` as `by`. Re-reads and re-checks on a conflict, so an action
+/// that someone else's write made pointless is refused instead of applied twice.
+pub async fn act(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    action: BatchAction,
+    by: &str,
+    reason: Option<&str>,
+    now: Timestamp,
+) -> Result<ActionReport, ActionError> {
+    let api: Api<RotationBatch> = Api::namespaced(client.clone(), namespace);
+    for _ in 0..3 {
+        let batch = match api.get_opt(name).await {
+            Ok(Some(batch)) => batch,
+            Ok(None) => return Err(ActionError::NotFound(format!("{namespace}/{name}"))),
+            Err(error) => return Err(ActionError::Api(crate::cluster::describe_error(&error))),
+        };
+        if let Some(refusal) = action.refusal(&batch) {
+            return Err(ActionError::Refused(refusal));
+        }
+        let patch = spec_patch(&batch, action, by, now, reason);
+        let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
+        match api.patch(name, &params, &Patch::Merge(patch)).await {
+            Ok(_) => {
+                return Ok(ActionReport {
+                    namespace: namespace.into(),
+                    batch: name.into(),
+                    action,
+                    phase_before: batch.phase(),
+                    by: by.into(),
+                    summary: summary(action, &batch, by),
+                });
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 => continue,
+            Err(error) => return Err(ActionError::Api(crate::cluster::describe_error(&error))),
+        }
+    }
+    Err(ActionError::Conflicts)
+}

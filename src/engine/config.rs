@@ -1,0 +1,263 @@
+//! Engine settings: `ROLLOUT_DELAY` parsing with upstream's rules, approval policy, pacing,
+//! the storm guard, leader election, and the clock.
+
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+
+use crate::api::{ANNOTATION_APPROVAL, CAPApplication};
+
+pub const DEFAULT_ROLLOUT_DELAY: Duration = Duration::from_secs(3600);
+pub const MIN_ROLLOUT_DELAY: Duration = Duration::from_secs(30);
+
+/// The rollout delay from `ROLLOUT_DELAY` / `--rollout-delay`, with upstream's rules: unset →
+/// 1h; unparseable (also empty or blank) → 1h with an error; below 30s (0 and negatives
+/// included) → 30s with an error. Go duration syntax (`1h30m`, `90s`, no `d`). The second
+/// value is the error to log, if any.
+pub fn parse_rollout_delay(value: Option<&str>) -> (Duration, Option<String>) {
+    let Some(raw) = value else {
+        return (DEFAULT_ROLLOUT_DELAY, None);
+    };
+    let text = raw.trim();
+    // Go's time.ParseDuration refuses an empty string; kube's parser would read it as zero.
+    let parsed: Result<kube::core::Duration, String> = if text.is_empty() {
+        Err("empty value".into())
+    } else {
+        text.parse::<kube::core::Duration>().map_err(|e| e.to_string())
+    };
+    match parsed {
+        Err(error) => (
+            DEFAULT_ROLLOUT_DELAY,
+            Some(format!(
+                "Invalid ROLLOUT_DELAY value {raw:?} ({error}); using default {}",
+                humanize(DEFAULT_ROLLOUT_DELAY)
+            )),
+        ),
+        Ok(duration) => {
+            // Converting to std::time::Duration drops the sign: check it first.
+            let delay = (!duration.is_negative()).then(|| Duration::from(duration));
+            match delay {
+                Some(delay) if delay >= MIN_ROLLOUT_DELAY => (delay, None),
+                _ => (
+                    MIN_ROLLOUT_DELAY,
+                    Some(format!(
+                        "ROLLOUT_DELAY {raw:?} is below the minimum; using minimum {}",
+                        humanize(MIN_ROLLOUT_DELAY)
+                    )),
+                ),
+            }
+        }
+    }
+}
+
+/// `1h`, `2m30s`, `45s`.
+pub fn humanize(duration: Duration) -> String {
+    let seconds = duration.as_secs();
+    let (hours, minutes, rest) = (seconds / 3600, (seconds % 3600) / 60, seconds % 60);
+    let mut out = String::new();
+    if hours > 0 {
+        out.push_str(&format!("{hours}h"));
+    }
+    if minutes > 0 {
+        out.push_str(&format!("{minutes}m"));
+    }
+    if rest > 0 || out.is_empty() {
+        out.push_str(&format!("{rest}s"));
+    }
+    out
+}
+
+/// Parse a Go duration for flags (`10m`, `1h30m`).
+pub fn parse_go_duration(text: &str) -> Result<Duration, String> {
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Err("an empty duration; use e.g. 10m or 1h30m".into());
+    }
+    let parsed: kube::core::Duration =
+        trimmed.parse().map_err(|error| format!("{text:?} is not a duration like 10m or 1h30m: {error}"))?;
+    if parsed.is_negative() {
+        return Err(format!("{text:?} must not be negative"));
+    }
+    Ok(Duration::from(parsed))
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ApprovalPolicy {
+    /// Roll out when the window ends (upstream behaviour).
+    #[default]
+    Auto,
+    /// Wait for `capdeck approve` (or `a` in the console).
+    Manual,
+}
+
+impl ApprovalPolicy {
+    /// The application's policy: its `capdeck.dev/approval` annotation, else the default.
+    pub fn for_application(app: &CAPApplication, default: Self) -> Self {
+        match app
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ANNOTATION_APPROVAL))
+            .map(|v| v.trim().to_ascii_lowercase())
+        {
+            Some(value) if value == "manual" => Self::Manual,
+            Some(value) if value == "auto" => Self::Auto,
+            _ => default,
+        }
+    }
+}
+
+/// Whether this engine may take the lease.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum EngineMode {
+    /// Take the lease when nobody holds it (a console next to a daemon stays an observer).
+    #[default]
+    Auto,
+    /// Never lead: watch and show only.
+    Observe,
+    /// Compete for the lease (what the daemon does).
+    Lead,
+}
+
+/// Wall time for the engine. Production uses the system clock; tests use a clock that moves
+/// with tokio time, so `tokio::time::pause()` can skip a 30 s window instantly.
+#[derive(Clone, Debug)]
+pub enum Clock {
+    System,
+    Tokio { wall: Timestamp, instant: tokio::time::Instant },
+}
+
+impl Clock {
+    /// A clock that starts at the current wall time and advances with tokio time.
+    pub fn tokio() -> Self {
+        Self::Tokio { wall: Timestamp::now(), instant: tokio::time::Instant::now() }
+    }
+
+    pub fn now(&self) -> Timestamp {
+        match self {
+            Self::System => Timestamp::now(),
+            Self::Tokio { wall, instant } => {
+                let elapsed = k8s_openapi::jiff::SignedDuration::try_from(instant.elapsed()).unwrap_or_default();
+                wall.checked_add(elapsed).unwrap_or(*wall)
+            }
+        }
+    }
+
+    /// Time left until `at` (zero if it passed).
+    pub fn until(&self, at: Timestamp) -> Duration {
+        let left = at.duration_since(self.now());
+        Duration::try_from(left).unwrap_or(Duration::ZERO)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct LeaseSettings {
+    pub namespace: String,
+    pub name: String,
+    pub duration_seconds: u64,
+    pub grace_seconds: u64,
+}
+
+impl Default for LeaseSettings {
+    fn default() -> Self {
+        Self { namespace: "default".into(), name: "capdeck-engine".into(), duration_seconds: 15, grace_seconds: 5 }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    pub rollout_delay: Duration,
+    pub approval: ApprovalPolicy,
+    /// Deployments rolling at once, across all batches.
+    pub max_parallel_rollouts: usize,
+    /// A Deployment capdeck rolled less than this ago needs an approval (storm guard).
+    pub min_rollout_interval: Duration,
+    pub mode: EngineMode,
+    pub lease: LeaseSettings,
+    /// Lease holder identity (pod name or host plus a random suffix).
+    pub identity: String,
+    pub clock: Clock,
+    /// How often progress is refreshed while Deployments roll.
+    pub progress_interval: Duration,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            rollout_delay: DEFAULT_ROLLOUT_DELAY,
+            approval: ApprovalPolicy::Auto,
+            max_parallel_rollouts: 5,
+            min_rollout_interval: Duration::from_secs(600),
+            mode: EngineMode::Auto,
+            lease: LeaseSettings::default(),
+            identity: default_identity(),
+            clock: Clock::System,
+            progress_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// `$POD_NAME` or `$HOSTNAME`, plus a random suffix so two processes on one host differ.
+pub fn default_identity() -> String {
+    use rand::RngExt as _;
+    let base = std::env::var("POD_NAME").or_else(|_| std::env::var("HOSTNAME")).unwrap_or_else(|_| "capdeck".into());
+    let suffix: u32 = rand::rng().random();
+    format!("{base}-{suffix:08x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rollout_delay_follows_upstream_table() {
+        let cases: [(Option<&str>, Duration, bool); 9] = [
+            (None, DEFAULT_ROLLOUT_DELAY, false),
+            (Some(""), DEFAULT_ROLLOUT_DELAY, true),
+            (Some("   "), DEFAULT_ROLLOUT_DELAY, true),
+            (Some("not-a-duration"), DEFAULT_ROLLOUT_DELAY, true),
+            (Some("banana"), DEFAULT_ROLLOUT_DELAY, true),
+            (Some("2m"), Duration::from_secs(120), false),
+            (Some(" 1h30m "), Duration::from_secs(5400), false),
+            (Some("5s"), MIN_ROLLOUT_DELAY, true),
+            (Some("-5m"), MIN_ROLLOUT_DELAY, true),
+        ];
+        for (input, expected, logs) in cases {
+            let (delay, error) = parse_rollout_delay(input);
+            assert_eq!(delay, expected, "{input:?}");
+            assert_eq!(error.is_some(), logs, "{input:?}: {error:?}");
+        }
+        assert_eq!(parse_rollout_delay(Some("1d")).0, DEFAULT_ROLLOUT_DELAY, "no days in Go durations");
+        assert_eq!(parse_go_duration("-10m"), Err("\"-10m\" must not be negative".to_string()));
+        assert_eq!(parse_go_duration("10m"), Ok(Duration::from_secs(600)));
+    }
+
+    #[test]
+    fn approval_policy_from_annotation_or_default() {
+        let mut app: CAPApplication = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "a"}, "spec": {"btpAppName": "a", "providerSubaccountId": "p", "btp": {"services": []}}
+        }))
+        .expect("app");
+        assert_eq!(ApprovalPolicy::for_application(&app, ApprovalPolicy::Auto), ApprovalPolicy::Auto);
+        app.metadata.annotations = Some([(ANNOTATION_APPROVAL.to_string(), "Manual".to_string())].into());
+        assert_eq!(ApprovalPolicy::for_application(&app, ApprovalPolicy::Auto), ApprovalPolicy::Manual);
+        app.metadata.annotations = Some([(ANNOTATION_APPROVAL.to_string(), "auto".to_string())].into());
+        assert_eq!(ApprovalPolicy::for_application(&app, ApprovalPolicy::Manual), ApprovalPolicy::Auto);
+    }
+
+    #[test]
+    fn humanize_durations() {
+        assert_eq!(humanize(Duration::from_secs(3600)), "1h");
+        assert_eq!(humanize(Duration::from_secs(150)), "2m30s");
+        assert_eq!(humanize(Duration::ZERO), "0s");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn tokio_clock_moves_with_paused_time() {
+        let clock = Clock::tokio();
+        let start = clock.now();
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        let elapsed = clock.now().duration_since(start);
+        assert_eq!(elapsed.as_secs(), 3600);
+    }
+}

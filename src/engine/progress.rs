@@ -1,0 +1,123 @@
+//! Rollout progress of a Deployment with `kubectl rollout status` semantics.
+
+use k8s_openapi::api::apps::v1::Deployment;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Progress {
+    Rolling,
+    Complete,
+    /// `Progressing` condition with reason `ProgressDeadlineExceeded`.
+    Stalled,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RolloutProgress {
+    pub progress: Progress,
+    pub message: String,
+    pub replicas: i32,
+    pub updated: i32,
+    pub ready: i32,
+    pub available: i32,
+}
+
+/// What `kubectl rollout status` would say, in its order of checks.
+pub fn rollout_progress(deployment: &Deployment) -> RolloutProgress {
+    let name = deployment.metadata.name.as_deref().unwrap_or("deployment");
+    let wanted = deployment.spec.as_ref().and_then(|spec| spec.replicas).unwrap_or(1);
+    let status = deployment.status.clone().unwrap_or_default();
+    let generation = deployment.metadata.generation.unwrap_or(0);
+    let updated = status.updated_replicas.unwrap_or(0);
+    let replicas = status.replicas.unwrap_or(0);
+    let available = status.available_replicas.unwrap_or(0);
+    let result = |progress, message: String| RolloutProgress {
+        progress,
+        message,
+        replicas: wanted,
+        updated,
+        ready: status.ready_replicas.unwrap_or(0),
+        available,
+    };
+    if status.observed_generation.unwrap_or(0) < generation {
+        return result(Progress::Rolling, "waiting for the deployment spec update to be observed".into());
+    }
+    let stalled = status.conditions.iter().flatten().any(|condition| {
+        condition.type_ == "Progressing" && condition.reason.as_deref() == Some("ProgressDeadlineExceeded")
+    });
+    if stalled {
+        return result(Progress::Stalled, format!("deployment {name} exceeded its progress deadline"));
+    }
+    if updated < wanted {
+        return result(Progress::Rolling, format!("{updated} of {wanted} new replicas have been updated"));
+    }
+    if replicas > updated {
+        return result(Progress::Rolling, format!("{} old replicas are pending termination", replicas - updated));
+    }
+    if available < updated {
+        return result(Progress::Rolling, format!("{available} of {updated} updated replicas are available"));
+    }
+    result(Progress::Complete, "successfully rolled out".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn deployment(generation: i64, replicas: i32, status: serde_json::Value) -> Deployment {
+        serde_json::from_value(json!({
+            "metadata": {"name": "web", "generation": generation},
+            "spec": {"replicas": replicas, "selector": {}, "template": {}},
+            "status": status,
+        }))
+        .expect("deployment")
+    }
+
+    #[test]
+    fn follows_kubectl_order() {
+        let cases = [
+            (json!({"observedGeneration": 1}), Progress::Rolling, "spec update to be observed"),
+            (
+                json!({"observedGeneration": 2, "updatedReplicas": 1, "conditions": [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}]}),
+                Progress::Stalled,
+                "exceeded its progress deadline",
+            ),
+            (
+                json!({"observedGeneration": 2, "updatedReplicas": 1, "replicas": 4}),
+                Progress::Rolling,
+                "1 of 3 new replicas",
+            ),
+            (
+                json!({"observedGeneration": 2, "updatedReplicas": 3, "replicas": 4}),
+                Progress::Rolling,
+                "1 old replicas are pending",
+            ),
+            (
+                json!({"observedGeneration": 2, "updatedReplicas": 3, "replicas": 3, "availableReplicas": 2}),
+                Progress::Rolling,
+                "2 of 3 updated replicas",
+            ),
+            (
+                json!({"observedGeneration": 2, "updatedReplicas": 3, "replicas": 3, "availableReplicas": 3}),
+                Progress::Complete,
+                "successfully rolled out",
+            ),
+        ];
+        for (status, progress, message) in cases {
+            let result = rollout_progress(&deployment(2, 3, status));
+            assert_eq!(result.progress, progress, "{}", result.message);
+            assert!(result.message.contains(message), "{}", result.message);
+        }
+    }
+
+    #[test]
+    fn missing_replicas_means_one_and_missing_status_is_rolling() {
+        let deployment: Deployment = serde_json::from_value(
+            json!({"metadata": {"name": "x", "generation": 1}, "spec": {"selector": {}, "template": {}}}),
+        )
+        .expect("d");
+        let result = rollout_progress(&deployment);
+        assert_eq!(result.progress, Progress::Rolling);
+        assert_eq!(result.replicas, 1);
+    }
+}

@@ -1,0 +1,269 @@
+//! Every write the engine makes, in one place: RotationBatches (create, spec, status), VCAP
+//! Secrets (create, delete), Deployments (point at a new VCAP Secret) and Events. Each is
+//! counted in `capdeck_api_writes_total`.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{EnvFromSource, Secret, SecretEnvSource};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use super::metrics::Metrics;
+use crate::api::rotation_batch::{Approval, RotatedSecret, UserAction};
+use crate::api::{
+    ANNOTATION_ROLLED_AT, CAPApplication, CAPApplicationVersion, LABEL_APPLICATION, LABEL_SECRET_OWNER_HASH,
+    RotationBatch, RotationBatchSpec, RotationBatchStatus, VCAP_SERVICES_KEY,
+};
+use crate::vcap::{VcapPayload, secret_owner_hash};
+
+pub const FIELD_MANAGER: &str = "capdeck-engine";
+/// Label on VCAP Secrets capdeck creates: the batch that created it.
+pub const LABEL_BATCH: &str = "capdeck.dev/rotation-batch";
+/// Annotation on VCAP Secrets capdeck creates: the Secret the Deployment used before.
+pub const ANNOTATION_PREVIOUS_SECRET: &str = "capdeck.dev/previous-secret";
+/// Annotation on Deployments: the batch that last rolled them.
+pub const ANNOTATION_ROLLED_BY: &str = "capdeck.dev/rotation-batch";
+
+/// What pointing a Deployment at a VCAP Secret did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Pointed {
+    /// Updated; the generation the update produced.
+    Updated { generation: i64, previous: Option<String> },
+    /// This batch had already rolled it (e.g. before a restart): nothing written.
+    AlreadyRolled { generation: i64, secret: Option<String> },
+    /// The Deployment does not exist.
+    Gone,
+}
+
+pub struct Writes {
+    client: kube::Client,
+    metrics: Metrics,
+    recorder: Recorder,
+}
+
+fn owner_reference<K: Resource<DynamicType = ()>>(object: &K, controller: bool) -> Option<OwnerReference> {
+    Some(OwnerReference {
+        api_version: K::api_version(&()).into_owned(),
+        kind: K::kind(&()).into_owned(),
+        name: object.meta().name.clone()?,
+        uid: object.meta().uid.clone()?,
+        controller: Some(controller),
+        block_owner_deletion: Some(controller),
+    })
+}
+
+/// Every container and initContainer gets exactly one `envFrom`: the VCAP Secret, optional.
+pub fn point_containers(deployment: &mut Deployment, secret: &str) {
+    let Some(pod) = deployment.spec.as_mut().and_then(|spec| spec.template.spec.as_mut()) else { return };
+    for container in pod.containers.iter_mut().chain(pod.init_containers.iter_mut().flatten()) {
+        container.env_from = Some(vec![EnvFromSource {
+            secret_ref: Some(SecretEnvSource { name: secret.to_string(), optional: Some(true) }),
+            ..EnvFromSource::default()
+        }]);
+    }
+}
+
+impl Writes {
+    pub fn new(client: kube::Client, metrics: Metrics, identity: &str) -> Self {
+        let recorder =
+            Recorder::new(client.clone(), Reporter { controller: "capdeck".into(), instance: Some(identity.into()) });
+        Self { client, metrics, recorder }
+    }
+
+    pub async fn create_batch(
+        &self,
+        app: &CAPApplication,
+        secrets: Vec<RotatedSecret>,
+        window_end: Timestamp,
+        approval_required: bool,
+        hold: Option<UserAction>,
+    ) -> Result<RotationBatch, kube::Error> {
+        let namespace = app.namespace().unwrap_or_default();
+        let mut batch = RotationBatch::new(
+            "",
+            RotationBatchSpec {
+                application: app.name_any(),
+                secrets,
+                window_end: Time(window_end),
+                approval: Some(Approval { required: approval_required, ..Approval::default() }),
+                force: None,
+                hold,
+                cancel: None,
+            },
+        );
+        batch.metadata.name = None;
+        batch.metadata.generate_name = Some(format!("{}-", app.name_any()));
+        batch.metadata.namespace = Some(namespace.clone());
+        batch.metadata.labels = Some([(LABEL_APPLICATION.to_string(), app.name_any())].into());
+        batch.metadata.owner_references = owner_reference(app, false).map(|reference| vec![reference]);
+        let api: Api<RotationBatch> = Api::namespaced(self.client.clone(), &namespace);
+        let created = api
+            .create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() }, &batch)
+            .await?;
+        self.metrics.write("create", "rotationbatches");
+        Ok(created)
+    }
+
+    /// Replace the spec (joining secrets, approval requirement) with a resourceVersion precondition.
+    pub async fn replace_batch(&self, batch: &RotationBatch) -> Result<RotationBatch, kube::Error> {
+        let api: Api<RotationBatch> = Api::namespaced(self.client.clone(), &batch.namespace().unwrap_or_default());
+        let replaced = api
+            .replace(
+                &batch.name_any(),
+                &PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() },
+                batch,
+            )
+            .await?;
+        self.metrics.write("update", "rotationbatches");
+        Ok(replaced)
+    }
+
+    /// Write the status, conditioned on the resourceVersion we read (two engines cannot clobber
+    /// each other's status).
+    pub async fn write_status(
+        &self,
+        batch: &RotationBatch,
+        status: &RotationBatchStatus,
+    ) -> Result<RotationBatch, kube::Error> {
+        let api: Api<RotationBatch> = Api::namespaced(self.client.clone(), &batch.namespace().unwrap_or_default());
+        let patch = json!({
+            "metadata": {"resourceVersion": batch.resource_version()},
+            "status": status,
+        });
+        let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
+        let written = api.patch_status(&batch.name_any(), &params, &Patch::Merge(patch)).await?;
+        self.metrics.write("patch", "rotationbatches/status");
+        Ok(written)
+    }
+
+    /// Create the Deployment's new VCAP Secret: `generateName: <deployment>-`, the upstream
+    /// owner-hash label, a controller reference to the version, one key `VCAP_SERVICES`.
+    pub async fn create_vcap_secret(
+        &self,
+        version: &CAPApplicationVersion,
+        deployment: &str,
+        batch: &str,
+        previous: Option<&str>,
+        payload: &VcapPayload,
+    ) -> Result<Secret, kube::Error> {
+        let namespace = version.namespace().unwrap_or_default();
+        let mut labels = BTreeMap::new();
+        labels.insert(
+            LABEL_SECRET_OWNER_HASH.to_string(),
+            secret_owner_hash(&namespace, &version.name_any(), deployment),
+        );
+        labels.insert(LABEL_BATCH.to_string(), batch.to_string());
+        let annotations =
+            previous.map(|previous| [(ANNOTATION_PREVIOUS_SECRET.to_string(), previous.to_string())].into());
+        let secret = Secret {
+            metadata: kube::core::ObjectMeta {
+                generate_name: Some(format!("{deployment}-")),
+                namespace: Some(namespace.clone()),
+                labels: Some(labels),
+                annotations,
+                owner_references: owner_reference(version, true).map(|reference| vec![reference]),
+                ..Default::default()
+            },
+            type_: Some("Opaque".into()),
+            data: Some([(VCAP_SERVICES_KEY.to_string(), k8s_openapi::ByteString(payload.as_bytes().to_vec()))].into()),
+            ..Secret::default()
+        };
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), &namespace);
+        let created = api
+            .create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() }, &secret)
+            .await?;
+        self.metrics.write("create", "secrets");
+        Ok(created)
+    }
+
+    /// Point every container of the Deployment at `secret`, read live and written with its
+    /// resourceVersion; a 409 re-reads and retries. A Deployment this batch already rolled is
+    /// left alone, so each Deployment is rolled at most once per batch even across restarts or
+    /// two engines.
+    pub async fn point_deployment(
+        &self,
+        namespace: &str,
+        name: &str,
+        secret: &str,
+        batch: &str,
+        now: Timestamp,
+    ) -> Result<Pointed, kube::Error> {
+        let api: Api<Deployment> = Api::namespaced(self.client.clone(), namespace);
+        let mut attempts = 0;
+        loop {
+            let mut deployment = match api.get_opt(name).await? {
+                Some(deployment) => deployment,
+                None => return Ok(Pointed::Gone),
+            };
+            let generation = deployment.metadata.generation.unwrap_or(0);
+            if deployment.annotations().get(ANNOTATION_ROLLED_BY).map(String::as_str) == Some(batch) {
+                let secret = crate::engine::plan::referenced_vcap_secret(&deployment).ok().flatten();
+                return Ok(Pointed::AlreadyRolled { generation, secret });
+            }
+            let previous = crate::engine::plan::referenced_vcap_secret(&deployment).ok().flatten();
+            point_containers(&mut deployment, secret);
+            let annotations = deployment.annotations_mut();
+            annotations.insert(ANNOTATION_ROLLED_AT.into(), now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
+            annotations.insert(ANNOTATION_ROLLED_BY.into(), batch.into());
+            match api
+                .replace(
+                    name,
+                    &PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() },
+                    &deployment,
+                )
+                .await
+            {
+                Ok(updated) => {
+                    self.metrics.write("update", "deployments");
+                    return Ok(Pointed::Updated {
+                        generation: updated.metadata.generation.unwrap_or(generation + 1),
+                        previous,
+                    });
+                }
+                Err(kube::Error::Api(status)) if status.code == 409 && attempts < 5 => {
+                    attempts += 1;
+                    tracing::debug!(namespace, deployment = name, attempts, "conflict updating deployment; re-reading");
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    /// Delete a VCAP Secret we replaced, only if it is still the object we knew (uid
+    /// precondition). `Ok(false)` when it was already gone.
+    pub async fn delete_secret(&self, namespace: &str, name: &str, uid: Option<String>) -> Result<bool, kube::Error> {
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
+        let params = DeleteParams {
+            preconditions: uid.map(|uid| Preconditions { uid: Some(uid), resource_version: None }),
+            ..DeleteParams::default()
+        };
+        match api.delete(name, &params).await {
+            Ok(_) => {
+                self.metrics.write("delete", "secrets");
+                Ok(true)
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// An Event on the CAPApplication (`events.k8s.io/v1`). Failures are logged, never fatal.
+    pub async fn event(&self, app: &CAPApplication, warning: bool, reason: &str, note: String) {
+        let event = Event {
+            type_: if warning { EventType::Warning } else { EventType::Normal },
+            reason: reason.into(),
+            note: Some(note.chars().take(1024).collect()),
+            action: "CredentialRollout".into(),
+            secondary: None,
+        };
+        match self.recorder.publish(&event, &app.object_ref(&())).await {
+            Ok(()) => self.metrics.write("create", "events"),
+            Err(error) => tracing::warn!(application = %app.name_any(), %error, "could not record an event"),
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! `capdeck batches`, the batch actions and `capdeck manifests` as a user runs them.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use capdeck::sandbox::{DenyRule, Sandbox, ServedSandbox};
+use predicates::prelude::*;
+use serde_json::{Value, json};
+
+struct Cluster {
+    sandbox: Sandbox,
+    served: ServedSandbox,
+    _dir: tempfile::TempDir,
+    kubeconfig: PathBuf,
+}
+
+fn batch(name: &str, phase: &str, required: bool) -> Value {
+    // A collecting batch has not been planned yet: no deployments in its status.
+    let deployments = if phase == "Collecting" {
+        json!([])
+    } else {
+        json!([{"name": "bookshop-v1-srv", "version": "bookshop-v1", "workload": "srv", "action": "Restart", "state": "Queued"}])
+    };
+    json!({
+        "apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
+        "metadata": {"name": name, "namespace": "shop", "labels": {"capdeck.dev/application": "bookshop"}},
+        "spec": {"application": "bookshop", "windowEnd": "2026-01-01T00:00:00Z",
+                 "secrets": [{"name": "bookshop-uaa", "service": "uaa", "rotatedAt": "2026-01-01T00:00:00Z", "dataHash": "abc"}],
+                 "approval": {"required": required}},
+        "status": {"phase": phase, "progress": "0/2", "deployments": deployments},
+    })
+}
+
+async fn cluster() -> Cluster {
+    let sandbox = Sandbox::default();
+    sandbox.install_crds();
+    sandbox.load([json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}})]).expect("ns");
+    sandbox
+        .load([
+            batch("bookshop-waiting", "AwaitingApproval", true),
+            batch("bookshop-done", "Succeeded", false),
+            batch("bookshop-open", "Collecting", false),
+        ])
+        .expect("batches");
+    let served = sandbox.serve("127.0.0.1:0".parse().expect("addr")).await.expect("serve");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    capdeck::sandbox::write_kubeconfig(&kubeconfig, &served.url, "sandbox-admin").expect("kubeconfig");
+    Cluster { sandbox, served, _dir: dir, kubeconfig }
+}
+
+fn capdeck(kubeconfig: &Path) -> Command {
+    let mut command = Command::cargo_bin("capdeck").expect("bin");
+    command.env("KUBECONFIG", kubeconfig);
+    command
+}
+
+fn spec(cluster: &Cluster, name: &str) -> Value {
+    cluster.sandbox.get("capdeck.dev", "rotationbatches", "shop", name).expect("batch")["spec"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_lists_in_table_and_json() {
+    let cluster = cluster().await;
+    let kubeconfig = cluster.kubeconfig.clone();
+    let output =
+        tokio::task::spawn_blocking(move || capdeck(&kubeconfig).args(["batches", "-A"]).output().expect("runs"))
+            .await
+            .expect("join");
+    assert!(output.status.success());
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let header: Vec<&str> = text.lines().next().expect("header").split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAMESPACE", "NAME", "APPLICATION", "PHASE", "WINDOW", "DEPLOYMENTS", "SECRETS", "APPROVAL", "AGE"]
+    );
+    assert!(
+        text.lines().any(|l| l.contains("bookshop-waiting")
+            && l.contains("AwaitingApproval")
+            && l.contains("required")
+            && l.contains("ended")),
+        "{text}"
+    );
+    let kubeconfig = cluster.kubeconfig.clone();
+    let output = tokio::task::spawn_blocking(move || {
+        capdeck(&kubeconfig).args(["batches", "-n", "shop", "-o", "json"]).output().expect("runs")
+    })
+    .await
+    .expect("join");
+    let list: Vec<Value> = serde_json::from_slice(&output.stdout).expect("json");
+    assert_eq!(list.len(), 3);
+    assert!(list.iter().all(|b| b["namespace"] == "shop" && b["application"] == "bookshop"));
+    let kubeconfig = cluster.kubeconfig.clone();
+    let empty = tokio::task::spawn_blocking(move || capdeck(&kubeconfig).args(["batches"]).output().expect("runs"))
+        .await
+        .expect("join");
+    assert!(String::from_utf8_lossy(&empty.stdout).contains("No rotation batches in namespace default"));
+    cluster.served.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actions_record_who_and_why_and_refuse_what_makes_no_sense() {
+    let cluster = cluster().await;
+    cluster.sandbox.set_user("alice@example.com");
+    let run = |args: Vec<&'static str>| {
+        let kubeconfig = cluster.kubeconfig.clone();
+        tokio::task::spawn_blocking(move || capdeck(&kubeconfig).args(args).assert())
+    };
+    run(vec!["approve", "shop/bookshop-waiting", "--reason", "CHG-1"])
+        .await
+        .expect("join")
+        .success()
+        .stdout(predicate::str::contains("shop/bookshop-waiting: approved bookshop-waiting as alice@example.com"));
+    let approval = spec(&cluster, "bookshop-waiting")["approval"].clone();
+    assert_eq!(approval["approvedBy"], "alice@example.com");
+    assert_eq!(approval["reason"], "CHG-1");
+    assert_eq!(approval["required"], true, "the requirement stays on record");
+    assert!(approval["approvedAt"].is_string());
+
+    run(vec!["approve", "shop/bookshop-waiting"])
+        .await
+        .expect("join")
+        .code(1)
+        .stderr(predicate::str::contains("already approved by alice@example.com"));
+    run(vec!["approve", "shop/bookshop-done"])
+        .await
+        .expect("join")
+        .code(1)
+        .stderr(predicate::str::contains("is Succeeded; nothing to approve"));
+    run(vec!["approve", "shop/nope"])
+        .await
+        .expect("join")
+        .code(1)
+        .stderr(predicate::str::contains("not found (capdeck batches -A lists them)"));
+    run(vec!["release", "-n", "shop", "bookshop-open"])
+        .await
+        .expect("join")
+        .code(1)
+        .stderr(predicate::str::contains("is not held"));
+
+    run(vec!["hold", "-n", "shop", "bookshop-open", "--reason", "freeze"]).await.expect("join").success();
+    assert_eq!(spec(&cluster, "bookshop-open")["hold"]["by"], "alice@example.com");
+    assert_eq!(spec(&cluster, "bookshop-open")["hold"]["reason"], "freeze");
+    run(vec!["release", "-n", "shop", "bookshop-open"]).await.expect("join").success();
+    assert!(spec(&cluster, "bookshop-open").get("hold").is_none_or(Value::is_null));
+    run(vec!["force", "-n", "shop", "bookshop-open"])
+        .await
+        .expect("join")
+        .success()
+        .stdout(predicate::str::contains("its window ends now"));
+    assert_eq!(spec(&cluster, "bookshop-open")["force"]["by"], "alice@example.com");
+    run(vec!["cancel", "shop/bookshop-open", "--reason", "oops"]).await.expect("join").success();
+    assert_eq!(spec(&cluster, "bookshop-open")["cancel"]["reason"], "oops");
+
+    run(vec!["approve", "bookshop-waiting", "-A"])
+        .await
+        .expect("join")
+        .code(1)
+        .stderr(predicate::str::contains("NAMESPACE/NAME"));
+    cluster.served.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_write_names_the_missing_permission() {
+    let cluster = cluster().await;
+    cluster.sandbox.deny("patch:rotationbatches".parse::<DenyRule>().expect("rule"));
+    let kubeconfig = cluster.kubeconfig.clone();
+    tokio::task::spawn_blocking(move || capdeck(&kubeconfig).args(["approve", "shop/bookshop-waiting"]).assert())
+        .await
+        .expect("join")
+        .code(1)
+        .stderr(predicate::str::contains("forbidden"))
+        .stderr(predicate::str::contains("cannot patch resource \"rotationbatches\""));
+    assert!(spec(&cluster, "bookshop-waiting")["approval"].get("approvedBy").is_none());
+    cluster.served.stop().await;
+}
+
+#[test]
+fn unreachable_clusters_and_missing_kubeconfigs_are_explained() {
+    Command::cargo_bin("capdeck")
+        .expect("bin")
+        .args(["batches", "-A"])
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("error:"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    capdeck::sandbox::write_kubeconfig(&kubeconfig, "http://127.0.0.1:9", "nobody").expect("write");
+    Command::cargo_bin("capdeck")
+        .expect("bin")
+        .args(["batches", "-A"])
+        .env("KUBECONFIG", &kubeconfig)
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("cannot"));
+    Command::cargo_bin("capdeck")
+        .expect("bin")
+        .args(["batches", "--context", "elsewhere"])
+        .env("KUBECONFIG", &kubeconfig)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("no context \"elsewhere\""));
+}
+
+#[test]
+fn manifests_render_for_a_namespace() {
+    let output = Command::cargo_bin("capdeck").expect("bin").args(["manifests", "-n", "ops"]).output().expect("runs");
+    assert!(output.status.success());
+    let text = String::from_utf8(output.stdout).expect("utf8");
+    assert!(!text.contains("{{"), "every placeholder replaced");
+    let documents: Vec<Value> = serde_saphyr::from_multiple(&text).expect("yaml");
+    let kinds: Vec<&str> = documents.iter().filter_map(|d| d["kind"].as_str()).collect();
+    assert_eq!(
+        kinds,
+        ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment", "Service"]
+    );
+    for document in &documents {
+        if document["kind"] != "ClusterRole" && document["kind"] != "ClusterRoleBinding" {
+            assert_eq!(document["metadata"]["namespace"], "ops", "{document}");
+        }
+    }
+    let deployment = documents.iter().find(|d| d["kind"] == "Deployment").expect("deployment");
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["args"][0], "--daemon");
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+    Command::cargo_bin("capdeck").expect("bin").args(["manifests", "-n", "Bad_NS"]).assert().code(1);
+    Command::cargo_bin("capdeck")
+        .expect("bin")
+        .args(["manifests", "--image", "registry.example.com/capdeck:1"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("namespace: capdeck-system"))
+        .stdout(predicate::str::contains("image: registry.example.com/capdeck:1"));
+}

@@ -1,0 +1,297 @@
+//! A CAP application in the sandbox whose Deployments start current, and an engine around it.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use capdeck::api::{CAPApplication, CAPApplicationVersion, CAPTenant, RotationBatch};
+use capdeck::cluster::Scope;
+use capdeck::cluster::stores::{StoreTasks, Stores};
+use capdeck::engine::config::{Clock, EngineConfig, EngineMode, LeaseSettings};
+use capdeck::engine::metrics::Metrics;
+use capdeck::engine::plan::{CapIndex, ObjectLookup, SecretLookup, plan_all};
+use capdeck::engine::{EngineHandle, Role};
+use capdeck::sandbox::Sandbox;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Secret;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+pub const NS: &str = "shop";
+
+fn b64(text: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+/// Options for `application`.
+#[derive(Clone)]
+pub struct AppOptions {
+    pub name: &'static str,
+    pub opted_in: bool,
+    pub manual: bool,
+    pub deployments: &'static [(&'static str, &'static [&'static str])],
+    pub replicas: i64,
+    pub stall: &'static [&'static str],
+}
+
+impl Default for AppOptions {
+    fn default() -> Self {
+        Self {
+            name: "bookshop",
+            opted_in: true,
+            manual: false,
+            deployments: &[("srv", &["uaa", "db"]), ("router", &["uaa"])],
+            replicas: 2,
+            stall: &[],
+        }
+    }
+}
+
+/// Namespace, CAPApplication (uaa: credentials layout, db: flat key/value), one Ready version
+/// with the given deployment workloads plus a TenantOperation job, a Ready tenant, binding
+/// Secrets, and Deployments without VCAP Secrets yet (see `make_current`).
+pub fn application(options: &AppOptions) -> Vec<Value> {
+    let app = options.name;
+    let mut annotations = serde_json::Map::new();
+    if options.manual {
+        annotations.insert("capdeck.dev/approval".into(), json!("manual"));
+    }
+    let cav = format!("{app}-v1");
+    let mut workloads: Vec<Value> = options
+        .deployments
+        .iter()
+        .map(|(name, services)| json!({"name": name, "consumedBTPServices": services, "deploymentDefinition": {"type": "CAP", "image": "i"}}))
+        .collect();
+    workloads.push(json!({"name": "mtx", "consumedBTPServices": ["uaa", "db"], "jobDefinition": {"type": "TenantOperation", "image": "i"}}));
+    let mut objects = vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
+        json!({"apiVersion": "sme.sap.com/v1alpha1", "kind": "CAPApplication",
+               "metadata": {"name": app, "namespace": NS, "annotations": annotations},
+               "spec": {"btpAppName": app, "providerSubaccountId": "p", "rolloutOnCredentialUpdate": options.opted_in,
+                        "btp": {"services": [{"name": "uaa", "class": "xsuaa", "secret": format!("{app}-uaa")},
+                                             {"name": "db", "class": "hana", "secret": format!("{app}-db")}]}},
+               "status": {"state": "Consistent"}}),
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": format!("{app}-uaa"), "namespace": NS},
+               "data": {"credentials": b64(r#"{"clientid":"sb-app","clientsecret":"first-secret","url":"https://uaa"}"#)}}),
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": format!("{app}-db"), "namespace": NS},
+               "data": {"host": b64("db.example.com"), "password": b64("db-first")}}),
+        json!({"apiVersion": "sme.sap.com/v1alpha1", "kind": "CAPApplicationVersion", "metadata": {"name": cav, "namespace": NS},
+               "spec": {"capApplicationInstance": app, "version": "1.0.0", "workloads": workloads},
+               "status": {"state": "Ready", "conditions": [{"type": "Ready", "status": "True"}]}}),
+        json!({"apiVersion": "sme.sap.com/v1alpha1", "kind": "CAPTenant", "metadata": {"name": format!("{app}-provider"), "namespace": NS},
+               "spec": {"capApplicationInstance": app, "subDomain": "p", "tenantId": "t"},
+               "status": {"state": "Ready", "currentCAPApplicationVersionInstance": cav, "conditions": [{"type": "Ready", "status": "True"}]}}),
+    ];
+    for (name, _) in options.deployments {
+        let deployment = format!("{cav}-{name}");
+        let mut metadata = json!({"name": deployment, "namespace": NS, "generation": 1});
+        if options.stall.contains(name) {
+            metadata["annotations"] = json!({"sandbox.capdeck.dev/stall": "true"});
+        }
+        objects.push(json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata,
+            "spec": {"replicas": options.replicas, "selector": {"matchLabels": {"app": deployment}},
+                     "template": {"metadata": {"labels": {"app": deployment}}, "spec": {
+                         "containers": [{"name": "main", "image": "i"}], "initContainers": [{"name": "init", "image": "i"}]}}},
+            "status": {"observedGeneration": 1, "replicas": options.replicas, "updatedReplicas": options.replicas,
+                       "readyReplicas": options.replicas, "availableReplicas": options.replicas}}));
+    }
+    objects
+}
+
+/// What the sandbox holds, as a planner lookup.
+struct SandboxLookup {
+    secrets: HashMap<(String, String), Arc<Secret>>,
+    deployments: HashMap<(String, String), Arc<Deployment>>,
+}
+
+impl ObjectLookup for SandboxLookup {
+    fn secret(&self, namespace: &str, name: &str) -> SecretLookup {
+        self.secrets.get(&(namespace.into(), name.into())).cloned().map_or(SecretLookup::Missing, SecretLookup::Found)
+    }
+    fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<Deployment>> {
+        self.deployments.get(&(namespace.into(), name.into())).cloned()
+    }
+}
+
+fn decode<K: serde::de::DeserializeOwned>(values: Vec<Value>) -> Vec<Arc<K>> {
+    values.into_iter().filter_map(|v| serde_json::from_value(v).ok()).map(Arc::new).collect()
+}
+
+fn key_of(value: &Value) -> (String, String) {
+    (
+        value.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default().to_string(),
+        value.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string(),
+    )
+}
+
+/// Give every affected Deployment a VCAP Secret with exactly its current payload (as the Go
+/// operator would have), so the engine starts with nothing to do.
+pub fn make_current(sandbox: &Sandbox) {
+    let lookup = SandboxLookup {
+        secrets: sandbox
+            .list("", "secrets")
+            .into_iter()
+            .filter_map(|v| Some((key_of(&v), Arc::new(serde_json::from_value(v).ok()?))))
+            .collect(),
+        deployments: sandbox
+            .list("apps", "deployments")
+            .into_iter()
+            .filter_map(|v| Some((key_of(&v), Arc::new(serde_json::from_value(v).ok()?))))
+            .collect(),
+    };
+    // Plan as if every application opted in, so opted-out ones start current too.
+    let apps: Vec<Arc<CAPApplication>> = decode::<CAPApplication>(sandbox.list("sme.sap.com", "capapplications"))
+        .into_iter()
+        .map(|app| {
+            let mut app = (*app).clone();
+            app.spec.rollout_on_credential_update = Some(true);
+            Arc::new(app)
+        })
+        .collect();
+    let index = CapIndex::new(
+        apps,
+        decode::<CAPApplicationVersion>(sandbox.list("sme.sap.com", "capapplicationversions")),
+        decode::<CAPTenant>(sandbox.list("sme.sap.com", "captenants")),
+    );
+    let plan = plan_all(&index, &lookup);
+    for planned in plan.deployments {
+        let secret = format!("{}-go001", planned.deployment);
+        let hash = capdeck::vcap::secret_owner_hash(&planned.namespace, &planned.version, &planned.deployment);
+        sandbox
+            .load([json!({"apiVersion": "v1", "kind": "Secret",
+                          "metadata": {"name": secret, "namespace": planned.namespace, "labels": {"sme.sap.com/secret-owner-hash": hash}},
+                          "data": {"VCAP_SERVICES": b64(planned.payload.expose())}})])
+            .expect("vcap secret");
+        let mut deployment =
+            sandbox.get("apps", "deployments", &planned.namespace, &planned.deployment).expect("deployment");
+        let env_from = json!([{"secretRef": {"name": secret, "optional": true}}]);
+        for list in ["containers", "initContainers"] {
+            if let Some(Value::Array(containers)) = deployment.pointer_mut(&format!("/spec/template/spec/{list}")) {
+                for container in containers {
+                    container["envFrom"] = env_from.clone();
+                }
+            }
+        }
+        sandbox.load([deployment]).expect("deployment");
+    }
+}
+
+/// Stores and an engine running against a client, stopped with `stop`.
+pub struct RunningEngine {
+    pub stores: Stores,
+    pub handle: Option<EngineHandle>,
+    pub cancel: CancellationToken,
+    tasks: StoreTasks,
+}
+
+pub fn test_config(identity: &str) -> EngineConfig {
+    EngineConfig {
+        rollout_delay: Duration::from_secs(30),
+        clock: Clock::tokio(),
+        mode: EngineMode::Lead,
+        lease: LeaseSettings {
+            namespace: "default".into(),
+            name: "capdeck-engine".into(),
+            duration_seconds: 15,
+            grace_seconds: 5,
+        },
+        identity: identity.into(),
+        ..EngineConfig::default()
+    }
+}
+
+impl RunningEngine {
+    pub async fn start(client: kube::Client, config: EngineConfig) -> Self {
+        let cancel = CancellationToken::new();
+        let (stores, tasks) = Stores::start(&client, Scope::All, cancel.clone());
+        let handle = capdeck::engine::spawn(client, stores.clone(), config, Metrics::new(), cancel.clone());
+        Self { stores, handle: Some(handle), cancel, tasks }
+    }
+
+    pub fn role(&self) -> Role {
+        self.handle.as_ref().map_or(Role::Observer, |h| *h.role.borrow())
+    }
+
+    pub async fn wait_for_role(&self, role: Role) {
+        super::eventually(&format!("engine role {role:?}"), Duration::from_secs(120), || async { self.role() == role })
+            .await;
+    }
+
+    pub async fn stop(mut self) {
+        self.cancel.cancel();
+        if let Some(handle) = self.handle.take() {
+            handle.join().await;
+        }
+        for task in self.tasks.handles.drain(..) {
+            let _ = task.await;
+        }
+    }
+
+    /// Stop abruptly, like a killed process: no lease release, tasks aborted.
+    pub fn kill(mut self) {
+        for task in self.tasks.handles.drain(..) {
+            task.abort();
+        }
+        if let Some(handle) = self.handle.take() {
+            drop(handle);
+        }
+    }
+}
+
+/// The batches of `app`, oldest first. Ordered by window end (the engine's clock, which follows
+/// paused tokio time), not creationTimestamp (wall-clock seconds: every paused test runs within
+/// one of them). Both have whole-second resolution, so on a tie a superseded batch counts as
+/// older than the rest (it always predates its successor).
+pub fn batches(sandbox: &Sandbox, app: &str) -> Vec<RotationBatch> {
+    let mut list: Vec<RotationBatch> = sandbox
+        .list("capdeck.dev", "rotationbatches")
+        .into_iter()
+        .filter_map(|v| serde_json::from_value::<RotationBatch>(v).ok())
+        .filter(|b| b.spec.application == app)
+        .collect();
+    list.sort_by_key(|b| {
+        (b.spec.window_end.0, b.phase() != capdeck::api::BatchPhase::Superseded, b.metadata.name.clone())
+    });
+    list
+}
+
+/// The VCAP Secret a Deployment's first container uses.
+pub fn vcap_of(sandbox: &Sandbox, deployment: &str) -> String {
+    sandbox
+        .get("apps", "deployments", NS, deployment)
+        .and_then(|d| {
+            d.pointer("/spec/template/spec/containers/0/envFrom/0/secretRef/name")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .unwrap_or_default()
+}
+
+/// The decoded VCAP_SERVICES of a Secret.
+pub fn vcap_payload(sandbox: &Sandbox, secret: &str) -> String {
+    sandbox
+        .get("", "secrets", NS, secret)
+        .and_then(|s| s.pointer("/data/VCAP_SERVICES").and_then(Value::as_str).map(str::to_string))
+        .and_then(|text| base64::engine::general_purpose::STANDARD.decode(text).ok())
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .unwrap_or_default()
+}
+
+/// Successful writes to these resources (excluding leases and events) since the log was cleared.
+pub fn workload_writes(sandbox: &Sandbox) -> Vec<String> {
+    sandbox
+        .writes()
+        .into_iter()
+        .filter(|w| matches!(w.info.resource.as_str(), "secrets" | "deployments" | "rotationbatches"))
+        .map(|w| {
+            format!(
+                "{} {}{}",
+                w.info.verb,
+                w.info.resource,
+                w.info.subresource.map(|s| format!("/{s}")).unwrap_or_default()
+            )
+        })
+        .collect()
+}

@@ -1,0 +1,192 @@
+//! `capdeck --daemon` as a process against the demo sandbox over HTTP, driven by the README's
+//! commands: the start-up re-check opens hr-portal's batch, `capdeck batches -A` shows it,
+//! `capdeck force --approve` rolls it, and SIGTERM stops the daemon cleanly (lease released).
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use capdeck::sandbox::Sandbox;
+use serde_json::Value;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
+}
+
+fn capdeck(kubeconfig: &std::path::Path, args: &[&str]) -> std::process::Output {
+    Command::new(assert_cmd::cargo::cargo_bin("capdeck"))
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .output()
+        .expect("runs")
+}
+
+async fn http_get(url: &str) -> Option<(u16, String)> {
+    let output = tokio::process::Command::new("curl")
+        .args(["-s", "-o", "-", "-w", "\n%{http_code}", url])
+        .output()
+        .await
+        .ok()?;
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n')?;
+    Some((code.trim().parse().ok()?, body.to_string()))
+}
+
+async fn wait_until<F: FnMut() -> bool>(what: &str, limit: Duration, mut check: F) {
+    let deadline = Instant::now() + limit;
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn batches_json(kubeconfig: &std::path::Path) -> Vec<Value> {
+    let output = capdeck(kubeconfig, &["batches", "-A", "-o", "json"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice::<Vec<Value>>(&output.stdout).expect("json")
+}
+
+/// Kills the child if the test fails before stopping it (so nothing outlives the test).
+struct Guard(Option<Child>);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn stop(mut child: Child) -> std::process::ExitStatus {
+    let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "daemon did not stop on SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_flow_against_the_demo_sandbox() {
+    if std::process::Command::new("curl").arg("--version").output().is_err() {
+        println!("SKIPPED: curl is not installed");
+        return;
+    }
+    let sandbox = Sandbox::default();
+    sandbox.load_demo().expect("demo");
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let fast = capdeck::sandbox::simulate::WorkloadSimulation { replicas_per_second: 10.0, ..Default::default() };
+    sandbox.simulate_workloads(fast, cancel.clone());
+    let served = sandbox.serve("127.0.0.1:0".parse().expect("addr")).await.expect("serve");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    capdeck::sandbox::write_kubeconfig(&kubeconfig, &served.url, "sandbox-admin").expect("kubeconfig");
+
+    let port = free_port();
+    let health = format!("http://127.0.0.1:{port}");
+    let log_path = dir.path().join("daemon.log");
+    let daemon = Command::new(assert_cmd::cargo::cargo_bin("capdeck"))
+        .args(["--daemon", "--health-addr", &format!("127.0.0.1:{port}"), "--rollout-delay", "30s", "-A"])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::from(std::fs::File::create(&log_path).expect("log file")))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("daemon starts");
+    let mut daemon = Guard(Some(daemon));
+
+    // Ready once stores synced and the lease state is known.
+    let ready_url = format!("{health}/readyz");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some((200, body)) = http_get(&ready_url).await {
+            assert!(body.contains("leader"), "{body}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "daemon never became ready: {}",
+            std::fs::read_to_string(&log_path).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(http_get(&format!("{health}/healthz")).await.map(|(code, _)| code), Some(200));
+
+    // The start-up re-check found hr-portal's router out of date: a batch is collecting.
+    wait_until("hr-portal batch", Duration::from_secs(30), || {
+        batches_json(&kubeconfig).iter().any(|b| b["application"] == "hr-portal" && b["phase"] == "Collecting")
+    })
+    .await;
+    let table = capdeck(&kubeconfig, &["batches", "-A"]);
+    let table = String::from_utf8_lossy(&table.stdout).into_owned();
+    assert!(table.starts_with("NAMESPACE   NAME"), "{table}");
+    assert!(
+        table.lines().any(|l| l.contains("hr-portal")
+            && l.contains("Collecting")
+            && l.contains("ends in")
+            && l.contains("required")),
+        "{table}"
+    );
+    let batch = batches_json(&kubeconfig).into_iter().find(|b| b["application"] == "hr-portal").expect("batch");
+    let target =
+        format!("{}/{}", batch["namespace"].as_str().unwrap_or_default(), batch["name"].as_str().unwrap_or_default());
+
+    // Manual policy: forcing alone would wait for approval, force --approve rolls now.
+    let forced = capdeck(&kubeconfig, &["force", &target, "--approve", "--reason", "demo"]);
+    assert!(forced.status.success(), "{}", String::from_utf8_lossy(&forced.stderr));
+    assert!(String::from_utf8_lossy(&forced.stdout).contains("forced and approved"));
+    wait_until("hr-portal batch Succeeded", Duration::from_secs(60), || {
+        batches_json(&kubeconfig).iter().any(|b| b["application"] == "hr-portal" && b["phase"] == "Succeeded")
+    })
+    .await;
+    let batch = batches_json(&kubeconfig).into_iter().find(|b| b["application"] == "hr-portal").expect("batch");
+    assert_eq!(batch["progress"], "1/1");
+    assert_eq!(batch["approval"]["approvedBy"], "sandbox-admin");
+    assert_eq!(batch["force"]["reason"], "demo");
+
+    let (code, metrics) = http_get(&format!("{health}/metrics")).await.expect("metrics");
+    assert_eq!(code, 200);
+    for needle in
+        ["capdeck_leader 1", "capdeck_deployments_restarted_total 1", "capdeck_batches{phase=\"Succeeded\"} 1", "# EOF"]
+    {
+        assert!(metrics.contains(needle), "missing {needle}:\n{metrics}");
+    }
+
+    let exit = stop(daemon.0.take().expect("daemon"));
+    assert_eq!(exit.code(), Some(0));
+    let lease = sandbox.get("coordination.k8s.io", "leases", "default", "capdeck-engine").expect("lease");
+    assert!(lease.pointer("/spec/holderIdentity").is_none_or(Value::is_null), "lease released: {lease}");
+    let log = std::fs::read_to_string(&log_path).expect("log");
+    assert!(!log.is_empty());
+    for line in log.lines() {
+        let record: Value = serde_json::from_str(line).unwrap_or_else(|_| panic!("log line is not JSON: {line}"));
+        assert!(record.get("level").is_some());
+    }
+    assert!(log.contains("releasing the lease"), "{log}");
+    served.stop().await;
+    cancel.cancel();
+}
+
+#[test]
+fn daemon_without_a_cluster_fails_with_a_hint() {
+    let output = Command::new(assert_cmd::cargo::cargo_bin("capdeck"))
+        .args(["--daemon", "--health-addr", "127.0.0.1:0"])
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("cannot reach the cluster") || text.contains("kubeconfig"), "{text}");
+}
+
+#[test]
+fn daemon_refuses_a_subcommand() {
+    assert_cmd::Command::cargo_bin("capdeck").expect("bin").args(["--daemon", "batches"]).assert().code(2);
+}
