@@ -1,9 +1,82 @@
 //! `capdeck bench ...`: measurements reported as numbers (never timed unit tests).
 
+pub mod console;
 pub mod engine;
 pub mod sandbox;
 
+use std::io::{BufRead as _, BufReader};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+
+/// A sandbox in a child process (so this process's numbers are the measured component's alone);
+/// killed when dropped.
+pub struct SandboxChild(pub Child);
+
+impl Drop for SandboxChild {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Start `capdeck sandbox --listen 127.0.0.1:0 EXTRA... --kubeconfig-out KUBECONFIG` as a child
+/// process; returns it and its URL.
+pub fn spawn_sandbox(extra: &[&str], kubeconfig: &std::path::Path) -> anyhow::Result<(SandboxChild, String)> {
+    let exe = std::env::current_exe()?;
+    let mut child = Command::new(exe)
+        .args(["sandbox", "--listen", "127.0.0.1:0"])
+        .args(extra)
+        .arg("--kubeconfig-out")
+        .arg(kubeconfig)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let stdout = child.stdout.take().ok_or_else(|| anyhow::anyhow!("no stdout from the sandbox"))?;
+    let child = SandboxChild(child);
+    let mut lines = BufReader::new(stdout).lines();
+    let first = lines.next().ok_or_else(|| anyhow::anyhow!("the sandbox exited before serving"))??;
+    let url = first
+        .split_whitespace()
+        .find(|word| word.starts_with("http://"))
+        .ok_or_else(|| anyhow::anyhow!("unexpected sandbox output: {first}"))?
+        .to_string();
+    // Keep reading in the background so the child never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Ok((child, url))
+}
+
+/// A fresh directory under the temp dir for a bench's files.
+pub fn tempfile_dir() -> anyhow::Result<std::path::PathBuf> {
+    use rand::RngExt as _;
+    let suffix: u64 = rand::rng().random();
+    let dir = std::env::temp_dir().join(format!("capdeck-bench-{suffix:016x}"));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+/// Peak resident set size of this process in MiB.
+pub fn peak_rss_mb() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib: f64 = status.lines().find(|line| line.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+/// Resident set size of another process in MiB.
+pub fn child_rss_mb(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib: f64 = status.lines().find(|line| line.starts_with("VmRSS:"))?.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+/// CPU time this process's threads have used so far (Linux `/proc/self/task/*/schedstat`).
+pub fn cpu_time() -> Option<Duration> {
+    let mut total = 0u64;
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let text = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
+        total += text.split_whitespace().next().and_then(|ns| ns.parse::<u64>().ok()).unwrap_or(0);
+    }
+    Some(Duration::from_nanos(total))
+}
 
 /// Resident set size of this process in MiB (Linux `/proc/self/status`), if available.
 pub fn rss_mb() -> Option<f64> {

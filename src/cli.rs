@@ -15,9 +15,14 @@ use crate::output::OutputFormat;
     about = "Operations console and credential-rollout engine for SAP CAP Operator workloads",
     long_about = "capdeck shows CAPApplications, versions, tenants, tenant operations, pending credential \
 rotation batches and rollout progress, and restarts Deployments when their BTP service credential \
-Secrets rotate (batched, approvable, paced).",
-    after_help = "Exit codes: 0 ok, 1 failure, 2 usage error.",
-    arg_required_else_help = true
+Secrets rotate (batched, approvable, paced).\n\n\
+Without a subcommand capdeck opens the console over the current kubeconfig context, with the engine \
+attached (it leads when no daemon holds the lease, else observes). `capdeck --demo` opens it on an \
+embedded sandbox cluster instead: no cluster needed.",
+    after_help = "Console keys: ? help, : command (:apps :versions :tenants :ops :batches :rollouts :events \
+:ns :ctx :theme :q), / filter, Enter drill down, a approve, F force, h hold/release, x cancel, q quit.\n\
+Config: $XDG_CONFIG_HOME/capdeck/config.toml (theme, readonly, [keys]); logs: $XDG_STATE_HOME/capdeck/.\n\
+Exit codes: 0 ok, 1 failure, 2 usage error."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -26,6 +31,8 @@ pub struct Cli {
     pub cluster: ClusterArgs,
     #[command(flatten)]
     pub engine: EngineArgs,
+    #[command(flatten)]
+    pub console: ConsoleArgs,
     /// Run headless in the cluster as the rollout operator: leader election, /healthz /readyz
     /// /metrics, JSON logs on stdout; SIGTERM finishes in-flight writes, releases the lease, exits 0
     #[arg(long)]
@@ -48,8 +55,55 @@ impl Cli {
             return Err(Self::command()
                 .error(clap::error::ErrorKind::ArgumentConflict, "--daemon cannot be combined with a subcommand"));
         }
+        if cli.console.demo && cli.command.is_some() {
+            return Err(Self::command().error(
+                clap::error::ErrorKind::ArgumentConflict,
+                "--demo opens the console; it cannot be combined with a subcommand (try `capdeck sandbox --seed demo`)",
+            ));
+        }
         Ok(cli)
     }
+}
+
+/// The console's own flags.
+#[derive(Debug, Args, Clone)]
+pub struct ConsoleArgs {
+    /// Open the console on an embedded sandbox cluster (seeded demo applications, simulated
+    /// workloads, a credential rotator, the engine leading with a 30s window); needs no cluster.
+    /// The sandbox's kubeconfig path is shown in the help screen (`?`), for kubectl
+    #[arg(long, conflicts_with_all = ["daemon", "context"])]
+    pub demo: bool,
+    /// How often the demo's credential rotator rotates a random binding Secret: a range of Go
+    /// durations (`20s-40s`), or `off` (the three rotations at start still happen)
+    #[arg(long, value_name = "MIN-MAX|off", default_value = "20s-40s", requires = "demo", value_parser = parse_rotation)]
+    pub demo_rotation: DemoRotation,
+    /// Never write: batch keys are disabled and the attached engine only observes
+    #[arg(long, env = "CAPDECK_READONLY")]
+    pub readonly: bool,
+    /// Colour theme: dark, light, high-contrast, or a file name in $XDG_CONFIG_HOME/capdeck/themes/
+    #[arg(long, value_name = "NAME")]
+    pub theme: Option<String>,
+    /// Console config file [default: $XDG_CONFIG_HOME/capdeck/config.toml]
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+}
+
+/// The demo rotator's interval range; `None` is off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DemoRotation(pub Option<(std::time::Duration, std::time::Duration)>);
+
+/// `20s-40s` → a range; `off` → none.
+fn parse_rotation(text: &str) -> Result<DemoRotation, String> {
+    if text.eq_ignore_ascii_case("off") {
+        return Ok(DemoRotation(None));
+    }
+    let (min, max) = text.split_once('-').unwrap_or((text, text));
+    let min = crate::engine::config::parse_go_duration(min)?;
+    let max = crate::engine::config::parse_go_duration(max)?;
+    if min.is_zero() || max < min {
+        return Err(format!("{text:?}: expected MIN-MAX with 0 < MIN <= MAX (e.g. 20s-40s), or off"));
+    }
+    Ok(DemoRotation(Some((min, max))))
 }
 
 /// How the engine rolls out (daemon, and the console's attached engine).
@@ -72,7 +126,8 @@ pub struct EngineArgs {
     /// Whether this process may lead: `auto` takes the lease when free, `observe` never writes, `lead` competes
     #[arg(long = "engine", value_enum, default_value_t = EngineMode::Auto, env = "CAPDECK_ENGINE", global = true)]
     pub mode: EngineMode,
-    /// Namespace of the leader-election Lease [default: $POD_NAMESPACE, then the context's namespace]
+    /// Namespace of the leader-election Lease, shared by daemons and consoles so only one engine
+    /// writes [default: $POD_NAMESPACE, then capdeck-system, where `capdeck manifests` installs]
     #[arg(long, value_name = "NS", env = "POD_NAMESPACE", global = true)]
     pub lease_namespace: Option<String>,
     /// Name of the leader-election Lease
@@ -122,7 +177,7 @@ runs until SIGINT or SIGTERM (exit 0).\n\nExample:\n  capdeck sandbox --seed dem
 
 impl EngineArgs {
     /// The engine configuration, plus the ROLLOUT_DELAY error to log if the value was bad.
-    pub fn config(&self, default_lease_namespace: &str) -> (crate::engine::config::EngineConfig, Option<String>) {
+    pub fn config(&self) -> (crate::engine::config::EngineConfig, Option<String>) {
         let (rollout_delay, delay_error) = crate::engine::config::parse_rollout_delay(self.rollout_delay.as_deref());
         let config = crate::engine::config::EngineConfig {
             rollout_delay,
@@ -131,7 +186,10 @@ impl EngineArgs {
             min_rollout_interval: self.min_rollout_interval,
             mode: self.mode,
             lease: crate::engine::config::LeaseSettings {
-                namespace: self.lease_namespace.clone().unwrap_or_else(|| default_lease_namespace.to_string()),
+                namespace: self
+                    .lease_namespace
+                    .clone()
+                    .unwrap_or_else(|| crate::commands::manifests::DEFAULT_NAMESPACE.to_string()),
                 name: self.lease_name.clone(),
                 ..crate::engine::config::LeaseSettings::default()
             },
@@ -191,6 +249,27 @@ binding Secrets are rotated with the window forced: rotated_deployments, rotatio
 window_to_last_update_ms, rollout_complete_ms, and rss_mb / rss_peak_mb of this process (the engine; the \
 sandbox's memory is reported apart).")]
     Engine(BenchEngineArgs),
+    /// The console: snapshot build, first frame, frame and key-handling time, idle CPU
+    #[command(long_about = "The console. In process, on a 200x60 test terminal with the demo data plus TENANTS \
+tenants: snapshot_ms_p50 (rows built from the objects, on every cluster change), first_frame_ms (snapshot + first \
+draw), frame_ms_p50/p99 (drawing the tenants view while scrolling), update_ms_p50/p99 (keys: moving, paging, \
+filtering as you type, new data). Then live for IDLE_SECONDS: a demo sandbox in a child process plus the same \
+tenants, the whole console runtime (stores, attached engine, 1 s tick) over HTTP: first_data_frame_ms, \
+idle_cpu_percent, idle_frames_per_second, rss_mb.")]
+    Console(BenchConsoleArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchConsoleArgs {
+    /// Tenants added to the demo data
+    #[arg(long, default_value_t = 10_000)]
+    pub tenants: usize,
+    /// How long to measure the live console at rest (0 skips the live part)
+    #[arg(long, default_value_t = 30)]
+    pub idle_seconds: u64,
+    /// Output format
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
 }
 
 #[derive(Debug, Args)]
@@ -310,6 +389,8 @@ pub enum CrdFormat {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use clap::CommandFactory;
 
     use super::*;
@@ -328,5 +409,30 @@ mod tests {
         assert!(Cli::try_parse_from(["capdeck", "--min-rollout-interval", "banana", "batches"]).is_err());
         assert!(Cli::parse_checked(["capdeck", "--daemon", "batches"]).is_err(), "--daemon takes no subcommand");
         assert!(Cli::parse_checked(["capdeck", "--daemon"]).is_ok());
+    }
+
+    #[test]
+    fn console_flags_parse_and_conflicts_are_usage_errors() {
+        let cli = Cli::parse_checked(["capdeck"]).expect("no arguments: the console");
+        assert!(cli.command.is_none() && !cli.console.demo && !cli.console.readonly);
+        assert_eq!(cli.console.demo_rotation, DemoRotation(Some((Duration::from_secs(20), Duration::from_secs(40)))));
+        let cli = Cli::parse_checked(["capdeck", "--demo", "--demo-rotation", "off", "--theme", "light", "--readonly"])
+            .expect("demo flags");
+        assert!(cli.console.demo && cli.console.readonly);
+        assert_eq!(cli.console.demo_rotation, DemoRotation(None));
+        assert_eq!(cli.console.theme.as_deref(), Some("light"));
+        let cli = Cli::parse_checked(["capdeck", "--demo", "--demo-rotation", "5s-1m"]).expect("range");
+        assert_eq!(cli.console.demo_rotation, DemoRotation(Some((Duration::from_secs(5), Duration::from_secs(60)))));
+        for bad in [
+            &["capdeck", "--demo", "--daemon"][..],
+            &["capdeck", "--demo", "batches"],
+            &["capdeck", "--demo", "--context", "prod"],
+            &["capdeck", "--demo-rotation", "off"],
+            &["capdeck", "--demo", "--demo-rotation", "40s-20s"],
+            &["capdeck", "--demo", "--demo-rotation", "often"],
+        ] {
+            let error = Cli::parse_checked(bad.iter().copied()).expect_err(&bad.join(" "));
+            assert_eq!(error.exit_code(), 2, "{}", bad.join(" "));
+        }
     }
 }

@@ -35,11 +35,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let parallel = usize::try_from(cli.engine.max_parallel_rollouts).unwrap_or(usize::MAX);
             runtime()?.block_on(bench::run(command, parallel))
         }
-        None => Ok(ExitCode::from(2)),
+        None => crate::console::run(&cli.cluster, &cli.engine, &cli.console),
     }
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
 }
 

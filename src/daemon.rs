@@ -80,7 +80,7 @@ pub async fn run(cluster: &ClusterArgs, engine: &EngineArgs, health_addr: Socket
         Some(namespace) if !cluster.all_namespaces => Scope::Namespace(namespace.clone()),
         _ => Scope::All,
     };
-    let (config, delay_error) = engine.config(&connection.default_namespace);
+    let (config, delay_error) = engine.config();
     if let Some(error) = delay_error {
         tracing::error!("{error}");
     }

@@ -158,6 +158,8 @@ async fn lead(
             Ok(manager) => break manager,
             Err(error) => {
                 tracing::error!(%error, namespace = %config.lease.namespace, lease = %config.lease.name, "cannot use the lease; observing until it works");
+                // Known not to lead: observe (and say so) while retrying.
+                leader.send_if_modified(|known| known.replace(false).is_none());
                 tokio::select! {
                     () = cancel.cancelled() => return,
                     () = tokio::time::sleep(Duration::from_secs(10)) => {}

@@ -6,6 +6,7 @@ pub mod bench;
 pub mod cli;
 pub mod cluster;
 pub mod commands;
+pub mod console;
 pub mod daemon;
 pub mod engine;
 pub mod manifest;

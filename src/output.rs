@@ -85,6 +85,16 @@ mod tests {
 
 /// kubectl's age format (`k8s.io/apimachinery/pkg/util/duration.HumanDuration`): `45s`, `5m30s`,
 /// `3h`, `2d4h`, `1y30d`.
+/// A batch window as people say it: "ends in 4m", "ended 2m ago".
+pub fn window_text(window_end: k8s_openapi::jiff::Timestamp, now: k8s_openapi::jiff::Timestamp) -> String {
+    let seconds = window_end.as_second() - now.as_second();
+    if seconds > 0 {
+        format!("ends in {}", human_duration(seconds))
+    } else {
+        format!("ended {} ago", human_duration(-seconds))
+    }
+}
+
 pub fn human_duration(seconds: i64) -> String {
     if seconds < -1 {
         return "<invalid>".into();

@@ -342,7 +342,7 @@ impl Sandbox {
 }
 
 /// The demo seed, embedded at build time.
-const DEMO_SEED: &[&str] = &[
+pub const DEMO_SEED: &[&str] = &[
     include_str!("../assets/demo/00-cluster.yaml"),
     include_str!("../assets/demo/bookshop.yaml"),
     include_str!("../assets/demo/hr-portal.yaml"),

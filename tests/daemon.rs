@@ -94,6 +94,7 @@ async fn the_readme_flow_against_the_demo_sandbox() {
     let daemon = Command::new(assert_cmd::cargo::cargo_bin("capdeck"))
         .args(["--daemon", "--health-addr", &format!("127.0.0.1:{port}"), "--rollout-delay", "30s", "-A"])
         .env("KUBECONFIG", &kubeconfig)
+        .env("POD_NAMESPACE", "default")
         .env("RUST_LOG", "info")
         .stdout(Stdio::from(std::fs::File::create(&log_path).expect("log file")))
         .stderr(Stdio::null())

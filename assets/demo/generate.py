@@ -102,7 +102,7 @@ def cav_name(app, version):
     return f"{app}-{version.replace('.', '-')}"
 
 docs = {"00-cluster.yaml": [], }
-for ns in ["cap-shop", "cap-hr"]:
+for ns in ["cap-shop", "cap-hr", "capdeck-system"]:
     docs["00-cluster.yaml"].append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
 docs["00-cluster.yaml"].append({"apiVersion": "sme.sap.com/v1alpha1", "kind": "ClusterDomain", "metadata": {"name": "shared-domain"},
     "spec": {"domain": "apps.example.com", "ingressSelector": {"app": "istio-ingressgateway"}, "dnsMode": "Wildcard"},

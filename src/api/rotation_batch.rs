@@ -197,6 +197,39 @@ pub mod reason {
 }
 
 impl RotationBatch {
+    /// `held by bob`, `approved by alice`, `required`, `auto`.
+    pub fn approval_text(&self) -> String {
+        if let Some(hold) = &self.spec.hold {
+            return format!("held by {}", hold.by);
+        }
+        match &self.spec.approval {
+            Some(Approval { approved_by: Some(by), .. }) => format!("approved by {by}"),
+            Some(approval) if approval.required => "required".into(),
+            _ => "auto".into(),
+        }
+    }
+
+    /// `3/5`, with stalled and failed Deployments called out: `3/5 (1 stalled)`.
+    pub fn progress_text(&self) -> String {
+        let Some(status) = &self.status else { return "-".into() };
+        let mut text = status.progress.clone().unwrap_or_else(|| "-".into());
+        let count = |state: DeploymentRolloutState| {
+            status
+                .deployments
+                .iter()
+                .filter(|d| d.action == DeploymentAction::Restart && d.state == Some(state.clone()))
+                .count()
+        };
+        let (stalled, failed) = (count(DeploymentRolloutState::Stalled), count(DeploymentRolloutState::Failed));
+        if stalled > 0 {
+            text.push_str(&format!(" ({stalled} stalled)"));
+        }
+        if failed > 0 {
+            text.push_str(&format!(" ({failed} failed)"));
+        }
+        text
+    }
+
     pub fn phase(&self) -> BatchPhase {
         self.status.as_ref().map(|status| status.phase.clone()).unwrap_or_default()
     }

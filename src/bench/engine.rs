@@ -1,8 +1,6 @@
 //! `capdeck bench engine`: the engine at scale. The sandbox runs in a child process (so this
 //! process's RSS is the engine's alone) and the engine talks to it over loopback HTTP.
 
-use std::io::{BufRead as _, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Secret;
@@ -11,7 +9,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::{round, rss_mb};
+use super::{SandboxChild, child_rss_mb, peak_rss_mb, round, rss_mb, spawn_sandbox, tempfile_dir};
 use crate::api::{BatchPhase, RotationBatch};
 use crate::cli::BenchEngineArgs;
 use crate::cluster::Scope;
@@ -22,28 +20,6 @@ use crate::engine::config::{EngineConfig, EngineMode, LeaseSettings};
 use crate::engine::metrics::{Metrics, WriteLabels};
 use crate::engine::plan::{CapIndex, PlanAction, plan_all};
 use crate::sandbox::synthetic::{app_name, binding_name, namespace_of};
-
-/// The sandbox child; killed when dropped.
-struct SandboxChild(Child);
-
-impl Drop for SandboxChild {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn peak_rss_mb() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kib: f64 = status.lines().find(|line| line.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
-}
-
-fn child_rss_mb(pid: u32) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kib: f64 = status.lines().find(|line| line.starts_with("VmRSS:"))?.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
-}
 
 fn writes(metrics: &Metrics, verb: &str, resource: &str) -> u64 {
     metrics.api_writes.get_or_create(&WriteLabels { verb: verb.into(), resource: resource.into() }).get()
@@ -82,37 +58,9 @@ async fn wait_for(what: &str, limit: Duration, mut check: impl FnMut() -> bool) 
 }
 
 fn start_sandbox(args: &BenchEngineArgs, kubeconfig: &std::path::Path) -> anyhow::Result<(SandboxChild, String)> {
-    let exe = std::env::current_exe()?;
     let synthetic =
         format!("{}:{}:{}:{}", args.apps, args.deployments_per_app, args.services_per_app, args.unreferenced_secrets);
-    let mut child = Command::new(exe)
-        .args([
-            "sandbox",
-            "--listen",
-            "127.0.0.1:0",
-            "--simulate-workloads",
-            "--pace",
-            &args.pace.to_string(),
-            "--synthetic",
-            &synthetic,
-            "--kubeconfig-out",
-        ])
-        .arg(kubeconfig)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let stdout = child.stdout.take().ok_or_else(|| anyhow::anyhow!("no stdout from the sandbox"))?;
-    let child = SandboxChild(child);
-    let mut lines = BufReader::new(stdout).lines();
-    let first = lines.next().ok_or_else(|| anyhow::anyhow!("the sandbox exited before serving"))??;
-    let url = first
-        .split_whitespace()
-        .find(|word| word.starts_with("http://"))
-        .ok_or_else(|| anyhow::anyhow!("unexpected sandbox output: {first}"))?
-        .to_string();
-    // Keep reading in the background so the child never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    Ok((child, url))
+    spawn_sandbox(&["--simulate-workloads", "--pace", &args.pace.to_string(), "--synthetic", &synthetic], kubeconfig)
 }
 
 pub async fn run(args: &BenchEngineArgs, max_parallel_rollouts: usize) -> anyhow::Result<Value> {
@@ -258,12 +206,4 @@ pub async fn run(args: &BenchEngineArgs, max_parallel_rollouts: usize) -> anyhow
         "rss_peak_mb": round(peak_rss_mb().unwrap_or(0.0), 1),
         "sandbox_rss_mb": round(sandbox_rss, 1),
     }))
-}
-
-fn tempfile_dir() -> anyhow::Result<std::path::PathBuf> {
-    use rand::RngExt as _;
-    let suffix: u64 = rand::rng().random();
-    let dir = std::env::temp_dir().join(format!("capdeck-bench-{suffix:016x}"));
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
 }

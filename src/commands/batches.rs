@@ -9,57 +9,13 @@ use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
 use crate::api::RotationBatch;
-use crate::api::rotation_batch::{DeploymentAction, DeploymentRolloutState};
 use crate::cli::{BatchActionArgs, BatchesArgs};
 use crate::cluster::{ClusterArgs, Connection, Scope, describe_error, whoami};
 use crate::engine::actions::{BatchAction, act};
-use crate::output::{OutputFormat, Table, human_duration};
+use crate::output::{OutputFormat, Table, human_duration, window_text};
 
 async fn connect(cluster: &ClusterArgs) -> anyhow::Result<Connection> {
     Ok(cluster.connect().await?)
-}
-
-/// "ends in 4m", "ended 2m ago".
-pub fn window_text(batch: &RotationBatch, now: Timestamp) -> String {
-    let seconds = batch.spec.window_end.0.as_second() - now.as_second();
-    if seconds > 0 {
-        format!("ends in {}", human_duration(seconds))
-    } else {
-        format!("ended {} ago", human_duration(-seconds))
-    }
-}
-
-pub fn approval_text(batch: &RotationBatch) -> String {
-    if let Some(hold) = &batch.spec.hold {
-        return format!("held by {}", hold.by);
-    }
-    match &batch.spec.approval {
-        Some(approval) if approval.approved_by.is_some() => {
-            format!("approved by {}", approval.approved_by.clone().unwrap_or_default())
-        }
-        Some(approval) if approval.required => "required".into(),
-        _ => "auto".into(),
-    }
-}
-
-pub fn progress_text(batch: &RotationBatch) -> String {
-    let Some(status) = &batch.status else { return "-".into() };
-    let mut text = status.progress.clone().unwrap_or_else(|| "-".into());
-    let count = |state: DeploymentRolloutState| {
-        status
-            .deployments
-            .iter()
-            .filter(|d| d.action == DeploymentAction::Restart && d.state == Some(state.clone()))
-            .count()
-    };
-    let (stalled, failed) = (count(DeploymentRolloutState::Stalled), count(DeploymentRolloutState::Failed));
-    if stalled > 0 {
-        text.push_str(&format!(" ({stalled} stalled)"));
-    }
-    if failed > 0 {
-        text.push_str(&format!(" ({failed} failed)"));
-    }
-    text
 }
 
 fn batch_json(batch: &RotationBatch) -> Value {
@@ -125,10 +81,10 @@ pub async fn list(cluster: &ClusterArgs, args: &BatchesArgs) -> anyhow::Result<E
                     batch.name_any(),
                     batch.spec.application.clone(),
                     batch.phase().to_string(),
-                    window_text(batch, now),
-                    progress_text(batch),
+                    window_text(batch.spec.window_end.0, now),
+                    batch.progress_text(),
                     batch.spec.secrets.len().to_string(),
-                    approval_text(batch),
+                    batch.approval_text(),
                     age,
                 ]);
             }

@@ -15,6 +15,7 @@ pub async fn run(command: BenchCommand, max_parallel_rollouts: usize) -> anyhow:
             (bench::sandbox::run(&bench::sandbox::SandboxBench { objects: args.objects }).await?, args.output)
         }
         BenchCommand::Engine(args) => (bench::engine::run(&args, max_parallel_rollouts).await?, args.output),
+        BenchCommand::Console(args) => (bench::console::run(&args).await?, args.output),
     };
     let text = match format {
         OutputFormat::Json => crate::output::json(&report),

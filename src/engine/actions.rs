@@ -53,6 +53,9 @@ impl BatchAction {
                 {
                     return Some(format!("batch {name} is already approved by {by}"));
                 }
+                if phase == BatchPhase::RollingOut {
+                    return Some(format!("batch {name} is already rolling out; nothing to {}", self.verb()));
+                }
                 None
             }
             Self::Force { approve: false } => {
@@ -187,4 +190,76 @@ pub async fn act(
         }
     }
     Err(ActionError::Conflicts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(phase: &str, spec: Value, status: Value) -> RotationBatch {
+        let mut status = status;
+        status["phase"] = json!(phase);
+        let mut object = json!({
+            "apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
+            "metadata": {"name": "b", "namespace": "ns"},
+            "spec": {"application": "app", "windowEnd": "2026-11-20T09:00:00Z"},
+            "status": status,
+        });
+        if let (Some(target), Some(extra)) = (object["spec"].as_object_mut(), spec.as_object()) {
+            target.extend(extra.clone());
+        }
+        serde_json::from_value(object).expect("batch")
+    }
+
+    fn user(by: &str) -> Value {
+        json!({"by": by, "at": "2026-11-20T09:00:00Z"})
+    }
+
+    #[test]
+    fn what_each_action_refuses() {
+        let collecting = batch("Collecting", json!({}), json!({}));
+        let awaiting = batch(
+            "AwaitingApproval",
+            json!({"approval": {"required": true}}),
+            json!({"deployments": [
+            {"name": "d", "version": "v", "workload": "w", "action": "Restart"}]}),
+        );
+        let approved = batch("RollingOut", json!({"approval": {"required": true, "approvedBy": "carol"}}), json!({}));
+        let rolling = batch("RollingOut", json!({}), json!({"rolloutStartedAt": "2026-11-20T09:00:00Z"}));
+        let held = batch("Held", json!({"hold": user("bob")}), json!({}));
+        let cancelling = batch("Collecting", json!({"cancel": user("dan")}), json!({}));
+        let done = batch("Succeeded", json!({}), json!({}));
+        let refused = |action: BatchAction, batch: &RotationBatch| action.refusal(batch);
+
+        // Pre-approval while collecting and approval while waiting are fine; twice is not.
+        assert_eq!(refused(BatchAction::Approve, &collecting), None);
+        assert_eq!(refused(BatchAction::Approve, &awaiting), None);
+        assert_eq!(refused(BatchAction::Approve, &approved).as_deref(), Some("batch b is already approved by carol"));
+        assert_eq!(
+            refused(BatchAction::Approve, &rolling).as_deref(),
+            Some("batch b is already rolling out; nothing to approve")
+        );
+        // Force ends an open window only.
+        assert_eq!(refused(BatchAction::Force { approve: false }, &collecting), None);
+        assert_eq!(
+            refused(BatchAction::Force { approve: false }, &awaiting).as_deref(),
+            Some("batch b's window has already ended")
+        );
+        assert_eq!(refused(BatchAction::Force { approve: true }, &awaiting), None, "force --approve approves");
+        // Hold and release.
+        assert_eq!(refused(BatchAction::Hold, &rolling), None);
+        assert_eq!(refused(BatchAction::Hold, &held).as_deref(), Some("batch b is already held by bob"));
+        assert_eq!(refused(BatchAction::Release, &held), None);
+        assert_eq!(refused(BatchAction::Release, &rolling).as_deref(), Some("batch b is not held"));
+        // Cancel anything open; nothing on a finished or cancelling batch.
+        assert_eq!(refused(BatchAction::Cancel, &rolling), None);
+        assert_eq!(refused(BatchAction::Cancel, &cancelling).as_deref(), Some("batch b is being cancelled"));
+        for action in [BatchAction::Approve, BatchAction::Hold, BatchAction::Release, BatchAction::Cancel] {
+            assert_eq!(
+                refused(action, &done),
+                Some(format!("batch b is Succeeded; nothing to {}", action.verb())),
+                "{action:?}"
+            );
+        }
+    }
 }

@@ -91,6 +91,13 @@ pub enum ApprovalPolicy {
 }
 
 impl ApprovalPolicy {
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Manual => "manual",
+        }
+    }
+
     /// The application's policy: its `capdeck.dev/approval` annotation, else the default.
     pub fn for_application(app: &CAPApplication, default: Self) -> Self {
         match app

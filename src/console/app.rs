@@ -1,0 +1,224 @@
+//! The console's state: one owner (the UI task), changed only by `update`, read by `draw`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use k8s_openapi::jiff::Timestamp;
+use ratatui_textarea::TextArea;
+
+use super::keymap::Keymap;
+use super::model::Snapshot;
+use super::theme::Theme;
+use crate::cluster::stores::ConnectionState;
+use crate::engine::Role;
+use crate::engine::actions::BatchAction;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ViewKind {
+    Applications,
+    Versions,
+    Tenants,
+    Operations,
+    Batches,
+    Rollouts,
+    Events,
+}
+
+impl ViewKind {
+    pub const ALL: [Self; 7] = [
+        Self::Applications,
+        Self::Versions,
+        Self::Tenants,
+        Self::Operations,
+        Self::Batches,
+        Self::Rollouts,
+        Self::Events,
+    ];
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Self::Applications => "Applications",
+            Self::Versions => "Versions",
+            Self::Tenants => "Tenants",
+            Self::Operations => "Tenant operations",
+            Self::Batches => "Batches",
+            Self::Rollouts => "Rollouts",
+            Self::Events => "Events",
+        }
+    }
+
+    /// `:` commands that open this view.
+    pub fn aliases(self) -> &'static [&'static str] {
+        match self {
+            Self::Applications => &["apps", "applications", "ca"],
+            Self::Versions => &["versions", "cav"],
+            Self::Tenants => &["tenants", "cat"],
+            Self::Operations => &["ops", "operations", "ctop"],
+            Self::Batches => &["batches", "rb"],
+            Self::Rollouts => &["rollouts"],
+            Self::Events => &["events", "ev"],
+        }
+    }
+}
+
+/// What a view is narrowed to after a drill-down.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Focus {
+    Application { namespace: String, name: String },
+    Version { namespace: String, name: String },
+    Tenant { namespace: String, name: String },
+    Batch { namespace: String, name: String },
+}
+
+impl Focus {
+    pub fn label(&self) -> String {
+        match self {
+            Self::Application { namespace, name } => format!("app {namespace}/{name}"),
+            Self::Version { namespace, name } => format!("version {namespace}/{name}"),
+            Self::Tenant { namespace, name } => format!("tenant {namespace}/{name}"),
+            Self::Batch { namespace, name } => format!("batch {namespace}/{name}"),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Route {
+    pub view: ViewKind,
+    pub focus: Option<Focus>,
+}
+
+/// Selection and scroll of one route.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Cursor {
+    pub selected: usize,
+    pub offset: usize,
+    /// (namespace, name) of the selected row, to keep it selected when data changes.
+    pub key: Option<(String, String)>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    Info,
+    Warning,
+    Error,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Flash {
+    pub text: String,
+    pub level: Level,
+    pub at: Timestamp,
+}
+
+/// The confirm dialog of a batch action.
+pub struct ActionDialog {
+    pub action: BatchAction,
+    /// The batch's phase when the dialog opened.
+    pub phase: crate::api::BatchPhase,
+    pub namespace: String,
+    pub batch: String,
+    /// One-line summary of the batch (phase, application, deployments).
+    pub summary: String,
+    pub reason: TextArea<'static>,
+    /// For force on a batch that needs an approval: approve in the same write.
+    pub approve_too: Option<bool>,
+}
+
+pub enum Overlay {
+    None,
+    Help { scroll: usize },
+    Detail { title: String, lines: Vec<String>, scroll: usize },
+    Yaml { title: String, lines: Vec<String>, scroll: usize },
+    Dialog(Box<ActionDialog>),
+}
+
+/// The `/` filter or `:` command being typed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    None,
+    Filter(String),
+    Command(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Access {
+    Checking,
+    Allowed,
+    Denied(String),
+}
+
+/// Facts about the session shown in the header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Session {
+    pub context: String,
+    pub scope: String,
+    pub user: Option<String>,
+    pub readonly: bool,
+    /// `--demo`: where the sandbox kubeconfig was written (shown in help).
+    pub demo_kubeconfig: Option<String>,
+    /// Where the log files go (shown in help).
+    pub log_dir: Option<String>,
+}
+
+pub struct App {
+    pub snapshot: Arc<Snapshot>,
+    pub route: Route,
+    pub back: Vec<Route>,
+    pub cursors: HashMap<Route, Cursor>,
+    /// Row indexes (into the snapshot's list for the route's view) that pass focus and filter.
+    pub visible: Vec<usize>,
+    pub filter: String,
+    pub input: Input,
+    pub overlay: Overlay,
+    pub session: Session,
+    pub role: Role,
+    pub connection: ConnectionState,
+    pub access: HashMap<String, Access>,
+    pub flash: Option<Flash>,
+    pub theme: Theme,
+    pub theme_names: Vec<String>,
+    pub keymap: Keymap,
+    pub now: Timestamp,
+    /// Table rows that fit on screen (from the last resize), for paging and scrolling.
+    pub viewport_rows: usize,
+    pub quit: bool,
+    /// A write key pressed while access was still being checked: (action, namespace, batch).
+    /// Its dialog opens when the answer arrives, if that batch is still selected.
+    pub pending_write: Option<(super::keymap::Action, String, String)>,
+}
+
+impl App {
+    pub fn new(session: Session, theme: Theme, theme_names: Vec<String>, keymap: Keymap, now: Timestamp) -> Self {
+        Self {
+            snapshot: Arc::new(Snapshot::default()),
+            route: Route { view: ViewKind::Applications, focus: None },
+            back: Vec::new(),
+            cursors: HashMap::new(),
+            visible: Vec::new(),
+            filter: String::new(),
+            input: Input::None,
+            overlay: Overlay::None,
+            session,
+            role: Role::Starting,
+            connection: ConnectionState::default(),
+            access: HashMap::new(),
+            flash: None,
+            theme,
+            theme_names,
+            keymap,
+            now,
+            viewport_rows: 20,
+            quit: false,
+            pending_write: None,
+        }
+    }
+
+    pub fn cursor(&self) -> Cursor {
+        self.cursors.get(&self.route).cloned().unwrap_or_default()
+    }
+
+    /// The engine role as the header shows it: Read-only wins.
+    pub fn role_label(&self) -> &'static str {
+        if self.session.readonly { "Read-only" } else { self.role.label() }
+    }
+}

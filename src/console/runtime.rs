@@ -1,0 +1,536 @@
+//! The console's runtime: owns `App`, feeds it messages from the watch tasks, the engine, the
+//! keyboard and a 1 s tick, runs the commands `update` returns, and redraws after each batch of
+//! messages (never in a loop of its own).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt as _;
+use kube::runtime::{WatchStreamExt as _, watcher};
+use ratatui::Terminal;
+use ratatui::backend::Backend;
+use ratatui::buffer::Buffer;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::ConsoleSetup;
+use super::app::{App, Session};
+use super::model;
+use super::update::{Command, Msg, update};
+use crate::cli::EngineArgs;
+use crate::cluster::stores::Stores;
+use crate::cluster::{ClusterArgs, Connection, Scope, can_i, whoami};
+use crate::engine::config::{EngineConfig, EngineMode};
+use crate::engine::metrics::Metrics;
+use crate::engine::{EngineHandle, Role};
+
+/// How many Events the Events view keeps (newest first).
+const EVENTS_KEPT: usize = 1000;
+/// Snapshots are rebuilt at most this often while the cluster changes.
+const SNAPSHOT_INTERVAL: Duration = Duration::from_millis(100);
+/// On big clusters the pause after a rebuild is this many times the rebuild's own duration, so
+/// constant churn costs at most a third of a core (50k tenants: ~150 ms per rebuild).
+const SNAPSHOT_PAUSE_FACTOR: u32 = 2;
+
+/// What the runtime needs besides the App.
+pub struct Options {
+    pub cluster: ClusterArgs,
+    pub engine: EngineConfig,
+    pub readonly: bool,
+    pub user_theme_dir: Option<std::path::PathBuf>,
+    /// When the process started, for the first-frame times in the log.
+    pub started: std::time::Instant,
+}
+
+/// Messages from tasks carry the generation of the connection and scope they belong to, so a
+/// message from before a `:ns` or `:ctx` switch is dropped. Generation 0 is always current.
+type Envelope = (u64, Msg);
+
+/// What runs for one connection: stores, the attached engine, and the tasks feeding the UI.
+struct Live {
+    connection: Connection,
+    scope: Scope,
+    cancel: CancellationToken,
+    engine: Option<EngineHandle>,
+    engine_stores: Stores,
+    /// Stores of the view when `:ns` moved it away from the engine's scope.
+    view: Option<(Stores, CancellationToken)>,
+    forwarders: Vec<JoinHandle<()>>,
+}
+
+impl Live {
+    fn start(
+        connection: Connection,
+        scope: Scope,
+        options: &Options,
+        tx: &mpsc::UnboundedSender<Envelope>,
+        generation: u64,
+    ) -> Self {
+        let cancel = CancellationToken::new();
+        let (stores, _tasks) = Stores::start(&connection.client, scope.clone(), cancel.child_token());
+        let mut config = options.engine.clone();
+        if options.readonly {
+            config.mode = EngineMode::Observe;
+        }
+        let engine = crate::engine::spawn(
+            connection.client.clone(),
+            stores.clone(),
+            config,
+            Metrics::new(),
+            cancel.child_token(),
+        );
+        let mut live =
+            Self { connection, scope, cancel, engine: None, engine_stores: stores, view: None, forwarders: Vec::new() };
+        live.forwarders.push(forward_role(engine.role.clone(), tx.clone(), generation));
+        live.forwarders.push(forward_identity(live.connection.client.clone(), tx.clone(), generation));
+        live.engine = Some(engine);
+        live.start_view(tx, generation);
+        live
+    }
+
+    fn view_stores(&self) -> &Stores {
+        self.view.as_ref().map_or(&self.engine_stores, |(stores, _)| stores)
+    }
+
+    /// The tasks that turn the view's stores and Events into snapshots and connection states.
+    fn start_view(&mut self, tx: &mpsc::UnboundedSender<Envelope>, generation: u64) {
+        let stores = self.view_stores().clone();
+        let cancel = self.view.as_ref().map_or_else(|| self.cancel.clone(), |(_, cancel)| cancel.clone());
+        self.forwarders.push(forward_connection(stores.connection(), tx.clone(), generation));
+        self.forwarders.push(tokio::spawn(snapshots(
+            stores,
+            self.connection.client.clone(),
+            self.scope.clone(),
+            tx.clone(),
+            generation,
+            cancel,
+        )));
+    }
+
+    /// `:ns`: new view stores in `scope`; the engine keeps its own.
+    fn switch_scope(&mut self, scope: Scope, tx: &mpsc::UnboundedSender<Envelope>, generation: u64) {
+        for task in self.forwarders.drain(..) {
+            task.abort();
+        }
+        if let Some((_, cancel)) = self.view.take() {
+            cancel.cancel();
+        }
+        if scope != self.engine_stores.scope {
+            let cancel = self.cancel.child_token();
+            let (stores, _tasks) = Stores::start(&self.connection.client, scope.clone(), cancel.clone());
+            self.view = Some((stores, cancel));
+        }
+        self.scope = scope;
+        if let Some(engine) = &self.engine {
+            self.forwarders.push(forward_role(engine.role.clone(), tx.clone(), generation));
+        }
+        self.forwarders.push(forward_identity(self.connection.client.clone(), tx.clone(), generation));
+        self.start_view(tx, generation);
+    }
+
+    /// Stop everything; the engine finishes in-flight writes and releases its lease.
+    async fn stop(mut self) {
+        self.cancel.cancel();
+        for task in self.forwarders.drain(..) {
+            task.abort();
+        }
+        if let Some(engine) = self.engine.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(10), engine.join()).await;
+        }
+    }
+}
+
+fn forward_role(
+    mut role: watch::Receiver<Role>,
+    tx: mpsc::UnboundedSender<Envelope>,
+    generation: u64,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let current = *role.borrow_and_update();
+            if tx.send((generation, Msg::Role(current))).is_err() || role.changed().await.is_err() {
+                return;
+            }
+        }
+    })
+}
+
+fn forward_connection(
+    mut connection: watch::Receiver<crate::cluster::stores::ConnectionState>,
+    tx: mpsc::UnboundedSender<Envelope>,
+    generation: u64,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let state = connection.borrow_and_update().clone();
+            if tx.send((generation, Msg::Connection(state))).is_err() || connection.changed().await.is_err() {
+                return;
+            }
+        }
+    })
+}
+
+fn forward_identity(client: kube::Client, tx: mpsc::UnboundedSender<Envelope>, generation: u64) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        // The API may be down at start: keep asking (slowly) until it answers.
+        let mut delay = Duration::from_secs(1);
+        loop {
+            if let Some(user) = whoami(&client).await {
+                let _ = tx.send((generation, Msg::Identity(user)));
+                return;
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(30));
+        }
+    })
+}
+
+/// Events about CAP objects and batches. Filtered here rather than with a field selector, which
+/// not every API server supports on `events.k8s.io/v1`.
+fn relevant(event: &Event) -> bool {
+    event.regarding.as_ref().and_then(|r| r.api_version.as_deref()).is_some_and(|version| {
+        version.starts_with("sme.sap.com/") || version.starts_with(crate::api::rotation_batch::GROUP)
+    })
+}
+
+fn event_time(event: &Event) -> Option<Timestamp> {
+    event.event_time.as_ref().map(|t| t.0).or_else(|| event.metadata.creation_timestamp.as_ref().map(|t| t.0))
+}
+
+/// Rebuild the snapshot when a store or the Events change, at most every `SNAPSHOT_INTERVAL`
+/// (longer when a rebuild itself is slow).
+async fn snapshots(
+    stores: Stores,
+    client: kube::Client,
+    scope: Scope,
+    tx: mpsc::UnboundedSender<Envelope>,
+    generation: u64,
+    cancel: CancellationToken,
+) {
+    let api: kube::Api<Event> = scope.api(&client);
+    let mut stream = watcher(api, watcher::Config::default()).default_backoff().boxed();
+    let mut events: BTreeMap<String, Arc<Event>> = BTreeMap::new();
+    let mut initial: Option<BTreeMap<String, Arc<Event>>> = None;
+    let mut changes = stores.changes();
+    let mut synced = stores.is_ready();
+    let mut dirty = true;
+    loop {
+        if dirty {
+            dirty = false;
+            let started = std::time::Instant::now();
+            let mut list: Vec<Arc<Event>> = events.values().cloned().collect();
+            list.sort_by_key(|event| std::cmp::Reverse(event_time(event)));
+            list.truncate(EVENTS_KEPT);
+            let snapshot = model::snapshot(&stores, &list);
+            if tx.send((generation, Msg::Snapshot(Arc::new(snapshot)))).is_err() {
+                return;
+            }
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                () = tokio::time::sleep(SNAPSHOT_INTERVAL.max(started.elapsed() * SNAPSHOT_PAUSE_FACTOR)) => {}
+            }
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                dirty = true;
+            }
+            () = stores.wait_ready(), if !synced => {
+                synced = true;
+                dirty = true;
+            }
+            item = stream.next() => {
+                let Some(item) = item else { return };
+                match item {
+                    Ok(watcher::Event::Init) => initial = Some(BTreeMap::new()),
+                    Ok(watcher::Event::InitApply(event)) => {
+                        if relevant(&event) {
+                            initial.get_or_insert_with(BTreeMap::new).insert(event.uid().unwrap_or_default(), Arc::new(event));
+                        }
+                    }
+                    Ok(watcher::Event::InitDone) => {
+                        events = initial.take().unwrap_or_default();
+                        dirty = true;
+                    }
+                    Ok(watcher::Event::Apply(event)) => {
+                        if relevant(&event) {
+                            events.insert(event.uid().unwrap_or_default(), Arc::new(event));
+                            if events.len() > EVENTS_KEPT * 2 {
+                                let mut by_time: Vec<(Option<Timestamp>, String)> = events.iter().map(|(uid, e)| (event_time(e), uid.clone())).collect();
+                                by_time.sort();
+                                for (_, uid) in by_time.into_iter().take(EVENTS_KEPT) {
+                                    events.remove(&uid);
+                                }
+                            }
+                            dirty = true;
+                        }
+                    }
+                    Ok(watcher::Event::Delete(event)) => {
+                        if events.remove(&event.uid().unwrap_or_default()).is_some() {
+                            dirty = true;
+                        }
+                    }
+                    Err(error) => tracing::debug!(%error, "events watch failed; retrying"),
+                }
+            }
+        }
+    }
+}
+
+/// Run the console on `terminal` until the user quits or SIGINT/SIGTERM arrives. Keys and resizes
+/// come in on `inputs`; every frame drawn is also published on `frames` (for tests).
+pub async fn run_console<B: Backend>(
+    terminal: &mut Terminal<B>,
+    mut app: App,
+    options: Options,
+    connection: Connection,
+    mut inputs: mpsc::UnboundedReceiver<Msg>,
+    frames: Option<watch::Sender<Buffer>>,
+) -> anyhow::Result<()>
+where
+    B::Error: Send + Sync + 'static,
+{
+    let (tx, mut rx) = mpsc::unbounded_channel::<Envelope>();
+    let mut generation = 1;
+    let scope = options.cluster.scope(&connection);
+    app.session.context = connection.context.clone();
+    app.session.scope = scope.label();
+    let mut live = Live::start(connection, scope, &options, &tx, generation);
+    let ticker = {
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            let mut interval = tokio::time::interval(Duration::from_secs(1));
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            loop {
+                interval.tick().await;
+                if tx.send((0, Msg::Tick(Timestamp::now()))).is_err() {
+                    return;
+                }
+            }
+        })
+    };
+    let size = terminal.size().map_err(|error| anyhow::anyhow!("cannot read the terminal size: {error}"))?;
+    let mut pending: VecDeque<Msg> =
+        VecDeque::from([Msg::Tick(Timestamp::now()), Msg::Resize { width: size.width, height: size.height }]);
+    let shutdown = hangup_or_shutdown();
+    tokio::pin!(shutdown);
+    let started = options.started;
+    let (mut first_frame, mut first_data_frame) = (true, true);
+    loop {
+        // Apply everything queued, then draw once.
+        while let Some(msg) = pending.pop_front() {
+            for command in update(&mut app, msg) {
+                match command {
+                    Command::Quit => app.quit = true,
+                    Command::LoadTheme(name) => {
+                        pending
+                            .push_back(Msg::Theme(super::theme::Theme::load(&name, options.user_theme_dir.as_deref())));
+                    }
+                    Command::Act { namespace, batch, action, reason } => {
+                        let client = live.connection.client.clone();
+                        let user = app.session.user.clone();
+                        let tx = tx.clone();
+                        tokio::spawn(async move {
+                            let result = match user {
+                                Some(user) => crate::engine::actions::act(
+                                    &client,
+                                    &namespace,
+                                    &batch,
+                                    action,
+                                    &user,
+                                    reason.as_deref(),
+                                    Timestamp::now(),
+                                )
+                                .await
+                                .map_err(|error| format!("{} {namespace}/{batch}: {error}", action.verb())),
+                                None => Err(format!(
+                                    "{} {namespace}/{batch}: {}",
+                                    action.verb(),
+                                    super::strings::NO_IDENTITY
+                                )),
+                            };
+                            let _ = tx.send((0, Msg::ActionDone(result)));
+                        });
+                    }
+                    Command::CheckAccess { namespace } => {
+                        let client = live.connection.client.clone();
+                        let tx = tx.clone();
+                        tokio::spawn(async move {
+                            let allowed = can_i(
+                                &client,
+                                "patch",
+                                crate::api::rotation_batch::GROUP,
+                                "rotationbatches",
+                                Some(&namespace),
+                            )
+                            .await;
+                            let _ = tx.send((generation, Msg::Access { namespace, allowed }));
+                        });
+                    }
+                    Command::SwitchNamespace(namespace) => {
+                        let scope = namespace.map_or(Scope::All, Scope::Namespace);
+                        generation += 1;
+                        pending.push_back(Msg::Switched {
+                            context: live.connection.context.clone(),
+                            scope: scope.label(),
+                        });
+                        live.switch_scope(scope, &tx, generation);
+                    }
+                    Command::SwitchContext(context) => {
+                        let mut cluster = options.cluster.clone();
+                        cluster.context = Some(context.clone());
+                        match cluster.connect().await {
+                            Ok(connection) => {
+                                let scope = cluster.scope(&connection);
+                                generation += 1;
+                                pending.push_back(Msg::Switched {
+                                    context: connection.context.clone(),
+                                    scope: scope.label(),
+                                });
+                                let old = std::mem::replace(
+                                    &mut live,
+                                    Live::start(connection, scope, &options, &tx, generation),
+                                );
+                                tokio::spawn(old.stop());
+                            }
+                            Err(error) => pending.push_back(Msg::Error(format!(":ctx {context}: {error}"))),
+                        }
+                    }
+                }
+            }
+        }
+        if app.quit {
+            break;
+        }
+        let frame = terminal.draw(|frame| super::draw::draw(frame, &app))?;
+        if first_frame || (first_data_frame && app.snapshot.synced) {
+            let what = if app.snapshot.synced { "first frame with the synced cluster" } else { "first frame" };
+            tracing::info!(elapsed_ms = started.elapsed().as_millis(), "{what}");
+            first_data_frame &= !app.snapshot.synced;
+            first_frame = false;
+        }
+        if let Some(frames) = &frames {
+            frames.send_replace(frame.buffer.clone());
+        }
+        tokio::select! {
+            input = inputs.recv() => match input {
+                Some(msg) => pending.push_back(msg),
+                None => break,
+            },
+            Some((from, msg)) = rx.recv() => {
+                if from == 0 || from == generation {
+                    pending.push_back(msg);
+                }
+            }
+            () = &mut shutdown => break,
+        }
+        // Take whatever else is already queued, in arrival order, before drawing again.
+        while let Ok((from, msg)) = rx.try_recv() {
+            if from == 0 || from == generation {
+                pending.push_back(msg);
+            }
+        }
+        while let Ok(msg) = inputs.try_recv() {
+            pending.push_back(msg);
+        }
+    }
+    ticker.abort();
+    live.stop().await;
+    Ok(())
+}
+
+/// SIGINT, SIGTERM, or SIGHUP (the terminal went away): quit like `q` does.
+async fn hangup_or_shutdown() {
+    #[cfg(unix)]
+    if let Ok(mut hangup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        tokio::select! {
+            () = crate::commands::shutdown_signal() => {}
+            _ = hangup.recv() => {}
+        }
+        return;
+    }
+    crate::commands::shutdown_signal().await;
+}
+
+/// Restores the terminal when dropped: on every exit path, errors and panics included (ratatui's
+/// panic hook covers panics).
+struct RestoreTerminal;
+
+impl Drop for RestoreTerminal {
+    fn drop(&mut self) {
+        ratatui::restore();
+    }
+}
+
+/// The console on the real terminal.
+pub async fn run_terminal(
+    cluster: ClusterArgs,
+    engine: EngineArgs,
+    setup: ConsoleSetup,
+    demo_kubeconfig: Option<String>,
+) -> anyhow::Result<ExitCode> {
+    let connection = cluster.connect().await?;
+    let (config, delay_error) = engine.config();
+    let scope = cluster.scope(&connection);
+    let mut app = App::new(
+        Session {
+            context: connection.context.clone(),
+            scope: scope.label(),
+            user: None,
+            readonly: setup.readonly,
+            demo_kubeconfig,
+            log_dir: setup.log_file.as_ref().map(|dir| dir.display().to_string()),
+        },
+        setup.theme,
+        setup.theme_names,
+        setup.keymap,
+        Timestamp::now(),
+    );
+    if let Some(error) = delay_error {
+        tracing::error!("{error}");
+        super::update::flash(&mut app, super::app::Level::Error, error);
+    }
+    let options = Options {
+        cluster,
+        engine: config,
+        readonly: setup.readonly,
+        user_theme_dir: setup.user_theme_dir,
+        started: setup.started,
+    };
+    let mut terminal = ratatui::try_init().map_err(|error| anyhow::anyhow!("cannot set up the terminal: {error}"))?;
+    let _restore = RestoreTerminal;
+    let (input_tx, inputs) = mpsc::unbounded_channel();
+    let reader = tokio::spawn(read_terminal(input_tx));
+    let result = run_console(&mut terminal, app, options, connection, inputs, None).await;
+    reader.abort();
+    result.map(|()| ExitCode::SUCCESS)
+}
+
+/// Keys and resizes from the terminal.
+async fn read_terminal(tx: mpsc::UnboundedSender<Msg>) {
+    use crossterm::event::{Event as TerminalEvent, EventStream};
+    let mut stream = EventStream::new();
+    while let Some(event) = stream.next().await {
+        let msg = match event {
+            Ok(TerminalEvent::Key(key)) => Msg::Key(key),
+            Ok(TerminalEvent::Resize(width, height)) => Msg::Resize { width, height },
+            Ok(_) => continue,
+            Err(error) => {
+                let _ = tx.send(Msg::Error(format!("cannot read the terminal: {error}")));
+                return;
+            }
+        };
+        if tx.send(msg).is_err() {
+            return;
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! Every sentence the console shows, in one place.
+
+use super::keymap::Action;
+use crate::api::BatchPhase;
+use crate::engine::actions::BatchAction;
+
+pub const RECONNECTED: &str = "API server reachable again; views are live";
+pub const NO_YAML: &str = "this row has no object to show as YAML";
+pub const READONLY: &str =
+    "read-only session (--readonly or readonly = true in config.toml); restart without it to write";
+pub const SELECT_A_BATCH: &str = "select a batch first (:batches, or an application with an open batch)";
+pub const CHECKING_ACCESS: &str =
+    "checking whether you may change rotation batches here (the dialog opens when the API server answers)";
+pub const REASON_PLACEHOLDER: &str = "why (recorded in the batch and its Events)";
+pub const NO_IDENTITY: &str =
+    "the API server has not said who you are yet (SelfSubjectReview); approvals record a user, so try again shortly";
+pub const SYNCING: &str = "syncing with the API server…";
+pub const NOTHING_HERE: &str = "nothing here";
+pub const NOTHING_MATCHES: &str = "no row matches the filter (Esc clears it)";
+pub const CONNECTION_LOST: &str = "API server unreachable";
+pub const RECONNECTING: &str = "reconnecting by itself; views show the last known state";
+pub const POPUP_HINT: &str = "Esc close · j/k scroll";
+pub const DIALOG_HINT: &str = "Enter confirm · Esc cancel";
+pub const DIALOG_TOGGLE_HINT: &str = "Tab toggle approve";
+pub const FILTER_PROMPT: &str = "/";
+pub const COMMAND_PROMPT: &str = ":";
+pub const INVALID_OBJECTS: &str = "objects that do not decode (see d on a row or the log)";
+
+/// The label of an action in hints and help.
+pub fn action_label(action: Action) -> &'static str {
+    match action {
+        Action::Up => "up",
+        Action::Down => "down",
+        Action::Top => "top",
+        Action::Bottom => "bottom",
+        Action::PageUp => "page up",
+        Action::PageDown => "page down",
+        Action::Enter => "open",
+        Action::Back => "back",
+        Action::NextView => "next view",
+        Action::PreviousView => "previous view",
+        Action::Filter => "filter",
+        Action::Command => "command",
+        Action::Help => "help",
+        Action::Detail => "detail",
+        Action::Yaml => "yaml",
+        Action::Approve => "approve",
+        Action::Force => "force",
+        Action::Hold => "hold/release",
+        Action::Cancel => "cancel",
+        Action::Quit => "quit",
+    }
+}
+
+/// A longer sentence for the help screen.
+pub fn action_help(action: Action) -> &'static str {
+    match action {
+        Action::Up => "select the row above",
+        Action::Down => "select the row below",
+        Action::Top => "first row",
+        Action::Bottom => "last row",
+        Action::PageUp => "one screen up",
+        Action::PageDown => "one screen down",
+        Action::Enter => "drill down: app → versions, version → tenants, tenant → operations, batch → rollouts",
+        Action::Back => "clear the filter, close a pane, or go back",
+        Action::NextView => "next view",
+        Action::PreviousView => "previous view",
+        Action::Filter => "filter the rows (Enter keeps it, Esc clears it)",
+        Action::Command => "command line (Tab completes)",
+        Action::Help => "this help",
+        Action::Detail => "detail: conditions and related objects",
+        Action::Yaml => "the object as YAML (Secret values and env values masked)",
+        Action::Approve => "approve the selected batch (asks for a reason)",
+        Action::Force => "end the selected batch's window now",
+        Action::Hold => "hold the selected batch, or release it when held",
+        Action::Cancel => "cancel the selected batch",
+        Action::Quit => "quit",
+    }
+}
+
+/// `approving`, `forcing`, … for the footer while the write is in flight.
+pub fn verb_progress(action: BatchAction) -> &'static str {
+    match action {
+        BatchAction::Approve => "approving",
+        BatchAction::Force { approve: true } => "forcing and approving",
+        BatchAction::Force { approve: false } => "forcing",
+        BatchAction::Hold => "holding",
+        BatchAction::Release => "releasing",
+        BatchAction::Cancel => "cancelling",
+    }
+}
+
+/// The dialog's title and what the action will do to a batch in `phase`.
+pub fn dialog_text(action: BatchAction, phase: &BatchPhase) -> (&'static str, &'static str) {
+    match action {
+        BatchAction::Approve if *phase == BatchPhase::AwaitingApproval => {
+            ("Approve batch", "The engine starts rolling the batch out at once.")
+        }
+        BatchAction::Approve => {
+            ("Approve batch", "Pre-approval: the batch rolls out when its window ends, without waiting.")
+        }
+        BatchAction::Force { .. } => {
+            ("Force batch", "The batch's window ends now; the rollout starts on the next pass.")
+        }
+        BatchAction::Hold => {
+            ("Hold batch", "Nothing new starts until the batch is released; rollouts under way finish.")
+        }
+        BatchAction::Release => ("Release batch", "The batch continues where it was held."),
+        BatchAction::Cancel => (
+            "Cancel batch",
+            "Nothing more is rolled; Deployments already rolling finish. A later rotation opens a new batch.",
+        ),
+    }
+}
+
+/// `:` commands for the help screen.
+pub const COMMANDS_HELP: &[(&str, &str)] = &[
+    (":apps :versions :tenants :ops", "CAP views (also :ca :cav :cat :ctop)"),
+    (":batches :rollouts :events", "rotation batches, per-Deployment rollouts, Events (also :rb :ev)"),
+    (":ns NAME | :ns all", "switch the namespace scope"),
+    (":ctx NAME", "switch the kubeconfig context"),
+    (":theme NAME", "switch the colour theme"),
+    (":help  :q", "help, quit"),
+];

@@ -1,0 +1,166 @@
+//! Colour themes with semantic slots (`themes/*.toml`, embedded at build time; files in
+//! `$XDG_CONFIG_HOME/capdeck/themes/` override or add themes).
+
+use ratatui::style::{Color, Modifier, Style};
+use serde::Deserialize;
+
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Theme {
+    pub name: String,
+    pub background: Color,
+    pub foreground: Color,
+    pub muted: Color,
+    pub accent: Color,
+    pub border: Color,
+    pub header_background: Color,
+    pub header_foreground: Color,
+    pub selection_background: Color,
+    pub selection_foreground: Color,
+    pub ok: Color,
+    pub warning: Color,
+    pub error: Color,
+    pub info: Color,
+}
+
+/// The shipped themes, by name.
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("dark", include_str!("../../themes/dark.toml")),
+    ("light", include_str!("../../themes/light.toml")),
+    ("high-contrast", include_str!("../../themes/high-contrast.toml")),
+];
+
+impl Default for Theme {
+    fn default() -> Self {
+        // The shipped dark theme parses (a test checks it); this fallback only guards a broken build.
+        BUILTIN.first().and_then(|(_, text)| toml::from_str(text).ok()).unwrap_or(Self {
+            name: "dark".into(),
+            background: Color::Reset,
+            foreground: Color::White,
+            muted: Color::Gray,
+            accent: Color::Cyan,
+            border: Color::DarkGray,
+            header_background: Color::DarkGray,
+            header_foreground: Color::White,
+            selection_background: Color::Blue,
+            selection_foreground: Color::White,
+            ok: Color::Green,
+            warning: Color::Yellow,
+            error: Color::Red,
+            info: Color::Cyan,
+        })
+    }
+}
+
+impl Theme {
+    pub fn parse(text: &str, origin: &str) -> Result<Self, String> {
+        toml::from_str(text).map_err(|error| format!("theme {origin}: {}", error.message()))
+    }
+
+    /// A theme by name: a user file first, then the shipped ones.
+    pub fn load(name: &str, user_dir: Option<&std::path::Path>) -> Result<Self, String> {
+        if let Some(dir) = user_dir {
+            let path = dir.join(format!("{name}.toml"));
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                return Self::parse(&text, &path.display().to_string());
+            }
+        }
+        match BUILTIN.iter().find(|(builtin, _)| *builtin == name) {
+            Some((_, text)) => Self::parse(text, name),
+            None => Err(format!("no theme {name:?} (shipped: {})", Self::names(user_dir).join(", "))),
+        }
+    }
+
+    /// Shipped themes plus any in the user directory.
+    pub fn names(user_dir: Option<&std::path::Path>) -> Vec<String> {
+        let mut names: Vec<String> = BUILTIN.iter().map(|(name, _)| (*name).to_string()).collect();
+        if let Some(Ok(entries)) = user_dir.map(std::fs::read_dir) {
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path.extension().is_some_and(|ext| ext == "toml")
+                    && let Some(stem) = path.file_stem().and_then(|s| s.to_str())
+                    && !names.iter().any(|n| n == stem)
+                {
+                    names.push(stem.to_string());
+                }
+            }
+        }
+        names
+    }
+
+    pub fn base(&self) -> Style {
+        Style::default().fg(self.foreground).bg(self.background)
+    }
+
+    pub fn muted(&self) -> Style {
+        Style::default().fg(self.muted)
+    }
+
+    pub fn accent(&self) -> Style {
+        Style::default().fg(self.accent).add_modifier(Modifier::BOLD)
+    }
+
+    pub fn border(&self) -> Style {
+        Style::default().fg(self.border)
+    }
+
+    pub fn header(&self) -> Style {
+        Style::default().fg(self.header_foreground).bg(self.header_background)
+    }
+
+    pub fn selection(&self) -> Style {
+        Style::default().fg(self.selection_foreground).bg(self.selection_background).add_modifier(Modifier::BOLD)
+    }
+
+    pub fn ok(&self) -> Style {
+        Style::default().fg(self.ok)
+    }
+
+    pub fn warning(&self) -> Style {
+        Style::default().fg(self.warning)
+    }
+
+    pub fn error(&self) -> Style {
+        Style::default().fg(self.error).add_modifier(Modifier::BOLD)
+    }
+
+    pub fn info(&self) -> Style {
+        Style::default().fg(self.info)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_shipped_theme_parses() {
+        for (name, text) in BUILTIN {
+            let theme = Theme::parse(text, name).expect("parses");
+            assert_eq!(&theme.name, name);
+        }
+    }
+
+    #[test]
+    fn bad_theme_files_fail_with_a_readable_message() {
+        let missing = Theme::parse("name = \"x\"\n", "x.toml").expect_err("missing slots");
+        assert!(missing.starts_with("theme x.toml: ") && missing.contains("missing field `background`"), "{missing}");
+        let unknown =
+            Theme::parse(&format!("{}\nsparkle = \"red\"\n", BUILTIN[0].1), "y.toml").expect_err("unknown slot");
+        assert!(unknown.contains("unknown field `sparkle`"), "{unknown}");
+        let colour = Theme::parse(&BUILTIN[0].1.replace("#d8dee9", "not-a-colour"), "z.toml").expect_err("bad colour");
+        assert!(colour.contains("theme z.toml"), "{colour}");
+        assert!(Theme::load("neon", None).expect_err("unknown").contains("shipped: dark, light, high-contrast"));
+    }
+
+    #[test]
+    fn user_themes_override_and_add() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("light.toml"), BUILTIN[1].1.replace("#1d4ed8", "#ff0000")).expect("write");
+        std::fs::write(dir.path().join("mine.toml"), BUILTIN[0].1.replace("name = \"dark\"", "name = \"mine\""))
+            .expect("write");
+        assert_eq!(Theme::load("light", Some(dir.path())).expect("user light").accent, Color::Rgb(255, 0, 0));
+        assert_eq!(Theme::load("mine", Some(dir.path())).expect("user theme").name, "mine");
+        assert!(Theme::names(Some(dir.path())).contains(&"mine".to_string()));
+    }
+}

@@ -1,0 +1,1146 @@
+//! `update(&mut App, Msg) -> Vec<Command>`: the only place the console's state changes. Pure:
+//! side effects are returned as commands for the runtime, whose results come back as messages.
+
+use std::sync::Arc;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use k8s_openapi::jiff::Timestamp;
+use ratatui_textarea::TextArea;
+
+use super::app::{Access, ActionDialog, App, Cursor, Flash, Focus, Input, Level, Overlay, Route, ViewKind};
+use super::details;
+use super::keymap::Action;
+use super::model::Snapshot;
+use super::strings;
+use super::theme::Theme;
+use crate::cluster::stores::ConnectionState;
+use crate::engine::Role;
+use crate::engine::actions::{ActionReport, BatchAction};
+
+pub enum Msg {
+    Key(KeyEvent),
+    Resize {
+        width: u16,
+        height: u16,
+    },
+    Tick(Timestamp),
+    Snapshot(Arc<Snapshot>),
+    Connection(ConnectionState),
+    Role(Role),
+    Identity(String),
+    Access {
+        namespace: String,
+        allowed: bool,
+    },
+    ActionDone(Result<ActionReport, String>),
+    Theme(Result<Theme, String>),
+    /// The runtime moved to another context or namespace scope: forget what belonged to the old one.
+    Switched {
+        context: String,
+        scope: String,
+    },
+    Error(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    Act { namespace: String, batch: String, action: BatchAction, reason: Option<String> },
+    CheckAccess { namespace: String },
+    LoadTheme(String),
+    SwitchNamespace(Option<String>),
+    SwitchContext(String),
+    Quit,
+}
+
+/// How long a message stays in the footer.
+const FLASH_SECONDS: i64 = 8;
+
+pub fn update(app: &mut App, msg: Msg) -> Vec<Command> {
+    match msg {
+        Msg::Key(key) => handle_key(app, &key),
+        Msg::Resize { height, .. } => {
+            app.viewport_rows = usize::from(height.saturating_sub(super::draw::chrome_rows(height))).max(1);
+            clamp(app);
+            Vec::new()
+        }
+        Msg::Tick(now) => {
+            app.now = now;
+            if app.flash.as_ref().is_some_and(|flash| now.as_second() - flash.at.as_second() >= FLASH_SECONDS) {
+                app.flash = None;
+            }
+            Vec::new()
+        }
+        Msg::Snapshot(snapshot) => {
+            app.snapshot = snapshot;
+            refresh(app);
+            Vec::new()
+        }
+        Msg::Connection(state) => {
+            if state.is_connected() && !app.connection.is_connected() {
+                flash(app, Level::Info, strings::RECONNECTED.to_string());
+            }
+            app.connection = state;
+            Vec::new()
+        }
+        Msg::Role(role) => {
+            app.role = role;
+            Vec::new()
+        }
+        Msg::Identity(user) => {
+            app.session.user = Some(user);
+            Vec::new()
+        }
+        Msg::Access { namespace, allowed } => {
+            let access = if allowed {
+                Access::Allowed
+            } else {
+                let user = app.session.user.clone().unwrap_or_else(|| "you".into());
+                Access::Denied(format!("{user} may not patch rotationbatches in namespace {namespace}"))
+            };
+            app.access.insert(namespace.clone(), access);
+            let Some((action, _, batch)) = app.pending_write.take_if(|(_, pending, _)| *pending == namespace) else {
+                return Vec::new();
+            };
+            if selected_batch(app) == Some((namespace, batch)) { open_dialog(app, action) } else { Vec::new() }
+        }
+        Msg::ActionDone(Ok(report)) => {
+            flash(app, Level::Info, format!("{}/{}: {}", report.namespace, report.batch, report.summary));
+            Vec::new()
+        }
+        Msg::ActionDone(Err(error)) => {
+            flash(app, Level::Error, error);
+            Vec::new()
+        }
+        Msg::Theme(Ok(theme)) => {
+            flash(app, Level::Info, format!("theme {}", theme.name));
+            app.theme = theme;
+            Vec::new()
+        }
+        Msg::Switched { context, scope } => {
+            flash(app, Level::Info, format!("now {scope} in context {context}"));
+            app.session.context = context;
+            app.session.scope = scope;
+            app.snapshot = Arc::new(Snapshot::default());
+            app.access.clear();
+            app.back.clear();
+            app.cursors.clear();
+            app.route.focus = None;
+            app.filter.clear();
+            refresh(app);
+            Vec::new()
+        }
+        Msg::Theme(Err(error)) | Msg::Error(error) => {
+            flash(app, Level::Error, error);
+            Vec::new()
+        }
+    }
+}
+
+pub fn flash(app: &mut App, level: Level, text: String) {
+    app.flash = Some(Flash { text, level, at: app.now });
+}
+
+// ----- rows -----------------------------------------------------------------------------------
+
+pub fn row_count(snapshot: &Snapshot, view: ViewKind) -> usize {
+    match view {
+        ViewKind::Applications => snapshot.apps.len(),
+        ViewKind::Versions => snapshot.versions.len(),
+        ViewKind::Tenants => snapshot.tenants.len(),
+        ViewKind::Operations => snapshot.operations.len(),
+        ViewKind::Batches => snapshot.batches.len(),
+        ViewKind::Rollouts => snapshot.rollouts.len(),
+        ViewKind::Events => snapshot.events.len(),
+    }
+}
+
+/// A stable identity of a row, to keep it selected when the data changes.
+fn row_key(snapshot: &Snapshot, view: ViewKind, index: usize) -> Option<(String, String)> {
+    let pair = |namespace: &str, name: String| Some((namespace.to_string(), name));
+    match view {
+        ViewKind::Applications => snapshot.apps.get(index).and_then(|r| pair(&r.namespace, r.name.clone())),
+        ViewKind::Versions => snapshot.versions.get(index).and_then(|r| pair(&r.namespace, r.name.clone())),
+        ViewKind::Tenants => snapshot.tenants.get(index).and_then(|r| pair(&r.namespace, r.name.clone())),
+        ViewKind::Operations => snapshot.operations.get(index).and_then(|r| pair(&r.namespace, r.name.clone())),
+        ViewKind::Batches => snapshot.batches.get(index).and_then(|r| pair(&r.namespace, r.name.clone())),
+        ViewKind::Rollouts => {
+            snapshot.rollouts.get(index).and_then(|r| pair(&r.namespace, format!("{}/{}", r.batch, r.deployment)))
+        }
+        ViewKind::Events => snapshot
+            .events
+            .get(index)
+            .and_then(|r| pair(&r.namespace, format!("{}/{}/{:?}", r.application, r.reason, r.time))),
+    }
+}
+
+/// Whether row `index` of `view` belongs to `focus`.
+fn in_focus(snapshot: &Snapshot, view: ViewKind, index: usize, focus: &Focus) -> bool {
+    let same = |a: &str, b: &str, c: &str, d: &str| a == c && b == d;
+    match (focus, view) {
+        (Focus::Application { namespace, name }, _) => {
+            let owner = match view {
+                ViewKind::Applications => snapshot.apps.get(index).map(|r| (&r.namespace, &r.name)),
+                ViewKind::Versions => snapshot.versions.get(index).map(|r| (&r.namespace, &r.application)),
+                ViewKind::Tenants => snapshot.tenants.get(index).map(|r| (&r.namespace, &r.application)),
+                ViewKind::Operations => snapshot.operations.get(index).map(|r| (&r.namespace, &r.application)),
+                ViewKind::Batches => snapshot.batches.get(index).map(|r| (&r.namespace, &r.application)),
+                ViewKind::Rollouts => snapshot.rollouts.get(index).map(|r| (&r.namespace, &r.application)),
+                ViewKind::Events => snapshot.events.get(index).map(|r| (&r.namespace, &r.application)),
+            };
+            owner.is_some_and(|(ns, app)| same(ns, app, namespace, name))
+        }
+        (Focus::Version { namespace, name }, ViewKind::Tenants) => snapshot
+            .tenants
+            .get(index)
+            .is_some_and(|r| r.namespace == *namespace && r.current.as_ref().is_some_and(|(cav, _)| cav == name)),
+        (Focus::Version { namespace, name }, ViewKind::Versions) => {
+            snapshot.versions.get(index).is_some_and(|r| same(&r.namespace, &r.name, namespace, name))
+        }
+        (Focus::Version { namespace, name }, ViewKind::Rollouts) => {
+            snapshot.rollouts.get(index).is_some_and(|r| same(&r.namespace, &r.version, namespace, name))
+        }
+        (Focus::Tenant { namespace, name }, ViewKind::Operations) => {
+            snapshot.operations.get(index).is_some_and(|r| same(&r.namespace, &r.tenant, namespace, name))
+        }
+        (Focus::Tenant { namespace, name }, ViewKind::Tenants) => {
+            snapshot.tenants.get(index).is_some_and(|r| same(&r.namespace, &r.name, namespace, name))
+        }
+        (Focus::Batch { namespace, name }, ViewKind::Rollouts) => {
+            snapshot.rollouts.get(index).is_some_and(|r| same(&r.namespace, &r.batch, namespace, name))
+        }
+        (Focus::Batch { namespace, name }, ViewKind::Batches) => {
+            snapshot.batches.get(index).is_some_and(|r| same(&r.namespace, &r.name, namespace, name))
+        }
+        // A focus that does not apply to this view narrows nothing.
+        _ => true,
+    }
+}
+
+/// The text a `/` filter searches in a row.
+fn row_text(snapshot: &Snapshot, view: ViewKind, index: usize) -> String {
+    match view {
+        ViewKind::Applications => {
+            snapshot.apps.get(index).map(|r| format!("{} {} {} {}", r.namespace, r.name, r.state, r.opt_in.label()))
+        }
+        ViewKind::Versions => snapshot
+            .versions
+            .get(index)
+            .map(|r| format!("{} {} {} {} {}", r.namespace, r.name, r.application, r.version, r.state)),
+        ViewKind::Tenants => snapshot
+            .tenants
+            .get(index)
+            .map(|r| format!("{} {} {} {} {}", r.namespace, r.name, r.application, r.subdomain, r.state)),
+        ViewKind::Operations => snapshot
+            .operations
+            .get(index)
+            .map(|r| format!("{} {} {} {} {}", r.namespace, r.name, r.tenant, r.operation, r.state)),
+        ViewKind::Batches => {
+            snapshot.batches.get(index).map(|r| format!("{} {} {} {}", r.namespace, r.name, r.application, r.phase))
+        }
+        ViewKind::Rollouts => {
+            snapshot.rollouts.get(index).map(|r| format!("{} {} {} {:?}", r.namespace, r.batch, r.deployment, r.state))
+        }
+        ViewKind::Events => {
+            snapshot.events.get(index).map(|r| format!("{} {} {} {}", r.namespace, r.application, r.reason, r.note))
+        }
+    }
+    .unwrap_or_default()
+    .to_lowercase()
+}
+
+/// Recompute the visible rows of the current route and keep the selection on the same object.
+pub fn refresh(app: &mut App) {
+    let view = app.route.view;
+    let filter = app.filter.to_lowercase();
+    let snapshot = Arc::clone(&app.snapshot);
+    app.visible = (0..row_count(&snapshot, view))
+        .filter(|&index| app.route.focus.as_ref().is_none_or(|focus| in_focus(&snapshot, view, index, focus)))
+        .filter(|&index| filter.is_empty() || row_text(&snapshot, view, index).contains(&filter))
+        .collect();
+    let mut cursor = app.cursor();
+    if let Some(key) = &cursor.key
+        && let Some(position) =
+            app.visible.iter().position(|&index| row_key(&snapshot, view, index).as_ref() == Some(key))
+    {
+        cursor.selected = position;
+    }
+    app.cursors.insert(app.route.clone(), cursor);
+    clamp(app);
+}
+
+/// Keep the selection inside the rows and the offset around the selection.
+fn clamp(app: &mut App) {
+    let rows = app.viewport_rows.max(1);
+    let count = app.visible.len();
+    let mut cursor = app.cursor();
+    cursor.selected = cursor.selected.min(count.saturating_sub(1));
+    if cursor.selected < cursor.offset {
+        cursor.offset = cursor.selected;
+    } else if cursor.selected >= cursor.offset + rows {
+        cursor.offset = cursor.selected + 1 - rows;
+    }
+    cursor.offset = cursor.offset.min(count.saturating_sub(rows));
+    cursor.key = app.visible.get(cursor.selected).and_then(|&index| row_key(&app.snapshot, app.route.view, index));
+    app.cursors.insert(app.route.clone(), cursor);
+}
+
+fn set_selected(app: &mut App, selected: usize) {
+    let mut cursor = app.cursor();
+    cursor.selected = selected;
+    app.cursors.insert(app.route.clone(), cursor);
+    clamp(app);
+}
+
+/// Index (into its snapshot list) of the selected row.
+pub fn selected_index(app: &App) -> Option<usize> {
+    app.visible.get(app.cursor().selected).copied()
+}
+
+fn navigate(app: &mut App, route: Route, remember: bool) {
+    if route == app.route {
+        return;
+    }
+    if remember {
+        app.back.push(app.route.clone());
+    }
+    app.route = route;
+    app.filter.clear();
+    refresh(app);
+}
+
+// ----- keys -----------------------------------------------------------------------------------
+
+fn handle_key(app: &mut App, key: &KeyEvent) -> Vec<Command> {
+    if key.kind == crossterm::event::KeyEventKind::Release {
+        return Vec::new();
+    }
+    if matches!(app.overlay, Overlay::Dialog(_)) {
+        return dialog_key(app, key);
+    }
+    if app.input != Input::None {
+        return input_key(app, key);
+    }
+    let action = app.keymap.action(key);
+    let help_open = matches!(app.overlay, Overlay::Help { .. });
+    match &mut app.overlay {
+        Overlay::Help { scroll } | Overlay::Detail { scroll, .. } | Overlay::Yaml { scroll, .. } => {
+            match action {
+                Some(Action::Back | Action::Quit) => app.overlay = Overlay::None,
+                Some(Action::Help) if help_open => app.overlay = Overlay::None,
+                Some(Action::Down) => *scroll += 1,
+                Some(Action::Up) => *scroll = scroll.saturating_sub(1),
+                Some(Action::PageDown) => *scroll += app.viewport_rows,
+                Some(Action::PageUp) => *scroll = scroll.saturating_sub(app.viewport_rows),
+                Some(Action::Top) => *scroll = 0,
+                _ => {}
+            }
+            return Vec::new();
+        }
+        Overlay::None | Overlay::Dialog(_) => {}
+    }
+    let Some(action) = action else {
+        return Vec::new();
+    };
+    if action.writes() {
+        return open_dialog(app, action);
+    }
+    match action {
+        Action::Up => set_selected(app, app.cursor().selected.saturating_sub(1)),
+        Action::Down => set_selected(app, (app.cursor().selected + 1).min(app.visible.len().saturating_sub(1))),
+        Action::Top => set_selected(app, 0),
+        Action::Bottom => set_selected(app, app.visible.len().saturating_sub(1)),
+        Action::PageUp => set_selected(app, app.cursor().selected.saturating_sub(app.viewport_rows)),
+        Action::PageDown => {
+            set_selected(app, (app.cursor().selected + app.viewport_rows).min(app.visible.len().saturating_sub(1)))
+        }
+        Action::Enter => return drill_down(app),
+        Action::Back => {
+            if !app.filter.is_empty() {
+                app.filter.clear();
+                refresh(app);
+            } else if let Some(previous) = app.back.pop() {
+                app.route = previous;
+                refresh(app);
+            }
+        }
+        Action::NextView | Action::PreviousView => {
+            let views = ViewKind::ALL;
+            let current = views.iter().position(|v| *v == app.route.view).unwrap_or(0);
+            let next = if action == Action::NextView {
+                (current + 1) % views.len()
+            } else {
+                (current + views.len() - 1) % views.len()
+            };
+            let route = Route { view: views[next], focus: app.route.focus.clone() };
+            navigate(app, route, false);
+        }
+        Action::Filter => app.input = Input::Filter(app.filter.clone()),
+        Action::Command => app.input = Input::Command(String::new()),
+        Action::Help => app.overlay = Overlay::Help { scroll: 0 },
+        Action::Detail => {
+            if let Some((title, lines)) = details::detail(app) {
+                app.overlay = Overlay::Detail { title, lines, scroll: 0 };
+            }
+        }
+        Action::Yaml => match details::yaml(app) {
+            Some(Ok((title, lines))) => app.overlay = Overlay::Yaml { title, lines, scroll: 0 },
+            Some(Err(error)) => flash(app, Level::Error, error),
+            None => flash(app, Level::Info, strings::NO_YAML.to_string()),
+        },
+        Action::Quit => {
+            app.quit = true;
+            return vec![Command::Quit];
+        }
+        Action::Approve | Action::Force | Action::Hold | Action::Cancel => {}
+    }
+    check_access_for_selection(app)
+}
+
+/// Ask once per namespace whether we may write batches there (so keys can say why not).
+fn check_access_for_selection(app: &mut App) -> Vec<Command> {
+    if app.session.readonly {
+        return Vec::new();
+    }
+    let Some((namespace, _)) = selected_batch(app) else { return Vec::new() };
+    if app.access.contains_key(&namespace) {
+        return Vec::new();
+    }
+    app.access.insert(namespace.clone(), Access::Checking);
+    vec![Command::CheckAccess { namespace }]
+}
+
+fn drill_down(app: &mut App) -> Vec<Command> {
+    let Some(index) = selected_index(app) else { return Vec::new() };
+    let snapshot = Arc::clone(&app.snapshot);
+    let route = match app.route.view {
+        ViewKind::Applications => snapshot.apps.get(index).map(|row| Route {
+            view: ViewKind::Versions,
+            focus: Some(Focus::Application { namespace: row.namespace.clone(), name: row.name.clone() }),
+        }),
+        ViewKind::Versions => snapshot.versions.get(index).map(|row| Route {
+            view: ViewKind::Tenants,
+            focus: Some(Focus::Version { namespace: row.namespace.clone(), name: row.name.clone() }),
+        }),
+        ViewKind::Tenants => snapshot.tenants.get(index).map(|row| Route {
+            view: ViewKind::Operations,
+            focus: Some(Focus::Tenant { namespace: row.namespace.clone(), name: row.name.clone() }),
+        }),
+        ViewKind::Batches => snapshot.batches.get(index).map(|row| Route {
+            view: ViewKind::Rollouts,
+            focus: Some(Focus::Batch { namespace: row.namespace.clone(), name: row.name.clone() }),
+        }),
+        ViewKind::Operations | ViewKind::Rollouts | ViewKind::Events => None,
+    };
+    match route {
+        Some(route) => navigate(app, route, true),
+        None => {
+            if let Some((title, lines)) = details::detail(app) {
+                app.overlay = Overlay::Detail { title, lines, scroll: 0 };
+            }
+        }
+    }
+    check_access_for_selection(app)
+}
+
+fn input_key(app: &mut App, key: &KeyEvent) -> Vec<Command> {
+    let ctrl_c = key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL);
+    match (&mut app.input, key.code) {
+        (_, _) if ctrl_c => {
+            app.input = Input::None;
+        }
+        (Input::Filter(_), KeyCode::Esc) => {
+            app.input = Input::None;
+            app.filter.clear();
+            refresh(app);
+        }
+        (Input::Filter(_), KeyCode::Enter) => app.input = Input::None,
+        (Input::Filter(text), KeyCode::Backspace) => {
+            text.pop();
+            app.filter = text.clone();
+            refresh(app);
+        }
+        (Input::Filter(text), KeyCode::Char(ch)) => {
+            text.push(ch);
+            app.filter = text.clone();
+            refresh(app);
+        }
+        (Input::Command(_), KeyCode::Esc) => app.input = Input::None,
+        (Input::Command(text), KeyCode::Backspace) => {
+            text.pop();
+        }
+        (Input::Command(text), KeyCode::Tab) => {
+            if let Some(completed) = complete(text) {
+                *text = completed;
+            }
+        }
+        (Input::Command(text), KeyCode::Enter) => {
+            let line = text.trim().to_string();
+            app.input = Input::None;
+            return run_command(app, &line);
+        }
+        (Input::Command(text), KeyCode::Char(ch)) => text.push(ch),
+        _ => {}
+    }
+    Vec::new()
+}
+
+/// Every `:` command, for completion and help.
+pub fn command_names() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = ViewKind::ALL.iter().flat_map(|view| view.aliases().iter().copied()).collect();
+    names.extend(["ctx", "ns", "theme", "help", "q", "quit"]);
+    names
+}
+
+/// Complete the command word: the one command starting with it, else the longest common prefix.
+pub fn complete(text: &str) -> Option<String> {
+    if text.contains(' ') {
+        return None;
+    }
+    let candidates: Vec<&str> = command_names().into_iter().filter(|name| name.starts_with(text)).collect();
+    match candidates.as_slice() {
+        [] => None,
+        [one] => Some((*one).to_string()),
+        many => {
+            let first = many[0];
+            let common = (0..first.len())
+                .take_while(|&i| many.iter().all(|c| c.as_bytes().get(i) == first.as_bytes().get(i)))
+                .count();
+            (common > text.len()).then(|| first[..common].to_string())
+        }
+    }
+}
+
+fn run_command(app: &mut App, line: &str) -> Vec<Command> {
+    let mut words = line.split_whitespace();
+    let Some(command) = words.next() else { return Vec::new() };
+    let argument = words.next();
+    if let Some(view) = ViewKind::ALL.iter().copied().find(|view| view.aliases().contains(&command)) {
+        app.back.clear();
+        navigate(app, Route { view, focus: None }, false);
+        return check_access_for_selection(app);
+    }
+    match (command, argument) {
+        ("q" | "quit" | "q!", _) => {
+            app.quit = true;
+            vec![Command::Quit]
+        }
+        ("help", _) => {
+            app.overlay = Overlay::Help { scroll: 0 };
+            Vec::new()
+        }
+        ("theme", Some(name)) => vec![Command::LoadTheme(name.to_string())],
+        ("theme", None) => {
+            flash(app, Level::Info, format!("themes: {} (now {})", app.theme_names.join(", "), app.theme.name));
+            Vec::new()
+        }
+        ("ns", Some("all" | "-A" | "*")) => vec![Command::SwitchNamespace(None)],
+        ("ns", Some(namespace)) => vec![Command::SwitchNamespace(Some(namespace.to_string()))],
+        ("ns", None) => {
+            flash(app, Level::Info, format!("scope: {} (:ns NAME or :ns all)", app.session.scope));
+            Vec::new()
+        }
+        ("ctx", Some(context)) => vec![Command::SwitchContext(context.to_string())],
+        ("ctx", None) => {
+            flash(app, Level::Info, format!("context: {} (:ctx NAME to switch)", app.session.context));
+            Vec::new()
+        }
+        _ => {
+            flash(app, Level::Error, format!("unknown command :{line} (try :help)"));
+            Vec::new()
+        }
+    }
+}
+
+// ----- batch actions --------------------------------------------------------------------------
+
+/// The batch the selection points at (a batch row, or the batch of a rollout row).
+pub fn selected_batch(app: &App) -> Option<(String, String)> {
+    let index = selected_index(app)?;
+    match app.route.view {
+        ViewKind::Batches => app.snapshot.batches.get(index).map(|row| (row.namespace.clone(), row.name.clone())),
+        ViewKind::Rollouts => app.snapshot.rollouts.get(index).map(|row| (row.namespace.clone(), row.batch.clone())),
+        ViewKind::Applications => app
+            .snapshot
+            .apps
+            .get(index)
+            .and_then(|row| row.batch.as_ref().map(|batch| (row.namespace.clone(), batch.name.clone()))),
+        _ => None,
+    }
+}
+
+/// The batch action a key means for the selected batch (`h` releases a held batch).
+pub fn batch_action(app: &App, action: Action) -> Option<BatchAction> {
+    let (namespace, name) = selected_batch(app)?;
+    let batch = app.snapshot.batches.iter().find(|row| row.namespace == namespace && row.name == name)?;
+    Some(match action {
+        Action::Approve => BatchAction::Approve,
+        Action::Force => BatchAction::Force { approve: false },
+        Action::Hold if batch.object.spec.hold.is_some() => BatchAction::Release,
+        Action::Hold => BatchAction::Hold,
+        Action::Cancel => BatchAction::Cancel,
+        _ => return None,
+    })
+}
+
+/// Why a write key is disabled right now, if it is.
+pub fn write_blocked(app: &App, action: Action) -> Option<String> {
+    if app.session.readonly {
+        return Some(strings::READONLY.to_string());
+    }
+    let Some((namespace, name)) = selected_batch(app) else {
+        return Some(strings::SELECT_A_BATCH.to_string());
+    };
+    match app.access.get(&namespace) {
+        Some(Access::Denied(why)) => return Some(why.clone()),
+        Some(Access::Checking) | None => return Some(strings::CHECKING_ACCESS.to_string()),
+        Some(Access::Allowed) => {}
+    }
+    let batch = app.snapshot.batches.iter().find(|row| row.namespace == namespace && row.name == name)?;
+    let verb = batch_action(app, action)?;
+    verb.refusal(&batch.object)
+}
+
+fn open_dialog(app: &mut App, action: Action) -> Vec<Command> {
+    let commands = check_access_for_selection(app);
+    if let Some(why) = write_blocked(app, action) {
+        if why == strings::CHECKING_ACCESS
+            && let Some((namespace, batch)) = selected_batch(app)
+        {
+            app.pending_write = Some((action, namespace, batch));
+        }
+        flash(app, Level::Warning, format!("{}: {why}", strings::action_label(action)));
+        return commands;
+    }
+    let (Some((namespace, name)), Some(verb)) = (selected_batch(app), batch_action(app, action)) else {
+        return commands;
+    };
+    let Some(row) = app.snapshot.batches.iter().find(|row| row.namespace == namespace && row.name == name) else {
+        return commands;
+    };
+    let needs_approval = row.object.spec.approval.as_ref().is_some_and(|a| a.required && a.approved_by.is_none());
+    let approve_too = matches!(verb, BatchAction::Force { .. }).then_some(needs_approval);
+    let mut reason = TextArea::default();
+    reason.set_placeholder_text(strings::REASON_PLACEHOLDER);
+    app.overlay = Overlay::Dialog(Box::new(ActionDialog {
+        action: verb,
+        phase: row.phase.clone(),
+        summary: format!("{} · {} · {} · deployments {}", row.application, row.phase, row.approval, row.progress),
+        namespace,
+        batch: name,
+        reason,
+        approve_too,
+    }));
+    commands
+}
+
+fn dialog_key(app: &mut App, key: &KeyEvent) -> Vec<Command> {
+    let Overlay::Dialog(dialog) = &mut app.overlay else { return Vec::new() };
+    match key.code {
+        KeyCode::Esc => {
+            app.overlay = Overlay::None;
+            Vec::new()
+        }
+        KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+            app.overlay = Overlay::None;
+            Vec::new()
+        }
+        KeyCode::Tab => {
+            if let Some(approve) = dialog.approve_too.as_mut() {
+                *approve = !*approve;
+            }
+            Vec::new()
+        }
+        KeyCode::Enter => {
+            let reason = dialog.reason.lines().join(" ").trim().to_string();
+            let action = match dialog.action {
+                BatchAction::Force { .. } => BatchAction::Force { approve: dialog.approve_too.unwrap_or(false) },
+                other => other,
+            };
+            let command = Command::Act {
+                namespace: dialog.namespace.clone(),
+                batch: dialog.batch.clone(),
+                action,
+                reason: (!reason.is_empty()).then_some(reason),
+            };
+            let text = format!("{} {}/{}…", strings::verb_progress(action), dialog.namespace, dialog.batch);
+            app.overlay = Overlay::None;
+            flash(app, Level::Info, text);
+            vec![command]
+        }
+        _ => {
+            dialog.reason.input(*key);
+            Vec::new()
+        }
+    }
+}
+
+/// A cursor at the top, for tests.
+pub fn top_cursor() -> Cursor {
+    Cursor::default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::console::sample::{self, SampleObjects};
+    use crossterm::event::KeyEventKind;
+
+    fn app() -> App {
+        sample::app(SampleObjects::demo().expect("sample").snapshot())
+    }
+
+    fn press(app: &mut App, code: KeyCode) -> Vec<Command> {
+        update(app, Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)))
+    }
+
+    fn ctrl(app: &mut App, ch: char) -> Vec<Command> {
+        update(app, Msg::Key(KeyEvent::new(KeyCode::Char(ch), KeyModifiers::CONTROL)))
+    }
+
+    fn typed(app: &mut App, text: &str) -> Vec<Command> {
+        let mut commands = Vec::new();
+        for ch in text.chars() {
+            commands.extend(press(app, if ch == '\n' { KeyCode::Enter } else { KeyCode::Char(ch) }));
+        }
+        commands
+    }
+
+    fn selected_name(app: &App) -> Option<(String, String)> {
+        app.cursor().key
+    }
+
+    fn goto_batch(app: &mut App, name: &str) {
+        typed(app, ":batches\n");
+        press(app, KeyCode::Char('g'));
+        while selected_batch(app).is_none_or(|(_, batch)| batch != name) {
+            let before = app.cursor().selected;
+            press(app, KeyCode::Char('j'));
+            assert_ne!(before, app.cursor().selected, "no batch {name}");
+        }
+    }
+
+    #[test]
+    fn j_k_arrows_g_and_shift_g_move_the_selection_within_the_rows() {
+        let mut app = app();
+        typed(&mut app, ":tenants\n");
+        let rows = app.visible.len();
+        assert_eq!(app.cursor().selected, 0);
+        press(&mut app, KeyCode::Char('j'));
+        press(&mut app, KeyCode::Down);
+        assert_eq!(app.cursor().selected, 2);
+        press(&mut app, KeyCode::Char('k'));
+        assert_eq!(app.cursor().selected, 1);
+        press(&mut app, KeyCode::Up);
+        press(&mut app, KeyCode::Up);
+        assert_eq!(app.cursor().selected, 0, "stops at the top");
+        press(&mut app, KeyCode::Char('G'));
+        assert_eq!(app.cursor().selected, rows - 1);
+        press(&mut app, KeyCode::Char('j'));
+        assert_eq!(app.cursor().selected, rows - 1, "stops at the bottom");
+        press(&mut app, KeyCode::Char('g'));
+        assert_eq!(app.cursor().selected, 0);
+        press(&mut app, KeyCode::End);
+        assert_eq!(app.cursor().selected, rows - 1);
+        press(&mut app, KeyCode::Home);
+        assert_eq!(app.cursor().selected, 0);
+    }
+
+    #[test]
+    fn paging_keys_move_a_screen_and_keep_the_selection_visible() {
+        let mut app = app();
+        update(&mut app, Msg::Resize { width: 100, height: 15 });
+        assert_eq!(app.viewport_rows, 10);
+        typed(&mut app, ":tenants\n");
+        press(&mut app, KeyCode::PageDown);
+        assert_eq!(app.cursor().selected, 10);
+        assert!(app.cursor().offset <= 10 && 10 < app.cursor().offset + 10);
+        ctrl(&mut app, 'f');
+        assert_eq!(app.cursor().selected, 20);
+        press(&mut app, KeyCode::PageUp);
+        assert_eq!(app.cursor().selected, 10);
+        ctrl(&mut app, 'b');
+        assert_eq!(app.cursor().selected, 0);
+        assert_eq!(app.cursor().offset, 0);
+    }
+
+    #[test]
+    fn enter_drills_down_and_esc_goes_back() {
+        let mut app = app();
+        typed(&mut app, "/bookshop\n");
+        press(&mut app, KeyCode::Enter);
+        assert_eq!(app.route.view, ViewKind::Versions);
+        assert_eq!(app.route.focus, Some(Focus::Application { namespace: "cap-shop".into(), name: "bookshop".into() }));
+        assert_eq!(app.visible.len(), 3, "bookshop's three versions");
+        press(&mut app, KeyCode::Enter);
+        assert_eq!(app.route.view, ViewKind::Tenants);
+        assert!(matches!(&app.route.focus, Some(Focus::Version { name, .. }) if name == "bookshop-1-10-0"));
+        assert_eq!(app.visible.len(), 8, "tenants on 1.10.0");
+        typed(&mut app, "/t8\n");
+        // t8 is on 1.9.0, not in this focus: nothing matches.
+        assert!(app.visible.is_empty());
+        press(&mut app, KeyCode::Esc);
+        assert!(app.filter.is_empty(), "Esc clears the filter first");
+        press(&mut app, KeyCode::Esc);
+        assert_eq!(app.route.view, ViewKind::Versions);
+        press(&mut app, KeyCode::Esc);
+        assert_eq!(app.route.view, ViewKind::Applications);
+        assert_eq!(app.route.focus, None);
+        press(&mut app, KeyCode::Esc);
+        assert_eq!(app.route.view, ViewKind::Applications, "Esc at the top does nothing");
+    }
+
+    #[test]
+    fn enter_on_a_tenant_shows_its_operations_and_on_a_batch_its_rollouts() {
+        let mut app = app();
+        typed(&mut app, ":tenants\n/t9\n");
+        press(&mut app, KeyCode::Enter);
+        assert_eq!(app.route.view, ViewKind::Operations);
+        assert_eq!(app.visible.len(), 1);
+        goto_batch(&mut app, "travel-tdv6j");
+        press(&mut app, KeyCode::Enter);
+        assert_eq!(app.route.view, ViewKind::Rollouts);
+        assert_eq!(app.visible.len(), 2, "travel's two Deployments");
+        // Enter on a rollout opens its detail.
+        press(&mut app, KeyCode::Enter);
+        assert!(
+            matches!(&app.overlay, Overlay::Detail { title, .. } if title.starts_with("Deployment cap-shop/travel-1-2-0"))
+        );
+    }
+
+    #[test]
+    fn tab_and_shift_tab_cycle_views() {
+        let mut app = app();
+        press(&mut app, KeyCode::Tab);
+        assert_eq!(app.route.view, ViewKind::Versions);
+        press(&mut app, KeyCode::BackTab);
+        press(&mut app, KeyCode::BackTab);
+        assert_eq!(app.route.view, ViewKind::Events);
+        press(&mut app, KeyCode::Tab);
+        assert_eq!(app.route.view, ViewKind::Applications);
+    }
+
+    #[test]
+    fn slash_filters_as_you_type_and_keeps_or_clears() {
+        let mut app = app();
+        press(&mut app, KeyCode::Char('/'));
+        assert_eq!(app.input, Input::Filter(String::new()));
+        typed(&mut app, "TRAV");
+        assert_eq!(app.visible.len(), 1, "case-insensitive");
+        press(&mut app, KeyCode::Backspace);
+        assert_eq!(app.filter, "TRA");
+        // Keys while typing are text, not actions.
+        typed(&mut app, "q");
+        assert!(!app.quit);
+        press(&mut app, KeyCode::Backspace);
+        press(&mut app, KeyCode::Enter);
+        assert_eq!(app.input, Input::None);
+        assert_eq!(app.filter, "TRA");
+        press(&mut app, KeyCode::Char('/'));
+        press(&mut app, KeyCode::Esc);
+        assert_eq!(app.input, Input::None);
+        assert!(app.filter.is_empty());
+        assert_eq!(app.visible.len(), 4);
+        press(&mut app, KeyCode::Char('/'));
+        ctrl(&mut app, 'c');
+        assert_eq!(app.input, Input::None, "Ctrl-C leaves the input line, not the console");
+        assert!(!app.quit);
+    }
+
+    #[test]
+    fn colon_commands_open_views_and_complete_with_tab() {
+        let mut app = app();
+        for (command, view) in [
+            ("apps", ViewKind::Applications),
+            ("cav", ViewKind::Versions),
+            ("cat", ViewKind::Tenants),
+            ("ops", ViewKind::Operations),
+            ("rb", ViewKind::Batches),
+            ("rollouts", ViewKind::Rollouts),
+            ("ev", ViewKind::Events),
+        ] {
+            typed(&mut app, &format!(":{command}\n"));
+            assert_eq!(app.route.view, view, ":{command}");
+        }
+        press(&mut app, KeyCode::Char(':'));
+        typed(&mut app, "ba");
+        press(&mut app, KeyCode::Tab);
+        assert_eq!(app.input, Input::Command("batches".into()));
+        press(&mut app, KeyCode::Backspace);
+        assert_eq!(app.input, Input::Command("batche".into()));
+        press(&mut app, KeyCode::Esc);
+        assert_eq!(app.input, Input::None);
+        assert_eq!(complete("te"), Some("tenants".into()));
+        assert_eq!(complete("the"), Some("theme".into()));
+        assert_eq!(complete("zz"), None);
+        assert_eq!(complete("ns x"), None);
+    }
+
+    #[test]
+    fn colon_commands_for_session_theme_help_and_quit() {
+        let mut app = app();
+        assert_eq!(typed(&mut app, ":ns cap-hr\n"), vec![Command::SwitchNamespace(Some("cap-hr".into()))]);
+        assert_eq!(typed(&mut app, ":ns all\n"), vec![Command::SwitchNamespace(None)]);
+        assert_eq!(typed(&mut app, ":ctx staging\n"), vec![Command::SwitchContext("staging".into())]);
+        assert_eq!(typed(&mut app, ":theme light\n"), vec![Command::LoadTheme("light".into())]);
+        assert!(typed(&mut app, ":theme\n").is_empty());
+        assert!(app.flash.as_ref().is_some_and(|f| f.text.contains("dark, light, high-contrast")));
+        assert!(typed(&mut app, ":ctx\n").is_empty());
+        assert!(app.flash.as_ref().is_some_and(|f| f.text.contains("prod-eu10")));
+        typed(&mut app, ":bogus\n");
+        assert!(app.flash.as_ref().is_some_and(|f| f.level == Level::Error && f.text.contains(":bogus")));
+        typed(&mut app, ":help\n");
+        assert!(matches!(app.overlay, Overlay::Help { .. }));
+        press(&mut app, KeyCode::Esc);
+        assert_eq!(typed(&mut app, ":q\n"), vec![Command::Quit]);
+        assert!(app.quit);
+    }
+
+    #[test]
+    fn question_mark_d_and_y_open_overlays_that_scroll_and_close() {
+        let mut app = app();
+        press(&mut app, KeyCode::Char('?'));
+        assert!(matches!(app.overlay, Overlay::Help { scroll: 0 }));
+        press(&mut app, KeyCode::Char('j'));
+        press(&mut app, KeyCode::PageDown);
+        assert!(matches!(app.overlay, Overlay::Help { scroll } if scroll == 1 + app.viewport_rows));
+        press(&mut app, KeyCode::Char('k'));
+        press(&mut app, KeyCode::Char('g'));
+        assert!(matches!(app.overlay, Overlay::Help { scroll: 0 }));
+        press(&mut app, KeyCode::Char('?'));
+        assert!(matches!(app.overlay, Overlay::None), "? toggles help");
+        press(&mut app, KeyCode::Char('d'));
+        assert!(matches!(&app.overlay, Overlay::Detail { title, .. } if title == "Application cap-hr/analytics"));
+        press(&mut app, KeyCode::Char('q'));
+        assert!(matches!(app.overlay, Overlay::None), "q closes an overlay first");
+        assert!(!app.quit);
+        press(&mut app, KeyCode::Char('y'));
+        assert!(
+            matches!(&app.overlay, Overlay::Yaml { lines, .. } if lines.iter().any(|l| l.contains("kind: CAPApplication")))
+        );
+        press(&mut app, KeyCode::Esc);
+        typed(&mut app, ":events\n");
+        press(&mut app, KeyCode::Char('y'));
+        assert!(matches!(app.overlay, Overlay::None));
+        assert_eq!(app.flash.as_ref().map(|f| f.text.as_str()), Some(strings::NO_YAML));
+    }
+
+    #[test]
+    fn a_opens_the_approve_dialog_and_enter_sends_the_reason() {
+        let mut app = app();
+        goto_batch(&mut app, "hr-portal-c9dsg");
+        assert!(press(&mut app, KeyCode::Char('a')).is_empty());
+        assert!(
+            matches!(&app.overlay, Overlay::Dialog(d) if d.action == BatchAction::Approve && d.approve_too.is_none())
+        );
+        // In the dialog, letters are text: 'q' does not quit, 'a' does not re-open.
+        typed(&mut app, "  CHG-1 qa ");
+        assert!(!app.quit);
+        let commands = press(&mut app, KeyCode::Enter);
+        assert_eq!(
+            commands,
+            vec![Command::Act {
+                namespace: "cap-hr".into(),
+                batch: "hr-portal-c9dsg".into(),
+                action: BatchAction::Approve,
+                reason: Some("CHG-1 qa".into()),
+            }]
+        );
+        assert!(matches!(app.overlay, Overlay::None));
+        assert!(app.flash.as_ref().is_some_and(|f| f.text.starts_with("approving cap-hr/hr-portal-c9dsg")));
+        update(&mut app, Msg::ActionDone(Err("approve cap-hr/hr-portal-c9dsg: conflict".into())));
+        assert!(app.flash.as_ref().is_some_and(|f| f.level == Level::Error));
+    }
+
+    #[test]
+    fn esc_and_ctrl_c_cancel_a_dialog_without_a_write() {
+        let mut app = app();
+        goto_batch(&mut app, "travel-tdv6j");
+        press(&mut app, KeyCode::Char('x'));
+        assert!(matches!(&app.overlay, Overlay::Dialog(d) if d.action == BatchAction::Cancel));
+        assert!(press(&mut app, KeyCode::Esc).is_empty());
+        assert!(matches!(app.overlay, Overlay::None));
+        press(&mut app, KeyCode::Char('h'));
+        assert!(matches!(&app.overlay, Overlay::Dialog(d) if d.action == BatchAction::Hold));
+        assert!(ctrl(&mut app, 'c').is_empty());
+        assert!(matches!(app.overlay, Overlay::None));
+        assert!(!app.quit);
+    }
+
+    #[test]
+    fn empty_reason_is_sent_as_none() {
+        let mut app = app();
+        goto_batch(&mut app, "travel-tdv6j");
+        press(&mut app, KeyCode::Char('h'));
+        let commands = press(&mut app, KeyCode::Enter);
+        assert!(matches!(&commands[..], [Command::Act { action: BatchAction::Hold, reason: None, .. }]));
+    }
+
+    #[test]
+    fn shift_f_forces_and_tab_toggles_approving_too() {
+        let mut objects = SampleObjects::demo().expect("sample");
+        objects.batch_mut("bookshop-4hx2p").expect("bookshop").spec.approval =
+            Some(crate::api::rotation_batch::Approval { required: true, ..Default::default() });
+        let mut app = sample::app(objects.snapshot());
+        goto_batch(&mut app, "bookshop-4hx2p");
+        update(&mut app, Msg::Key(KeyEvent::new(KeyCode::Char('F'), KeyModifiers::SHIFT)));
+        assert!(matches!(&app.overlay, Overlay::Dialog(d) if d.approve_too == Some(true)));
+        press(&mut app, KeyCode::Tab);
+        let commands = press(&mut app, KeyCode::Enter);
+        assert!(
+            matches!(&commands[..], [Command::Act { action: BatchAction::Force { approve: false }, .. }]),
+            "{commands:?}"
+        );
+    }
+
+    #[test]
+    fn h_releases_a_held_batch() {
+        let mut objects = SampleObjects::demo().expect("sample");
+        objects.hold("travel-tdv6j", "bob", None).expect("travel");
+        let mut app = sample::app(objects.snapshot());
+        goto_batch(&mut app, "travel-tdv6j");
+        press(&mut app, KeyCode::Char('h'));
+        assert!(matches!(&app.overlay, Overlay::Dialog(d) if d.action == BatchAction::Release));
+    }
+
+    #[test]
+    fn write_keys_say_why_they_are_disabled() {
+        let mut app = app();
+        // Not on a batch.
+        typed(&mut app, ":tenants\n");
+        assert!(press(&mut app, KeyCode::Char('a')).is_empty());
+        assert!(app.flash.as_ref().is_some_and(|f| f.text == format!("approve: {}", strings::SELECT_A_BATCH)));
+        // A terminal batch.
+        goto_batch(&mut app, "bookshop-9v9ps");
+        press(&mut app, KeyCode::Char('x'));
+        assert!(app.flash.as_ref().is_some_and(|f| f.text.contains("is Succeeded; nothing to cancel")));
+        // Approving what is already approved.
+        let mut objects = SampleObjects::demo().expect("sample");
+        objects.batch_mut("travel-tdv6j").expect("travel").spec.approval = Some(crate::api::rotation_batch::Approval {
+            required: true,
+            approved_by: Some("carol".into()),
+            ..Default::default()
+        });
+        update(&mut app, Msg::Snapshot(Arc::new(objects.snapshot())));
+        goto_batch(&mut app, "travel-tdv6j");
+        press(&mut app, KeyCode::Char('a'));
+        assert!(matches!(app.overlay, Overlay::None));
+        assert!(app.flash.as_ref().is_some_and(|f| f.text.contains("already approved by carol")));
+        // RBAC said no.
+        update(&mut app, Msg::Access { namespace: "cap-shop".into(), allowed: false });
+        press(&mut app, KeyCode::Char('h'));
+        assert!(matches!(app.overlay, Overlay::None));
+        assert!(
+            app.flash
+                .as_ref()
+                .is_some_and(|f| f.text.contains("alice may not patch rotationbatches in namespace cap-shop"))
+        );
+        // Read-only wins over everything.
+        app.session.readonly = true;
+        goto_batch(&mut app, "hr-portal-c9dsg");
+        press(&mut app, KeyCode::Char('a'));
+        assert!(app.flash.as_ref().is_some_and(|f| f.text.contains("read-only session")));
+    }
+
+    #[test]
+    fn access_is_checked_once_per_namespace_before_a_write() {
+        let mut app = app();
+        app.access.clear();
+        typed(&mut app, ":batches\n");
+        let commands = press(&mut app, KeyCode::Char('j'));
+        assert!(commands.contains(&Command::CheckAccess { namespace: "cap-hr".into() }), "{commands:?}");
+        // While the answer is pending, the key says so.
+        press(&mut app, KeyCode::Char('a'));
+        assert!(app.flash.as_ref().is_some_and(|f| f.text.ends_with(strings::CHECKING_ACCESS)));
+        assert!(
+            press(&mut app, KeyCode::Char('k'))
+                .iter()
+                .all(|c| *c != Command::CheckAccess { namespace: "cap-hr".into() })
+        );
+        // The answer opens the dialog the key asked for, as the batch is still selected.
+        update(&mut app, Msg::Access { namespace: "cap-hr".into(), allowed: true });
+        assert!(matches!(app.overlay, Overlay::None), "k moved away from the batch");
+        press(&mut app, KeyCode::Char('j'));
+        app.access.remove("cap-hr");
+        app.access.insert("cap-hr".into(), Access::Checking);
+        press(&mut app, KeyCode::Char('a'));
+        update(&mut app, Msg::Access { namespace: "cap-hr".into(), allowed: true });
+        assert!(matches!(&app.overlay, Overlay::Dialog(d) if d.action == BatchAction::Approve));
+        // Read-only sessions never ask.
+        let mut readonly = self::app();
+        readonly.access.clear();
+        readonly.session.readonly = true;
+        assert!(typed(&mut readonly, ":batches\nj").is_empty());
+    }
+
+    #[test]
+    fn q_and_ctrl_c_quit() {
+        let mut app = app();
+        assert_eq!(press(&mut app, KeyCode::Char('q')), vec![Command::Quit]);
+        assert!(app.quit);
+        let mut app = self::app();
+        assert_eq!(ctrl(&mut app, 'c'), vec![Command::Quit]);
+    }
+
+    #[test]
+    fn key_releases_and_unbound_keys_do_nothing() {
+        let mut app = app();
+        let mut release = KeyEvent::new(KeyCode::Char('q'), KeyModifiers::NONE);
+        release.kind = KeyEventKind::Release;
+        assert!(update(&mut app, Msg::Key(release)).is_empty());
+        assert!(!app.quit);
+        assert!(press(&mut app, KeyCode::Char('z')).is_empty());
+        assert!(press(&mut app, KeyCode::F(5)).is_empty());
+    }
+
+    #[test]
+    fn new_data_keeps_the_selected_object_selected() {
+        let mut objects = SampleObjects::demo().expect("sample");
+        let mut app = sample::app(objects.snapshot());
+        typed(&mut app, ":tenants\n/bookshop-t5\n");
+        press(&mut app, KeyCode::Esc);
+        // The filter is gone, t5 stays selected.
+        assert_eq!(selected_name(&app), Some(("cap-shop".into(), "bookshop-t5".into())));
+        // Rows appear above it: the selection follows the object, not the index.
+        objects.add_tenants(3);
+        for tenant in
+            objects.tenants.iter_mut().filter(|t| t.metadata.name.as_deref().is_some_and(|n| n.starts_with("bulk")))
+        {
+            let tenant = Arc::make_mut(tenant);
+            tenant.metadata.namespace = Some("cap-a".into());
+        }
+        let before = app.cursor().selected;
+        update(&mut app, Msg::Snapshot(Arc::new(objects.snapshot())));
+        assert_eq!(app.cursor().selected, before + 3);
+        assert_eq!(selected_name(&app), Some(("cap-shop".into(), "bookshop-t5".into())));
+        // It disappears: the selection stays in range.
+        objects.tenants.retain(|t| t.metadata.name.as_deref() != Some("bookshop-t5"));
+        objects.tenants.truncate(2);
+        update(&mut app, Msg::Snapshot(Arc::new(objects.snapshot())));
+        assert_eq!(app.cursor().selected, 1);
+    }
+
+    #[test]
+    fn messages_from_the_runtime_change_the_header_and_footer() {
+        let mut app = app();
+        update(&mut app, Msg::Role(Role::Observer));
+        assert_eq!(app.role_label(), "Observer");
+        update(&mut app, Msg::Identity("bob@example.com".into()));
+        assert_eq!(app.session.user.as_deref(), Some("bob@example.com"));
+        update(&mut app, Msg::Connection(ConnectionState { error: Some("refused".into()), attempts: 1 }));
+        assert!(!app.connection.is_connected());
+        update(&mut app, Msg::Connection(ConnectionState::default()));
+        assert_eq!(app.flash.as_ref().map(|f| f.text.as_str()), Some(strings::RECONNECTED));
+        // Flash messages expire after a while.
+        let later = Timestamp::from_second(app.now.as_second() + FLASH_SECONDS).expect("time");
+        update(&mut app, Msg::Tick(later));
+        assert!(app.flash.is_none());
+        update(&mut app, Msg::Theme(Ok(Theme::load("light", None).expect("light"))));
+        assert_eq!(app.theme.name, "light");
+        update(&mut app, Msg::Theme(Err("no theme \"neon\"".into())));
+        assert!(app.flash.as_ref().is_some_and(|f| f.level == Level::Error));
+        typed(&mut app, ":tenants\n/emea\n");
+        update(&mut app, Msg::Switched { context: "staging".into(), scope: "namespace cap-hr".into() });
+        assert_eq!(app.session.scope, "namespace cap-hr");
+        assert!(app.snapshot.tenants.is_empty() && app.filter.is_empty() && app.access.is_empty());
+    }
+}
