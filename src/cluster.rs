@@ -187,6 +187,16 @@ pub async fn can_i(client: &kube::Client, verb: &str, group: &str, resource: &st
 }
 
 /// A short, actionable description of a kube error for people.
+/// Whether retrying the same request later can succeed without anyone changing anything: the
+/// API server was unreachable, busy, failing, or the object changed under us.
+pub fn is_transient(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(status) => matches!(status.code, 409 | 429 | 500..=599),
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        _ => false,
+    }
+}
+
 pub fn describe_error(error: &kube::Error) -> String {
     match error {
         kube::Error::Api(status) => match status.code {
@@ -200,5 +210,24 @@ pub fn describe_error(error: &kube::Error) -> String {
             format!("cannot reach the API server: {error} (is the cluster up and the kubeconfig right?)")
         }
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(code: u16) -> kube::Error {
+        kube::Error::Api(kube::core::Status::failure("x", "Reason").with_code(code).boxed())
+    }
+
+    #[test]
+    fn only_errors_that_retrying_can_fix_are_transient() {
+        for code in [409, 429, 500, 502, 503, 504] {
+            assert!(is_transient(&api(code)), "{code}");
+        }
+        for code in [400, 401, 403, 404, 410, 422] {
+            assert!(!is_transient(&api(code)), "{code}");
+        }
     }
 }

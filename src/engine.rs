@@ -57,6 +57,11 @@ impl EngineHandle {
     pub async fn join(self) {
         let _ = self.task.await;
     }
+
+    /// Whether the engine task has ended (it only should when cancelled).
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
 }
 
 /// Start the engine on `stores` (which the caller started with the same client).
@@ -116,8 +121,11 @@ async fn run(
             Some(true) => Role::Leader,
             Some(false) => Role::Observer,
         });
-        let wake = reconciler.pass(is_leader).await;
+        // Mark changes seen *before* the pass: one that lands during the pass (a user's force
+        // while we write status) must wake the next pass, not be swallowed by it. Our own
+        // writes cost one extra pass, which writes nothing.
         changes.borrow_and_update();
+        let wake = reconciler.pass(is_leader).await;
         let sleep = wake.unwrap_or(Duration::from_secs(60));
         tokio::select! {
             () = cancel.cancelled() => break,

@@ -62,6 +62,8 @@ impl Default for SandboxConfig {
 
 struct Inner {
     store: Mutex<Store>,
+    /// A simulated network outage (`set_reachable(false)`).
+    unreachable: std::sync::atomic::AtomicBool,
     control: Mutex<Control>,
     requests: Mutex<Vec<RequestRecord>>,
     drop_watches: tokio::sync::watch::Sender<u64>,
@@ -109,6 +111,7 @@ impl Sandbox {
         let sandbox = Self {
             inner: Arc::new(Inner {
                 store: Mutex::new(Store::new(config.history_limit, config.watch_buffer)),
+                unreachable: std::sync::atomic::AtomicBool::new(false),
                 control: Mutex::new(Control {
                     user: config.user,
                     groups: config.groups,
@@ -162,9 +165,24 @@ impl Sandbox {
         http::router(self.clone())
     }
 
-    /// A kube client talking to this sandbox in-process, without a socket.
+    /// A kube client talking to this sandbox in-process, without a socket. While the sandbox is
+    /// unreachable (`set_reachable(false)`) its requests fail like a refused connection.
     pub fn client(&self) -> kube::Client {
-        kube::Client::new(self.router(), "default")
+        kube::Client::new(http::Connection::new(self.clone()), "default")
+    }
+
+    /// Simulate a network outage (`false`) and its end (`true`). Open watches end at once; new
+    /// requests from `client()` fail with "connection refused" and never reach the server, and
+    /// HTTP clients get 503 ServiceUnavailable (to cut the socket itself, stop the `ServedSandbox`).
+    pub fn set_reachable(&self, reachable: bool) {
+        self.inner.unreachable.store(!reachable, std::sync::atomic::Ordering::SeqCst);
+        if !reachable {
+            self.drop_watches();
+        }
+    }
+
+    fn is_reachable(&self) -> bool {
+        !self.inner.unreachable.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Serve over HTTP on `address` (port 0 picks a free one).

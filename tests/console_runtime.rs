@@ -2,27 +2,13 @@
 //! `TestBackend`: the engine attached, approving a batch with a reason, read-only and RBAC-denied
 //! sessions that never write, `:ns` switching, and an API outage with the banner and reconnect.
 
-use std::time::Duration;
+mod common;
 
-use capdeck::cluster::ClusterArgs;
-use capdeck::console::app::{App, Session};
-use capdeck::console::keymap::Keymap;
-use capdeck::console::runtime::{Options, run_console};
-use capdeck::console::theme::Theme;
-use capdeck::console::update::Msg;
-use capdeck::engine::config::{EngineConfig, EngineMode, LeaseSettings};
+use capdeck::engine::config::EngineMode;
 use capdeck::sandbox::{DenyRule, Sandbox, ServedSandbox, write_kubeconfig};
-use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use k8s_openapi::jiff::Timestamp;
-use ratatui::Terminal;
-use ratatui::backend::TestBackend;
-use ratatui::buffer::Buffer;
+use common::console::Console;
+use crossterm::event::KeyCode;
 use serde_json::Value;
-use tokio::sync::{mpsc, watch};
-use tokio::task::JoinHandle;
-
-/// Generous: CI machines are slow, and a wait ends as soon as the screen shows what it waits for.
-const WAIT: Duration = Duration::from_secs(60);
 
 struct World {
     sandbox: Sandbox,
@@ -46,97 +32,6 @@ async fn world(user: &str) -> World {
     World { sandbox, served: Some(served), _dir: dir, kubeconfig, _simulation: simulation.drop_guard() }
 }
 
-struct Console {
-    keys: mpsc::UnboundedSender<Msg>,
-    frames: watch::Receiver<Buffer>,
-    task: JoinHandle<anyhow::Result<()>>,
-}
-
-fn text(buffer: &Buffer) -> String {
-    let width = usize::from(buffer.area.width).max(1);
-    buffer
-        .content
-        .chunks(width)
-        .map(|row| row.iter().map(|cell| cell.symbol()).collect::<String>().trim_end().to_string())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-impl Console {
-    async fn start(world: &World, readonly: bool, mode: EngineMode) -> Self {
-        let cluster = ClusterArgs {
-            kubeconfig: Some(world.kubeconfig.clone()),
-            context: None,
-            namespace: None,
-            all_namespaces: true,
-        };
-        let connection = cluster.connect().await.expect("connect");
-        let engine = EngineConfig {
-            rollout_delay: Duration::from_secs(1),
-            mode,
-            lease: LeaseSettings { namespace: "capdeck-system".into(), ..LeaseSettings::default() },
-            identity: "console-test".into(),
-            ..EngineConfig::default()
-        };
-        let session = Session {
-            context: String::new(),
-            scope: String::new(),
-            user: None,
-            readonly,
-            demo_kubeconfig: None,
-            log_dir: None,
-        };
-        let app = App::new(session, Theme::default(), vec!["dark".into()], Keymap::default(), Timestamp::now());
-        let options = Options { cluster, engine, readonly, user_theme_dir: None, started: std::time::Instant::now() };
-        let (keys, inputs) = mpsc::unbounded_channel();
-        let (frames_tx, frames) = watch::channel(Buffer::default());
-        let task = tokio::spawn(async move {
-            let mut terminal = Terminal::new(TestBackend::new(160, 40)).expect("terminal");
-            run_console(&mut terminal, app, options, connection, inputs, Some(frames_tx)).await
-        });
-        Self { keys, frames, task }
-    }
-
-    fn key(&self, code: KeyCode) {
-        let modifiers = match code {
-            KeyCode::Char(ch) if ch.is_ascii_uppercase() => KeyModifiers::SHIFT,
-            _ => KeyModifiers::NONE,
-        };
-        self.keys.send(Msg::Key(KeyEvent::new(code, modifiers))).expect("console running");
-    }
-
-    fn typed(&self, text: &str) {
-        for ch in text.chars() {
-            self.key(if ch == '\n' { KeyCode::Enter } else { KeyCode::Char(ch) });
-        }
-    }
-
-    /// The screen once `check` holds for it.
-    async fn until(&mut self, what: &str, check: impl Fn(&str) -> bool) -> String {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            let screen = text(&self.frames.borrow_and_update());
-            if check(&screen) {
-                return screen;
-            }
-            match tokio::time::timeout_at(deadline, self.frames.changed()).await {
-                Ok(Ok(())) => {}
-                _ => panic!("timed out waiting for {what}; last screen:\n{screen}"),
-            }
-        }
-    }
-
-    async fn shows(&mut self, needle: &str) -> String {
-        self.until(needle, |screen| screen.contains(needle)).await
-    }
-
-    async fn quit(self) {
-        self.key(KeyCode::Char('q'));
-        let result = tokio::time::timeout(WAIT, self.task).await.expect("console stops").expect("no panic");
-        result.expect("console exits cleanly");
-    }
-}
-
 fn batch_document() -> Value {
     capdeck::console::sample::sample_batches()
         .into_iter()
@@ -156,7 +51,7 @@ fn batch_writes(sandbox: &Sandbox) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approving_a_batch_from_the_console_records_who_and_why() {
     let world = world("alice").await;
-    let mut console = Console::start(&world, false, EngineMode::Lead).await;
+    let mut console = Console::start(&world.kubeconfig, false, EngineMode::Lead).await;
     console
         .until("the engine leading and alice known", |s| s.contains("engine Leader") && s.contains("user alice"))
         .await;
@@ -198,7 +93,7 @@ async fn approving_a_batch_from_the_console_records_who_and_why() {
 async fn a_readonly_console_never_writes_and_says_why() {
     let world = world("alice").await;
     world.sandbox.load([batch_document()]).expect("batch");
-    let mut console = Console::start(&world, true, EngineMode::Auto).await;
+    let mut console = Console::start(&world.kubeconfig, true, EngineMode::Auto).await;
     console.shows("engine Read-only").await;
     world.sandbox.rotate_secret("cap-shop", "bookshop-uaa-bind").expect("rotated");
     console.typed(":batches\n/hr-portal\n");
@@ -221,7 +116,7 @@ async fn without_rbac_the_console_names_the_missing_permission() {
     let world = world("dave").await;
     world.sandbox.deny("patch:rotationbatches".parse::<DenyRule>().expect("rule"));
     world.sandbox.load([batch_document()]).expect("batch");
-    let mut console = Console::start(&world, false, EngineMode::Observe).await;
+    let mut console = Console::start(&world.kubeconfig, false, EngineMode::Observe).await;
     console.shows("user dave").await;
     console.typed(":batches\n/hr-portal\n");
     console.shows("AwaitingApproval").await;
@@ -238,7 +133,7 @@ async fn without_rbac_the_console_names_the_missing_permission() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_loss_shows_a_banner_and_the_console_reconnects_by_itself() {
     let mut world = world("alice").await;
-    let mut console = Console::start(&world, false, EngineMode::Observe).await;
+    let mut console = Console::start(&world.kubeconfig, false, EngineMode::Observe).await;
     console.until("apps listed", |s| s.contains("hr-portal") && s.contains("● connected")).await;
 
     let served = world.served.take().expect("served");
@@ -258,7 +153,7 @@ async fn api_loss_shows_a_banner_and_the_console_reconnects_by_itself() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn colon_ns_narrows_the_scope_and_colon_theme_switches_colours() {
     let world = world("alice").await;
-    let mut console = Console::start(&world, false, EngineMode::Observe).await;
+    let mut console = Console::start(&world.kubeconfig, false, EngineMode::Observe).await;
     console.until("all apps", |s| s.contains("Applications [4/4]")).await;
     console.typed(":ns cap-hr\n");
     let screen =

@@ -12,8 +12,8 @@ use capdeck::engine::actions::{BatchAction, act};
 use capdeck::sandbox::Sandbox;
 use common::eventually;
 use common::fixtures::{
-    AppOptions, NS, RunningEngine, application, batches, make_current, test_config, vcap_of, vcap_payload,
-    workload_writes,
+    AppOptions, NS, RunningEngine, application, batches, current_sandbox, make_current, phase_of, real_time_config,
+    test_config, vcap_of, vcap_payload, wait_phase, workload_writes,
 };
 use kube::ResourceExt;
 
@@ -37,34 +37,6 @@ async fn world(apps: &[AppOptions]) -> World {
     // Let the first pass (the start-up re-check) run.
     tokio::time::sleep(Duration::from_secs(2)).await;
     World { sandbox, engine, cancel }
-}
-
-fn phase_of(sandbox: &Sandbox, app: &str) -> Option<BatchPhase> {
-    batches(sandbox, app).last().map(|b| b.phase())
-}
-
-async fn wait_phase(sandbox: &Sandbox, app: &str, phase: BatchPhase, limit: Duration) {
-    let deadline = tokio::time::Instant::now() + limit;
-    while phase_of(sandbox, app) != Some(phase.clone()) {
-        if tokio::time::Instant::now() >= deadline {
-            let seen: Vec<String> = batches(sandbox, app)
-                .iter()
-                .map(|b| {
-                    let status = b.status.clone().unwrap_or_default();
-                    let condition =
-                        status.conditions.first().map(|c| format!("{}: {}", c.reason, c.message)).unwrap_or_default();
-                    format!(
-                        "{} {} [{condition}] {:?}",
-                        b.name_any(),
-                        b.phase(),
-                        status.deployments.iter().map(|d| (&d.name, &d.state, &d.message)).collect::<Vec<_>>()
-                    )
-                })
-                .collect();
-            panic!("timed out waiting for {app} batch {phase}; batches: {seen:#?}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -163,10 +135,7 @@ async fn start_up_with_everything_current_writes_nothing() {
 
 #[tokio::test(start_paused = true)]
 async fn start_up_recheck_opens_a_batch_only_for_real_differences() {
-    let sandbox = Sandbox::default();
-    sandbox.install_crds();
-    sandbox.load(application(&AppOptions::default())).expect("fixture");
-    make_current(&sandbox);
+    let sandbox = current_sandbox(&AppOptions::default());
     // While no engine ran, the uaa secret rotated: srv and router are out of date.
     sandbox.rotate_secret(NS, "bookshop-uaa").expect("rotated");
     let cancel = tokio_util::sync::CancellationToken::new();
@@ -334,10 +303,7 @@ async fn cancel_abandons_the_batch() {
 
 #[tokio::test(start_paused = true)]
 async fn cancel_mid_rollout_lets_rolling_deployments_finish_and_starts_nothing_new() {
-    let sandbox = Sandbox::default();
-    sandbox.install_crds();
-    sandbox.load(application(&AppOptions { replicas: 20, ..AppOptions::default() })).expect("fixture");
-    make_current(&sandbox);
+    let sandbox = current_sandbox(&AppOptions { replicas: 20, ..AppOptions::default() });
     let cancel = tokio_util::sync::CancellationToken::new();
     sandbox.simulate_workloads(Default::default(), cancel.clone());
     let mut config = test_config("engine-a");
@@ -452,48 +418,10 @@ async fn dropped_watches_and_compacted_history_change_nothing() {
     world.engine.stop().await;
 }
 
-#[tokio::test(start_paused = true)]
-async fn an_engine_killed_mid_rollout_resumes_and_rolls_nothing_twice() {
-    let sandbox = Sandbox::default();
-    sandbox.install_crds();
-    sandbox.load(application(&AppOptions { replicas: 10, ..AppOptions::default() })).expect("fixture");
-    make_current(&sandbox);
-    let cancel = tokio_util::sync::CancellationToken::new();
-    sandbox.simulate_workloads(Default::default(), cancel.clone());
-    let mut config = test_config("engine-pod-0");
-    config.max_parallel_rollouts = 1;
-    let engine = RunningEngine::start(sandbox.client(), config.clone()).await;
-    engine.wait_for_role(Role::Leader).await;
-    sandbox.clear_requests();
-    sandbox.rotate_secret(NS, "bookshop-uaa").expect("rotated");
-    wait_phase(&sandbox, "bookshop", BatchPhase::RollingOut, Duration::from_secs(60)).await;
-    eventually("first deployment updated", Duration::from_secs(30), || async {
-        sandbox.writes().iter().any(|w| w.info.verb == "update" && w.info.resource == "deployments")
-    })
-    .await;
-    engine.kill();
-    // The same pod restarts (same identity, so it still holds the lease).
-    let engine = RunningEngine::start(sandbox.client(), config).await;
-    engine.wait_for_role(Role::Leader).await;
-    wait_phase(&sandbox, "bookshop", BatchPhase::Succeeded, Duration::from_secs(240)).await;
-    let writes = workload_writes(&sandbox);
-    let count = |what: &str| writes.iter().filter(|w| w.as_str() == what).count();
-    assert_eq!(
-        (count("create secrets"), count("update deployments"), count("delete secrets")),
-        (2, 2, 2),
-        "{writes:#?}"
-    );
-    engine.stop().await;
-    cancel.cancel();
-}
-
 /// Real time: lease expiry is judged by the wall clock, which paused tokio time cannot move.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_engines_share_one_lease_and_roll_each_deployment_once() {
-    let sandbox = Sandbox::default();
-    sandbox.install_crds();
-    sandbox.load(application(&AppOptions::default())).expect("fixture");
-    make_current(&sandbox);
+    let sandbox = current_sandbox(&AppOptions::default());
     let cancel = tokio_util::sync::CancellationToken::new();
     let fast = capdeck::sandbox::simulate::WorkloadSimulation {
         replicas_per_second: 20.0,
@@ -502,12 +430,7 @@ async fn two_engines_share_one_lease_and_roll_each_deployment_once() {
     };
     sandbox.simulate_workloads(fast, cancel.clone());
     let config = |identity: &str| {
-        let mut config = test_config(identity);
-        config.clock = capdeck::engine::config::Clock::System;
-        config.rollout_delay = Duration::from_secs(1);
-        config.progress_interval = Duration::from_millis(200);
-        config.lease.duration_seconds = 4;
-        config.lease.grace_seconds = 2;
+        let mut config = real_time_config(identity, 4, 2);
         // Both batches roll the same Deployments seconds apart; the storm guard has its own story.
         config.min_rollout_interval = Duration::ZERO;
         config

@@ -377,11 +377,10 @@ fn handle_key(app: &mut App, key: &KeyEvent) -> Vec<Command> {
         Action::Filter => app.input = Input::Filter(app.filter.clone()),
         Action::Command => app.input = Input::Command(String::new()),
         Action::Help => app.overlay = Overlay::Help { scroll: 0 },
-        Action::Detail => {
-            if let Some((title, lines)) = details::detail(app) {
-                app.overlay = Overlay::Detail { title, lines, scroll: 0 };
-            }
-        }
+        Action::Detail => match details::detail(app) {
+            Some((title, lines)) => app.overlay = Overlay::Detail { title, lines, scroll: 0 },
+            None => tracing::debug!(view = ?app.route.view, rows = app.visible.len(), "no row to show in detail"),
+        },
         Action::Yaml => match details::yaml(app) {
             Some(Ok((title, lines))) => app.overlay = Overlay::Yaml { title, lines, scroll: 0 },
             Some(Err(error)) => flash(app, Level::Error, error),

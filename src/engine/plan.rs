@@ -129,12 +129,16 @@ pub struct DeploymentPlan {
     pub payload: VcapPayload,
 }
 
+/// The API server refuses Secrets whose data is larger (`MaxSecretSize`).
+pub const MAX_SECRET_BYTES: usize = 1024 * 1024;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum ProblemKind {
     MissingSecret,
     InvalidSecret,
     InvalidWorkload,
+    InvalidVersion,
     UnknownService,
     NoVersionInUse,
     InvalidObject,
@@ -216,6 +220,21 @@ pub fn plan_application(
         return plan;
     }
 
+    for version in index.versions_of(app) {
+        if parse_semver(&version.spec.version).is_none() {
+            plan.problems.push(problem(
+                ProblemKind::InvalidVersion,
+                None,
+                None,
+                format!(
+                    "CAPApplicationVersion {}: version {:?} is not semantic versioning; it sorts below every \
+valid version, so it is never the latest",
+                    version.name_any(),
+                    version.spec.version
+                ),
+            ));
+        }
+    }
     let versions = versions_in_use(app, index);
     plan.versions = versions.iter().map(|version| version.name_any()).collect();
     plan.tenants = tenants_served(app, index, &plan.versions);
@@ -237,7 +256,19 @@ pub fn plan_application(
             let deployment_name = workload.deployment_name(&version_name);
             match (&workload.deployment_definition, &workload.job_definition) {
                 (Some(_), None) => {}
-                (None, _) => continue, // Jobs are never touched.
+                (None, Some(_)) => continue, // Jobs are never touched.
+                (None, None) => {
+                    plan.problems.push(problem(
+                        ProblemKind::InvalidWorkload,
+                        None,
+                        None,
+                        format!(
+                            "workload {} of {version_name} has neither deploymentDefinition nor jobDefinition; skipped",
+                            workload.name
+                        ),
+                    ));
+                    continue;
+                }
                 (Some(_), Some(_)) => {
                     plan.problems.push(problem(
                         ProblemKind::InvalidWorkload,
@@ -291,6 +322,19 @@ pub fn plan_application(
                 continue;
             }
             let payload = VcapPayload::assemble(parts);
+            if payload.as_bytes().len() > MAX_SECRET_BYTES {
+                plan.problems.push(problem(
+                    ProblemKind::InvalidSecret,
+                    Some(&deployment_name),
+                    None,
+                    format!(
+                        "VCAP_SERVICES would be {} bytes; a Kubernetes Secret holds at most {MAX_SECRET_BYTES} \
+(1 MiB): shrink the bound credentials",
+                        payload.as_bytes().len()
+                    ),
+                ));
+                continue;
+            }
             let (action, reason, current_secret) = match lookup.deployment(&namespace, &deployment_name) {
                 None => (PlanAction::Missing, "deployment does not exist".to_string(), None),
                 Some(deployment) => compare_with_current(&namespace, &deployment, &payload, lookup),

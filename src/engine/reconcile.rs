@@ -23,7 +23,7 @@ use super::plan::{
     referenced_vcap_secret, secret_data,
 };
 use super::progress::{Progress, rollout_progress};
-use super::writes::{ANNOTATION_PREVIOUS_SECRET, LABEL_BATCH, Pointed, Writes};
+use super::writes::{ANNOTATION_PREVIOUS_SECRET, ANNOTATION_ROLLED_BY, LABEL_BATCH, Pointed, Writes};
 use crate::api::common::{Condition, ConditionStatus, READY};
 use crate::api::rotation_batch::{BatchDeployment, DeploymentAction, DeploymentRolloutState, RotatedSecret, reason};
 use crate::api::{
@@ -43,6 +43,9 @@ struct SeenSecret {
 
 /// Writes that did not go through yet are retried on later passes, up to this many times.
 const MAX_ATTEMPTS: u32 = 5;
+/// A pass with failed writes runs again after this, doubling while failures go on.
+const RETRY_FIRST: Duration = Duration::from_secs(1);
+const RETRY_MAX: Duration = Duration::from_secs(30);
 
 pub struct Reconciler {
     pub(crate) config: EngineConfig,
@@ -66,6 +69,8 @@ pub struct Reconciler {
     attempts: HashMap<(String, String, String), u32>,
     /// Deployments rolling right now, across batches (for --max-parallel-rollouts).
     rolling: usize,
+    /// Set while passes end with failed writes: when to try again (nothing else may wake us).
+    retry: Option<Duration>,
 }
 
 impl ObjectLookup for Stores {
@@ -159,6 +164,7 @@ impl Reconciler {
             progress_written: HashMap::new(),
             attempts: HashMap::new(),
             rolling: 0,
+            retry: None,
         }
     }
 
@@ -214,9 +220,11 @@ impl Reconciler {
         if !leader {
             self.pending.clear();
             self.recheck.clear();
+            self.retry = None;
             self.update_phase_metrics();
             return None;
         }
+        let failures = self.writes.failures();
         let index = self.index();
         if self.recheck_all {
             self.recheck_all = false;
@@ -242,7 +250,12 @@ impl Reconciler {
             self.drive(&batch, &index, now).await;
         }
         self.update_phase_metrics();
-        self.next_wake()
+        self.retry = (self.writes.failures() > failures)
+            .then(|| self.retry.map_or(RETRY_FIRST, |previous| (previous * 2).min(RETRY_MAX)));
+        match (self.next_wake(), self.retry) {
+            (Some(wake), Some(retry)) => Some(wake.min(retry)),
+            (wake, retry) => wake.or(retry),
+        }
     }
 
     fn next_wake(&self) -> Option<Duration> {
@@ -854,7 +867,15 @@ impl Reconciler {
             }
             return;
         };
+        // Rolled by this batch in a pass whose status write was lost: the plan sees it current,
+        // but it must be followed (and its previous Secret cleaned up) like any other.
+        let rolled_by_this_batch = self
+            .stores
+            .deployment(&namespace, &deployment.name)
+            .filter(|live| live.annotations().get(ANNOTATION_ROLLED_BY) == Some(&batch_name))
+            .map(|live| referenced_vcap_secret(&live).ok().flatten());
         match planned.action {
+            PlanAction::Unchanged if rolled_by_this_batch.is_some() => {}
             PlanAction::Unchanged => {
                 deployment.action = DeploymentAction::Unchanged;
                 deployment.state = Some(DeploymentRolloutState::Complete);
@@ -884,9 +905,11 @@ impl Reconciler {
                 && secret.labels().get(LABEL_BATCH) == Some(&batch_name)
                 && secret.labels().get(LABEL_SECRET_OWNER_HASH) == Some(&owner_hash)
         });
-        let (secret_name, previous) = match existing {
-            Some(secret) => (secret.name_any(), secret.annotations().get(ANNOTATION_PREVIOUS_SECRET).cloned()),
-            None => match self
+        let (secret_name, previous) = match (existing, rolled_by_this_batch.flatten()) {
+            (Some(secret), _) => (secret.name_any(), secret.annotations().get(ANNOTATION_PREVIOUS_SECRET).cloned()),
+            // Our Secret is not in the store yet: never create a second one.
+            (None, Some(live)) => (live, None),
+            (None, None) => match self
                 .writes
                 .create_vcap_secret(
                     &version,
@@ -903,6 +926,7 @@ impl Reconciler {
                         &attempt_key,
                         deployment,
                         format!("could not create the VCAP Secret: {}", crate::cluster::describe_error(&error)),
+                        crate::cluster::is_transient(&error),
                     );
                     return;
                 }
@@ -947,14 +971,25 @@ impl Reconciler {
                     &attempt_key,
                     deployment,
                     format!("could not update the Deployment: {}", crate::cluster::describe_error(&error)),
+                    crate::cluster::is_transient(&error),
                 );
             }
         }
     }
 
-    fn failed_attempt(&mut self, key: &(String, String, String), deployment: &mut BatchDeployment, message: String) {
+    /// A failed rollout write. Transient failures (unreachable API, 409, 429, 5xx) are retried
+    /// for as long as they last; others give up after `MAX_ATTEMPTS`.
+    fn failed_attempt(
+        &mut self,
+        key: &(String, String, String),
+        deployment: &mut BatchDeployment,
+        message: String,
+        transient: bool,
+    ) {
         let attempts = self.attempts.entry(key.clone()).or_default();
-        *attempts += 1;
+        if !transient {
+            *attempts += 1;
+        }
         tracing::warn!(deployment = %deployment.name, attempts = *attempts, message, "rollout write failed");
         if *attempts >= MAX_ATTEMPTS {
             deployment.state = Some(DeploymentRolloutState::Failed);
@@ -1020,9 +1055,9 @@ impl Reconciler {
                         deployment.message = Some(note);
                         self.rolling = self.rolling.saturating_sub(1);
                     }
-                    Err(message) => {
+                    Err((message, transient)) => {
                         let key = (namespace.clone(), batch.name_any(), deployment.name.clone());
-                        self.failed_attempt(&key, &mut deployment, message);
+                        self.failed_attempt(&key, &mut deployment, message, transient);
                         if deployment.state == Some(DeploymentRolloutState::Failed) {
                             // The rollout itself completed; only the cleanup failed.
                             deployment.state = Some(DeploymentRolloutState::Complete);
@@ -1037,7 +1072,7 @@ impl Reconciler {
 
     /// Delete the VCAP Secret a completed Deployment used before, unless anything still uses it
     /// or it is not a VCAP Secret (no owner-hash label).
-    async fn remove_previous(&self, namespace: &str, deployment: &BatchDeployment) -> Result<String, String> {
+    async fn remove_previous(&self, namespace: &str, deployment: &BatchDeployment) -> Result<String, (String, bool)> {
         let Some(previous) =
             deployment.previous_vcap_secret.clone().filter(|p| Some(p) != deployment.vcap_secret.as_ref())
         else {
@@ -1055,9 +1090,12 @@ impl Reconciler {
         };
         match self.writes.delete_secret(namespace, &previous, secret.metadata.uid.clone()).await {
             Ok(_) => Ok(format!("rolled out; previous VCAP secret {previous} deleted")),
-            Err(error) => Err(format!(
-                "rolled out but could not delete previous secret {previous}: {}",
-                crate::cluster::describe_error(&error)
+            Err(error) => Err((
+                format!(
+                    "rolled out but could not delete previous secret {previous}: {}",
+                    crate::cluster::describe_error(&error)
+                ),
+                crate::cluster::is_transient(&error),
             )),
         }
     }

@@ -44,6 +44,8 @@ pub struct Writes {
     client: kube::Client,
     metrics: Metrics,
     recorder: Recorder,
+    /// Failed writes (Events aside) so far: a pass that adds to it is retried with backoff.
+    failures: std::sync::atomic::AtomicU64,
 }
 
 fn owner_reference<K: Resource<DynamicType = ()>>(object: &K, controller: bool) -> Option<OwnerReference> {
@@ -72,7 +74,19 @@ impl Writes {
     pub fn new(client: kube::Client, metrics: Metrics, identity: &str) -> Self {
         let recorder =
             Recorder::new(client.clone(), Reporter { controller: "capdeck".into(), instance: Some(identity.into()) });
-        Self { client, metrics, recorder }
+        Self { client, metrics, recorder, failures: std::sync::atomic::AtomicU64::new(0) }
+    }
+
+    /// How many writes have failed so far (Events aside).
+    pub fn failures(&self) -> u64 {
+        self.failures.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn counted<T>(&self, result: Result<T, kube::Error>) -> Result<T, kube::Error> {
+        if result.is_err() {
+            self.failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        result
     }
 
     pub async fn create_batch(
@@ -102,9 +116,10 @@ impl Writes {
         batch.metadata.labels = Some([(LABEL_APPLICATION.to_string(), app.name_any())].into());
         batch.metadata.owner_references = owner_reference(app, false).map(|reference| vec![reference]);
         let api: Api<RotationBatch> = Api::namespaced(self.client.clone(), &namespace);
-        let created = api
-            .create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() }, &batch)
-            .await?;
+        let created = self.counted(
+            api.create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() }, &batch)
+                .await,
+        )?;
         self.metrics.write("create", "rotationbatches");
         Ok(created)
     }
@@ -112,13 +127,14 @@ impl Writes {
     /// Replace the spec (joining secrets, approval requirement) with a resourceVersion precondition.
     pub async fn replace_batch(&self, batch: &RotationBatch) -> Result<RotationBatch, kube::Error> {
         let api: Api<RotationBatch> = Api::namespaced(self.client.clone(), &batch.namespace().unwrap_or_default());
-        let replaced = api
-            .replace(
+        let replaced = self.counted(
+            api.replace(
                 &batch.name_any(),
                 &PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() },
                 batch,
             )
-            .await?;
+            .await,
+        )?;
         self.metrics.write("update", "rotationbatches");
         Ok(replaced)
     }
@@ -136,7 +152,7 @@ impl Writes {
             "status": status,
         });
         let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
-        let written = api.patch_status(&batch.name_any(), &params, &Patch::Merge(patch)).await?;
+        let written = self.counted(api.patch_status(&batch.name_any(), &params, &Patch::Merge(patch)).await)?;
         self.metrics.write("patch", "rotationbatches/status");
         Ok(written)
     }
@@ -174,9 +190,10 @@ impl Writes {
             ..Secret::default()
         };
         let api: Api<Secret> = Api::namespaced(self.client.clone(), &namespace);
-        let created = api
-            .create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() }, &secret)
-            .await?;
+        let created = self.counted(
+            api.create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() }, &secret)
+                .await,
+        )?;
         self.metrics.write("create", "secrets");
         Ok(created)
     }
@@ -196,7 +213,7 @@ impl Writes {
         let api: Api<Deployment> = Api::namespaced(self.client.clone(), namespace);
         let mut attempts = 0;
         loop {
-            let mut deployment = match api.get_opt(name).await? {
+            let mut deployment = match self.counted(api.get_opt(name).await)? {
                 Some(deployment) => deployment,
                 None => return Ok(Pointed::Gone),
             };
@@ -229,7 +246,7 @@ impl Writes {
                     attempts += 1;
                     tracing::debug!(namespace, deployment = name, attempts, "conflict updating deployment; re-reading");
                 }
-                Err(error) => return Err(error),
+                Err(error) => return self.counted(Err(error)),
             }
         }
     }
@@ -248,7 +265,7 @@ impl Writes {
                 Ok(true)
             }
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
-            Err(error) => Err(error),
+            Err(error) => self.counted(Err(error)),
         }
     }
 

@@ -25,6 +25,52 @@ use super::views;
 
 const BODY_LIMIT: usize = 32 * 1024 * 1024;
 
+/// The in-process "network" between `Sandbox::client()` and the router: while the sandbox is
+/// unreachable, requests fail as a refused connection would, before reaching the server.
+#[derive(Clone)]
+pub struct Connection {
+    sandbox: Sandbox,
+    router: Router,
+}
+
+impl Connection {
+    pub fn new(sandbox: Sandbox) -> Self {
+        let router = router(sandbox.clone());
+        Self { sandbox, router }
+    }
+}
+
+impl<B> tower::Service<axum::http::Request<B>> for Connection
+where
+    B: axum::body::HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    type Response = Response;
+    type Error = std::io::Error;
+    type Future = futures::future::BoxFuture<'static, Result<Response, std::io::Error>>;
+
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: axum::http::Request<B>) -> Self::Future {
+        if !self.sandbox.is_reachable() {
+            let refused = std::io::Error::new(
+                std::io::ErrorKind::ConnectionRefused,
+                "sandbox is unreachable (simulated network outage)",
+            );
+            return Box::pin(std::future::ready(Err(refused)));
+        }
+        let mut router = self.router.clone();
+        Box::pin(async move {
+            match tower::Service::call(&mut router, request).await {
+                Ok(response) => Ok(response),
+                Err(never) => match never {},
+            }
+        })
+    }
+}
+
 pub fn router(sandbox: Sandbox) -> Router {
     Router::new().fallback(handle).with_state(sandbox).layer(DefaultBodyLimit::max(BODY_LIMIT))
 }
@@ -202,7 +248,9 @@ async fn handle(State(sandbox): State<Sandbox>, request: Request) -> Response {
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
-    let response = if let Some(status) =
+    let response = if !sandbox.is_reachable() {
+        error_response(&injected(503))
+    } else if let Some(status) =
         matches!(route, Route::Resource(_)).then(|| sandbox.control(|c| c.take_fault(&info))).flatten()
     {
         error_response(&injected(status))

@@ -972,6 +972,22 @@ fn normalise_secret(resource: &ResourceType, object: &mut Value) -> Result<(), A
             object["data"][key] = Value::String(base64::engine::general_purpose::STANDARD.encode(text));
         }
     }
+    // The API server's MaxSecretSize: the decoded values together, at most 1 MiB.
+    let size: usize = object
+        .get("data")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flat_map(|data| data.values())
+        .filter_map(|value| value.as_str().and_then(|text| base64::engine::general_purpose::STANDARD.decode(text).ok()))
+        .map(|bytes| bytes.len())
+        .sum();
+    if size > crate::engine::plan::MAX_SECRET_BYTES {
+        return Err(ApiError::invalid(
+            resource,
+            &name,
+            format!("data: Too long: must have at most {} bytes", crate::engine::plan::MAX_SECRET_BYTES),
+        ));
+    }
     if object.get("type").is_none_or(Value::is_null) {
         object["type"] = Value::String("Opaque".into());
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
-use capdeck::api::{CAPApplication, CAPApplicationVersion, CAPTenant, RotationBatch};
+use capdeck::api::{BatchPhase, CAPApplication, CAPApplicationVersion, CAPTenant, RotationBatch};
 use capdeck::cluster::Scope;
 use capdeck::cluster::stores::{StoreTasks, Stores};
 use capdeck::engine::config::{Clock, EngineConfig, EngineMode, LeaseSettings};
@@ -16,6 +16,7 @@ use capdeck::engine::{EngineHandle, Role};
 use capdeck::sandbox::Sandbox;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt as _;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -126,6 +127,15 @@ fn key_of(value: &Value) -> (String, String) {
     )
 }
 
+/// A sandbox holding the application of `options`, its Deployments current.
+pub fn current_sandbox(options: &AppOptions) -> Sandbox {
+    let sandbox = Sandbox::default();
+    sandbox.install_crds();
+    sandbox.load(application(options)).expect("fixture");
+    make_current(&sandbox);
+    sandbox
+}
+
 /// Give every affected Deployment a VCAP Secret with exactly its current payload (as the Go
 /// operator would have), so the engine starts with nothing to do.
 pub fn make_current(sandbox: &Sandbox) {
@@ -202,6 +212,18 @@ pub fn test_config(identity: &str) -> EngineConfig {
     }
 }
 
+/// For tests on the wall clock (lease expiry cannot follow paused time): a 1 s window, progress
+/// every 200 ms, and a lease of `lease_seconds` renewed `grace_seconds` before it ends.
+pub fn real_time_config(identity: &str, lease_seconds: u64, grace_seconds: u64) -> EngineConfig {
+    let mut config = test_config(identity);
+    config.clock = Clock::System;
+    config.rollout_delay = Duration::from_secs(1);
+    config.progress_interval = Duration::from_millis(200);
+    config.lease.duration_seconds = lease_seconds;
+    config.lease.grace_seconds = grace_seconds;
+    config
+}
+
 impl RunningEngine {
     pub async fn start(client: kube::Client, config: EngineConfig) -> Self {
         let cancel = CancellationToken::new();
@@ -240,21 +262,55 @@ impl RunningEngine {
     }
 }
 
+/// Every batch in the sandbox.
+pub fn batches_all(sandbox: &Sandbox) -> Vec<RotationBatch> {
+    sandbox
+        .list("capdeck.dev", "rotationbatches")
+        .into_iter()
+        .filter_map(|v| serde_json::from_value::<RotationBatch>(v).ok())
+        .collect()
+}
+
 /// The batches of `app`, oldest first. Ordered by window end (the engine's clock, which follows
 /// paused tokio time), not creationTimestamp (wall-clock seconds: every paused test runs within
 /// one of them). Both have whole-second resolution, so on a tie a superseded batch counts as
 /// older than the rest (it always predates its successor).
 pub fn batches(sandbox: &Sandbox, app: &str) -> Vec<RotationBatch> {
-    let mut list: Vec<RotationBatch> = sandbox
-        .list("capdeck.dev", "rotationbatches")
-        .into_iter()
-        .filter_map(|v| serde_json::from_value::<RotationBatch>(v).ok())
-        .filter(|b| b.spec.application == app)
-        .collect();
+    let mut list: Vec<RotationBatch> = batches_all(sandbox).into_iter().filter(|b| b.spec.application == app).collect();
     list.sort_by_key(|b| {
         (b.spec.window_end.0, b.phase() != capdeck::api::BatchPhase::Superseded, b.metadata.name.clone())
     });
     list
+}
+
+/// The phase of `app`'s newest batch.
+pub fn phase_of(sandbox: &Sandbox, app: &str) -> Option<BatchPhase> {
+    batches(sandbox, app).last().map(|b| b.phase())
+}
+
+/// Wait (tokio time) until `app`'s newest batch is in `phase`; on timeout, show every batch.
+pub async fn wait_phase(sandbox: &Sandbox, app: &str, phase: BatchPhase, limit: Duration) {
+    let deadline = tokio::time::Instant::now() + limit;
+    while phase_of(sandbox, app) != Some(phase.clone()) {
+        if tokio::time::Instant::now() >= deadline {
+            let seen: Vec<String> = batches(sandbox, app)
+                .iter()
+                .map(|b| {
+                    let status = b.status.clone().unwrap_or_default();
+                    let condition =
+                        status.conditions.first().map(|c| format!("{}: {}", c.reason, c.message)).unwrap_or_default();
+                    format!(
+                        "{} {} [{condition}] {:?}",
+                        b.name_any(),
+                        b.phase(),
+                        status.deployments.iter().map(|d| (&d.name, &d.state, &d.message)).collect::<Vec<_>>()
+                    )
+                })
+                .collect();
+            panic!("timed out waiting for {app} batch {phase}; batches: {seen:#?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// The VCAP Secret a Deployment's first container uses.

@@ -83,4 +83,6 @@ macro_rules! both_transports {
     };
 }
 
+pub mod console;
 pub mod fixtures;
+pub mod invariants;

@@ -1,0 +1,119 @@
+//! The console runtime on a `TestBackend`, driven by keys, for tests that watch its screen.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use capdeck::cluster::{ClusterArgs, Connection};
+use capdeck::console::app::{App, Session};
+use capdeck::console::keymap::Keymap;
+use capdeck::console::runtime::{Options, run_console};
+use capdeck::console::theme::Theme;
+use capdeck::console::update::Msg;
+use capdeck::engine::config::{EngineConfig, EngineMode, LeaseSettings};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use k8s_openapi::jiff::Timestamp;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+/// Generous: CI machines are slow, and a wait ends as soon as the screen shows what it waits for.
+pub const WAIT: Duration = Duration::from_secs(60);
+
+pub struct Console {
+    keys: mpsc::UnboundedSender<Msg>,
+    frames: watch::Receiver<Buffer>,
+    task: JoinHandle<anyhow::Result<()>>,
+}
+
+pub fn text(buffer: &Buffer) -> String {
+    let width = usize::from(buffer.area.width).max(1);
+    buffer
+        .content
+        .chunks(width)
+        .map(|row| row.iter().map(|cell| cell.symbol()).collect::<String>().trim_end().to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+impl Console {
+    /// The console over the cluster a kubeconfig points at, all namespaces.
+    pub async fn start(kubeconfig: &std::path::Path, readonly: bool, mode: EngineMode) -> Self {
+        let cluster = ClusterArgs {
+            kubeconfig: Some(kubeconfig.to_path_buf()),
+            context: None,
+            namespace: None,
+            all_namespaces: true,
+        };
+        let connection = cluster.connect().await.expect("connect");
+        Self::start_on(connection, cluster, readonly, mode)
+    }
+
+    /// The console over an existing connection (e.g. `Sandbox::client()`).
+    pub fn start_on(connection: Connection, cluster: ClusterArgs, readonly: bool, mode: EngineMode) -> Self {
+        let engine = EngineConfig {
+            rollout_delay: Duration::from_secs(1),
+            mode,
+            lease: LeaseSettings { namespace: "capdeck-system".into(), ..LeaseSettings::default() },
+            identity: "console-test".into(),
+            ..EngineConfig::default()
+        };
+        let session = Session {
+            context: String::new(),
+            scope: String::new(),
+            user: None,
+            readonly,
+            demo_kubeconfig: None,
+            log_dir: None,
+        };
+        let app = App::new(session, Theme::default(), vec!["dark".into()], Keymap::default(), Timestamp::now());
+        let options = Options { cluster, engine, readonly, user_theme_dir: None, started: std::time::Instant::now() };
+        let (keys, inputs) = mpsc::unbounded_channel();
+        let (frames_tx, frames) = watch::channel(Buffer::default());
+        let task = tokio::spawn(async move {
+            let mut terminal = Terminal::new(TestBackend::new(160, 40)).expect("terminal");
+            run_console(&mut terminal, app, options, connection, inputs, Some(frames_tx)).await
+        });
+        Self { keys, frames, task }
+    }
+
+    pub fn key(&self, code: KeyCode) {
+        let modifiers = match code {
+            KeyCode::Char(ch) if ch.is_ascii_uppercase() => KeyModifiers::SHIFT,
+            _ => KeyModifiers::NONE,
+        };
+        self.keys.send(Msg::Key(KeyEvent::new(code, modifiers))).expect("console running");
+    }
+
+    pub fn typed(&self, text: &str) {
+        for ch in text.chars() {
+            self.key(if ch == '\n' { KeyCode::Enter } else { KeyCode::Char(ch) });
+        }
+    }
+
+    /// The screen once `check` holds for it.
+    pub async fn until(&mut self, what: &str, check: impl Fn(&str) -> bool) -> String {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let screen = text(&self.frames.borrow_and_update());
+            if check(&screen) {
+                return screen;
+            }
+            match tokio::time::timeout_at(deadline, self.frames.changed()).await {
+                Ok(Ok(())) => {}
+                _ => panic!("timed out waiting for {what}; last screen:\n{screen}"),
+            }
+        }
+    }
+
+    pub async fn shows(&mut self, needle: &str) -> String {
+        self.until(needle, |screen| screen.contains(needle)).await
+    }
+
+    pub async fn quit(self) {
+        self.key(KeyCode::Char('q'));
+        let result = tokio::time::timeout(WAIT, self.task).await.expect("console stops").expect("no panic");
+        result.expect("console exits cleanly");
+    }
+}
