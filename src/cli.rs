@@ -251,11 +251,12 @@ sandbox's memory is reported apart).")]
     Engine(BenchEngineArgs),
     /// The console: snapshot build, first frame, frame and key-handling time, idle CPU
     #[command(long_about = "The console. In process, on a 200x60 test terminal with the demo data plus TENANTS \
-tenants: snapshot_ms_p50 (rows built from the objects, on every cluster change), first_frame_ms (snapshot + first \
+tenants (and an application with a version per 100 tenants, a tenant operation per 10): snapshot_ms_p50 (rows built from the objects, on every cluster change), first_frame_ms (snapshot + first \
 draw), frame_ms_p50/p99 (drawing the tenants view while scrolling), update_ms_p50/p99 (keys: moving, paging, \
-filtering as you type, new data). Then live for IDLE_SECONDS: a demo sandbox in a child process plus the same \
+filtering as you type, new data). Live first, for IDLE_SECONDS: a demo sandbox in a child process plus the same \
 tenants, the whole console runtime (stores, attached engine, 1 s tick) over HTTP: first_data_frame_ms, \
-idle_cpu_percent, idle_frames_per_second, rss_mb.")]
+idle_cpu_percent, idle_frames_per_second, rss_mb; and, when kubectl is installed, \
+kubectl_get_captenants_ms and kubectl_rss_mb for one `kubectl get captenants -A` of the same cluster.")]
     Console(BenchConsoleArgs),
 }
 

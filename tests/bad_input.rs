@@ -276,7 +276,7 @@ async fn a_rollout_delay_of_banana_is_reported_and_an_hour_is_used() {
     let kubeconfig = dir.path().join("kubeconfig");
     capdeck::sandbox::write_kubeconfig(&kubeconfig, &served.url, "sandbox-admin").expect("kubeconfig");
     let log = dir.path().join("daemon.log");
-    let mut daemon = std::process::Command::new(assert_cmd::cargo::cargo_bin("capdeck"))
+    let daemon = std::process::Command::new(assert_cmd::cargo::cargo_bin("capdeck"))
         .args(["--daemon", "--health-addr", "127.0.0.1:0"])
         .env("KUBECONFIG", &kubeconfig)
         .env("POD_NAMESPACE", "default")
@@ -286,6 +286,7 @@ async fn a_rollout_delay_of_banana_is_reported_and_an_hour_is_used() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("daemon");
+    let mut daemon = common::KillOnDrop(daemon);
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     let text = loop {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -293,14 +294,12 @@ async fn a_rollout_delay_of_banana_is_reported_and_an_hour_is_used() {
             break text;
         }
         if std::time::Instant::now() > deadline {
-            let _ = daemon.kill();
             panic!("no ROLLOUT_DELAY error in the log:\n{text}");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    let running = daemon.try_wait().expect("wait").is_none();
-    let _ = daemon.kill();
-    let _ = daemon.wait();
+    let running = daemon.0.try_wait().expect("wait").is_none();
+    daemon.kill();
     assert!(running, "the daemon runs on");
     assert!(text.contains("banana") && text.contains("1h"), "the value and the default are named: {text}");
 }

@@ -167,3 +167,25 @@ async fn colon_ns_narrows_the_scope_and_colon_theme_switches_colours() {
     console.shows("no theme \"neon\"").await;
     console.quit().await;
 }
+
+/// DESIGN.md §8: at rest the console's API load is watches only, no periodic LIST. Ten minutes of
+/// (paused) time with the console open on the demo cluster; every request is counted.
+#[tokio::test(start_paused = true)]
+async fn at_rest_the_console_only_watches() {
+    let sandbox = Sandbox::default();
+    sandbox.load_demo().expect("demo seed");
+    let mut console = Console::in_process(&sandbox);
+    console.shows("bookshop").await;
+    tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+    sandbox.clear_requests();
+    tokio::time::sleep(std::time::Duration::from_secs(600)).await;
+    let requests = sandbox.requests();
+    let lists: Vec<_> = requests.iter().filter(|r| r.info.verb == "list").map(|r| r.path.clone()).collect();
+    assert!(lists.is_empty(), "no LIST at rest: {lists:#?}");
+    let others: Vec<_> =
+        requests.iter().filter(|r| r.info.verb != "watch").map(|r| format!("{} {}", r.method, r.path)).collect();
+    assert!(others.is_empty(), "only watches at rest: {others:#?}");
+    // Watches end after their timeoutSeconds and resume from their resourceVersion.
+    println!("requests in 10 minutes at rest: {} (all watches)", requests.len());
+    console.quit().await;
+}

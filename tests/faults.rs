@@ -8,9 +8,7 @@ mod common;
 use std::time::Duration;
 
 use capdeck::api::BatchPhase;
-use capdeck::cluster::{ClusterArgs, Connection};
 use capdeck::engine::Role;
-use capdeck::engine::config::EngineMode;
 use capdeck::sandbox::{RequestMatcher, Sandbox};
 use common::console::Console;
 use common::eventually;
@@ -95,18 +93,6 @@ impl World {
         self.engine.stop().await;
         self.simulation.cancel();
     }
-}
-
-/// A console on the same sandbox (in-process client), read-only, as an SRE would keep open.
-fn console_on(sandbox: &Sandbox) -> Console {
-    let connection = Connection {
-        client: sandbox.client(),
-        context: "sandbox".into(),
-        server: "in-process".into(),
-        default_namespace: "default".into(),
-    };
-    let cluster = ClusterArgs { kubeconfig: None, context: None, namespace: None, all_namespaces: true };
-    Console::start_on(connection, cluster, true, EngineMode::Observe)
 }
 
 #[tokio::test(start_paused = true)]
@@ -199,7 +185,7 @@ async fn server_error_bursts_on_every_write() {
 async fn api_unreachable_for_30_seconds_then_back() {
     let world = world(AppOptions { replicas: 20, ..AppOptions::default() }, test_config("engine-a")).await;
     let monitor = Monitor::start(&world.sandbox);
-    let mut console = console_on(&world.sandbox);
+    let mut console = Console::in_process(&world.sandbox);
     console.shows("bookshop").await;
     world.rotate("bookshop-uaa").await;
     wait_phase(&world.sandbox, "bookshop", BatchPhase::RollingOut, Duration::from_secs(60)).await;
@@ -319,7 +305,7 @@ async fn daemon_process_killed_mid_rollout_and_restarted() {
             .stderr(std::process::Stdio::null())
             .spawn()
             .expect("daemon starts");
-        KillOnDrop(child)
+        common::KillOnDrop(child)
     };
     let leader = || {
         sandbox
@@ -353,23 +339,6 @@ async fn daemon_process_killed_mid_rollout_and_restarted() {
     monitor.finish(true).await;
     assert_two_rolled_once(&sandbox);
     simulation.cancel();
-}
-
-/// Kills the daemon when the test ends, however it ends.
-struct KillOnDrop(std::process::Child);
-
-impl KillOnDrop {
-    /// SIGKILL: no lease release, nothing flushed.
-    fn kill(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        self.kill();
-    }
 }
 
 /// Poll a condition on the wall clock (the daemon runs in real time).

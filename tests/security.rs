@@ -84,7 +84,7 @@ async fn a_planted_credential_never_appears_in_output_logs_console_events_or_bat
     // The daemon, logging everything it can.
     let daemon_out = dir.path().join("daemon.out");
     let daemon_err = dir.path().join("daemon.err");
-    let mut daemon = std::process::Command::new(assert_cmd::cargo::cargo_bin("capdeck"))
+    let daemon = std::process::Command::new(assert_cmd::cargo::cargo_bin("capdeck"))
         .args(["--daemon", "--health-addr", "127.0.0.1:0", "-A"])
         .env("KUBECONFIG", &kubeconfig)
         .env("POD_NAMESPACE", "capdeck-system")
@@ -93,6 +93,7 @@ async fn a_planted_credential_never_appears_in_output_logs_console_events_or_bat
         .stderr(std::fs::File::create(&daemon_err).expect("err"))
         .spawn()
         .expect("daemon");
+    let mut daemon = common::KillOnDrop(daemon);
 
     // The start-up re-check finds bookshop's Deployments out of date: a batch; force it now.
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
@@ -180,8 +181,8 @@ async fn a_planted_credential_never_appears_in_output_logs_console_events_or_bat
     console.quit().await;
 
     // The daemon's own output, after a clean stop.
-    let _ = std::process::Command::new("kill").args(["-TERM", &daemon.id().to_string()]).status();
-    let _ = daemon.wait();
+    let _ = std::process::Command::new("kill").args(["-TERM", &daemon.0.id().to_string()]).status();
+    let _ = daemon.0.wait();
     outputs.push(("the daemon's stdout (JSON log)", std::fs::read_to_string(&daemon_out).expect("out")));
     outputs.push(("the daemon's stderr", std::fs::read_to_string(&daemon_err).expect("err")));
     assert!(outputs.iter().any(|(_, text)| text.contains("deployment pointed at new VCAP secret")), "trace logs ran");

@@ -1,7 +1,8 @@
 //! `capdeck bench console`: how fast the console draws and reacts, and what it costs at rest.
 //!
 //! 1. In process (measured second), on a 200×60 `TestBackend`: the sample data (demo seed + batches) plus
-//!    `--tenants` more tenants. `snapshot_ms` (rows from objects, done on every cluster change),
+//!    `--tenants` more tenants, an application with a version per 100 of them and a tenant
+//!    operation per 10. `snapshot_ms` (rows from objects, done on every cluster change),
 //!    `first_frame_ms` (snapshot + the first draw), `frame_ms_p50/p99` (drawing the tenants view
 //!    while scrolling through it), `update_ms_p99` (handling keys: moving, paging, filtering as
 //!    you type, new data arriving).
@@ -59,7 +60,7 @@ pub async fn run(args: &BenchConsoleArgs) -> anyhow::Result<Value> {
 
 fn in_process(args: &BenchConsoleArgs, report: &mut serde_json::Map<String, Value>) -> anyhow::Result<()> {
     let mut objects = SampleObjects::demo().map_err(|error| anyhow::anyhow!("sample data: {error}"))?;
-    objects.add_tenants(args.tenants);
+    objects.add_proportional(args.tenants);
 
     let started = Instant::now();
     let snapshot = objects.snapshot();
@@ -144,6 +145,34 @@ fn screen(buffer: &Buffer) -> String {
     buffer.content.iter().map(|cell| cell.symbol()).collect()
 }
 
+/// `kubectl get captenants -A` once: wall time, and peak RSS when `/usr/bin/time` is there.
+fn kubectl_get_tenants(kubeconfig: &std::path::Path) -> Option<(f64, Option<f64>)> {
+    let gnu_time = std::path::Path::new("/usr/bin/time");
+    let kubectl = ["kubectl", "--kubeconfig", kubeconfig.to_str()?, "get", "captenants", "-A"];
+    let mut command = if gnu_time.exists() {
+        let mut command = std::process::Command::new(gnu_time);
+        command.args(["-f", "capdeck-bench-rss-kb %M"]).args(kubectl);
+        command
+    } else {
+        let mut command = std::process::Command::new(kubectl[0]);
+        command.args(&kubectl[1..]);
+        command
+    };
+    let started = Instant::now();
+    let output = command.output().ok()?;
+    let elapsed = ms(started.elapsed());
+    if !output.status.success() {
+        return None;
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let rss = stderr
+        .lines()
+        .find_map(|line| line.strip_prefix("capdeck-bench-rss-kb "))
+        .and_then(|kb| kb.trim().parse::<f64>().ok())
+        .map(|kb| kb / 1024.0);
+    Some((elapsed, rss))
+}
+
 async fn live(args: &BenchConsoleArgs, report: &mut serde_json::Map<String, Value>) -> anyhow::Result<()> {
     let dir = tempfile_dir()?;
     let kubeconfig = dir.join("kubeconfig");
@@ -216,6 +245,13 @@ async fn live(args: &BenchConsoleArgs, report: &mut serde_json::Map<String, Valu
     let per_second = frame_count as f64 / wall.as_secs_f64();
     report.insert("idle_frames_per_second".into(), json!(round(per_second, 2)));
     report.insert("rss_mb".into(), json!(round(rss_mb().unwrap_or(0.0), 1)));
+    // The same cluster through kubectl, for comparison (skipped when kubectl is not installed).
+    if let Some((elapsed_ms, rss)) = kubectl_get_tenants(&kubeconfig) {
+        report.insert("kubectl_get_captenants_ms".into(), json!(round(elapsed_ms, 1)));
+        if let Some(rss) = rss {
+            report.insert("kubectl_rss_mb".into(), json!(round(rss, 1)));
+        }
+    }
 
     keys.send(key(KeyCode::Char('q'))).map_err(|_| anyhow::anyhow!("the console stopped early"))?;
     tokio::time::timeout(Duration::from_secs(30), console).await???;

@@ -111,6 +111,9 @@ pub async fn run(args: &BenchEngineArgs, max_parallel_rollouts: usize) -> anyhow
     let plan = plan_all(&index, &stores);
     let plan_ms = planned.elapsed().as_secs_f64() * 1000.0;
     let out_of_date = plan.deployments.iter().filter(|d| d.action == PlanAction::Restart).count();
+    let planned_deployments = plan.deployments.len();
+    // The engine's memory, not the bench's copy of the plan.
+    drop((plan, index));
 
     let role = handle.role.clone();
     wait_for("the engine to lead", Duration::from_secs(60), || *role.borrow() == Role::Leader).await?;
@@ -190,7 +193,7 @@ pub async fn run(args: &BenchEngineArgs, max_parallel_rollouts: usize) -> anyhow
         "seed_ms": round(seed_ms, 0),
         "sync_ms": round(sync_ms, 1),
         "plan_ms": round(plan_ms, 1),
-        "planned_deployments": plan.deployments.len(),
+        "planned_deployments": planned_deployments,
         "startup_out_of_date": out_of_date,
         "startup_writes": startup_writes,
         "rotated_secrets": rotate,

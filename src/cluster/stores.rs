@@ -87,6 +87,9 @@ struct Shared {
     /// Kinds whose store finished its first list. (kube's `Store::wait_until_ready` wakes only
     /// one of several concurrent waiters, so readiness is tracked here.)
     ready: watch::Sender<BTreeSet<&'static str>>,
+    /// CAPApplication changes only: what the binding-Secret watch follows (recomputing the
+    /// referenced set on every change of every kind was quadratic at start-up).
+    application_changes: watch::Sender<u64>,
     cancel: CancellationToken,
 }
 
@@ -128,8 +131,14 @@ impl Stores {
         let (changes_tx, changes) = watch::channel(0u64);
         let (connection_tx, connection) = watch::channel(ConnectionState::default());
         let (ready_tx, ready) = watch::channel(BTreeSet::new());
-        let shared =
-            Shared { invalid: Arc::default(), changes: changes_tx, connection: connection_tx, ready: ready_tx, cancel };
+        let shared = Shared {
+            invalid: Arc::default(),
+            changes: changes_tx,
+            connection: connection_tx,
+            ready: ready_tx,
+            application_changes: watch::channel(0u64).0,
+            cancel,
+        };
         let mut handles = Vec::new();
 
         let (applications, task) = guarded::<CAPApplication>(scope.api(client), "CAPApplication", shared.clone());
@@ -290,6 +299,9 @@ where
                 shared.mark_ready(kind);
             }
             shared.changed();
+            if kind == "CAPApplication" {
+                shared.application_changes.send_modify(|generation| *generation = generation.wrapping_add(1));
+            }
         }
     });
     (store, task)
@@ -444,7 +456,7 @@ fn binding_secrets(
             return;
         }
         let wanted = Arc::new(RwLock::new(referenced_secrets(&applications)));
-        let mut app_changes = shared.changes.subscribe();
+        let mut app_changes = shared.application_changes.subscribe();
         loop {
             let mut stream =
                 watcher(api.clone(), watcher::Config::default()).default_backoff().modify(prune_secret).boxed();

@@ -106,6 +106,30 @@ impl SampleObjects {
         }
     }
 
+    /// A cluster that grows with its tenants: `count` tenants, plus one application with a version
+    /// per 100 tenants and one tenant operation per 10 (copies of the first of each).
+    pub fn add_proportional(&mut self, count: usize) {
+        self.add_tenants(count);
+        if let (Some(app), Some(version)) = (self.apps.first().cloned(), self.versions.first().cloned()) {
+            for index in 0..count / 100 {
+                let mut copy = (*app).clone();
+                copy.metadata.name = Some(format!("bulk-app-{index:04}"));
+                self.apps.push(Arc::new(copy));
+                let mut copy = (*version).clone();
+                copy.metadata.name = Some(format!("bulk-app-{index:04}-1-0-0"));
+                copy.spec.cap_application_instance = format!("bulk-app-{index:04}");
+                self.versions.push(Arc::new(copy));
+            }
+        }
+        if let Some(operation) = self.operations.first().cloned() {
+            for index in 0..count / 10 {
+                let mut copy = (*operation).clone();
+                copy.metadata.name = Some(format!("bulk-op-{index:05}"));
+                self.operations.push(Arc::new(copy));
+            }
+        }
+    }
+
     pub fn snapshot(&self) -> Snapshot {
         let keys = |namespace: &str, name: &str| {
             self.secrets.get(&(namespace.to_string(), name.to_string())).map(|secret| model::secret_keys(secret))

@@ -50,6 +50,18 @@ impl Console {
         Self::start_on(connection, cluster, readonly, mode)
     }
 
+    /// A read-only console on a sandbox through its in-process client (paused-time tests).
+    pub fn in_process(sandbox: &capdeck::sandbox::Sandbox) -> Self {
+        let connection = Connection {
+            client: sandbox.client(),
+            context: "sandbox".into(),
+            server: "in-process".into(),
+            default_namespace: "default".into(),
+        };
+        let cluster = ClusterArgs { kubeconfig: None, context: None, namespace: None, all_namespaces: true };
+        Self::start_on(connection, cluster, true, EngineMode::Observe)
+    }
+
     /// The console over an existing connection (e.g. `Sandbox::client()`).
     pub fn start_on(connection: Connection, cluster: ClusterArgs, readonly: bool, mode: EngineMode) -> Self {
         let engine = EngineConfig {

@@ -83,6 +83,23 @@ macro_rules! both_transports {
     };
 }
 
+/// Kills a child process when the test ends, however it ends (a failed assertion included).
+pub struct KillOnDrop(pub std::process::Child);
+
+impl KillOnDrop {
+    /// SIGKILL: no lease release, nothing flushed.
+    pub fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
 pub mod console;
 pub mod fixtures;
 pub mod invariants;
