@@ -173,6 +173,17 @@ runs until SIGINT or SIGTERM (exit 0).\n\nExample:\n  capdeck sandbox --seed dem
     Cancel(BatchActionArgs),
     /// Print the manifests to run `capdeck --daemon` in a cluster (RBAC, Deployment, Service)
     Manifests(ManifestsArgs),
+    /// The subscription dependencies of an application, as the CAP Operator's subscription server answers
+    #[command(long_about = "The subscription dependencies of a CAPApplication: what the CAP Operator's \
+subscription server answers to getDependencies, in the application's service order. A service is in when its \
+subscriptionDependency is Always, or Auto (the default) and it is a special dependency (destination, connectivity, \
+auditlog with plan oauth2 — answered as {appId, appName}) or its credentials say saasregistryenabled: true; its \
+xsappname comes from credentials.xsappname, else credentials.uaa.xsappname. Services whose Secret is missing or \
+unreadable are skipped.\n\nFrom manifest files with -f, else from the cluster. -o json prints exactly the JSON \
+array; the table says why each service is in or out.\n\nExample: capdeck deps --app cap-shop/bookshop -o json")]
+    Deps(DepsArgs),
+    /// List CAPTenants: application, state, current and target version, upgrade strategy, operation
+    Tenants(TenantsArgs),
 }
 
 impl EngineArgs {
@@ -373,6 +384,29 @@ pub struct PlanArgs {
     /// Include the VCAP_SERVICES payloads (credential values!) in the output
     #[arg(long)]
     pub show_secrets: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DepsArgs {
+    /// The application: NAMESPACE/NAME
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    pub app: String,
+    /// Read manifests (file or directory; repeatable) instead of the cluster
+    #[arg(short = 'f', long = "filename", value_name = "PATH")]
+    pub files: Vec<PathBuf>,
+    /// Output format
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct TenantsArgs {
+    /// Only the tenants of this CAPApplication
+    #[arg(long, value_name = "NAME")]
+    pub app: Option<String>,
+    /// Output format
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
 }
 
 #[derive(Debug, Args)]

@@ -3,9 +3,11 @@
 mod batches;
 mod bench;
 mod crds;
+mod deps;
 pub mod manifests;
 mod plan;
 mod sandbox;
+mod tenants;
 
 use std::process::ExitCode;
 
@@ -29,6 +31,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Cancel(args)) => runtime()?.block_on(batches::action(&cli.cluster, &args, BatchAction::Cancel)),
         Some(Command::Manifests(args)) => manifests::run(cli.cluster.namespace.as_deref(), &args),
         Some(Command::Plan(args)) => plan::run(&args),
+        Some(Command::Deps(args)) => runtime()?.block_on(deps::run(&cli.cluster, &args)),
+        Some(Command::Tenants(args)) => runtime()?.block_on(tenants::run(&cli.cluster, &args)),
         Some(Command::Crds(args)) => crds::run(&args),
         Some(Command::Sandbox(args)) => runtime()?.block_on(sandbox::run(args)),
         Some(Command::Bench(command)) => {

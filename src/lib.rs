@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod commands;
 pub mod console;
 pub mod daemon;
+pub mod deps;
 pub mod engine;
 pub mod manifest;
 pub mod output;

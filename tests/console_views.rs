@@ -241,3 +241,11 @@ fn no_size_panics() {
         }
     }
 }
+
+#[test]
+fn tenant_detail_shows_versions_strategy_and_the_operation_step_by_step() {
+    let mut app = sample_app();
+    keys(&mut app, ":tenants\n/apj-1\n");
+    key(&mut app, KeyCode::Char('d'));
+    insta::assert_snapshot!("detail_tenant", render(&mut app, 120, 30));
+}

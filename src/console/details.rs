@@ -49,6 +49,16 @@ pub fn detail(app: &App) -> Option<(String, Vec<String>)> {
                 };
                 lines.push(format!("  {} [{}] → {}: {keys}", service.name, service.class, service.secret));
             }
+            if let Some(report) = &row.dependencies {
+                lines.push(String::new());
+                lines.push(format!(
+                    "subscription dependencies ({} in the getDependencies answer)",
+                    report.dependencies.len()
+                ));
+                for service in &report.services {
+                    lines.push(format!("  {:<14} {}", service.service, service.reason));
+                }
+            }
             conditions(&mut lines, row.object.status.as_ref().map(|s| s.generic.conditions.as_slice()));
             format!("Application {}/{}", row.namespace, row.name)
         }
@@ -92,6 +102,27 @@ pub fn detail(app: &App) -> Option<(String, Vec<String>)> {
             }
             if let Some(blocked) = &row.blocked {
                 lines.push(format!("blocked         {blocked}"));
+            }
+            // The tenant's newest operation, step by step.
+            let operation = snapshot
+                .operations
+                .iter()
+                .filter(|op| op.namespace == row.namespace && op.tenant == row.name)
+                .max_by_key(|op| op.created);
+            if let Some(op) = operation {
+                lines.push(String::new());
+                lines.push(format!("operation {} ({} → {}, {})", op.name, op.operation, op.version, op.state));
+                for (position, (name, kind, continue_on_failure)) in op.steps.iter().enumerate() {
+                    let number = u32::try_from(position + 1).unwrap_or(u32::MAX);
+                    let marker = match op.current_step {
+                        Some(current) if number < current => "✓",
+                        Some(current) if number == current => "▶",
+                        _ => " ",
+                    };
+                    let tolerant = if *continue_on_failure { ", continueOnFailure" } else { "" };
+                    lines.push(format!("  {marker} {number}/{} {name} ({kind}{tolerant})", op.steps.len()));
+                }
+                lines.push(format!("  active job    {}", op.active_job.as_deref().unwrap_or("-")));
             }
             conditions(&mut lines, row.object.status.as_ref().map(|s| s.generic.conditions.as_slice()));
             format!("Tenant {}/{}", row.namespace, row.name)

@@ -66,6 +66,8 @@ pub struct AppRow {
     pub policy: ApprovalPolicy,
     pub batch: Option<BatchSummary>,
     pub services: Vec<ServiceRow>,
+    /// The getDependencies answer and why each service is in or out (`None`: not worked out).
+    pub dependencies: Option<crate::deps::DependencyReport>,
     pub object: Arc<CAPApplication>,
 }
 
@@ -245,6 +247,8 @@ pub struct Sources<'a> {
     pub invalid: Vec<InvalidObject>,
     /// Keys and sizes of a binding Secret by (namespace, name).
     pub secret_keys: SecretKeys<'a>,
+    /// Where binding Secrets are read to work out each application's subscription dependencies.
+    pub dependencies: Option<&'a dyn crate::engine::plan::ObjectLookup>,
 }
 
 /// Build the snapshot from the stores (and the console's Events).
@@ -260,11 +264,13 @@ pub fn snapshot(stores: &Stores, events: &[Arc<Event>]) -> Snapshot {
         events,
         invalid: stores.invalid(),
         secret_keys: &keys,
+        dependencies: Some(stores),
     })
 }
 
 pub fn build(sources: Sources<'_>) -> Snapshot {
-    let Sources { synced, apps, versions, tenants, operations, batches, events, invalid, secret_keys } = sources;
+    let Sources { synced, apps, versions, tenants, operations, batches, events, invalid, secret_keys, dependencies } =
+        sources;
     type Key = (String, String);
     let key = |namespace: Option<String>, name: &str| (namespace.unwrap_or_default(), name.to_string());
     let mut versions_by_app: HashMap<Key, Vec<Arc<CAPApplicationVersion>>> = HashMap::new();
@@ -369,6 +375,7 @@ pub fn build(sources: Sources<'_>) -> Snapshot {
                         keys: secret_keys(&app_key.0, &service.secret),
                     })
                     .collect(),
+                dependencies: dependencies.map(|lookup| crate::deps::dependencies(app, lookup)),
                 object: app.clone(),
             }
         })

@@ -43,6 +43,18 @@ fn decode<K: DeserializeOwned>(value: Value) -> Result<Arc<K>, String> {
     serde_json::from_value(value).map(Arc::new).map_err(|error| error.to_string())
 }
 
+impl crate::engine::plan::ObjectLookup for SampleObjects {
+    fn secret(&self, namespace: &str, name: &str) -> crate::engine::plan::SecretLookup {
+        self.secrets
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+            .map_or(crate::engine::plan::SecretLookup::Missing, crate::engine::plan::SecretLookup::Found)
+    }
+    fn deployment(&self, _: &str, _: &str) -> Option<Arc<k8s_openapi::api::apps::v1::Deployment>> {
+        None
+    }
+}
+
 impl SampleObjects {
     /// The demo seed, four batches (awaiting approval, rolling with a stalled Deployment,
     /// collecting, succeeded) and their Events.
@@ -144,6 +156,7 @@ impl SampleObjects {
             events: &self.events,
             invalid: Vec::new(),
             secret_keys: &keys,
+            dependencies: Some(self),
         })
     }
 }

@@ -365,7 +365,7 @@ fn unknown_services<'a>(workload: &'a WorkloadDetails, services: &[ServiceInfo])
         .collect()
 }
 
-fn service_entry(
+pub fn service_entry(
     namespace: &str,
     service: &ServiceInfo,
     lookup: &dyn ObjectLookup,

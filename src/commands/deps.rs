@@ -1,0 +1,117 @@
+//! `capdeck deps --app NS/NAME [-f PATH...]`: the subscription dependencies of an application.
+
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+
+use crate::api::CAPApplication;
+use crate::cli::DepsArgs;
+use crate::cluster::{ClusterArgs, describe_error};
+use crate::deps::{Dependency, DependencyReport, dependencies};
+use crate::engine::plan::{ObjectLookup, SecretLookup};
+use crate::output::{OutputFormat, Table};
+
+/// Secrets read from the cluster for one application.
+struct FetchedSecrets(HashMap<String, SecretLookup>);
+
+impl ObjectLookup for FetchedSecrets {
+    fn secret(&self, _: &str, name: &str) -> SecretLookup {
+        self.0.get(name).cloned().unwrap_or(SecretLookup::Missing)
+    }
+    fn deployment(&self, _: &str, _: &str) -> Option<Arc<Deployment>> {
+        None
+    }
+}
+
+fn split(app: &str) -> anyhow::Result<(&str, &str)> {
+    match app.split_once('/') {
+        Some((namespace, name)) if !namespace.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok((namespace, name))
+        }
+        _ => anyhow::bail!("--app {app:?} is not NAMESPACE/NAME (e.g. --app cap-shop/bookshop)"),
+    }
+}
+
+pub async fn run(cluster: &ClusterArgs, args: &DepsArgs) -> anyhow::Result<ExitCode> {
+    let (namespace, name) = split(&args.app)?;
+    let report = if args.files.is_empty() {
+        live(cluster, namespace, name).await?
+    } else {
+        let manifests = match crate::manifest::load(&args.files) {
+            Ok(manifests) => manifests,
+            Err(error) => {
+                eprintln!("error: {error}");
+                return Ok(ExitCode::from(1));
+            }
+        };
+        let app = manifests
+            .applications
+            .iter()
+            .find(|app| {
+                kube::ResourceExt::namespace(app.as_ref()).as_deref() == Some(namespace)
+                    && app.metadata.name.as_deref() == Some(name)
+            })
+            .ok_or_else(|| anyhow::anyhow!("no CAPApplication {namespace}/{name} in the manifests"))?;
+        dependencies(app, &manifests)
+    };
+    let text = match args.output {
+        OutputFormat::Json => format!("{}\n", serde_json::to_string(&report.dependencies)?),
+        OutputFormat::Table => table(&report),
+    };
+    std::io::stdout().lock().write_all(text.as_bytes())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn live(cluster: &ClusterArgs, namespace: &str, name: &str) -> anyhow::Result<DependencyReport> {
+    let connection = cluster.connect().await?;
+    let apps: Api<CAPApplication> = Api::namespaced(connection.client.clone(), namespace);
+    let app = match apps.get_opt(name).await {
+        Ok(Some(app)) => app,
+        Ok(None) => anyhow::bail!("no CAPApplication {namespace}/{name} (list them with `kubectl get cap -A`)"),
+        Err(error) => anyhow::bail!("cannot read CAPApplication {namespace}/{name}: {}", describe_error(&error)),
+    };
+    let secrets: Api<Secret> = Api::namespaced(connection.client.clone(), namespace);
+    let mut fetched = HashMap::new();
+    for service in &app.spec.btp.services {
+        let lookup = match secrets.get_opt(&service.secret).await {
+            Ok(Some(secret)) => SecretLookup::Found(Arc::new(secret)),
+            Ok(None) => SecretLookup::Missing,
+            Err(error) => SecretLookup::Malformed(format!("cannot be read: {}", describe_error(&error))),
+        };
+        fetched.insert(service.secret.clone(), lookup);
+    }
+    Ok(dependencies(&app, &FetchedSecrets(fetched)))
+}
+
+fn table(report: &DependencyReport) -> String {
+    let mut table = Table::new(&["SERVICE", "CLASS", "SECRET", "SETTING", "DEPENDENCY", "WHY"]);
+    for service in &report.services {
+        let dependency = match &service.dependency {
+            Some(Dependency::Plain { xsappname }) => xsappname.clone(),
+            Some(Dependency::Special { app_id, app_name }) => format!("{app_id} ({app_name})"),
+            None => "-".into(),
+        };
+        table.row(vec![
+            service.service.clone(),
+            service.class.clone(),
+            service.secret.clone(),
+            service.setting.clone(),
+            dependency,
+            service.reason.clone(),
+        ]);
+    }
+    let summary = match report.dependencies.len() {
+        1 => "1 dependency".to_string(),
+        n => format!("{n} dependencies"),
+    };
+    if table.is_empty() {
+        "The application has no services.\n".into()
+    } else {
+        format!("{}\n{summary} in the getDependencies answer.\n", table.render())
+    }
+}

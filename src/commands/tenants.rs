@@ -1,0 +1,107 @@
+//! `capdeck tenants [-n NS | -A] [--app NAME]`: CAPTenants with their versions, upgrade strategy
+//! and running operation — the console's tenant view, for scripts.
+
+use std::io::Write as _;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use kube::api::ListParams;
+use serde_json::{Value, json};
+
+use crate::api::{CAPApplication, CAPApplicationVersion, CAPTenant, CAPTenantOperation};
+use crate::cli::TenantsArgs;
+use crate::cluster::{ClusterArgs, Scope, describe_error};
+use crate::console::model::{self, Sources, TenantRow};
+use crate::output::{OutputFormat, Table};
+
+async fn list<K>(client: &kube::Client, scope: &Scope, what: &str) -> anyhow::Result<Vec<Arc<K>>>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: kube::Api<K> = scope.api(client);
+    match api.list(&ListParams::default()).await {
+        Ok(list) => Ok(list.items.into_iter().map(Arc::new).collect()),
+        Err(kube::Error::Api(status)) if status.code == 404 => anyhow::bail!(
+            "the cluster has no {what} kind: install the CAP Operator's CRDs (or `capdeck crds | kubectl apply -f -`)"
+        ),
+        Err(error) => anyhow::bail!("cannot list {what}s: {}", describe_error(&error)),
+    }
+}
+
+fn tenant_json(row: &TenantRow) -> Value {
+    json!({
+        "namespace": row.namespace,
+        "name": row.name,
+        "application": row.application,
+        "subdomain": row.subdomain,
+        "tenantId": row.object.spec.tenant_id,
+        "state": row.state,
+        "ready": row.ready,
+        "currentVersion": row.current.as_ref().map(|(name, version)| json!({"name": name, "version": version})),
+        "targetVersion": row.target,
+        "upgradeStrategy": row.strategy,
+        "operation": row.operation.as_ref().map(|(kind, state, step)| json!({"type": kind, "state": state, "step": step})),
+        "blocked": row.blocked,
+    })
+}
+
+pub async fn run(cluster: &ClusterArgs, args: &TenantsArgs) -> anyhow::Result<ExitCode> {
+    let connection = cluster.connect().await?;
+    let scope = cluster.scope(&connection);
+    let client = &connection.client;
+    let tenants: Vec<Arc<CAPTenant>> = list(client, &scope, "CAPTenant").await?;
+    let apps: Vec<Arc<CAPApplication>> = list(client, &scope, "CAPApplication").await?;
+    let versions: Vec<Arc<CAPApplicationVersion>> = list(client, &scope, "CAPApplicationVersion").await?;
+    let operations: Vec<Arc<CAPTenantOperation>> = list(client, &scope, "CAPTenantOperation").await?;
+    let snapshot = model::build(Sources {
+        synced: true,
+        apps: &apps,
+        versions: &versions,
+        tenants: &tenants,
+        operations: &operations,
+        batches: &[],
+        events: &[],
+        invalid: Vec::new(),
+        secret_keys: &|_: &str, _: &str| None,
+        dependencies: None,
+    });
+    let rows: Vec<&TenantRow> =
+        snapshot.tenants.iter().filter(|row| args.app.as_ref().is_none_or(|app| &row.application == app)).collect();
+    let text = match args.output {
+        OutputFormat::Json => crate::output::json(&Value::Array(rows.iter().map(|row| tenant_json(row)).collect())),
+        OutputFormat::Table => {
+            let mut table = Table::new(&[
+                "NAMESPACE",
+                "NAME",
+                "APPLICATION",
+                "SUBDOMAIN",
+                "STATE",
+                "CURRENT",
+                "TARGET",
+                "UPGRADES",
+                "OPERATION",
+                "NOTE",
+            ]);
+            for row in &rows {
+                table.row(vec![
+                    row.namespace.clone(),
+                    row.name.clone(),
+                    row.application.clone(),
+                    row.subdomain.clone(),
+                    row.state.clone(),
+                    row.current.as_ref().map_or("-".into(), |(name, version)| format!("{version} ({name})")),
+                    if row.target.is_empty() { "latest".into() } else { row.target.clone() },
+                    row.strategy.clone(),
+                    row.operation.as_ref().map_or("-".into(), |(kind, state, step)| format!("{kind} {state} {step}")),
+                    row.blocked.clone().unwrap_or_default(),
+                ]);
+            }
+            if table.is_empty() { format!("No tenants in {}.\n", scope.label()) } else { table.render() }
+        }
+    };
+    std::io::stdout().lock().write_all(text.as_bytes())?;
+    Ok(ExitCode::SUCCESS)
+}
