@@ -606,3 +606,110 @@ pub fn namespaces(snapshot: &Snapshot) -> BTreeMap<String, usize> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn tenant(name: &str, state: &str, current: Option<&str>, target: &str, strategy: Option<&str>) -> Arc<CAPTenant> {
+        let mut spec = json!({"capApplicationInstance": "app", "subDomain": name, "tenantId": name, "version": target});
+        if let Some(strategy) = strategy {
+            spec["versionUpgradeStrategy"] = json!(strategy);
+        }
+        Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "ns"},
+                "spec": spec,
+                "status": {"state": state, "currentCAPApplicationVersionInstance": current},
+            }))
+            .expect("tenant"),
+        )
+    }
+
+    fn operation(tenant: &str, kind: &str, state: &str, step: Option<u32>) -> Arc<CAPTenantOperation> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": format!("{tenant}-op"), "namespace": "ns",
+                             "labels": {"sme.sap.com/btp-app-identifier": "x"}},
+                "spec": {"operation": kind, "subDomain": tenant, "tenantId": tenant,
+                         "capApplicationVersionInstance": "app-v2",
+                         "steps": [{"name": "mtx", "type": "TenantOperation"},
+                                   {"name": "content", "type": "CustomTenantOperation", "continueOnFailure": true}]},
+                "status": {"state": state, "currentStep": step},
+            }))
+            .expect("operation"),
+        )
+    }
+
+    /// Every tenant state and operation state of the reference (§3), as the tenant view shows them.
+    #[test]
+    fn tenant_rows_for_every_state() {
+        let version = |name: &str, semver: &str| -> Arc<CAPApplicationVersion> {
+            Arc::new(
+                serde_json::from_value(json!({
+                    "metadata": {"name": name, "namespace": "ns"},
+                    "spec": {"capApplicationInstance": "app", "version": semver, "workloads": []},
+                    "status": {"state": "Ready", "conditions": [{"type": "Ready", "status": "True"}]},
+                }))
+                .expect("version"),
+            )
+        };
+        let versions = vec![version("app-v1", "1.0.0"), version("app-v2", "2.0.0")];
+        let tenants = vec![
+            tenant("ready", "Ready", Some("app-v2"), "2.0.0", None),
+            tenant("provisioning", "Provisioning", None, "2.0.0", None),
+            tenant("upgrading", "Upgrading", Some("app-v1"), "2.0.0", None),
+            tenant("deleting", "Deleting", Some("app-v2"), "2.0.0", None),
+            tenant("provisioning-error", "ProvisioningError", None, "2.0.0", None),
+            tenant("upgrade-error", "UpgradeError", Some("app-v1"), "2.0.0", None),
+            tenant("pinned", "Ready", Some("app-v1"), "2.0.0", Some("never")),
+            tenant("pinned-current", "Ready", Some("app-v2"), "2.0.0", Some("never")),
+        ];
+        let operations = vec![
+            operation("provisioning", "provisioning", "Processing", Some(1)),
+            operation("upgrading", "upgrade", "Processing", Some(2)),
+            operation("deleting", "deprovisioning", "Deleting", None),
+            operation("provisioning-error", "provisioning", "Failed", Some(1)),
+            operation("ready", "upgrade", "Completed", None),
+        ];
+        let snapshot = build(Sources {
+            synced: true,
+            apps: &[],
+            versions: &versions,
+            tenants: &tenants,
+            operations: &operations,
+            batches: &[],
+            events: &[],
+            invalid: Vec::new(),
+            secret_keys: &|_: &str, _: &str| None,
+            dependencies: None,
+        });
+        let row = |name: &str| snapshot.tenants.iter().find(|row| row.name == name).expect("row").clone();
+        let op = |name: &str| row(name).operation.map(|(kind, state, step)| format!("{kind} {state} {step}"));
+
+        assert_eq!((row("ready").state.as_str(), row("ready").blocked), ("Ready", None));
+        assert_eq!(row("ready").current, Some(("app-v2".into(), "2.0.0".into())));
+        assert_eq!(op("ready").as_deref(), Some("upgrade Completed -"));
+        assert_eq!(op("provisioning").as_deref(), Some("provisioning Processing 1/2"));
+        assert_eq!(row("provisioning").current, None);
+        assert_eq!(op("upgrading").as_deref(), Some("upgrade Processing 2/2"));
+        assert_eq!(row("upgrading").current, Some(("app-v1".into(), "1.0.0".into())));
+        assert_eq!(row("upgrading").target, "2.0.0");
+        assert_eq!(op("deleting").as_deref(), Some("deprovisioning Deleting -"));
+        assert_eq!(op("provisioning-error").as_deref(), Some("provisioning Failed 1/2"));
+        assert_eq!(row("provisioning-error").blocked.as_deref(), Some("provisioning failed"));
+        assert!(row("upgrade-error").blocked.as_deref().is_some_and(|b| b.contains("last upgrade failed")));
+        assert!(row("pinned").blocked.as_deref().is_some_and(|b| b.contains("stays on its version")));
+        assert_eq!(row("pinned-current").blocked.as_deref(), Some("versionUpgradeStrategy is never"));
+        let operation_row = snapshot.operations.iter().find(|o| o.tenant == "upgrading").expect("operation row");
+        assert_eq!(
+            operation_row.steps,
+            vec![
+                ("mtx".to_string(), "TenantOperation".to_string(), false),
+                ("content".to_string(), "CustomTenantOperation".to_string(), true)
+            ]
+        );
+    }
+}
