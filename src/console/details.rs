@@ -156,6 +156,16 @@ pub fn detail(app: &App) -> Option<(String, Vec<String>)> {
         ViewKind::Batches => {
             let row = snapshot.batches.get(index)?;
             batch_lines(&mut lines, row, now);
+            let served = tenants_served(snapshot, row);
+            if !served.is_empty() {
+                const SHOWN: usize = 12;
+                let more = served.len().saturating_sub(SHOWN);
+                let mut names = served.into_iter().take(SHOWN).collect::<Vec<_>>().join(", ");
+                if more > 0 {
+                    names.push_str(&format!(" and {more} more"));
+                }
+                lines.push(format!("tenants served  {names}"));
+            }
             format!("Batch {}/{}", row.namespace, row.name)
         }
         ViewKind::Rollouts => {
@@ -187,6 +197,25 @@ pub fn detail(app: &App) -> Option<(String, Vec<String>)> {
         }
     };
     Some((title, lines))
+}
+
+/// The tenants whose current version is one the batch restarts Deployments of.
+fn tenants_served(snapshot: &Snapshot, row: &super::model::BatchRow) -> Vec<String> {
+    let versions: std::collections::BTreeSet<&str> = row
+        .object
+        .status
+        .iter()
+        .flat_map(|status| status.deployments.iter())
+        .filter(|d| d.action == crate::api::rotation_batch::DeploymentAction::Restart)
+        .map(|d| d.version.as_str())
+        .collect();
+    snapshot
+        .tenants
+        .iter()
+        .filter(|t| t.namespace == row.namespace && t.application == row.application)
+        .filter(|t| t.current.as_ref().is_some_and(|(cav, _)| versions.contains(cav.as_str())))
+        .map(|t| t.name.clone())
+        .collect()
 }
 
 fn batch_lines(lines: &mut Vec<String>, row: &super::model::BatchRow, now: k8s_openapi::jiff::Timestamp) {
