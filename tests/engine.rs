@@ -12,8 +12,8 @@ use capdeck::engine::actions::{BatchAction, act};
 use capdeck::sandbox::Sandbox;
 use common::eventually;
 use common::fixtures::{
-    AppOptions, NS, RunningEngine, application, batches, current_sandbox, make_current, phase_of, real_time_config,
-    test_config, vcap_of, vcap_payload, wait_phase, workload_writes,
+    AppOptions, NS, RunningEngine, application, assert_two_rolled_once, batches, current_sandbox, make_current,
+    phase_of, real_time_config, test_config, vcap_of, vcap_payload, wait_phase, workload_writes,
 };
 use kube::ResourceExt;
 
@@ -97,13 +97,7 @@ async fn rotation_batches_then_rolls_out_and_removes_old_secrets_after_completio
     assert!(sandbox.get("", "secrets", NS, &before_srv).is_none());
     assert!(sandbox.get("", "secrets", NS, &before_router).is_none());
     // Writes per rotated Deployment: create Secret, update Deployment, delete old Secret.
-    let writes = workload_writes(sandbox);
-    let count = |what: &str| writes.iter().filter(|w| w.as_str() == what).count();
-    assert_eq!(
-        (count("create secrets"), count("update deployments"), count("delete secrets")),
-        (2, 2, 2),
-        "{writes:#?}"
-    );
+    assert_two_rolled_once(sandbox);
     // Events on the application tell the story.
     let events: Vec<String> = sandbox
         .list("events.k8s.io", "events")

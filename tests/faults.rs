@@ -13,8 +13,8 @@ use capdeck::sandbox::{RequestMatcher, Sandbox};
 use common::console::Console;
 use common::eventually;
 use common::fixtures::{
-    AppOptions, NS, RunningEngine, application, batches, current_sandbox, make_current, real_time_config, test_config,
-    wait_phase, workload_writes,
+    AppOptions, NS, RunningEngine, application, assert_two_rolled_once, batches, current_sandbox, make_current,
+    real_time_config, test_config, wait_phase, workload_writes,
 };
 use common::invariants::Monitor;
 use serde_json::json;
@@ -54,17 +54,6 @@ fn slow_cluster(replicas: i64, per_second: f64) -> (Sandbox, CancellationToken) 
     };
     sandbox.simulate_workloads(slow, simulation.clone());
     (sandbox, simulation)
-}
-
-/// Both Deployments rolled once, both old VCAP Secrets gone.
-fn assert_two_rolled_once(sandbox: &Sandbox) {
-    let writes = workload_writes(sandbox);
-    let count = |what: &str| writes.iter().filter(|w| w.as_str() == what).count();
-    assert_eq!(
-        (count("create secrets"), count("update deployments"), count("delete secrets")),
-        (2, 2, 2),
-        "{writes:#?}"
-    );
 }
 
 async fn default_world() -> World {

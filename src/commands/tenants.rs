@@ -56,18 +56,7 @@ pub async fn run(cluster: &ClusterArgs, args: &TenantsArgs) -> anyhow::Result<Ex
     let apps: Vec<Arc<CAPApplication>> = list(client, &scope, "CAPApplication").await?;
     let versions: Vec<Arc<CAPApplicationVersion>> = list(client, &scope, "CAPApplicationVersion").await?;
     let operations: Vec<Arc<CAPTenantOperation>> = list(client, &scope, "CAPTenantOperation").await?;
-    let snapshot = model::build(Sources {
-        synced: true,
-        apps: &apps,
-        versions: &versions,
-        tenants: &tenants,
-        operations: &operations,
-        batches: &[],
-        events: &[],
-        invalid: Vec::new(),
-        secret_keys: &|_: &str, _: &str| None,
-        dependencies: None,
-    });
+    let snapshot = model::build(Sources::cap_objects(&apps, &versions, &tenants, &operations));
     let rows: Vec<&TenantRow> =
         snapshot.tenants.iter().filter(|row| args.app.as_ref().is_none_or(|app| &row.application == app)).collect();
     let text = match args.output {

@@ -251,6 +251,33 @@ pub struct Sources<'a> {
     pub dependencies: Option<&'a dyn crate::engine::plan::ObjectLookup>,
 }
 
+fn no_secret_keys(_: &str, _: &str) -> Option<Vec<(String, usize)>> {
+    None
+}
+
+impl<'a> Sources<'a> {
+    /// Only the CAP objects: no batches, Events, Secrets or dependencies (`capdeck tenants`).
+    pub fn cap_objects(
+        apps: &'a [Arc<CAPApplication>],
+        versions: &'a [Arc<CAPApplicationVersion>],
+        tenants: &'a [Arc<CAPTenant>],
+        operations: &'a [Arc<CAPTenantOperation>],
+    ) -> Self {
+        Self {
+            synced: true,
+            apps,
+            versions,
+            tenants,
+            operations,
+            batches: &[],
+            events: &[],
+            invalid: Vec::new(),
+            secret_keys: &no_secret_keys,
+            dependencies: None,
+        }
+    }
+}
+
 /// Build the snapshot from the stores (and the console's Events).
 pub fn snapshot(stores: &Stores, events: &[Arc<Event>]) -> Snapshot {
     let keys = |namespace: &str, name: &str| stores.secret(namespace, name).map(|secret| secret_keys(&secret));
@@ -674,18 +701,7 @@ mod tests {
             operation("provisioning-error", "provisioning", "Failed", Some(1)),
             operation("ready", "upgrade", "Completed", None),
         ];
-        let snapshot = build(Sources {
-            synced: true,
-            apps: &[],
-            versions: &versions,
-            tenants: &tenants,
-            operations: &operations,
-            batches: &[],
-            events: &[],
-            invalid: Vec::new(),
-            secret_keys: &|_: &str, _: &str| None,
-            dependencies: None,
-        });
+        let snapshot = build(Sources::cap_objects(&[], &versions, &tenants, &operations));
         let row = |name: &str| snapshot.tenants.iter().find(|row| row.name == name).expect("row").clone();
         let op = |name: &str| row(name).operation.map(|(kind, state, step)| format!("{kind} {state} {step}"));
 

@@ -41,7 +41,8 @@ struct SeenSecret {
     hash: String,
 }
 
-/// Writes that did not go through yet are retried on later passes, up to this many times.
+/// Rollout writes failing with errors retrying cannot fix (403, 422, ...) give up after this many
+/// attempts; transient failures are retried for as long as they last.
 const MAX_ATTEMPTS: u32 = 5;
 /// A pass with failed writes runs again after this, doubling while failures go on.
 const RETRY_FIRST: Duration = Duration::from_secs(1);

@@ -335,6 +335,18 @@ pub fn vcap_payload(sandbox: &Sandbox, secret: &str) -> String {
         .unwrap_or_default()
 }
 
+/// Both Deployments of the default fixture rolled once per rotated batch: a new VCAP Secret
+/// created, the Deployment updated, the old VCAP Secret deleted — two of each.
+pub fn assert_two_rolled_once(sandbox: &Sandbox) {
+    let writes = workload_writes(sandbox);
+    let count = |what: &str| writes.iter().filter(|w| w.as_str() == what).count();
+    assert_eq!(
+        (count("create secrets"), count("update deployments"), count("delete secrets")),
+        (2, 2, 2),
+        "{writes:#?}"
+    );
+}
+
 /// Successful writes to these resources (excluding leases and events) since the log was cleared.
 pub fn workload_writes(sandbox: &Sandbox) -> Vec<String> {
     sandbox
