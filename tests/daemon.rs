@@ -151,12 +151,24 @@ async fn the_readme_flow_against_the_demo_sandbox() {
     assert_eq!(batch["approval"]["approvedBy"], "sandbox-admin");
     assert_eq!(batch["force"]["reason"], "demo");
 
-    let (code, metrics) = http_get(&format!("{health}/metrics")).await.expect("metrics");
-    assert_eq!(code, 200);
-    for needle in
-        ["capdeck_leader 1", "capdeck_deployments_restarted_total 1", "capdeck_batches{phase=\"Succeeded\"} 1", "# EOF"]
-    {
-        assert!(metrics.contains(needle), "missing {needle}:\n{metrics}");
+    // The phase gauge is counted from the engine's watch cache, which learns of the Succeeded
+    // status one watch event after the API does: poll until it follows, bounded.
+    let needles = [
+        "capdeck_leader 1",
+        "capdeck_deployments_restarted_total 1",
+        "capdeck_batches{phase=\"Succeeded\"} 1",
+        "# EOF",
+    ];
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (code, metrics) = http_get(&format!("{health}/metrics")).await.expect("metrics");
+        assert_eq!(code, 200);
+        let missing: Vec<&str> = needles.iter().copied().filter(|needle| !metrics.contains(needle)).collect();
+        if missing.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "missing {missing:?}:\n{metrics}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
     let exit = stop(daemon.0.take().expect("daemon"));
