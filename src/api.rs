@@ -3,6 +3,7 @@
 pub mod cap;
 pub mod common;
 pub mod crds;
+pub mod deployment_view;
 pub mod rotation_batch;
 pub(crate) mod string_enum;
 
@@ -11,6 +12,7 @@ pub use cap::{
     CAPTenantOperation, CAPTenantOutput, ClusterDomain, Domain, ServiceInfo, WorkloadDetails,
 };
 pub use common::{Condition, ConditionStatus, GenericStatus};
+pub use deployment_view::DeploymentView;
 pub use rotation_batch::{BatchPhase, RotationBatch, RotationBatchSpec, RotationBatchStatus};
 
 /// Opt-in to capdeck's rollout without setting the upstream spec flag.

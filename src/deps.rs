@@ -167,7 +167,6 @@ mod tests {
     use std::collections::HashMap;
     use std::sync::Arc;
 
-    use k8s_openapi::api::apps::v1::Deployment;
     use k8s_openapi::api::core::v1::Secret;
     use serde_json::{Value, json};
 
@@ -181,7 +180,7 @@ mod tests {
         fn secret(&self, _: &str, name: &str) -> SecretLookup {
             self.0.get(name).cloned().map_or(SecretLookup::Missing, SecretLookup::Found)
         }
-        fn deployment(&self, _: &str, _: &str) -> Option<Arc<Deployment>> {
+        fn deployment(&self, _: &str, _: &str) -> Option<Arc<crate::api::DeploymentView>> {
             None
         }
     }

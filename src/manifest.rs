@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::api::DeploymentView;
 use base64::Engine as _;
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -44,7 +44,7 @@ pub struct Manifests {
     pub operations: Vec<Arc<CAPTenantOperation>>,
     pub batches: Vec<Arc<RotationBatch>>,
     pub secrets: HashMap<Key, SecretLookup>,
-    pub deployments: HashMap<Key, Arc<Deployment>>,
+    pub deployments: HashMap<Key, Arc<DeploymentView>>,
     /// Objects that could not be decoded.
     pub problems: Vec<Problem>,
     pub files: usize,
@@ -58,7 +58,7 @@ impl ObjectLookup for Manifests {
         self.secrets.get(&(namespace.to_string(), name.to_string())).cloned().unwrap_or(SecretLookup::Missing)
     }
 
-    fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<Deployment>> {
+    fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<DeploymentView>> {
         self.deployments.get(&(namespace.to_string(), name.to_string())).cloned()
     }
 }
@@ -227,7 +227,7 @@ impl Manifests {
                 self.secrets.insert((namespace, name), lookup);
             }
             ("apps/v1", "Deployment") => {
-                if let Some(deployment) = self.decode::<Deployment>(&label, &namespace, None, document) {
+                if let Some(deployment) = self.decode::<DeploymentView>(&label, &namespace, None, document) {
                     self.deployments.insert((namespace, name), deployment);
                 }
             }

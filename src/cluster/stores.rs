@@ -14,7 +14,6 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use futures::StreamExt as _;
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
 use kube::core::DeserializeGuard;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
@@ -27,7 +26,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::Scope;
 use crate::api::{
-    CAPApplication, CAPApplicationVersion, CAPTenant, CAPTenantOperation, LABEL_SECRET_OWNER_HASH, RotationBatch,
+    CAPApplication, CAPApplicationVersion, CAPTenant, CAPTenantOperation, DeploymentView, LABEL_SECRET_OWNER_HASH,
+    RotationBatch,
 };
 
 /// An object the API returned that does not decode as its kind.
@@ -64,7 +64,7 @@ pub struct Stores {
     pub tenants: Store<CAPTenant>,
     pub operations: Store<CAPTenantOperation>,
     pub batches: Store<RotationBatch>,
-    pub deployments: Store<Deployment>,
+    pub deployments: Store<DeploymentView>,
     pub vcap_secrets: Store<Secret>,
     pub binding_secrets: Store<Secret>,
     invalid: InvalidMap,
@@ -152,17 +152,17 @@ impl Stores {
         handles.push(task);
         let (batches, task) = guarded::<RotationBatch>(scope.api(client), "RotationBatch", shared.clone());
         handles.push(task);
-        let (deployments, task) = typed::<Deployment>(
+        let (deployments, task) = typed::<DeploymentView>(
             scope.api(client),
             watcher::Config::default(),
             "Deployment",
-            prune_deployment,
+            prune_metadata,
             shared.clone(),
         );
         handles.push(task);
         let vcap_config = watcher::Config::default().labels(LABEL_SECRET_OWNER_HASH);
         let (vcap_secrets, task) =
-            typed::<Secret>(scope.api(client), vcap_config, "VcapSecret", prune_secret, shared.clone());
+            typed::<Secret>(scope.api(client), vcap_config, "VcapSecret", prune_metadata, shared.clone());
         handles.push(task);
         let (binding_secrets, task) = binding_secrets(scope.api(client), applications.clone(), shared.clone());
         handles.push(task);
@@ -229,7 +229,7 @@ impl Stores {
         self.binding_secrets.get(&key).or_else(|| self.vcap_secrets.get(&key))
     }
 
-    pub fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<Deployment>> {
+    pub fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<DeploymentView>> {
         self.deployments.get(&ObjectRef::new(name).within(namespace))
     }
 }
@@ -238,32 +238,12 @@ fn strip<K: Resource>(object: &mut K) {
     object.meta_mut().managed_fields = None;
 }
 
-/// Keep what capdeck reads of a Deployment: metadata, replicas, containers' names, images and
-/// envFrom, and status. Volumes, env, probes and the like are dropped.
-fn prune_deployment(deployment: &mut Deployment) {
-    strip(deployment);
-    if let Some(annotations) = deployment.metadata.annotations.as_mut() {
-        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
-    }
-    if let Some(pod) = deployment.spec.as_mut().and_then(|spec| spec.template.spec.as_mut()) {
-        for container in pod.containers.iter_mut().chain(pod.init_containers.iter_mut().flatten()) {
-            let keep = k8s_openapi::api::core::v1::Container {
-                name: std::mem::take(&mut container.name),
-                image: container.image.take(),
-                env_from: container.env_from.take(),
-                ..Default::default()
-            };
-            *container = keep;
-        }
-        pod.volumes = None;
-        pod.affinity = None;
-        pod.tolerations = None;
-    }
-}
-
-fn prune_secret(secret: &mut Secret) {
-    strip(secret);
-    if let Some(annotations) = secret.metadata.annotations.as_mut() {
+/// Drop what nobody reads from the metadata of the objects kept: managedFields and kubectl's
+/// copy of the last applied object (often larger than the rest). A `DeploymentView` holds
+/// nothing else of a Deployment's pod template already.
+fn prune_metadata<K: Resource>(object: &mut K) {
+    strip(object);
+    if let Some(annotations) = object.meta_mut().annotations.as_mut() {
         annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
     }
 }
@@ -458,8 +438,10 @@ fn binding_secrets(
         let wanted = Arc::new(RwLock::new(referenced_secrets(&applications)));
         let mut app_changes = shared.application_changes.subscribe();
         loop {
-            let mut stream =
-                watcher(api.clone(), watcher::Config::default()).default_backoff().modify(prune_secret).boxed();
+            let mut stream = watcher(api.clone(), watcher::Config::default())
+                .default_backoff()
+                .modify(prune_metadata::<Secret>)
+                .boxed();
             let restart = loop {
                 tokio::select! {
                     () = shared.cancel.cancelled() => return,

@@ -5,7 +5,7 @@ use std::io::Write as _;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use k8s_openapi::api::apps::v1::Deployment;
+use crate::api::DeploymentView;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 
@@ -23,7 +23,7 @@ impl ObjectLookup for FetchedSecrets {
     fn secret(&self, _: &str, name: &str) -> SecretLookup {
         self.0.get(name).cloned().unwrap_or(SecretLookup::Missing)
     }
-    fn deployment(&self, _: &str, _: &str) -> Option<Arc<Deployment>> {
+    fn deployment(&self, _: &str, _: &str) -> Option<Arc<DeploymentView>> {
         None
     }
 }

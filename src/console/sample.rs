@@ -50,7 +50,7 @@ impl crate::engine::plan::ObjectLookup for SampleObjects {
             .cloned()
             .map_or(crate::engine::plan::SecretLookup::Missing, crate::engine::plan::SecretLookup::Found)
     }
-    fn deployment(&self, _: &str, _: &str) -> Option<Arc<k8s_openapi::api::apps::v1::Deployment>> {
+    fn deployment(&self, _: &str, _: &str) -> Option<Arc<crate::api::DeploymentView>> {
         None
     }
 }

@@ -10,7 +10,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::apps::v1::Deployment;
+use crate::api::DeploymentView;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use serde::Serialize;
@@ -31,7 +31,7 @@ pub enum SecretLookup {
 /// stores, `capdeck plan` from the manifests it loaded.
 pub trait ObjectLookup {
     fn secret(&self, namespace: &str, name: &str) -> SecretLookup;
-    fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<Deployment>>;
+    fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<DeploymentView>>;
 }
 
 /// The CAP objects, indexed by the application they belong to (`spec.capApplicationInstance`
@@ -399,7 +399,7 @@ pub fn secret_data(secret: &Secret) -> SecretData {
 }
 
 /// The single Secret every container and initContainer gets through `envFrom`, if they agree.
-pub fn referenced_vcap_secret(deployment: &Deployment) -> Result<Option<String>, BTreeSet<String>> {
+pub fn referenced_vcap_secret(deployment: &DeploymentView) -> Result<Option<String>, BTreeSet<String>> {
     let Some(pod) = deployment.spec.as_ref().and_then(|spec| spec.template.spec.as_ref()) else {
         return Ok(None);
     };
@@ -426,7 +426,7 @@ pub fn referenced_vcap_secret(deployment: &Deployment) -> Result<Option<String>,
 
 fn compare_with_current(
     namespace: &str,
-    deployment: &Deployment,
+    deployment: &DeploymentView,
     payload: &VcapPayload,
     lookup: &dyn ObjectLookup,
 ) -> (PlanAction, String, Option<String>) {
@@ -610,7 +610,7 @@ mod plan_tests {
     #[derive(Default)]
     struct Cluster {
         secrets: HashMap<String, SecretLookup>,
-        deployments: HashMap<String, Arc<Deployment>>,
+        deployments: HashMap<String, Arc<DeploymentView>>,
     }
 
     impl Cluster {
@@ -634,7 +634,7 @@ mod plan_tests {
                     json!({"name": format!("c{index}"), "image": "i", "envFrom": env_from})
                 })
                 .collect();
-            let deployment: Deployment = serde_json::from_value(json!({
+            let deployment: DeploymentView = serde_json::from_value(json!({
                 "metadata": {"name": name, "namespace": NS},
                 "spec": {"selector": {}, "template": {"spec": {"containers": containers}}}
             }))
@@ -648,7 +648,7 @@ mod plan_tests {
         fn secret(&self, _: &str, name: &str) -> SecretLookup {
             self.secrets.get(name).cloned().unwrap_or(SecretLookup::Missing)
         }
-        fn deployment(&self, _: &str, name: &str) -> Option<Arc<Deployment>> {
+        fn deployment(&self, _: &str, name: &str) -> Option<Arc<DeploymentView>> {
             self.deployments.get(name).cloned()
         }
     }

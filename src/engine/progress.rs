@@ -1,6 +1,6 @@
 //! Rollout progress of a Deployment with `kubectl rollout status` semantics.
 
-use k8s_openapi::api::apps::v1::Deployment;
+use crate::api::DeploymentView;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Progress {
@@ -21,7 +21,7 @@ pub struct RolloutProgress {
 }
 
 /// What `kubectl rollout status` would say, in its order of checks.
-pub fn rollout_progress(deployment: &Deployment) -> RolloutProgress {
+pub fn rollout_progress(deployment: &DeploymentView) -> RolloutProgress {
     let name = deployment.metadata.name.as_deref().unwrap_or("deployment");
     let wanted = deployment.spec.as_ref().and_then(|spec| spec.replicas).unwrap_or(1);
     let status = deployment.status.clone().unwrap_or_default();
@@ -64,7 +64,7 @@ mod tests {
 
     use super::*;
 
-    fn deployment(generation: i64, replicas: i32, status: serde_json::Value) -> Deployment {
+    fn deployment(generation: i64, replicas: i32, status: serde_json::Value) -> DeploymentView {
         serde_json::from_value(json!({
             "metadata": {"name": "web", "generation": generation},
             "spec": {"replicas": replicas, "selector": {}, "template": {}},
@@ -112,7 +112,7 @@ mod tests {
 
     #[test]
     fn missing_replicas_means_one_and_missing_status_is_rolling() {
-        let deployment: Deployment = serde_json::from_value(
+        let deployment: DeploymentView = serde_json::from_value(
             json!({"metadata": {"name": "x", "generation": 1}, "spec": {"selector": {}, "template": {}}}),
         )
         .expect("d");

@@ -82,7 +82,7 @@ impl ObjectLookup for Stores {
         }
     }
 
-    fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<k8s_openapi::api::apps::v1::Deployment>> {
+    fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<crate::api::DeploymentView>> {
         Stores::deployment(self, namespace, name)
     }
 }

@@ -16,8 +16,8 @@ use serde_json::json;
 use super::metrics::Metrics;
 use crate::api::rotation_batch::{Approval, RotatedSecret, UserAction};
 use crate::api::{
-    ANNOTATION_ROLLED_AT, CAPApplication, CAPApplicationVersion, LABEL_APPLICATION, LABEL_SECRET_OWNER_HASH,
-    RotationBatch, RotationBatchSpec, RotationBatchStatus, VCAP_SERVICES_KEY,
+    ANNOTATION_ROLLED_AT, CAPApplication, CAPApplicationVersion, DeploymentView, LABEL_APPLICATION,
+    LABEL_SECRET_OWNER_HASH, RotationBatch, RotationBatchSpec, RotationBatchStatus, VCAP_SERVICES_KEY,
 };
 use crate::vcap::{VcapPayload, secret_owner_hash};
 
@@ -219,10 +219,12 @@ impl Writes {
             };
             let generation = deployment.metadata.generation.unwrap_or(0);
             if deployment.annotations().get(ANNOTATION_ROLLED_BY).map(String::as_str) == Some(batch) {
-                let secret = crate::engine::plan::referenced_vcap_secret(&deployment).ok().flatten();
+                let secret =
+                    crate::engine::plan::referenced_vcap_secret(&DeploymentView::from(&deployment)).ok().flatten();
                 return Ok(Pointed::AlreadyRolled { generation, secret });
             }
-            let previous = crate::engine::plan::referenced_vcap_secret(&deployment).ok().flatten();
+            let previous =
+                crate::engine::plan::referenced_vcap_secret(&DeploymentView::from(&deployment)).ok().flatten();
             point_containers(&mut deployment, secret);
             let annotations = deployment.annotations_mut();
             annotations.insert(ANNOTATION_ROLLED_AT.into(), now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());

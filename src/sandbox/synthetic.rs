@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::api::DeploymentView;
 use base64::Engine as _;
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
 use serde_json::{Value, json};
 
@@ -44,14 +44,14 @@ fn b64(text: &str) -> String {
 
 struct Lookup {
     secrets: HashMap<(String, String), Arc<Secret>>,
-    deployments: HashMap<(String, String), Arc<Deployment>>,
+    deployments: HashMap<(String, String), Arc<DeploymentView>>,
 }
 
 impl ObjectLookup for Lookup {
     fn secret(&self, namespace: &str, name: &str) -> SecretLookup {
         self.secrets.get(&(namespace.into(), name.into())).cloned().map_or(SecretLookup::Missing, SecretLookup::Found)
     }
-    fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<Deployment>> {
+    fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<DeploymentView>> {
         self.deployments.get(&(namespace.into(), name.into())).cloned()
     }
 }
@@ -118,7 +118,7 @@ pub fn seed(sandbox: &Sandbox, size: SyntheticSize) -> Result<usize, String> {
             let object = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": deployment, "namespace": namespace},
                 "spec": {"replicas": 2, "selector": {"matchLabels": {"app": deployment}},
                          "template": {"metadata": {"labels": {"app": deployment}}, "spec": {"containers": [{"name": "main", "image": "i"}]}}}});
-            deployments.insert((namespace.clone(), deployment), typed::<Deployment>(&object)?);
+            deployments.insert((namespace.clone(), deployment), typed::<DeploymentView>(&object)?);
         }
     }
     // Current VCAP Secrets, as the Go operator would have written them.

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
+use capdeck::api::DeploymentView;
 use capdeck::api::{BatchPhase, CAPApplication, CAPApplicationVersion, CAPTenant, RotationBatch};
 use capdeck::cluster::Scope;
 use capdeck::cluster::stores::{StoreTasks, Stores};
@@ -14,7 +15,6 @@ use capdeck::engine::metrics::Metrics;
 use capdeck::engine::plan::{CapIndex, ObjectLookup, SecretLookup, plan_all};
 use capdeck::engine::{EngineHandle, Role};
 use capdeck::sandbox::Sandbox;
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt as _;
 use serde_json::{Value, json};
@@ -104,14 +104,14 @@ pub fn application(options: &AppOptions) -> Vec<Value> {
 /// What the sandbox holds, as a planner lookup.
 struct SandboxLookup {
     secrets: HashMap<(String, String), Arc<Secret>>,
-    deployments: HashMap<(String, String), Arc<Deployment>>,
+    deployments: HashMap<(String, String), Arc<DeploymentView>>,
 }
 
 impl ObjectLookup for SandboxLookup {
     fn secret(&self, namespace: &str, name: &str) -> SecretLookup {
         self.secrets.get(&(namespace.into(), name.into())).cloned().map_or(SecretLookup::Missing, SecretLookup::Found)
     }
-    fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<Deployment>> {
+    fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<DeploymentView>> {
         self.deployments.get(&(namespace.into(), name.into())).cloned()
     }
 }
