@@ -10,13 +10,12 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::api::DeploymentView;
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::Secret;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::api::{CAPApplication, CAPApplicationVersion, CAPTenant, CAPTenantOperation, RotationBatch};
+use crate::api::{CAPApplication, CAPApplicationVersion, CAPTenant, CAPTenantOperation, DeploymentView, RotationBatch};
 use crate::engine::plan::{ObjectLookup, Problem, ProblemKind, SecretLookup};
 
 /// Why a manifest path could not be read. Always names the file.

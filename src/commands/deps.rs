@@ -5,11 +5,10 @@ use std::io::Write as _;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use crate::api::DeploymentView;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 
-use crate::api::CAPApplication;
+use crate::api::{CAPApplication, DeploymentView};
 use crate::cli::DepsArgs;
 use crate::cluster::{ClusterArgs, describe_error};
 use crate::deps::{Dependency, DependencyReport, dependencies};

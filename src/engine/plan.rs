@@ -10,12 +10,13 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use crate::api::DeploymentView;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use serde::Serialize;
 
-use crate::api::{CAPApplication, CAPApplicationVersion, CAPTenant, ServiceInfo, VCAP_SERVICES_KEY, WorkloadDetails};
+use crate::api::{
+    CAPApplication, CAPApplicationVersion, CAPTenant, DeploymentView, ServiceInfo, VCAP_SERVICES_KEY, WorkloadDetails,
+};
 use crate::vcap::{self, EntryError, SecretData, VcapPayload, gojson::GoMap};
 
 /// What the planner can find out about a Secret.

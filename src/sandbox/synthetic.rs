@@ -5,13 +5,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::api::DeploymentView;
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::Secret;
 use serde_json::{Value, json};
 
 use super::Sandbox;
-use crate::api::{CAPApplication, CAPApplicationVersion, CAPTenant};
+use crate::api::{CAPApplication, CAPApplicationVersion, CAPTenant, DeploymentView};
 use crate::engine::plan::{CapIndex, ObjectLookup, SecretLookup, plan_all};
 use crate::vcap::secret_owner_hash;
 

@@ -6,8 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
-use capdeck::api::DeploymentView;
-use capdeck::api::{BatchPhase, CAPApplication, CAPApplicationVersion, CAPTenant, RotationBatch};
+use capdeck::api::{BatchPhase, CAPApplication, CAPApplicationVersion, CAPTenant, DeploymentView, RotationBatch};
 use capdeck::cluster::Scope;
 use capdeck::cluster::stores::{StoreTasks, Stores};
 use capdeck::engine::config::{Clock, EngineConfig, EngineMode, LeaseSettings};
