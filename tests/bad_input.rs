@@ -271,10 +271,7 @@ fn missing_or_unreachable_kubeconfigs_are_explained_for_the_console_and_the_daem
 async fn a_rollout_delay_of_banana_is_reported_and_an_hour_is_used() {
     let sandbox = Sandbox::default();
     sandbox.install_crds();
-    let served = sandbox.serve("127.0.0.1:0".parse().expect("addr")).await.expect("serve");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = dir.path().join("kubeconfig");
-    capdeck::sandbox::write_kubeconfig(&kubeconfig, &served.url, "sandbox-admin").expect("kubeconfig");
+    let (_served, dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sandbox-admin").await;
     let log = dir.path().join("daemon.log");
     let daemon = std::process::Command::new(assert_cmd::cargo::cargo_bin("capdeck"))
         .args(["--daemon", "--health-addr", "127.0.0.1:0"])

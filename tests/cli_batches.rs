@@ -1,5 +1,7 @@
 //! `capdeck batches`, the batch actions and `capdeck manifests` as a user runs them.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
@@ -42,10 +44,7 @@ async fn cluster() -> Cluster {
             batch("bookshop-open", "Collecting", false),
         ])
         .expect("batches");
-    let served = sandbox.serve("127.0.0.1:0".parse().expect("addr")).await.expect("serve");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = dir.path().join("kubeconfig");
-    capdeck::sandbox::write_kubeconfig(&kubeconfig, &served.url, "sandbox-admin").expect("kubeconfig");
+    let (served, dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sandbox-admin").await;
     Cluster { sandbox, served, _dir: dir, kubeconfig }
 }
 

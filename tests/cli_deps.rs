@@ -1,6 +1,8 @@
 //! `capdeck deps` and `capdeck tenants`: from manifests (upstream's own fixture) and live from the
 //! demo sandbox over HTTP.
 
+mod common;
+
 use assert_cmd::Command;
 use capdeck::sandbox::Sandbox;
 use predicates::prelude::*;
@@ -54,10 +56,7 @@ fn bad_app_arguments_are_explained() {
 async fn live_deps_and_tenants_on_the_demo_cluster() {
     let sandbox = Sandbox::default();
     sandbox.load_demo().expect("demo");
-    let served = sandbox.serve("127.0.0.1:0".parse().expect("addr")).await.expect("serve");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = dir.path().join("kubeconfig");
-    capdeck::sandbox::write_kubeconfig(&kubeconfig, &served.url, "sre").expect("kubeconfig");
+    let (served, _dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sre").await;
     let run = |args: &[&str]| {
         let output = std::process::Command::new(assert_cmd::cargo::cargo_bin("capdeck"))
             .args(args)

@@ -5,7 +5,7 @@
 mod common;
 
 use capdeck::engine::config::EngineMode;
-use capdeck::sandbox::{DenyRule, Sandbox, ServedSandbox, write_kubeconfig};
+use capdeck::sandbox::{DenyRule, Sandbox, ServedSandbox};
 use common::console::Console;
 use crossterm::event::KeyCode;
 use serde_json::Value;
@@ -22,10 +22,7 @@ async fn world(user: &str) -> World {
     let sandbox = Sandbox::default();
     sandbox.load_demo().expect("demo seed");
     sandbox.set_user(user);
-    let served = sandbox.serve("127.0.0.1:0".parse().expect("addr")).await.expect("serve");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = dir.path().join("kubeconfig");
-    write_kubeconfig(&kubeconfig, &served.url, user).expect("kubeconfig");
+    let (served, dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, user).await;
     let simulation = tokio_util::sync::CancellationToken::new();
     let fast = capdeck::sandbox::simulate::WorkloadSimulation { replicas_per_second: 20.0, ..Default::default() };
     sandbox.simulate_workloads(fast, simulation.clone());

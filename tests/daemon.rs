@@ -83,10 +83,7 @@ async fn the_readme_flow_against_the_demo_sandbox() {
     let cancel = tokio_util::sync::CancellationToken::new();
     let fast = capdeck::sandbox::simulate::WorkloadSimulation { replicas_per_second: 10.0, ..Default::default() };
     sandbox.simulate_workloads(fast, cancel.clone());
-    let served = sandbox.serve("127.0.0.1:0".parse().expect("addr")).await.expect("serve");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = dir.path().join("kubeconfig");
-    capdeck::sandbox::write_kubeconfig(&kubeconfig, &served.url, "sandbox-admin").expect("kubeconfig");
+    let (served, dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sandbox-admin").await;
 
     let port = free_port();
     let health = format!("http://127.0.0.1:{port}");

@@ -278,10 +278,7 @@ async fn leader_losing_its_lease_mid_rollout_stops_writing_and_the_next_leader_f
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn daemon_process_killed_mid_rollout_and_restarted() {
     let (sandbox, simulation) = slow_cluster(30, 5.0);
-    let served = sandbox.serve("127.0.0.1:0".parse().expect("addr")).await.expect("serve");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = dir.path().join("kubeconfig");
-    capdeck::sandbox::write_kubeconfig(&kubeconfig, &served.url, "sandbox-admin").expect("kubeconfig");
+    let (_served, dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sandbox-admin").await;
     let daemon = |name: &str| {
         let log = std::fs::File::create(dir.path().join(format!("{name}.log"))).expect("log file");
         let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("capdeck"))

@@ -88,10 +88,7 @@ async fn scenario(minor: Option<u32>) {
     let cancel = tokio_util::sync::CancellationToken::new();
     let simulation = capdeck::sandbox::simulate::WorkloadSimulation { replicas_per_second: 4.0, ..Default::default() };
     let controller = sandbox.simulate_workloads(simulation, cancel.clone());
-    let served = sandbox.serve("127.0.0.1:0".parse().expect("addr")).await.expect("serve");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = dir.path().join("kubeconfig");
-    capdeck::sandbox::write_kubeconfig(&kubeconfig, &served.url, "sandbox-admin").expect("kubeconfig");
+    let (served, dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sandbox-admin").await;
     let k = Kubectl { binary, kubeconfig, cache: dir.path().join("cache") };
 
     let version = k.ok(&["version", "-o", "json"]).await;

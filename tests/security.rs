@@ -76,10 +76,7 @@ async fn a_planted_credential_never_appears_in_output_logs_console_events_or_bat
     let simulation = tokio_util::sync::CancellationToken::new();
     let fast = capdeck::sandbox::simulate::WorkloadSimulation { replicas_per_second: 20.0, ..Default::default() };
     sandbox.simulate_workloads(fast, simulation.clone());
-    let served = sandbox.serve("127.0.0.1:0".parse().expect("addr")).await.expect("serve");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = dir.path().join("kubeconfig");
-    capdeck::sandbox::write_kubeconfig(&kubeconfig, &served.url, "sre").expect("kubeconfig");
+    let (_served, dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sre").await;
 
     // The daemon, logging everything it can.
     let daemon_out = dir.path().join("daemon.out");

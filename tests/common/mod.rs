@@ -39,6 +39,20 @@ impl Cluster {
     }
 }
 
+/// `sandbox` served over HTTP, with a kubeconfig for `user` in a temporary directory: how the
+/// CLI, the console and the daemon reach it as they would a cluster. Keep all three alive for
+/// the test (the directory is removed when dropped).
+pub async fn serve_with_kubeconfig(
+    sandbox: &Sandbox,
+    user: &str,
+) -> (ServedSandbox, tempfile::TempDir, std::path::PathBuf) {
+    let served = sandbox.serve("127.0.0.1:0".parse().expect("addr")).await.expect("serve");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    capdeck::sandbox::write_kubeconfig(&kubeconfig, &served.url, user).expect("kubeconfig");
+    (served, dir, kubeconfig)
+}
+
 pub fn http_client(url: &str) -> kube::Client {
     let mut config = kube::Config::new(url.parse().expect("url"));
     config.default_namespace = "default".into();
