@@ -190,15 +190,10 @@ impl Sandbox {
         let listener = tokio::net::TcpListener::bind(address).await?;
         let address = listener.local_addr()?;
         let shutdown = CancellationToken::new();
-        let router = self.router();
-        let stopping = shutdown.clone();
-        let drop_watches = self.inner.drop_watches.clone();
+        // Open watch streams would keep graceful shutdown waiting: they end with the token.
+        let router = self.router().layer(axum::Extension(http::ServerStopping(shutdown.clone())));
+        let signal = shutdown.clone().cancelled_owned();
         let task = tokio::spawn(async move {
-            let signal = async move {
-                stopping.cancelled().await;
-                // Open watch streams would keep graceful shutdown waiting: end them.
-                drop_watches.send_modify(|generation| *generation += 1);
-            };
             let _ = axum::serve(listener, router).with_graceful_shutdown(signal).await;
         });
         Ok(ServedSandbox { url: format!("http://{address}"), address, shutdown, task })

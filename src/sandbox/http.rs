@@ -71,6 +71,12 @@ where
     }
 }
 
+/// The shutdown of the HTTP server a request came through (absent in-process). Open watches end
+/// when it begins, and a watch that arrives after it began (a client re-watching on a
+/// keep-alive connection) ends at once: graceful shutdown never waits out a watch's timeout.
+#[derive(Clone)]
+pub struct ServerStopping(pub tokio_util::sync::CancellationToken);
+
 pub fn router(sandbox: Sandbox) -> Router {
     Router::new().fallback(handle).with_state(sandbox).layer(DefaultBodyLimit::max(BODY_LIMIT))
 }
@@ -265,7 +271,8 @@ async fn handle(State(sandbox): State<Sandbox>, request: Request) -> Response {
                         )));
                     }
                 };
-                resource_request(&sandbox, *target, &info, &query, &accept, &content_type, bytes).await
+                let stopping = parts.extensions.get::<ServerStopping>().cloned();
+                resource_request(&sandbox, *target, &info, &query, &accept, &content_type, bytes, stopping).await
             }
             other => non_resource(&sandbox, other, &parts.method),
         }
@@ -398,6 +405,7 @@ async fn resource_request(
     accept: &str,
     content_type: &str,
     body: Bytes,
+    stopping: Option<ServerStopping>,
 ) -> Response {
     let resource = &target.resource;
     let namespace = target.namespace.clone().unwrap_or_default();
@@ -434,7 +442,7 @@ async fn resource_request(
     let options = write_options(query);
     let table = wants_table(accept);
     let result: Result<(u16, Value), ApiError> = match (info.verb.as_str(), &target.name) {
-        ("watch", _) => return watch(sandbox, target, query, table),
+        ("watch", _) => return watch(sandbox, target, query, table, stopping),
         ("get", Some(name)) => sandbox
             .with_store(|store| store.get(resource, &namespace, name))
             .map(|object| (200, if table { views::table(resource, &[object], None, None) } else { (*object).clone() })),
@@ -609,7 +617,13 @@ fn delete_collection(
     })
 }
 
-fn watch(sandbox: &Sandbox, target: ResourceRoute, query: &HashMap<String, String>, table: bool) -> Response {
+fn watch(
+    sandbox: &Sandbox,
+    target: ResourceRoute,
+    query: &HashMap<String, String>,
+    table: bool,
+    stopping: Option<ServerStopping>,
+) -> Response {
     let resource = target.resource;
     let selectors = match selectors(query) {
         Ok(selectors) => selectors,
@@ -673,8 +687,15 @@ fn watch(sandbox: &Sandbox, target: ResourceRoute, query: &HashMap<String, Strin
                     None => std::future::pending().await,
                 }
             };
+            let server_stopping = async {
+                match &stopping {
+                    Some(ServerStopping(token)) => token.cancelled().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = expired => return,
+                () = server_stopping => return,
                 _ = dropped.changed() => return,
                 () = sender.closed() => return,
                 _ = ticker.tick(), if bookmarks => {
@@ -724,5 +745,31 @@ mod tests {
         assert_eq!(query["watch"], "true");
         assert_eq!(query["x"], "");
         assert_eq!(percent_decode("%zz%4"), "%zz%4");
+    }
+
+    /// A watch's body, read until it ends or `bound` of (paused) time passes.
+    async fn watch_body(router: &mut Router, bound: Duration) -> Option<String> {
+        let request = axum::http::Request::get("/api/v1/namespaces?watch=true").body(Body::empty()).expect("request");
+        let response = match tower::Service::call(router, request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        };
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX);
+        let bytes = tokio::time::timeout(bound, body).await.ok()?.expect("body");
+        Some(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_watch_arriving_after_the_server_began_stopping_ends_at_once() {
+        let sandbox = Sandbox::default();
+        let stopping = tokio_util::sync::CancellationToken::new();
+        let mut router = router(sandbox).layer(axum::Extension(ServerStopping(stopping.clone())));
+        // While the server runs, a watch without timeoutSeconds stays open.
+        assert_eq!(watch_body(&mut router, Duration::from_secs(60)).await, None);
+        stopping.cancel();
+        // Once it stops, a late watch still gets its initial events, then ends: graceful
+        // shutdown does not wait for it.
+        let body = watch_body(&mut router, Duration::from_secs(60)).await.expect("the late watch ended");
+        assert!(body.contains(r#""type":"ADDED""#) && body.contains("kube-system"), "{body}");
     }
 }
