@@ -17,7 +17,7 @@ use crate::output::OutputFormat;
 rotation batches and rollout progress, and restarts Deployments when their BTP service credential \
 Secrets rotate (batched, approvable, paced).\n\n\
 Without a subcommand capdeck opens the console over the current kubeconfig context, with the engine \
-attached (it leads when no daemon holds the lease, else observes). `capdeck --demo` opens it on an \
+attached as an observer (`--engine lead` lets it lead; the header names the engine that leads). `capdeck --demo` opens it on an \
 embedded sandbox cluster instead: no cluster needed.",
     after_help = "Console keys: ? help, : command (:apps :versions :tenants :ops :batches :rollouts :events \
 :ns :ctx :theme :q), / filter, Enter drill down, a approve, F force, h hold/release, x cancel, q quit.\n\
@@ -109,8 +109,10 @@ fn parse_rotation(text: &str) -> Result<DemoRotation, String> {
 /// How the engine rolls out (daemon, and the console's attached engine).
 #[derive(Debug, Args, Clone)]
 pub struct EngineArgs {
-    /// Batch window after the first rotation (Go duration; below 30s clamps to 30s, unparseable means 1h)
-    #[arg(long, value_name = "DURATION", env = "ROLLOUT_DELAY", global = true)]
+    /// Batch window after the first rotation: a Go duration with its unit (30s, 15m, 1h; below 30s
+    /// means 30s). Without the flag, $ROLLOUT_DELAY as the CAP Operator reads it (unparsable there
+    /// means 1h, with a warning) [default: 1h]
+    #[arg(long, value_name = "DURATION", global = true, value_parser = go_duration_text)]
     pub rollout_delay: Option<String>,
     /// Approval policy for applications without the capdeck.dev/approval annotation
     #[arg(long, value_enum, default_value_t = ApprovalPolicy::Auto, env = "CAPDECK_APPROVAL", global = true)]
@@ -127,7 +129,8 @@ pub struct EngineArgs {
     #[arg(long = "engine", value_enum, default_value_t = EngineMode::Auto, env = "CAPDECK_ENGINE", global = true)]
     pub mode: EngineMode,
     /// Namespace of the leader-election Lease, shared by daemons and consoles so only one engine
-    /// writes [default: $POD_NAMESPACE, then capdeck-system, where `capdeck manifests` installs]
+    /// writes [default: $POD_NAMESPACE in a cluster, else the kubeconfig context's namespace, as
+    /// kubectl's -n]
     #[arg(long, value_name = "NS", env = "POD_NAMESPACE", global = true)]
     pub lease_namespace: Option<String>,
     /// Name of the leader-election Lease
@@ -184,12 +187,32 @@ array; the table says why each service is in or out.\n\nExample: capdeck deps --
     Deps(DepsArgs),
     /// List CAPTenants: application, state, current and target version, upgrade strategy, operation
     Tenants(TenantsArgs),
+    /// Check this context for what capdeck needs: CRDs, permissions, the Lease and its holder, a Go
+    /// CAP Operator rolling the same Deployments, unreadable binding Secrets, the rollout delay
+    #[command(long_about = "Check the current kubeconfig context for everything capdeck needs, one line per \
+finding: the CRDs installed and matching this binary; your permissions for what the engine and the console do \
+(one line per missing one); the lease namespace, the Lease holder and when it last renewed; whether the Go CAP \
+Operator runs while applications set spec.rolloutOnCredentialUpdate (both would restart the same Deployments); \
+binding Secrets whose format capdeck cannot read; the effective rollout delay.\n\n\
+Exit codes: 0 when nothing blocks (warnings included), 1 when something does (FAIL), 2 for usage errors.")]
+    Doctor(DoctorArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Output format
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
 }
 
 impl EngineArgs {
-    /// The engine configuration, plus the ROLLOUT_DELAY error to log if the value was bad.
-    pub fn config(&self) -> (crate::engine::config::EngineConfig, Option<String>) {
-        let (rollout_delay, delay_error) = crate::engine::config::parse_rollout_delay(self.rollout_delay.as_deref());
+    /// The engine configuration (the Lease in `default_namespace` unless a flag or $POD_NAMESPACE
+    /// says otherwise), plus the ROLLOUT_DELAY warning to log if the value was bad.
+    pub fn config(&self, default_namespace: &str) -> (crate::engine::config::EngineConfig, Option<String>) {
+        // The flag was checked by clap; the environment keeps the CAP Operator's lenient rules.
+        let from_env = std::env::var("ROLLOUT_DELAY").ok();
+        let raw = self.rollout_delay.as_deref().or(from_env.as_deref());
+        let (rollout_delay, delay_error) = crate::engine::config::parse_rollout_delay(raw);
         let config = crate::engine::config::EngineConfig {
             rollout_delay,
             approval: self.approval,
@@ -197,10 +220,7 @@ impl EngineArgs {
             min_rollout_interval: self.min_rollout_interval,
             mode: self.mode,
             lease: crate::engine::config::LeaseSettings {
-                namespace: self
-                    .lease_namespace
-                    .clone()
-                    .unwrap_or_else(|| crate::commands::manifests::DEFAULT_NAMESPACE.to_string()),
+                namespace: self.lease_namespace.clone().unwrap_or_else(|| default_namespace.to_string()),
                 name: self.lease_name.clone(),
                 ..crate::engine::config::LeaseSettings::default()
             },
@@ -212,9 +232,17 @@ impl EngineArgs {
 
 #[derive(Debug, Args)]
 pub struct BatchesArgs {
-    /// Output format
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Table)]
-    pub output: OutputFormat,
+    /// Output format: `name` prints NAMESPACE/NAME per line, what `approve` and the others take
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = BatchesFormat::Table)]
+    pub output: BatchesFormat,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum BatchesFormat {
+    #[default]
+    Table,
+    Json,
+    Name,
 }
 
 #[derive(Debug, Args)]
@@ -222,9 +250,31 @@ pub struct BatchActionArgs {
     /// The batch: NAMESPACE/NAME, or NAME with -n
     #[arg(value_name = "BATCH")]
     pub batch: String,
-    /// Why (recorded in the batch and its Event)
-    #[arg(long, value_name = "TEXT")]
-    pub reason: Option<String>,
+    /// Why (required; recorded in the batch and its Event, with who you are)
+    #[arg(long, value_name = "TEXT", value_parser = non_blank)]
+    pub reason: String,
+    /// Print what the action would do — the Deployments that restart and the tenants they serve —
+    /// and change nothing
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `--rollout-delay`: a Go duration with a unit. `30` alone is refused (it would silently have
+/// meant the 1h fallback).
+fn go_duration_text(text: &str) -> Result<String, String> {
+    crate::engine::config::parse_go_duration(text)
+        .map(|_| text.trim().to_string())
+        .map_err(|error| format!("{error} (a Go duration with its unit: 30s, 15m, 1h30m)"))
+}
+
+/// A reason is an explanation: blank text is none.
+fn non_blank(text: &str) -> Result<String, String> {
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        Err("a reason must say why (it is recorded with your name)".into())
+    } else {
+        Ok(trimmed.into())
+    }
 }
 
 #[derive(Debug, Args)]

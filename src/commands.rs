@@ -4,6 +4,7 @@ mod batches;
 mod bench;
 mod crds;
 mod deps;
+mod doctor;
 pub mod manifests;
 mod plan;
 mod sandbox;
@@ -33,6 +34,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Plan(args)) => plan::run(&args),
         Some(Command::Deps(args)) => runtime()?.block_on(deps::run(&cli.cluster, &args)),
         Some(Command::Tenants(args)) => runtime()?.block_on(tenants::run(&cli.cluster, &args)),
+        Some(Command::Doctor(args)) => runtime()?.block_on(doctor::run(&cli.cluster, &cli.engine, &args)),
         Some(Command::Crds(args)) => crds::run(&args),
         Some(Command::Sandbox(args)) => runtime()?.block_on(sandbox::run(args)),
         Some(Command::Bench(command)) => {
@@ -41,6 +43,18 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         None => crate::console::run(&cli.cluster, &cli.engine, &cli.console),
     }
+}
+
+/// A mistake in how a command was called (exit code 2, like clap's own usage errors).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// Whether the error is stdout's reader having gone away (`capdeck crds | head -1`).
+pub fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {

@@ -25,6 +25,9 @@ pub struct Health {
     pub stores: Stores,
     pub role: watch::Receiver<Role>,
     pub metrics: Metrics,
+    /// To name the leader when this engine observes (and to see that nobody leads).
+    pub client: kube::Client,
+    pub lease: crate::engine::config::LeaseSettings,
 }
 
 pub fn router(health: Health) -> Router {
@@ -40,10 +43,30 @@ async fn ready(State(health): State<Health>) -> Response {
     if !health.stores.is_ready() {
         return (StatusCode::SERVICE_UNAVAILABLE, "not ready: stores are still syncing\n").into_response();
     }
-    if role == Role::Starting {
-        return (StatusCode::SERVICE_UNAVAILABLE, "not ready: lease state not known yet\n").into_response();
+    match role {
+        Role::Starting => (StatusCode::SERVICE_UNAVAILABLE, "not ready: lease state not known yet\n").into_response(),
+        Role::Leader => (StatusCode::OK, "ok (leader)\n").into_response(),
+        // Observing is ready only while somebody else leads: otherwise rotations go unhandled.
+        Role::Observer => {
+            let holder = crate::engine::lease::holder(&health.client, &health.lease).await;
+            match holder {
+                Ok(crate::engine::lease::Holder::Renewing { identity, renewed_ago }) => {
+                    (StatusCode::OK, format!("ok (observer; leader: {identity}, renewed {renewed_ago}s ago)\n"))
+                        .into_response()
+                }
+                Ok(other) => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("not ready: this engine observes and {other}; rotations are not being handled\n"),
+                )
+                    .into_response(),
+                Err(error) => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("not ready: this engine observes and cannot read the lease: {error}\n"),
+                )
+                    .into_response(),
+            }
+        }
     }
-    (StatusCode::OK, format!("ok ({})\n", role.label().to_lowercase())).into_response()
 }
 
 async fn metrics(State(health): State<Health>) -> Response {
@@ -80,9 +103,17 @@ pub async fn run(cluster: &ClusterArgs, engine: &EngineArgs, health_addr: Socket
         Some(namespace) if !cluster.all_namespaces => Scope::Namespace(namespace.clone()),
         _ => Scope::All,
     };
-    let (config, delay_error) = engine.config();
+    let (config, delay_error) = engine.config(&connection.default_namespace);
     if let Some(error) = delay_error {
-        tracing::error!("{error}");
+        tracing::warn!("{error}");
+    }
+    // Fail at start-up, with the fix, rather than observe forever while /readyz says ok.
+    if config.mode != crate::engine::config::EngineMode::Observe
+        && let Err(problem) = crate::engine::lease::preflight(&connection.client, &config.lease, &config.identity).await
+    {
+        tracing::error!(server = %connection.server, "{problem}");
+        eprintln!("error: {problem}");
+        return Ok(ExitCode::from(1));
     }
     tracing::info!(
         context = %connection.context,
@@ -99,9 +130,16 @@ pub async fn run(cluster: &ClusterArgs, engine: &EngineArgs, health_addr: Socket
     let cancel = CancellationToken::new();
     let (stores, tasks) = Stores::start(&connection.client, scope, cancel.clone());
     let metrics = Metrics::new();
+    let lease_settings = config.lease.clone();
     let handle =
         crate::engine::spawn(connection.client.clone(), stores.clone(), config, metrics.clone(), cancel.clone());
-    let health = Health { stores: stores.clone(), role: handle.role.clone(), metrics };
+    let health = Health {
+        stores: stores.clone(),
+        role: handle.role.clone(),
+        metrics,
+        client: connection.client.clone(),
+        lease: lease_settings,
+    };
     let listener = match tokio::net::TcpListener::bind(health_addr).await {
         Ok(listener) => listener,
         Err(error) => {
@@ -117,12 +155,28 @@ pub async fn run(cluster: &ClusterArgs, engine: &EngineArgs, health_addr: Socket
         let _ = axum::serve(listener, router(health)).with_graceful_shutdown(server_cancel.cancelled_owned()).await;
     });
     let mut connection_state = stores.connection();
+    let server_url = connection.server.clone();
     let watch_connection = tokio::spawn(async move {
+        // One line when the connection is lost (and when its error changes), one when a request
+        // succeeded again — not one per retry.
+        let mut last_error: Option<String> = None;
         while connection_state.changed().await.is_ok() {
             let state = connection_state.borrow_and_update().clone();
-            match state.error {
-                Some(error) => tracing::warn!(%error, "API server unreachable; watches retry"),
-                None => tracing::info!("API server reachable again"),
+            match (state.error, last_error.is_some()) {
+                (Some(error), _) if last_error.as_deref() != Some(error.as_str()) => {
+                    tracing::warn!(
+                        server = %server_url,
+                        %error,
+                        "API server unreachable or refusing; watches retry by themselves (check that the server is up, \
+                         reachable from here, and that the credentials are valid)"
+                    );
+                    last_error = Some(error);
+                }
+                (None, true) => {
+                    tracing::info!(server = %server_url, "API server reachable again");
+                    last_error = None;
+                }
+                _ => {}
             }
         }
     });

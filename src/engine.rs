@@ -4,6 +4,7 @@
 
 pub mod actions;
 pub mod config;
+pub mod lease;
 pub mod metrics;
 pub mod plan;
 pub mod progress;
@@ -48,6 +49,8 @@ impl Role {
 pub struct EngineHandle {
     pub role: watch::Receiver<Role>,
     pub metrics: Metrics,
+    /// The last failed write's error while it lasts (cleared by a successful write).
+    pub write_failure: watch::Receiver<Option<String>>,
     task: JoinHandle<()>,
 }
 
@@ -56,6 +59,11 @@ impl EngineHandle {
     /// current pass finish and the lease is released first.
     pub async fn join(self) {
         let _ = self.task.await;
+    }
+
+    /// Stop at once, like a killed process: nothing finishes, the lease is not released.
+    pub fn abort(self) {
+        self.task.abort();
     }
 
     /// Whether the engine task has ended (it only should when cancelled).
@@ -73,11 +81,12 @@ pub fn spawn(
     cancel: CancellationToken,
 ) -> EngineHandle {
     let (role_tx, role) = watch::channel(Role::Starting);
+    let (failure_tx, write_failure) = watch::channel(None);
     let task_metrics = metrics.clone();
     let task = tokio::spawn(async move {
-        run(client, stores, config, task_metrics, role_tx, cancel).await;
+        run(client, stores, config, task_metrics, role_tx, failure_tx, cancel).await;
     });
-    EngineHandle { role, metrics, task }
+    EngineHandle { role, metrics, write_failure, task }
 }
 
 async fn run(
@@ -86,6 +95,7 @@ async fn run(
     config: EngineConfig,
     metrics: Metrics,
     role: watch::Sender<Role>,
+    write_failure: watch::Sender<Option<String>>,
     cancel: CancellationToken,
 ) {
     tokio::select! {
@@ -94,7 +104,7 @@ async fn run(
     }
     // None until the lease state is known (observers know at once).
     let (leader_tx, mut leader) = watch::channel(None::<bool>);
-    let leadership = match config.mode {
+    let mut leadership = AbortOnDrop(match config.mode {
         EngineMode::Observe => {
             leader_tx.send_replace(Some(false));
             None
@@ -102,9 +112,9 @@ async fn run(
         EngineMode::Auto | EngineMode::Lead => {
             Some(tokio::spawn(lead(client.clone(), config.clone(), leader_tx.clone(), cancel.clone())))
         }
-    };
+    });
     let mut changes = stores.changes();
-    let writes = Writes::new(client, metrics.clone(), &config.identity);
+    let writes = Writes::new(client, metrics.clone(), &config.identity, write_failure);
     let mut reconciler = Reconciler::new(config, stores, metrics.clone(), writes);
     let mut was_leader = false;
     loop {
@@ -138,11 +148,25 @@ async fn run(
         }
     }
     drop(leader_tx);
-    if let Some(leadership) = leadership {
-        let _ = tokio::time::timeout(Duration::from_secs(10), leadership).await;
+    if let Some(mut task) = leadership.0.take()
+        && tokio::time::timeout(Duration::from_secs(10), &mut task).await.is_err()
+    {
+        task.abort();
     }
     metrics.leader.set(0);
     role.send_replace(Role::Observer);
+}
+
+/// The lease task dies with the engine's task: an engine aborted (a killed process, in tests)
+/// must not keep renewing its lease from a detached task.
+struct AbortOnDrop(Option<JoinHandle<()>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(task) = self.0.take() {
+            task.abort();
+        }
+    }
 }
 
 /// Hold the lease while we can; publish leadership to `leader`. On cancellation the lease is

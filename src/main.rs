@@ -5,9 +5,17 @@ fn main() -> ExitCode {
     let cli = capdeck::cli::Cli::parse_checked(std::env::args_os()).unwrap_or_else(|error| error.exit());
     match capdeck::commands::run(cli) {
         Ok(code) => code,
-        Err(error) => {
-            eprintln!("error: {error:#}");
-            ExitCode::from(1)
-        }
+        // `capdeck crds | head -1`: the reader left, which is no failure of ours.
+        Err(error) if capdeck::commands::is_broken_pipe(&error) => ExitCode::SUCCESS,
+        Err(error) => match error.downcast_ref::<capdeck::commands::UsageError>() {
+            Some(usage) => {
+                eprintln!("error: {usage}\n\nFor more information, try '--help'.");
+                ExitCode::from(2)
+            }
+            None => {
+                eprintln!("error: {error:#}");
+                ExitCode::from(1)
+            }
+        },
     }
 }

@@ -142,6 +142,16 @@ fn json_error_kind(error: &serde_json::Error) -> &'static str {
 }
 
 impl Manifests {
+    /// Objects read from a cluster (named `source` in problems), as if they came from files.
+    pub fn from_objects(source: &str, objects: impl IntoIterator<Item = Value>) -> Self {
+        let mut manifests = Self::default();
+        let path = Path::new(source);
+        for (index, object) in objects.into_iter().enumerate() {
+            manifests.add_document(path, index + 1, object);
+        }
+        manifests
+    }
+
     fn load_file(&mut self, path: &Path) -> Result<(), LoadError> {
         let bytes = std::fs::read(path).map_err(|error| LoadError::new(path, describe_io(&error)))?;
         let text = String::from_utf8(bytes).map_err(|error| {

@@ -300,3 +300,111 @@ async fn a_rollout_delay_of_banana_is_reported_and_an_hour_is_used() {
     assert!(running, "the daemon runs on");
     assert!(text.contains("banana") && text.contains("1h"), "the value and the default are named: {text}");
 }
+
+/// `--rollout-delay 30` (no unit) once silently meant the 1 h fallback: now a usage error.
+#[test]
+fn a_rollout_delay_flag_without_a_unit_is_a_usage_error() {
+    for bad in ["30", "30sec", "soon", ""] {
+        let output = Command::cargo_bin("capdeck")
+            .expect("binary")
+            .args(["--daemon", "--rollout-delay", bad])
+            .env("KUBECONFIG", "/nonexistent/kubeconfig")
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{bad:?}: {stderr}");
+        assert!(stderr.contains("Go duration with its unit"), "{bad:?}: {stderr}");
+    }
+}
+
+/// A daemon whose lease namespace does not exist (any cluster before `capdeck manifests`) once
+/// observed forever with `/readyz` 200: now it exits 1 at start-up and names the fix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_without_its_lease_namespace_exits_with_the_fix() {
+    let sandbox = Sandbox::default();
+    sandbox.install_crds();
+    let (_served, _dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sandbox-admin").await;
+    let output = tokio::task::spawn_blocking(move || {
+        Command::cargo_bin("capdeck")
+            .expect("binary")
+            .args(["--daemon", "--health-addr", "127.0.0.1:0", "--lease-namespace", "capdeck-system"])
+            .env("KUBECONFIG", &kubeconfig)
+            .env_remove("POD_NAMESPACE")
+            .timeout(Duration::from_secs(60))
+            .output()
+            .expect("runs")
+    })
+    .await
+    .expect("join");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    for fix in ["kubectl create namespace capdeck-system", "--lease-namespace"] {
+        assert!(stderr.contains(fix), "no {fix:?} in: {stderr}");
+    }
+    assert!(!stderr.contains("Status {"), "a Debug dump: {stderr}");
+}
+
+/// A daemon that is denied the Lease exits 1 and names the permission.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_denied_its_lease_names_the_permission() {
+    let sandbox = Sandbox::default();
+    sandbox.install_crds();
+    sandbox.deny("patch:leases".parse().expect("rule"));
+    let (_served, _dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sandbox-admin").await;
+    let output = tokio::task::spawn_blocking(move || {
+        Command::cargo_bin("capdeck")
+            .expect("binary")
+            .args(["--daemon", "--health-addr", "127.0.0.1:0", "--lease-namespace", "default"])
+            .env("KUBECONFIG", &kubeconfig)
+            .timeout(Duration::from_secs(60))
+            .output()
+            .expect("runs")
+    })
+    .await
+    .expect("join");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("leases.coordination.k8s.io") && stderr.contains("--lease-namespace"), "{stderr}");
+}
+
+/// `capdeck crds | head -1`: the reader going away is no error.
+#[test]
+fn a_closed_pipe_exits_quietly() {
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("capdeck"))
+        .args(["crds"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    // Read one line, then close our end: capdeck's next writes hit a broken pipe.
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut first = [0u8; 16];
+    std::io::Read::read_exact(&mut stdout, &mut first).expect("some output");
+    drop(stdout);
+    let output = child.wait_with_output().expect("exits");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.is_empty(), "{stderr}");
+}
+
+/// `plan -f` on a directory without manifests says so on stderr.
+#[test]
+fn plan_on_an_empty_directory_warns() {
+    let dir = tempfile::tempdir().expect("dir");
+    let output =
+        Command::cargo_bin("capdeck").expect("binary").args(["plan", "-f"]).arg(dir.path()).output().expect("runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success());
+    assert!(stderr.contains("warning: no Kubernetes objects read"), "{stderr}");
+}
+
+/// The install one-liner works on an empty cluster: the Namespace comes first.
+#[test]
+fn manifests_start_with_their_namespace() {
+    let output =
+        Command::cargo_bin("capdeck").expect("binary").args(["manifests", "-n", "ops"]).output().expect("runs");
+    let text = String::from_utf8_lossy(&output.stdout);
+    let first_kind = text.lines().find_map(|l| l.strip_prefix("kind: ")).unwrap_or_default();
+    assert_eq!(first_kind, "Namespace", "{text}");
+    assert!(text.contains("name: ops"));
+}

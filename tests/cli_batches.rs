@@ -93,7 +93,9 @@ async fn batches_lists_in_table_and_json() {
     let empty = tokio::task::spawn_blocking(move || capdeck(&kubeconfig).args(["batches"]).output().expect("runs"))
         .await
         .expect("join");
-    assert!(String::from_utf8_lossy(&empty.stdout).contains("No rotation batches in namespace default"));
+    // Like kubectl: nothing on stdout (a pipe sees nothing), the note on stderr.
+    assert!(empty.stdout.is_empty(), "{}", String::from_utf8_lossy(&empty.stdout));
+    assert!(String::from_utf8_lossy(&empty.stderr).contains("No rotation batches in namespace default"));
     cluster.served.stop().await;
 }
 
@@ -116,22 +118,22 @@ async fn actions_record_who_and_why_and_refuse_what_makes_no_sense() {
     assert_eq!(approval["required"], true, "the requirement stays on record");
     assert!(approval["approvedAt"].is_string());
 
-    run(vec!["approve", "shop/bookshop-waiting"])
+    run(vec!["approve", "shop/bookshop-waiting", "--reason", "again"])
         .await
         .expect("join")
         .code(1)
         .stderr(predicate::str::contains("already approved by alice@example.com"));
-    run(vec!["approve", "shop/bookshop-done"])
+    run(vec!["approve", "shop/bookshop-done", "--reason", "x"])
         .await
         .expect("join")
         .code(1)
         .stderr(predicate::str::contains("is Succeeded; nothing to approve"));
-    run(vec!["approve", "shop/nope"])
+    run(vec!["approve", "shop/nope", "--reason", "x"])
         .await
         .expect("join")
         .code(1)
         .stderr(predicate::str::contains("not found (capdeck batches -A lists them)"));
-    run(vec!["release", "-n", "shop", "bookshop-open"])
+    run(vec!["release", "-n", "shop", "bookshop-open", "--reason", "x"])
         .await
         .expect("join")
         .code(1)
@@ -140,9 +142,11 @@ async fn actions_record_who_and_why_and_refuse_what_makes_no_sense() {
     run(vec!["hold", "-n", "shop", "bookshop-open", "--reason", "freeze"]).await.expect("join").success();
     assert_eq!(spec(&cluster, "bookshop-open")["hold"]["by"], "alice@example.com");
     assert_eq!(spec(&cluster, "bookshop-open")["hold"]["reason"], "freeze");
-    run(vec!["release", "-n", "shop", "bookshop-open"]).await.expect("join").success();
+    run(vec!["release", "-n", "shop", "bookshop-open", "--reason", "thaw"]).await.expect("join").success();
     assert!(spec(&cluster, "bookshop-open").get("hold").is_none_or(Value::is_null));
-    run(vec!["force", "-n", "shop", "bookshop-open"])
+    assert_eq!(spec(&cluster, "bookshop-open")["released"]["by"], "alice@example.com");
+    assert_eq!(spec(&cluster, "bookshop-open")["released"]["reason"], "thaw");
+    run(vec!["force", "-n", "shop", "bookshop-open", "--reason", "now"])
         .await
         .expect("join")
         .success()
@@ -151,11 +155,42 @@ async fn actions_record_who_and_why_and_refuse_what_makes_no_sense() {
     run(vec!["cancel", "shop/bookshop-open", "--reason", "oops"]).await.expect("join").success();
     assert_eq!(spec(&cluster, "bookshop-open")["cancel"]["reason"], "oops");
 
-    run(vec!["approve", "bookshop-waiting", "-A"])
-        .await
-        .expect("join")
-        .code(1)
-        .stderr(predicate::str::contains("NAMESPACE/NAME"));
+    // Usage errors exit 2, like clap's own: a missing or blank reason, a target that is not
+    // NAMESPACE/NAME or NAME, -A without a namespace, -n contradicting the target.
+    for (args, says) in [
+        (vec!["approve", "bookshop-waiting", "-A", "--reason", "x"], "NAMESPACE/NAME"),
+        (vec!["approve", "shop/bookshop-waiting"], "--reason"),
+        (vec!["approve", "shop/bookshop-waiting", "--reason", "  "], "a reason must say why"),
+        (vec!["approve", "a/b/c", "--reason", "x"], "is not NAMESPACE/NAME"),
+        (vec!["approve", "/x", "--reason", "x"], "is not NAMESPACE/NAME"),
+        (vec!["approve", "shop/", "--reason", "x"], "is not NAMESPACE/NAME"),
+        (vec!["approve", "shop/bookshop-waiting", "-n", "other", "--reason", "x"], "but -n says"),
+    ] {
+        run(args.clone()).await.expect("join").code(2).stderr(predicate::str::contains(says));
+    }
+    // NAMESPACE/NAME with the same -n is fine.
+    run(vec!["cancel", "shop/bookshop-waiting", "-n", "shop", "--reason", "dup"]).await.expect("join").success();
+    cluster.served.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_previews_and_writes_nothing() {
+    let cluster = cluster().await;
+    let before = cluster.sandbox.revision();
+    let kubeconfig = cluster.kubeconfig.clone();
+    let output = tokio::task::spawn_blocking(move || {
+        capdeck(&kubeconfig)
+            .args(["approve", "shop/bookshop-waiting", "--reason", "x", "--dry-run"])
+            .output()
+            .expect("runs")
+    })
+    .await
+    .expect("join");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("dry run, nothing written") && stdout.contains("Deployments to restart"), "{stdout}");
+    assert!(stdout.contains("Tenants served"), "{stdout}");
+    assert_eq!(cluster.sandbox.revision(), before, "a dry run wrote something");
     cluster.served.stop().await;
 }
 
@@ -164,12 +199,14 @@ async fn a_denied_write_names_the_missing_permission() {
     let cluster = cluster().await;
     cluster.sandbox.deny("patch:rotationbatches".parse::<DenyRule>().expect("rule"));
     let kubeconfig = cluster.kubeconfig.clone();
-    tokio::task::spawn_blocking(move || capdeck(&kubeconfig).args(["approve", "shop/bookshop-waiting"]).assert())
-        .await
-        .expect("join")
-        .code(1)
-        .stderr(predicate::str::contains("forbidden"))
-        .stderr(predicate::str::contains("cannot patch resource \"rotationbatches\""));
+    tokio::task::spawn_blocking(move || {
+        capdeck(&kubeconfig).args(["approve", "shop/bookshop-waiting", "--reason", "x"]).assert()
+    })
+    .await
+    .expect("join")
+    .code(1)
+    .stderr(predicate::str::contains("forbidden"))
+    .stderr(predicate::str::contains("cannot patch resource \"rotationbatches\""));
     assert!(spec(&cluster, "bookshop-waiting")["approval"].get("approvedBy").is_none());
     cluster.served.stop().await;
 }

@@ -179,6 +179,10 @@ async fn the_readme_flow_against_the_demo_sandbox() {
         assert!(record.get("level").is_some());
     }
     assert!(log.contains("releasing the lease"), "{log}");
+    // One INFO line per batch transition, the approval with who and why.
+    for transition in ["batch Collecting", "batch RollingOut", "batch Succeeded"] {
+        assert!(log.contains(transition), "no {transition:?} line in the log:\n{log}");
+    }
     served.stop().await;
     cancel.cancel();
 }
@@ -193,7 +197,88 @@ fn daemon_without_a_cluster_fails_with_a_hint() {
         .expect("runs");
     assert_eq!(output.status.code(), Some(1));
     let text = String::from_utf8_lossy(&output.stdout);
-    assert!(text.contains("cannot reach the cluster") || text.contains("kubeconfig"), "{text}");
+    assert!(text.contains("cannot read kubeconfig /nonexistent/kubeconfig"), "{text}");
+}
+
+fn spawn_daemon(kubeconfig: &std::path::Path, port: u16, log: &std::path::Path, extra: &[&str]) -> Guard {
+    let child = Command::new(assert_cmd::cargo::cargo_bin("capdeck"))
+        .args(["--daemon", "--health-addr", &format!("127.0.0.1:{port}"), "-A", "--lease-namespace", "default"])
+        .args(extra)
+        .env("KUBECONFIG", kubeconfig)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::from(std::fs::File::create(log).expect("log file")))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("daemon starts");
+    Guard(Some(child))
+}
+
+/// `/readyz` is 200 for an observer only while another engine renews the lease, and names it;
+/// with nobody leading it is 503 and says rotations are not handled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_is_ready_only_while_someone_leads() {
+    let sandbox = Sandbox::default();
+    sandbox.install_crds();
+    let (served, dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sandbox-admin").await;
+    let port = free_port();
+    let log = dir.path().join("observer.log");
+    let _daemon = spawn_daemon(&kubeconfig, port, &log, &["--engine", "observe"]);
+    let ready = format!("http://127.0.0.1:{port}/readyz");
+    wait_until_async("503: nobody leads", Duration::from_secs(30), || async {
+        matches!(http_get(&ready).await, Some((503, body)) if body.contains("nobody leads") && body.contains("not being handled"))
+    })
+    .await;
+    let leader =
+        common::fixtures::RunningEngine::start(sandbox.client(), common::fixtures::test_config("engine-a")).await;
+    leader.wait_for_role(capdeck::engine::Role::Leader).await;
+    wait_until_async("200 naming the leader", Duration::from_secs(30), || async {
+        matches!(http_get(&ready).await, Some((200, body)) if body.contains("observer; leader: engine-a"))
+    })
+    .await;
+    leader.stop().await;
+    served.stop().await;
+}
+
+/// With the API server gone, the daemon says so once and says "reachable again" only after a
+/// request succeeded — never while it cannot connect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconnect_logging_tells_the_truth() {
+    let sandbox = Sandbox::default();
+    sandbox.install_crds();
+    let (served, dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sandbox-admin").await;
+    let address = served.address;
+    let port = free_port();
+    let log = dir.path().join("daemon.log");
+    let _daemon = spawn_daemon(&kubeconfig, port, &log, &[]);
+    let ready = format!("http://127.0.0.1:{port}/readyz");
+    wait_until_async("leader", Duration::from_secs(30), || async {
+        matches!(http_get(&ready).await, Some((200, body)) if body.contains("ok (leader)"))
+    })
+    .await;
+    served.stop().await;
+    let count = |needle: &str| std::fs::read_to_string(&log).unwrap_or_default().matches(needle).count();
+    wait_until("the outage is logged", Duration::from_secs(30), || count("API server unreachable") > 0).await;
+    // Watches keep retrying for a while: none of those retries is a reconnection.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(count("reachable again"), 0, "claimed a reconnection while down:\n{text}");
+    assert!(count("API server unreachable") <= 3, "one line per distinct error, not per retry:\n{text}");
+    assert!(text.contains(&format!("http://{address}")), "the server URL is named:\n{text}");
+    let served = sandbox.serve(address).await.expect("serve again");
+    wait_until("reachable again", Duration::from_secs(60), || count("reachable again") == 1).await;
+    served.stop().await;
+}
+
+async fn wait_until_async<F, Fut>(what: &str, limit: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + limit;
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[test]

@@ -25,7 +25,7 @@ pub const VERSION: &str = "v1alpha1";
     doc = "RotationBatch: rotated credentials of one CAPApplication, collected in a window, approved and rolled out",
     printcolumn = r#"{"name":"Application","type":"string","jsonPath":".spec.application"}"#,
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
-    printcolumn = r#"{"name":"Window End","type":"date","jsonPath":".spec.windowEnd"}"#,
+    printcolumn = r#"{"name":"Window End","type":"string","jsonPath":".spec.windowEnd"}"#,
     printcolumn = r#"{"name":"Deployments","type":"string","jsonPath":".status.progress"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
@@ -46,6 +46,9 @@ pub struct RotationBatchSpec {
     /// Frozen until released (release clears this field).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold: Option<UserAction>,
+    /// The last release of a hold: who, when and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released: Option<UserAction>,
     /// Abandoned: nothing more is rolled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancel: Option<UserAction>,
@@ -182,6 +185,7 @@ pub mod reason {
     pub const AWAITING_APPROVAL: &str = "AwaitingApproval";
     pub const STORM_GUARD: &str = "StormGuard";
     pub const HELD: &str = "Held";
+    pub const RELEASED: &str = "Released";
     pub const APPROVED: &str = "Approved";
     pub const FORCED: &str = "Forced";
     pub const ROLLING_OUT: &str = "RollingOut";

@@ -393,7 +393,10 @@ where
             };
             match next {
                 Some(Ok(event)) => {
-                    shared.succeeded();
+                    // `Init` comes before the list request is even sent: no proof of a connection.
+                    if !matches!(event, watcher::Event::Init) {
+                        shared.succeeded();
+                    }
                     writer.apply_watcher_event(&event);
                     if matches!(event, watcher::Event::InitDone) {
                         shared.mark_ready(kind);
@@ -462,7 +465,9 @@ fn binding_secrets(
                     }
                     next = stream.next() => match next {
                         Some(Ok(event)) => {
-                            shared.succeeded();
+                            if !matches!(event, watcher::Event::Init) {
+                                shared.succeeded();
+                            }
                             let is_wanted = |secret: &Secret| {
                                 wanted.read().is_ok_and(|known| known.contains(&(secret.namespace().unwrap_or_default(), secret.name_any())))
                             };

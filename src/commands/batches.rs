@@ -9,10 +9,10 @@ use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
 use crate::api::RotationBatch;
-use crate::cli::{BatchActionArgs, BatchesArgs};
-use crate::cluster::{ClusterArgs, Connection, Scope, describe_error, whoami};
+use crate::cli::{BatchActionArgs, BatchesArgs, BatchesFormat};
+use crate::cluster::{ClusterArgs, Connection, describe_error, whoami};
 use crate::engine::actions::{BatchAction, act};
-use crate::output::{OutputFormat, Table, human_duration, window_text};
+use crate::output::{Table, human_duration, window_text};
 
 async fn connect(cluster: &ClusterArgs) -> anyhow::Result<Connection> {
     Ok(cluster.connect().await?)
@@ -56,8 +56,11 @@ pub async fn list(cluster: &ClusterArgs, args: &BatchesArgs) -> anyhow::Result<E
     };
     batches.sort_by_key(|b| (b.namespace(), b.metadata.creation_timestamp.clone().map(|t| t.0), b.name_any()));
     let text = match args.output {
-        OutputFormat::Json => crate::output::json(&Value::Array(batches.iter().map(batch_json).collect())),
-        OutputFormat::Table => {
+        BatchesFormat::Json => crate::output::json(&Value::Array(batches.iter().map(batch_json).collect())),
+        BatchesFormat::Name => {
+            batches.iter().map(|b| format!("{}/{}\n", b.namespace().unwrap_or_default(), b.name_any())).collect()
+        }
+        BatchesFormat::Table => {
             let now = Timestamp::now();
             let mut table = Table::new(&[
                 "NAMESPACE",
@@ -88,40 +91,76 @@ pub async fn list(cluster: &ClusterArgs, args: &BatchesArgs) -> anyhow::Result<E
                     age,
                 ]);
             }
-            if table.is_empty() { format!("No rotation batches in {}.\n", scope.label()) } else { table.render() }
+            if table.is_empty() {
+                // Like kubectl: "nothing found" is a note for the person, not output for a pipe.
+                eprintln!("No rotation batches in {}.", scope.label());
+                String::new()
+            } else {
+                table.render()
+            }
         }
     };
     std::io::stdout().lock().write_all(text.as_bytes())?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// `NAMESPACE/NAME`, or `NAME` in the -n namespace (or the context's).
-fn target(cluster: &ClusterArgs, connection: &Connection, batch: &str) -> anyhow::Result<(String, String)> {
-    match batch.split_once('/') {
-        Some((namespace, name)) if !namespace.is_empty() && !name.is_empty() => Ok((namespace.into(), name.into())),
-        Some(_) => anyhow::bail!("{batch:?} is not NAMESPACE/NAME"),
-        None => {
-            let namespace = match cluster.scope(connection) {
-                Scope::Namespace(namespace) => namespace,
-                Scope::All => anyhow::bail!("with -A give the batch as NAMESPACE/NAME"),
-            };
-            Ok((namespace, batch.into()))
+/// `NAMESPACE/NAME`, or `NAME` in the -n namespace (or the context's). Anything else — and a
+/// `NAMESPACE/` that -n contradicts — is a usage error.
+pub fn target(
+    explicit_namespace: Option<&str>,
+    all_namespaces: bool,
+    default_namespace: &str,
+    what: &str,
+    given: &str,
+) -> Result<(String, String), crate::commands::UsageError> {
+    use crate::commands::UsageError;
+    let parts: Vec<&str> = given.split('/').collect();
+    match parts.as_slice() {
+        [namespace, name] if !namespace.is_empty() && !name.is_empty() => {
+            if let Some(flag) = explicit_namespace.filter(|flag| flag != namespace) {
+                return Err(UsageError(format!(
+                    "{what} {given:?} names namespace {namespace:?} but -n says {flag:?}; give one of them"
+                )));
+            }
+            Ok(((*namespace).into(), (*name).into()))
         }
+        [name] if !name.is_empty() => {
+            if all_namespaces && explicit_namespace.is_none() {
+                return Err(UsageError(format!("with -A give the {what} as NAMESPACE/NAME")));
+            }
+            Ok((explicit_namespace.unwrap_or(default_namespace).into(), (*name).into()))
+        }
+        _ => Err(UsageError(format!("{what} {given:?} is not NAMESPACE/NAME or NAME (with -n NAMESPACE)"))),
     }
 }
 
 pub async fn action(cluster: &ClusterArgs, args: &BatchActionArgs, action: BatchAction) -> anyhow::Result<ExitCode> {
     let connection = connect(cluster).await?;
-    let (namespace, name) = target(cluster, &connection, &args.batch)?;
-    let user =
-        whoami(&connection.client).await.unwrap_or_else(|| format!("unknown user of context {}", connection.context));
-    match act(&connection.client, &namespace, &name, action, &user, args.reason.as_deref(), Timestamp::now()).await {
+    let (namespace, name) = target(
+        cluster.namespace.as_deref(),
+        cluster.all_namespaces,
+        &connection.default_namespace,
+        "batch",
+        &args.batch,
+    )?;
+    if args.dry_run {
+        return dry_run(&connection, &namespace, &name, action).await;
+    }
+    // Every write records who made it; one nobody can be named for is refused (as in the console).
+    let Some(user) = whoami(&connection.client).await else {
+        eprintln!(
+            "error: cannot {} {namespace}/{name}: the API server at {} did not say who you are (SelfSubjectReview \
+             failed), and capdeck records every approver; check `kubectl auth whoami`",
+            action.verb(),
+            connection.server
+        );
+        return Ok(ExitCode::from(1));
+    };
+    match act(&connection.client, &namespace, &name, action, &user, Some(&args.reason), Timestamp::now()).await {
         Ok(report) => {
             let mut out = std::io::stdout().lock();
             writeln!(out, "{}/{}: {}", report.namespace, report.batch, report.summary)?;
-            if let Some(reason) = args.reason.as_deref().filter(|r| !r.trim().is_empty()) {
-                writeln!(out, "reason: {}", reason.trim())?;
-            }
+            writeln!(out, "reason: {}", args.reason)?;
             Ok(ExitCode::SUCCESS)
         }
         Err(error) => {
@@ -129,4 +168,73 @@ pub async fn action(cluster: &ClusterArgs, args: &BatchActionArgs, action: Batch
             Ok(ExitCode::from(1))
         }
     }
+}
+
+/// What `action` would do to the batch: the refusal if it makes no sense, else the Deployments
+/// that restart and the tenants their versions serve.
+async fn dry_run(
+    connection: &Connection,
+    namespace: &str,
+    name: &str,
+    action: BatchAction,
+) -> anyhow::Result<ExitCode> {
+    let api: Api<RotationBatch> = Api::namespaced(connection.client.clone(), namespace);
+    let batch = match api.get_opt(name).await {
+        Ok(Some(batch)) => batch,
+        Ok(None) => {
+            eprintln!("error: rotation batch {namespace}/{name} not found (capdeck batches -A lists them)");
+            return Ok(ExitCode::from(1));
+        }
+        Err(error) => anyhow::bail!("cannot read rotation batch {namespace}/{name}: {}", describe_error(&error)),
+    };
+    if let Some(refusal) = action.refusal(&batch) {
+        eprintln!("error: cannot {} {namespace}/{name}: {refusal}", action.verb());
+        return Ok(ExitCode::from(1));
+    }
+    let restarts: Vec<&crate::api::rotation_batch::BatchDeployment> = batch
+        .status
+        .iter()
+        .flat_map(|s| s.deployments.iter())
+        .filter(|d| d.action == crate::api::rotation_batch::DeploymentAction::Restart)
+        .collect();
+    let versions: std::collections::BTreeSet<&str> = restarts.iter().map(|d| d.version.as_str()).collect();
+    let tenants: Api<crate::api::CAPTenant> = Api::namespaced(connection.client.clone(), namespace);
+    let served: Vec<String> = match tenants.list(&ListParams::default()).await {
+        Ok(list) => list
+            .items
+            .iter()
+            .filter(|t| t.spec.cap_application_instance == batch.spec.application)
+            .filter(|t| {
+                t.status
+                    .as_ref()
+                    .and_then(|s| s.current_cap_application_version_instance.as_deref())
+                    .is_some_and(|v| versions.contains(v))
+            })
+            .map(|t| t.name_any())
+            .collect(),
+        Err(error) => anyhow::bail!("cannot list tenants in {namespace}: {}", describe_error(&error)),
+    };
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "{} {namespace}/{name} ({}, application {}) — dry run, nothing written",
+        action.verb(),
+        batch.phase(),
+        batch.spec.application
+    )?;
+    if restarts.is_empty() {
+        writeln!(out, "Deployments to restart: none decided yet (the engine plans them when the window ends)")?;
+    } else {
+        writeln!(out, "Deployments to restart ({}):", restarts.len())?;
+        for deployment in &restarts {
+            writeln!(out, "  {} (version {})", deployment.name, deployment.version)?;
+        }
+    }
+    writeln!(
+        out,
+        "Tenants served ({}): {}",
+        served.len(),
+        if served.is_empty() { "-".into() } else { served.join(", ") }
+    )?;
+    Ok(ExitCode::SUCCESS)
 }

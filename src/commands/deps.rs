@@ -71,7 +71,7 @@ async fn live(cluster: &ClusterArgs, namespace: &str, name: &str) -> anyhow::Res
     let apps: Api<CAPApplication> = Api::namespaced(connection.client.clone(), namespace);
     let app = match apps.get_opt(name).await {
         Ok(Some(app)) => app,
-        Ok(None) => anyhow::bail!("no CAPApplication {namespace}/{name} (list them with `kubectl get cap -A`)"),
+        Ok(None) => anyhow::bail!("no CAPApplication {namespace}/{name} (list them with `kubectl get ca -A`)"),
         Err(error) => anyhow::bail!("cannot read CAPApplication {namespace}/{name}: {}", describe_error(&error)),
     };
     let secrets: Api<Secret> = Api::namespaced(connection.client.clone(), namespace);

@@ -5,8 +5,10 @@ use std::process::ExitCode;
 
 use crate::cli::ManifestsArgs;
 
-/// The deploy manifests, in apply order, embedded at build time.
+/// The deploy manifests, in an order `kubectl apply -f -` accepts on an empty cluster (the
+/// Namespace before what lives in it), embedded at build time.
 pub const FILES: &[(&str, &str)] = &[
+    ("namespace.yaml", include_str!("../../assets/deploy/namespace.yaml")),
     ("serviceaccount.yaml", include_str!("../../assets/deploy/serviceaccount.yaml")),
     ("clusterrole.yaml", include_str!("../../assets/deploy/clusterrole.yaml")),
     ("clusterrolebinding.yaml", include_str!("../../assets/deploy/clusterrolebinding.yaml")),

@@ -18,6 +18,14 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(1));
         }
     };
+    if manifests.objects == 0 {
+        let paths: Vec<String> = args.files.iter().map(|p| p.display().to_string()).collect();
+        eprintln!(
+            "warning: no Kubernetes objects read from {} ({} manifest file(s) found: *.yaml, *.yml, *.json)",
+            paths.join(", "),
+            manifests.files
+        );
+    }
     let index = CapIndex::new(
         manifests.applications.clone(),
         manifests.versions.iter().cloned(),

@@ -88,7 +88,12 @@ pub async fn run(cluster: &ClusterArgs, args: &TenantsArgs) -> anyhow::Result<Ex
                     row.blocked.clone().unwrap_or_default(),
                 ]);
             }
-            if table.is_empty() { format!("No tenants in {}.\n", scope.label()) } else { table.render() }
+            if table.is_empty() {
+                eprintln!("No tenants in {}.", scope.label());
+                String::new()
+            } else {
+                table.render()
+            }
         }
     };
     std::io::stdout().lock().write_all(text.as_bytes())?;

@@ -122,6 +122,10 @@ pub struct ActionDialog {
     pub reason: TextArea<'static>,
     /// For force on a batch that needs an approval: approve in the same write.
     pub approve_too: Option<bool>,
+    /// Why Enter did not confirm (an empty reason), shown in the dialog.
+    pub error: Option<String>,
+    /// The Deployments the action will restart and the tenants they serve (a preview).
+    pub preview: Vec<String>,
 }
 
 pub enum Overlay {
@@ -172,6 +176,10 @@ pub struct App {
     pub overlay: Overlay,
     pub session: Session,
     pub role: Role,
+    /// Who holds the engine's Lease (polled while the console runs), or why it is unknown.
+    pub leader: Option<Result<crate::engine::lease::Holder, String>>,
+    /// The attached engine's last failed write, while it lasts.
+    pub write_failure: Option<String>,
     pub connection: ConnectionState,
     pub access: HashMap<String, Access>,
     pub flash: Option<Flash>,
@@ -185,7 +193,22 @@ pub struct App {
     /// A write key pressed while access was still being checked: (action, namespace, batch).
     /// Its dialog opens when the answer arrives, if that batch is still selected.
     pub pending_write: Option<(super::keymap::Action, String, String)>,
+    /// Keys typed in the same burst as the one that closed a dialog are not hotkeys: a reason
+    /// typed on after Enter must not move, open or approve anything. Holds the time of the last
+    /// swallowed key; the guard ends after a pause of `BURST_PAUSE`.
+    pub burst_guard: Option<std::time::Instant>,
 }
+
+/// How a piece of the header is coloured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Severity {
+    Info,
+    Warning,
+    Error,
+}
+
+/// A pause this long between two keys ends a burst.
+pub const BURST_PAUSE: std::time::Duration = std::time::Duration::from_millis(400);
 
 impl App {
     pub fn new(session: Session, theme: Theme, theme_names: Vec<String>, keymap: Keymap, now: Timestamp) -> Self {
@@ -200,6 +223,8 @@ impl App {
             overlay: Overlay::None,
             session,
             role: Role::Starting,
+            leader: None,
+            write_failure: None,
             connection: ConnectionState::default(),
             access: HashMap::new(),
             flash: None,
@@ -207,6 +232,7 @@ impl App {
             theme_names,
             keymap,
             now,
+            burst_guard: None,
             viewport_rows: 20,
             quit: false,
             pending_write: None,
@@ -220,5 +246,24 @@ impl App {
     /// The engine role as the header shows it: Read-only wins.
     pub fn role_label(&self) -> &'static str {
         if self.session.readonly { "Read-only" } else { self.role.label() }
+    }
+
+    /// What the header says after the role: who leads when this console does not, and that
+    /// nobody handles rotations when nobody does.
+    pub fn leader_note(&self) -> Option<(String, super::app::Severity)> {
+        use crate::engine::lease::Holder;
+        if self.role == Role::Leader {
+            return self
+                .write_failure
+                .as_ref()
+                .map(|_| ("✗ writes failing (see messages)".to_string(), Severity::Error));
+        }
+        match self.leader.as_ref()? {
+            Ok(Holder::Renewing { identity, renewed_ago }) => {
+                Some((format!("(leader: {identity}, renewed {renewed_ago}s ago)"), Severity::Info))
+            }
+            Ok(_) => Some(("— no leader: rotations are not being handled".to_string(), Severity::Warning)),
+            Err(error) => Some((format!("(lease unreadable: {error})"), Severity::Warning)),
+        }
     }
 }

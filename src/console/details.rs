@@ -200,7 +200,7 @@ pub fn detail(app: &App) -> Option<(String, Vec<String>)> {
 }
 
 /// The tenants whose current version is one the batch restarts Deployments of.
-fn tenants_served(snapshot: &Snapshot, row: &super::model::BatchRow) -> Vec<String> {
+pub(super) fn tenants_served(snapshot: &Snapshot, row: &super::model::BatchRow) -> Vec<String> {
     let versions: std::collections::BTreeSet<&str> = row
         .object
         .status

@@ -71,7 +71,7 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
         _ => theme.info(),
     };
     let separator = Span::styled(" │ ", theme.header().patch(theme.muted()));
-    let line = Line::from(vec![
+    let mut spans = vec![
         Span::styled(" capdeck", theme.header().add_modifier(Modifier::BOLD)),
         separator.clone(),
         Span::styled(format!("ctx {}", app.session.context), theme.header()),
@@ -80,12 +80,23 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
         separator.clone(),
         Span::styled("engine ", theme.header()),
         Span::styled(app.role_label(), theme.header().patch(role_style).add_modifier(Modifier::BOLD)),
+    ];
+    if let Some((note, severity)) = app.leader_note() {
+        let style = match severity {
+            super::app::Severity::Info => theme.muted(),
+            super::app::Severity::Warning => theme.warning(),
+            super::app::Severity::Error => theme.error(),
+        };
+        spans.push(Span::styled(format!(" {note}"), theme.header().patch(style)));
+    }
+    spans.extend([
         separator.clone(),
         Span::styled(format!("user {}", app.session.user.as_deref().unwrap_or("?")), theme.header()),
         separator,
         Span::styled(format!("{dot} "), theme.header().patch(dot_style)),
         Span::styled(state, theme.header()),
     ]);
+    let line = Line::from(spans);
     frame.render_widget(Paragraph::new(line).style(theme.header()), area);
 }
 
@@ -565,7 +576,7 @@ fn draw_dialog(frame: &mut Frame, app: &App, area: Rect) {
     let Overlay::Dialog(dialog) = &app.overlay else { return };
     let theme = &app.theme;
     let (title, explanation) = strings::dialog_text(dialog.action, &dialog.phase);
-    let popup = centered(area, 70, 0, 50, 14);
+    let popup = centered(area, 70, 0, 50, 17);
     frame.render_widget(Clear, popup);
     let hint = match dialog.approve_too {
         Some(_) => format!("{} · {}", strings::DIALOG_HINT, strings::DIALOG_TOGGLE_HINT),
@@ -574,13 +585,15 @@ fn draw_dialog(frame: &mut Frame, app: &App, area: Rect) {
     let block = popup_block(theme, title, hint);
     let inner = block.inner(popup);
     frame.render_widget(block, popup);
-    let [heading, summary, explain, toggle, label, reason] = Layout::vertical([
+    let [heading, summary, preview, explain, toggle, label, reason, error] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(1),
+        Constraint::Length(2),
         Constraint::Length(2),
         Constraint::Length(1),
         Constraint::Length(1),
         Constraint::Min(1),
+        Constraint::Length(1),
     ])
     .areas(inner);
     frame.render_widget(
@@ -591,7 +604,12 @@ fn draw_dialog(frame: &mut Frame, app: &App, area: Rect) {
         heading,
     );
     frame.render_widget(Paragraph::new(dialog.summary.clone()).style(theme.muted()), summary);
+    let preview_lines: Vec<Line> = dialog.preview.iter().map(|line| Line::from(line.as_str())).collect();
+    frame.render_widget(Paragraph::new(preview_lines), preview);
     frame.render_widget(Paragraph::new(explanation).wrap(Wrap { trim: true }), explain);
+    if let Some(why) = &dialog.error {
+        frame.render_widget(Paragraph::new(why.as_str()).style(theme.error()), error);
+    }
     if let Some(approve) = dialog.approve_too {
         let mark = if approve { "[x]" } else { "[ ]" };
         frame.render_widget(

@@ -62,6 +62,7 @@ struct Live {
     /// Stores of the view when `:ns` moved it away from the engine's scope.
     view: Option<(Stores, CancellationToken)>,
     forwarders: Vec<JoinHandle<()>>,
+    lease: crate::engine::config::LeaseSettings,
 }
 
 impl Live {
@@ -78,6 +79,7 @@ impl Live {
         if options.readonly {
             config.mode = EngineMode::Observe;
         }
+        let lease = config.lease.clone();
         let engine = crate::engine::spawn(
             connection.client.clone(),
             stores.clone(),
@@ -85,9 +87,19 @@ impl Live {
             Metrics::new(),
             cancel.child_token(),
         );
-        let mut live =
-            Self { connection, scope, cancel, engine: None, engine_stores: stores, view: None, forwarders: Vec::new() };
+        let mut live = Self {
+            connection,
+            scope,
+            cancel,
+            engine: None,
+            engine_stores: stores,
+            view: None,
+            forwarders: Vec::new(),
+            lease: lease.clone(),
+        };
         live.forwarders.push(forward_role(engine.role.clone(), tx.clone(), generation));
+        live.forwarders.push(forward_write_failure(engine.write_failure.clone(), tx.clone(), generation));
+        live.forwarders.push(forward_leader(live.connection.client.clone(), lease, tx.clone(), generation));
         live.forwarders.push(forward_identity(live.connection.client.clone(), tx.clone(), generation));
         live.engine = Some(engine);
         live.start_view(tx, generation);
@@ -129,7 +141,14 @@ impl Live {
         self.scope = scope;
         if let Some(engine) = &self.engine {
             self.forwarders.push(forward_role(engine.role.clone(), tx.clone(), generation));
+            self.forwarders.push(forward_write_failure(engine.write_failure.clone(), tx.clone(), generation));
         }
+        self.forwarders.push(forward_leader(
+            self.connection.client.clone(),
+            self.lease.clone(),
+            tx.clone(),
+            generation,
+        ));
         self.forwarders.push(forward_identity(self.connection.client.clone(), tx.clone(), generation));
         self.start_view(tx, generation);
     }
@@ -144,6 +163,39 @@ impl Live {
             let _ = tokio::time::timeout(Duration::from_secs(10), engine.join()).await;
         }
     }
+}
+
+fn forward_write_failure(
+    mut failure: watch::Receiver<Option<String>>,
+    tx: mpsc::UnboundedSender<Envelope>,
+    generation: u64,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        while failure.changed().await.is_ok() {
+            let current = failure.borrow_and_update().clone();
+            if tx.send((generation, Msg::WriteFailure(current))).is_err() {
+                return;
+            }
+        }
+    })
+}
+
+/// Who holds the Lease, every 5 s (one GET): the header names the leader, or says nobody leads.
+fn forward_leader(
+    client: kube::Client,
+    lease: crate::engine::config::LeaseSettings,
+    tx: mpsc::UnboundedSender<Envelope>,
+    generation: u64,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let holder = crate::engine::lease::holder(&client, &lease).await;
+            if tx.send((generation, Msg::Leader(holder))).is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
+    })
 }
 
 fn forward_role(
@@ -479,7 +531,12 @@ pub async fn run_terminal(
     demo_kubeconfig: Option<String>,
 ) -> anyhow::Result<ExitCode> {
     let connection = cluster.connect().await?;
-    let (config, delay_error) = engine.config();
+    let (mut config, delay_error) = engine.config(&connection.default_namespace);
+    // A console observes unless told to lead (`--engine lead`; `--demo` does): an SRE's terminal
+    // must not become the operator that restarts Deployments with personal credentials.
+    if config.mode == crate::engine::config::EngineMode::Auto {
+        config.mode = crate::engine::config::EngineMode::Observe;
+    }
     let scope = cluster.scope(&connection);
     let mut app = App::new(
         Session {

@@ -12,6 +12,21 @@ pub const SELECT_A_BATCH: &str = "select a batch first (:batches, or an applicat
 pub const CHECKING_ACCESS: &str =
     "checking whether you may change rotation batches here (the dialog opens when the API server answers)";
 pub const REASON_PLACEHOLDER: &str = "why (recorded in the batch and its Events)";
+pub const ENGINE_WRITE_FAILED: &str = "the engine's write failed (it retries)";
+pub const REASON_REQUIRED: &str = "a reason is required: type why, then Enter (Esc cancels)";
+
+/// `restarts: a, b, c and 4 more` for the dialog's preview; `none` when empty.
+pub fn preview_line(label: &str, names: &[String]) -> String {
+    const SHOWN: usize = 6;
+    if names.is_empty() {
+        return format!("{label}: none yet (decided when the window ends)");
+    }
+    let mut text = names.iter().take(SHOWN).cloned().collect::<Vec<_>>().join(", ");
+    if names.len() > SHOWN {
+        text.push_str(&format!(" and {} more", names.len() - SHOWN));
+    }
+    format!("{label} ({}): {text}", names.len())
+}
 pub const NO_IDENTITY: &str =
     "the API server has not said who you are yet (SelfSubjectReview); approvals record a user, so try again shortly";
 pub const SYNCING: &str = "syncing with the API server…";

@@ -27,6 +27,10 @@ pub enum Msg {
     Snapshot(Arc<Snapshot>),
     Connection(ConnectionState),
     Role(Role),
+    /// Who holds the engine's Lease now.
+    Leader(Result<crate::engine::lease::Holder, String>),
+    /// The attached engine's last failed write (None once a write succeeded again).
+    WriteFailure(Option<String>),
     Identity(String),
     Access {
         namespace: String,
@@ -57,7 +61,7 @@ const FLASH_SECONDS: i64 = 8;
 
 pub fn update(app: &mut App, msg: Msg) -> Vec<Command> {
     match msg {
-        Msg::Key(key) => handle_key(app, &key),
+        Msg::Key(key) => handle_key(app, &key, std::time::Instant::now()),
         Msg::Resize { height, .. } => {
             app.viewport_rows = usize::from(height.saturating_sub(super::draw::chrome_rows(height))).max(1);
             clamp(app);
@@ -84,6 +88,19 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Command> {
         }
         Msg::Role(role) => {
             app.role = role;
+            Vec::new()
+        }
+        Msg::Leader(holder) => {
+            app.leader = Some(holder);
+            Vec::new()
+        }
+        Msg::WriteFailure(failure) => {
+            if let Some(error) = &failure
+                && app.write_failure.as_ref() != Some(error)
+            {
+                flash(app, Level::Error, format!("{}: {error}", strings::ENGINE_WRITE_FAILED));
+            }
+            app.write_failure = failure;
             Vec::new()
         }
         Msg::Identity(user) => {
@@ -310,12 +327,20 @@ fn navigate(app: &mut App, route: Route, remember: bool) {
 
 // ----- keys -----------------------------------------------------------------------------------
 
-fn handle_key(app: &mut App, key: &KeyEvent) -> Vec<Command> {
+/// `at` is when the key arrived: keys in the burst that closed a dialog are swallowed.
+pub fn handle_key(app: &mut App, key: &KeyEvent, at: std::time::Instant) -> Vec<Command> {
     if key.kind == crossterm::event::KeyEventKind::Release {
         return Vec::new();
     }
+    if let Some(last) = app.burst_guard {
+        if at.saturating_duration_since(last) < super::app::BURST_PAUSE {
+            app.burst_guard = Some(at);
+            return Vec::new();
+        }
+        app.burst_guard = None;
+    }
     if matches!(app.overlay, Overlay::Dialog(_)) {
-        return dialog_key(app, key);
+        return dialog_key(app, key, at);
     }
     if app.input != Input::None {
         return input_key(app, key);
@@ -620,6 +645,7 @@ fn open_dialog(app: &mut App, action: Action) -> Vec<Command> {
     let approve_too = matches!(verb, BatchAction::Force { .. }).then_some(needs_approval);
     let mut reason = TextArea::default();
     reason.set_placeholder_text(strings::REASON_PLACEHOLDER);
+    let preview = dialog_preview(&app.snapshot, row);
     app.overlay = Overlay::Dialog(Box::new(ActionDialog {
         action: verb,
         phase: row.phase.clone(),
@@ -628,15 +654,32 @@ fn open_dialog(app: &mut App, action: Action) -> Vec<Command> {
         batch: name,
         reason,
         approve_too,
+        error: None,
+        preview,
     }));
     commands
 }
 
-fn dialog_key(app: &mut App, key: &KeyEvent) -> Vec<Command> {
+/// What the action touches: the Deployments the batch restarts and the tenants they serve.
+fn dialog_preview(snapshot: &super::model::Snapshot, row: &super::model::BatchRow) -> Vec<String> {
+    let restarts: Vec<String> = row
+        .object
+        .status
+        .iter()
+        .flat_map(|status| status.deployments.iter())
+        .filter(|d| d.action == crate::api::rotation_batch::DeploymentAction::Restart)
+        .map(|d| d.name.clone())
+        .collect();
+    let tenants = super::details::tenants_served(snapshot, row);
+    vec![strings::preview_line("restarts", &restarts), strings::preview_line("tenants served", &tenants)]
+}
+
+fn dialog_key(app: &mut App, key: &KeyEvent, at: std::time::Instant) -> Vec<Command> {
     let Overlay::Dialog(dialog) = &mut app.overlay else { return Vec::new() };
     match key.code {
         KeyCode::Esc => {
             app.overlay = Overlay::None;
+            app.burst_guard = Some(at);
             Vec::new()
         }
         KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => {
@@ -651,6 +694,10 @@ fn dialog_key(app: &mut App, key: &KeyEvent) -> Vec<Command> {
         }
         KeyCode::Enter => {
             let reason = dialog.reason.lines().join(" ").trim().to_string();
+            if reason.is_empty() {
+                dialog.error = Some(strings::REASON_REQUIRED.to_string());
+                return Vec::new();
+            }
             let action = match dialog.action {
                 BatchAction::Force { .. } => BatchAction::Force { approve: dialog.approve_too.unwrap_or(false) },
                 other => other,
@@ -659,14 +706,16 @@ fn dialog_key(app: &mut App, key: &KeyEvent) -> Vec<Command> {
                 namespace: dialog.namespace.clone(),
                 batch: dialog.batch.clone(),
                 action,
-                reason: (!reason.is_empty()).then_some(reason),
+                reason: Some(reason),
             };
             let text = format!("{} {}/{}…", strings::verb_progress(action), dialog.namespace, dialog.batch);
             app.overlay = Overlay::None;
+            app.burst_guard = Some(at);
             flash(app, Level::Info, text);
             vec![command]
         }
         _ => {
+            dialog.error = None;
             dialog.reason.input(*key);
             Vec::new()
         }
@@ -688,12 +737,30 @@ mod tests {
         sample::app(SampleObjects::demo().expect("sample").snapshot())
     }
 
+    thread_local! {
+        /// A key clock for tests: each key comes a second after the last, so no two keys are in
+        /// one burst unless a test says so (`press_at`).
+        static KEY_CLOCK: std::cell::Cell<Option<std::time::Instant>> = const { std::cell::Cell::new(None) };
+    }
+
+    fn next_key_time() -> std::time::Instant {
+        KEY_CLOCK.with(|clock| {
+            let next = clock.get().map_or_else(std::time::Instant::now, |t| t + std::time::Duration::from_secs(1));
+            clock.set(Some(next));
+            next
+        })
+    }
+
     fn press(app: &mut App, code: KeyCode) -> Vec<Command> {
-        update(app, Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)))
+        handle_key(app, &KeyEvent::new(code, KeyModifiers::NONE), next_key_time())
+    }
+
+    fn press_at(app: &mut App, code: KeyCode, at: std::time::Instant) -> Vec<Command> {
+        handle_key(app, &KeyEvent::new(code, KeyModifiers::NONE), at)
     }
 
     fn ctrl(app: &mut App, ch: char) -> Vec<Command> {
-        update(app, Msg::Key(KeyEvent::new(KeyCode::Char(ch), KeyModifiers::CONTROL)))
+        handle_key(app, &KeyEvent::new(KeyCode::Char(ch), KeyModifiers::CONTROL), next_key_time())
     }
 
     fn typed(app: &mut App, text: &str) -> Vec<Command> {
@@ -966,12 +1033,56 @@ mod tests {
     }
 
     #[test]
-    fn empty_reason_is_sent_as_none() {
+    fn enter_on_an_empty_reason_keeps_the_dialog_open_and_says_why() {
         let mut app = app();
         goto_batch(&mut app, "travel-tdv6j");
         press(&mut app, KeyCode::Char('h'));
-        let commands = press(&mut app, KeyCode::Enter);
-        assert!(matches!(&commands[..], [Command::Act { action: BatchAction::Hold, reason: None, .. }]));
+        for blank in ["", "   "] {
+            let _ = typed(&mut app, blank);
+            assert!(press(&mut app, KeyCode::Enter).is_empty(), "{blank:?} sent a write");
+            assert!(
+                matches!(&app.overlay, Overlay::Dialog(d) if d.error.as_deref() == Some(strings::REASON_REQUIRED)),
+                "the dialog stays open and says a reason is required"
+            );
+        }
+        let commands = typed(&mut app, "freeze\n");
+        assert!(
+            matches!(&commands[..], [Command::Act { action: BatchAction::Hold, reason: Some(r), .. }] if r == "freeze")
+        );
+    }
+
+    #[test]
+    fn keys_typed_in_the_burst_that_closed_a_dialog_are_not_hotkeys() {
+        let mut app = app();
+        goto_batch(&mut app, "travel-tdv6j");
+        press(&mut app, KeyCode::Char('h'));
+        let _ = typed(&mut app, "CHG-42");
+        let closed = std::time::Instant::now() + std::time::Duration::from_secs(3600);
+        assert_eq!(press_at(&mut app, KeyCode::Enter, closed).len(), 1);
+        let selected = app.cursor().selected;
+        // The user types on at typing speed: G (bottom), d (detail), x (cancel dialog), a (approve).
+        let mut at = closed;
+        for key in ['G', 'd', 'x', 'a'] {
+            at += std::time::Duration::from_millis(120);
+            assert!(press_at(&mut app, KeyCode::Char(key), at).is_empty(), "{key} acted");
+        }
+        assert!(matches!(app.overlay, Overlay::None), "nothing opened");
+        assert_eq!(app.cursor().selected, selected, "nothing moved");
+        // After a pause keys are hotkeys again.
+        at += std::time::Duration::from_secs(1);
+        press_at(&mut app, KeyCode::Char('d'), at);
+        assert!(matches!(app.overlay, Overlay::Detail { .. }));
+    }
+
+    #[test]
+    fn the_dialog_previews_the_deployments_and_tenants() {
+        let mut app = app();
+        goto_batch(&mut app, "travel-tdv6j");
+        press(&mut app, KeyCode::Char('h'));
+        let Overlay::Dialog(dialog) = &app.overlay else { panic!("no dialog") };
+        assert_eq!(dialog.preview.len(), 2, "{:?}", dialog.preview);
+        assert!(dialog.preview[0].starts_with("restarts"), "{:?}", dialog.preview);
+        assert!(dialog.preview[1].starts_with("tenants served"), "{:?}", dialog.preview);
     }
 
     #[test]

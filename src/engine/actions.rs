@@ -118,7 +118,7 @@ fn spec_patch(batch: &RotationBatch, action: BatchAction, by: &str, now: Timesta
             spec
         }
         BatchAction::Hold => json!({"hold": user_action(by, now, reason)}),
-        BatchAction::Release => json!({"hold": null}),
+        BatchAction::Release => json!({"hold": null, "released": user_action(by, now, reason)}),
         BatchAction::Cancel => json!({"cancel": user_action(by, now, reason)}),
     };
     json!({"metadata": {"resourceVersion": batch.resource_version()}, "spec": spec})

@@ -117,7 +117,7 @@ impl ApprovalPolicy {
 /// Whether this engine may take the lease.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum EngineMode {
-    /// Take the lease when nobody holds it (a console next to a daemon stays an observer).
+    /// The daemon competes for the lease; the console observes (a console leads only when told).
     #[default]
     Auto,
     /// Never lead: watch and show only.

@@ -219,6 +219,15 @@ impl Reconciler {
         let now = self.config.clock.now();
         self.detect(now);
         if !leader {
+            for (namespace, application) in self.pending.keys() {
+                // An observer must say why a rotation it saw opened nothing: the leader handles
+                // it (or nobody, which /readyz and the console's header say).
+                tracing::info!(
+                    namespace = %namespace,
+                    application = %application,
+                    "rotation seen, but this engine does not hold the lease: the leader opens the batch"
+                );
+            }
             self.pending.clear();
             self.recheck.clear();
             self.retry = None;
@@ -628,6 +637,25 @@ impl Reconciler {
                         .find(|c| c.type_ == READY)
                         .map(|c| c.message.clone())
                         .unwrap_or_default();
+                    // One line per transition, so an SRE can follow a batch in the log alone
+                    // (names and people only: no credential value is ever in a message).
+                    tracing::info!(
+                        namespace = %namespace,
+                        batch = %name,
+                        application = %batch.spec.application,
+                        phase = %status.phase,
+                        reason = %reason,
+                        "batch {}: {message}",
+                        status.phase
+                    );
+                    if old.phase == BatchPhase::Held
+                        && status.phase != BatchPhase::Held
+                        && let Some(released) = &batch.spec.released
+                    {
+                        let text = user_action_text(released, "released");
+                        tracing::info!(namespace = %namespace, batch = %name, "batch released: {text}");
+                        self.writes.event(&app, false, reason::RELEASED, format!("batch {name}: {text}")).await;
+                    }
                     let warning = matches!(status.phase, BatchPhase::Failed) || reason == reason::STORM_GUARD;
                     self.writes.event(&app, warning, &reason, format!("batch {name}: {message}")).await;
                 }

@@ -46,6 +46,8 @@ pub struct Writes {
     recorder: Recorder,
     /// Failed writes (Events aside) so far: a pass that adds to it is retried with backoff.
     failures: std::sync::atomic::AtomicU64,
+    /// The last write's error, cleared by the next successful write.
+    last_failure: tokio::sync::watch::Sender<Option<String>>,
 }
 
 fn owner_reference<K: Resource<DynamicType = ()>>(object: &K, controller: bool) -> Option<OwnerReference> {
@@ -71,10 +73,15 @@ pub fn point_containers(deployment: &mut Deployment, secret: &str) {
 }
 
 impl Writes {
-    pub fn new(client: kube::Client, metrics: Metrics, identity: &str) -> Self {
+    pub fn new(
+        client: kube::Client,
+        metrics: Metrics,
+        identity: &str,
+        last_failure: tokio::sync::watch::Sender<Option<String>>,
+    ) -> Self {
         let recorder =
             Recorder::new(client.clone(), Reporter { controller: "capdeck".into(), instance: Some(identity.into()) });
-        Self { client, metrics, recorder, failures: std::sync::atomic::AtomicU64::new(0) }
+        Self { client, metrics, recorder, failures: std::sync::atomic::AtomicU64::new(0), last_failure }
     }
 
     /// How many writes have failed so far (Events aside).
@@ -83,8 +90,20 @@ impl Writes {
     }
 
     fn counted<T>(&self, result: Result<T, kube::Error>) -> Result<T, kube::Error> {
-        if result.is_err() {
-            self.failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        match &result {
+            Err(error) => {
+                self.failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                // Whoever shows the engine (the console's header) learns of it, not only the log.
+                let text = crate::cluster::describe_error(error);
+                self.last_failure.send_if_modified(|last| {
+                    let changed = last.as_deref() != Some(text.as_str());
+                    *last = Some(text.clone());
+                    changed
+                });
+            }
+            Ok(_) => {
+                self.last_failure.send_if_modified(|last| last.take().is_some());
+            }
         }
         result
     }
@@ -108,6 +127,7 @@ impl Writes {
                 force: None,
                 hold,
                 cancel: None,
+                released: None,
             },
         );
         batch.metadata.name = None;

@@ -464,11 +464,13 @@ async fn resource_request(
                 ),
             )),
             Some(kind) => parse_body(&body, content_type).and_then(|patch| {
-                sandbox
-                    .with_store_mut(|store| {
-                        store.patch(resource, &namespace, name, kind, &patch, status_only, &options)
-                    })
-                    .map(|object| (200, (*object).clone()))
+                sandbox.with_store_mut(|store| {
+                    // A server-side apply that creates the object answers 201, like kube-apiserver.
+                    let existed = store.get(resource, &namespace, name).is_ok();
+                    store
+                        .patch(resource, &namespace, name, kind, &patch, status_only, &options)
+                        .map(|object| (if existed { 200 } else { 201 }, (*object).clone()))
+                })
             }),
         },
         ("delete", Some(name)) => {

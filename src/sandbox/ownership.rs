@@ -4,7 +4,7 @@
 //! depends on exactly that to keep two candidates from holding one Lease.
 //!
 //! Simplifications (docs/SANDBOX.md): lists are atomic leaves, and fields a manager stops
-//! applying are not removed.
+//! applying are not removed from the object (only from its set once the object lacks them).
 
 use std::collections::BTreeSet;
 
@@ -140,9 +140,14 @@ pub fn record(
 ) {
     let mut list = Vec::new();
     let mut mine: BTreeSet<Path> = BTreeSet::new();
+    // kube-apiserver removes fields the object no longer has from every manager's set; without
+    // that, a manager that released a field (kube-lease-manager clears `spec.renewTime` when it
+    // lets a Lease go) would still own it and every later apply of it would be a 409 Conflict.
+    let exists = |path: &Path| value_at(object, path).is_some();
     for entry in entries(object) {
         let same = manager_of(&entry) == manager && entry.get("operation").and_then(Value::as_str) == Some(operation);
-        let owned = from_fields_v1(entry.get("fieldsV1").unwrap_or(&Value::Null));
+        let owned: BTreeSet<Path> =
+            from_fields_v1(entry.get("fieldsV1").unwrap_or(&Value::Null)).into_iter().filter(exists).collect();
         if same {
             // An apply states its whole intent; an update adds to what the manager owned.
             if operation != "Apply" {
@@ -193,6 +198,26 @@ mod tests {
         let expected: BTreeSet<Path> =
             ["metadata.labels.a", "spec.list", "spec.nested.x", "spec.empty"].into_iter().map(path).collect();
         assert_eq!(paths, expected);
+    }
+
+    #[test]
+    fn fields_the_object_no_longer_has_leave_every_managers_set() {
+        // A lease renewed by "a", then released by "a" with an update that drops renewTime.
+        let mut object = json!({"metadata": {"name": "l"}, "spec": {"holderIdentity": "a", "renewTime": "t"}});
+        let all = leaf_paths(&object);
+        record(&mut object, "a", "Apply", "v1", "now", &all, &all);
+        object["spec"] = json!({"holderIdentity": null});
+        let released: BTreeSet<Path> = [path("spec.holderIdentity")].into_iter().collect();
+        record(&mut object, "a-release", "Update", "v1", "now", &released, &released);
+        let owned_by_a = entries(&object)
+            .iter()
+            .filter(|e| manager_of(e) == "a")
+            .flat_map(|e| from_fields_v1(&e["fieldsV1"]))
+            .collect::<Vec<_>>();
+        assert!(owned_by_a.is_empty(), "a still owns {owned_by_a:?}");
+        // So another manager's apply of renewTime is no conflict.
+        let by_b = json!({"spec": {"holderIdentity": "b", "renewTime": "t2"}});
+        assert!(apply_conflicts(&object, &by_b, "b").is_empty());
     }
 
     #[test]

@@ -525,6 +525,8 @@ impl Store {
             body["status"] = json!({"phase": "Active"});
         }
         let owned = ownership::leaf_paths(&body);
+        // Defaults are the server's: applied after ownership, as kube-apiserver does.
+        default_deployment(resource, &mut body);
         ownership::record(
             &mut body,
             options.manager(),
@@ -644,6 +646,7 @@ impl Store {
         write: OwnedWrite,
     ) -> Result<Object, ApiError> {
         normalise_secret(resource, &mut updated)?;
+        default_deployment(resource, &mut updated);
         let generation = existing.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
         let generation = if spec_changed(&existing, &updated) { generation + 1 } else { generation };
         {
@@ -941,6 +944,30 @@ fn without_managed_fields(object: &Value) -> Value {
         metadata.remove("managedFields");
     }
     copy
+}
+
+/// The apps/v1 Deployment defaults kube-apiserver applies that capdeck and kubectl read
+/// (`replicas` and `progressDeadlineSeconds` decide when a rollout is complete or stalled).
+/// Pod-template defaults (restartPolicy, dnsPolicy, ...) are not applied (docs/SANDBOX.md).
+fn default_deployment(resource: &ResourceType, object: &mut Value) {
+    if !(resource.group == "apps" && resource.plural == "deployments") {
+        return;
+    }
+    let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else { return };
+    spec.entry("replicas").or_insert(json!(1));
+    spec.entry("progressDeadlineSeconds").or_insert(json!(600));
+    spec.entry("revisionHistoryLimit").or_insert(json!(10));
+    let strategy = spec.entry("strategy").or_insert(json!({}));
+    if let Some(strategy) = strategy.as_object_mut() {
+        strategy.entry("type").or_insert(json!("RollingUpdate"));
+        if strategy.get("type") == Some(&json!("RollingUpdate")) {
+            let rolling = strategy.entry("rollingUpdate").or_insert(json!({}));
+            if let Some(rolling) = rolling.as_object_mut() {
+                rolling.entry("maxSurge").or_insert(json!("25%"));
+                rolling.entry("maxUnavailable").or_insert(json!("25%"));
+            }
+        }
+    }
 }
 
 /// Secrets: `stringData` merged into base64 `data`, `type` defaulted, `data` validated.

@@ -1,0 +1,24 @@
+# capdeck as a container image: a static musl build in a scratch image, run as a non-root user.
+#
+#   docker build -t ghcr.io/capdeck/capdeck:0.1.0 .
+#   docker push ghcr.io/capdeck/capdeck:0.1.0      # or your registry: capdeck manifests --image IMAGE
+#
+# The image holds the binary only; `capdeck --daemon` is what the Deployment of `capdeck manifests` runs.
+FROM rust:1-bookworm AS build
+RUN rustup target add x86_64-unknown-linux-musl \
+ && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq musl-tools >/dev/null
+WORKDIR /src
+COPY . .
+RUN cargo build --release --locked --target x86_64-unknown-linux-musl \
+ && cp target/x86_64-unknown-linux-musl/release/capdeck /capdeck
+
+FROM scratch
+# The CA bundle lets the daemon reach API servers with public certificates; in-cluster it uses the
+# service account's CA.
+COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
+COPY --from=build /capdeck /capdeck
+# nobody:nogroup in distroless terms; the Deployment sets runAsNonRoot and runAsUser 65532 too.
+USER 65532:65532
+EXPOSE 8080
+ENTRYPOINT ["/capdeck"]
+CMD ["--daemon", "--health-addr", "0.0.0.0:8080", "-A"]

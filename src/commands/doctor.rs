@@ -1,0 +1,376 @@
+//! `capdeck doctor`: what stands between this context and a working capdeck — CRDs, permissions,
+//! the Lease and its holder, a Go CAP Operator rolling the same Deployments, binding Secrets
+//! capdeck cannot read, the effective ROLLOUT_DELAY. One line per finding; exit 1 when one blocks.
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt as _;
+use kube::api::{Api, ListParams};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::api::{CAPApplication, CAPApplicationVersion, CAPTenant};
+use crate::cli::{DoctorArgs, EngineArgs};
+use crate::cluster::{ClusterArgs, Connection, Scope, can_i, describe_error};
+use crate::engine::config::humanize;
+use crate::engine::lease::Holder;
+use crate::output::{OutputFormat, Table};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Ok,
+    Warn,
+    Fail,
+}
+
+impl Status {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Warn => "warn",
+            Self::Fail => "FAIL",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Finding {
+    pub check: String,
+    pub status: Status,
+    pub detail: String,
+}
+
+fn finding(check: &str, status: Status, detail: impl Into<String>) -> Finding {
+    Finding { check: check.into(), status, detail: detail.into() }
+}
+
+/// The engine's and the console's permissions: (verb, group, resource).
+const ENGINE_NEEDS: &[(&str, &str, &str)] = &[
+    ("list", "sme.sap.com", "capapplications"),
+    ("watch", "sme.sap.com", "capapplications"),
+    ("list", "sme.sap.com", "capapplicationversions"),
+    ("list", "sme.sap.com", "captenants"),
+    ("list", "sme.sap.com", "captenantoperations"),
+    ("list", "capdeck.dev", "rotationbatches"),
+    ("create", "capdeck.dev", "rotationbatches"),
+    ("update", "capdeck.dev", "rotationbatches"),
+    ("patch", "capdeck.dev", "rotationbatches/status"),
+    ("list", "", "secrets"),
+    ("create", "", "secrets"),
+    ("delete", "", "secrets"),
+    ("list", "apps", "deployments"),
+    ("update", "apps", "deployments"),
+    ("create", "events.k8s.io", "events"),
+];
+const CONSOLE_NEEDS: &[(&str, &str, &str)] = &[("patch", "capdeck.dev", "rotationbatches")];
+const LEASE_NEEDS: &[&str] = &["get", "create", "patch"];
+
+pub async fn run(cluster: &ClusterArgs, engine: &EngineArgs, args: &DoctorArgs) -> anyhow::Result<ExitCode> {
+    let connection = cluster.connect().await?;
+    let scope = cluster.scope(&connection);
+    let mut findings = vec![finding(
+        "context",
+        Status::Ok,
+        format!("{} at {} ({})", connection.context, connection.server, scope.label()),
+    )];
+    match crate::cluster::whoami(&connection.client).await {
+        Some(user) => findings.push(finding("identity", Status::Ok, format!("the API server says you are {user}"))),
+        None => findings.push(finding(
+            "identity",
+            Status::Fail,
+            format!(
+                "the API server at {} does not answer (or refuses) SelfSubjectReview: check that it is up and \
+                 that the credentials of context {} are valid (kubectl auth whoami)",
+                connection.server, connection.context
+            ),
+        )),
+    }
+    findings.extend(crds(&connection).await);
+    findings.extend(permissions(&connection, &scope).await);
+    let (config, delay_warning) = engine.config(&connection.default_namespace);
+    findings.extend(lease(&connection, &config.lease).await);
+    findings.extend(go_operator(&connection, &scope).await);
+    findings.extend(binding_secrets(&connection, &scope).await);
+    findings.push(match delay_warning {
+        Some(warning) => finding("rollout delay", Status::Warn, warning),
+        None => finding(
+            "rollout delay",
+            Status::Ok,
+            format!("{} (--rollout-delay, else $ROLLOUT_DELAY, else 1h)", humanize(config.rollout_delay)),
+        ),
+    });
+
+    let blocking = findings.iter().any(|f| f.status == Status::Fail);
+    let text = match args.output {
+        OutputFormat::Json => crate::output::json(&json!({"findings": findings, "ok": !blocking})),
+        OutputFormat::Table => {
+            let mut table = Table::new(&["CHECK", "STATUS", "DETAIL"]);
+            for f in &findings {
+                table.row(vec![f.check.clone(), f.status.label().into(), f.detail.clone()]);
+            }
+            let mut out = table.render();
+            out.push_str(if blocking {
+                "\nSomething above blocks capdeck (FAIL); each line says what to do.\n"
+            } else {
+                "\nNothing blocks capdeck here.\n"
+            });
+            out
+        }
+    };
+    std::io::stdout().lock().write_all(text.as_bytes())?;
+    Ok(if blocking { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// Every CRD capdeck knows installed, each with the versions and schema of this binary.
+async fn crds(connection: &Connection) -> Vec<Finding> {
+    let api: Api<CustomResourceDefinition> = Api::all(connection.client.clone());
+    let mut out = Vec::new();
+    for ours in crate::api::crds::all() {
+        let name = ours.name_any();
+        match api.get_opt(&name).await {
+            Ok(Some(theirs)) => {
+                let schema = |crd: &CustomResourceDefinition| {
+                    crd.spec
+                        .versions
+                        .iter()
+                        .map(|v| (v.name.clone(), serde_json::to_value(&v.schema).unwrap_or(Value::Null)))
+                        .collect::<Vec<_>>()
+                };
+                if schema(&theirs) == schema(&ours) {
+                    out.push(finding("crd", Status::Ok, format!("{name} installed, as this binary defines it")));
+                } else {
+                    let versions: Vec<String> = theirs.spec.versions.iter().map(|v| v.name.clone()).collect();
+                    out.push(finding(
+                        "crd",
+                        Status::Warn,
+                        format!(
+                            "{name} is installed ({}) but differs from this binary's: \
+                             capdeck crds | kubectl apply --server-side -f -",
+                            versions.join(", ")
+                        ),
+                    ));
+                }
+            }
+            Ok(None) => out.push(finding(
+                "crd",
+                Status::Fail,
+                format!("{name} is not installed: capdeck crds | kubectl apply --server-side -f -"),
+            )),
+            Err(error) => {
+                out.push(finding("crd", Status::Warn, format!("cannot read {name}: {}", describe_error(&error))));
+            }
+        }
+    }
+    out
+}
+
+/// One line per permission the engine (daemon) or the console lacks in the scope.
+async fn permissions(connection: &Connection, scope: &Scope) -> Vec<Finding> {
+    let namespace = match scope {
+        Scope::All => None,
+        Scope::Namespace(namespace) => Some(namespace.as_str()),
+    };
+    let where_ = namespace.map_or("in all namespaces".to_string(), |ns| format!("in namespace {ns}"));
+    let mut missing = Vec::new();
+    for (who, needs) in [("engine", ENGINE_NEEDS), ("console", CONSOLE_NEEDS)] {
+        for (verb, group, resource) in needs {
+            if !can_i(&connection.client, verb, group, resource, namespace).await {
+                let qualified = if group.is_empty() { (*resource).to_string() } else { format!("{resource}.{group}") };
+                missing.push(finding(
+                    "permission",
+                    Status::Warn,
+                    format!("you may not {verb} {qualified} {where_} (the {who} needs it)"),
+                ));
+            }
+        }
+    }
+    if missing.is_empty() {
+        vec![finding("permission", Status::Ok, format!("everything the engine and the console need, {where_}"))]
+    } else {
+        missing
+    }
+}
+
+async fn lease(connection: &Connection, lease: &crate::engine::config::LeaseSettings) -> Vec<Finding> {
+    let namespaces: Api<Namespace> = Api::all(connection.client.clone());
+    let mut out = Vec::new();
+    match namespaces.get_opt(&lease.namespace).await {
+        Ok(None) => {
+            out.push(finding(
+                "lease",
+                Status::Fail,
+                format!(
+                    "the lease namespace {0} does not exist: kubectl create namespace {0}, or pass --lease-namespace",
+                    lease.namespace
+                ),
+            ));
+            return out;
+        }
+        Ok(Some(_)) | Err(_) => {}
+    }
+    for verb in LEASE_NEEDS {
+        if !can_i(&connection.client, verb, "coordination.k8s.io", "leases", Some(&lease.namespace)).await {
+            out.push(finding(
+                "lease",
+                Status::Warn,
+                format!(
+                    "you may not {verb} leases.coordination.k8s.io in {} (an engine run as you needs it)",
+                    lease.namespace
+                ),
+            ));
+        }
+    }
+    match crate::engine::lease::holder(&connection.client, lease).await {
+        Ok(Holder::Renewing { identity, renewed_ago }) => out.push(finding(
+            "leader",
+            Status::Ok,
+            format!("{identity} holds {}/{} (renewed {renewed_ago}s ago)", lease.namespace, lease.name),
+        )),
+        Ok(other) => out.push(finding(
+            "leader",
+            Status::Fail,
+            format!(
+                "lease {}/{}: {other}: rotations are not being handled — start the daemon \
+                 (capdeck manifests | kubectl apply -f -)",
+                lease.namespace, lease.name
+            ),
+        )),
+        Err(error) => out.push(finding(
+            "leader",
+            Status::Warn,
+            format!("cannot read lease {}/{}: {error}", lease.namespace, lease.name),
+        )),
+    }
+    out
+}
+
+/// The Go CAP Operator (its Lease `capoperator-lease-lock` renewed) and applications with
+/// `spec.rolloutOnCredentialUpdate: true`: both programs would restart the same Deployments.
+async fn go_operator(connection: &Connection, scope: &Scope) -> Vec<Finding> {
+    let leases: Api<Lease> = Api::all(connection.client.clone());
+    let params = ListParams::default().fields("metadata.name=capoperator-lease-lock");
+    let running: Vec<String> = match leases.list(&params).await {
+        Ok(list) => list
+            .items
+            .iter()
+            .filter(|l| {
+                matches!(
+                    crate::engine::lease::holder_of(Some(l), k8s_openapi::jiff::Timestamp::now()),
+                    Holder::Renewing { .. }
+                )
+            })
+            .map(|l| format!("{}/{}", l.namespace().unwrap_or_default(), l.name_any()))
+            .collect(),
+        Err(error) => {
+            return vec![finding(
+                "go operator",
+                Status::Warn,
+                format!("cannot tell whether the Go CAP Operator runs (listing leases: {})", describe_error(&error)),
+            )];
+        }
+    };
+    let apps: Api<CAPApplication> = scope.api(&connection.client);
+    let flagged: Vec<String> = match apps.list(&ListParams::default()).await {
+        Ok(list) => list
+            .items
+            .iter()
+            .filter(|a| a.spec.rollout_on_credential_update == Some(true))
+            .map(|a| format!("{}/{}", a.namespace().unwrap_or_default(), a.name_any()))
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    match (running.is_empty(), flagged.is_empty()) {
+        (false, false) => vec![finding(
+            "go operator",
+            Status::Warn,
+            format!(
+                "the Go CAP Operator runs (lease {}) and {} application(s) set spec.rolloutOnCredentialUpdate \
+                 ({}): both it and capdeck would restart their Deployments — set the field false and opt in to \
+                 capdeck with the annotation capdeck.dev/rollout-on-credential-update: \"true\"",
+                running.join(", "),
+                flagged.len(),
+                flagged.join(", ")
+            ),
+        )],
+        (false, true) => vec![finding(
+            "go operator",
+            Status::Ok,
+            format!("the Go CAP Operator runs (lease {}) but rolls nothing capdeck does", running.join(", ")),
+        )],
+        _ => vec![finding("go operator", Status::Ok, "no Go CAP Operator lease is being renewed")],
+    }
+}
+
+/// Binding Secrets of opted-in applications whose format capdeck cannot turn into VCAP entries.
+async fn binding_secrets(connection: &Connection, scope: &Scope) -> Vec<Finding> {
+    let client = &connection.client;
+    let listed = async {
+        let apps: Vec<CAPApplication> = scope.api(client).list(&ListParams::default()).await?.items;
+        let versions: Vec<CAPApplicationVersion> = scope.api(client).list(&ListParams::default()).await?.items;
+        let tenants: Vec<CAPTenant> = scope.api(client).list(&ListParams::default()).await?.items;
+        let deployments: Vec<Deployment> = scope.api(client).list(&ListParams::default()).await?.items;
+        let mut secrets = Vec::new();
+        for app in apps.iter().filter(|a| a.rollout_opted_in()) {
+            let namespace = app.namespace().unwrap_or_default();
+            let api: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+            for service in &app.spec.btp.services {
+                if let Some(secret) = api.get_opt(&service.secret).await? {
+                    secrets.push(secret);
+                }
+            }
+        }
+        Ok::<_, kube::Error>((apps, versions, tenants, deployments, secrets))
+    };
+    let (apps, versions, tenants, deployments, secrets) = match listed.await {
+        Ok(found) => found,
+        Err(error) => {
+            return vec![finding(
+                "binding secrets",
+                Status::Warn,
+                format!("cannot read the CAP objects and their Secrets: {}", describe_error(&error)),
+            )];
+        }
+    };
+    let mut objects: Vec<Value> = Vec::new();
+    objects.extend(apps.iter().filter_map(|o| serde_json::to_value(o).ok()));
+    objects.extend(versions.iter().filter_map(|o| serde_json::to_value(o).ok()));
+    objects.extend(tenants.iter().filter_map(|o| serde_json::to_value(o).ok()));
+    objects.extend(deployments.iter().filter_map(|o| serde_json::to_value(o).ok()));
+    objects.extend(secrets.iter().filter_map(|o| serde_json::to_value(o).ok()));
+    let manifests = crate::manifest::Manifests::from_objects("cluster", objects);
+    let index = crate::engine::plan::CapIndex::new(
+        manifests.applications.clone(),
+        manifests.versions.iter().cloned(),
+        manifests.tenants.iter().cloned(),
+    );
+    let plan = crate::engine::plan::plan_all(&index, &manifests);
+    let problems: Vec<Finding> = plan
+        .problems
+        .iter()
+        .chain(manifests.problems.iter())
+        .filter(|p| p.secret.is_some())
+        .map(|p| {
+            finding(
+                "binding secrets",
+                Status::Warn,
+                format!("{}/{}: {}", p.namespace, p.secret.clone().unwrap_or_default(), p.message),
+            )
+        })
+        .collect();
+    if problems.is_empty() {
+        let opted = apps.iter().filter(|a| a.rollout_opted_in()).count();
+        vec![finding(
+            "binding secrets",
+            Status::Ok,
+            format!("{} binding Secret(s) of {opted} opted-in application(s) are readable", secrets.len()),
+        )]
+    } else {
+        problems
+    }
+}

@@ -1,0 +1,121 @@
+//! capdeck's cluster-facing stories on two backends: the sandbox and a real kube-apiserver +
+//! etcd (built by `tools/envtest/build.sh`, or found through `KUBEBUILDER_ASSETS` /
+//! `TEST_ASSET_*` like controller-runtime's envtest). Each story body runs once per backend.
+//!
+//! Without the real binaries the kube-apiserver variants are reported as *ignored* (the reason is
+//! printed first); with `CAPDECK_REQUIRE_REAL_CLUSTER=1` (CI) a missing binary or a control plane
+//! that does not start fails the run instead.
+
+#[path = "common/mod.rs"]
+#[allow(dead_code, unused_imports, unused_macros)]
+mod common;
+
+#[path = "real_cluster/control_plane.rs"]
+mod control_plane;
+#[path = "real_cluster/differential.rs"]
+mod differential;
+#[path = "real_cluster/engine_stories.rs"]
+mod engine_stories;
+#[path = "real_cluster/faker.rs"]
+mod faker;
+#[path = "real_cluster/fault_stories.rs"]
+mod fault_stories;
+#[path = "real_cluster/process_stories.rs"]
+mod process_stories;
+#[path = "real_cluster/setup.rs"]
+mod setup;
+#[path = "real_cluster/world.rs"]
+mod world;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::process::ExitCode;
+
+use libtest_mimic::{Arguments, Failed, Trial};
+use world::Backend;
+
+type Story = fn(Backend) -> Pin<Box<dyn Future<Output = ()> + Send>>;
+
+macro_rules! stories {
+    ($($module:ident :: $name:ident $(only $only:ident)?),* $(,)?) => {
+        vec![$((
+            concat!(stringify!($module), "::", stringify!($name)),
+            (|backend| Box::pin($module::$name(backend))) as Story,
+            stories!(@backends $($only)?),
+        )),*]
+    };
+    (@backends) => { &[Backend::Sandbox, Backend::KubeApiserver][..] };
+    (@backends real) => { &[Backend::KubeApiserver][..] };
+}
+
+fn all_stories() -> Vec<(&'static str, Story, &'static [Backend])> {
+    stories![
+        engine_stories::rotation_rolls_out_then_deletes_previous_secrets,
+        engine_stories::start_up_with_everything_current_writes_nothing,
+        engine_stories::manual_approval_then_rolls,
+        engine_stories::force_with_approval_rolls_at_once,
+        engine_stories::hold_then_release,
+        engine_stories::cancel_rolls_nothing,
+        engine_stories::storm_guard_asks_for_approval,
+        engine_stories::engine_killed_mid_rollout_is_finished_by_the_next,
+        engine_stories::two_engines_share_one_lease,
+        engine_stories::next_engine_leads_after_a_graceful_stop,
+        process_stories::daemon_readme_flow_readyz_metrics_json_logs_sigterm,
+        process_stories::cli_approve_records_the_identity_the_server_returns,
+        process_stories::cli_refuses_a_user_without_patch_permission,
+        process_stories::crds_are_accepted_and_kubectl_shows_their_columns,
+        process_stories::daemon_as_the_manifests_service_account_completes_a_rotation only real,
+        fault_stories::api_server_restarted_mid_rollout,
+        fault_stories::watch_resumes_after_compaction_410,
+        fault_stories::concurrent_approvers_one_wins,
+        fault_stories::lease_taken_by_another_holder_stops_writes,
+    ]
+}
+
+fn run(story: Story, backend: Backend) -> Result<(), Failed> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failed::from(format!("tokio runtime: {e}")))?;
+    runtime.block_on(story(backend));
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let mut args = Arguments::from_args();
+    // Most stories wait on wall-clock windows and leases, not CPU: run several at once.
+    if args.test_threads.is_none() {
+        args.test_threads = Some(6);
+    }
+    let required = std::env::var("CAPDECK_REQUIRE_REAL_CLUSTER").is_ok_and(|v| v == "1");
+    let real = world::assets();
+    match &real {
+        Ok(assets) => eprintln!("real control plane: {}", assets.kube_apiserver.display()),
+        Err(why) if required => {
+            eprintln!("CAPDECK_REQUIRE_REAL_CLUSTER=1 but {why}");
+            return ExitCode::FAILURE;
+        }
+        Err(why) => eprintln!("the kube-apiserver variants are ignored: {why}"),
+    }
+    let mut trials = Vec::new();
+    for (name, story, backends) in all_stories() {
+        for &backend in backends {
+            let trial = Trial::test(format!("{name}::{}", backend.label()), move || run(story, backend));
+            trials.push(trial.with_ignored_flag(backend == Backend::KubeApiserver && real.is_err()));
+        }
+    }
+    trials.push(
+        Trial::test("differential::sandbox_vs_kube_apiserver", || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| Failed::from(e.to_string()))?;
+            runtime.block_on(differential::sandbox_vs_kube_apiserver())
+        })
+        .with_ignored_flag(real.is_err()),
+    );
+    let conclusion = libtest_mimic::run(&args, trials);
+    world::stop_shared_plane();
+    conclusion.exit_code()
+}

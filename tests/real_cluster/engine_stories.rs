@@ -1,0 +1,248 @@
+//! The engine's stories on a world: the same body on the sandbox and on kube-apiserver.
+
+use std::time::Duration;
+
+use capdeck::api::BatchPhase;
+use capdeck::api::rotation_batch::{DeploymentAction, DeploymentRolloutState};
+use capdeck::engine::Role;
+use capdeck::engine::actions::{BatchAction, act};
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt as _;
+
+use crate::common::fixtures::AppOptions;
+use crate::faker::Faker;
+use crate::setup::{Engine, engine_config, load_current, wait_phase, workload_writes};
+use crate::world::{Backend, World, eventually};
+
+const LONG: Duration = Duration::from_secs(60);
+
+struct Running {
+    world: World,
+    engine: Engine,
+    faker: Faker,
+}
+
+async fn running(backend: Backend, test: &str, options: &AppOptions) -> Running {
+    let world = World::new(backend, test).await;
+    load_current(&world, options).await;
+    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let engine = Engine::start(&world, engine_config(&world, "engine-a")).await;
+    engine.wait_for_role(Role::Leader, LONG).await;
+    Running { world, engine, faker }
+}
+
+impl Running {
+    async fn stop(self) {
+        self.engine.stop().await;
+        self.faker.stop().await;
+    }
+}
+
+/// Rotation → batch → window → rollout → Succeeded → the previous VCAP Secrets deleted, at
+/// exactly three writes per rotated Deployment.
+pub async fn rotation_rolls_out_then_deletes_previous_secrets(backend: Backend) {
+    let r = running(backend, "rotation-rolls-out", &AppOptions::default()).await;
+    let w = &r.world;
+    let before_srv = w.vcap_of("bookshop-v1-srv").await;
+    let before_router = w.vcap_of("bookshop-v1-router").await;
+    assert!(before_srv.ends_with("-go001"), "{before_srv}");
+
+    w.rotate_secret("bookshop-uaa").await;
+    let batch = wait_phase(w, "bookshop", BatchPhase::Collecting, LONG).await;
+    assert_eq!(batch.spec.secrets.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), vec!["bookshop-uaa"]);
+    let batch = wait_phase(w, "bookshop", BatchPhase::Succeeded, LONG).await;
+    let status = batch.status.clone().expect("status");
+    assert_eq!(status.progress.as_deref(), Some("2/2"));
+    for deployment in &status.deployments {
+        assert_eq!(deployment.action, DeploymentAction::Restart);
+        assert_eq!(deployment.state, Some(DeploymentRolloutState::Complete), "{deployment:?}");
+    }
+    let after_srv = w.vcap_of("bookshop-v1-srv").await;
+    assert!(after_srv.starts_with("bookshop-v1-srv-") && after_srv != before_srv, "{after_srv}");
+    assert_ne!(w.vcap_of("bookshop-v1-router").await, before_router);
+    // Previous Secrets are gone once the rollout completed.
+    eventually("previous VCAP Secrets deleted", LONG, || async {
+        let left: Vec<String> = [&before_srv, &before_router]
+            .into_iter()
+            .filter(|name| !name.is_empty())
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>();
+        let mut still = Vec::new();
+        for name in left {
+            if w.get("v1", "Secret", &name).await.is_some() {
+                still.push(name);
+            }
+        }
+        if still.is_empty() { Ok(()) } else { Err(format!("{still:?}")) }
+    })
+    .await;
+    let writes = workload_writes(&r.engine.writes());
+    let count = |k: &str| writes.get(k).copied().unwrap_or(0);
+    assert_eq!(
+        (count("create secrets"), count("update deployments"), count("delete secrets")),
+        (2, 2, 2),
+        "{writes:#?}"
+    );
+    r.stop().await;
+}
+
+/// An engine starting on a cluster where everything is current writes nothing.
+pub async fn start_up_with_everything_current_writes_nothing(backend: Backend) {
+    let r = running(backend, "start-up-current", &AppOptions::default()).await;
+    // Wait for the start-up re-check: the engine has planned once the stores synced and it leads;
+    // give it several progress intervals, then it must still have written nothing.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let writes = workload_writes(&r.engine.writes());
+    assert!(writes.is_empty(), "start-up wrote: {writes:#?}");
+    assert!(r.world.batches("bookshop").await.is_empty());
+    r.stop().await;
+}
+
+/// A manual-policy batch waits for an approval; `act` approves it and it rolls.
+pub async fn manual_approval_then_rolls(backend: Backend) {
+    let r = running(backend, "manual-approval", &AppOptions { manual: true, ..AppOptions::default() }).await;
+    let w = &r.world;
+    w.rotate_secret("bookshop-uaa").await;
+    let batch = wait_phase(w, "bookshop", BatchPhase::AwaitingApproval, LONG).await;
+    let report =
+        act(&w.client, &w.ns, &batch.name_any(), BatchAction::Approve, "alice", Some("CHG-1"), Timestamp::now())
+            .await
+            .expect("approve");
+    assert_eq!(report.by, "alice");
+    let batch = wait_phase(w, "bookshop", BatchPhase::Succeeded, LONG).await;
+    let approval = batch.spec.approval.clone().expect("approval");
+    assert_eq!(approval.approved_by.as_deref(), Some("alice"));
+    assert_eq!(approval.reason.as_deref(), Some("CHG-1"));
+    r.stop().await;
+}
+
+/// Force ends the window at once (with approval, a manual batch rolls immediately).
+pub async fn force_with_approval_rolls_at_once(backend: Backend) {
+    let options = AppOptions { manual: true, ..AppOptions::default() };
+    let world = World::new(backend, "force").await;
+    load_current(&world, &options).await;
+    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let mut config = engine_config(&world, "engine-a");
+    config.rollout_delay = Duration::from_secs(3600);
+    let engine = Engine::start(&world, config).await;
+    engine.wait_for_role(Role::Leader, LONG).await;
+    world.rotate_secret("bookshop-uaa").await;
+    let batch = wait_phase(&world, "bookshop", BatchPhase::Collecting, LONG).await;
+    act(
+        &world.client,
+        &world.ns,
+        &batch.name_any(),
+        BatchAction::Force { approve: true },
+        "alice",
+        Some("hotfix"),
+        Timestamp::now(),
+    )
+    .await
+    .expect("force");
+    let batch = wait_phase(&world, "bookshop", BatchPhase::Succeeded, LONG).await;
+    assert_eq!(batch.spec.force.as_ref().map(|f| f.by.as_str()), Some("alice"));
+    engine.stop().await;
+    faker.stop().await;
+}
+
+/// Hold keeps a batch from rolling; release lets it go on.
+pub async fn hold_then_release(backend: Backend) {
+    let r = running(backend, "hold-release", &AppOptions { manual: true, ..AppOptions::default() }).await;
+    let w = &r.world;
+    w.rotate_secret("bookshop-uaa").await;
+    let batch = wait_phase(w, "bookshop", BatchPhase::AwaitingApproval, LONG).await;
+    let name = batch.name_any();
+    act(&w.client, &w.ns, &name, BatchAction::Hold, "alice", Some("freeze"), Timestamp::now()).await.expect("hold");
+    wait_phase(w, "bookshop", BatchPhase::Held, LONG).await;
+    act(&w.client, &w.ns, &name, BatchAction::Approve, "alice", Some("ok"), Timestamp::now()).await.expect("approve");
+    // Held wins over the approval.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(w.batches("bookshop").await.last().map(|b| b.phase()), Some(BatchPhase::Held));
+    act(&w.client, &w.ns, &name, BatchAction::Release, "alice", Some("go"), Timestamp::now()).await.expect("release");
+    wait_phase(w, "bookshop", BatchPhase::Succeeded, LONG).await;
+    r.stop().await;
+}
+
+/// Cancel ends a batch; nothing rolls.
+pub async fn cancel_rolls_nothing(backend: Backend) {
+    let r = running(backend, "cancel", &AppOptions { manual: true, ..AppOptions::default() }).await;
+    let w = &r.world;
+    let before = w.vcap_of("bookshop-v1-srv").await;
+    w.rotate_secret("bookshop-uaa").await;
+    let batch = wait_phase(w, "bookshop", BatchPhase::AwaitingApproval, LONG).await;
+    act(&w.client, &w.ns, &batch.name_any(), BatchAction::Cancel, "alice", Some("wrong secret"), Timestamp::now())
+        .await
+        .expect("cancel");
+    wait_phase(w, "bookshop", BatchPhase::Cancelled, LONG).await;
+    assert_eq!(w.vcap_of("bookshop-v1-srv").await, before);
+    let writes = workload_writes(&r.engine.writes());
+    assert!(!writes.contains_key("update deployments"), "{writes:#?}");
+    r.stop().await;
+}
+
+/// A second rotation shortly after a rollout needs an approval (storm guard).
+pub async fn storm_guard_asks_for_approval(backend: Backend) {
+    let r = running(backend, "storm-guard", &AppOptions::default()).await;
+    let w = &r.world;
+    w.rotate_secret("bookshop-uaa").await;
+    wait_phase(w, "bookshop", BatchPhase::Succeeded, LONG).await;
+    w.rotate_secret("bookshop-uaa").await;
+    let batch = wait_phase(w, "bookshop", BatchPhase::AwaitingApproval, LONG).await;
+    let message =
+        batch.status.as_ref().and_then(|s| s.conditions.first()).map(|c| c.message.clone()).unwrap_or_default();
+    assert!(message.contains("storm guard"), "{message}");
+    r.stop().await;
+}
+
+/// An engine killed mid-rollout: its successor takes the lease after it expires and finishes.
+pub async fn engine_killed_mid_rollout_is_finished_by_the_next(backend: Backend) {
+    let options = AppOptions { stall: &[], ..AppOptions::default() };
+    let world = World::new(backend, "killed-mid-rollout").await;
+    load_current(&world, &options).await;
+    // Slow rollouts, so the kill lands while Deployments roll.
+    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_secs(3));
+    let first = Engine::start(&world, engine_config(&world, "engine-a")).await;
+    first.wait_for_role(Role::Leader, LONG).await;
+    world.rotate_secret("bookshop-uaa").await;
+    wait_phase(&world, "bookshop", BatchPhase::RollingOut, LONG).await;
+    first.kill();
+    let second = Engine::start(&world, engine_config(&world, "engine-b")).await;
+    second.wait_for_role(Role::Leader, LONG).await;
+    let batch = wait_phase(&world, "bookshop", BatchPhase::Succeeded, LONG).await;
+    assert_eq!(batch.status.and_then(|s| s.progress).as_deref(), Some("2/2"));
+    second.stop().await;
+    faker.stop().await;
+}
+
+/// Two engines on one Lease: exactly one leads.
+pub async fn two_engines_share_one_lease(backend: Backend) {
+    let world = World::new(backend, "two-engines").await;
+    load_current(&world, &AppOptions::default()).await;
+    let a = Engine::start(&world, engine_config(&world, "engine-a")).await;
+    a.wait_for_role(Role::Leader, LONG).await;
+    let b = Engine::start(&world, engine_config(&world, "engine-b")).await;
+    b.wait_for_role(Role::Observer, LONG).await;
+    // Over several renewals it stays that way.
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!((a.role(), b.role()), (Role::Leader, Role::Observer));
+    }
+    a.stop().await;
+    b.stop().await;
+}
+
+/// After a graceful stop (lease released) the next engine leads — the sandbox once kept the old
+/// holder's `renewTime` in its managedFields and every later apply was a 409.
+pub async fn next_engine_leads_after_a_graceful_stop(backend: Backend) {
+    let world = World::new(backend, "graceful-handover").await;
+    load_current(&world, &AppOptions::default()).await;
+    let a = Engine::start(&world, engine_config(&world, "engine-a")).await;
+    a.wait_for_role(Role::Leader, LONG).await;
+    // Let it renew at least once, so renewTime is its own.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    a.stop().await;
+    let b = Engine::start(&world, engine_config(&world, "engine-b")).await;
+    // Well under the lease duration (6 s) + grace: a released lease is taken at once.
+    b.wait_for_role(Role::Leader, Duration::from_secs(20)).await;
+    b.stop().await;
+}

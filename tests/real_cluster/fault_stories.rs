@@ -1,0 +1,129 @@
+//! Faults on a world: the API server restarted mid-rollout, a compaction forcing `410 Gone`, two
+//! approvers at once (409), the lease taken away.
+
+use std::time::Duration;
+
+use capdeck::api::BatchPhase;
+use capdeck::engine::Role;
+use capdeck::engine::actions::{ActionError, BatchAction, act};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt as _;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+
+use crate::common::fixtures::AppOptions;
+use crate::control_plane::Profile;
+use crate::faker::Faker;
+use crate::setup::{Engine, engine_config, load_current, wait_phase, workload_writes};
+use crate::world::{Backend, World};
+
+const LONG: Duration = Duration::from_secs(90);
+
+/// kube-apiserver stopped for 3 s while Deployments roll, then started again (etcd keeps the
+/// data): the batch still succeeds, and no Deployment is rolled twice.
+pub async fn api_server_restarted_mid_rollout(backend: Backend) {
+    let world = World::dedicated(backend, "apiserver-restart", Profile::Standard).await;
+    load_current(&world, &AppOptions::default()).await;
+    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_secs(2));
+    let engine = Engine::start(&world, engine_config(&world, "engine-a")).await;
+    engine.wait_for_role(Role::Leader, LONG).await;
+    world.rotate_secret("bookshop-uaa").await;
+    wait_phase(&world, "bookshop", BatchPhase::RollingOut, LONG).await;
+    world.restart_server(Duration::from_secs(3)).await;
+    let batch = wait_phase(&world, "bookshop", BatchPhase::Succeeded, LONG).await;
+    assert_eq!(batch.status.and_then(|s| s.progress).as_deref(), Some("2/2"));
+    let writes = workload_writes(&engine.writes());
+    assert_eq!(writes.get("update deployments").copied(), Some(2), "{writes:#?}");
+    engine.stop().await;
+    faker.stop().await;
+}
+
+/// History compacted while the engine's watches are cut: they resume from a resourceVersion the
+/// server no longer has, get `410 Gone`, re-list — and the next rotation is still handled.
+pub async fn watch_resumes_after_compaction_410(backend: Backend) {
+    let world = World::dedicated(backend, "compaction-410", Profile::NoWatchCache).await;
+    load_current(&world, &AppOptions::default()).await;
+    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let engine = Engine::start(&world, engine_config(&world, "engine-a")).await;
+    engine.wait_for_role(Role::Leader, LONG).await;
+    // Changes the engine has seen, then history gone.
+    for n in 0..5 {
+        world
+            .apply_objects(vec![json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": format!("noise-{n}"), "namespace": world.ns}, "data": {"n": n.to_string()}})])
+            .await;
+    }
+    match backend {
+        Backend::KubeApiserver => {
+            let plane = world.plane.clone().expect("plane");
+            tokio::task::spawn_blocking(move || plane.compact_etcd()).await.expect("join").expect("compact");
+            // Cut every watch: they come back with their last resourceVersion, now compacted.
+            world.restart_server(Duration::from_millis(500)).await;
+        }
+        Backend::Sandbox => {
+            world.sandbox().compact();
+            world.sandbox().drop_watches();
+        }
+    }
+    world.rotate_secret("bookshop-uaa").await;
+    wait_phase(&world, "bookshop", BatchPhase::Succeeded, LONG).await;
+    engine.stop().await;
+    faker.stop().await;
+}
+
+/// Two people approve the same batch at the same moment: one write wins (resourceVersion
+/// precondition), the other is refused as already approved — never applied twice.
+pub async fn concurrent_approvers_one_wins(backend: Backend) {
+    let world = World::new(backend, "concurrent-approvers").await;
+    load_current(&world, &AppOptions { manual: true, ..AppOptions::default() }).await;
+    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let engine = Engine::start(&world, engine_config(&world, "engine-a")).await;
+    engine.wait_for_role(Role::Leader, LONG).await;
+    world.rotate_secret("bookshop-uaa").await;
+    let batch = wait_phase(&world, "bookshop", BatchPhase::AwaitingApproval, LONG).await;
+    let name = batch.name_any();
+    let (a, b) = tokio::join!(
+        act(&world.client, &world.ns, &name, BatchAction::Approve, "alice", Some("a"), Timestamp::now()),
+        act(&world.client, &world.ns, &name, BatchAction::Approve, "erin", Some("b"), Timestamp::now()),
+    );
+    let outcomes = [a.is_ok(), b.is_ok()];
+    assert_eq!(outcomes.iter().filter(|ok| **ok).count(), 1, "exactly one approval wins: {a:?} {b:?}");
+    let refused = if a.is_err() { a.err() } else { b.err() };
+    assert!(
+        matches!(refused, Some(ActionError::Refused(ref text)) if text.contains("already approved")),
+        "{refused:?}"
+    );
+    let batch = wait_phase(&world, "bookshop", BatchPhase::Succeeded, LONG).await;
+    let by = batch.spec.approval.and_then(|a| a.approved_by).unwrap_or_default();
+    assert!(by == "alice" || by == "erin", "{by}");
+    engine.stop().await;
+    faker.stop().await;
+}
+
+/// Someone else takes the Lease (a forced apply with a long duration): the engine notices at its
+/// next renewal, steps down to Observer, and opens no batch for a rotation.
+pub async fn lease_taken_by_another_holder_stops_writes(backend: Backend) {
+    let world = World::new(backend, "lease-loss").await;
+    load_current(&world, &AppOptions::default()).await;
+    let engine = Engine::start(&world, engine_config(&world, "engine-a")).await;
+    engine.wait_for_role(Role::Leader, LONG).await;
+    let leases: Api<Lease> = Api::namespaced(world.client.clone(), &world.ns);
+    // MicroTime: kube-apiserver takes microseconds, not nanoseconds (the sandbox took both).
+    let now = serde_json::to_value(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(Timestamp::now()))
+        .expect("time");
+    let intruder = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "capdeck-engine"},
+        "spec": {"holderIdentity": "intruder", "leaseDurationSeconds": 3600, "acquireTime": now, "renewTime": now}});
+    leases
+        .patch("capdeck-engine", &PatchParams::apply("intruder").force(), &Patch::Apply(&intruder))
+        .await
+        .expect("take the lease");
+    engine.wait_for_role(Role::Observer, Duration::from_secs(30)).await;
+    world.rotate_secret("bookshop-uaa").await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(world.batches("bookshop").await.is_empty(), "an observer opened a batch");
+    let writes = workload_writes(&engine.writes());
+    assert!(writes.is_empty(), "{writes:#?}");
+    engine.stop().await;
+}

@@ -1,0 +1,307 @@
+//! The capdeck binary as users run it — the daemon, the CLI — and kubectl, on a world.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use capdeck::api::BatchPhase;
+use capdeck::engine::Role;
+use kube::ResourceExt as _;
+use serde_json::{Value, json};
+
+use crate::common::fixtures::AppOptions;
+use crate::faker::Faker;
+use crate::setup::{Engine, capdeck, engine_config, load_current, text, wait_phase};
+use crate::world::{Backend, World, eventually};
+
+const LONG: Duration = Duration::from_secs(60);
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
+}
+
+/// A child process killed when the story ends, however it ends.
+struct Daemon {
+    child: Option<Child>,
+    log: std::path::PathBuf,
+    health: String,
+}
+
+impl Daemon {
+    fn start(kubeconfig: &std::path::Path, ns: &str, dir: &std::path::Path, extra: &[&str]) -> Daemon {
+        let port = free_port();
+        let log = dir.join(format!("daemon-{port}.log"));
+        let mut args: Vec<String> = vec![
+            "--daemon".into(),
+            "--health-addr".into(),
+            format!("127.0.0.1:{port}"),
+            "-n".into(),
+            ns.into(),
+            "--lease-namespace".into(),
+            ns.into(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let child = Command::new(env!("CARGO_BIN_EXE_capdeck"))
+            .args(&args)
+            .env("KUBECONFIG", kubeconfig)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::from(std::fs::File::create(&log).expect("log file")))
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("daemon starts");
+        Daemon { child: Some(child), log, health: format!("http://127.0.0.1:{port}") }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGTERM and the exit status.
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("running");
+        let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
+        assert!(status.success());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "daemon did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+async fn http_get(url: &str) -> Option<(u16, String)> {
+    let output = tokio::process::Command::new("curl")
+        .args(["-s", "-m", "5", "-o", "-", "-w", "\n%{http_code}", url])
+        .output()
+        .await
+        .ok()?;
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n')?;
+    Some((code.trim().parse().ok()?, body.to_string()))
+}
+
+fn batches_json(kubeconfig: &std::path::Path, ns: &str) -> Vec<Value> {
+    let output = capdeck(kubeconfig, &["batches", "-n", ns, "-o", "json"]);
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stderr}");
+    let parsed: Value = serde_json::from_str(&stdout).expect("json");
+    match parsed {
+        Value::Array(items) => items,
+        Value::Object(list) => list.get("items").and_then(Value::as_array).cloned().unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}
+
+/// The README's flow with the daemon as a process: ready, a rotation becomes a batch that
+/// `capdeck force --approve` rolls, metrics count it, logs are JSON, SIGTERM exits 0.
+pub async fn daemon_readme_flow_readyz_metrics_json_logs_sigterm(backend: Backend) {
+    let world = World::new(backend, "daemon-readme").await;
+    load_current(&world, &AppOptions::default()).await;
+    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let dir = tempfile::tempdir().expect("dir");
+    let mut daemon = Daemon::start(&world.admin_kubeconfig, &world.ns, dir.path(), &["--rollout-delay", "1h"]);
+    eventually("daemon ready", LONG, || async {
+        match http_get(&format!("{}/readyz", daemon.health)).await {
+            Some((200, body)) if body.contains("leader") => Ok(()),
+            other => Err(format!("{other:?}; log: {}", daemon.log())),
+        }
+    })
+    .await;
+    assert_eq!(http_get(&format!("{}/healthz", daemon.health)).await.map(|(c, _)| c), Some(200));
+
+    world.rotate_secret("bookshop-uaa").await;
+    let batch = wait_phase(&world, "bookshop", BatchPhase::Collecting, LONG).await;
+    let listed = batches_json(&world.admin_kubeconfig, &world.ns);
+    assert!(listed.iter().any(|b| b["name"] == json!(batch.name_any())), "{listed:?}");
+    let target = format!("{}/{}", world.ns, batch.name_any());
+    let output = capdeck(&world.admin_kubeconfig, &["force", &target, "--approve", "--reason", "CHG-1"]);
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stdout}{stderr}");
+    wait_phase(&world, "bookshop", BatchPhase::Succeeded, LONG).await;
+    eventually("metrics count the rollout", LONG, || async {
+        let metrics = http_get(&format!("{}/metrics", daemon.health)).await.map(|(_, b)| b).unwrap_or_default();
+        let want = ["capdeck_leader 1", "capdeck_deployments_restarted_total 2"];
+        let missing: Vec<&&str> = want.iter().filter(|w| !metrics.contains(**w)).collect();
+        if missing.is_empty() { Ok(()) } else { Err(format!("missing {missing:?}")) }
+    })
+    .await;
+    let status = daemon.terminate();
+    assert!(status.success(), "exit {status:?}; log: {}", daemon.log());
+    let log = daemon.log();
+    assert!(!log.trim().is_empty());
+    for line in log.lines().filter(|l| !l.trim().is_empty()) {
+        serde_json::from_str::<Value>(line).unwrap_or_else(|e| panic!("not a JSON log line ({e}): {line}"));
+    }
+    // The lease was released: a new engine leads at once.
+    let next = Engine::start(&world, {
+        let mut config = engine_config(&world, "after-daemon");
+        config.lease.name = "capdeck-engine".into();
+        config
+    })
+    .await;
+    next.wait_for_role(Role::Leader, Duration::from_secs(15)).await;
+    next.stop().await;
+    faker.stop().await;
+}
+
+async fn awaiting_batch(world: &World) -> (Engine, Faker, String) {
+    load_current(world, &AppOptions { manual: true, ..AppOptions::default() }).await;
+    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let engine = Engine::start(world, engine_config(world, "engine-a")).await;
+    engine.wait_for_role(Role::Leader, LONG).await;
+    world.rotate_secret("bookshop-uaa").await;
+    let batch = wait_phase(world, "bookshop", BatchPhase::AwaitingApproval, LONG).await;
+    (engine, faker, batch.name_any())
+}
+
+/// `capdeck approve` records the user the API server's SelfSubjectReview names.
+pub async fn cli_approve_records_the_identity_the_server_returns(backend: Backend) {
+    let world = World::new(backend, "cli-identity").await;
+    let (engine, faker, name) = awaiting_batch(&world).await;
+    world.grant("alice", "capdeck.dev", &["rotationbatches"], &["get", "list", "watch", "patch"], &[]).await;
+    let alice = world.kubeconfig_for("alice");
+    let output = capdeck(&alice, &["approve", &format!("{}/{name}", world.ns), "--reason", "CHG-7"]);
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("alice"), "{stdout}");
+    let batch = wait_phase(&world, "bookshop", BatchPhase::Succeeded, LONG).await;
+    let approval = batch.spec.approval.expect("approval");
+    assert_eq!(approval.approved_by.as_deref(), Some("alice"));
+    assert_eq!(approval.reason.as_deref(), Some("CHG-7"));
+    engine.stop().await;
+    faker.stop().await;
+}
+
+/// A user whose Role lacks `patch rotationbatches` is refused with a text naming user, verb and
+/// resource, and the batch is unchanged.
+pub async fn cli_refuses_a_user_without_patch_permission(backend: Backend) {
+    let world = World::new(backend, "cli-refusal").await;
+    let (engine, faker, name) = awaiting_batch(&world).await;
+    world
+        .grant("dave", "capdeck.dev", &["rotationbatches"], &["get", "list", "watch"], &["patch:rotationbatches"])
+        .await;
+    let dave = world.kubeconfig_for("dave");
+    let output = capdeck(&dave, &["approve", &format!("{}/{name}", world.ns), "--reason", "x"]);
+    let (stdout, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{stdout}{stderr}");
+    for word in ["forbidden", "dave", "patch", "rotationbatches"] {
+        assert!(stderr.contains(word), "refusal lacks {word:?}: {stderr}");
+    }
+    let batch = world.batches("bookshop").await.pop().expect("batch");
+    assert!(batch.spec.approval.and_then(|a| a.approved_by).is_none());
+    engine.stop().await;
+    faker.stop().await;
+}
+
+fn kubectl_path() -> std::path::PathBuf {
+    crate::world::assets().expect("kubectl").kubectl
+}
+
+/// `capdeck crds` passes real CRD validation (the harness installed them), and the built kubectl
+/// shows the printer columns and resolves the short names.
+pub async fn crds_are_accepted_and_kubectl_shows_their_columns(backend: Backend) {
+    let world = World::new(backend, "crds-kubectl").await;
+    let (engine, faker, name) = awaiting_batch(&world).await;
+    let Ok(assets) = crate::world::assets() else {
+        // The sandbox variant needs the built kubectl too; without it there is nothing to check.
+        assert_eq!(backend, Backend::Sandbox);
+        eprintln!("no built kubectl: the sandbox variant checks nothing");
+        engine.stop().await;
+        faker.stop().await;
+        return;
+    };
+    let _ = kubectl_path();
+    let kubectl = |args: &[&str]| {
+        let output = Command::new(&assets.kubectl)
+            .args(args)
+            .env("KUBECONFIG", &world.admin_kubeconfig)
+            .output()
+            .expect("kubectl runs");
+        let (stdout, stderr) = text(&output);
+        assert!(output.status.success(), "kubectl {args:?}: {stderr}");
+        stdout
+    };
+    let table = kubectl(&["get", "rb", "-n", &world.ns]);
+    let header = table.lines().next().unwrap_or_default().to_string();
+    for column in ["NAME", "APPLICATION", "PHASE"] {
+        assert!(header.contains(column), "kubectl get rb header lacks {column}: {table}");
+    }
+    assert!(table.contains(&name) && table.contains("AwaitingApproval"), "{table}");
+    assert!(!table.contains("<invalid>"), "a column renders <invalid>: {table}");
+    let apps = kubectl(&["get", "ca", "-n", &world.ns]);
+    assert!(apps.contains("bookshop"), "{apps}");
+    let versions = kubectl(&["get", "cav", "-n", &world.ns, "-o", "name"]);
+    assert!(versions.contains("bookshop-v1"), "{versions}");
+    engine.stop().await;
+    faker.stop().await;
+}
+
+/// `capdeck manifests` applied, and the daemon run with the token of that ServiceAccount
+/// completes a rotation — the ClusterRole grants what the engine needs, on a server that
+/// enforces RBAC.
+pub async fn daemon_as_the_manifests_service_account_completes_a_rotation(backend: Backend) {
+    let world = World::new(backend, "daemon-as-sa").await;
+    load_current(&world, &AppOptions::default()).await;
+    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let system = format!("{}-system", world.ns);
+    let output = capdeck(&world.admin_kubeconfig, &["manifests", "-n", &system]);
+    let (manifests, stderr) = text(&output);
+    assert!(output.status.success(), "{stderr}");
+    let plane = world.plane();
+    plane
+        .kubectl_apply(&format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {system}\n---\n{manifests}"))
+        .expect("apply manifests");
+    // The Lease lives in the daemon's namespace; give its Role's namespace to --lease-namespace.
+    let output = plane
+        .kubectl()
+        .args(["create", "token", "capdeck", "-n", &system, "--duration=1h"])
+        .output()
+        .expect("kubectl create token");
+    let (token, stderr) = text(&output);
+    assert!(output.status.success(), "create token: {stderr}");
+    let kubeconfig = plane.write_token_kubeconfig(&format!("sa-{}", world.ns), token.trim()).expect("kubeconfig");
+    let dir = tempfile::tempdir().expect("dir");
+    let port = free_port();
+    let log = dir.path().join("daemon.log");
+    let child = Command::new(env!("CARGO_BIN_EXE_capdeck"))
+        .args(["--daemon", "--health-addr", &format!("127.0.0.1:{port}"), "-A", "--lease-namespace", &system])
+        .args(["--rollout-delay", "1h"])
+        .env("KUBECONFIG", &kubeconfig)
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .stdout(Stdio::from(std::fs::File::create(&log).expect("log")))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("daemon");
+    let mut daemon = Daemon { child: Some(child), log, health: format!("http://127.0.0.1:{port}") };
+    eventually("daemon as the ServiceAccount leads", LONG, || async {
+        match http_get(&format!("{}/readyz", daemon.health)).await {
+            Some((200, body)) if body.contains("leader") => Ok(()),
+            other => Err(format!("{other:?}; log: {}", daemon.log())),
+        }
+    })
+    .await;
+    world.rotate_secret("bookshop-uaa").await;
+    let batch = wait_phase(&world, "bookshop", BatchPhase::Collecting, LONG).await;
+    let output = capdeck(
+        &world.admin_kubeconfig,
+        &["force", &format!("{}/{}", world.ns, batch.name_any()), "--approve", "--reason", "go"],
+    );
+    assert!(output.status.success(), "{:?}", text(&output));
+    wait_phase(&world, "bookshop", BatchPhase::Succeeded, LONG).await;
+    let log = daemon.log();
+    assert!(!log.contains("forbidden"), "the ServiceAccount was refused something: {log}");
+    assert!(daemon.terminate().success());
+    faker.stop().await;
+}

@@ -1,0 +1,264 @@
+//! The scenario building blocks on a `World`: the test application made current (as if the Go
+//! CAP Operator had rolled it), an engine scoped to the world's namespace, the engine's own
+//! write counts, and the capdeck binary run with a world's kubeconfig.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use capdeck::api::{BatchPhase, CAPApplication, CAPApplicationVersion, CAPTenant, DeploymentView, RotationBatch};
+use capdeck::cluster::Scope;
+use capdeck::cluster::stores::{StoreTasks, Stores};
+use capdeck::engine::config::{Clock, EngineConfig, EngineMode, LeaseSettings};
+use capdeck::engine::metrics::Metrics;
+use capdeck::engine::plan::{CapIndex, ObjectLookup, SecretLookup, plan_all};
+use capdeck::engine::{EngineHandle, Role};
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt as _;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::common::fixtures::{AppOptions, NS, application};
+use crate::world::{World, b64, eventually};
+
+/// The fixture application of `options` in `ns`, its Deployments already pointing at VCAP
+/// Secrets with exactly their current payload, so an engine starting on it has nothing to do.
+pub fn current_application(options: &AppOptions, ns: &str) -> Vec<Value> {
+    let mut objects: Vec<Value> = application(options)
+        .into_iter()
+        .filter(|o| o["kind"] != "Namespace")
+        .map(|mut o| {
+            if o.pointer("/metadata/namespace").and_then(Value::as_str) == Some(NS) {
+                o["metadata"]["namespace"] = json!(ns);
+            }
+            o
+        })
+        .collect();
+    make_current(&mut objects);
+    objects
+}
+
+struct JsonLookup {
+    secrets: HashMap<(String, String), Arc<Secret>>,
+    deployments: HashMap<(String, String), Arc<DeploymentView>>,
+}
+
+impl ObjectLookup for JsonLookup {
+    fn secret(&self, namespace: &str, name: &str) -> SecretLookup {
+        self.secrets.get(&(namespace.into(), name.into())).cloned().map_or(SecretLookup::Missing, SecretLookup::Found)
+    }
+    fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<DeploymentView>> {
+        self.deployments.get(&(namespace.into(), name.into())).cloned()
+    }
+}
+
+fn key_of(value: &Value) -> (String, String) {
+    let text = |p: &str| value.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string();
+    (text("/metadata/namespace"), text("/metadata/name"))
+}
+
+fn of_kind<K: serde::de::DeserializeOwned>(objects: &[Value], kind: &str) -> Vec<(Value, K)> {
+    objects
+        .iter()
+        .filter(|o| o["kind"] == kind)
+        .filter_map(|o| Some((o.clone(), serde_json::from_value(o.clone()).ok()?)))
+        .collect()
+}
+
+fn make_current(objects: &mut Vec<Value>) {
+    let lookup = JsonLookup {
+        secrets: of_kind::<Secret>(objects, "Secret").into_iter().map(|(v, s)| (key_of(&v), Arc::new(s))).collect(),
+        deployments: of_kind::<DeploymentView>(objects, "Deployment")
+            .into_iter()
+            .map(|(v, d)| (key_of(&v), Arc::new(d)))
+            .collect(),
+    };
+    let apps = of_kind::<CAPApplication>(objects, "CAPApplication")
+        .into_iter()
+        .map(|(_, mut app)| {
+            app.spec.rollout_on_credential_update = Some(true);
+            Arc::new(app)
+        })
+        .collect();
+    let versions: Vec<Arc<CAPApplicationVersion>> = of_kind::<CAPApplicationVersion>(objects, "CAPApplicationVersion")
+        .into_iter()
+        .map(|(_, v)| Arc::new(v))
+        .collect();
+    let tenants: Vec<Arc<CAPTenant>> =
+        of_kind::<CAPTenant>(objects, "CAPTenant").into_iter().map(|(_, t)| Arc::new(t)).collect();
+    let index = CapIndex::new(apps, versions, tenants);
+    let plan = plan_all(&index, &lookup);
+    for planned in plan.deployments {
+        let secret = format!("{}-go001", planned.deployment);
+        let hash = capdeck::vcap::secret_owner_hash(&planned.namespace, &planned.version, &planned.deployment);
+        objects.push(json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": secret, "namespace": planned.namespace, "labels": {"sme.sap.com/secret-owner-hash": hash}},
+            "data": {"VCAP_SERVICES": b64(planned.payload.expose())}}));
+        let env_from = json!([{"secretRef": {"name": secret, "optional": true}}]);
+        for object in objects.iter_mut().filter(|o| o["kind"] == "Deployment" && key_of(o).1 == planned.deployment) {
+            for list in ["containers", "initContainers"] {
+                if let Some(Value::Array(containers)) = object.pointer_mut(&format!("/spec/template/spec/{list}")) {
+                    for container in containers {
+                        container["envFrom"] = env_from.clone();
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A CAPApplicationVersion's Ready status must follow its creation; the fixture's objects in
+/// an order a real server accepts (Secrets before what names them).
+pub async fn load_current(world: &World, options: &AppOptions) {
+    world.apply_objects(current_application(options, &world.ns)).await;
+}
+
+/// Engine settings for wall-clock scenarios: a 2 s window, progress every 200 ms, a lease in
+/// the world's namespace.
+pub fn engine_config(world: &World, identity: &str) -> EngineConfig {
+    EngineConfig {
+        rollout_delay: Duration::from_secs(2),
+        clock: Clock::System,
+        mode: EngineMode::Lead,
+        progress_interval: Duration::from_millis(200),
+        lease: LeaseSettings {
+            namespace: world.ns.clone(),
+            name: "capdeck-engine".into(),
+            duration_seconds: 6,
+            grace_seconds: 2,
+        },
+        identity: identity.into(),
+        ..EngineConfig::default()
+    }
+}
+
+/// An engine in-process, scoped to one namespace.
+pub struct Engine {
+    pub handle: Option<EngineHandle>,
+    pub metrics: Metrics,
+    cancel: CancellationToken,
+    tasks: StoreTasks,
+}
+
+impl Engine {
+    pub async fn start(world: &World, config: EngineConfig) -> Engine {
+        Self::start_with(world.client.clone(), &world.ns, config).await
+    }
+
+    pub async fn start_with(client: kube::Client, ns: &str, config: EngineConfig) -> Engine {
+        let cancel = CancellationToken::new();
+        let (stores, tasks) = Stores::start(&client, Scope::Namespace(ns.into()), cancel.clone());
+        let metrics = Metrics::new();
+        let handle = capdeck::engine::spawn(client, stores, config, metrics.clone(), cancel.clone());
+        Engine { handle: Some(handle), metrics, cancel, tasks }
+    }
+
+    pub fn role(&self) -> Role {
+        self.handle.as_ref().map_or(Role::Observer, |h| *h.role.borrow())
+    }
+
+    pub async fn wait_for_role(&self, role: Role, limit: Duration) {
+        eventually(&format!("engine role {role:?}"), limit, || async {
+            if self.role() == role { Ok(()) } else { Err(format!("{:?}", self.role())) }
+        })
+        .await;
+    }
+
+    /// Successful writes by verb and resource (`"update deployments"` → 2).
+    pub fn writes(&self) -> HashMap<String, u64> {
+        parse_writes(&self.metrics.encode())
+    }
+
+    /// Graceful: in-flight writes finish, the lease is released.
+    pub async fn stop(mut self) {
+        self.cancel.cancel();
+        if let Some(handle) = self.handle.take() {
+            handle.join().await;
+        }
+        for task in self.tasks.handles.drain(..) {
+            let _ = task.await;
+        }
+    }
+
+    /// Like a killed process: no lease release.
+    pub fn kill(mut self) {
+        for task in self.tasks.handles.drain(..) {
+            task.abort();
+        }
+        if let Some(handle) = self.handle.take() {
+            handle.abort();
+        }
+    }
+}
+
+/// `capdeck_api_writes_total{verb="update",resource="deployments"} 2` lines, as a map.
+pub fn parse_writes(metrics: &str) -> HashMap<String, u64> {
+    let mut writes = HashMap::new();
+    for line in metrics.lines().filter(|l| l.starts_with("capdeck_api_writes_total{")) {
+        let label = |name: &str| {
+            line.split(&format!("{name}=\""))
+                .nth(1)
+                .and_then(|rest| rest.split('"').next())
+                .unwrap_or_default()
+                .to_string()
+        };
+        let count: u64 = line.rsplit(' ').next().and_then(|n| n.parse::<f64>().ok()).unwrap_or(0.0) as u64;
+        if count > 0 {
+            writes.insert(format!("{} {}", label("verb"), label("resource")), count);
+        }
+    }
+    writes
+}
+
+/// Writes to workloads and batches only (no Events, no Lease).
+pub fn workload_writes(writes: &HashMap<String, u64>) -> HashMap<String, u64> {
+    writes.iter().filter(|(k, _)| !k.ends_with(" events")).map(|(k, v)| (k.clone(), *v)).collect()
+}
+
+/// Wait until `app`'s newest batch is in `phase`; on timeout show every batch.
+pub async fn wait_phase(world: &World, app: &str, phase: BatchPhase, limit: Duration) -> RotationBatch {
+    let found = std::sync::Mutex::new(None);
+    eventually(&format!("{app} batch {phase}"), limit, || async {
+        let batches = world.batches(app).await;
+        match batches.last() {
+            Some(batch) if batch.phase() == phase => {
+                *found.lock().expect("lock") = Some(batch.clone());
+                Ok(())
+            }
+            _ => Err(describe(&batches)),
+        }
+    })
+    .await;
+    found.into_inner().expect("lock").expect("batch")
+}
+
+pub fn describe(batches: &[RotationBatch]) -> String {
+    let lines: Vec<String> = batches
+        .iter()
+        .map(|b| {
+            let status = b.status.clone().unwrap_or_default();
+            let condition =
+                status.conditions.first().map(|c| format!("{}: {}", c.reason, c.message)).unwrap_or_default();
+            let deployments: Vec<String> =
+                status.deployments.iter().map(|d| format!("{} {:?} {:?}", d.name, d.state, d.message)).collect();
+            format!("{} {} [{condition}] {deployments:?}", b.name_any(), b.phase())
+        })
+        .collect();
+    format!("{lines:#?}")
+}
+
+/// The capdeck binary with `kubeconfig`, outside any cluster.
+pub fn capdeck(kubeconfig: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_capdeck"))
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("capdeck runs")
+}
+
+pub fn text(output: &std::process::Output) -> (String, String) {
+    (String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned())
+}

@@ -1,0 +1,380 @@
+//! One scenario, two backends: a `World` is a namespace on either the sandbox (served over HTTP,
+//! one sandbox per world) or the shared real kube-apiserver, reached only through kube clients and
+//! kubeconfig files — never through sandbox internals — so a scenario passes on both or shows a
+//! difference.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use base64::Engine as _;
+use capdeck::api::RotationBatch;
+use capdeck::sandbox::{Sandbox, SandboxConfig, ServedSandbox};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::{Value, json};
+
+use crate::control_plane::{Assets, ControlPlane, Profile};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sandbox,
+    KubeApiserver,
+}
+
+impl Backend {
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Sandbox => "sandbox",
+            Self::KubeApiserver => "kube_apiserver",
+        }
+    }
+}
+
+/// The control plane all real-backend worlds share (each in its own namespace), started by the
+/// first world that needs it.
+static SHARED: OnceLock<Result<Arc<ControlPlane>, String>> = OnceLock::new();
+static ASSETS: OnceLock<Result<Assets, String>> = OnceLock::new();
+
+pub fn assets() -> Result<Assets, String> {
+    ASSETS.get_or_init(crate::control_plane::find_assets).clone()
+}
+
+pub fn shared_plane() -> Result<Arc<ControlPlane>, String> {
+    SHARED
+        .get_or_init(|| {
+            let plane = start_plane(Profile::Standard)?;
+            eprintln!("real control plane up in {:.2} s at {}", plane.start_time.as_secs_f64(), plane.url);
+            Ok(Arc::new(plane))
+        })
+        .clone()
+}
+
+/// Stop the shared control plane (at the end of the run, so its directory is removed).
+pub fn stop_shared_plane() {
+    if let Some(Ok(plane)) = SHARED.get() {
+        plane.stop();
+    }
+}
+
+/// A control plane with capdeck's CRDs installed and Established.
+pub fn start_plane(profile: Profile) -> Result<ControlPlane, String> {
+    let plane = ControlPlane::start(assets()?, profile)?;
+    let crds = capdeck::api::crds::all_yaml().map_err(|e| e.to_string())?;
+    plane.kubectl_apply(&crds)?;
+    let output = plane
+        .kubectl()
+        .args(["wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"])
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !output.status.success() {
+        return Err(format!("CRDs not established: {}", String::from_utf8_lossy(&output.stderr)));
+    }
+    Ok(plane)
+}
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+pub struct SandboxParts {
+    pub sandbox: Sandbox,
+    pub served: Mutex<Option<ServedSandbox>>,
+    pub address: std::net::SocketAddr,
+    pub dir: tempfile::TempDir,
+}
+
+pub struct World {
+    pub backend: Backend,
+    pub ns: String,
+    pub client: kube::Client,
+    pub admin_kubeconfig: PathBuf,
+    pub sandbox: Option<SandboxParts>,
+    pub plane: Option<Arc<ControlPlane>>,
+    kinds: Mutex<HashMap<String, ApiResource>>,
+}
+
+pub fn b64(text: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+pub async fn client_for(kubeconfig: &std::path::Path) -> kube::Client {
+    let config = kube::config::Kubeconfig::read_from(kubeconfig).expect("kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(config, &kube::config::KubeConfigOptions::default())
+        .await
+        .expect("config");
+    kube::Client::try_from(config).expect("client")
+}
+
+impl World {
+    /// A fresh namespace on `backend` (a whole new sandbox for the sandbox backend).
+    pub async fn new(backend: Backend, test: &str) -> World {
+        match backend {
+            Backend::Sandbox => Self::on_sandbox(test).await,
+            Backend::KubeApiserver => {
+                let plane = shared_plane().expect("the real control plane");
+                Self::on_plane(plane, test).await
+            }
+        }
+    }
+
+    /// A world on a control plane of its own (for tests that restart or compact it).
+    pub async fn dedicated(backend: Backend, test: &str, profile: Profile) -> World {
+        match backend {
+            Backend::Sandbox => Self::on_sandbox(test).await,
+            Backend::KubeApiserver => {
+                let plane = tokio::task::spawn_blocking(move || start_plane(profile))
+                    .await
+                    .expect("join")
+                    .expect("a dedicated control plane");
+                Self::on_plane(Arc::new(plane), test).await
+            }
+        }
+    }
+
+    async fn on_sandbox(test: &str) -> World {
+        let config = SandboxConfig { bookmark_interval: Duration::from_secs(1), ..Default::default() };
+        let sandbox = Sandbox::new(config);
+        sandbox.install_crds();
+        let served = sandbox.serve("127.0.0.1:0".parse().expect("addr")).await.expect("serve");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kubeconfig = dir.path().join("admin.kubeconfig");
+        capdeck::sandbox::write_kubeconfig(&kubeconfig, &served.url, "admin").expect("kubeconfig");
+        let client = client_for(&kubeconfig).await;
+        let world = World {
+            backend: Backend::Sandbox,
+            ns: namespace_name(test),
+            client,
+            admin_kubeconfig: kubeconfig,
+            sandbox: Some(SandboxParts { address: served.address, sandbox, served: Mutex::new(Some(served)), dir }),
+            plane: None,
+            kinds: Mutex::new(HashMap::new()),
+        };
+        world.create_namespace().await;
+        world
+    }
+
+    async fn on_plane(plane: Arc<ControlPlane>, test: &str) -> World {
+        let kubeconfig = plane.kubeconfig_path("admin");
+        let client = client_for(&kubeconfig).await;
+        let world = World {
+            backend: Backend::KubeApiserver,
+            ns: namespace_name(test),
+            client,
+            admin_kubeconfig: kubeconfig,
+            sandbox: None,
+            plane: Some(plane),
+            kinds: Mutex::new(HashMap::new()),
+        };
+        world.create_namespace().await;
+        world
+    }
+
+    async fn create_namespace(&self) {
+        self.apply_objects(vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.ns}})]).await;
+    }
+
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox.as_ref().expect("a sandbox world").sandbox
+    }
+
+    pub fn plane(&self) -> &ControlPlane {
+        self.plane.as_ref().expect("a real world")
+    }
+
+    /// The API resource of `apiVersion` + `kind` (discovered once).
+    pub async fn resource(&self, api_version: &str, kind: &str) -> ApiResource {
+        let key = format!("{api_version}/{kind}");
+        if let Some(found) = self.kinds.lock().expect("lock").get(&key) {
+            return found.clone();
+        }
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let (resource, _) = kube::discovery::pinned_kind(&self.client, &gvk).await.expect("discovery");
+        self.kinds.lock().expect("lock").insert(key, resource.clone());
+        resource
+    }
+
+    async fn dynamic(&self, api_version: &str, kind: &str, namespace: Option<&str>) -> Api<DynamicObject> {
+        let resource = self.resource(api_version, kind).await;
+        match namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
+            None => Api::all_with(self.client.clone(), &resource),
+        }
+    }
+
+    /// Create (or replace) each object as a client would — `status` through the status
+    /// subresource where the kind has one, since a real server drops it on create.
+    pub async fn apply_objects(&self, objects: Vec<Value>) {
+        for mut object in objects {
+            let api_version = object["apiVersion"].as_str().expect("apiVersion").to_string();
+            let kind = object["kind"].as_str().expect("kind").to_string();
+            let name = object.pointer("/metadata/name").and_then(Value::as_str).expect("name").to_string();
+            let namespace = object.pointer("/metadata/namespace").and_then(Value::as_str).map(str::to_string);
+            let status = object.as_object_mut().and_then(|o| o.remove("status"));
+            if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+                // generation is the server's.
+                metadata.remove("generation");
+            }
+            let api = self.dynamic(&api_version, &kind, namespace.as_deref()).await;
+            let params = PatchParams::apply("capdeck-tests").force();
+            api.patch(&name, &params, &Patch::Apply(&object))
+                .await
+                .unwrap_or_else(|e| panic!("apply {kind} {name}: {e}"));
+            if let Some(status) = status {
+                let body = json!({"apiVersion": api_version, "kind": kind, "status": status});
+                match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&body)).await {
+                    Ok(_) => {}
+                    // Kinds without a status subresource take status on the main resource.
+                    Err(kube::Error::Api(e)) if e.code == 404 => {
+                        api.patch(&name, &PatchParams::default(), &Patch::Merge(&body)).await.expect("status");
+                    }
+                    Err(e) => panic!("status of {kind} {name}: {e}"),
+                }
+            }
+        }
+    }
+
+    pub async fn get(&self, api_version: &str, kind: &str, name: &str) -> Option<Value> {
+        let api = self.dynamic(api_version, kind, Some(&self.ns)).await;
+        api.get_opt(name).await.expect("get").map(|o| serde_json::to_value(o).expect("json"))
+    }
+
+    /// Every batch of `app`, oldest window end first.
+    pub async fn batches(&self, app: &str) -> Vec<RotationBatch> {
+        let api: Api<RotationBatch> = Api::namespaced(self.client.clone(), &self.ns);
+        let mut list: Vec<RotationBatch> = api
+            .list(&Default::default())
+            .await
+            .expect("batches")
+            .items
+            .into_iter()
+            .filter(|b| b.spec.application == app)
+            .collect();
+        list.sort_by_key(|b| {
+            (b.spec.window_end.0, b.phase() != capdeck::api::BatchPhase::Superseded, b.metadata.name.clone())
+        });
+        list
+    }
+
+    /// Rotate a binding Secret the way sap-btp-service-operator does: new data, same name.
+    pub async fn rotate_secret(&self, name: &str) {
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        let api: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(self.client.clone(), &self.ns);
+        let secret = api.get(name).await.expect("secret");
+        let mut data = serde_json::Map::new();
+        for key in secret.data.unwrap_or_default().keys() {
+            let value = if key == "credentials" {
+                format!(r#"{{"clientid":"sb-app","clientsecret":"rotated-{n}","url":"https://uaa"}}"#)
+            } else {
+                format!("rotated-{n}")
+            };
+            data.insert(key.clone(), json!(b64(&value)));
+        }
+        api.patch(name, &PatchParams::default(), &Patch::Merge(json!({"data": data}))).await.expect("rotate");
+    }
+
+    /// The VCAP Secret a Deployment's first container reads.
+    pub async fn vcap_of(&self, deployment: &str) -> String {
+        self.get("apps/v1", "Deployment", deployment)
+            .await
+            .and_then(|d| {
+                d.pointer("/spec/template/spec/containers/0/envFrom/0/secretRef/name")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .unwrap_or_default()
+    }
+
+    /// A kubeconfig for `user`: on the real server a token-file user (whose permissions are the
+    /// RBAC objects a test creates); on the sandbox, the sandbox's single user becomes `user`.
+    pub fn kubeconfig_for(&self, user: &str) -> PathBuf {
+        match self.backend {
+            Backend::KubeApiserver => self.plane().kubeconfig_path(user),
+            Backend::Sandbox => {
+                let parts = self.sandbox.as_ref().expect("sandbox");
+                parts.sandbox.set_user(user);
+                let path = parts.dir.path().join(format!("{user}.kubeconfig"));
+                capdeck::sandbox::write_kubeconfig(&path, &format!("http://{}", parts.address), user)
+                    .expect("kubeconfig");
+                path
+            }
+        }
+    }
+
+    /// Let `user` do `verbs` on `resources` of `group` in this namespace — and nothing else there
+    /// (the sandbox has no RBAC: it denies the verbs given in `sandbox_denied` instead).
+    pub async fn grant(&self, user: &str, group: &str, resources: &[&str], verbs: &[&str], sandbox_denied: &[&str]) {
+        match self.backend {
+            Backend::KubeApiserver => {
+                let role = format!("{user}-{}", resources.join("-"));
+                self.apply_objects(vec![
+                    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                           "metadata": {"name": role, "namespace": self.ns},
+                           "rules": [{"apiGroups": [group], "resources": resources, "verbs": verbs}]}),
+                    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                           "metadata": {"name": role, "namespace": self.ns},
+                           "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+                           "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}),
+                ])
+                .await;
+            }
+            Backend::Sandbox => {
+                for rule in sandbox_denied {
+                    self.sandbox().deny(rule.parse().expect("deny rule"));
+                }
+            }
+        }
+    }
+
+    /// Make the API server unreachable for `down_for`, then bring it back on the same address.
+    pub async fn restart_server(&self, down_for: Duration) {
+        match self.backend {
+            Backend::KubeApiserver => {
+                let plane = self.plane.clone().expect("plane");
+                tokio::task::spawn_blocking(move || plane.restart_apiserver(down_for))
+                    .await
+                    .expect("join")
+                    .expect("restart kube-apiserver");
+            }
+            Backend::Sandbox => {
+                let parts = self.sandbox.as_ref().expect("sandbox");
+                let served = parts.served.lock().expect("lock").take();
+                if let Some(served) = served {
+                    served.stop().await;
+                }
+                tokio::time::sleep(down_for).await;
+                let served = parts.sandbox.serve(parts.address).await.expect("serve again");
+                *parts.served.lock().expect("lock") = Some(served);
+            }
+        }
+    }
+}
+
+fn namespace_name(test: &str) -> String {
+    let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+    let base: String =
+        test.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).take(40).collect();
+    format!("{}-{n}", base.trim_matches('-'))
+}
+
+/// Poll (wall clock) until `check` is true or `limit` passes; then panic with `what` and the
+/// last observation.
+pub async fn eventually<F, Fut>(what: &str, limit: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let last = match check().await {
+            Ok(()) => return,
+            Err(last) => last,
+        };
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}; last seen: {last}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

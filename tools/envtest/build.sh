@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Builds the real control plane capdeck's tests run against — kube-apiserver and kubectl from
+# k8s.io/kubernetes, etcd from go.etcd.io/etcd/server/v3 — from the pinned consumer modules next to this
+# script, into a cache laid out like setup-envtest's:
+#
+#   <cache>/k8s/<k8s version>-linux-amd64/{etcd,kube-apiserver,kubectl}
+#
+# The cache root is $CAPDECK_ENVTEST_CACHE, else ${XDG_DATA_HOME:-~/.local/share}/kubebuilder-envtest
+# (setup-envtest's own default, so binaries it downloaded are found too). Binaries already present are
+# reused. On success the last line on stdout is the assets directory, ready for KUBEBUILDER_ASSETS.
+#
+# Why consumer modules: k8s.io/kubernetes and etcd's server module carry `replace` lines, so
+# `go install pkg@version` refuses them; k8s/go.mod pins every k8s.io staging module instead.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+k8s_version="$(sed -n 's/^\tk8s.io\/kubernetes v\(1\.[0-9.]*\).*/\1/p' "$here/k8s/go.mod")"
+etcd_version="$(sed -n 's/^\tgo.etcd.io\/etcd\/server\/v3 v\(3\.[0-9.]*\).*/\1/p' "$here/etcd/go.mod")"
+if [[ -z "$k8s_version" || -z "$etcd_version" ]]; then
+  echo "build.sh: cannot read the pinned versions from $here/k8s/go.mod and $here/etcd/go.mod" >&2
+  exit 1
+fi
+
+os="$(go env GOOS 2>/dev/null || echo linux)"
+arch="$(go env GOARCH 2>/dev/null || echo amd64)"
+cache="${CAPDECK_ENVTEST_CACHE:-${XDG_DATA_HOME:-$HOME/.local/share}/kubebuilder-envtest}"
+assets="$cache/k8s/$k8s_version-$os-$arch"
+
+if [[ -x "$assets/kube-apiserver" && -x "$assets/kubectl" && -x "$assets/etcd" ]]; then
+  echo "build.sh: reusing kube-apiserver, kubectl and etcd in $assets" >&2
+  echo "$assets"
+  exit 0
+fi
+
+if ! command -v go >/dev/null 2>&1; then
+  echo "build.sh: no Go toolchain on PATH; install Go >= 1.26 or point KUBEBUILDER_ASSETS at setup-envtest's binaries" >&2
+  exit 1
+fi
+
+export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
+mkdir -p "$assets"
+tmp="$(mktemp -d "$assets/.build.XXXXXX")"
+trap 'rm -rf "$tmp"' EXIT
+
+start=$(date +%s)
+minor="${k8s_version#1.}"; minor="${minor%%.*}"
+ld="-s -w"
+for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  ld="$ld -X $p.gitVersion=v$k8s_version -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+done
+echo "build.sh: building kube-apiserver and kubectl v$k8s_version (the first build takes several minutes)" >&2
+(cd "$here/k8s" && go build -trimpath -tags selinux,notest,grpcnotrace -ldflags "$ld" -o "$tmp/" \
+  k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl)
+echo "build.sh: building etcd v$etcd_version" >&2
+(cd "$here/etcd" && go build -trimpath \
+  -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=v$etcd_version" \
+  -o "$tmp/etcd" go.etcd.io/etcd/server/v3)
+
+# Move into place only when all three built, so a half-built cache is never reused.
+mv "$tmp/kube-apiserver" "$tmp/kubectl" "$tmp/etcd" "$assets/"
+end=$(date +%s)
+echo "build.sh: built in $((end - start)) s into $assets ($(du -sh "$assets" | cut -f1))" >&2
+echo "$assets"
