@@ -251,10 +251,20 @@ fn manifests_render_for_a_namespace() {
     let kinds: Vec<&str> = documents.iter().filter_map(|d| d["kind"].as_str()).collect();
     assert_eq!(
         kinds,
-        ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment", "Service"]
+        [
+            "Namespace",
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "Deployment",
+            "Service"
+        ]
     );
+    assert_eq!(documents[0]["metadata"]["name"], "ops");
     for document in &documents {
-        if document["kind"] != "ClusterRole" && document["kind"] != "ClusterRoleBinding" {
+        if !matches!(document["kind"].as_str(), Some("ClusterRole" | "ClusterRoleBinding" | "Namespace")) {
             assert_eq!(document["metadata"]["namespace"], "ops", "{document}");
         }
     }

@@ -188,3 +188,34 @@ async fn at_rest_the_console_only_watches() {
     println!("requests in 10 minutes at rest: {} (all watches)", requests.len());
     console.quit().await;
 }
+
+/// A console over a cluster where no engine leads says so in its header — rotations are not
+/// handled — and names the leader once one takes the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_header_says_who_leads_or_that_nobody_does() {
+    let world = world("alice").await;
+    let mut console = Console::start(&world.kubeconfig, false, EngineMode::Observe).await;
+    console.shows("no leader: rotations are not being handled").await;
+    let mut config = common::fixtures::test_config("daemon-7d9f");
+    config.lease.namespace = "capdeck-system".into();
+    let daemon = common::fixtures::RunningEngine::start(world.sandbox.client(), config).await;
+    daemon.wait_for_role(capdeck::engine::Role::Leader).await;
+    let screen = console.shows("leader: daemon-7d9f").await;
+    assert!(screen.contains("engine Observer"), "{screen}");
+    console.quit().await;
+    daemon.stop().await;
+}
+
+/// When the attached engine leads and its writes fail (here: RBAC), the header and a message say
+/// so — not only the log file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_engine_writes_show_in_the_header_and_a_message() {
+    let world = world("alice").await;
+    world.sandbox.deny("create:rotationbatches".parse::<DenyRule>().expect("rule"));
+    let mut console = Console::start(&world.kubeconfig, false, EngineMode::Lead).await;
+    // The start-up re-check finds hr-portal out of date and tries to open a batch: refused.
+    let screen = console.shows("writes failing").await;
+    assert!(screen.contains("engine Leader"), "{screen}");
+    console.shows("the engine's write failed").await;
+    console.quit().await;
+}

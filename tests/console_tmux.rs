@@ -128,6 +128,9 @@ fn demo_in_tmux_approve_a_batch_and_quit() {
         })
     });
     assert!(!approved.contains("AwaitingApproval"), "{approved}");
+    // Keys typed on in the burst that closed the dialog are swallowed (they were meant as more
+    // reason, not as hotkeys): like a person, pause before the next command.
+    std::thread::sleep(Duration::from_millis(600));
     // The audit trail.
     tmux.keys(&[":"]);
     tmux.text("events");

@@ -7,7 +7,7 @@
 //! that does not start fails the run instead.
 
 #[path = "common/mod.rs"]
-#[allow(dead_code, unused_imports, unused_macros)]
+#[allow(unused_imports, unused_macros)]
 mod common;
 
 #[path = "real_cluster/control_plane.rs"]

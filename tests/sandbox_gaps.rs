@@ -252,7 +252,7 @@ async fn gap_field_selectors_accept_any_field() {
 }
 
 #[tokio::test]
-async fn gap_no_defaulting() {
+async fn gap_no_pod_template_defaulting() {
     let cluster = cluster().await;
     let deployments: Api<Deployment> = Api::default_namespaced(cluster.client.clone());
     let created = deployments
@@ -260,10 +260,14 @@ async fn gap_no_defaulting() {
         .await
         .expect("create");
     let spec = created.spec.expect("spec");
-    assert!(
-        spec.replicas.is_none() && spec.strategy.is_none(),
-        "a real server defaults replicas: 1 and a RollingUpdate strategy"
-    );
+    // What capdeck reads is defaulted as kube-apiserver does (tests/real_cluster/differential.rs
+    // compares them) ...
+    assert_eq!(spec.replicas, Some(1));
+    assert_eq!(spec.progress_deadline_seconds, Some(600));
+    assert_eq!(spec.strategy.and_then(|s| s.type_).as_deref(), Some("RollingUpdate"));
+    // ... the pod template is not: a real server sets restartPolicy: Always, dnsPolicy, ...
+    let pod = spec.template.spec.expect("pod spec");
+    assert!(pod.restart_policy.is_none() && pod.dns_policy.is_none(), "a real server defaults the pod template");
 }
 
 #[tokio::test]

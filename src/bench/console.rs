@@ -183,6 +183,7 @@ async fn live(args: &BenchConsoleArgs, report: &mut serde_json::Map<String, Valu
     create_tenants(&connection.client, args.tenants).await?;
 
     let session = Session {
+        server: String::new(),
         context: String::new(),
         scope: String::new(),
         user: None,

@@ -200,19 +200,16 @@ async fn permissions(connection: &Connection, scope: &Scope) -> Vec<Finding> {
 async fn lease(connection: &Connection, lease: &crate::engine::config::LeaseSettings) -> Vec<Finding> {
     let namespaces: Api<Namespace> = Api::all(connection.client.clone());
     let mut out = Vec::new();
-    match namespaces.get_opt(&lease.namespace).await {
-        Ok(None) => {
-            out.push(finding(
-                "lease",
-                Status::Fail,
-                format!(
-                    "the lease namespace {0} does not exist: kubectl create namespace {0}, or pass --lease-namespace",
-                    lease.namespace
-                ),
-            ));
-            return out;
-        }
-        Ok(Some(_)) | Err(_) => {}
+    if let Ok(None) = namespaces.get_opt(&lease.namespace).await {
+        out.push(finding(
+            "lease",
+            Status::Fail,
+            format!(
+                "the lease namespace {0} does not exist: kubectl create namespace {0}, or pass --lease-namespace",
+                lease.namespace
+            ),
+        ));
+        return out;
     }
     for verb in LEASE_NEEDS {
         if !can_i(&connection.client, verb, "coordination.k8s.io", "leases", Some(&lease.namespace)).await {

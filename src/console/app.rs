@@ -154,6 +154,8 @@ pub enum Access {
 /// Facts about the session shown in the header.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Session {
+    /// The API server's URL (named when it cannot be reached).
+    pub server: String,
     pub context: String,
     pub scope: String,
     pub user: Option<String>,
@@ -263,7 +265,8 @@ impl App {
                 Some((format!("(leader: {identity}, renewed {renewed_ago}s ago)"), Severity::Info))
             }
             Ok(_) => Some(("— no leader: rotations are not being handled".to_string(), Severity::Warning)),
-            Err(error) => Some((format!("(lease unreadable: {error})"), Severity::Warning)),
+            // The banner says why the API cannot be read; the header stays short.
+            Err(_) => Some(("(leader unknown)".to_string(), Severity::Warning)),
         }
     }
 }

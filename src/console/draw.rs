@@ -121,6 +121,7 @@ fn draw_banner(frame: &mut Frame, app: &App, area: Rect) {
         if app.connection.attempts > 0 { format!(" (attempt {})", app.connection.attempts) } else { String::new() };
     let line = Line::from(vec![
         Span::styled(format!(" {} ", strings::CONNECTION_LOST), theme.error().add_modifier(Modifier::REVERSED)),
+        Span::styled(format!(" {}", app.session.server), theme.error()),
         Span::styled(format!(" {error} — {}{attempts}", strings::RECONNECTING), theme.error()),
     ]);
     frame.render_widget(Paragraph::new(line), area);

@@ -180,20 +180,55 @@ fn forward_write_failure(
     })
 }
 
-/// Who holds the Lease, every 5 s (one GET): the header names the leader, or says nobody leads.
+/// Who holds the Lease: a watch on that one Lease (no polling, so the console at rest still
+/// only watches), re-evaluated every second so "renewed Ns ago" stays true.
 fn forward_leader(
     client: kube::Client,
     lease: crate::engine::config::LeaseSettings,
     tx: mpsc::UnboundedSender<Envelope>,
     generation: u64,
 ) -> JoinHandle<()> {
+    use kube::runtime::{WatchStreamExt as _, watcher};
     tokio::spawn(async move {
+        let api: kube::Api<k8s_openapi::api::coordination::v1::Lease> = kube::Api::namespaced(client, &lease.namespace);
+        let config = watcher::Config::default().fields(&format!("metadata.name={}", lease.name));
+        let mut stream = watcher(api, config).default_backoff().boxed();
+        let mut current = None;
+        let mut known = false;
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
         loop {
-            let holder = crate::engine::lease::holder(&client, &lease).await;
+            let holder = tokio::select! {
+                event = stream.next() => match event {
+                    Some(Ok(watcher::Event::Apply(found) | watcher::Event::InitApply(found))) => {
+                        current = Some(found);
+                        known = true;
+                        continue;
+                    }
+                    Some(Ok(watcher::Event::Delete(_))) => {
+                        current = None;
+                        Ok(crate::engine::lease::holder_of(None, Timestamp::now()))
+                    }
+                    Some(Ok(watcher::Event::Init)) => {
+                        current = None;
+                        continue;
+                    }
+                    Some(Ok(watcher::Event::InitDone)) => {
+                        known = true;
+                        Ok(crate::engine::lease::holder_of(current.as_ref(), Timestamp::now()))
+                    }
+                    Some(Err(error)) => Err(error.to_string()),
+                    None => return,
+                },
+                _ = tick.tick() => {
+                    if !known {
+                        continue;
+                    }
+                    Ok(crate::engine::lease::holder_of(current.as_ref(), Timestamp::now()))
+                }
+            };
             if tx.send((generation, Msg::Leader(holder))).is_err() {
                 return;
             }
-            tokio::time::sleep(Duration::from_secs(5)).await;
         }
     })
 }
@@ -532,14 +567,11 @@ pub async fn run_terminal(
 ) -> anyhow::Result<ExitCode> {
     let connection = cluster.connect().await?;
     let (mut config, delay_error) = engine.config(&connection.default_namespace);
-    // A console observes unless told to lead (`--engine lead`; `--demo` does): an SRE's terminal
-    // must not become the operator that restarts Deployments with personal credentials.
-    if config.mode == crate::engine::config::EngineMode::Auto {
-        config.mode = crate::engine::config::EngineMode::Observe;
-    }
+    config.mode = console_mode(config.mode);
     let scope = cluster.scope(&connection);
     let mut app = App::new(
         Session {
+            server: connection.server.clone(),
             context: connection.context.clone(),
             scope: scope.label(),
             user: None,
@@ -572,6 +604,16 @@ pub async fn run_terminal(
     result.map(|()| ExitCode::SUCCESS)
 }
 
+/// A console observes unless told to lead (`--engine lead`; `--demo` does): an SRE's terminal
+/// must not become the operator that restarts Deployments with personal credentials.
+pub fn console_mode(requested: crate::engine::config::EngineMode) -> crate::engine::config::EngineMode {
+    use crate::engine::config::EngineMode;
+    match requested {
+        EngineMode::Auto | EngineMode::Observe => EngineMode::Observe,
+        EngineMode::Lead => EngineMode::Lead,
+    }
+}
+
 /// Keys and resizes from the terminal.
 async fn read_terminal(tx: mpsc::UnboundedSender<Msg>) {
     use crossterm::event::{Event as TerminalEvent, EventStream};
@@ -589,5 +631,18 @@ async fn read_terminal(tx: mpsc::UnboundedSender<Msg>) {
         if tx.send(msg).is_err() {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::console_mode;
+    use crate::engine::config::EngineMode;
+
+    #[test]
+    fn a_console_leads_only_when_told_to() {
+        assert_eq!(console_mode(EngineMode::Auto), EngineMode::Observe, "the default observes");
+        assert_eq!(console_mode(EngineMode::Observe), EngineMode::Observe);
+        assert_eq!(console_mode(EngineMode::Lead), EngineMode::Lead);
     }
 }

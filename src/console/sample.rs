@@ -305,6 +305,7 @@ fn sample_events() -> Vec<Value> {
 /// the engine leading, connected, on a 160×40 terminal.
 pub fn app(snapshot: Snapshot) -> App {
     let session = Session {
+        server: "https://api.prod-eu10.example.com".into(),
         context: "prod-eu10".into(),
         scope: "all namespaces".into(),
         user: Some("alice".into()),

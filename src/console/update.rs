@@ -332,7 +332,9 @@ pub fn handle_key(app: &mut App, key: &KeyEvent, at: std::time::Instant) -> Vec<
     if key.kind == crossterm::event::KeyEventKind::Release {
         return Vec::new();
     }
-    if let Some(last) = app.burst_guard {
+    // Control keys (Ctrl-C quits) are never typed as part of a reason: never swallowed.
+    let control = key.modifiers.contains(KeyModifiers::CONTROL);
+    if let Some(last) = app.burst_guard.filter(|_| !control) {
         if at.saturating_duration_since(last) < super::app::BURST_PAUSE {
             app.burst_guard = Some(at);
             return Vec::new();
@@ -1095,7 +1097,7 @@ mod tests {
         update(&mut app, Msg::Key(KeyEvent::new(KeyCode::Char('F'), KeyModifiers::SHIFT)));
         assert!(matches!(&app.overlay, Overlay::Dialog(d) if d.approve_too == Some(true)));
         press(&mut app, KeyCode::Tab);
-        let commands = press(&mut app, KeyCode::Enter);
+        let commands = typed(&mut app, "hotfix\n");
         assert!(
             matches!(&commands[..], [Command::Act { action: BatchAction::Force { approve: false }, .. }]),
             "{commands:?}"

@@ -216,7 +216,7 @@ mod tests {
             .collect::<Vec<_>>();
         assert!(owned_by_a.is_empty(), "a still owns {owned_by_a:?}");
         // So another manager's apply of renewTime is no conflict.
-        let by_b = json!({"spec": {"holderIdentity": "b", "renewTime": "t2"}});
+        let by_b = json!({"spec": {"renewTime": "t2"}});
         assert!(apply_conflicts(&object, &by_b, "b").is_empty());
     }
 

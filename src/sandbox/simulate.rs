@@ -23,7 +23,8 @@ const MANAGER: &str = "sandbox-controller-manager";
 pub struct WorkloadSimulation {
     /// How many replicas of a rollout become ready per second.
     pub replicas_per_second: f64,
-    /// Used when a Deployment sets no `spec.progressDeadlineSeconds`.
+    /// A stalled rollout gives up after this, or the Deployment's `spec.progressDeadlineSeconds`
+    /// when that is shorter.
     pub progress_deadline: Duration,
     pub tick: Duration,
 }
@@ -200,8 +201,11 @@ impl Sandbox {
                     .pointer(&format!("/metadata/annotations/{}", STALL_ANNOTATION.replace('/', "~1")))
                     .and_then(Value::as_str)
                     == Some("true");
+                // Sandbox time is compressed: a stalled rollout gives up after the simulation's
+                // deadline at most (the spec's, 600 s by default, would stall a demo for minutes).
                 let deadline = int(object, "/spec/progressDeadlineSeconds")
-                    .map_or(simulation.progress_deadline, |seconds| Duration::from_secs(seconds.unsigned_abs()));
+                    .map_or(simulation.progress_deadline, |seconds| Duration::from_secs(seconds.unsigned_abs()))
+                    .min(simulation.progress_deadline);
                 let rollout = Rollout { generation, replicas, started: Instant::now(), stall, deadline };
                 self.write_status("apps", "deployments", &key.namespace, &key.name, rolling_status(&rollout, 0, false));
                 rollouts.insert(key.clone(), rollout);

@@ -72,6 +72,7 @@ impl Console {
             ..EngineConfig::default()
         };
         let session = Session {
+            server: String::new(),
             context: String::new(),
             scope: String::new(),
             user: None,
@@ -124,7 +125,8 @@ impl Console {
     }
 
     pub async fn quit(self) {
-        self.key(KeyCode::Char('q'));
+        // Ctrl-C: a 'q' right after a dialog closed would be swallowed as part of its burst.
+        self.keys.send(Msg::Key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL))).expect("console running");
         let result = tokio::time::timeout(WAIT, self.task).await.expect("console stops").expect("no panic");
         result.expect("console exits cleanly");
     }
