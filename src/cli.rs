@@ -438,7 +438,7 @@ pub struct PlanArgs {
 
 #[derive(Debug, Args)]
 pub struct DepsArgs {
-    /// The application: NAMESPACE/NAME
+    /// The application: NAMESPACE/NAME, or NAME with -n
     #[arg(long, value_name = "NAMESPACE/NAME")]
     pub app: String,
     /// Read manifests (file or directory; repeatable) instead of the cluster

@@ -41,6 +41,11 @@ pub fn router(health: Health) -> Router {
 async fn ready(State(health): State<Health>) -> Response {
     let role = *health.role.borrow();
     if !health.stores.is_ready() {
+        let missing = health.stores.missing_kinds();
+        if !missing.is_empty() {
+            return (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {}\n", missing_kinds_text(&missing)))
+                .into_response();
+        }
         return (StatusCode::SERVICE_UNAVAILABLE, "not ready: stores are still syncing\n").into_response();
     }
     match role {
@@ -76,6 +81,14 @@ async fn metrics(State(health): State<Health>) -> Response {
         HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
     );
     response
+}
+
+/// What to say about kinds the cluster does not serve.
+pub fn missing_kinds_text(kinds: &[&str]) -> String {
+    format!(
+        "the cluster does not serve {} (their CRDs are not installed): capdeck crds | kubectl apply --server-side -f -",
+        kinds.join(", ")
+    )
 }
 
 /// JSON logs on stdout; `RUST_LOG` filters (default `info`).
@@ -180,7 +193,26 @@ pub async fn run(cluster: &ClusterArgs, engine: &EngineArgs, health_addr: Socket
             }
         }
     });
+    let mut missing = stores.missing();
+    let watch_missing = tokio::spawn(async move {
+        let mut said: Vec<&str> = Vec::new();
+        while missing.changed().await.is_ok() {
+            // The stores find missing kinds one by one at start-up: say the settled set once.
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            let kinds: Vec<&str> = missing.borrow_and_update().iter().copied().collect();
+            if kinds == said {
+                continue;
+            }
+            said.clone_from(&kinds);
+            if kinds.is_empty() {
+                tracing::info!("every kind capdeck reads is served now");
+            } else {
+                tracing::error!("{}", missing_kinds_text(&kinds));
+            }
+        }
+    });
     crate::commands::shutdown_signal().await;
+    watch_missing.abort();
     tracing::info!("shutting down: finishing in-flight writes and releasing the lease");
     cancel.cancel();
     handle.join().await;

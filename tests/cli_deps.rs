@@ -39,11 +39,22 @@ fn the_table_says_why_each_service_is_in_or_out_and_never_shows_values() {
 
 #[test]
 fn bad_app_arguments_are_explained() {
+    // A usage error (exit 2) when the form is wrong or -n contradicts it ...
     capdeck()
-        .args(["deps", "-f", FIXTURE, "--app", "test-cap-01"])
+        .args(["deps", "-f", FIXTURE, "--app", "a/b/c"])
         .assert()
-        .code(1)
+        .code(2)
         .stderr(predicate::str::contains("is not NAMESPACE/NAME"));
+    capdeck()
+        .args(["deps", "-f", FIXTURE, "--app", "default/test-cap-01", "-n", "other"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("but -n says"));
+    // ... and NAME with -n works like NAMESPACE/NAME.
+    let by_flag = capdeck().args(["deps", "-f", FIXTURE, "--app", "test-cap-01", "-n", "default", "-o", "json"]).output().expect("runs");
+    let by_path = capdeck().args(["deps", "-f", FIXTURE, "--app", "default/test-cap-01", "-o", "json"]).output().expect("runs");
+    assert!(by_flag.status.success(), "{}", String::from_utf8_lossy(&by_flag.stderr));
+    assert_eq!(by_flag.stdout, by_path.stdout);
     capdeck()
         .args(["deps", "-f", FIXTURE, "--app", "default/nope"])
         .assert()

@@ -285,3 +285,26 @@ where
 fn daemon_refuses_a_subcommand() {
     assert_cmd::Command::cargo_bin("capdeck").expect("bin").args(["--daemon", "batches"]).assert().code(2);
 }
+
+/// On a cluster without capdeck's CRDs the daemon says which kinds are missing and how to install
+/// them — in `/readyz` and once in the log — instead of flapping between "unreachable" and
+/// "reachable again" (what kube-apiserver's 404s for the missing kinds once caused).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_crds_readyz_and_the_log_name_the_missing_kinds() {
+    let sandbox = Sandbox::default();
+    let (served, dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sandbox-admin").await;
+    let port = free_port();
+    let log = dir.path().join("daemon.log");
+    let _daemon = spawn_daemon(&kubeconfig, port, &log, &[]);
+    let ready = format!("http://127.0.0.1:{port}/readyz");
+    wait_until_async("503 naming the kinds", Duration::from_secs(30), || async {
+        matches!(http_get(&ready).await, Some((503, body)) if body.contains("RotationBatch") && body.contains("capdeck crds"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(text.matches("reachable again").count(), 0, "{text}");
+    assert_eq!(text.matches("unreachable").count(), 0, "a missing kind is no outage:\n{text}");
+    assert!(text.matches("does not serve").count() <= 2, "said once (or once more as kinds are found):\n{text}");
+    served.stop().await;
+}

@@ -73,6 +73,7 @@ pub struct Stores {
     changes: watch::Receiver<u64>,
     connection: watch::Receiver<ConnectionState>,
     ready: watch::Receiver<BTreeSet<&'static str>>,
+    missing: watch::Receiver<BTreeSet<&'static str>>,
     pub scope: Scope,
 }
 
@@ -89,6 +90,9 @@ struct Shared {
     /// Kinds whose store finished its first list. (kube's `Store::wait_until_ready` wakes only
     /// one of several concurrent waiters, so readiness is tracked here.)
     ready: watch::Sender<BTreeSet<&'static str>>,
+    /// Kinds the API server does not serve (404 on their list: their CRD is not installed).
+    /// Not a connection problem, so kept apart from `connection`.
+    missing: watch::Sender<BTreeSet<&'static str>>,
     /// CAPApplication changes only: what the binding-Secret watch follows (recomputing the
     /// referenced set on every change of every kind was quadratic at start-up).
     application_changes: watch::Sender<u64>,
@@ -107,7 +111,11 @@ impl Shared {
         self.changes.send_modify(|generation| *generation = generation.wrapping_add(1));
     }
 
-    fn failed(&self, error: &watcher::Error) {
+    fn failed(&self, kind: &'static str, error: &watcher::Error) {
+        if is_missing_kind(error) {
+            self.missing.send_if_modified(|missing| missing.insert(kind));
+            return;
+        }
         let text = error.to_string();
         self.connection.send_if_modified(|state| {
             if state.error.as_deref() == Some(text.as_str()) {
@@ -116,6 +124,12 @@ impl Shared {
             state.error = Some(text.clone());
             true
         });
+    }
+
+    /// A request for `kind` succeeded: it is served, and the API is reachable.
+    fn served(&self, kind: &'static str) {
+        self.missing.send_if_modified(|missing| missing.remove(kind));
+        self.succeeded();
     }
 
     fn succeeded(&self) {
@@ -133,11 +147,13 @@ impl Stores {
         let (changes_tx, changes) = watch::channel(0u64);
         let (connection_tx, connection) = watch::channel(ConnectionState::default());
         let (ready_tx, ready) = watch::channel(BTreeSet::new());
+        let (missing_tx, missing) = watch::channel(BTreeSet::new());
         let shared = Shared {
             invalid: Arc::default(),
             changes: changes_tx,
             connection: connection_tx,
             ready: ready_tx,
+            missing: missing_tx,
             application_changes: watch::channel(0u64).0,
             cancel,
         };
@@ -183,6 +199,7 @@ impl Stores {
             changes,
             connection,
             ready,
+            missing,
             scope,
         };
         (stores, StoreTasks { handles })
@@ -192,6 +209,16 @@ impl Stores {
     pub async fn wait_ready(&self) {
         let mut ready = self.ready.clone();
         let _ = ready.wait_for(|kinds| kinds.len() >= KINDS).await;
+    }
+
+    /// Kinds the API server does not serve (their CRD is not installed), e.g. `RotationBatch`.
+    pub fn missing_kinds(&self) -> Vec<&'static str> {
+        self.missing.borrow().iter().copied().collect()
+    }
+
+    /// A receiver of the missing kinds, to say so when it changes.
+    pub fn missing(&self) -> watch::Receiver<BTreeSet<&'static str>> {
+        self.missing.clone()
     }
 
     /// Whether every store has listed its objects.
@@ -269,12 +296,15 @@ where
             let event = match next {
                 Some(Ok(event)) => event,
                 Some(Err(error)) => {
-                    shared.failed(&error);
+                    shared.failed(kind, &error);
                     continue;
                 }
                 None => return,
             };
-            shared.succeeded();
+            // `Init` comes before the list request is even sent: no proof of a connection.
+            if !matches!(event, watcher::Event::Init) {
+                shared.served(kind);
+            }
             let init_done = matches!(event, watcher::Event::InitDone);
             apply_guarded(event, kind, &reader, &mut writer, &shared.invalid, &mut pending_invalid);
             if init_done {
@@ -395,7 +425,7 @@ where
                 Some(Ok(event)) => {
                     // `Init` comes before the list request is even sent: no proof of a connection.
                     if !matches!(event, watcher::Event::Init) {
-                        shared.succeeded();
+                        shared.served(kind);
                     }
                     writer.apply_watcher_event(&event);
                     if matches!(event, watcher::Event::InitDone) {
@@ -403,7 +433,7 @@ where
                     }
                     shared.changed();
                 }
-                Some(Err(error)) => shared.failed(&error),
+                Some(Err(error)) => shared.failed(kind, &error),
                 None => return,
             }
         }
@@ -466,7 +496,7 @@ fn binding_secrets(
                     next = stream.next() => match next {
                         Some(Ok(event)) => {
                             if !matches!(event, watcher::Event::Init) {
-                                shared.succeeded();
+                                shared.served("BindingSecret");
                             }
                             let is_wanted = |secret: &Secret| {
                                 wanted.read().is_ok_and(|known| known.contains(&(secret.namespace().unwrap_or_default(), secret.name_any())))
@@ -487,7 +517,7 @@ fn binding_secrets(
                                 shared.changed();
                             }
                         }
-                        Some(Err(error)) => shared.failed(&error),
+                        Some(Err(error)) => shared.failed("BindingSecret", &error),
                         None => break false,
                     },
                 }
@@ -522,5 +552,16 @@ async fn probe(client: kube::Client, shared: Shared) {
                 changed = connection.changed() => if changed.is_err() { return },
             }
         }
+    }
+}
+
+/// A 404 on a list or watch: the API server does not serve the kind (its CRD is missing).
+fn is_missing_kind(error: &watcher::Error) -> bool {
+    match error {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status)) => status.code == 404,
+        watcher::Error::WatchError(status) => status.code == 404,
+        _ => false,
     }
 }

@@ -27,17 +27,18 @@ impl ObjectLookup for FetchedSecrets {
     }
 }
 
-fn split(app: &str) -> anyhow::Result<(&str, &str)> {
-    match app.split_once('/') {
-        Some((namespace, name)) if !namespace.is_empty() && !name.is_empty() && !name.contains('/') => {
-            Ok((namespace, name))
-        }
-        _ => anyhow::bail!("--app {app:?} is not NAMESPACE/NAME (e.g. --app cap-shop/bookshop)"),
-    }
-}
-
 pub async fn run(cluster: &ClusterArgs, args: &DepsArgs) -> anyhow::Result<ExitCode> {
-    let (namespace, name) = split(&args.app)?;
+    // NAMESPACE/NAME, or NAME in -n (else the context's namespace; `default` for manifests).
+    let default_namespace =
+        if args.files.is_empty() { cluster.connect().await?.default_namespace } else { "default".to_string() };
+    let (namespace, name) = super::batches::target(
+        cluster.namespace.as_deref(),
+        cluster.all_namespaces,
+        &default_namespace,
+        "--app",
+        &args.app,
+    )?;
+    let (namespace, name) = (namespace.as_str(), name.as_str());
     let report = if args.files.is_empty() {
         live(cluster, namespace, name).await?
     } else {

@@ -91,12 +91,18 @@ pub async fn run(cluster: &ClusterArgs, engine: &EngineArgs, args: &DoctorArgs) 
             ),
         )),
     }
-    findings.extend(crds(&connection).await);
+    let crd_findings = crds(&connection).await;
+    let crds_missing = crd_findings.iter().any(|f| f.status == Status::Fail);
+    findings.extend(crd_findings);
     findings.extend(permissions(&connection, &scope).await);
     let (config, delay_warning) = engine.config(&connection.default_namespace);
     findings.extend(lease(&connection, &config.lease).await);
     findings.extend(go_operator(&connection, &scope).await);
-    findings.extend(binding_secrets(&connection, &scope).await);
+    if crds_missing {
+        findings.push(finding("binding secrets", Status::Warn, "not checked until the CRDs are installed"));
+    } else {
+        findings.extend(binding_secrets(&connection, &scope).await);
+    }
     findings.push(match delay_warning {
         Some(warning) => finding("rollout delay", Status::Warn, warning),
         None => finding(

@@ -305,3 +305,56 @@ pub async fn daemon_as_the_manifests_service_account_completes_a_rotation(backen
     assert!(daemon.terminate().success());
     faker.stop().await;
 }
+
+/// `capdeck doctor` on a healthy namespace (exit 0, the leader named), with a Go CAP Operator
+/// running beside opted-in applications (a warning naming both), and on a broken setup (no lease
+/// namespace: exit 1 with the fix; a user without `patch rotationbatches`: one line for it).
+pub async fn doctor_on_a_healthy_and_a_broken_setup(backend: Backend) {
+    let world = World::new(backend, "doctor").await;
+    load_current(&world, &AppOptions::default()).await;
+    let engine = Engine::start(&world, engine_config(&world, "daemon-doctor")).await;
+    engine.wait_for_role(Role::Leader, LONG).await;
+    let ns = world.ns.clone();
+    let doctor = |kubeconfig: &std::path::Path, extra: &[&str]| {
+        let mut args = vec!["doctor", "-n", ns.as_str(), "--lease-namespace", ns.as_str()];
+        args.extend_from_slice(extra);
+        let output = capdeck(kubeconfig, &args);
+        let (stdout, stderr) = text(&output);
+        (output.status.code(), format!("{stdout}{stderr}"))
+    };
+    let (code, report) = doctor(&world.admin_kubeconfig, &[]);
+    assert_eq!(code, Some(0), "{report}");
+    for needle in ["rotationbatches.capdeck.dev installed", "daemon-doctor holds", "binding Secret(s)", "Nothing blocks"] {
+        assert!(report.contains(needle), "no {needle:?} in:\n{report}");
+    }
+    // JSON for scripts: one object.
+    let (_, json_text) = doctor(&world.admin_kubeconfig, &["-o", "json"]);
+    let parsed: Value = serde_json::from_str(&json_text).expect("doctor -o json");
+    assert_eq!(parsed["ok"], json!(true), "{parsed}");
+
+    // The Go CAP Operator renewing its lease while the application sets the upstream flag.
+    let now = serde_json::to_value(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+        k8s_openapi::jiff::Timestamp::now(),
+    ))
+    .expect("time");
+    world
+        .apply_objects(vec![json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "capoperator-lease-lock", "namespace": world.ns},
+            "spec": {"holderIdentity": "cap-controller-1", "leaseDurationSeconds": 3600, "renewTime": now}})])
+        .await;
+    let (code, report) = doctor(&world.admin_kubeconfig, &[]);
+    assert_eq!(code, Some(0), "a warning does not block:\n{report}");
+    assert!(report.contains("the Go CAP Operator runs") && report.contains("bookshop"), "{report}");
+
+    // Broken: the lease namespace does not exist.
+    let output = capdeck(&world.admin_kubeconfig, &["doctor", "-n", &ns, "--lease-namespace", "no-such-namespace"]);
+    let (stdout, _) = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("kubectl create namespace no-such-namespace"), "{stdout}");
+
+    // A user who may read batches but not patch them.
+    world.grant("mallory", "capdeck.dev", &["rotationbatches"], &["get", "list", "watch"], &["patch:rotationbatches"]).await;
+    let (_, report) = doctor(&world.kubeconfig_for("mallory"), &[]);
+    assert!(report.contains("you may not patch rotationbatches.capdeck.dev"), "{report}");
+    engine.stop().await;
+}

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# A real kube-apiserver + etcd on loopback for trying capdeck by hand (the tests start their own):
+#
+#   eval "$(bash tools/envtest/up.sh /tmp/capdeck-cluster)"   # prints export KUBECONFIG=...
+#   capdeck crds | kubectl apply --server-side -f - ...
+#   bash tools/envtest/up.sh /tmp/capdeck-cluster stop
+#
+# RBAC is on. The kubeconfig's user `admin` is in system:masters; the token users alice, dave and
+# erin have no rights until you bind some. Binaries come from tools/envtest/build.sh (or
+# $KUBEBUILDER_ASSETS). Needs openssl and curl.
+set -euo pipefail
+
+dir="${1:?usage: up.sh DIR [stop]}"
+if [[ "${2:-}" == "stop" ]]; then
+  for pid in "$dir"/*.pid; do [[ -f "$pid" ]] && kill "$(cat "$pid")" 2>/dev/null || true; done
+  echo "stopped" >&2
+  exit 0
+fi
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+assets="${KUBEBUILDER_ASSETS:-$(bash "$here/build.sh" | tail -1)}"
+mkdir -p "$dir/certs"
+cd "$dir"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+etcd_port=$(free_port); peer_port=$(free_port); port=$(free_port)
+
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 7 -subj /CN=capdeck-envtest-ca \
+  -keyout certs/ca.key -out certs/ca.crt 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=kube-apiserver \
+  -keyout certs/apiserver.key -out certs/apiserver.csr 2>/dev/null
+printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > certs/san.ext
+openssl x509 -req -in certs/apiserver.csr -CA certs/ca.crt -CAkey certs/ca.key -CAcreateserial -days 7 \
+  -extfile certs/san.ext -out certs/apiserver.crt 2>/dev/null
+openssl ecparam -name prime256v1 -genkey -noout -out certs/sa.key
+openssl ec -in certs/sa.key -pubout -out certs/sa.pub 2>/dev/null
+admin_token=$(openssl rand -hex 16)
+{
+  echo "$admin_token,admin,uid-admin,\"system:masters\""
+  for user in alice dave erin; do echo "capdeck-envtest-token-$user,$user,uid-$user"; done
+} > certs/tokens.csv
+
+"$assets/etcd" --data-dir="$dir/etcd" --listen-client-urls="http://127.0.0.1:$etcd_port" \
+  --advertise-client-urls="http://127.0.0.1:$etcd_port" --listen-peer-urls="http://127.0.0.1:$peer_port" \
+  --initial-advertise-peer-urls="http://127.0.0.1:$peer_port" --initial-cluster="default=http://127.0.0.1:$peer_port" \
+  --unsafe-no-fsync=true --log-level=warn >etcd.log 2>&1 &
+echo $! > etcd.pid
+"$assets/kube-apiserver" --etcd-servers="http://127.0.0.1:$etcd_port" --cert-dir="$dir/certs" \
+  --tls-cert-file=certs/apiserver.crt --tls-private-key-file=certs/apiserver.key \
+  --secure-port="$port" --bind-address=127.0.0.1 --advertise-address=127.0.0.1 \
+  --service-cluster-ip-range=10.0.0.0/24 --allow-privileged=true --disable-admission-plugins=ServiceAccount \
+  --authorization-mode=RBAC --service-account-issuer="https://127.0.0.1:$port/" \
+  --service-account-key-file=certs/sa.pub --service-account-signing-key-file=certs/sa.key \
+  --client-ca-file=certs/ca.crt --token-auth-file=certs/tokens.csv >kube-apiserver.log 2>&1 &
+echo $! > kube-apiserver.pid
+
+ca=$(base64 -w0 < certs/ca.crt)
+cat > kubeconfig <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: envtest
+  cluster: {server: "https://127.0.0.1:$port", certificate-authority-data: $ca}
+contexts:
+- name: envtest
+  context: {cluster: envtest, user: admin, namespace: default}
+current-context: envtest
+users:
+- name: admin
+  user: {token: $admin_token}
+EOF
+for _ in $(seq 120); do
+  if curl -sf --cacert certs/ca.crt -H "Authorization: Bearer $admin_token" "https://127.0.0.1:$port/readyz" >/dev/null; then
+    echo "kube-apiserver ready at https://127.0.0.1:$port (logs in $dir)" >&2
+    echo "export KUBECONFIG=$dir/kubeconfig"
+    exit 0
+  fi
+  sleep 0.5
+done
+echo "kube-apiserver did not become ready; see $dir/kube-apiserver.log" >&2
+exit 1
