@@ -51,8 +51,12 @@ fn bad_app_arguments_are_explained() {
         .code(2)
         .stderr(predicate::str::contains("but -n says"));
     // ... and NAME with -n works like NAMESPACE/NAME.
-    let by_flag = capdeck().args(["deps", "-f", FIXTURE, "--app", "test-cap-01", "-n", "default", "-o", "json"]).output().expect("runs");
-    let by_path = capdeck().args(["deps", "-f", FIXTURE, "--app", "default/test-cap-01", "-o", "json"]).output().expect("runs");
+    let by_flag = capdeck()
+        .args(["deps", "-f", FIXTURE, "--app", "test-cap-01", "-n", "default", "-o", "json"])
+        .output()
+        .expect("runs");
+    let by_path =
+        capdeck().args(["deps", "-f", FIXTURE, "--app", "default/test-cap-01", "-o", "json"]).output().expect("runs");
     assert!(by_flag.status.success(), "{}", String::from_utf8_lossy(&by_flag.stderr));
     assert_eq!(by_flag.stdout, by_path.stdout);
     capdeck()

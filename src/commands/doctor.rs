@@ -188,11 +188,17 @@ async fn permissions(connection: &Connection, scope: &Scope) -> Vec<Finding> {
         for (verb, group, resource) in needs {
             if !can_i(&connection.client, verb, group, resource, namespace).await {
                 let qualified = if group.is_empty() { (*resource).to_string() } else { format!("{resource}.{group}") };
-                missing.push(finding(
-                    "permission",
-                    Status::Warn,
-                    format!("you may not {verb} {qualified} {where_} (the {who} needs it)"),
-                ));
+                // Without reading, neither the engine nor the console works: that blocks. A missing
+                // write only disables what needs it.
+                let (status, who) = if matches!(*verb, "list" | "watch") {
+                    (Status::Fail, "the engine and the console read it")
+                } else {
+                    (
+                        Status::Warn,
+                        if who == "engine" { "the engine writes it" } else { "the console's batch keys need it" },
+                    )
+                };
+                missing.push(finding("permission", status, format!("you may not {verb} {qualified} {where_} ({who})")));
             }
         }
     }

@@ -324,7 +324,9 @@ pub async fn doctor_on_a_healthy_and_a_broken_setup(backend: Backend) {
     };
     let (code, report) = doctor(&world.admin_kubeconfig, &[]);
     assert_eq!(code, Some(0), "{report}");
-    for needle in ["rotationbatches.capdeck.dev installed", "daemon-doctor holds", "binding Secret(s)", "Nothing blocks"] {
+    for needle in
+        ["rotationbatches.capdeck.dev installed", "daemon-doctor holds", "binding Secret(s)", "Nothing blocks"]
+    {
         assert!(report.contains(needle), "no {needle:?} in:\n{report}");
     }
     // JSON for scripts: one object.
@@ -353,7 +355,9 @@ pub async fn doctor_on_a_healthy_and_a_broken_setup(backend: Backend) {
     assert!(stdout.contains("kubectl create namespace no-such-namespace"), "{stdout}");
 
     // A user who may read batches but not patch them.
-    world.grant("mallory", "capdeck.dev", &["rotationbatches"], &["get", "list", "watch"], &["patch:rotationbatches"]).await;
+    world
+        .grant("mallory", "capdeck.dev", &["rotationbatches"], &["get", "list", "watch"], &["patch:rotationbatches"])
+        .await;
     let (_, report) = doctor(&world.kubeconfig_for("mallory"), &[]);
     assert!(report.contains("you may not patch rotationbatches.capdeck.dev"), "{report}");
     engine.stop().await;
