@@ -317,17 +317,14 @@ fn a_rollout_delay_flag_without_a_unit_is_a_usage_error() {
     }
 }
 
-/// A daemon whose lease namespace does not exist (any cluster before `capdeck manifests`) once
-/// observed forever with `/readyz` 200: now it exits 1 at start-up and names the fix.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_daemon_without_its_lease_namespace_exits_with_the_fix() {
-    let sandbox = Sandbox::default();
-    sandbox.install_crds();
-    let (_served, _dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sandbox-admin").await;
-    let output = tokio::task::spawn_blocking(move || {
+/// `capdeck --daemon --lease-namespace NS` on `sandbox` until it exits (at start-up, in these tests).
+async fn daemon_start_up(sandbox: &Sandbox, lease_namespace: &str) -> std::process::Output {
+    let (_served, _dir, kubeconfig) = common::serve_with_kubeconfig(sandbox, "sandbox-admin").await;
+    let lease_namespace = lease_namespace.to_string();
+    tokio::task::spawn_blocking(move || {
         Command::cargo_bin("capdeck")
             .expect("binary")
-            .args(["--daemon", "--health-addr", "127.0.0.1:0", "--lease-namespace", "capdeck-system"])
+            .args(["--daemon", "--health-addr", "127.0.0.1:0", "--lease-namespace", &lease_namespace])
             .env("KUBECONFIG", &kubeconfig)
             .env_remove("POD_NAMESPACE")
             .timeout(Duration::from_secs(60))
@@ -335,7 +332,16 @@ async fn a_daemon_without_its_lease_namespace_exits_with_the_fix() {
             .expect("runs")
     })
     .await
-    .expect("join");
+    .expect("join")
+}
+
+/// A daemon whose lease namespace does not exist (any cluster before `capdeck manifests`) once
+/// observed forever with `/readyz` 200: now it exits 1 at start-up and names the fix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_without_its_lease_namespace_exits_with_the_fix() {
+    let sandbox = Sandbox::default();
+    sandbox.install_crds();
+    let output = daemon_start_up(&sandbox, "capdeck-system").await;
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     for fix in ["kubectl create namespace capdeck-system", "--lease-namespace"] {
@@ -350,18 +356,7 @@ async fn a_daemon_denied_its_lease_names_the_permission() {
     let sandbox = Sandbox::default();
     sandbox.install_crds();
     sandbox.deny("patch:leases".parse().expect("rule"));
-    let (_served, _dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sandbox-admin").await;
-    let output = tokio::task::spawn_blocking(move || {
-        Command::cargo_bin("capdeck")
-            .expect("binary")
-            .args(["--daemon", "--health-addr", "127.0.0.1:0", "--lease-namespace", "default"])
-            .env("KUBECONFIG", &kubeconfig)
-            .timeout(Duration::from_secs(60))
-            .output()
-            .expect("runs")
-    })
-    .await
-    .expect("join");
+    let output = daemon_start_up(&sandbox, "default").await;
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("leases.coordination.k8s.io") && stderr.contains("--lease-namespace"), "{stderr}");

@@ -225,8 +225,13 @@ pub fn real_time_config(identity: &str, lease_seconds: u64, grace_seconds: u64) 
 
 impl RunningEngine {
     pub async fn start(client: kube::Client, config: EngineConfig) -> Self {
+        Self::start_in(client, Scope::All, config).await
+    }
+
+    /// An engine watching only `scope` (worlds that share one API server use a namespace each).
+    pub async fn start_in(client: kube::Client, scope: Scope, config: EngineConfig) -> Self {
         let cancel = CancellationToken::new();
-        let (stores, tasks) = Stores::start(&client, Scope::All, cancel.clone());
+        let (stores, tasks) = Stores::start(&client, scope, cancel.clone());
         let handle = capdeck::engine::spawn(client, stores.clone(), config, Metrics::new(), cancel.clone());
         Self { stores, handle: Some(handle), cancel, tasks }
     }
@@ -236,8 +241,11 @@ impl RunningEngine {
     }
 
     pub async fn wait_for_role(&self, role: Role) {
-        super::eventually(&format!("engine role {role:?}"), Duration::from_secs(120), || async { self.role() == role })
-            .await;
+        self.wait_for_role_within(role, Duration::from_secs(120)).await;
+    }
+
+    pub async fn wait_for_role_within(&self, role: Role, limit: Duration) {
+        super::eventually(&format!("engine role {role:?}"), limit, || async { self.role() == role }).await;
     }
 
     pub async fn stop(mut self) {
@@ -250,13 +258,13 @@ impl RunningEngine {
         }
     }
 
-    /// Stop abruptly, like a killed process: no lease release, tasks aborted.
+    /// Stop abruptly, like a killed process: tasks aborted, the engine's with its lease task.
     pub fn kill(mut self) {
         for task in self.tasks.handles.drain(..) {
             task.abort();
         }
         if let Some(handle) = self.handle.take() {
-            drop(handle);
+            handle.abort();
         }
     }
 }

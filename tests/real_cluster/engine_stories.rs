@@ -11,7 +11,7 @@ use kube::ResourceExt as _;
 
 use crate::common::fixtures::AppOptions;
 use crate::faker::Faker;
-use crate::setup::{Engine, engine_config, load_current, wait_phase, workload_writes};
+use crate::setup::{EngineExt as _, Engine, engine_config, load_current, wait_phase, workload_writes};
 use crate::world::{Backend, World, eventually};
 
 const LONG: Duration = Duration::from_secs(60);
@@ -26,8 +26,8 @@ async fn running(backend: Backend, test: &str, options: &AppOptions) -> Running 
     let world = World::new(backend, test).await;
     load_current(&world, options).await;
     let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
-    let engine = Engine::start(&world, engine_config(&world, "engine-a")).await;
-    engine.wait_for_role(Role::Leader, LONG).await;
+    let engine = Engine::on(&world, engine_config(&world, "engine-a")).await;
+    engine.wait_role(Role::Leader, LONG).await;
     Running { world, engine, faker }
 }
 
@@ -124,8 +124,8 @@ pub async fn force_with_approval_rolls_at_once(backend: Backend) {
     let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
     let mut config = engine_config(&world, "engine-a");
     config.rollout_delay = Duration::from_secs(3600);
-    let engine = Engine::start(&world, config).await;
-    engine.wait_for_role(Role::Leader, LONG).await;
+    let engine = Engine::on(&world, config).await;
+    engine.wait_role(Role::Leader, LONG).await;
     world.rotate_secret("bookshop-uaa").await;
     let batch = wait_phase(&world, "bookshop", BatchPhase::Collecting, LONG).await;
     act(
@@ -201,13 +201,13 @@ pub async fn engine_killed_mid_rollout_is_finished_by_the_next(backend: Backend)
     load_current(&world, &options).await;
     // Slow rollouts, so the kill lands while Deployments roll.
     let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_secs(3));
-    let first = Engine::start(&world, engine_config(&world, "engine-a")).await;
-    first.wait_for_role(Role::Leader, LONG).await;
+    let first = Engine::on(&world, engine_config(&world, "engine-a")).await;
+    first.wait_role(Role::Leader, LONG).await;
     world.rotate_secret("bookshop-uaa").await;
     wait_phase(&world, "bookshop", BatchPhase::RollingOut, LONG).await;
     first.kill();
-    let second = Engine::start(&world, engine_config(&world, "engine-b")).await;
-    second.wait_for_role(Role::Leader, LONG).await;
+    let second = Engine::on(&world, engine_config(&world, "engine-b")).await;
+    second.wait_role(Role::Leader, LONG).await;
     let batch = wait_phase(&world, "bookshop", BatchPhase::Succeeded, LONG).await;
     assert_eq!(batch.status.and_then(|s| s.progress).as_deref(), Some("2/2"));
     second.stop().await;
@@ -218,10 +218,10 @@ pub async fn engine_killed_mid_rollout_is_finished_by_the_next(backend: Backend)
 pub async fn two_engines_share_one_lease(backend: Backend) {
     let world = World::new(backend, "two-engines").await;
     load_current(&world, &AppOptions::default()).await;
-    let a = Engine::start(&world, engine_config(&world, "engine-a")).await;
-    a.wait_for_role(Role::Leader, LONG).await;
-    let b = Engine::start(&world, engine_config(&world, "engine-b")).await;
-    b.wait_for_role(Role::Observer, LONG).await;
+    let a = Engine::on(&world, engine_config(&world, "engine-a")).await;
+    a.wait_role(Role::Leader, LONG).await;
+    let b = Engine::on(&world, engine_config(&world, "engine-b")).await;
+    b.wait_role(Role::Observer, LONG).await;
     // Over several renewals it stays that way.
     for _ in 0..10 {
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -236,13 +236,13 @@ pub async fn two_engines_share_one_lease(backend: Backend) {
 pub async fn next_engine_leads_after_a_graceful_stop(backend: Backend) {
     let world = World::new(backend, "graceful-handover").await;
     load_current(&world, &AppOptions::default()).await;
-    let a = Engine::start(&world, engine_config(&world, "engine-a")).await;
-    a.wait_for_role(Role::Leader, LONG).await;
+    let a = Engine::on(&world, engine_config(&world, "engine-a")).await;
+    a.wait_role(Role::Leader, LONG).await;
     // Let it renew at least once, so renewTime is its own.
     tokio::time::sleep(Duration::from_secs(5)).await;
     a.stop().await;
-    let b = Engine::start(&world, engine_config(&world, "engine-b")).await;
+    let b = Engine::on(&world, engine_config(&world, "engine-b")).await;
     // Well under the lease duration (6 s) + grace: a released lease is taken at once.
-    b.wait_for_role(Role::Leader, Duration::from_secs(20)).await;
+    b.wait_role(Role::Leader, Duration::from_secs(20)).await;
     b.stop().await;
 }

@@ -15,7 +15,7 @@ use serde_json::json;
 use crate::common::fixtures::AppOptions;
 use crate::control_plane::Profile;
 use crate::faker::Faker;
-use crate::setup::{Engine, engine_config, load_current, wait_phase, workload_writes};
+use crate::setup::{EngineExt as _, Engine, engine_config, load_current, wait_phase, workload_writes};
 use crate::world::{Backend, World};
 
 const LONG: Duration = Duration::from_secs(90);
@@ -26,8 +26,8 @@ pub async fn api_server_restarted_mid_rollout(backend: Backend) {
     let world = World::dedicated(backend, "apiserver-restart", Profile::Standard).await;
     load_current(&world, &AppOptions::default()).await;
     let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_secs(2));
-    let engine = Engine::start(&world, engine_config(&world, "engine-a")).await;
-    engine.wait_for_role(Role::Leader, LONG).await;
+    let engine = Engine::on(&world, engine_config(&world, "engine-a")).await;
+    engine.wait_role(Role::Leader, LONG).await;
     world.rotate_secret("bookshop-uaa").await;
     wait_phase(&world, "bookshop", BatchPhase::RollingOut, LONG).await;
     world.restart_server(Duration::from_secs(3)).await;
@@ -45,8 +45,8 @@ pub async fn watch_resumes_after_compaction_410(backend: Backend) {
     let world = World::dedicated(backend, "compaction-410", Profile::NoWatchCache).await;
     load_current(&world, &AppOptions::default()).await;
     let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
-    let engine = Engine::start(&world, engine_config(&world, "engine-a")).await;
-    engine.wait_for_role(Role::Leader, LONG).await;
+    let engine = Engine::on(&world, engine_config(&world, "engine-a")).await;
+    engine.wait_role(Role::Leader, LONG).await;
     // Changes the engine has seen, then history gone.
     for n in 0..5 {
         world
@@ -78,8 +78,8 @@ pub async fn concurrent_approvers_one_wins(backend: Backend) {
     let world = World::new(backend, "concurrent-approvers").await;
     load_current(&world, &AppOptions { manual: true, ..AppOptions::default() }).await;
     let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
-    let engine = Engine::start(&world, engine_config(&world, "engine-a")).await;
-    engine.wait_for_role(Role::Leader, LONG).await;
+    let engine = Engine::on(&world, engine_config(&world, "engine-a")).await;
+    engine.wait_role(Role::Leader, LONG).await;
     world.rotate_secret("bookshop-uaa").await;
     let batch = wait_phase(&world, "bookshop", BatchPhase::AwaitingApproval, LONG).await;
     let name = batch.name_any();
@@ -106,8 +106,8 @@ pub async fn concurrent_approvers_one_wins(backend: Backend) {
 pub async fn lease_taken_by_another_holder_stops_writes(backend: Backend) {
     let world = World::new(backend, "lease-loss").await;
     load_current(&world, &AppOptions::default()).await;
-    let engine = Engine::start(&world, engine_config(&world, "engine-a")).await;
-    engine.wait_for_role(Role::Leader, LONG).await;
+    let engine = Engine::on(&world, engine_config(&world, "engine-a")).await;
+    engine.wait_role(Role::Leader, LONG).await;
     let leases: Api<Lease> = Api::namespaced(world.client.clone(), &world.ns);
     // MicroTime: kube-apiserver takes microseconds, not nanoseconds (the sandbox took both).
     let now = serde_json::to_value(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(Timestamp::now()))
@@ -119,7 +119,7 @@ pub async fn lease_taken_by_another_holder_stops_writes(backend: Backend) {
         .patch("capdeck-engine", &PatchParams::apply("intruder").force(), &Patch::Apply(&intruder))
         .await
         .expect("take the lease");
-    engine.wait_for_role(Role::Observer, Duration::from_secs(30)).await;
+    engine.wait_role(Role::Observer, Duration::from_secs(30)).await;
     world.rotate_secret("bookshop-uaa").await;
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert!(world.batches("bookshop").await.is_empty(), "an observer opened a batch");

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::common::fixtures::AppOptions;
 use crate::faker::Faker;
-use crate::setup::{Engine, capdeck, engine_config, load_current, text, wait_phase};
+use crate::setup::{EngineExt as _, Engine, capdeck, engine_config, load_current, text, wait_phase};
 use crate::world::{Backend, World, eventually};
 
 const LONG: Duration = Duration::from_secs(60);
@@ -145,13 +145,13 @@ pub async fn daemon_readme_flow_readyz_metrics_json_logs_sigterm(backend: Backen
         serde_json::from_str::<Value>(line).unwrap_or_else(|e| panic!("not a JSON log line ({e}): {line}"));
     }
     // The lease was released: a new engine leads at once.
-    let next = Engine::start(&world, {
+    let next = Engine::on(&world, {
         let mut config = engine_config(&world, "after-daemon");
         config.lease.name = "capdeck-engine".into();
         config
     })
     .await;
-    next.wait_for_role(Role::Leader, Duration::from_secs(15)).await;
+    next.wait_role(Role::Leader, Duration::from_secs(15)).await;
     next.stop().await;
     faker.stop().await;
 }
@@ -159,8 +159,8 @@ pub async fn daemon_readme_flow_readyz_metrics_json_logs_sigterm(backend: Backen
 async fn awaiting_batch(world: &World) -> (Engine, Faker, String) {
     load_current(world, &AppOptions { manual: true, ..AppOptions::default() }).await;
     let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
-    let engine = Engine::start(world, engine_config(world, "engine-a")).await;
-    engine.wait_for_role(Role::Leader, LONG).await;
+    let engine = Engine::on(world, engine_config(world, "engine-a")).await;
+    engine.wait_role(Role::Leader, LONG).await;
     world.rotate_secret("bookshop-uaa").await;
     let batch = wait_phase(world, "bookshop", BatchPhase::AwaitingApproval, LONG).await;
     (engine, faker, batch.name_any())
@@ -312,8 +312,8 @@ pub async fn daemon_as_the_manifests_service_account_completes_a_rotation(backen
 pub async fn doctor_on_a_healthy_and_a_broken_setup(backend: Backend) {
     let world = World::new(backend, "doctor").await;
     load_current(&world, &AppOptions::default()).await;
-    let engine = Engine::start(&world, engine_config(&world, "daemon-doctor")).await;
-    engine.wait_for_role(Role::Leader, LONG).await;
+    let engine = Engine::on(&world, engine_config(&world, "daemon-doctor")).await;
+    engine.wait_role(Role::Leader, LONG).await;
     let ns = world.ns.clone();
     let doctor = |kubeconfig: &std::path::Path, extra: &[&str]| {
         let mut args = vec!["doctor", "-n", ns.as_str(), "--lease-namespace", ns.as_str()];

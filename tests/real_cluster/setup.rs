@@ -9,17 +9,14 @@ use std::time::Duration;
 
 use capdeck::api::{BatchPhase, CAPApplication, CAPApplicationVersion, CAPTenant, DeploymentView, RotationBatch};
 use capdeck::cluster::Scope;
-use capdeck::cluster::stores::{StoreTasks, Stores};
 use capdeck::engine::config::{Clock, EngineConfig, EngineMode, LeaseSettings};
-use capdeck::engine::metrics::Metrics;
 use capdeck::engine::plan::{CapIndex, ObjectLookup, SecretLookup, plan_all};
-use capdeck::engine::{EngineHandle, Role};
+use capdeck::engine::Role;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt as _;
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
-use crate::common::fixtures::{AppOptions, NS, application};
+use crate::common::fixtures::{AppOptions, NS, RunningEngine, application};
 use crate::world::{World, b64, eventually};
 
 /// The fixture application of `options` in `ns`, its Deployments already pointing at VCAP
@@ -133,62 +130,28 @@ pub fn engine_config(world: &World, identity: &str) -> EngineConfig {
     }
 }
 
-/// An engine in-process, scoped to one namespace.
-pub struct Engine {
-    pub handle: Option<EngineHandle>,
-    pub metrics: Metrics,
-    cancel: CancellationToken,
-    tasks: StoreTasks,
+/// An engine in-process, scoped to one namespace (the sandbox suites' runner).
+pub type Engine = RunningEngine;
+
+/// What the real-cluster stories ask of an engine beyond the shared runner.
+pub trait EngineExt {
+    async fn on(world: &World, config: EngineConfig) -> RunningEngine;
+    async fn wait_role(&self, role: Role, limit: Duration);
+    /// Successful writes by verb and resource (`"update deployments"` → 2), from its metrics.
+    fn writes(&self) -> HashMap<String, u64>;
 }
 
-impl Engine {
-    pub async fn start(world: &World, config: EngineConfig) -> Engine {
-        Self::start_with(world.client.clone(), &world.ns, config).await
+impl EngineExt for RunningEngine {
+    async fn on(world: &World, config: EngineConfig) -> RunningEngine {
+        RunningEngine::start_in(world.client.clone(), Scope::Namespace(world.ns.clone()), config).await
     }
 
-    pub async fn start_with(client: kube::Client, ns: &str, config: EngineConfig) -> Engine {
-        let cancel = CancellationToken::new();
-        let (stores, tasks) = Stores::start(&client, Scope::Namespace(ns.into()), cancel.clone());
-        let metrics = Metrics::new();
-        let handle = capdeck::engine::spawn(client, stores, config, metrics.clone(), cancel.clone());
-        Engine { handle: Some(handle), metrics, cancel, tasks }
+    async fn wait_role(&self, role: Role, limit: Duration) {
+        self.wait_for_role_within(role, limit).await;
     }
 
-    pub fn role(&self) -> Role {
-        self.handle.as_ref().map_or(Role::Observer, |h| *h.role.borrow())
-    }
-
-    pub async fn wait_for_role(&self, role: Role, limit: Duration) {
-        eventually(&format!("engine role {role:?}"), limit, || async {
-            if self.role() == role { Ok(()) } else { Err(format!("{:?}", self.role())) }
-        })
-        .await;
-    }
-
-    /// Successful writes by verb and resource (`"update deployments"` → 2).
-    pub fn writes(&self) -> HashMap<String, u64> {
-        parse_writes(&self.metrics.encode())
-    }
-
-    /// Graceful: in-flight writes finish, the lease is released.
-    pub async fn stop(mut self) {
-        self.cancel.cancel();
-        if let Some(handle) = self.handle.take() {
-            handle.join().await;
-        }
-        for task in self.tasks.handles.drain(..) {
-            let _ = task.await;
-        }
-    }
-
-    /// Like a killed process: no lease release.
-    pub fn kill(mut self) {
-        for task in self.tasks.handles.drain(..) {
-            task.abort();
-        }
-        if let Some(handle) = self.handle.take() {
-            handle.abort();
-        }
+    fn writes(&self) -> HashMap<String, u64> {
+        self.handle.as_ref().map(|h| parse_writes(&h.metrics.encode())).unwrap_or_default()
     }
 }
 
