@@ -66,6 +66,7 @@ fn all_stories() -> Vec<(&'static str, Story, &'static [Backend])> {
         process_stories::crds_are_accepted_and_kubectl_shows_their_columns,
         process_stories::daemon_as_the_manifests_service_account_completes_a_rotation only real,
         process_stories::doctor_on_a_healthy_and_a_broken_setup,
+        process_stories::console_approves_as_the_user_and_refuses_without_permission,
         fault_stories::api_server_restarted_mid_rollout,
         fault_stories::watch_resumes_after_compaction_410,
         fault_stories::concurrent_approvers_one_wins,

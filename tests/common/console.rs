@@ -50,6 +50,18 @@ impl Console {
         Self::start_on(connection, cluster, readonly, mode)
     }
 
+    /// The console over one namespace (worlds that share an API server).
+    pub async fn start_in(kubeconfig: &std::path::Path, namespace: &str, readonly: bool, mode: EngineMode) -> Self {
+        let cluster = ClusterArgs {
+            kubeconfig: Some(kubeconfig.to_path_buf()),
+            context: None,
+            namespace: Some(namespace.to_string()),
+            all_namespaces: false,
+        };
+        let connection = cluster.connect().await.expect("connect");
+        Self::start_on(connection, cluster, readonly, mode)
+    }
+
     /// A read-only console on a sandbox through its in-process client (paused-time tests).
     pub fn in_process(sandbox: &capdeck::sandbox::Sandbox) -> Self {
         let connection = Connection {

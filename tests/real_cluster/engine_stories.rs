@@ -11,7 +11,7 @@ use kube::ResourceExt as _;
 
 use crate::common::fixtures::AppOptions;
 use crate::faker::Faker;
-use crate::setup::{EngineExt as _, Engine, engine_config, load_current, wait_phase, workload_writes};
+use crate::setup::{Engine, EngineExt as _, engine_config, load_current, wait_phase, workload_writes};
 use crate::world::{Backend, World, eventually};
 
 const LONG: Duration = Duration::from_secs(60);

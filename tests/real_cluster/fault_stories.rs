@@ -15,7 +15,7 @@ use serde_json::json;
 use crate::common::fixtures::AppOptions;
 use crate::control_plane::Profile;
 use crate::faker::Faker;
-use crate::setup::{EngineExt as _, Engine, engine_config, load_current, wait_phase, workload_writes};
+use crate::setup::{Engine, EngineExt as _, engine_config, load_current, wait_phase, workload_writes};
 use crate::world::{Backend, World};
 
 const LONG: Duration = Duration::from_secs(90);

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::common::fixtures::AppOptions;
 use crate::faker::Faker;
-use crate::setup::{EngineExt as _, Engine, capdeck, engine_config, load_current, text, wait_phase};
+use crate::setup::{Engine, EngineExt as _, capdeck, engine_config, load_current, text, wait_phase};
 use crate::world::{Backend, World, eventually};
 
 const LONG: Duration = Duration::from_secs(60);
@@ -361,4 +361,78 @@ pub async fn doctor_on_a_healthy_and_a_broken_setup(backend: Backend) {
     let (_, report) = doctor(&world.kubeconfig_for("mallory"), &[]);
     assert!(report.contains("you may not patch rotationbatches.capdeck.dev"), "{report}");
     engine.stop().await;
+}
+
+/// The console runtime over a world: alice approves with a reason (the real SelfSubjectReview
+/// names her); a read-only console writes nothing; dave, whose Role lacks `patch
+/// rotationbatches`, finds the key disabled with the reason the real SelfSubjectAccessReview gave.
+pub async fn console_approves_as_the_user_and_refuses_without_permission(backend: Backend) {
+    use crate::common::console::Console;
+    use capdeck::engine::config::EngineMode;
+    use crossterm::event::KeyCode;
+
+    let world = World::new(backend, "console").await;
+    let (engine, faker, name) = awaiting_batch(&world).await;
+    let ns = world.ns.clone();
+    let before = world.batches("bookshop").await.pop().expect("batch").metadata.resource_version;
+
+    // dave: may read batches, not patch them.
+    world
+        .grant("dave", "capdeck.dev", &["rotationbatches"], &["get", "list", "watch"], &["patch:rotationbatches"])
+        .await;
+    world
+        .grant(
+            "dave",
+            "sme.sap.com",
+            &["capapplications", "capapplicationversions", "captenants", "captenantoperations"],
+            &["get", "list", "watch"],
+            &[],
+        )
+        .await;
+    let mut console = Console::start_in(&world.kubeconfig_for("dave"), &ns, false, EngineMode::Observe).await;
+    console.typed(":batches\n");
+    console.shows("AwaitingApproval").await;
+    console.key(KeyCode::Char('a'));
+    console.shows(&format!("dave may not patch rotationbatches in namespace {ns}")).await;
+    console.quit().await;
+
+    // A read-only console: the key says why and nothing is written.
+    let mut console = Console::start_in(&world.admin_kubeconfig, &ns, true, EngineMode::Observe).await;
+    console.typed(":batches\n");
+    console.shows("AwaitingApproval").await;
+    console.key(KeyCode::Char('a'));
+    console.shows("read-only").await;
+    console.quit().await;
+    let after = world.batches("bookshop").await.pop().expect("batch").metadata.resource_version;
+    assert_eq!(before, after, "dave's and the read-only console wrote to the batch");
+
+    // alice approves with a reason.
+    world.next_user();
+    world.grant("alice", "capdeck.dev", &["rotationbatches"], &["get", "list", "watch", "patch"], &[]).await;
+    world
+        .grant(
+            "alice",
+            "sme.sap.com",
+            &["capapplications", "capapplicationversions", "captenants", "captenantoperations"],
+            &["get", "list", "watch"],
+            &[],
+        )
+        .await;
+    let mut console = Console::start_in(&world.kubeconfig_for("alice"), &ns, false, EngineMode::Observe).await;
+    console.shows("user alice").await;
+    console.typed(":batches\n");
+    console.shows("AwaitingApproval").await;
+    console.key(KeyCode::Char('a'));
+    console.shows("Approve batch").await;
+    console.typed("CHG-9 from the console");
+    console.key(KeyCode::Enter);
+    console.shows("approved by alice").await;
+    console.quit().await;
+    let batch = wait_phase(&world, "bookshop", BatchPhase::Succeeded, LONG).await;
+    assert_eq!(batch.name_any(), name);
+    let approval = batch.spec.approval.expect("approval");
+    assert_eq!(approval.approved_by.as_deref(), Some("alice"));
+    assert_eq!(approval.reason.as_deref(), Some("CHG-9 from the console"));
+    engine.stop().await;
+    faker.stop().await;
 }

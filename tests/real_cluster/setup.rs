@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use capdeck::api::{BatchPhase, CAPApplication, CAPApplicationVersion, CAPTenant, DeploymentView, RotationBatch};
 use capdeck::cluster::Scope;
+use capdeck::engine::Role;
 use capdeck::engine::config::{Clock, EngineConfig, EngineMode, LeaseSettings};
 use capdeck::engine::plan::{CapIndex, ObjectLookup, SecretLookup, plan_all};
-use capdeck::engine::Role;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt as _;
 use serde_json::{Value, json};

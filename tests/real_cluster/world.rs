@@ -64,15 +64,23 @@ pub fn start_plane(profile: Profile) -> Result<ControlPlane, String> {
     let plane = ControlPlane::start(assets()?, profile)?;
     let crds = capdeck::api::crds::all_yaml().map_err(|e| e.to_string())?;
     plane.kubectl_apply(&crds)?;
-    let output = plane
-        .kubectl()
-        .args(["wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"])
-        .output()
-        .map_err(|e| e.to_string())?;
-    if !output.status.success() {
-        return Err(format!("CRDs not established: {}", String::from_utf8_lossy(&output.stderr)));
+    // `kubectl wait` right after the apply can find a CRD whose status is not written yet
+    // ("status.conditions accessor error"): ask again until Established, bounded.
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        let output = plane
+            .kubectl()
+            .args(["wait", "--for=condition=Established", "--timeout=30s", "crd", "--all"])
+            .output()
+            .map_err(|e| e.to_string())?;
+        if output.status.success() {
+            return Ok(plane);
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(format!("CRDs not established: {}", String::from_utf8_lossy(&output.stderr)));
+        }
+        std::thread::sleep(Duration::from_millis(200));
     }
-    Ok(plane)
 }
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
@@ -324,6 +332,14 @@ impl World {
                     self.sandbox().deny(rule.parse().expect("deny rule"));
                 }
             }
+        }
+    }
+
+    /// Forget the sandbox's deny rules (its RBAC stand-in is global, not per user); on a real
+    /// server every user keeps the Roles bound to it.
+    pub fn next_user(&self) {
+        if let Some(parts) = &self.sandbox {
+            parts.sandbox.allow_all();
         }
     }
 
