@@ -93,7 +93,14 @@ fn main() -> ExitCode {
     let required = std::env::var("CAPDECK_REQUIRE_REAL_CLUSTER").is_ok_and(|v| v == "1");
     let real = world::assets();
     match &real {
-        Ok(assets) => eprintln!("real control plane: {}", assets.kube_apiserver.display()),
+        Ok(assets) => {
+            let version = std::process::Command::new(&assets.kube_apiserver)
+                .arg("--version")
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+                .unwrap_or_default();
+            eprintln!("real control plane: {} ({version})", assets.kube_apiserver.display());
+        }
         Err(why) if required => {
             eprintln!("CAPDECK_REQUIRE_REAL_CLUSTER=1 but {why}");
             return ExitCode::FAILURE;

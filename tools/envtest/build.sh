@@ -8,16 +8,23 @@
 # The cache root is $CAPDECK_ENVTEST_CACHE, else ${XDG_DATA_HOME:-~/.local/share}/kubebuilder-envtest
 # (setup-envtest's own default, so binaries it downloaded are found too). Binaries already present are
 # reused. On success the last line on stdout is the assets directory, ready for KUBEBUILDER_ASSETS.
+# The argument names the Kubernetes consumer module: `k8s` (1.34, the default) or `k8s-1.37`.
 #
 # Why consumer modules: k8s.io/kubernetes and etcd's server module carry `replace` lines, so
 # `go install pkg@version` refuses them; k8s/go.mod pins every k8s.io staging module instead.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-k8s_version="$(sed -n 's/^\tk8s.io\/kubernetes v\(1\.[0-9.]*\).*/\1/p' "$here/k8s/go.mod")"
+# Which Kubernetes: the consumer module directory next to this script (k8s = 1.34, k8s-1.37 = 1.37).
+k8s_dir="$here/${1:-k8s}"
+if [[ ! -f "$k8s_dir/go.mod" ]]; then
+  echo "build.sh: no consumer module at $k8s_dir (usage: build.sh [k8s|k8s-1.37])" >&2
+  exit 1
+fi
+k8s_version="$(sed -n 's/^\tk8s.io\/kubernetes v\(1\.[0-9.]*\).*/\1/p' "$k8s_dir/go.mod")"
 etcd_version="$(sed -n 's/^\tgo.etcd.io\/etcd\/server\/v3 v\(3\.[0-9.]*\).*/\1/p' "$here/etcd/go.mod")"
 if [[ -z "$k8s_version" || -z "$etcd_version" ]]; then
-  echo "build.sh: cannot read the pinned versions from $here/k8s/go.mod and $here/etcd/go.mod" >&2
+  echo "build.sh: cannot read the pinned versions from $k8s_dir/go.mod and $here/etcd/go.mod" >&2
   exit 1
 fi
 
@@ -49,7 +56,7 @@ for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ld="$ld -X $p.gitVersion=v$k8s_version -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
 done
 echo "build.sh: building kube-apiserver and kubectl v$k8s_version (the first build takes several minutes)" >&2
-(cd "$here/k8s" && go build -trimpath -tags selinux,notest,grpcnotrace -ldflags "$ld" -o "$tmp/" \
+(cd "$k8s_dir" && go build -trimpath -tags selinux,notest,grpcnotrace -ldflags "$ld" -o "$tmp/" \
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl)
 echo "build.sh: building etcd v$etcd_version" >&2
 (cd "$here/etcd" && go build -trimpath \
