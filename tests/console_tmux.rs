@@ -96,8 +96,11 @@ fn demo_in_tmux_approve_a_batch_and_quit() {
     });
     // Help, generated from the key map; it names the demo's kubeconfig.
     tmux.keys(&["?"]);
-    let help = tmux.shows("Commands", Duration::from_secs(10));
-    assert!(help.contains("approve the selected batch") && help.contains("KUBECONFIG="), "{help}");
+    // Wait for the whole pane: a capture can land while the frame is still being written.
+    let help = tmux.until("the help with the demo's kubeconfig", Duration::from_secs(10), |s| {
+        s.contains("Commands") && s.contains("KUBECONFIG=")
+    });
+    assert!(help.contains("approve the selected batch"), "{help}");
     tmux.keys(&["Escape"]);
     tmux.until("help closed", Duration::from_secs(10), |s| !s.contains("Commands"));
     // Filter.

@@ -162,7 +162,7 @@ fn write(path: &Path, text: &str) -> Result<(), String> {
 fn tail(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(25)..].join("\n")
+    lines[lines.len().saturating_sub(8)..].join("\n")
 }
 
 struct Pki {
@@ -254,6 +254,9 @@ impl ControlPlane {
             format!("--secure-port={port}"),
             "--bind-address=127.0.0.1".into(),
             "--advertise-address=127.0.0.1".into(),
+            // No `kubernetes` Service endpoints to keep: 1.37 refuses a loopback advertise address
+            // with the default (lease) endpoint reconciler.
+            "--endpoint-reconciler-type=none".into(),
             "--service-cluster-ip-range=10.0.0.0/24".into(),
             "--allow-privileged=true".into(),
             "--disable-admission-plugins=ServiceAccount".into(),

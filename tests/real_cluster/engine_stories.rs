@@ -242,7 +242,7 @@ pub async fn next_engine_leads_after_a_graceful_stop(backend: Backend) {
     tokio::time::sleep(Duration::from_secs(5)).await;
     a.stop().await;
     let b = Engine::on(&world, engine_config(&world, "engine-b")).await;
-    // Well under the lease duration (6 s) + grace: a released lease is taken at once.
+    // Well under the lease duration (10 s) + grace: a released lease is taken at once.
     b.wait_role(Role::Leader, Duration::from_secs(20)).await;
     b.stop().await;
 }

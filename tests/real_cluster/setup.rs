@@ -111,8 +111,8 @@ pub async fn load_current(world: &World, options: &AppOptions) {
     world.apply_objects(current_application(options, &world.ns)).await;
 }
 
-/// Engine settings for wall-clock scenarios: a 2 s window, progress every 200 ms, a lease in
-/// the world's namespace.
+/// Engine settings for wall-clock scenarios: a 2 s window, progress every 200 ms, a 10 s lease
+/// in the world's namespace.
 pub fn engine_config(world: &World, identity: &str) -> EngineConfig {
     EngineConfig {
         rollout_delay: Duration::from_secs(2),
@@ -122,8 +122,9 @@ pub fn engine_config(world: &World, identity: &str) -> EngineConfig {
         lease: LeaseSettings {
             namespace: world.ns.clone(),
             name: "capdeck-engine".into(),
-            duration_seconds: 6,
-            grace_seconds: 2,
+            // Short enough for hand-over stories, long enough that a loaded CI machine renews in time.
+            duration_seconds: 10,
+            grace_seconds: 3,
         },
         identity: identity.into(),
         ..EngineConfig::default()

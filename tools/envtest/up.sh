@@ -46,7 +46,7 @@ admin_token=$(openssl rand -hex 16)
 echo $! > etcd.pid
 "$assets/kube-apiserver" --etcd-servers="http://127.0.0.1:$etcd_port" --cert-dir="$dir/certs" \
   --tls-cert-file=certs/apiserver.crt --tls-private-key-file=certs/apiserver.key \
-  --secure-port="$port" --bind-address=127.0.0.1 --advertise-address=127.0.0.1 \
+  --secure-port="$port" --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --endpoint-reconciler-type=none \
   --service-cluster-ip-range=10.0.0.0/24 --allow-privileged=true --disable-admission-plugins=ServiceAccount \
   --authorization-mode=RBAC --service-account-issuer="https://127.0.0.1:$port/" \
   --service-account-key-file=certs/sa.pub --service-account-signing-key-file=certs/sa.key \
