@@ -201,6 +201,11 @@ pub mod reason {
 }
 
 impl RotationBatch {
+    /// The Deployments this batch restarts (known once its window ended).
+    pub fn restarts(&self) -> impl Iterator<Item = &BatchDeployment> {
+        self.status.iter().flat_map(|s| s.deployments.iter()).filter(|d| d.action == DeploymentAction::Restart)
+    }
+
     /// `held by bob`, `approved by alice`, `required`, `auto`.
     pub fn approval_text(&self) -> String {
         if let Some(hold) = &self.spec.hold {

@@ -191,12 +191,7 @@ async fn dry_run(
         eprintln!("error: cannot {} {namespace}/{name}: {refusal}", action.verb());
         return Ok(ExitCode::from(1));
     }
-    let restarts: Vec<&crate::api::rotation_batch::BatchDeployment> = batch
-        .status
-        .iter()
-        .flat_map(|s| s.deployments.iter())
-        .filter(|d| d.action == crate::api::rotation_batch::DeploymentAction::Restart)
-        .collect();
+    let restarts: Vec<&crate::api::rotation_batch::BatchDeployment> = batch.restarts().collect();
     let versions: std::collections::BTreeSet<&str> = restarts.iter().map(|d| d.version.as_str()).collect();
     let tenants: Api<crate::api::CAPTenant> = Api::namespaced(connection.client.clone(), namespace);
     let served: Vec<String> = match tenants.list(&ListParams::default()).await {

@@ -201,14 +201,7 @@ pub fn detail(app: &App) -> Option<(String, Vec<String>)> {
 
 /// The tenants whose current version is one the batch restarts Deployments of.
 pub(super) fn tenants_served(snapshot: &Snapshot, row: &super::model::BatchRow) -> Vec<String> {
-    let versions: std::collections::BTreeSet<&str> = row
-        .object
-        .status
-        .iter()
-        .flat_map(|status| status.deployments.iter())
-        .filter(|d| d.action == crate::api::rotation_batch::DeploymentAction::Restart)
-        .map(|d| d.version.as_str())
-        .collect();
+    let versions: std::collections::BTreeSet<&str> = row.object.restarts().map(|d| d.version.as_str()).collect();
     snapshot
         .tenants
         .iter()

@@ -664,14 +664,7 @@ fn open_dialog(app: &mut App, action: Action) -> Vec<Command> {
 
 /// What the action touches: the Deployments the batch restarts and the tenants they serve.
 fn dialog_preview(snapshot: &super::model::Snapshot, row: &super::model::BatchRow) -> Vec<String> {
-    let restarts: Vec<String> = row
-        .object
-        .status
-        .iter()
-        .flat_map(|status| status.deployments.iter())
-        .filter(|d| d.action == crate::api::rotation_batch::DeploymentAction::Restart)
-        .map(|d| d.name.clone())
-        .collect();
+    let restarts: Vec<String> = row.object.restarts().map(|d| d.name.clone()).collect();
     let tenants = super::details::tenants_served(snapshot, row);
     vec![strings::preview_line("restarts", &restarts), strings::preview_line("tenants served", &tenants)]
 }
