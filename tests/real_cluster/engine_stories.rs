@@ -23,10 +23,16 @@ struct Running {
 }
 
 async fn running(backend: Backend, test: &str, options: &AppOptions) -> Running {
+    running_with(backend, test, options, Duration::from_secs(2)).await
+}
+
+async fn running_with(backend: Backend, test: &str, options: &AppOptions, window: Duration) -> Running {
     let world = World::new(backend, test).await;
     load_current(&world, options).await;
     let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
-    let engine = Engine::on(&world, engine_config(&world, "engine-a")).await;
+    let mut config = engine_config(&world, "engine-a");
+    config.rollout_delay = window;
+    let engine = Engine::on(&world, config).await;
     engine.wait_role(Role::Leader, LONG).await;
     Running { world, engine, faker }
 }
@@ -41,7 +47,9 @@ impl Running {
 /// Rotation → batch → window → rollout → Succeeded → the previous VCAP Secrets deleted, at
 /// exactly three writes per rotated Deployment.
 pub async fn rotation_rolls_out_then_deletes_previous_secrets(backend: Backend) {
-    let r = running(backend, "rotation-rolls-out", &AppOptions::default()).await;
+    // A 10 s window: the story checks the batch while it collects, and on a loaded machine a 2 s
+    // window once passed between two polls (Collecting → Succeeded unseen).
+    let r = running_with(backend, "rotation-rolls-out", &AppOptions::default(), Duration::from_secs(10)).await;
     let w = &r.world;
     let before_srv = w.vcap_of("bookshop-v1-srv").await;
     let before_router = w.vcap_of("bookshop-v1-router").await;
