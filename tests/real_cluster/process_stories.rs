@@ -276,7 +276,17 @@ pub async fn daemon_as_the_manifests_service_account_completes_a_rotation(backen
     let port = free_port();
     let log = dir.path().join("daemon.log");
     let child = Command::new(env!("CARGO_BIN_EXE_capdeck"))
-        .args(["--daemon", "--health-addr", &format!("127.0.0.1:{port}"), "-A", "--lease-namespace", &system])
+        // Its own namespace only: the control plane is shared, and with -A this daemon opened
+        // batches in the other stories' namespaces.
+        .args([
+            "--daemon",
+            "--health-addr",
+            &format!("127.0.0.1:{port}"),
+            "-n",
+            &world.ns,
+            "--lease-namespace",
+            &system,
+        ])
         .args(["--rollout-delay", "1h"])
         .env("KUBECONFIG", &kubeconfig)
         .env_remove("KUBERNETES_SERVICE_HOST")
