@@ -1,6 +1,6 @@
 # capdeck as a container image: a static musl build in a scratch image, run as a non-root user.
 #
-#   docker build -t ghcr.io/capdeck/capdeck:0.1.0 .
+#   docker build --build-arg CAPDECK_GIT_COMMIT=$(git rev-parse --short=12 HEAD) -t ghcr.io/capdeck/capdeck:0.1.0 .
 #   docker push ghcr.io/capdeck/capdeck:0.1.0      # or your registry: capdeck manifests --image IMAGE
 #
 # The image holds the binary only; `capdeck --daemon` is what the Deployment of `capdeck manifests` runs.
@@ -8,6 +8,9 @@ FROM rust:1-bookworm AS build
 RUN rustup target add x86_64-unknown-linux-musl \
  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq musl-tools >/dev/null
 WORKDIR /src
+# .git is not copied: the commit `capdeck version` reports comes from this argument.
+ARG CAPDECK_GIT_COMMIT=unknown
+ENV CAPDECK_GIT_COMMIT=$CAPDECK_GIT_COMMIT
 COPY . .
 RUN cargo build --release --locked --target x86_64-unknown-linux-musl \
  && cp target/x86_64-unknown-linux-musl/release/capdeck /capdeck

@@ -4,7 +4,9 @@ pub mod cap;
 pub mod common;
 pub mod crds;
 pub mod deployment_view;
+pub mod go_duration;
 pub mod rotation_batch;
+pub mod service_binding;
 pub(crate) mod string_enum;
 
 pub use cap::{

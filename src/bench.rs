@@ -3,6 +3,7 @@
 pub mod console;
 pub mod engine;
 pub mod sandbox;
+pub mod synthetic;
 
 use std::io::{BufRead as _, BufReader};
 use std::process::{Child, Command, Stdio};

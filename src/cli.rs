@@ -6,12 +6,15 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::cluster::ClusterArgs;
 use crate::engine::config::{ApprovalPolicy, EngineMode};
-use crate::output::OutputFormat;
+use crate::output::OutputArgs;
+
+/// `capdeck -V` and `capdeck version`: the release and the commit it was built from.
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("CAPDECK_GIT_COMMIT"), ")");
 
 #[derive(Debug, Parser)]
 #[command(
     name = "capdeck",
-    version,
+    version = VERSION,
     about = "Operations console and credential-rollout engine for SAP CAP Operator workloads",
     long_about = "capdeck shows CAPApplications, versions, tenants, tenant operations, pending credential \
 rotation batches and rollout progress, and restarts Deployments when their BTP service credential \
@@ -49,8 +52,37 @@ impl Cli {
         I: IntoIterator<Item = T>,
         T: Into<std::ffi::OsString> + Clone,
     {
-        use clap::CommandFactory as _;
-        let cli = Self::try_parse_from(args)?;
+        use clap::{CommandFactory as _, FromArgMatches as _};
+        let matches = Self::command().try_get_matches_from(args)?;
+        let cli = Self::from_arg_matches(&matches)?;
+        if let Some((subcommand, _)) = matches.subcommand() {
+            // Engine flags before a subcommand would be silently ignored: say where they go.
+            let engine_flags = [
+                "rollout_delay",
+                "approval",
+                "max_parallel_rollouts",
+                "min_rollout_interval",
+                "mode",
+                "lease_namespace",
+                "lease_name",
+            ];
+            if let Some(flag) =
+                engine_flags.iter().find(|id| matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine))
+            {
+                let long = Self::command()
+                    .get_arguments()
+                    .find(|arg| arg.get_id() == *flag)
+                    .and_then(|arg| arg.get_long().map(str::to_string))
+                    .unwrap_or_else(|| flag.replace('_', "-"));
+                return Err(Self::command().error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    format!(
+                        "--{long} configures the engine of the console and the daemon; `{subcommand}` runs no engine{}",
+                        if subcommand == "doctor" { " (put it after `doctor` to check those settings)" } else { "" }
+                    ),
+                ));
+            }
+        }
         if cli.daemon && cli.command.is_some() {
             return Err(Self::command()
                 .error(clap::error::ErrorKind::ArgumentConflict, "--daemon cannot be combined with a subcommand"));
@@ -98,8 +130,8 @@ fn parse_rotation(text: &str) -> Result<DemoRotation, String> {
         return Ok(DemoRotation(None));
     }
     let (min, max) = text.split_once('-').unwrap_or((text, text));
-    let min = crate::engine::config::parse_go_duration(min)?;
-    let max = crate::engine::config::parse_go_duration(max)?;
+    let min = crate::engine::config::parse_go_duration(min).map_err(|e| e.to_string())?;
+    let max = crate::engine::config::parse_go_duration(max).map_err(|e| e.to_string())?;
     if min.is_zero() || max < min {
         return Err(format!("{text:?}: expected MIN-MAX with 0 < MIN <= MAX (e.g. 20s-40s), or off"));
     }
@@ -112,29 +144,29 @@ pub struct EngineArgs {
     /// Batch window after the first rotation: a Go duration with its unit (30s, 15m, 1h; below 30s
     /// means 30s). Without the flag, $ROLLOUT_DELAY as the CAP Operator reads it (unparsable there
     /// means 1h, with a warning) [default: 1h]
-    #[arg(long, value_name = "DURATION", global = true, value_parser = go_duration_text)]
+    #[arg(long, value_name = "DURATION", value_parser = go_duration_text)]
     pub rollout_delay: Option<String>,
     /// Approval policy for applications without the capdeck.dev/approval annotation
-    #[arg(long, value_enum, default_value_t = ApprovalPolicy::Auto, env = "CAPDECK_APPROVAL", global = true)]
+    #[arg(long, value_enum, default_value_t = ApprovalPolicy::Auto, env = "CAPDECK_APPROVAL")]
     pub approval: ApprovalPolicy,
     /// Deployments rolling at once, across all batches
-    #[arg(long, value_name = "N", default_value_t = 5, env = "CAPDECK_MAX_PARALLEL_ROLLOUTS", global = true,
+    #[arg(long, value_name = "N", default_value_t = 5, env = "CAPDECK_MAX_PARALLEL_ROLLOUTS",
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_parallel_rollouts: u32,
     /// A Deployment rolled less than this ago needs an approval to roll again (storm guard; Go duration)
-    #[arg(long, value_name = "DURATION", default_value = "10m", env = "CAPDECK_MIN_ROLLOUT_INTERVAL", global = true,
+    #[arg(long, value_name = "DURATION", default_value = "10m", env = "CAPDECK_MIN_ROLLOUT_INTERVAL",
           value_parser = crate::engine::config::parse_go_duration)]
     pub min_rollout_interval: std::time::Duration,
     /// Whether this process may lead: `auto` takes the lease when free, `observe` never writes, `lead` competes
-    #[arg(long = "engine", value_enum, default_value_t = EngineMode::Auto, env = "CAPDECK_ENGINE", global = true)]
+    #[arg(long = "engine", value_enum, default_value_t = EngineMode::Auto, env = "CAPDECK_ENGINE")]
     pub mode: EngineMode,
     /// Namespace of the leader-election Lease, shared by daemons and consoles so only one engine
     /// writes [default: $POD_NAMESPACE in a cluster, else the kubeconfig context's namespace, as
     /// kubectl's -n]
-    #[arg(long, value_name = "NS", env = "POD_NAMESPACE", global = true)]
+    #[arg(long, value_name = "NS", env = "POD_NAMESPACE")]
     pub lease_namespace: Option<String>,
     /// Name of the leader-election Lease
-    #[arg(long, value_name = "NAME", default_value = "capdeck-engine", global = true)]
+    #[arg(long, value_name = "NAME", default_value = "capdeck-engine")]
     pub lease_name: String,
 }
 
@@ -187,6 +219,19 @@ array; the table says why each service is in or out.\n\nExample: capdeck deps --
     Deps(DepsArgs),
     /// List CAPTenants: application, state, current and target version, upgrade strategy, operation
     Tenants(TenantsArgs),
+    /// When each consumed binding Secret's credentials rotate and when the old ones die, with a verdict
+    #[command(long_about = "For every binding Secret a CAPApplication consumes: who writes it \
+(sap-btp-service-operator, cf-service-operator), its format (metadata, credentials, flat, unreadable), the \
+ServiceBinding's rotation policy (webhook defaults 72h/48h filled in), the last and next rotation (due, and latest \
+after the operator's 10h resync), the old credentials and the earliest moment each may be revoked, and the margin: \
+earliest revocation minus when a batch would be rolled out (window end, approval wait so far, expected rollout).\n\n\
+Verdicts: ok; at-risk (less than one expected rollout to spare); unsafe (the batch would outlive the old \
+credentials, cf-service-operator with a batching window, or a Secret no VCAP_SERVICES entry can be built from); \
+unknown (no ServiceBinding information). Without the ServiceBinding CRD capdeck says so and reports the rest.\n\n\
+From manifest files with -f, else from the cluster. -o json prints one object {\"credentials\": [...]}; times are \
+RFC 3339, durations Go syntax, null where unknown. See docs/CREDENTIALS.md.\n\n\
+Example: capdeck credentials -A -o json")]
+    Credentials(CredentialsArgs),
     /// Check this context for what capdeck needs: CRDs, permissions, the Lease and its holder, a Go
     /// CAP Operator rolling the same Deployments, unreadable binding Secrets, the rollout delay
     #[command(long_about = "Check the current kubeconfig context for everything capdeck needs, one line per \
@@ -196,13 +241,35 @@ Operator runs while applications set spec.rolloutOnCredentialUpdate (both would 
 binding Secrets whose format capdeck cannot read; the effective rollout delay.\n\n\
 Exit codes: 0 when nothing blocks (warnings included), 1 when something does (FAIL), 2 for usage errors.")]
     Doctor(DoctorArgs),
+    /// Print a shell completion script: bash, zsh, fish, elvish or powershell
+    #[command(
+        long_about = "Print a shell completion script for capdeck.\n\nExamples:\n  source <(capdeck completion bash)\n  capdeck completion zsh > \"${fpath[1]}/_capdeck\"\n  capdeck completion fish > ~/.config/fish/completions/capdeck.fish"
+    )]
+    Completion(CompletionArgs),
+    /// Print the version, the git commit it was built from, and the platform
+    Version(VersionArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionArgs {
+    /// The shell
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct VersionArgs {
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
-    /// Output format
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Table)]
-    pub output: OutputFormat,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// The engine settings to check (as the daemon would get them)
+    #[command(flatten)]
+    pub engine: EngineArgs,
 }
 
 impl EngineArgs {
@@ -232,17 +299,12 @@ impl EngineArgs {
 
 #[derive(Debug, Args)]
 pub struct BatchesArgs {
-    /// Output format: `name` prints NAMESPACE/NAME per line, what `approve` and the others take
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = BatchesFormat::Table)]
-    pub output: BatchesFormat,
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum BatchesFormat {
-    #[default]
-    Table,
-    Json,
-    Name,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// After the list, print every change to a batch as it happens (like kubectl get -w) until
+    /// interrupted
+    #[arg(short = 'w', long)]
+    pub watch: bool,
 }
 
 #[derive(Debug, Args)]
@@ -329,9 +391,8 @@ pub struct BenchConsoleArgs {
     /// How long to measure the live console at rest (0 skips the live part)
     #[arg(long, default_value_t = 30)]
     pub idle_seconds: u64,
-    /// Output format
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Table)]
-    pub output: OutputFormat,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(Debug, Args)]
@@ -351,13 +412,14 @@ pub struct BenchEngineArgs {
     /// Binding Secrets to rotate (one per application, first service)
     #[arg(long, default_value_t = 100)]
     pub rotate: usize,
-    /// Simulated rollout pace, replicas per second (the engine under test takes the global
-    /// --max-parallel-rollouts)
+    /// Simulated rollout pace, replicas per second
     #[arg(long, default_value_t = 1.0)]
     pub pace: f64,
-    /// Output format
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Table)]
-    pub output: OutputFormat,
+    /// Deployments the engine under test rolls at once
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_parallel_rollouts: u32,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(Debug, Args)]
@@ -365,9 +427,8 @@ pub struct BenchSandboxArgs {
     /// How many Secrets to create
     #[arg(long, default_value_t = 10_000)]
     pub objects: usize,
-    /// Output format
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Table)]
-    pub output: OutputFormat,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(Debug, Args)]
@@ -398,16 +459,25 @@ pub struct SandboxArgs {
     pub deny: Vec<crate::sandbox::DenyRule>,
     /// Benchmark seed APPS:DEPLOYMENTS:SERVICES:UNREFERENCED (used by `capdeck bench engine`)
     #[arg(long, value_name = "A:D:S:U", hide = true, value_parser = parse_synthetic)]
-    pub synthetic: Option<crate::sandbox::synthetic::SyntheticSize>,
+    pub synthetic: Option<SyntheticSize>,
 }
 
-fn parse_synthetic(text: &str) -> Result<crate::sandbox::synthetic::SyntheticSize, String> {
+/// The size of the benchmark seed (`--synthetic A:D:S:U`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyntheticSize {
+    pub apps: usize,
+    pub deployments_per_app: usize,
+    pub services_per_app: usize,
+    pub unreferenced_secrets: usize,
+}
+
+fn parse_synthetic(text: &str) -> Result<SyntheticSize, String> {
     let parts: Vec<usize> = text
         .split(':')
         .map(|part| part.parse::<usize>().map_err(|_| format!("{part:?} is not a number")))
         .collect::<Result<_, _>>()?;
     match parts.as_slice() {
-        [apps, deployments, services, unreferenced] => Ok(crate::sandbox::synthetic::SyntheticSize {
+        [apps, deployments, services, unreferenced] => Ok(SyntheticSize {
             apps: *apps,
             deployments_per_app: *deployments,
             services_per_app: *services,
@@ -428,9 +498,8 @@ pub struct PlanArgs {
     /// Manifest file or directory (every *.yaml, *.yml, *.json below it); repeatable
     #[arg(short = 'f', long = "filename", value_name = "PATH", required = true)]
     pub files: Vec<PathBuf>,
-    /// Output format
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Table)]
-    pub output: OutputFormat,
+    #[command(flatten)]
+    pub output: OutputArgs,
     /// Include the VCAP_SERVICES payloads (credential values!) in the output
     #[arg(long)]
     pub show_secrets: bool,
@@ -444,9 +513,8 @@ pub struct DepsArgs {
     /// Read manifests (file or directory; repeatable) instead of the cluster
     #[arg(short = 'f', long = "filename", value_name = "PATH")]
     pub files: Vec<PathBuf>,
-    /// Output format
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Table)]
-    pub output: OutputFormat,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(Debug, Args)]
@@ -454,9 +522,23 @@ pub struct TenantsArgs {
     /// Only the tenants of this CAPApplication
     #[arg(long, value_name = "NAME")]
     pub app: Option<String>,
-    /// Output format
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Table)]
-    pub output: OutputFormat,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct CredentialsArgs {
+    /// Read manifests (file or directory; repeatable) instead of the cluster
+    #[arg(short = 'f', long = "filename", value_name = "PATH")]
+    pub files: Vec<PathBuf>,
+    /// The batch window the engine uses (its --rollout-delay / ROLLOUT_DELAY)
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = crate::engine::config::parse_go_duration)]
+    pub rollout_delay: std::time::Duration,
+    /// How long rolling a batch's Deployments is expected to take
+    #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = crate::engine::config::parse_go_duration)]
+    pub expected_rollout: std::time::Duration,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(Debug, Args)]
@@ -487,11 +569,20 @@ mod tests {
 
     #[test]
     fn engine_flags_parse_with_defaults() {
-        let cli = Cli::try_parse_from(["capdeck", "batches"]).expect("parses");
+        let cli = Cli::try_parse_from(["capdeck"]).expect("parses");
         assert_eq!(cli.engine.max_parallel_rollouts, 5);
         assert_eq!(cli.engine.min_rollout_interval, std::time::Duration::from_secs(600));
-        assert!(Cli::try_parse_from(["capdeck", "--max-parallel-rollouts", "0", "batches"]).is_err());
-        assert!(Cli::try_parse_from(["capdeck", "--min-rollout-interval", "banana", "batches"]).is_err());
+        assert!(Cli::try_parse_from(["capdeck", "--max-parallel-rollouts", "0"]).is_err());
+        assert!(Cli::try_parse_from(["capdeck", "--min-rollout-interval", "banana"]).is_err());
+        // Engine flags belong to the commands that run an engine (or check its settings) only.
+        assert!(Cli::try_parse_from(["capdeck", "batches", "--approval", "manual"]).is_err());
+        let before = Cli::parse_checked(["capdeck", "--approval", "manual", "batches"]).expect_err("silently ignored");
+        assert_eq!(before.kind(), clap::error::ErrorKind::ArgumentConflict);
+        assert!(before.to_string().contains("--approval configures the engine"), "{before}");
+        assert!(Cli::try_parse_from(["capdeck", "plan", "-f", "x", "--rollout-delay", "5m"]).is_err());
+        let cli = Cli::try_parse_from(["capdeck", "doctor", "--rollout-delay", "5m"]).expect("doctor takes them");
+        let Some(Command::Doctor(doctor)) = cli.command else { panic!("doctor") };
+        assert_eq!(doctor.engine.rollout_delay.as_deref(), Some("5m"));
         assert!(Cli::parse_checked(["capdeck", "--daemon", "batches"]).is_err(), "--daemon takes no subcommand");
         assert!(Cli::parse_checked(["capdeck", "--daemon"]).is_ok());
     }

@@ -90,6 +90,16 @@ pub enum ConnectError {
 }
 
 impl ClusterArgs {
+    /// The contexts of the kubeconfig `connect` would read (for `:ctx` completion); empty when
+    /// there is none or it does not parse — `connect` says why.
+    pub fn context_names(&self) -> Vec<String> {
+        let kubeconfig = match &self.kubeconfig {
+            Some(path) => Kubeconfig::read_from(path),
+            None => Kubeconfig::read(),
+        };
+        kubeconfig.map(|config| config.contexts.into_iter().map(|named| named.name).collect()).unwrap_or_default()
+    }
+
     pub fn scope(&self, connection: &Connection) -> Scope {
         if self.all_namespaces {
             Scope::All
@@ -131,17 +141,16 @@ impl ClusterArgs {
                         return Err(ConnectError::NoContext(self.context.clone().unwrap_or_default()));
                     }
                     Err(_) => {
-                        let text = kubeconfig_error.to_string();
-                        return Err(
-                            if text.contains("No such file")
-                                || text.contains("not found")
-                                || text.contains("KUBECONFIG")
-                            {
+                        // No kubeconfig at all (none found, or $KUBECONFIG names a missing file):
+                        // say how to get one; any other problem is the file's.
+                        use kube::config::KubeconfigError;
+                        return Err(match &kubeconfig_error {
+                            KubeconfigError::FindPath => ConnectError::NoConfig,
+                            KubeconfigError::ReadConfig(io, _) if io.kind() == std::io::ErrorKind::NotFound => {
                                 ConnectError::NoConfig
-                            } else {
-                                ConnectError::Config(text)
-                            },
-                        );
+                            }
+                            other => ConnectError::Config(other.to_string()),
+                        });
                     }
                 },
             },
@@ -185,6 +194,12 @@ pub async fn can_i(client: &kube::Client, verb: &str, group: &str, resource: &st
         .and_then(|review| review.status)
         .is_some_and(|status| status.allowed)
 }
+
+/// A kube error at a module boundary: `Display` is `describe_error` (what happened and what to
+/// do), the kube error stays available as the source.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", describe_error(.0))]
+pub struct ApiError(#[source] pub kube::Error);
 
 /// A short, actionable description of a kube error for people.
 /// Whether retrying the same request later can succeed without anyone changing anything: the

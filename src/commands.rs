@@ -2,7 +2,9 @@
 
 mod batches;
 mod bench;
+pub mod console;
 mod crds;
+mod credentials;
 mod deps;
 mod doctor;
 pub mod manifests;
@@ -13,6 +15,7 @@ mod tenants;
 use std::process::ExitCode;
 
 use crate::cli::{Cli, Command};
+use crate::process::runtime;
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     use crate::engine::actions::BatchAction;
@@ -34,15 +37,45 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Plan(args)) => plan::run(&args),
         Some(Command::Deps(args)) => runtime()?.block_on(deps::run(&cli.cluster, &args)),
         Some(Command::Tenants(args)) => runtime()?.block_on(tenants::run(&cli.cluster, &args)),
-        Some(Command::Doctor(args)) => runtime()?.block_on(doctor::run(&cli.cluster, &cli.engine, &args)),
+        Some(Command::Credentials(args)) => runtime()?.block_on(credentials::run(&cli.cluster, &args)),
+        Some(Command::Doctor(args)) => runtime()?.block_on(doctor::run(&cli.cluster, &args.engine, &args)),
         Some(Command::Crds(args)) => crds::run(&args),
         Some(Command::Sandbox(args)) => runtime()?.block_on(sandbox::run(args)),
-        Some(Command::Bench(command)) => {
-            let parallel = usize::try_from(cli.engine.max_parallel_rollouts).unwrap_or(usize::MAX);
-            runtime()?.block_on(bench::run(command, parallel))
+        Some(Command::Bench(command)) => runtime()?.block_on(bench::run(command)),
+        Some(Command::Completion(args)) => {
+            use clap::CommandFactory as _;
+            use std::io::Write as _;
+            // Into a buffer first: the generator panics on a closed pipe (`| head`).
+            let mut script = Vec::new();
+            clap_complete::generate(args.shell, &mut Cli::command(), "capdeck", &mut script);
+            std::io::stdout().lock().write_all(&script)?;
+            Ok(ExitCode::SUCCESS)
         }
-        None => crate::console::run(&cli.cluster, &cli.engine, &cli.console),
+        Some(Command::Version(args)) => version(&args),
+        None => console::run(&cli.cluster, &cli.engine, &cli.console),
     }
+}
+
+/// `capdeck version`: like `kubectl version --client`.
+fn version(args: &crate::cli::VersionArgs) -> anyhow::Result<ExitCode> {
+    use std::io::Write as _;
+    let document = serde_json::json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "gitCommit": env!("CAPDECK_GIT_COMMIT"),
+        "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+    });
+    let text = crate::output::render_object(&args.output, "version", &document, |_wide, _headers| {
+        format!(
+            "capdeck {}\ngit commit: {}\nplatform: {}/{}\n",
+            env!("CARGO_PKG_VERSION"),
+            env!("CAPDECK_GIT_COMMIT"),
+            std::env::consts::OS,
+            std::env::consts::ARCH
+        )
+    })
+    .map_err(|error| UsageError(error.to_string()))?;
+    std::io::stdout().lock().write_all(text.as_bytes())?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// A mistake in how a command was called (exit code 2, like clap's own usage errors).
@@ -55,31 +88,4 @@ pub fn is_broken_pipe(error: &anyhow::Error) -> bool {
     error.chain().any(|cause| {
         cause.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
-}
-
-pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
-}
-
-/// Resolves on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(signal) => signal,
-            Err(_) => {
-                let _ = interrupt.await;
-                return;
-            }
-        };
-        tokio::select! {
-            _ = interrupt => {}
-            _ = terminate.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = interrupt.await;
-    }
 }

@@ -6,22 +6,35 @@
 
 pub mod app;
 pub mod config;
-pub mod demo;
 pub mod details;
 pub mod draw;
+pub mod help;
 pub mod keymap;
-pub mod model;
+pub mod queries;
 pub mod runtime;
-pub mod sample;
 pub mod strings;
+pub mod table;
 pub mod theme;
 pub mod update;
+pub mod views;
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
-use crate::cli::{ConsoleArgs, EngineArgs};
-use crate::cluster::ClusterArgs;
+use crate::cli::ConsoleArgs;
+
+/// Why the console cannot start with this configuration (each message names the file or flag).
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// The config file does not read or parse.
+    #[error("{0}")]
+    Config(String),
+    /// `--theme` or the config's theme names no theme, or the theme file is invalid.
+    #[error("{0}")]
+    Theme(String),
+    /// A key binding in the config file is invalid.
+    #[error("{}{message}", file.as_ref().map(|file| format!("{file}: ")).unwrap_or_default())]
+    Keys { file: Option<String>, message: String },
+}
 
 /// Everything the console needs to start, resolved from flags and the config file.
 pub struct ConsoleSetup {
@@ -36,7 +49,7 @@ pub struct ConsoleSetup {
 
 impl ConsoleSetup {
     /// Read the config file and apply the flags. Errors name the file or flag at fault.
-    pub fn resolve(args: &ConsoleArgs) -> Result<Self, String> {
+    pub fn resolve(args: &ConsoleArgs) -> Result<Self, SetupError> {
         let dir = config::config_dir();
         let file = match (&args.config, &dir) {
             (Some(path), _) => Some(path.clone()),
@@ -44,15 +57,15 @@ impl ConsoleSetup {
             (None, None) => None,
         };
         let settings = match &file {
-            Some(path) => config::ConsoleConfig::load(path)?,
+            Some(path) => config::ConsoleConfig::load(path).map_err(SetupError::Config)?,
             None => config::ConsoleConfig::default(),
         };
         let user_theme_dir = dir.map(|dir| dir.join("themes"));
         let theme_name = args.theme.clone().or(settings.theme.clone()).unwrap_or_else(|| "dark".into());
-        let theme = theme::Theme::load(&theme_name, user_theme_dir.as_deref())?;
-        let keymap = keymap::Keymap::with_overrides(&settings.keys).map_err(|error| match &file {
-            Some(path) => format!("{}: {error}", path.display()),
-            None => error,
+        let theme = theme::Theme::load(&theme_name, user_theme_dir.as_deref()).map_err(SetupError::Theme)?;
+        let keymap = keymap::Keymap::with_overrides(&settings.keys).map_err(|message| SetupError::Keys {
+            file: file.as_ref().map(|path| path.display().to_string()),
+            message,
         })?;
         Ok(Self {
             theme,
@@ -83,33 +96,4 @@ pub fn init_file_logging() -> Option<(PathBuf, tracing_appender::non_blocking::W
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube=warn,tower=warn,hyper=warn"));
     tracing_subscriber::fmt().with_ansi(false).with_env_filter(filter).with_writer(writer).try_init().ok()?;
     Some((dir, guard))
-}
-
-/// `capdeck` (no subcommand): the console over the kubeconfig.
-pub fn run(cluster: &ClusterArgs, engine: &EngineArgs, args: &ConsoleArgs) -> anyhow::Result<ExitCode> {
-    let mut setup = match ConsoleSetup::resolve(args) {
-        Ok(setup) => setup,
-        Err(error) => {
-            eprintln!("capdeck: {error}");
-            return Ok(ExitCode::from(2));
-        }
-    };
-    let logging = init_file_logging();
-    setup.log_file = logging.as_ref().map(|(dir, _)| dir.clone());
-    let runtime = crate::commands::runtime()?;
-    let result = if args.demo {
-        runtime.block_on(demo::run(cluster, engine, setup, args.demo_rotation.0))
-    } else {
-        runtime.block_on(runtime::run_terminal(cluster.clone(), engine.clone(), setup, None))
-    };
-    // Let background tasks (the engine releasing its lease) finish within a bound.
-    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
-    drop(logging);
-    match result {
-        Ok(code) => Ok(code),
-        Err(error) => {
-            eprintln!("capdeck: {error:#}");
-            Ok(ExitCode::from(1))
-        }
-    }
 }

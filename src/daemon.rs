@@ -170,26 +170,28 @@ pub async fn run(cluster: &ClusterArgs, engine: &EngineArgs, health_addr: Socket
     let mut connection_state = stores.connection();
     let server_url = connection.server.clone();
     let watch_connection = tokio::spawn(async move {
-        // One line when the connection is lost (and when its error changes), one when a request
-        // succeeded again — not one per retry.
-        let mut last_error: Option<String> = None;
+        // One line when the connection is lost, one when a request succeeded again — not one per
+        // retry, and not one per error text either: while a server restarts, refused connections
+        // and reset requests alternate, and each would otherwise read as a new outage.
+        let mut down = false;
         while connection_state.changed().await.is_ok() {
             let state = connection_state.borrow_and_update().clone();
-            match (state.error, last_error.is_some()) {
-                (Some(error), _) if last_error.as_deref() != Some(error.as_str()) => {
+            match (state.error, down) {
+                (Some(error), false) => {
                     tracing::warn!(
                         server = %server_url,
                         %error,
                         "API server unreachable or refusing; watches retry by themselves (check that the server is up, \
                          reachable from here, and that the credentials are valid)"
                     );
-                    last_error = Some(error);
+                    down = true;
                 }
+                (Some(error), true) => tracing::debug!(server = %server_url, %error, "API server still unreachable"),
                 (None, true) => {
                     tracing::info!(server = %server_url, "API server reachable again");
-                    last_error = None;
+                    down = false;
                 }
-                _ => {}
+                (None, false) => {}
             }
         }
     });
@@ -211,7 +213,7 @@ pub async fn run(cluster: &ClusterArgs, engine: &EngineArgs, health_addr: Socket
             }
         }
     });
-    crate::commands::shutdown_signal().await;
+    crate::process::shutdown_signal().await;
     watch_missing.abort();
     tracing::info!("shutting down: finishing in-flight writes and releasing the lease");
     cancel.cancel();

@@ -1,5 +1,5 @@
 //! The subscription dependencies of a CAPApplication: what the CAP Operator's subscription server
-//! answers to `GET /dependencies/{providerSubaccountId}/{appName}/` (reference §4,
+//! answers to `GET /dependencies/{providerSubaccountId}/{appName}/` (upstream
 //! `getDependencies` in `cmd/server/internal/handler.go`), computed from the same binding Secrets —
 //! plus, for people, why every service is in or out.
 
@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::api::cap::SubscriptionDependency;
 use crate::api::{CAPApplication, ServiceInfo};
-use crate::engine::plan::{ObjectLookup, service_entry};
+use crate::plan::{ObjectLookup, service_entry};
 use crate::vcap::gojson::{GoMap, GoValue};
 
 /// One element of the answer. Upstream's keys are sorted, so `appId` precedes `appName`.
@@ -116,7 +116,7 @@ fn decide(namespace: &str, service: &ServiceInfo, lookup: &dyn ObjectLookup) -> 
     };
     let entry = match service_entry(namespace, service, lookup) {
         Ok(entry) => entry,
-        Err((_, message)) => return decision(None, format!("skipped: {message}")),
+        Err(problem) => return decision(None, format!("skipped: {problem}")),
     };
     let info = match meta_info(&entry) {
         Ok(info) => info,
@@ -171,7 +171,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::engine::plan::SecretLookup;
+    use crate::plan::SecretLookup;
 
     #[derive(Default)]
     struct Secrets(HashMap<String, Arc<Secret>>);

@@ -6,7 +6,6 @@ pub mod actions;
 pub mod config;
 pub mod lease;
 pub mod metrics;
-pub mod plan;
 pub mod progress;
 pub mod reconcile;
 pub mod writes;
@@ -45,12 +44,23 @@ impl Role {
     }
 }
 
+/// How many reconcile passes an engine has completed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PassCount {
+    pub completed: u64,
+    /// Of those, passes as leader: the first one is the start-up re-check.
+    pub as_leader: u64,
+}
+
 /// A running engine.
 pub struct EngineHandle {
     pub role: watch::Receiver<Role>,
     pub metrics: Metrics,
     /// The last failed write's error while it lasts (cleared by a successful write).
     pub write_failure: watch::Receiver<Option<String>>,
+    /// Reconcile passes completed: tests (and anyone) wait for the engine's progress instead of
+    /// sleeping.
+    pub passes: watch::Receiver<PassCount>,
     task: JoinHandle<()>,
 }
 
@@ -82,11 +92,20 @@ pub fn spawn(
 ) -> EngineHandle {
     let (role_tx, role) = watch::channel(Role::Starting);
     let (failure_tx, write_failure) = watch::channel(None);
+    let (passes_tx, passes) = watch::channel(PassCount::default());
     let task_metrics = metrics.clone();
+    let signals = Signals { role: role_tx, write_failure: failure_tx, passes: passes_tx };
     let task = tokio::spawn(async move {
-        run(client, stores, config, task_metrics, role_tx, failure_tx, cancel).await;
+        run(client, stores, config, task_metrics, signals, cancel).await;
     });
-    EngineHandle { role, metrics, write_failure, task }
+    EngineHandle { role, metrics, write_failure, passes, task }
+}
+
+/// What the engine task publishes.
+struct Signals {
+    role: watch::Sender<Role>,
+    write_failure: watch::Sender<Option<String>>,
+    passes: watch::Sender<PassCount>,
 }
 
 async fn run(
@@ -94,10 +113,10 @@ async fn run(
     stores: Stores,
     config: EngineConfig,
     metrics: Metrics,
-    role: watch::Sender<Role>,
-    write_failure: watch::Sender<Option<String>>,
+    signals: Signals,
     cancel: CancellationToken,
 ) {
+    let Signals { role, write_failure, passes } = signals;
     tokio::select! {
         () = cancel.cancelled() => return,
         () = stores.wait_ready() => {}
@@ -136,6 +155,10 @@ async fn run(
         // writes cost one extra pass, which writes nothing.
         changes.borrow_and_update();
         let wake = reconciler.pass(is_leader).await;
+        passes.send_modify(|count| {
+            count.completed += 1;
+            count.as_leader += u64::from(is_leader);
+        });
         let sleep = wake.unwrap_or(Duration::from_secs(60));
         tokio::select! {
             () = cancel.cancelled() => break,

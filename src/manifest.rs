@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::api::{CAPApplication, CAPApplicationVersion, CAPTenant, CAPTenantOperation, DeploymentView, RotationBatch};
-use crate::engine::plan::{ObjectLookup, Problem, ProblemKind, SecretLookup};
+use crate::plan::{ObjectLookup, Problem, ProblemKind, SecretLookup};
 
 /// Why a manifest path could not be read. Always names the file.
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +44,8 @@ pub struct Manifests {
     pub batches: Vec<Arc<RotationBatch>>,
     pub secrets: HashMap<Key, SecretLookup>,
     pub deployments: HashMap<Key, Arc<DeploymentView>>,
+    /// sap-btp-service-operator ServiceBindings (`services.cloud.sap.com`).
+    pub service_bindings: Vec<crate::api::service_binding::ServiceBinding>,
     /// Objects that could not be decoded.
     pub problems: Vec<Problem>,
     pub files: usize,
@@ -235,12 +237,31 @@ impl Manifests {
                 };
                 self.secrets.insert((namespace, name), lookup);
             }
+            (version, "ServiceBinding") if version.starts_with("services.cloud.sap.com/") => {
+                if let Some(binding) = self.decode_plain(&label, &namespace, document) {
+                    self.service_bindings.push(binding);
+                }
+            }
             ("apps/v1", "Deployment") => {
                 if let Some(deployment) = self.decode::<DeploymentView>(&label, &namespace, None, document) {
                     self.deployments.insert((namespace, name), deployment);
                 }
             }
             _ => self.ignored += 1,
+        }
+    }
+
+    /// `decode` for types that are not `kube::Resource`s (read leniently, e.g. ServiceBindings).
+    fn decode_plain<T: DeserializeOwned>(&mut self, label: &str, namespace: &str, mut document: Value) -> Option<T> {
+        if let Some(metadata) = document.get_mut("metadata").and_then(Value::as_object_mut) {
+            metadata.entry("namespace").or_insert_with(|| Value::String(namespace.to_string()));
+        }
+        match serde_json::from_value::<T>(document) {
+            Ok(object) => Some(object),
+            Err(error) => {
+                self.problems.push(object_problem(namespace, None, format!("{label} is malformed: {error}")));
+                None
+            }
         }
     }
 

@@ -2,27 +2,147 @@
 
 use std::fmt::Write as _;
 
-/// `-o json|table` of every subcommand that prints data.
+/// `-o` of every command that prints data, spelled as kubectl spells it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum OutputFormat {
     /// Aligned columns for people.
     #[default]
     Table,
-    /// One JSON document for scripts.
+    /// The table with more columns.
+    Wide,
+    /// One JSON document for scripts (lists: `{"kind": "List", "items": [...]}`).
     Json,
+    /// The JSON document as YAML.
+    Yaml,
+    /// NAMESPACE/NAME per line: what the batch commands take.
+    Name,
+}
+
+impl OutputFormat {
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Table => "table",
+            Self::Wide => "wide",
+            Self::Json => "json",
+            Self::Yaml => "yaml",
+            Self::Name => "name",
+        }
+    }
+}
+
+/// `-o FORMAT` and `--no-headers`, shared by every command that prints data.
+#[derive(Clone, Copy, Debug, Default, clap::Args)]
+pub struct OutputArgs {
+    /// Output format: table, wide (more columns), json, yaml, name (NAMESPACE/NAME per line)
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Table)]
+    pub format: OutputFormat,
+    /// Leave out the table's header line
+    #[arg(long)]
+    pub no_headers: bool,
+}
+
+impl OutputArgs {
+    /// Refuse `-o name` before any work, for commands that print one document.
+    pub fn refuse_name(&self, command: &str) -> Result<(), UnsupportedFormat> {
+        if self.format == OutputFormat::Name {
+            return Err(UnsupportedFormat {
+                command: command.into(),
+                format: OutputFormat::Name.label(),
+                supported: "table, wide, json, yaml".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A format this command does not print (a usage error).
+#[derive(Debug, thiserror::Error)]
+#[error("`{command}` does not print -o {format}; use one of: {supported}")]
+pub struct UnsupportedFormat {
+    pub command: String,
+    pub format: &'static str,
+    pub supported: String,
+}
+
+/// What a command prints, in every form: the table (wide columns marked), one JSON document
+/// (YAML is its translation), and for lists of objects their names.
+pub struct Printable {
+    pub table: Table,
+    pub document: serde_json::Value,
+    /// `None`: the data is not a list of objects, `-o name` is refused.
+    pub names: Option<Vec<String>>,
+}
+
+impl Printable {
+    /// A list of objects: the document is `{"kind": "List", "items": [...]}`, like kubectl's.
+    pub fn list(table: Table, items: Vec<serde_json::Value>, names: Vec<String>) -> Self {
+        Self { table, document: serde_json::json!({"kind": "List", "items": items}), names: Some(names) }
+    }
+
+    pub fn render(&self, output: &OutputArgs, command: &str) -> Result<String, UnsupportedFormat> {
+        Ok(match output.format {
+            OutputFormat::Table => self.table.render_with(false, !output.no_headers),
+            OutputFormat::Wide => self.table.render_with(true, !output.no_headers),
+            OutputFormat::Json => json(&self.document),
+            OutputFormat::Yaml => yaml(&self.document),
+            OutputFormat::Name => match &self.names {
+                Some(names) => names.iter().map(|name| format!("{name}\n")).collect(),
+                None => {
+                    return Err(UnsupportedFormat {
+                        command: command.into(),
+                        format: OutputFormat::Name.label(),
+                        supported: "table, wide, json, yaml".into(),
+                    });
+                }
+            },
+        })
+    }
+}
+
+/// Print one document (not a list of objects): JSON/YAML from `document`, the table from
+/// `table(wide, headers)`; `-o name` is refused.
+pub fn render_object(
+    output: &OutputArgs,
+    command: &str,
+    document: &serde_json::Value,
+    table: impl FnOnce(bool, bool) -> String,
+) -> Result<String, UnsupportedFormat> {
+    Ok(match output.format {
+        OutputFormat::Table => table(false, !output.no_headers),
+        OutputFormat::Wide => table(true, !output.no_headers),
+        OutputFormat::Json => json(document),
+        OutputFormat::Yaml => yaml(document),
+        OutputFormat::Name => {
+            return Err(UnsupportedFormat {
+                command: command.into(),
+                format: OutputFormat::Name.label(),
+                supported: "table, wide, json, yaml".into(),
+            });
+        }
+    })
 }
 
 /// A plain text table: a header row and left-aligned columns separated by three spaces,
-/// like `kubectl get`.
+/// like `kubectl get`. Columns marked wide show only with `-o wide`.
 #[derive(Debug, Default)]
 pub struct Table {
     header: Vec<String>,
+    wide: Vec<bool>,
     rows: Vec<Vec<String>>,
 }
 
 impl Table {
     pub fn new(header: &[&str]) -> Self {
-        Self { header: header.iter().map(|cell| (*cell).to_string()).collect(), rows: Vec::new() }
+        Self::with_wide(header, &[])
+    }
+
+    /// `header` columns always, then `wide` columns with `-o wide` only; rows give both.
+    pub fn with_wide(header: &[&str], wide: &[&str]) -> Self {
+        Self {
+            header: header.iter().chain(wide).map(|cell| (*cell).to_string()).collect(),
+            wide: header.iter().map(|_| false).chain(wide.iter().map(|_| true)).collect(),
+            rows: Vec::new(),
+        }
     }
 
     pub fn row(&mut self, cells: Vec<String>) {
@@ -34,18 +154,28 @@ impl Table {
     }
 
     pub fn render(&self) -> String {
-        let columns = self.header.len();
-        let mut widths: Vec<usize> = self.header.iter().map(|cell| cell.chars().count()).collect();
-        for row in &self.rows {
-            for (index, cell) in row.iter().enumerate().take(columns) {
+        self.render_with(false, true)
+    }
+
+    pub fn render_with(&self, wide: bool, headers: bool) -> String {
+        let shown: Vec<usize> = (0..self.header.len()).filter(|&index| wide || !self.wide[index]).collect();
+        let lines: Vec<&Vec<String>> = if headers {
+            std::iter::once(&self.header).chain(&self.rows).collect()
+        } else {
+            self.rows.iter().collect()
+        };
+        let mut widths = vec![0; self.header.len()];
+        for row in &lines {
+            for (index, cell) in row.iter().enumerate().take(self.header.len()) {
                 widths[index] = widths[index].max(cell.chars().count());
             }
         }
         let mut out = String::new();
-        for row in std::iter::once(&self.header).chain(&self.rows) {
+        for row in lines {
             let mut line = String::new();
-            for (index, cell) in row.iter().enumerate().take(columns) {
-                if index + 1 == columns {
+            for (position, &index) in shown.iter().enumerate() {
+                let cell = row.get(index).map_or("", String::as_str);
+                if position + 1 == shown.len() {
                     line.push_str(cell);
                 } else {
                     let _ = write!(line, "{cell:<width$}   ", width = widths[index]);
@@ -56,6 +186,11 @@ impl Table {
         }
         out
     }
+}
+
+/// The document as YAML (what `-o yaml` prints).
+pub fn yaml(value: &serde_json::Value) -> String {
+    serde_saphyr::to_string(value).unwrap_or_else(|error| format!("# cannot print as YAML: {error}\n"))
 }
 
 /// `1 Deployment`, `3 Deployments`.
@@ -81,10 +216,36 @@ mod tests {
         table.row(vec!["longer-name".into(), String::new()]);
         assert_eq!(table.render(), "NAME          STATE\na             Ready\nlonger-name\n");
     }
+
+    #[test]
+    fn wide_columns_and_headers_are_chosen_when_rendering() {
+        let mut table = Table::with_wide(&["NAME", "STATE"], &["REASON"]);
+        table.row(vec!["a".into(), "Failed".into(), "ProgressDeadlineExceeded".into()]);
+        assert_eq!(table.render_with(false, true), "NAME   STATE\na      Failed\n");
+        assert_eq!(table.render_with(true, true), "NAME   STATE    REASON\na      Failed   ProgressDeadlineExceeded\n");
+        assert_eq!(table.render_with(false, false), "a   Failed\n", "without headers the widths follow the rows");
+    }
+
+    #[test]
+    fn every_format_prints_the_same_data() {
+        let mut table = Table::new(&["NAME"]);
+        table.row(vec!["b1".into()]);
+        let list = Printable::list(table, vec![serde_json::json!({"name": "b1"})], vec!["ns/b1".into()]);
+        let print = |format| list.render(&OutputArgs { format, no_headers: false }, "batches").expect("printed");
+        assert_eq!(print(OutputFormat::Name), "ns/b1\n");
+        let json: serde_json::Value = serde_json::from_str(&print(OutputFormat::Json)).expect("json");
+        assert_eq!(json, serde_json::json!({"kind": "List", "items": [{"name": "b1"}]}));
+        let yaml: serde_json::Value = serde_saphyr::from_str(&print(OutputFormat::Yaml)).expect("yaml");
+        assert_eq!(yaml, json, "-o yaml is the JSON document");
+        let object = Printable { table: Table::new(&["X"]), document: serde_json::json!({}), names: None };
+        let refused = object.render(&OutputArgs { format: OutputFormat::Name, no_headers: false }, "doctor");
+        assert_eq!(
+            refused.map_err(|e| e.to_string()),
+            Err("`doctor` does not print -o name; use one of: table, wide, json, yaml".to_string())
+        );
+    }
 }
 
-/// kubectl's age format (`k8s.io/apimachinery/pkg/util/duration.HumanDuration`): `45s`, `5m30s`,
-/// `3h`, `2d4h`, `1y30d`.
 /// A batch window as people say it: "ends in 4m", "ended 2m ago".
 pub fn window_text(window_end: k8s_openapi::jiff::Timestamp, now: k8s_openapi::jiff::Timestamp) -> String {
     let seconds = window_end.as_second() - now.as_second();
@@ -95,6 +256,8 @@ pub fn window_text(window_end: k8s_openapi::jiff::Timestamp, now: k8s_openapi::j
     }
 }
 
+/// kubectl's age format (`k8s.io/apimachinery/pkg/util/duration.HumanDuration`): `45s`, `5m30s`,
+/// `3h`, `2d4h`, `1y30d`.
 pub fn human_duration(seconds: i64) -> String {
     if seconds < -1 {
         return "<invalid>".into();

@@ -15,7 +15,6 @@ pub mod registry;
 pub mod selectors;
 pub mod simulate;
 pub mod store;
-pub mod synthetic;
 mod views;
 
 use std::net::SocketAddr;
@@ -209,23 +208,23 @@ impl Sandbox {
     }
 
     /// Insert objects as given, status included (seeds and fixtures; bypasses the API path).
-    pub fn load(&self, objects: impl IntoIterator<Item = Value>) -> Result<usize, String> {
+    pub fn load(&self, objects: impl IntoIterator<Item = Value>) -> Result<usize, LoadError> {
         let mut count = 0;
         for object in objects {
-            self.with_store_mut(|store| store.seed(object))?;
+            self.with_store_mut(|store| store.seed(object)).map_err(LoadError::Rejected)?;
             count += 1;
         }
         Ok(count)
     }
 
     /// Load multi-document YAML (or JSON) manifests.
-    pub fn load_yaml(&self, text: &str) -> Result<usize, String> {
-        let documents = crate::manifest::parse_documents(text, false)?;
+    pub fn load_yaml(&self, text: &str) -> Result<usize, LoadError> {
+        let documents = crate::manifest::parse_documents(text, false).map_err(LoadError::Parse)?;
         self.load(documents.into_iter().filter(|d| !d.is_null()))
     }
 
     /// The demo seed (`assets/demo/`): CRDs, four CAP applications in two namespaces.
-    pub fn load_demo(&self) -> Result<usize, String> {
+    pub fn load_demo(&self) -> Result<usize, LoadError> {
         self.install_crds();
         let mut count = 0;
         for text in DEMO_SEED {
@@ -346,12 +345,25 @@ impl Sandbox {
 
     /// Replace everything with a snapshot. Open watches end and history is compacted, so clients
     /// re-list.
-    pub fn restore(&self, snapshot: &Value) -> Result<(), String> {
-        let objects = snapshot.as_array().ok_or("a snapshot is a JSON array of objects")?;
-        self.with_store_mut(|store| store.restore(objects))?;
+    pub fn restore(&self, snapshot: &Value) -> Result<(), LoadError> {
+        let objects = snapshot.as_array().ok_or(LoadError::NotASnapshot)?;
+        self.with_store_mut(|store| store.restore(objects)).map_err(LoadError::Rejected)?;
         self.drop_watches();
         Ok(())
     }
+}
+
+/// Why objects could not be loaded into the sandbox.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The text is not YAML or JSON manifests.
+    #[error("the manifests do not parse: {0}")]
+    Parse(String),
+    /// The store refused an object (no kind or name, a type it does not serve, ...).
+    #[error("{0}")]
+    Rejected(String),
+    #[error("a snapshot is a JSON array of objects")]
+    NotASnapshot,
 }
 
 /// The demo seed, embedded at build time.

@@ -2,9 +2,12 @@
 //! etcd (built by `tools/envtest/build.sh`, or found through `KUBEBUILDER_ASSETS` /
 //! `TEST_ASSET_*` like controller-runtime's envtest). Each story body runs once per backend.
 //!
+//! Also the other real programs: the built kubectl (and any other kubectl here) against the
+//! sandbox, and the real capdeck binary driven in tmux.
+//!
 //! Without the real binaries the kube-apiserver variants are reported as *ignored* (the reason is
-//! printed first); with `CAPDECK_REQUIRE_REAL_CLUSTER=1` (CI) a missing binary or a control plane
-//! that does not start fails the run instead.
+//! printed first); with `CAPDECK_REQUIRE_REAL_CLUSTER=1` (CI) a missing binary, a missing tmux or
+//! a control plane that does not start fails the run instead. Extra kubectl minors stay optional.
 
 #[path = "common/mod.rs"]
 #[allow(unused_imports, unused_macros)]
@@ -20,10 +23,14 @@ mod engine_stories;
 mod faker;
 #[path = "real_cluster/fault_stories.rs"]
 mod fault_stories;
+#[path = "real_cluster/kubectl_compat.rs"]
+mod kubectl_compat;
 #[path = "real_cluster/process_stories.rs"]
 mod process_stories;
 #[path = "real_cluster/setup.rs"]
 mod setup;
+#[path = "real_cluster/tmux_console.rs"]
+mod tmux_console;
 #[path = "real_cluster/world.rs"]
 mod world;
 
@@ -67,6 +74,7 @@ fn all_stories() -> Vec<(&'static str, Story, &'static [Backend])> {
         process_stories::daemon_as_the_manifests_service_account_completes_a_rotation only real,
         process_stories::doctor_on_a_healthy_and_a_broken_setup,
         process_stories::console_approves_as_the_user_and_refuses_without_permission,
+        process_stories::credentials_report_margins_and_verdicts,
         fault_stories::api_server_restarted_mid_rollout,
         fault_stories::watch_resumes_after_compaction_410,
         fault_stories::concurrent_approvers_one_wins,
@@ -124,6 +132,48 @@ fn main() -> ExitCode {
         })
         .with_ignored_flag(real.is_err()),
     );
+    let tmux = tmux_console::available();
+    match &tmux {
+        Err(why) if required => {
+            eprintln!("CAPDECK_REQUIRE_REAL_CLUSTER=1 but {why}");
+            return ExitCode::FAILURE;
+        }
+        Err(why) => eprintln!("tools::tmux_console is ignored: {why}"),
+        Ok(()) => {}
+    }
+    trials.push(
+        Trial::test("tools::tmux_console::demo_approve_a_batch_and_quit", || {
+            tmux_console::demo_in_tmux_approve_a_batch_and_quit();
+            Ok(())
+        })
+        .with_ignored_flag(tmux.is_err()),
+    );
+    trials.push(
+        Trial::test("tools::tmux_console::demo_at_80x24_every_view", || {
+            tmux_console::demo_at_80x24_every_view();
+            Ok(())
+        })
+        .with_ignored_flag(tmux.is_err()),
+    );
+    let built_kubectl = real.as_ref().ok().map(|assets| assets.kubectl.as_path());
+    for (label, binary, minor) in kubectl_compat::kubectls(built_kubectl) {
+        let name = format!("tools::kubectl_against_the_sandbox::{label}");
+        if let Err(why) = &binary {
+            eprintln!("{name} is ignored: {why}");
+        }
+        let ignored = binary.is_err();
+        let trial = Trial::test(name, move || {
+            let binary = binary.map_err(Failed::from)?;
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .map_err(|e| Failed::from(e.to_string()))?;
+            runtime.block_on(kubectl_compat::scenario(binary, minor));
+            Ok(())
+        });
+        trials.push(trial.with_ignored_flag(ignored));
+    }
     let conclusion = libtest_mimic::run(&args, trials);
     world::stop_shared_plane();
     conclusion.exit_code()

@@ -1,5 +1,5 @@
 //! The CAP Operator's resources, group `sme.sap.com/v1alpha1`, field by field as upstream defines
-//! them (`reference/cap-operator-behaviour.md` §1). capdeck reads these; it never writes them.
+//! them (upstream `api/v1alpha1/types.go` of SAP/cap-operator). capdeck reads these; it never writes them.
 //!
 //! Decoding policy: fields the upstream CRD requires are required here too (a real API server
 //! guarantees them, and the generated CRD stays faithful); every status field is optional, and

@@ -206,14 +206,23 @@ impl RotationBatch {
         self.status.iter().flat_map(|s| s.deployments.iter()).filter(|d| d.action == DeploymentAction::Restart)
     }
 
-    /// `held by bob`, `approved by alice`, `required`, `auto`.
+    /// `held by bob`, `approved by alice`, `required`, `required: storm guard`, `auto`. A batch
+    /// that waits for an approval never says `auto`, whatever made it wait.
     pub fn approval_text(&self) -> String {
         if let Some(hold) = &self.spec.hold {
             return format!("held by {}", hold.by);
         }
-        match &self.spec.approval {
-            Some(Approval { approved_by: Some(by), .. }) => format!("approved by {by}"),
-            Some(approval) if approval.required => "required".into(),
+        let waiting_reason = self
+            .status
+            .as_ref()
+            .filter(|status| status.phase == BatchPhase::AwaitingApproval)
+            .and_then(|status| status.conditions.iter().find(|c| c.type_ == super::common::READY))
+            .map(|condition| condition.reason.as_str());
+        match (&self.spec.approval, waiting_reason) {
+            (Some(Approval { approved_by: Some(by), .. }), _) => format!("approved by {by}"),
+            (_, Some(reason::STORM_GUARD)) => "required: storm guard".into(),
+            (_, Some(_)) => "required".into(),
+            (Some(approval), None) if approval.required => "required".into(),
             _ => "auto".into(),
         }
     }
@@ -245,5 +254,42 @@ impl RotationBatch {
 
     pub fn is_terminal(&self) -> bool {
         self.phase().is_terminal()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn batch(spec: serde_json::Value, phase: &str, reason: &str) -> RotationBatch {
+        let mut spec_object = json!({"application": "bookshop", "windowEnd": "2026-11-23T10:00:00Z"});
+        if let (Some(target), Some(extra)) = (spec_object.as_object_mut(), spec.as_object()) {
+            target.extend(extra.clone());
+        }
+        serde_json::from_value(json!({
+            "apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
+            "metadata": {"name": "bookshop-x7k2p", "namespace": "cap-shop"},
+            "spec": spec_object,
+            "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "False", "reason": reason,
+                        "message": "", "lastTransitionTime": "2026-11-23T10:00:00Z"}]},
+        }))
+        .expect("a batch")
+    }
+
+    /// The list's APPROVAL column: a batch that waits for an approval says why, never `auto`.
+    #[test]
+    fn approval_text_names_what_the_batch_waits_for() {
+        let storm = batch(json!({}), "AwaitingApproval", reason::STORM_GUARD);
+        assert_eq!(storm.approval_text(), "required: storm guard");
+        let manual = batch(json!({"approval": {"required": true}}), "AwaitingApproval", "ApprovalRequired");
+        assert_eq!(manual.approval_text(), "required");
+        let approved =
+            batch(json!({"approval": {"required": true, "approvedBy": "alice"}}), "RollingOut", "RollingOut");
+        assert_eq!(approved.approval_text(), "approved by alice");
+        let auto = batch(json!({}), "Collecting", "WindowOpen");
+        assert_eq!(auto.approval_text(), "auto");
+        let held = batch(json!({"hold": {"by": "bob", "at": "2026-11-23T10:00:00Z"}}), "Held", "Held");
+        assert_eq!(held.approval_text(), "held by bob");
     }
 }

@@ -31,9 +31,9 @@ use crate::cluster::ClusterArgs;
 use crate::console::app::{App, Session};
 use crate::console::keymap::Keymap;
 use crate::console::runtime::{Options, run_console};
-use crate::console::sample::{self, SampleObjects};
 use crate::console::theme::Theme;
 use crate::console::update::{Msg, update};
+use crate::demo::sample::{self, SampleObjects};
 use crate::engine::config::{EngineConfig, EngineMode, LeaseSettings};
 
 const WIDTH: u16 = 200;

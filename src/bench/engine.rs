@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{SandboxChild, child_rss_mb, peak_rss_mb, round, rss_mb, spawn_sandbox, tempfile_dir};
 use crate::api::{BatchPhase, RotationBatch};
+use crate::bench::synthetic::{app_name, binding_name, namespace_of};
 use crate::cli::BenchEngineArgs;
 use crate::cluster::Scope;
 use crate::cluster::stores::Stores;
@@ -18,8 +19,7 @@ use crate::engine::Role;
 use crate::engine::actions::{BatchAction, act};
 use crate::engine::config::{EngineConfig, EngineMode, LeaseSettings};
 use crate::engine::metrics::{Metrics, WriteLabels};
-use crate::engine::plan::{CapIndex, PlanAction, Rotated, plan_application};
-use crate::sandbox::synthetic::{app_name, binding_name, namespace_of};
+use crate::plan::{CapIndex, PlanAction, Rotated, plan_application};
 
 fn writes(metrics: &Metrics, verb: &str, resource: &str) -> u64 {
     metrics.api_writes.get_or_create(&WriteLabels { verb: verb.into(), resource: resource.into() }).get()

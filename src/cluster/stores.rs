@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::events::v1::Event;
 use kube::core::DeserializeGuard;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt as _, watcher};
@@ -69,6 +70,11 @@ pub struct Stores {
     pub deployments: Store<DeploymentView>,
     pub vcap_secrets: Store<Secret>,
     pub binding_secrets: Store<Secret>,
+    /// Events about CAP objects and batches (the console's Events view); `None` where nobody
+    /// shows them (the daemon).
+    pub events: Option<Store<Event>>,
+    /// How many stores must list before the stores are ready.
+    kinds: usize,
     invalid: InvalidMap,
     changes: watch::Receiver<u64>,
     connection: watch::Receiver<ConnectionState>,
@@ -99,7 +105,7 @@ struct Shared {
     cancel: CancellationToken,
 }
 
-/// Every store, by the name readiness is tracked under.
+/// Every store but Events, by the name readiness is tracked under.
 const KINDS: usize = 8;
 
 impl Shared {
@@ -144,6 +150,20 @@ impl Shared {
 impl Stores {
     /// Start every watch in `scope`. The stores fill in the background; see `wait_ready`.
     pub fn start(client: &kube::Client, scope: Scope, cancel: CancellationToken) -> (Self, StoreTasks) {
+        Self::start_with(client, scope, cancel, false)
+    }
+
+    /// `start`, plus a store of the Events about CAP objects and batches (the console).
+    pub fn start_with_events(client: &kube::Client, scope: Scope, cancel: CancellationToken) -> (Self, StoreTasks) {
+        Self::start_with(client, scope, cancel, true)
+    }
+
+    fn start_with(
+        client: &kube::Client,
+        scope: Scope,
+        cancel: CancellationToken,
+        with_events: bool,
+    ) -> (Self, StoreTasks) {
         let (changes_tx, changes) = watch::channel(0u64);
         let (connection_tx, connection) = watch::channel(ConnectionState::default());
         let (ready_tx, ready) = watch::channel(BTreeSet::new());
@@ -173,17 +193,24 @@ impl Stores {
         let (deployments, task) = typed::<DeploymentView>(
             scope.api(client),
             watcher::Config::default(),
-            "Deployment",
-            prune_metadata,
+            Watched::all("Deployment", prune_metadata),
             shared.clone(),
         );
         handles.push(task);
         let vcap_config = watcher::Config::default().labels(LABEL_SECRET_OWNER_HASH);
         let (vcap_secrets, task) =
-            typed::<Secret>(scope.api(client), vcap_config, "VcapSecret", prune_metadata, shared.clone());
+            typed::<Secret>(scope.api(client), vcap_config, Watched::all("VcapSecret", prune_metadata), shared.clone());
         handles.push(task);
         let (binding_secrets, task) = binding_secrets(scope.api(client), applications.clone(), shared.clone());
         handles.push(task);
+        let events = with_events.then(|| {
+            // Only Events about CAP objects and batches are kept; a user who may not list Events
+            // still gets every other view.
+            let watched = Watched { keep: is_relevant_event, optional: true, ..Watched::all("Event", prune_metadata) };
+            let (events, task) = typed::<Event>(scope.api(client), watcher::Config::default(), watched, shared.clone());
+            handles.push(task);
+            events
+        });
         handles.push(tokio::spawn(probe(client.clone(), shared.clone())));
 
         let stores = Self {
@@ -195,6 +222,8 @@ impl Stores {
             deployments,
             vcap_secrets,
             binding_secrets,
+            events,
+            kinds: KINDS + usize::from(with_events),
             invalid: shared.invalid,
             changes,
             connection,
@@ -208,7 +237,7 @@ impl Stores {
     /// Resolves once every store has listed its objects.
     pub async fn wait_ready(&self) {
         let mut ready = self.ready.clone();
-        let _ = ready.wait_for(|kinds| kinds.len() >= KINDS).await;
+        let _ = ready.wait_for(|kinds| kinds.len() >= self.kinds).await;
     }
 
     /// Kinds the API server does not serve (their CRD is not installed), e.g. `RotationBatch`.
@@ -223,7 +252,7 @@ impl Stores {
 
     /// Whether every store has listed its objects.
     pub fn is_ready(&self) -> bool {
-        self.ready.borrow().len() >= KINDS
+        self.ready.borrow().len() >= self.kinds
     }
 
     /// A receiver whose value moves on every change to any store.
@@ -402,20 +431,33 @@ fn apply_guarded<K>(
     }
 }
 
-/// A plain typed watch with a pruning step before the store.
-fn typed<K>(
-    api: Api<K>,
-    config: watcher::Config,
+/// How a typed watch treats what it sees: a pruning step before the store, which objects it
+/// keeps, and whether the kind is optional (a 403 leaves its store empty and ready, instead of
+/// marking the API unreachable).
+struct Watched<K> {
     kind: &'static str,
     prune: fn(&mut K),
-    shared: Shared,
-) -> (Store<K>, JoinHandle<()>)
+    keep: fn(&K) -> bool,
+    optional: bool,
+}
+
+impl<K> Watched<K> {
+    /// Every object, pruned; a required kind.
+    fn all(kind: &'static str, prune: fn(&mut K)) -> Self {
+        Self { kind, prune, keep: |_| true, optional: false }
+    }
+}
+
+/// A typed watch reflected into a store.
+fn typed<K>(api: Api<K>, config: watcher::Config, watched: Watched<K>, shared: Shared) -> (Store<K>, JoinHandle<()>)
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
     let (reader, mut writer) = reflector::store::<K>();
+    let Watched { kind, prune, keep, optional } = watched;
     let task = tokio::spawn(async move {
         let mut stream = watcher(api, config).default_backoff().modify(prune).boxed();
+        let mut denied = false;
         loop {
             let next = tokio::select! {
                 () = shared.cancel.cancelled() => return,
@@ -427,11 +469,25 @@ where
                     if !matches!(event, watcher::Event::Init) {
                         shared.served(kind);
                     }
-                    writer.apply_watcher_event(&event);
+                    let kept = match &event {
+                        watcher::Event::Apply(object) | watcher::Event::InitApply(object) => keep(object),
+                        watcher::Event::Delete(_) | watcher::Event::Init | watcher::Event::InitDone => true,
+                    };
+                    if kept {
+                        writer.apply_watcher_event(&event);
+                        shared.changed();
+                    }
                     if matches!(event, watcher::Event::InitDone) {
                         shared.mark_ready(kind);
                     }
-                    shared.changed();
+                }
+                // An optional kind the user may not list: every other store still works.
+                Some(Err(error)) if optional && api_status(&error) == Some(403) => {
+                    if !denied {
+                        tracing::info!(%error, kind, "not readable with these credentials; its view stays empty");
+                        denied = true;
+                    }
+                    shared.mark_ready(kind);
                 }
                 Some(Err(error)) => shared.failed(kind, &error),
                 None => return,
@@ -439,6 +495,14 @@ where
         }
     });
     (reader, task)
+}
+
+/// Whether an Event is about a CAP object or a batch. Filtered here rather than with a field
+/// selector, which not every API server supports on `events.k8s.io/v1`.
+pub fn is_relevant_event(event: &Event) -> bool {
+    event.regarding.as_ref().and_then(|r| r.api_version.as_deref()).is_some_and(|version| {
+        version.starts_with("sme.sap.com/") || version.starts_with(crate::api::rotation_batch::GROUP)
+    })
 }
 
 /// Binding Secrets referenced by any CAPApplication in scope: (namespace, secret name).
@@ -557,11 +621,16 @@ async fn probe(client: kube::Client, shared: Shared) {
 
 /// A 404 on a list or watch: the API server does not serve the kind (its CRD is missing).
 fn is_missing_kind(error: &watcher::Error) -> bool {
+    api_status(error) == Some(404)
+}
+
+/// The HTTP status of an error the API server answered with.
+fn api_status(error: &watcher::Error) -> Option<u16> {
     match error {
         watcher::Error::InitialListFailed(kube::Error::Api(status))
         | watcher::Error::WatchStartFailed(kube::Error::Api(status))
-        | watcher::Error::WatchFailed(kube::Error::Api(status)) => status.code == 404,
-        watcher::Error::WatchError(status) => status.code == 404,
-        _ => false,
+        | watcher::Error::WatchFailed(kube::Error::Api(status)) => Some(status.code),
+        watcher::Error::WatchError(status) => Some(status.code),
+        _ => None,
     }
 }

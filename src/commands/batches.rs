@@ -9,10 +9,10 @@ use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
 use crate::api::RotationBatch;
-use crate::cli::{BatchActionArgs, BatchesArgs, BatchesFormat};
+use crate::cli::{BatchActionArgs, BatchesArgs};
 use crate::cluster::{ClusterArgs, Connection, describe_error, whoami};
 use crate::engine::actions::{BatchAction, act};
-use crate::output::{Table, human_duration, window_text};
+use crate::output::{OutputArgs, OutputFormat, Printable, Table, human_duration, window_text};
 
 async fn connect(cluster: &ClusterArgs) -> anyhow::Result<Connection> {
     Ok(cluster.connect().await?)
@@ -55,53 +55,143 @@ pub async fn list(cluster: &ClusterArgs, args: &BatchesArgs) -> anyhow::Result<E
         Err(error) => anyhow::bail!("cannot list rotation batches: {}", describe_error(&error)),
     };
     batches.sort_by_key(|b| (b.namespace(), b.metadata.creation_timestamp.clone().map(|t| t.0), b.name_any()));
-    let text = match args.output {
-        BatchesFormat::Json => crate::output::json(&Value::Array(batches.iter().map(batch_json).collect())),
-        BatchesFormat::Name => {
-            batches.iter().map(|b| format!("{}/{}\n", b.namespace().unwrap_or_default(), b.name_any())).collect()
-        }
-        BatchesFormat::Table => {
-            let now = Timestamp::now();
-            let mut table = Table::new(&[
-                "NAMESPACE",
-                "NAME",
-                "APPLICATION",
-                "PHASE",
-                "WINDOW",
-                "DEPLOYMENTS",
-                "SECRETS",
-                "APPROVAL",
-                "AGE",
-            ]);
-            for batch in &batches {
-                let age = batch
-                    .metadata
-                    .creation_timestamp
-                    .as_ref()
-                    .map_or("-".to_string(), |t| human_duration(now.as_second() - t.0.as_second()));
-                table.row(vec![
-                    batch.namespace().unwrap_or_default(),
-                    batch.name_any(),
-                    batch.spec.application.clone(),
-                    batch.phase().to_string(),
-                    window_text(batch.spec.window_end.0, now),
-                    batch.progress_text(),
-                    batch.spec.secrets.len().to_string(),
-                    batch.approval_text(),
-                    age,
-                ]);
-            }
-            if table.is_empty() {
-                // Like kubectl: "nothing found" is a note for the person, not output for a pipe.
-                eprintln!("No rotation batches in {}.", scope.label());
-                String::new()
-            } else {
-                table.render()
-            }
-        }
+    // When the old credentials of an open batch's Secrets may be revoked (sap-btp-service-operator).
+    let bindings = if batches.iter().any(|batch| !batch.is_terminal()) {
+        super::credentials::service_bindings(&connection.client, &scope).await.ok().flatten().unwrap_or_default()
+    } else {
+        Vec::new()
     };
-    std::io::stdout().lock().write_all(text.as_bytes())?;
+    let deadline = |batch: &RotationBatch| {
+        let namespace = batch.namespace().unwrap_or_default();
+        batch
+            .spec
+            .secrets
+            .iter()
+            .filter_map(|secret| crate::credentials::revocation_deadline(&bindings, &namespace, &secret.name))
+            .min()
+    };
+    let deadlines: Vec<Option<Timestamp>> =
+        batches.iter().map(|batch| if batch.is_terminal() { None } else { deadline(batch) }).collect();
+    let printable = printable(&batches, &deadlines, Timestamp::now());
+    let text =
+        printable.render(&args.output, "batches").map_err(|error| crate::commands::UsageError(error.to_string()))?;
+    if printable.table.is_empty() && matches!(args.output.format, OutputFormat::Table | OutputFormat::Wide) {
+        // Like kubectl: "nothing found" is a note for the person, not output for a pipe.
+        eprintln!("No rotation batches in {}.", scope.label());
+    } else {
+        std::io::stdout().lock().write_all(text.as_bytes())?;
+    }
+    if args.watch {
+        let printed = batches.iter().map(|b| (b.namespace(), b.name_any(), b.resource_version())).collect();
+        watch(api, &args.output, printed).await?;
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `batches -w`: one line (or document) per change, until interrupted or the watch ends.
+/// `printed` holds (namespace, name, resourceVersion) of what the list showed already.
+async fn watch(
+    api: Api<RotationBatch>,
+    output: &OutputArgs,
+    printed: std::collections::BTreeSet<(Option<String>, String, Option<String>)>,
+) -> anyhow::Result<()> {
+    use futures::StreamExt as _;
+    use kube::runtime::watcher;
+    let changes = watcher::watcher(api, watcher::Config::default());
+    futures::pin_mut!(changes);
+    loop {
+        let event = tokio::select! {
+            () = crate::process::shutdown_signal() => return Ok(()),
+            event = changes.next() => event,
+        };
+        let batch = match event {
+            None => return Ok(()),
+            // The watcher lists again when it starts: print only what changed since our list.
+            Some(Ok(watcher::Event::InitApply(batch)))
+                if !printed.contains(&(batch.namespace(), batch.name_any(), batch.resource_version())) =>
+            {
+                batch
+            }
+            Some(Ok(watcher::Event::Apply(batch) | watcher::Event::Delete(batch))) => batch,
+            Some(Ok(_)) => continue,
+            Some(Err(error)) => {
+                eprintln!("watch interrupted, resuming: {error}");
+                continue;
+            }
+        };
+        let line = printable(std::slice::from_ref(&batch), &[], Timestamp::now());
+        let quiet = OutputArgs { format: output.format, no_headers: true };
+        let text = match output.format {
+            // One compact document per change, like `kubectl get -w -o json` streams objects.
+            OutputFormat::Json => format!("{}\n", serde_json::to_string(&batch_json(&batch))?),
+            OutputFormat::Yaml => format!("---\n{}", crate::output::yaml(&batch_json(&batch))),
+            _ => line.render(&quiet, "batches").map_err(|error| crate::commands::UsageError(error.to_string()))?,
+        };
+        let mut stdout = std::io::stdout().lock();
+        stdout.write_all(text.as_bytes())?;
+        stdout.flush()?;
+    }
+}
+
+/// The batches in every output form.
+/// `deadlines[i]`: when old credentials of batch `i`'s Secrets may be revoked, if known.
+fn printable(batches: &[RotationBatch], deadlines: &[Option<Timestamp>], now: Timestamp) -> Printable {
+    let mut table = Table::with_wide(
+        &[
+            "NAMESPACE",
+            "NAME",
+            "APPLICATION",
+            "PHASE",
+            "WINDOW",
+            "DEPLOYMENTS",
+            "SECRETS",
+            "APPROVAL",
+            "AGE",
+            "OLD CREDS",
+        ],
+        &["TENANTS", "REASON", "MESSAGE"],
+    );
+    let deadline = |index: usize| deadlines.get(index).copied().flatten();
+    for (index, batch) in batches.iter().enumerate() {
+        let age = batch
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or("-".to_string(), |t| human_duration(now.as_second() - t.0.as_second()));
+        let status = batch.status.clone().unwrap_or_default();
+        let condition = status.conditions.iter().find(|c| c.type_ == crate::api::common::READY);
+        table.row(vec![
+            batch.namespace().unwrap_or_default(),
+            batch.name_any(),
+            batch.spec.application.clone(),
+            batch.phase().to_string(),
+            window_text(batch.spec.window_end.0, now),
+            batch.progress_text(),
+            batch.spec.secrets.len().to_string(),
+            batch.approval_text(),
+            age,
+            deadline(index).map_or_else(
+                || "-".into(),
+                |at| format!("revocable in {}", crate::credentials::human_signed(at.as_second() - now.as_second())),
+            ),
+            status.tenants.map_or_else(|| "-".into(), |n| n.to_string()),
+            condition.map_or_else(|| "-".into(), |c| c.reason.clone()),
+            condition.map_or_else(|| "-".into(), |c| c.message.clone()),
+        ]);
+    }
+    Printable::list(
+        table,
+        batches
+            .iter()
+            .enumerate()
+            .map(|(index, batch)| {
+                let mut document = batch_json(batch);
+                document["oldCredentialsRevocableAt"] = json!(deadline(index));
+                document
+            })
+            .collect(),
+        batches.iter().map(|b| format!("{}/{}", b.namespace().unwrap_or_default(), b.name_any())).collect(),
+    )
 }
 
 /// `NAMESPACE/NAME`, or `NAME` in the -n namespace (or the context's). Anything else — and a

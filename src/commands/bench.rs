@@ -7,26 +7,33 @@ use serde_json::Value;
 
 use crate::bench;
 use crate::cli::BenchCommand;
-use crate::output::{OutputFormat, Table};
+use crate::output::Table;
 
-pub async fn run(command: BenchCommand, max_parallel_rollouts: usize) -> anyhow::Result<ExitCode> {
-    let (report, format) = match command {
+pub async fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
+    let output = match &command {
+        BenchCommand::Sandbox(args) => args.output,
+        BenchCommand::Engine(args) => args.output,
+        BenchCommand::Console(args) => args.output,
+    };
+    output.refuse_name("bench").map_err(|error| crate::commands::UsageError(error.to_string()))?;
+    let (report, output) = match command {
         BenchCommand::Sandbox(args) => {
             (bench::sandbox::run(&bench::sandbox::SandboxBench { objects: args.objects }).await?, args.output)
         }
-        BenchCommand::Engine(args) => (bench::engine::run(&args, max_parallel_rollouts).await?, args.output),
+        BenchCommand::Engine(args) => {
+            let parallel = usize::try_from(args.max_parallel_rollouts).unwrap_or(usize::MAX);
+            (bench::engine::run(&args, parallel).await?, args.output)
+        }
         BenchCommand::Console(args) => (bench::console::run(&args).await?, args.output),
     };
-    let text = match format {
-        OutputFormat::Json => crate::output::json(&report),
-        OutputFormat::Table => report_table(&report),
-    };
+    let text = crate::output::render_object(&output, "bench", &report, |_wide, headers| report_table(&report, headers))
+        .map_err(|error| crate::commands::UsageError(error.to_string()))?;
     std::io::stdout().lock().write_all(text.as_bytes())?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// A report object as two columns, in the report's key order.
-fn report_table(report: &Value) -> String {
+fn report_table(report: &Value, headers: bool) -> String {
     let mut table = Table::new(&["METRIC", "VALUE"]);
     if let Some(object) = report.as_object() {
         for (key, value) in object {
@@ -37,5 +44,5 @@ fn report_table(report: &Value) -> String {
             table.row(vec![key.clone(), text]);
         }
     }
-    table.render()
+    table.render_with(false, headers)
 }

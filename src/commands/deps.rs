@@ -12,8 +12,8 @@ use crate::api::{CAPApplication, DeploymentView};
 use crate::cli::DepsArgs;
 use crate::cluster::{ClusterArgs, describe_error};
 use crate::deps::{Dependency, DependencyReport, dependencies};
-use crate::engine::plan::{ObjectLookup, SecretLookup};
 use crate::output::{OutputFormat, Table};
+use crate::plan::{ObjectLookup, SecretLookup};
 
 /// Secrets read from the cluster for one application.
 struct FetchedSecrets(HashMap<String, SecretLookup>);
@@ -28,6 +28,7 @@ impl ObjectLookup for FetchedSecrets {
 }
 
 pub async fn run(cluster: &ClusterArgs, args: &DepsArgs) -> anyhow::Result<ExitCode> {
+    args.output.refuse_name("deps").map_err(|error| crate::commands::UsageError(error.to_string()))?;
     // NAMESPACE/NAME, or NAME in -n (else the context's namespace; `default` for manifests).
     let default_namespace =
         if args.files.is_empty() { cluster.connect().await?.default_namespace } else { "default".to_string() };
@@ -59,9 +60,12 @@ pub async fn run(cluster: &ClusterArgs, args: &DepsArgs) -> anyhow::Result<ExitC
             .ok_or_else(|| anyhow::anyhow!("no CAPApplication {namespace}/{name} in the manifests"))?;
         dependencies(app, &manifests)
     };
-    let text = match args.output {
+    // -o json is exactly the subscription server's answer (an array), as documented.
+    let document = serde_json::to_value(&report.dependencies)?;
+    let text = match args.output.format {
         OutputFormat::Json => format!("{}\n", serde_json::to_string(&report.dependencies)?),
-        OutputFormat::Table => table(&report),
+        _ => crate::output::render_object(&args.output, "deps", &document, |_wide, headers| table(&report, headers))
+            .map_err(|error| crate::commands::UsageError(error.to_string()))?,
     };
     std::io::stdout().lock().write_all(text.as_bytes())?;
     Ok(ExitCode::SUCCESS)
@@ -88,7 +92,8 @@ async fn live(cluster: &ClusterArgs, namespace: &str, name: &str) -> anyhow::Res
     Ok(dependencies(&app, &FetchedSecrets(fetched)))
 }
 
-fn table(report: &DependencyReport) -> String {
+/// The table shows every column already; `-o wide` prints the same.
+fn table(report: &DependencyReport, headers: bool) -> String {
     let mut table = Table::new(&["SERVICE", "CLASS", "SECRET", "SETTING", "DEPENDENCY", "WHY"]);
     for service in &report.services {
         let dependency = match &service.dependency {
@@ -112,6 +117,6 @@ fn table(report: &DependencyReport) -> String {
     if table.is_empty() {
         "The application has no services.\n".into()
     } else {
-        format!("{}\n{summary} in the getDependencies answer.\n", table.render())
+        format!("{}\n{summary} in the getDependencies answer.\n", table.render_with(false, headers))
     }
 }

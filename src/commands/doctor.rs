@@ -19,7 +19,7 @@ use crate::cli::{DoctorArgs, EngineArgs};
 use crate::cluster::{ClusterArgs, Connection, Scope, can_i, describe_error};
 use crate::engine::config::humanize;
 use crate::engine::lease::Holder;
-use crate::output::{OutputFormat, Table};
+use crate::output::Table;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -72,6 +72,7 @@ const CONSOLE_NEEDS: &[(&str, &str, &str)] = &[("patch", "capdeck.dev", "rotatio
 const LEASE_NEEDS: &[&str] = &["get", "create", "patch"];
 
 pub async fn run(cluster: &ClusterArgs, engine: &EngineArgs, args: &DoctorArgs) -> anyhow::Result<ExitCode> {
+    args.output.refuse_name("doctor").map_err(|error| crate::commands::UsageError(error.to_string()))?;
     let connection = cluster.connect().await?;
     let scope = cluster.scope(&connection);
     let mut findings = vec![finding(
@@ -103,6 +104,7 @@ pub async fn run(cluster: &ClusterArgs, engine: &EngineArgs, args: &DoctorArgs) 
     } else {
         findings.extend(binding_secrets(&connection, &scope).await);
     }
+    findings.extend(service_binding_ttls(&connection, &scope, config.rollout_delay).await);
     findings.push(match delay_warning {
         Some(warning) => finding("rollout delay", Status::Warn, warning),
         None => finding(
@@ -113,24 +115,53 @@ pub async fn run(cluster: &ClusterArgs, engine: &EngineArgs, args: &DoctorArgs) 
     });
 
     let blocking = findings.iter().any(|f| f.status == Status::Fail);
-    let text = match args.output {
-        OutputFormat::Json => crate::output::json(&json!({"findings": findings, "ok": !blocking})),
-        OutputFormat::Table => {
-            let mut table = Table::new(&["CHECK", "STATUS", "DETAIL"]);
-            for f in &findings {
-                table.row(vec![f.check.clone(), f.status.label().into(), f.detail.clone()]);
-            }
-            let mut out = table.render();
-            out.push_str(if blocking {
-                "\nSomething above blocks capdeck (FAIL); each line says what to do.\n"
-            } else {
-                "\nNothing blocks capdeck here.\n"
-            });
-            out
+    let document = json!({"findings": findings, "ok": !blocking});
+    let text = crate::output::render_object(&args.output, "doctor", &document, |_wide, headers| {
+        let mut table = Table::new(&["CHECK", "STATUS", "DETAIL"]);
+        for f in &findings {
+            table.row(vec![f.check.clone(), f.status.label().into(), f.detail.clone()]);
         }
-    };
+        let mut out = table.render_with(false, headers);
+        out.push_str(if blocking {
+            "\nSomething above blocks capdeck (FAIL); each line says what to do.\n"
+        } else {
+            "\nNothing blocks capdeck here.\n"
+        });
+        out
+    })
+    .map_err(|error| crate::commands::UsageError(error.to_string()))?;
     std::io::stdout().lock().write_all(text.as_bytes())?;
     Ok(if blocking { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// ServiceBindings whose old credentials may be revoked before a batch can have rolled.
+async fn service_binding_ttls(connection: &Connection, scope: &Scope, window: std::time::Duration) -> Vec<Finding> {
+    match super::credentials::service_bindings(&connection.client, scope).await {
+        Ok(None) => vec![finding(
+            "credentials",
+            Status::Ok,
+            "no ServiceBinding CRD (services.cloud.sap.com): when old credentials die is unknown here",
+        )],
+        Err(why) => vec![finding("credentials", Status::Warn, format!("cannot list ServiceBindings: {why}"))],
+        Ok(Some(bindings)) => {
+            let short: Vec<Finding> = crate::credentials::short_ttls(&bindings, window)
+                .map(|(_, problem)| finding("credentials", Status::Warn, problem))
+                .collect();
+            if short.is_empty() {
+                vec![finding(
+                    "credentials",
+                    Status::Ok,
+                    format!(
+                        "{} ServiceBinding(s): every rotatedBindingTTL outlasts the window and a rollout (capdeck \
+                         credentials shows the margins)",
+                        bindings.iter().filter(|binding| !binding.is_stale()).count()
+                    ),
+                )]
+            } else {
+                short
+            }
+        }
+    }
 }
 
 /// Every CRD capdeck knows installed, each with the versions and schema of this binary.
@@ -353,12 +384,12 @@ async fn binding_secrets(connection: &Connection, scope: &Scope) -> Vec<Finding>
     objects.extend(deployments.iter().filter_map(|o| serde_json::to_value(o).ok()));
     objects.extend(secrets.iter().filter_map(|o| serde_json::to_value(o).ok()));
     let manifests = crate::manifest::Manifests::from_objects("cluster", objects);
-    let index = crate::engine::plan::CapIndex::new(
+    let index = crate::plan::CapIndex::new(
         manifests.applications.clone(),
         manifests.versions.iter().cloned(),
         manifests.tenants.iter().cloned(),
     );
-    let plan = crate::engine::plan::plan_all(&index, &manifests);
+    let plan = crate::plan::plan_all(&index, &manifests);
     let problems: Vec<Finding> = plan
         .problems
         .iter()

@@ -27,7 +27,7 @@ pub fn render(namespace: &str, image: &str) -> String {
     out
 }
 
-pub const DEFAULT_NAMESPACE: &str = "capdeck-system";
+pub use crate::engine::config::INSTALL_NAMESPACE as DEFAULT_NAMESPACE;
 
 pub fn run(namespace: Option<&str>, args: &ManifestsArgs) -> anyhow::Result<ExitCode> {
     let namespace = namespace.unwrap_or(DEFAULT_NAMESPACE);

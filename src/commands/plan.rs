@@ -6,11 +6,12 @@ use std::process::ExitCode;
 use serde_json::{Value, json};
 
 use crate::cli::PlanArgs;
-use crate::engine::plan::{CapIndex, Plan, PlanAction, plan_all};
 use crate::manifest;
-use crate::output::{OutputFormat, Table};
+use crate::output::Table;
+use crate::plan::{CapIndex, Plan, PlanAction, plan_all};
 
 pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
+    args.output.refuse_name("plan").map_err(|error| crate::commands::UsageError(error.to_string()))?;
     let manifests = match manifest::load(&args.files) {
         Ok(manifests) => manifests,
         Err(error) => {
@@ -33,20 +34,34 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     );
     let mut plan = plan_all(&index, &manifests);
     plan.problems.splice(0..0, manifests.problems.iter().cloned());
+    // The static form of the credential margin, with the engine's window ($ROLLOUT_DELAY or 1h)
+    // and a Deployment's default progress deadline.
+    let (window, _) = crate::engine::config::parse_rollout_delay(std::env::var("ROLLOUT_DELAY").ok().as_deref());
+    for (binding, message) in crate::credentials::short_ttls(&manifests.service_bindings, window) {
+        plan.problems.push(crate::plan::Problem {
+            namespace: binding.namespace().to_string(),
+            application: None,
+            deployment: None,
+            secret: Some(binding.secret_name().to_string()),
+            message,
+            kind: crate::plan::ProblemKind::CredentialsTtl,
+        });
+    }
     let opted_out = index.applications().iter().filter(|app| !app.rollout_opted_in()).count();
-    let text = match args.output {
-        OutputFormat::Json => crate::output::json(&plan_json(&plan, args.show_secrets)),
-        OutputFormat::Table => plan_table(&plan, args.show_secrets, opted_out),
-    };
+    let document = plan_json(&plan, args.show_secrets);
+    let text = crate::output::render_object(&args.output, "plan", &document, |wide, headers| {
+        plan_table(&plan, args.show_secrets, opted_out, wide, headers)
+    })
+    .map_err(|error| crate::commands::UsageError(error.to_string()))?;
     std::io::stdout().lock().write_all(text.as_bytes())?;
     Ok(ExitCode::SUCCESS)
 }
 
 fn action_name(action: PlanAction) -> &'static str {
     match action {
-        PlanAction::Restart => "restart",
-        PlanAction::Unchanged => "unchanged",
-        PlanAction::Missing => "missing",
+        PlanAction::Restart => "Restart",
+        PlanAction::Unchanged => "Unchanged",
+        PlanAction::Missing => "Missing",
     }
 }
 
@@ -76,8 +91,11 @@ pub fn plan_json(plan: &Plan, show_secrets: bool) -> Value {
     json!({ "deployments": deployments, "problems": plan.problems })
 }
 
-fn plan_table(plan: &Plan, show_secrets: bool, opted_out: usize) -> String {
-    let mut table = Table::new(&["NAMESPACE", "APPLICATION", "DEPLOYMENT", "ACTION", "REASON"]);
+fn plan_table(plan: &Plan, show_secrets: bool, opted_out: usize, wide: bool, headers: bool) -> String {
+    let mut table = Table::with_wide(
+        &["NAMESPACE", "APPLICATION", "DEPLOYMENT", "ACTION", "REASON"],
+        &["VERSION", "CURRENT SECRET", "SERVICES"],
+    );
     for deployment in &plan.deployments {
         table.row(vec![
             deployment.namespace.clone(),
@@ -85,9 +103,13 @@ fn plan_table(plan: &Plan, show_secrets: bool, opted_out: usize) -> String {
             deployment.deployment.clone(),
             action_name(deployment.action).to_string(),
             deployment.reason.clone(),
+            deployment.version.clone(),
+            deployment.current_secret.clone().unwrap_or_else(|| "-".into()),
+            deployment.services.join(","),
         ]);
     }
-    let mut out = if table.is_empty() { "No affected Deployments.\n".to_string() } else { table.render() };
+    let mut out =
+        if table.is_empty() { "No affected Deployments.\n".to_string() } else { table.render_with(wide, headers) };
     let count = |action| plan.deployments.iter().filter(|deployment| deployment.action == action).count();
     out.push_str(&format!(
         "\n{} to restart, {} unchanged, {} missing, {} problem(s){}\n",
@@ -109,7 +131,7 @@ fn plan_table(plan: &Plan, show_secrets: bool, opted_out: usize) -> String {
             ]);
         }
         out.push('\n');
-        out.push_str(&problems.render());
+        out.push_str(&problems.render_with(wide, headers));
     }
     if show_secrets {
         for deployment in &plan.deployments {

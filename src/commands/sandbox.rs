@@ -19,7 +19,7 @@ pub async fn run(args: SandboxArgs) -> anyhow::Result<ExitCode> {
         Sandbox::new(SandboxConfig { user: args.user.clone(), deny: args.deny.clone(), ..SandboxConfig::default() });
     match (args.synthetic, args.seed) {
         (Some(size), _) => {
-            crate::sandbox::synthetic::seed(&sandbox, size)
+            crate::bench::synthetic::seed(&sandbox, size)
                 .map_err(|error| anyhow::anyhow!("the synthetic seed does not load: {error}"))?;
         }
         (None, Seed::Empty) => {}
@@ -52,7 +52,7 @@ pub async fn run(args: SandboxArgs) -> anyhow::Result<ExitCode> {
         writeln!(out, "Stop with Ctrl-C or SIGTERM.")?;
         out.flush()?;
     }
-    super::shutdown_signal().await;
+    crate::process::shutdown_signal().await;
     cancel.cancel();
     for task in tasks {
         let _ = task.await;

@@ -11,10 +11,10 @@ use serde_json::{Value, json};
 use crate::api::{CAPApplication, CAPApplicationVersion, CAPTenant, CAPTenantOperation};
 use crate::cli::TenantsArgs;
 use crate::cluster::{ClusterArgs, Scope, describe_error};
-use crate::console::model::{self, Sources, TenantRow};
-use crate::output::{OutputFormat, Table};
+use crate::output::{OutputFormat, Printable, Table};
+use crate::readmodel::{self, Sources, TenantRow};
 
-async fn list<K>(client: &kube::Client, scope: &Scope, what: &str) -> anyhow::Result<Vec<Arc<K>>>
+pub(super) async fn list<K>(client: &kube::Client, scope: &Scope, what: &str) -> anyhow::Result<Vec<Arc<K>>>
 where
     K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
@@ -56,46 +56,51 @@ pub async fn run(cluster: &ClusterArgs, args: &TenantsArgs) -> anyhow::Result<Ex
     let apps: Vec<Arc<CAPApplication>> = list(client, &scope, "CAPApplication").await?;
     let versions: Vec<Arc<CAPApplicationVersion>> = list(client, &scope, "CAPApplicationVersion").await?;
     let operations: Vec<Arc<CAPTenantOperation>> = list(client, &scope, "CAPTenantOperation").await?;
-    let snapshot = model::build(Sources::cap_objects(&apps, &versions, &tenants, &operations));
+    let snapshot = readmodel::build(Sources::cap_objects(&apps, &versions, &tenants, &operations));
     let rows: Vec<&TenantRow> =
         snapshot.tenants.iter().filter(|row| args.app.as_ref().is_none_or(|app| &row.application == app)).collect();
-    let text = match args.output {
-        OutputFormat::Json => crate::output::json(&Value::Array(rows.iter().map(|row| tenant_json(row)).collect())),
-        OutputFormat::Table => {
-            let mut table = Table::new(&[
-                "NAMESPACE",
-                "NAME",
-                "APPLICATION",
-                "SUBDOMAIN",
-                "STATE",
-                "CURRENT",
-                "TARGET",
-                "UPGRADES",
-                "OPERATION",
-                "NOTE",
-            ]);
-            for row in &rows {
-                table.row(vec![
-                    row.namespace.clone(),
-                    row.name.clone(),
-                    row.application.clone(),
-                    row.subdomain.clone(),
-                    row.state.clone(),
-                    row.current.as_ref().map_or("-".into(), |(name, version)| format!("{version} ({name})")),
-                    if row.target.is_empty() { "latest".into() } else { row.target.clone() },
-                    row.strategy.clone(),
-                    row.operation.as_ref().map_or("-".into(), |(kind, state, step)| format!("{kind} {state} {step}")),
-                    row.blocked.clone().unwrap_or_default(),
-                ]);
-            }
-            if table.is_empty() {
-                eprintln!("No tenants in {}.", scope.label());
-                String::new()
-            } else {
-                table.render()
-            }
-        }
-    };
+    let mut table = Table::with_wide(
+        &[
+            "NAMESPACE",
+            "NAME",
+            "APPLICATION",
+            "SUBDOMAIN",
+            "STATE",
+            "CURRENT",
+            "TARGET",
+            "UPGRADES",
+            "OPERATION",
+            "NOTE",
+        ],
+        &["TENANT ID", "READY"],
+    );
+    for row in &rows {
+        table.row(vec![
+            row.namespace.clone(),
+            row.name.clone(),
+            row.application.clone(),
+            row.subdomain.clone(),
+            row.state.clone(),
+            row.current.as_ref().map_or("-".into(), |(name, version)| format!("{version} ({name})")),
+            if row.target.is_empty() { "latest".into() } else { row.target.clone() },
+            row.strategy.clone(),
+            row.operation.as_ref().map_or("-".into(), |(kind, state, step)| format!("{kind} {state} {step}")),
+            row.blocked.clone().unwrap_or_default(),
+            row.object.spec.tenant_id.clone(),
+            row.ready.to_string(),
+        ]);
+    }
+    let printable = Printable::list(
+        table,
+        rows.iter().map(|row| tenant_json(row)).collect(),
+        rows.iter().map(|row| format!("{}/{}", row.namespace, row.name)).collect(),
+    );
+    let text =
+        printable.render(&args.output, "tenants").map_err(|error| crate::commands::UsageError(error.to_string()))?;
+    if rows.is_empty() && matches!(args.output.format, OutputFormat::Table | OutputFormat::Wide) {
+        eprintln!("No tenants in {}.", scope.label());
+        return Ok(ExitCode::SUCCESS);
+    }
     std::io::stdout().lock().write_all(text.as_bytes())?;
     Ok(ExitCode::SUCCESS)
 }

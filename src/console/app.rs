@@ -7,11 +7,11 @@ use k8s_openapi::jiff::Timestamp;
 use ratatui_textarea::TextArea;
 
 use super::keymap::Keymap;
-use super::model::Snapshot;
 use super::theme::Theme;
 use crate::cluster::stores::ConnectionState;
 use crate::engine::Role;
 use crate::engine::actions::BatchAction;
+use crate::readmodel::Snapshot;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ViewKind {
@@ -34,31 +34,6 @@ impl ViewKind {
         Self::Rollouts,
         Self::Events,
     ];
-
-    pub fn title(self) -> &'static str {
-        match self {
-            Self::Applications => "Applications",
-            Self::Versions => "Versions",
-            Self::Tenants => "Tenants",
-            Self::Operations => "Tenant operations",
-            Self::Batches => "Batches",
-            Self::Rollouts => "Rollouts",
-            Self::Events => "Events",
-        }
-    }
-
-    /// `:` commands that open this view.
-    pub fn aliases(self) -> &'static [&'static str] {
-        match self {
-            Self::Applications => &["apps", "applications", "ca"],
-            Self::Versions => &["versions", "cav"],
-            Self::Tenants => &["tenants", "cat"],
-            Self::Operations => &["ops", "operations", "ctop"],
-            Self::Batches => &["batches", "rb"],
-            Self::Rollouts => &["rollouts"],
-            Self::Events => &["events", "ev"],
-        }
-    }
 }
 
 /// What a view is narrowed to after a drill-down.
@@ -144,6 +119,13 @@ pub enum Input {
     Command(String),
 }
 
+/// A view's sort: by which column (index into its columns), which way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sort {
+    pub column: usize,
+    pub descending: bool,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Access {
     Checking,
@@ -174,6 +156,8 @@ pub struct App {
     /// Row indexes (into the snapshot's list for the route's view) that pass focus and filter.
     pub visible: Vec<usize>,
     pub filter: String,
+    /// Why the filter is not used as a regular expression (shown in the title line).
+    pub filter_error: Option<String>,
     pub input: Input,
     pub overlay: Overlay,
     pub session: Session,
@@ -191,6 +175,21 @@ pub struct App {
     pub now: Timestamp,
     /// Table rows that fit on screen (from the last resize), for paging and scrolling.
     pub viewport_rows: usize,
+    /// The terminal's height (from the last resize), for scrolling the popups.
+    pub viewport_height: u16,
+    /// `w`: every column at its natural width (wide-only ones too), scrolled with ←/→.
+    pub wide: bool,
+    /// Columns scrolled off to the left in the wide mode.
+    pub column_offset: usize,
+    /// How each view's rows are sorted (`s` / `S` / `:sort`); unsorted views keep the model's order.
+    pub sorts: HashMap<ViewKind, Sort>,
+    /// Subscription dependencies per application (namespace, name), worked out when its detail
+    /// pane opens rather than on every snapshot.
+    pub dependencies: HashMap<(String, String), Result<crate::deps::DependencyReport, String>>,
+    /// The namespaces the API server listed for `:ns` (asked when `:ns ` is typed), or why not.
+    pub namespaces: Option<Result<Vec<String>, String>>,
+    /// The kubeconfig's contexts, for `:ctx`.
+    pub contexts: Vec<String>,
     pub quit: bool,
     /// A write key pressed while access was still being checked: (action, namespace, batch).
     /// Its dialog opens when the answer arrives, if that batch is still selected.
@@ -221,6 +220,7 @@ impl App {
             cursors: HashMap::new(),
             visible: Vec::new(),
             filter: String::new(),
+            filter_error: None,
             input: Input::None,
             overlay: Overlay::None,
             session,
@@ -236,6 +236,13 @@ impl App {
             now,
             burst_guard: None,
             viewport_rows: 20,
+            viewport_height: 24,
+            wide: false,
+            column_offset: 0,
+            sorts: HashMap::new(),
+            dependencies: HashMap::new(),
+            namespaces: None,
+            contexts: Vec::new(),
             quit: false,
             pending_write: None,
         }

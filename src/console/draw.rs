@@ -3,26 +3,17 @@
 
 use ratatui::Frame;
 use ratatui::layout::{Alignment, Constraint, Layout, Rect};
-use ratatui::style::{Modifier, Style};
+use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Clear, Padding, Paragraph, Row, Table, TableState, Wrap};
 
 use super::app::{App, Input, Level, Overlay, ViewKind};
 use super::keymap::Action;
-use super::model::{Snapshot, TenantRow};
+use super::queries::{COMPACT_BELOW, complete, footer_rows, picker, row_count, write_blocked};
+use super::queries::{POPUP_MIN_HEIGHT, POPUP_PERCENT, POPUP_PERCENT_Y, popup_rows};
 use super::strings;
 use super::theme::Theme;
-use super::update::{complete, write_blocked};
-use crate::api::rotation_batch::{DeploymentAction, DeploymentRolloutState};
-use crate::output::{human_duration, window_text};
-
-/// Terminals shorter than this get the compact layout.
-pub const COMPACT_BELOW: u16 = 10;
-
-/// Lines around the table rows: header, tab bar, title, column header, footer (compact: 3).
-pub fn chrome_rows(height: u16) -> u16 {
-    if height < COMPACT_BELOW { 3 } else { 5 }
-}
+use super::{help, table, views};
 
 pub fn draw(frame: &mut Frame, app: &App) {
     let theme = &app.theme;
@@ -35,7 +26,7 @@ pub fn draw(frame: &mut Frame, app: &App) {
         Constraint::Length(u16::from(!compact || !app.connection.is_connected())),
         Constraint::Length(u16::from(!compact)),
         Constraint::Min(0),
-        Constraint::Length(1),
+        Constraint::Length(footer_rows(app, area.width, area.height)),
     ])
     .areas(area);
     draw_header(frame, app, header);
@@ -49,13 +40,62 @@ pub fn draw(frame: &mut Frame, app: &App) {
     draw_footer(frame, app, footer);
     match &app.overlay {
         Overlay::None => {}
-        Overlay::Help { scroll } => draw_text_popup(frame, theme, "Help", &help_lines(app), *scroll, area),
+        Overlay::Help { scroll } => draw_text_popup(frame, theme, "Help", &help::lines(app), *scroll, area),
         Overlay::Detail { title, lines, scroll } | Overlay::Yaml { title, lines, scroll } => {
             let lines: Vec<Line> = lines.iter().map(|line| Line::raw(line.as_str())).collect();
             draw_text_popup(frame, theme, title, &lines, *scroll, area);
         }
         Overlay::Dialog(_) => draw_dialog(frame, app, area),
     }
+    if let Input::Command(text) = &app.input {
+        draw_picker(frame, app, text, footer);
+    }
+}
+
+/// The picker above the command line: what `:ns`, `:ctx`, `:sort`, `:theme` (or a command word)
+/// can become, the one Tab lands on next highlighted.
+fn draw_picker(frame: &mut Frame, app: &App, text: &str, footer: Rect) {
+    const SHOWN: usize = 8;
+    let theme = &app.theme;
+    let list = picker(app, text);
+    if list.is_empty() || (list.len() == 1 && list[0] == text) {
+        return;
+    }
+    let note = match (&app.namespaces, text.starts_with("ns ")) {
+        (Some(Err(why)), true) => Some(format!("{} ({why})", strings::NAMESPACES_FROM_VIEW)),
+        (None, true) => Some(strings::NAMESPACES_LOADING.to_string()),
+        _ => None,
+    };
+    let selected = list.iter().position(|candidate| candidate == text).unwrap_or(0);
+    let start = selected.saturating_sub(SHOWN - 1);
+    let value = |candidate: &str| candidate.split_once(' ').map_or(candidate, |(_, value)| value).to_string();
+    let mut lines: Vec<Line> = list
+        .iter()
+        .enumerate()
+        .skip(start)
+        .take(SHOWN)
+        .map(|(index, candidate)| {
+            let style = if index == selected && list[index] == text { theme.selection() } else { theme.base() };
+            Line::from(Span::styled(format!(" {} ", value(candidate)), style))
+        })
+        .collect();
+    let more = list.len().saturating_sub(start + SHOWN);
+    if more > 0 {
+        lines.push(Line::from(Span::styled(format!(" … {more} more (type to narrow)"), theme.muted())));
+    }
+    if let Some(note) = note {
+        lines.push(Line::from(Span::styled(format!(" {note}"), theme.muted())));
+    }
+    let width = lines.iter().map(Line::width).max().unwrap_or(0).saturating_add(2);
+    let width = u16::try_from(width).unwrap_or(u16::MAX).min(footer.width);
+    let height = u16::try_from(lines.len() + 2).unwrap_or(u16::MAX).min(footer.y);
+    if width < 4 || height < 3 {
+        return;
+    }
+    let area = Rect { x: footer.x, y: footer.y - height, width, height };
+    frame.render_widget(Clear, area);
+    let block = Block::default().borders(Borders::ALL).border_style(theme.border()).style(theme.base());
+    frame.render_widget(Paragraph::new(lines).block(block), area);
 }
 
 fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
@@ -70,48 +110,94 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
         "Read-only" => theme.warning(),
         _ => theme.info(),
     };
-    let separator = Span::styled(" │ ", theme.header().patch(theme.muted()));
-    let mut spans = vec![
-        Span::styled(" capdeck", theme.header().add_modifier(Modifier::BOLD)),
-        separator.clone(),
-        Span::styled(format!("ctx {}", app.session.context), theme.header()),
-        separator.clone(),
-        Span::styled(app.session.scope.clone(), theme.header()),
-        separator.clone(),
+    // Segments with a priority (0 always stays): a narrow terminal drops the others, so the
+    // context, the engine's role and the connection state are always there.
+    let mut engine = vec![
         Span::styled("engine ", theme.header()),
         Span::styled(app.role_label(), theme.header().patch(role_style).add_modifier(Modifier::BOLD)),
     ];
-    if let Some((note, severity)) = app.leader_note() {
+    let mut segments: Vec<(Vec<Span<'static>>, u8)> = vec![
+        (vec![Span::styled("capdeck", theme.header().add_modifier(Modifier::BOLD))], 3),
+        (vec![Span::styled(format!("ctx {}", app.session.context), theme.header())], 0),
+        (vec![Span::styled(app.session.scope.clone(), theme.header())], 2),
+    ];
+    let note = app.leader_note().map(|(note, severity)| {
         let style = match severity {
             super::app::Severity::Info => theme.muted(),
             super::app::Severity::Warning => theme.warning(),
             super::app::Severity::Error => theme.error(),
         };
-        spans.push(Span::styled(format!(" {note}"), theme.header().patch(style)));
+        (note, theme.header().patch(style), severity)
+    });
+    // A warning about the engine (no leader, writes failing) is as important as the role.
+    if let Some((note, style, super::app::Severity::Warning | super::app::Severity::Error)) = &note {
+        engine.push(Span::styled(format!(" {note}"), *style));
     }
-    spans.extend([
-        separator.clone(),
-        Span::styled(format!("user {}", app.session.user.as_deref().unwrap_or("?")), theme.header()),
-        separator,
-        Span::styled(format!("{dot} "), theme.header().patch(dot_style)),
-        Span::styled(state, theme.header()),
-    ]);
-    let line = Line::from(spans);
+    segments.push((engine, 0));
+    if let Some((note, style, super::app::Severity::Info)) = note {
+        segments.push((vec![Span::styled(note, style)], 2));
+    }
+    segments
+        .push((vec![Span::styled(format!("user {}", app.session.user.as_deref().unwrap_or("?")), theme.header())], 3));
+    segments.push((
+        vec![Span::styled(format!("{dot} "), theme.header().patch(dot_style)), Span::styled(state, theme.header())],
+        0,
+    ));
+    let separator = Span::styled(" │ ", theme.header().patch(theme.muted()));
+    let line = fit_segments(segments, &separator, area.width);
     frame.render_widget(Paragraph::new(line).style(theme.header()), area);
 }
 
+/// The tab bar: the views' titles; on a narrower terminal their short names (`:` aliases);
+/// narrower still, the views around the current one, with `‹ ›` where more are.
 fn draw_tabs(frame: &mut Frame, app: &App, area: Rect) {
     let theme = &app.theme;
-    let mut spans = vec![Span::raw(" ")];
-    for view in ViewKind::ALL {
-        let label = format!(" {} ", view.title());
-        if view == app.route.view {
-            spans.push(Span::styled(label, theme.selection()));
-        } else {
-            spans.push(Span::styled(label, theme.muted()));
+    let width = usize::from(area.width);
+    let total = |labels: &[String]| 1 + labels.iter().map(|label| Span::raw(label.as_str()).width()).sum::<usize>();
+    let mut labels = self::labels(false);
+    if total(&labels) > width {
+        labels = self::labels(true);
+    }
+    let current = ViewKind::ALL.iter().position(|&kind| kind == app.route.view).unwrap_or(0);
+    // The window of tabs that fits, moved to keep the current one in it.
+    let (mut first, mut last) =
+        if total(&labels) <= width { (0, labels.len().saturating_sub(1)) } else { (current, current) };
+    let width_of = |first: usize, last: usize| {
+        3 + labels[first..=last].iter().map(|label| Span::raw(label.as_str()).width()).sum::<usize>()
+    };
+    loop {
+        let grown_right = last + 1 < labels.len() && width_of(first, last + 1) <= width;
+        if grown_right {
+            last += 1;
+        }
+        let grown_left = first > 0 && width_of(first - 1, last) <= width;
+        if grown_left {
+            first -= 1;
+        }
+        if !grown_left && !grown_right {
+            break;
         }
     }
+    let mut spans = vec![Span::styled(if first > 0 { "‹" } else { " " }, theme.muted())];
+    for (index, label) in labels.iter().enumerate().take(last + 1).skip(first) {
+        let style = if index == current { theme.selection() } else { theme.muted() };
+        spans.push(Span::styled(label.clone(), style));
+    }
+    if last + 1 < labels.len() {
+        spans.push(Span::styled("›", theme.muted()));
+    }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+/// Tab labels: the views' titles, or their short names (first `:` alias).
+fn labels(short: bool) -> Vec<String> {
+    ViewKind::ALL
+        .iter()
+        .map(|&kind| {
+            let view = views::view(kind);
+            format!(" {} ", if short { view.aliases().first().copied().unwrap_or(view.title()) } else { view.title() })
+        })
+        .collect()
 }
 
 fn draw_banner(frame: &mut Frame, app: &App, area: Rect) {
@@ -129,9 +215,9 @@ fn draw_banner(frame: &mut Frame, app: &App, area: Rect) {
 
 fn draw_title(frame: &mut Frame, app: &App, area: Rect) {
     let theme = &app.theme;
-    let total = super::update::row_count(&app.snapshot, app.route.view);
+    let total = row_count(&app.snapshot, app.route.view);
     let mut spans = vec![
-        Span::styled(format!(" {}", app.route.view.title()), theme.accent()),
+        Span::styled(format!(" {}", views::view(app.route.view).title()), theme.accent()),
         Span::styled(format!(" [{}/{}]", app.visible.len(), total), theme.muted()),
     ];
     if let Some(focus) = &app.route.focus {
@@ -139,6 +225,9 @@ fn draw_title(frame: &mut Frame, app: &App, area: Rect) {
     }
     if !app.filter.is_empty() {
         spans.push(Span::styled(format!(" · /{}", app.filter), theme.warning()));
+    }
+    if let Some(error) = &app.filter_error {
+        spans.push(Span::styled(format!(" · {error}"), theme.error()));
     }
     if !app.snapshot.invalid.is_empty() {
         spans.push(Span::styled(
@@ -149,94 +238,46 @@ fn draw_title(frame: &mut Frame, app: &App, area: Rect) {
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
 }
 
-/// Column headers and widths of a view. Fixed widths, the last column takes the rest.
-fn columns(view: ViewKind) -> (&'static [&'static str], Vec<Constraint>) {
-    use Constraint::{Fill, Length};
-    match view {
-        ViewKind::Applications => (
-            &["NAMESPACE", "NAME", "STATE", "LATEST", "VERSIONS", "TENANTS", "ROLLOUT", "APPROVAL", "BATCH"],
-            vec![Length(12), Length(18), Length(12), Length(8), Length(8), Length(8), Length(16), Length(8), Fill(1)],
-        ),
-        ViewKind::Versions => (
-            &["NAMESPACE", "NAME", "APPLICATION", "VERSION", "STATE", "DEPLOY", "JOBS", "TENANTS", "AGE"],
-            vec![Length(12), Length(26), Length(14), Length(10), Length(12), Length(6), Length(4), Length(7), Fill(1)],
-        ),
-        ViewKind::Tenants => (
-            &["NAMESPACE", "NAME", "APPLICATION", "SUBDOMAIN", "STATE", "VERSION", "UPGRADE", "OPERATION", "BLOCKED"],
-            vec![
-                Length(12),
-                Length(22),
-                Length(14),
-                Length(16),
-                Length(17),
-                Length(15),
-                Length(7),
-                Length(30),
-                Fill(1),
-            ],
-        ),
-        ViewKind::Operations => (
-            &["NAMESPACE", "NAME", "TENANT", "OPERATION", "STATE", "STEP", "ACTIVE JOB", "AGE", "MESSAGE"],
-            vec![Length(12), Length(26), Length(18), Length(10), Length(10), Length(5), Length(24), Length(6), Fill(1)],
-        ),
-        ViewKind::Batches => (
-            &[
-                "NAMESPACE",
-                "NAME",
-                "APPLICATION",
-                "PHASE",
-                "WINDOW",
-                "SECRETS",
-                "APPROVAL",
-                "DEPLOYMENTS",
-                "AGE",
-                "BLAST RADIUS",
-            ],
-            vec![
-                Length(12),
-                Length(20),
-                Length(12),
-                Length(16),
-                Length(15),
-                Length(7),
-                Length(22),
-                Length(16),
-                Length(6),
-                Fill(1),
-            ],
-        ),
-        ViewKind::Rollouts => (
-            &["NAMESPACE", "BATCH", "DEPLOYMENT", "VERSION", "ACTION", "STATE", "PROGRESS", "MESSAGE"],
-            vec![Length(12), Length(20), Length(28), Length(16), Length(9), Length(8), Length(16), Fill(1)],
-        ),
-        ViewKind::Events => {
-            (&["AGE", "TYPE", "REASON", "OBJECT", "NOTE"], vec![Length(6), Length(7), Length(24), Length(22), Fill(1)])
-        }
-    }
-}
-
-/// The style of a state word: green when fine, yellow when waiting on someone, red when broken.
-pub fn state_style(theme: &Theme, state: &str) -> Style {
-    match state {
-        "Ready" | "Succeeded" | "Complete" | "Provisioned" | "Completed" | "Normal" | "NoChange" => theme.ok(),
-        "Error" | "Failed" | "ProvisioningError" | "UpgradeError" | "DeletionError" | "Warning" => theme.error(),
-        "Stalled" => theme.error().add_modifier(Modifier::REVERSED),
-        "AwaitingApproval" | "Held" | "Processing" | "Provisioning" | "Upgrading" | "Rolling" | "RollingOut"
-        | "Collecting" | "Queued" | "Deleting" => theme.warning(),
-        "Cancelled" | "Superseded" | "-" => theme.muted(),
-        _ => theme.base(),
-    }
-}
-
-fn age(app: &App, time: Option<k8s_openapi::jiff::Timestamp>) -> String {
-    time.map_or_else(|| "-".into(), |t| human_duration(app.now.as_second() - t.as_second()))
-}
-
 fn draw_table(frame: &mut Frame, app: &App, area: Rect) {
     let theme = &app.theme;
     let view = app.route.view;
-    let (headers, widths) = columns(view);
+    let columns = views::columns(view);
     let body_rows = usize::from(area.height.saturating_sub(1));
+    let header_style = theme.muted().add_modifier(Modifier::BOLD);
+    let cursor = app.cursor();
+    let offset = cursor.offset.min(app.visible.len().saturating_sub(1));
+    let end = (offset + body_rows).min(app.visible.len());
+    let rows: Vec<views::RowCells> =
+        app.visible[offset..end].iter().filter_map(|&index| views::cells(app, view, index)).collect();
+    // Column widths follow what is on screen (header included).
+    let sort = app.sorts.get(&view);
+    let natural: Vec<u16> = (0..columns.len())
+        .map(|column| {
+            // The sorted column's header carries its ▲/▼.
+            let marker = u16::from(sort.is_some_and(|sort| sort.column == column));
+            let header = u16::try_from(Span::raw(columns[column].header).width()).unwrap_or(u16::MAX) + marker;
+            rows.iter()
+                .filter_map(|row| row.cells.get(column))
+                .map(|cell| u16::try_from(cell.width()).unwrap_or(u16::MAX))
+                .max()
+                .unwrap_or(0)
+                .max(header)
+        })
+        .collect();
+    let plan = table::plan(columns, &natural, area.width, app.wide, app.column_offset);
+    let widths: Vec<Constraint> = plan.shown.iter().map(|(_, width)| Constraint::Length(*width)).collect();
+    let header = Row::new(plan.shown.iter().map(|(column, width)| {
+        match sort {
+            // The marker survives a cut header (`AG…` would hide what is sorted).
+            Some(sort) if sort.column == *column => {
+                let mut header = table::fit(Line::raw(columns[*column].header), width.saturating_sub(1));
+                header.spans.push(Span::raw(if sort.descending { "▼" } else { "▲" }));
+                Cell::from(header)
+            }
+            _ => Cell::from(table::fit(Line::raw(columns[*column].header), *width)),
+        }
+    }))
+    .style(header_style);
     if app.visible.is_empty() {
         let text = if !app.snapshot.synced && app.connection.is_connected() {
             strings::SYNCING
@@ -245,200 +286,33 @@ fn draw_table(frame: &mut Frame, app: &App, area: Rect) {
         } else {
             strings::NOTHING_MATCHES
         };
-        let header = Row::new(headers.iter().map(|h| Cell::from(*h))).style(theme.muted().add_modifier(Modifier::BOLD));
-        frame.render_widget(Table::new(Vec::<Row>::new(), widths).header(header), area);
+        frame.render_widget(Table::new(Vec::<Row>::new(), widths).header(header).column_spacing(table::SPACING), area);
         let [_, message] = Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(area);
         frame.render_widget(Paragraph::new(format!(" {text}")).style(theme.muted()), message);
         return;
     }
-    let cursor = app.cursor();
-    let offset = cursor.offset.min(app.visible.len().saturating_sub(1));
-    let end = (offset + body_rows).min(app.visible.len());
-    let rows: Vec<Row> =
-        app.visible[offset..end].iter().map(|&index| table_row(app, &app.snapshot, view, index)).collect();
-    let header = Row::new(headers.iter().map(|h| Cell::from(*h))).style(theme.muted().add_modifier(Modifier::BOLD));
-    let table = Table::new(rows, widths).header(header).column_spacing(1).row_highlight_style(theme.selection());
+    let rows: Vec<Row> = rows
+        .into_iter()
+        .map(|row| {
+            let mut cells = row.cells;
+            let shown = plan.shown.iter().map(|(column, width)| {
+                let cell = cells.get_mut(*column).map(std::mem::take).unwrap_or_default();
+                Cell::from(table::fit(cell, *width))
+            });
+            let styled = Row::new(shown.collect::<Vec<_>>());
+            match row.style {
+                Some(style) => styled.style(style),
+                None => styled,
+            }
+        })
+        .collect();
+    let table =
+        Table::new(rows, widths).header(header).column_spacing(table::SPACING).row_highlight_style(theme.selection());
     let mut state = TableState::default();
     if body_rows > 0 {
         state.select(Some(cursor.selected.saturating_sub(offset)));
     }
     frame.render_stateful_widget(table, area, &mut state);
-}
-
-fn table_row<'a>(app: &App, snapshot: &'a Snapshot, view: ViewKind, index: usize) -> Row<'a> {
-    let theme = &app.theme;
-    let styled = |text: String, style: Style| Cell::from(Span::styled(text, style));
-    let state = |text: &str| Cell::from(Span::styled(text.to_string(), state_style(theme, text)));
-    match view {
-        ViewKind::Applications => snapshot.apps.get(index).map(|r| {
-            let batch = r.batch.as_ref().map_or_else(
-                || Cell::from(Span::styled("-", theme.muted())),
-                |b| {
-                    let window = if b.phase.is_terminal() {
-                        String::new()
-                    } else {
-                        format!(" · {}", window_text(b.window_end, app.now))
-                    };
-                    styled(format!("{}{window}", b.phase), state_style(theme, b.phase.as_str()))
-                },
-            );
-            Row::new(vec![
-                Cell::from(r.namespace.as_str()),
-                Cell::from(r.name.as_str()),
-                state(&r.state),
-                Cell::from(r.latest.clone().unwrap_or_else(|| "-".into())),
-                Cell::from(r.versions.to_string()),
-                styled(
-                    format!("{}/{}", r.tenants_ready, r.tenants),
-                    if r.tenants_ready < r.tenants { theme.warning() } else { theme.base() },
-                ),
-                Cell::from(r.opt_in.label()),
-                Cell::from(r.policy.label()),
-                batch,
-            ])
-        }),
-        ViewKind::Versions => snapshot.versions.get(index).map(|r| {
-            Row::new(vec![
-                Cell::from(r.namespace.as_str()),
-                Cell::from(r.name.as_str()),
-                Cell::from(r.application.as_str()),
-                styled(
-                    format!("{}{}", r.version, if r.latest { " ★" } else { "" }),
-                    if r.latest { theme.accent() } else { theme.base() },
-                ),
-                state(&r.state),
-                Cell::from(r.deployments.to_string()),
-                Cell::from(r.jobs.to_string()),
-                Cell::from(r.tenants.to_string()),
-                Cell::from(age(app, r.created)),
-            ])
-        }),
-        ViewKind::Tenants => snapshot.tenants.get(index).map(|r| {
-            Row::new(vec![
-                Cell::from(r.namespace.as_str()),
-                Cell::from(r.name.as_str()),
-                Cell::from(r.application.as_str()),
-                Cell::from(r.subdomain.as_str()),
-                state(&r.state),
-                Cell::from(tenant_version(r)),
-                Cell::from(r.strategy.as_str()),
-                Cell::from(
-                    r.operation.as_ref().map_or_else(|| "-".to_string(), |(op, st, step)| format!("{op} {st} {step}")),
-                ),
-                styled(r.blocked.clone().unwrap_or_default(), theme.warning()),
-            ])
-        }),
-        ViewKind::Operations => snapshot.operations.get(index).map(|r| {
-            Row::new(vec![
-                Cell::from(r.namespace.as_str()),
-                Cell::from(r.name.as_str()),
-                Cell::from(r.tenant.as_str()),
-                Cell::from(r.operation.as_str()),
-                state(&r.state),
-                Cell::from(r.step()),
-                Cell::from(r.active_job.clone().unwrap_or_else(|| "-".into())),
-                Cell::from(age(app, r.created)),
-                styled(r.message.clone(), theme.muted()),
-            ])
-        }),
-        ViewKind::Batches => snapshot.batches.get(index).map(|r| {
-            let window = if r.phase.is_terminal() { "-".to_string() } else { window_text(r.window_end, app.now) };
-            Row::new(vec![
-                Cell::from(r.namespace.as_str()),
-                Cell::from(r.name.as_str()),
-                Cell::from(r.application.as_str()),
-                state(r.phase.as_str()),
-                Cell::from(window),
-                Cell::from(r.secrets.len().to_string()),
-                styled(r.approval.clone(), if r.approval == "required" { theme.warning() } else { theme.base() }),
-                styled(
-                    r.progress.clone(),
-                    if r.progress.contains("stalled") || r.progress.contains("failed") {
-                        theme.error()
-                    } else {
-                        theme.base()
-                    },
-                ),
-                Cell::from(age(app, r.created)),
-                Cell::from(r.blast_radius()),
-            ])
-        }),
-        ViewKind::Rollouts => snapshot.rollouts.get(index).map(|r| {
-            let state_text = r.state.as_ref().map_or_else(|| "-".to_string(), ToString::to_string);
-            let stalled = matches!(r.state, Some(DeploymentRolloutState::Stalled | DeploymentRolloutState::Failed));
-            let row = Row::new(vec![
-                Cell::from(r.namespace.as_str()),
-                Cell::from(r.batch.as_str()),
-                Cell::from(r.deployment.as_str()),
-                Cell::from(r.version.as_str()),
-                Cell::from(r.action.to_string()),
-                state(&state_text),
-                Cell::from(progress_bar(
-                    theme,
-                    r.action == DeploymentAction::Restart,
-                    r.updated,
-                    r.available,
-                    r.replicas,
-                    r.state.as_ref(),
-                )),
-                styled(r.message.clone(), if stalled { theme.error() } else { theme.muted() }),
-            ]);
-            if stalled { row.style(theme.error()) } else { row }
-        }),
-        ViewKind::Events => snapshot.events.get(index).map(|r| {
-            let kind = if r.warning { "Warning" } else { "Normal" };
-            Row::new(vec![
-                Cell::from(age(app, r.time)),
-                state(kind),
-                Cell::from(r.reason.as_str()),
-                Cell::from(format!("{}/{}", r.namespace, r.application)),
-                Cell::from(r.note.as_str()),
-            ])
-        }),
-    }
-    .unwrap_or_default()
-}
-
-fn tenant_version(row: &TenantRow) -> String {
-    let current = row.current.as_ref().map_or("-", |(_, semver)| semver.as_str());
-    if row.target.is_empty() || row.target == current {
-        current.to_string()
-    } else {
-        format!("{current} → {}", row.target)
-    }
-}
-
-/// `██████░░░░ 3/5`: available replicas of the new ReplicaSet out of the desired.
-fn progress_bar(
-    theme: &Theme,
-    restarts: bool,
-    updated: i32,
-    available: i32,
-    replicas: i32,
-    state: Option<&DeploymentRolloutState>,
-) -> Line<'static> {
-    if !restarts {
-        return Line::from(Span::styled("-", theme.muted()));
-    }
-    if replicas <= 0 && state != Some(&DeploymentRolloutState::Complete) {
-        return Line::from(Span::styled("waiting", theme.muted()));
-    }
-    const WIDTH: i32 = 10;
-    let done =
-        if state == Some(&DeploymentRolloutState::Complete) { replicas.max(1) } else { updated.min(available).max(0) };
-    let total = replicas.max(1);
-    let filled = usize::try_from((done.min(total) * WIDTH) / total).unwrap_or(0);
-    let empty = usize::try_from(WIDTH).unwrap_or(10).saturating_sub(filled);
-    let style = match state {
-        Some(DeploymentRolloutState::Stalled | DeploymentRolloutState::Failed) => theme.error(),
-        Some(DeploymentRolloutState::Complete) => theme.ok(),
-        _ => theme.info(),
-    };
-    Line::from(vec![
-        Span::styled("█".repeat(filled), style),
-        Span::styled("░".repeat(empty), theme.muted()),
-        Span::raw(format!(" {}/{}", done.min(total), replicas)),
-    ])
 }
 
 fn draw_footer(frame: &mut Frame, app: &App, area: Rect) {
@@ -451,7 +325,7 @@ fn draw_footer(frame: &mut Frame, app: &App, area: Rect) {
             Span::styled("  Enter keep · Esc clear", theme.muted()),
         ]),
         Input::Command(text) => {
-            let hint = complete(text).filter(|c| c != text).map(|c| format!("  Tab → {c}")).unwrap_or_default();
+            let hint = complete(app, text).filter(|c| c != text).map(|c| format!("  Tab → {c}")).unwrap_or_default();
             Line::from(vec![
                 Span::styled(strings::COMMAND_PROMPT, theme.accent()),
                 Span::raw(text.clone()),
@@ -466,37 +340,118 @@ fn draw_footer(frame: &mut Frame, app: &App, area: Rect) {
                     Level::Warning => theme.warning(),
                     Level::Error => theme.error(),
                 };
-                Line::from(Span::styled(format!(" {}", flash.text), style))
+                // The message, wrapped over the footer's rows (cut with … past them), and
+                // `q quit` kept at the end of the last row.
+                let quit = app.keymap.keys(Action::Quit).first().map(|key| key.label()).unwrap_or_default();
+                let tail = vec![Span::styled(quit, theme.accent()), Span::styled(" quit", theme.muted())];
+                let tail_width: u16 = tail.iter().map(|span| span.width() as u16).sum::<u16>() + 3;
+                let rows = usize::from(area.height.max(1));
+                let width = usize::from(area.width.max(1));
+                // Cut into rows at character boundaries (a word wrap could push `q quit` out).
+                let room = u16::try_from((width * rows).saturating_sub(usize::from(tail_width))).unwrap_or(u16::MAX);
+                let message = table::fit(Line::raw(format!(" {}", flash.text)), room).to_string();
+                let mut lines: Vec<Line> = Vec::new();
+                let (mut row, mut row_width) = (String::new(), 0);
+                for ch in message.chars() {
+                    let ch_width = table::unicode_width(ch);
+                    if row_width + ch_width > width {
+                        lines.push(Line::from(Span::styled(std::mem::take(&mut row), style)));
+                        row_width = 0;
+                    }
+                    row.push(ch);
+                    row_width += ch_width;
+                }
+                let last_room = width.saturating_sub(usize::from(tail_width));
+                if row_width > last_room {
+                    lines.push(Line::from(Span::styled(std::mem::take(&mut row), style)));
+                    row_width = 0;
+                }
+                let pad = last_room.saturating_sub(row_width);
+                let mut last = vec![Span::styled(row, style), Span::raw(" ".repeat(pad + 2))];
+                last.extend(tail);
+                lines.push(Line::from(last));
+                let skip = lines.len().saturating_sub(rows);
+                frame.render_widget(Paragraph::new(lines.into_iter().skip(skip).collect::<Vec<_>>()), area);
+                return;
             }
-            None => key_hints(app),
+            None => key_hints(app, area.width),
         },
     };
     frame.render_widget(Paragraph::new(line), area);
 }
 
-/// The footer's key hints, from the key map; write keys are dimmed (struck) when disabled.
-fn key_hints(app: &App) -> Line<'static> {
-    let theme = &app.theme;
-    let mut spans = vec![Span::raw(" ")];
-    let mut hint = |action: Action, enabled: bool| {
-        let keys = app.keymap.keys(action);
-        let Some(key) = keys.first() else { return };
-        let style = if enabled { theme.accent() } else { theme.muted().add_modifier(Modifier::CROSSED_OUT) };
-        spans.push(Span::styled(key.label(), style));
-        spans.push(Span::styled(format!(" {}  ", strings::action_label(action)), theme.muted()));
+/// Keep the segments that fit in `width`, dropping the highest priority numbers first (0 always
+/// stays), in their original order, joined by `separator`.
+fn fit_segments(segments: Vec<(Vec<Span<'static>>, u8)>, separator: &Span<'static>, width: u16) -> Line<'static> {
+    let width_of = |kept: &[&(Vec<Span<'static>>, u8)]| -> usize {
+        1 + kept.iter().map(|(spans, _)| spans.iter().map(Span::width).sum::<usize>()).sum::<usize>()
+            + separator.width() * kept.len().saturating_sub(1)
     };
-    hint(Action::Help, true);
-    hint(Action::Enter, true);
-    hint(Action::Filter, true);
-    hint(Action::Command, true);
-    hint(Action::Detail, true);
-    hint(Action::Yaml, true);
-    if matches!(app.route.view, ViewKind::Batches | ViewKind::Rollouts | ViewKind::Applications) {
-        for action in [Action::Approve, Action::Force, Action::Hold, Action::Cancel] {
-            hint(action, write_blocked(app, action).is_none());
+    let mut dropped_up_to = u8::MAX;
+    let mut kept: Vec<&(Vec<Span<'static>>, u8)> = segments.iter().collect();
+    while width_of(&kept) > usize::from(width) && dropped_up_to > 0 {
+        let highest = kept.iter().map(|(_, priority)| *priority).max().unwrap_or(0);
+        if highest == 0 {
+            break;
         }
+        dropped_up_to = highest;
+        kept.retain(|(_, priority)| *priority < highest);
     }
-    hint(Action::Quit, true);
+    let mut spans = vec![Span::raw(" ")];
+    for (index, (segment, _)) in kept.into_iter().enumerate() {
+        if index > 0 {
+            spans.push(separator.clone());
+        }
+        spans.extend(segment.iter().cloned());
+    }
+    Line::from(spans)
+}
+
+/// The footer's key hints, from the key map. Write keys are struck through while blocked and
+/// left out in a read-only session; `? help` and `q quit` always stay, the others as they fit.
+fn key_hints(app: &App, width: u16) -> Line<'static> {
+    let theme = &app.theme;
+    let hint = |action: Action, enabled: bool| -> Option<Vec<Span<'static>>> {
+        let keys = app.keymap.keys(action);
+        let key = keys.first()?;
+        let style = if enabled { theme.accent() } else { theme.muted().add_modifier(Modifier::CROSSED_OUT) };
+        Some(vec![
+            Span::styled(key.label(), style),
+            Span::styled(format!(" {}", strings::action_label(action)), theme.muted()),
+        ])
+    };
+    let mut hints: Vec<Vec<Span<'static>>> = Vec::new();
+    let mut optional = vec![Action::Enter, Action::Filter, Action::Command];
+    if views::view(app.route.view).batch_keys() && !app.session.readonly {
+        optional.extend([Action::Approve, Action::Force, Action::Hold, Action::Cancel]);
+    }
+    optional.extend([Action::Detail, Action::Yaml, Action::Wide]);
+    let fixed: Vec<Vec<Span<'static>>> =
+        [Action::Help, Action::Quit].into_iter().filter_map(|a| hint(a, true)).collect();
+    let gap = 2;
+    let width_of = |spans: &[Span<'static>]| spans.iter().map(Span::width).sum::<usize>() + gap;
+    let mut room = usize::from(width).saturating_sub(1 + fixed.iter().map(|h| width_of(h)).sum::<usize>());
+    if let Some(help) = fixed.first() {
+        hints.push(help.clone());
+    }
+    for action in optional {
+        let enabled = !matches!(action, Action::Approve | Action::Force | Action::Hold | Action::Cancel)
+            || write_blocked(app, action).is_none();
+        let Some(spans) = hint(action, enabled) else { continue };
+        if width_of(&spans) > room {
+            break;
+        }
+        room -= width_of(&spans);
+        hints.push(spans);
+    }
+    hints.extend(fixed.into_iter().skip(1));
+    let mut spans = vec![Span::raw(" ")];
+    for (index, hint) in hints.into_iter().enumerate() {
+        if index > 0 {
+            spans.push(Span::raw("  "));
+        }
+        spans.extend(hint);
+    }
     Line::from(spans)
 }
 
@@ -520,9 +475,9 @@ fn popup_block<'a>(theme: &Theme, title: &'a str, hint: String) -> Block<'a> {
 }
 
 fn draw_text_popup(frame: &mut Frame, theme: &Theme, title: &str, lines: &[Line], scroll: usize, area: Rect) {
-    let popup = centered(area, 90, 85, 40, 8);
+    let popup = centered(area, POPUP_PERCENT, POPUP_PERCENT_Y, 40, POPUP_MIN_HEIGHT);
     frame.render_widget(Clear, popup);
-    let inner_height = usize::from(popup.height.saturating_sub(2));
+    let inner_height = popup_rows(area.height);
     let scroll = scroll.min(lines.len().saturating_sub(inner_height));
     let end = (scroll + inner_height).min(lines.len());
     let visible: Vec<Line> = lines[scroll.min(end)..end].to_vec();
@@ -530,47 +485,6 @@ fn draw_text_popup(frame: &mut Frame, theme: &Theme, title: &str, lines: &[Line]
         Paragraph::new(visible).block(popup_block(theme, title, strings::POPUP_HINT.to_string())),
         popup,
     );
-}
-
-/// Help, generated from the key map and the command list.
-fn help_lines(app: &App) -> Vec<Line<'static>> {
-    let theme = &app.theme;
-    let mut lines = vec![Line::from(Span::styled("Keys", theme.accent()))];
-    for action in Action::ALL {
-        let keys = app.keymap.label(*action);
-        if keys.is_empty() {
-            continue;
-        }
-        let mut spans =
-            vec![Span::styled(format!("  {keys:<14}"), theme.accent()), Span::raw(strings::action_help(*action))];
-        if action.writes()
-            && let Some(why) = write_blocked(app, *action)
-        {
-            spans.push(Span::styled(format!("  (disabled: {why})"), theme.muted()));
-        }
-        lines.push(Line::from(spans));
-    }
-    lines.push(Line::raw(""));
-    lines.push(Line::from(Span::styled("Commands", theme.accent())));
-    for (command, what) in strings::COMMANDS_HELP {
-        lines.push(Line::from(vec![Span::styled(format!("  {command:<32}"), theme.accent()), Span::raw(*what)]));
-    }
-    lines.push(Line::raw(""));
-    lines.push(Line::from(Span::styled("Session", theme.accent())));
-    lines.push(Line::raw(format!(
-        "  context {} · {} · engine {}",
-        app.session.context,
-        app.session.scope,
-        app.role_label()
-    )));
-    lines.push(Line::raw(format!("  theme {} (themes: {})", app.theme.name, app.theme_names.join(", "))));
-    if let Some(kubeconfig) = &app.session.demo_kubeconfig {
-        lines.push(Line::raw(""));
-        lines.push(Line::from(Span::styled("Demo", theme.accent())));
-        lines.push(Line::raw("  the sandbox cluster is also reachable with kubectl:"));
-        lines.push(Line::raw(format!("  KUBECONFIG={kubeconfig} kubectl get ca,cav,cat,rb -A")));
-    }
-    lines
 }
 
 fn draw_dialog(frame: &mut Frame, app: &App, area: Rect) {
@@ -604,8 +518,12 @@ fn draw_dialog(frame: &mut Frame, app: &App, area: Rect) {
         ])),
         heading,
     );
-    frame.render_widget(Paragraph::new(dialog.summary.clone()).style(theme.muted()), summary);
-    let preview_lines: Vec<Line> = dialog.preview.iter().map(|line| Line::from(line.as_str())).collect();
+    frame.render_widget(
+        Paragraph::new(table::fit(Line::raw(dialog.summary.clone()), summary.width)).style(theme.muted()),
+        summary,
+    );
+    let preview_lines: Vec<Line> =
+        dialog.preview.iter().map(|line| table::fit(Line::raw(line.clone()), preview.width)).collect();
     frame.render_widget(Paragraph::new(preview_lines), preview);
     frame.render_widget(Paragraph::new(explanation).wrap(Wrap { trim: true }), explain);
     if let Some(why) = &dialog.error {

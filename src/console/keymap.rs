@@ -23,6 +23,11 @@ pub enum Action {
     Help,
     Detail,
     Yaml,
+    Wide,
+    ScrollLeft,
+    ScrollRight,
+    Sort,
+    SortReverse,
     Approve,
     Force,
     Hold,
@@ -47,6 +52,11 @@ impl Action {
         Self::Help,
         Self::Detail,
         Self::Yaml,
+        Self::Wide,
+        Self::ScrollLeft,
+        Self::ScrollRight,
+        Self::Sort,
+        Self::SortReverse,
         Self::Approve,
         Self::Force,
         Self::Hold,
@@ -72,6 +82,11 @@ impl Action {
             Self::Help => "help",
             Self::Detail => "detail",
             Self::Yaml => "yaml",
+            Self::Wide => "wide",
+            Self::ScrollLeft => "scroll-left",
+            Self::ScrollRight => "scroll-right",
+            Self::Sort => "sort",
+            Self::SortReverse => "sort-reverse",
             Self::Approve => "approve",
             Self::Force => "force",
             Self::Hold => "hold",
@@ -196,6 +211,11 @@ impl Default for Keymap {
         bind(char_key('?'), Action::Help);
         bind(char_key('d'), Action::Detail);
         bind(char_key('y'), Action::Yaml);
+        bind(char_key('w'), Action::Wide);
+        bind(Key { code: KeyCode::Left, ctrl: false }, Action::ScrollLeft);
+        bind(Key { code: KeyCode::Right, ctrl: false }, Action::ScrollRight);
+        bind(char_key('s'), Action::Sort);
+        bind(char_key('S'), Action::SortReverse);
         bind(char_key('a'), Action::Approve);
         bind(char_key('F'), Action::Force);
         bind(char_key('h'), Action::Hold);

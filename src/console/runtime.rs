@@ -2,7 +2,7 @@
 //! keyboard and a 1 s tick, runs the commands `update` returns, and redraws after each batch of
 //! messages (never in a loop of its own).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,8 +10,6 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::Timestamp;
-use kube::ResourceExt as _;
-use kube::runtime::{WatchStreamExt as _, watcher};
 use ratatui::Terminal;
 use ratatui::backend::Backend;
 use ratatui::buffer::Buffer;
@@ -21,7 +19,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::ConsoleSetup;
 use super::app::{App, Session};
-use super::model;
 use super::update::{Command, Msg, update};
 use crate::cli::EngineArgs;
 use crate::cluster::stores::Stores;
@@ -29,6 +26,7 @@ use crate::cluster::{ClusterArgs, Connection, Scope, can_i, whoami};
 use crate::engine::config::{EngineConfig, EngineMode};
 use crate::engine::metrics::Metrics;
 use crate::engine::{EngineHandle, Role};
+use crate::readmodel;
 
 /// How many Events the Events view keeps (newest first).
 const EVENTS_KEPT: usize = 1000;
@@ -74,7 +72,7 @@ impl Live {
         generation: u64,
     ) -> Self {
         let cancel = CancellationToken::new();
-        let (stores, _tasks) = Stores::start(&connection.client, scope.clone(), cancel.child_token());
+        let (stores, _tasks) = Stores::start_with_events(&connection.client, scope.clone(), cancel.child_token());
         let mut config = options.engine.clone();
         if options.readonly {
             config.mode = EngineMode::Observe;
@@ -115,14 +113,7 @@ impl Live {
         let stores = self.view_stores().clone();
         let cancel = self.view.as_ref().map_or_else(|| self.cancel.clone(), |(_, cancel)| cancel.clone());
         self.forwarders.push(forward_connection(stores.connection(), tx.clone(), generation));
-        self.forwarders.push(tokio::spawn(snapshots(
-            stores,
-            self.connection.client.clone(),
-            self.scope.clone(),
-            tx.clone(),
-            generation,
-            cancel,
-        )));
+        self.forwarders.push(tokio::spawn(snapshots(stores, tx.clone(), generation, cancel)));
     }
 
     /// `:ns`: new view stores in `scope`; the engine keeps its own.
@@ -135,7 +126,7 @@ impl Live {
         }
         if scope != self.engine_stores.scope {
             let cancel = self.cancel.child_token();
-            let (stores, _tasks) = Stores::start(&self.connection.client, scope.clone(), cancel.clone());
+            let (stores, _tasks) = Stores::start_with_events(&self.connection.client, scope.clone(), cancel.clone());
             self.view = Some((stores, cancel));
         }
         self.scope = scope;
@@ -278,50 +269,37 @@ fn forward_identity(client: kube::Client, tx: mpsc::UnboundedSender<Envelope>, g
     })
 }
 
-/// Events about CAP objects and batches. Filtered here rather than with a field selector, which
-/// not every API server supports on `events.k8s.io/v1`.
-fn relevant(event: &Event) -> bool {
-    event.regarding.as_ref().and_then(|r| r.api_version.as_deref()).is_some_and(|version| {
-        version.starts_with("sme.sap.com/") || version.starts_with(crate::api::rotation_batch::GROUP)
-    })
-}
-
 fn event_time(event: &Event) -> Option<Timestamp> {
     event.event_time.as_ref().map(|t| t.0).or_else(|| event.metadata.creation_timestamp.as_ref().map(|t| t.0))
 }
 
-/// Rebuild the snapshot when a store or the Events change, at most every `SNAPSHOT_INTERVAL`
-/// (longer when a rebuild itself is slow).
-async fn snapshots(
-    stores: Stores,
-    client: kube::Client,
-    scope: Scope,
-    tx: mpsc::UnboundedSender<Envelope>,
-    generation: u64,
-    cancel: CancellationToken,
-) {
-    let api: kube::Api<Event> = scope.api(&client);
-    let mut stream = watcher(api, watcher::Config::default()).default_backoff().boxed();
-    let mut events: BTreeMap<String, Arc<Event>> = BTreeMap::new();
-    let mut initial: Option<BTreeMap<String, Arc<Event>>> = None;
+/// Rebuild the snapshot when a store changes, at most every `SNAPSHOT_INTERVAL` (longer when a
+/// rebuild itself is slow). The build runs on the blocking pool: on a big cluster it takes a
+/// while, and the async workers are the attached engine's too.
+async fn snapshots(stores: Stores, tx: mpsc::UnboundedSender<Envelope>, generation: u64, cancel: CancellationToken) {
     let mut changes = stores.changes();
     let mut synced = stores.is_ready();
-    let mut dirty = true;
     loop {
-        if dirty {
-            dirty = false;
-            let started = std::time::Instant::now();
-            let mut list: Vec<Arc<Event>> = events.values().cloned().collect();
-            list.sort_by_key(|event| std::cmp::Reverse(event_time(event)));
-            list.truncate(EVENTS_KEPT);
-            let snapshot = model::snapshot(&stores, &list);
-            if tx.send((generation, Msg::Snapshot(Arc::new(snapshot)))).is_err() {
-                return;
+        let started = std::time::Instant::now();
+        let building = stores.clone();
+        let built = tokio::task::spawn_blocking(move || {
+            let mut events: Vec<Arc<Event>> = building.events.as_ref().map(|store| store.state()).unwrap_or_default();
+            events.sort_by_key(|event| std::cmp::Reverse(event_time(event)));
+            events.truncate(EVENTS_KEPT);
+            readmodel::snapshot(&building, &events)
+        })
+        .await;
+        match built {
+            Ok(snapshot) => {
+                if tx.send((generation, Msg::Snapshot(Arc::new(snapshot)))).is_err() {
+                    return;
+                }
             }
-            tokio::select! {
-                () = cancel.cancelled() => return,
-                () = tokio::time::sleep(SNAPSHOT_INTERVAL.max(started.elapsed() * SNAPSHOT_PAUSE_FACTOR)) => {}
-            }
+            Err(error) => tracing::error!(%error, "building the console's view of the cluster failed"),
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(SNAPSHOT_INTERVAL.max(started.elapsed() * SNAPSHOT_PAUSE_FACTOR)) => {}
         }
         tokio::select! {
             () = cancel.cancelled() => return,
@@ -329,46 +307,8 @@ async fn snapshots(
                 if changed.is_err() {
                     return;
                 }
-                dirty = true;
             }
-            () = stores.wait_ready(), if !synced => {
-                synced = true;
-                dirty = true;
-            }
-            item = stream.next() => {
-                let Some(item) = item else { return };
-                match item {
-                    Ok(watcher::Event::Init) => initial = Some(BTreeMap::new()),
-                    Ok(watcher::Event::InitApply(event)) => {
-                        if relevant(&event) {
-                            initial.get_or_insert_with(BTreeMap::new).insert(event.uid().unwrap_or_default(), Arc::new(event));
-                        }
-                    }
-                    Ok(watcher::Event::InitDone) => {
-                        events = initial.take().unwrap_or_default();
-                        dirty = true;
-                    }
-                    Ok(watcher::Event::Apply(event)) => {
-                        if relevant(&event) {
-                            events.insert(event.uid().unwrap_or_default(), Arc::new(event));
-                            if events.len() > EVENTS_KEPT * 2 {
-                                let mut by_time: Vec<(Option<Timestamp>, String)> = events.iter().map(|(uid, e)| (event_time(e), uid.clone())).collect();
-                                by_time.sort();
-                                for (_, uid) in by_time.into_iter().take(EVENTS_KEPT) {
-                                    events.remove(&uid);
-                                }
-                            }
-                            dirty = true;
-                        }
-                    }
-                    Ok(watcher::Event::Delete(event)) => {
-                        if events.remove(&event.uid().unwrap_or_default()).is_some() {
-                            dirty = true;
-                        }
-                    }
-                    Err(error) => tracing::debug!(%error, "events watch failed; retrying"),
-                }
-            }
+            () = stores.wait_ready(), if !synced => synced = true,
         }
     }
 }
@@ -406,8 +346,11 @@ where
         })
     };
     let size = terminal.size().map_err(|error| anyhow::anyhow!("cannot read the terminal size: {error}"))?;
-    let mut pending: VecDeque<Msg> =
-        VecDeque::from([Msg::Tick(Timestamp::now()), Msg::Resize { width: size.width, height: size.height }]);
+    let mut pending: VecDeque<Msg> = VecDeque::from([
+        Msg::Tick(Timestamp::now()),
+        Msg::Resize { width: size.width, height: size.height },
+        Msg::Contexts(options.cluster.context_names()),
+    ]);
     let shutdown = hangup_or_shutdown();
     tokio::pin!(shutdown);
     let started = options.started;
@@ -448,6 +391,21 @@ where
                             let _ = tx.send((0, Msg::ActionDone(result)));
                         });
                     }
+                    Command::Detail(crate::console::views::DetailNeed::Dependencies { namespace, name }) => {
+                        // Reading the binding Secrets of a big application is not UI work.
+                        let stores = live.view_stores().clone();
+                        let tx = tx.clone();
+                        tokio::task::spawn_blocking(move || {
+                            let app = stores.applications.state().into_iter().find(|app| {
+                                app.metadata.namespace.as_deref() == Some(namespace.as_str())
+                                    && app.metadata.name.as_deref() == Some(name.as_str())
+                            });
+                            let report = app
+                                .map(|app| crate::deps::dependencies(&app, &stores))
+                                .ok_or_else(|| format!("application {namespace}/{name} is no longer in the cluster"));
+                            let _ = tx.send((generation, Msg::Dependencies { namespace, name, report }));
+                        });
+                    }
                     Command::CheckAccess { namespace } => {
                         let client = live.connection.client.clone();
                         let tx = tx.clone();
@@ -463,7 +421,38 @@ where
                             let _ = tx.send((generation, Msg::Access { namespace, allowed }));
                         });
                     }
+                    Command::ListNamespaces => {
+                        let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+                            kube::Api::all(live.connection.client.clone());
+                        let tx = tx.clone();
+                        tokio::spawn(async move {
+                            let names = namespaces
+                                .list_metadata(&kube::api::ListParams::default())
+                                .await
+                                .map(|list| list.items.into_iter().filter_map(|meta| meta.metadata.name).collect())
+                                .map_err(|error| crate::cluster::describe_error(&error));
+                            let _ = tx.send((generation, Msg::Namespaces(names)));
+                        });
+                    }
                     Command::SwitchNamespace(namespace) => {
+                        // `:ns nope` must not quietly show an empty cluster: ask the API server.
+                        if let Some(name) = &namespace {
+                            let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+                                kube::Api::all(live.connection.client.clone());
+                            match namespaces.get_opt(name).await {
+                                Ok(Some(_)) => {}
+                                Ok(None) => {
+                                    pending.push_back(Msg::Error(format!(
+                                        ":ns {name}: namespace {name} does not exist in context {} (`:ns all` for every namespace)",
+                                        live.connection.context
+                                    )));
+                                    continue;
+                                }
+                                // Not allowed to read namespaces (common): switch and let the
+                                // watches say what they can see.
+                                Err(error) => tracing::debug!(%error, namespace = %name, "cannot check the namespace"),
+                            }
+                        }
                         let scope = namespace.map_or(Scope::All, Scope::Namespace);
                         generation += 1;
                         pending.push_back(Msg::Switched {
@@ -540,12 +529,12 @@ async fn hangup_or_shutdown() {
     #[cfg(unix)]
     if let Ok(mut hangup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
         tokio::select! {
-            () = crate::commands::shutdown_signal() => {}
+            () = crate::process::shutdown_signal() => {}
             _ = hangup.recv() => {}
         }
         return;
     }
-    crate::commands::shutdown_signal().await;
+    crate::process::shutdown_signal().await;
 }
 
 /// Restores the terminal when dropped: on every exit path, errors and panics included (ratatui's

@@ -38,6 +38,8 @@ pub const POPUP_HINT: &str = "Esc close · j/k scroll";
 pub const DIALOG_HINT: &str = "Enter confirm · Esc cancel";
 pub const DIALOG_TOGGLE_HINT: &str = "Tab toggle approve";
 pub const FILTER_PROMPT: &str = "/";
+pub const NAMESPACES_FROM_VIEW: &str = "the namespaces of the objects in view; the API server would not list them";
+pub const NAMESPACES_LOADING: &str = "asking the API server for the namespaces…";
 pub const COMMAND_PROMPT: &str = ":";
 pub const INVALID_OBJECTS: &str = "objects that do not decode (see d on a row or the log)";
 
@@ -59,6 +61,11 @@ pub fn action_label(action: Action) -> &'static str {
         Action::Help => "help",
         Action::Detail => "detail",
         Action::Yaml => "yaml",
+        Action::Wide => "wide",
+        Action::ScrollLeft => "scroll left",
+        Action::ScrollRight => "scroll right",
+        Action::Sort => "sort",
+        Action::SortReverse => "reverse sort",
         Action::Approve => "approve",
         Action::Force => "force",
         Action::Hold => "hold/release",
@@ -85,6 +92,11 @@ pub fn action_help(action: Action) -> &'static str {
         Action::Help => "this help",
         Action::Detail => "detail: conditions and related objects",
         Action::Yaml => "the object as YAML (Secret values and env values masked)",
+        Action::Wide => "wide: every column at full width (scroll with ←/→); again to fit the terminal",
+        Action::ScrollLeft => "wide mode: show the columns to the left",
+        Action::ScrollRight => "wide mode: show the columns to the right",
+        Action::Sort => "sort by the next column (the sorted one is marked ▲/▼; after the last, unsorted)",
+        Action::SortReverse => "reverse the sort order",
         Action::Approve => "approve the selected batch (asks for a reason)",
         Action::Force => "end the selected batch's window now",
         Action::Hold => "hold the selected batch, or release it when held",
@@ -132,8 +144,9 @@ pub fn dialog_text(action: BatchAction, phase: &BatchPhase) -> (&'static str, &'
 pub const COMMANDS_HELP: &[(&str, &str)] = &[
     (":apps :versions :tenants :ops", "CAP views (also :ca :cav :cat :ctop)"),
     (":batches :rollouts :events", "rotation batches, per-Deployment rollouts, Events (also :rb :ev)"),
-    (":ns NAME | :ns all", "switch the namespace scope"),
-    (":ctx NAME", "switch the kubeconfig context"),
+    (":ns NAME | :ns all", "switch the namespace scope (Tab completes and lists the namespaces)"),
+    (":ctx NAME", "switch the kubeconfig context (Tab completes and lists the contexts)"),
+    (":sort COLUMN | :sort -COLUMN", "sort by a column (- descending); :sort alone: unsorted"),
     (":theme NAME", "switch the colour theme"),
     (":help  :q", "help, quit"),
 ];

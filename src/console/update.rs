@@ -7,15 +7,17 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use k8s_openapi::jiff::Timestamp;
 use ratatui_textarea::TextArea;
 
-use super::app::{Access, ActionDialog, App, Cursor, Flash, Focus, Input, Level, Overlay, Route, ViewKind};
+use super::app::{Access, ActionDialog, App, Cursor, Flash, Input, Level, Overlay, Route, Sort, ViewKind};
 use super::details;
 use super::keymap::Action;
-use super::model::Snapshot;
+use super::queries::{batch_action, complete, picker, selected_batch, selected_index, write_blocked};
 use super::strings;
 use super::theme::Theme;
+use super::views::view;
 use crate::cluster::stores::ConnectionState;
 use crate::engine::Role;
 use crate::engine::actions::{ActionReport, BatchAction};
+use crate::readmodel::Snapshot;
 
 pub enum Msg {
     Key(KeyEvent),
@@ -43,33 +45,60 @@ pub enum Msg {
         context: String,
         scope: String,
     },
+    /// The namespaces that exist, or why they cannot be listed.
+    Namespaces(Result<Vec<String>, String>),
+    /// The kubeconfig's contexts.
+    Contexts(Vec<String>),
+    /// An application's subscription dependencies, worked out for its detail pane.
+    Dependencies {
+        namespace: String,
+        name: String,
+        report: Result<crate::deps::DependencyReport, String>,
+    },
     Error(String),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
-    Act { namespace: String, batch: String, action: BatchAction, reason: Option<String> },
-    CheckAccess { namespace: String },
+    Act {
+        namespace: String,
+        batch: String,
+        action: BatchAction,
+        reason: Option<String>,
+    },
+    CheckAccess {
+        namespace: String,
+    },
     LoadTheme(String),
     SwitchNamespace(Option<String>),
     SwitchContext(String),
+    /// List the namespaces for the `:ns` picker (`Msg::Namespaces` answers).
+    ListNamespaces,
+    /// Work a detail pane needs (`Msg::Dependencies` answers).
+    Detail(super::views::DetailNeed),
     Quit,
 }
 
-/// How long a message stays in the footer.
+/// How long a message stays in the footer; errors stay longer, to be read.
 const FLASH_SECONDS: i64 = 8;
+const FLASH_ERROR_SECONDS: i64 = 20;
 
 pub fn update(app: &mut App, msg: Msg) -> Vec<Command> {
     match msg {
         Msg::Key(key) => handle_key(app, &key, std::time::Instant::now()),
         Msg::Resize { height, .. } => {
-            app.viewport_rows = usize::from(height.saturating_sub(super::draw::chrome_rows(height))).max(1);
+            app.viewport_rows = usize::from(height.saturating_sub(super::queries::chrome_rows(height))).max(1);
+            app.viewport_height = height;
             clamp(app);
             Vec::new()
         }
         Msg::Tick(now) => {
             app.now = now;
-            if app.flash.as_ref().is_some_and(|flash| now.as_second() - flash.at.as_second() >= FLASH_SECONDS) {
+            let expired = |flash: &Flash| {
+                let lasts = if flash.level == Level::Error { FLASH_ERROR_SECONDS } else { FLASH_SECONDS };
+                now.as_second() - flash.at.as_second() >= lasts
+            };
+            if app.flash.as_ref().is_some_and(expired) {
                 app.flash = None;
             }
             Vec::new()
@@ -146,6 +175,25 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Command> {
             refresh(app);
             Vec::new()
         }
+        Msg::Namespaces(names) => {
+            app.namespaces = Some(names);
+            Vec::new()
+        }
+        Msg::Contexts(contexts) => {
+            app.contexts = contexts;
+            Vec::new()
+        }
+        Msg::Dependencies { namespace, name, report } => {
+            app.dependencies.insert((namespace, name), report);
+            // An open detail pane shows the answer at once (the scroll stays where it was).
+            if let Overlay::Detail { scroll, .. } = &app.overlay {
+                let scroll = *scroll;
+                if let Some((title, lines)) = details::detail(app) {
+                    app.overlay = Overlay::Detail { title, lines, scroll };
+                }
+            }
+            Vec::new()
+        }
         Msg::Theme(Err(error)) | Msg::Error(error) => {
             flash(app, Level::Error, error);
             Vec::new()
@@ -159,121 +207,64 @@ pub fn flash(app: &mut App, level: Level, text: String) {
 
 // ----- rows -----------------------------------------------------------------------------------
 
-pub fn row_count(snapshot: &Snapshot, view: ViewKind) -> usize {
-    match view {
-        ViewKind::Applications => snapshot.apps.len(),
-        ViewKind::Versions => snapshot.versions.len(),
-        ViewKind::Tenants => snapshot.tenants.len(),
-        ViewKind::Operations => snapshot.operations.len(),
-        ViewKind::Batches => snapshot.batches.len(),
-        ViewKind::Rollouts => snapshot.rollouts.len(),
-        ViewKind::Events => snapshot.events.len(),
-    }
-}
-
-/// A stable identity of a row, to keep it selected when the data changes.
-fn row_key(snapshot: &Snapshot, view: ViewKind, index: usize) -> Option<(String, String)> {
-    let pair = |namespace: &str, name: String| Some((namespace.to_string(), name));
-    match view {
-        ViewKind::Applications => snapshot.apps.get(index).and_then(|r| pair(&r.namespace, r.name.clone())),
-        ViewKind::Versions => snapshot.versions.get(index).and_then(|r| pair(&r.namespace, r.name.clone())),
-        ViewKind::Tenants => snapshot.tenants.get(index).and_then(|r| pair(&r.namespace, r.name.clone())),
-        ViewKind::Operations => snapshot.operations.get(index).and_then(|r| pair(&r.namespace, r.name.clone())),
-        ViewKind::Batches => snapshot.batches.get(index).and_then(|r| pair(&r.namespace, r.name.clone())),
-        ViewKind::Rollouts => {
-            snapshot.rollouts.get(index).and_then(|r| pair(&r.namespace, format!("{}/{}", r.batch, r.deployment)))
-        }
-        ViewKind::Events => snapshot
-            .events
-            .get(index)
-            .and_then(|r| pair(&r.namespace, format!("{}/{}/{:?}", r.application, r.reason, r.time))),
-    }
-}
-
-/// Whether row `index` of `view` belongs to `focus`.
-fn in_focus(snapshot: &Snapshot, view: ViewKind, index: usize, focus: &Focus) -> bool {
-    let same = |a: &str, b: &str, c: &str, d: &str| a == c && b == d;
-    match (focus, view) {
-        (Focus::Application { namespace, name }, _) => {
-            let owner = match view {
-                ViewKind::Applications => snapshot.apps.get(index).map(|r| (&r.namespace, &r.name)),
-                ViewKind::Versions => snapshot.versions.get(index).map(|r| (&r.namespace, &r.application)),
-                ViewKind::Tenants => snapshot.tenants.get(index).map(|r| (&r.namespace, &r.application)),
-                ViewKind::Operations => snapshot.operations.get(index).map(|r| (&r.namespace, &r.application)),
-                ViewKind::Batches => snapshot.batches.get(index).map(|r| (&r.namespace, &r.application)),
-                ViewKind::Rollouts => snapshot.rollouts.get(index).map(|r| (&r.namespace, &r.application)),
-                ViewKind::Events => snapshot.events.get(index).map(|r| (&r.namespace, &r.application)),
-            };
-            owner.is_some_and(|(ns, app)| same(ns, app, namespace, name))
-        }
-        (Focus::Version { namespace, name }, ViewKind::Tenants) => snapshot
-            .tenants
-            .get(index)
-            .is_some_and(|r| r.namespace == *namespace && r.current.as_ref().is_some_and(|(cav, _)| cav == name)),
-        (Focus::Version { namespace, name }, ViewKind::Versions) => {
-            snapshot.versions.get(index).is_some_and(|r| same(&r.namespace, &r.name, namespace, name))
-        }
-        (Focus::Version { namespace, name }, ViewKind::Rollouts) => {
-            snapshot.rollouts.get(index).is_some_and(|r| same(&r.namespace, &r.version, namespace, name))
-        }
-        (Focus::Tenant { namespace, name }, ViewKind::Operations) => {
-            snapshot.operations.get(index).is_some_and(|r| same(&r.namespace, &r.tenant, namespace, name))
-        }
-        (Focus::Tenant { namespace, name }, ViewKind::Tenants) => {
-            snapshot.tenants.get(index).is_some_and(|r| same(&r.namespace, &r.name, namespace, name))
-        }
-        (Focus::Batch { namespace, name }, ViewKind::Rollouts) => {
-            snapshot.rollouts.get(index).is_some_and(|r| same(&r.namespace, &r.batch, namespace, name))
-        }
-        (Focus::Batch { namespace, name }, ViewKind::Batches) => {
-            snapshot.batches.get(index).is_some_and(|r| same(&r.namespace, &r.name, namespace, name))
-        }
-        // A focus that does not apply to this view narrows nothing.
-        _ => true,
-    }
-}
-
-/// The text a `/` filter searches in a row.
-fn row_text(snapshot: &Snapshot, view: ViewKind, index: usize) -> String {
-    match view {
-        ViewKind::Applications => {
-            snapshot.apps.get(index).map(|r| format!("{} {} {} {}", r.namespace, r.name, r.state, r.opt_in.label()))
-        }
-        ViewKind::Versions => snapshot
-            .versions
-            .get(index)
-            .map(|r| format!("{} {} {} {} {}", r.namespace, r.name, r.application, r.version, r.state)),
-        ViewKind::Tenants => snapshot
-            .tenants
-            .get(index)
-            .map(|r| format!("{} {} {} {} {}", r.namespace, r.name, r.application, r.subdomain, r.state)),
-        ViewKind::Operations => snapshot
-            .operations
-            .get(index)
-            .map(|r| format!("{} {} {} {} {}", r.namespace, r.name, r.tenant, r.operation, r.state)),
-        ViewKind::Batches => {
-            snapshot.batches.get(index).map(|r| format!("{} {} {} {}", r.namespace, r.name, r.application, r.phase))
-        }
-        ViewKind::Rollouts => {
-            snapshot.rollouts.get(index).map(|r| format!("{} {} {} {:?}", r.namespace, r.batch, r.deployment, r.state))
-        }
-        ViewKind::Events => {
-            snapshot.events.get(index).map(|r| format!("{} {} {} {}", r.namespace, r.application, r.reason, r.note))
-        }
-    }
-    .unwrap_or_default()
-    .to_lowercase()
+fn row_key(snapshot: &Snapshot, kind: ViewKind, index: usize) -> Option<(String, String)> {
+    view(kind).key(snapshot, index)
 }
 
 /// Recompute the visible rows of the current route and keep the selection on the same object.
+/// The `/` filter, as k9s reads it: a case-insensitive regular expression, `!` in front for the
+/// rows that do not match. Text that is not a valid expression matches as plain text, and the
+/// title line says why.
+pub struct RowFilter {
+    inverse: bool,
+    pattern: Result<regex::Regex, String>,
+    text: String,
+}
+
+impl RowFilter {
+    pub fn parse(filter: &str) -> Self {
+        let (inverse, text) = match filter.strip_prefix('!') {
+            Some(rest) => (true, rest),
+            None => (false, filter),
+        };
+        let pattern =
+            regex::RegexBuilder::new(text).case_insensitive(true).size_limit(1 << 20).build().map_err(|error| {
+                match error {
+                    regex::Error::Syntax(text) => text.lines().last().unwrap_or_default().trim().to_string(),
+                    other => other.to_string(),
+                }
+            });
+        Self { inverse, pattern, text: text.to_lowercase() }
+    }
+
+    pub fn matches(&self, row_text: &str) -> bool {
+        let found = match &self.pattern {
+            Ok(pattern) => pattern.is_match(row_text),
+            Err(_) => row_text.contains(&self.text),
+        };
+        found != self.inverse
+    }
+
+    /// Why the filter is matched as plain text, if it is.
+    pub fn error(&self) -> Option<&str> {
+        self.pattern.as_ref().err().map(String::as_str)
+    }
+}
+
 pub fn refresh(app: &mut App) {
     let view = app.route.view;
-    let filter = app.filter.to_lowercase();
+    let filter = (!app.filter.is_empty()).then(|| RowFilter::parse(&app.filter));
+    app.filter_error =
+        filter.as_ref().and_then(|f| f.error().map(|why| format!("invalid regex ({why}): matching the text")));
     let snapshot = Arc::clone(&app.snapshot);
-    app.visible = (0..row_count(&snapshot, view))
-        .filter(|&index| app.route.focus.as_ref().is_none_or(|focus| in_focus(&snapshot, view, index, focus)))
-        .filter(|&index| filter.is_empty() || row_text(&snapshot, view, index).contains(&filter))
+    let spec = super::views::view(view);
+    app.visible = (0..spec.len(&snapshot))
+        .filter(|&index| app.route.focus.as_ref().is_none_or(|focus| spec.in_focus(&snapshot, index, focus)))
+        .filter(|&index| {
+            filter.as_ref().is_none_or(|filter| filter.matches(&spec.search_text(&snapshot, index).unwrap_or_default()))
+        })
         .collect();
+    sort_visible(app);
     let mut cursor = app.cursor();
     if let Some(key) = &cursor.key
         && let Some(position) =
@@ -283,6 +274,29 @@ pub fn refresh(app: &mut App) {
     }
     app.cursors.insert(app.route.clone(), cursor);
     clamp(app);
+}
+
+/// Order the visible rows by the view's sort, if it has one (stable: equal keys keep the
+/// model's order).
+fn sort_visible(app: &mut App) {
+    let Some(sort) = app.sorts.get(&app.route.view).copied() else { return };
+    let spec = view(app.route.view);
+    let mut keyed: Vec<(Option<super::views::SortKey>, usize)> =
+        app.visible.iter().map(|&index| (spec.sort_key(app, index, sort.column), index)).collect();
+    keyed.sort_by(|a, b| if sort.descending { b.0.cmp(&a.0) } else { a.0.cmp(&b.0) });
+    app.visible = keyed.into_iter().map(|(_, index)| index).collect();
+}
+
+fn set_sort(app: &mut App, sort: Option<Sort>) {
+    match sort {
+        Some(sort) => {
+            app.sorts.insert(app.route.view, sort);
+        }
+        None => {
+            app.sorts.remove(&app.route.view);
+        }
+    }
+    refresh(app);
 }
 
 /// Keep the selection inside the rows and the offset around the selection.
@@ -306,11 +320,6 @@ fn set_selected(app: &mut App, selected: usize) {
     cursor.selected = selected;
     app.cursors.insert(app.route.clone(), cursor);
     clamp(app);
-}
-
-/// Index (into its snapshot list) of the selected row.
-pub fn selected_index(app: &App) -> Option<usize> {
-    app.visible.get(app.cursor().selected).copied()
 }
 
 fn navigate(app: &mut App, route: Route, remember: bool) {
@@ -359,7 +368,20 @@ pub fn handle_key(app: &mut App, key: &KeyEvent, at: std::time::Instant) -> Vec<
                 Some(Action::PageDown) => *scroll += app.viewport_rows,
                 Some(Action::PageUp) => *scroll = scroll.saturating_sub(app.viewport_rows),
                 Some(Action::Top) => *scroll = 0,
+                Some(Action::Bottom) => *scroll = usize::MAX,
                 _ => {}
+            }
+            // Keep the scroll inside the text, so ↑ after G moves at once.
+            let lines = match &app.overlay {
+                Overlay::Help { .. } => super::help::lines(app).len(),
+                Overlay::Detail { lines, .. } | Overlay::Yaml { lines, .. } => lines.len(),
+                Overlay::None | Overlay::Dialog(_) => 0,
+            };
+            let last = lines.saturating_sub(super::queries::popup_rows(app.viewport_height));
+            if let Overlay::Help { scroll } | Overlay::Detail { scroll, .. } | Overlay::Yaml { scroll, .. } =
+                &mut app.overlay
+            {
+                *scroll = (*scroll).min(last);
             }
             return Vec::new();
         }
@@ -404,10 +426,7 @@ pub fn handle_key(app: &mut App, key: &KeyEvent, at: std::time::Instant) -> Vec<
         Action::Filter => app.input = Input::Filter(app.filter.clone()),
         Action::Command => app.input = Input::Command(String::new()),
         Action::Help => app.overlay = Overlay::Help { scroll: 0 },
-        Action::Detail => match details::detail(app) {
-            Some((title, lines)) => app.overlay = Overlay::Detail { title, lines, scroll: 0 },
-            None => tracing::debug!(view = ?app.route.view, rows = app.visible.len(), "no row to show in detail"),
-        },
+        Action::Detail => return open_detail(app),
         Action::Yaml => match details::yaml(app) {
             Some(Ok((title, lines))) => app.overlay = Overlay::Yaml { title, lines, scroll: 0 },
             Some(Err(error)) => flash(app, Level::Error, error),
@@ -416,6 +435,34 @@ pub fn handle_key(app: &mut App, key: &KeyEvent, at: std::time::Instant) -> Vec<
         Action::Quit => {
             app.quit = true;
             return vec![Command::Quit];
+        }
+        Action::Wide => {
+            app.wide = !app.wide;
+            app.column_offset = 0;
+        }
+        Action::ScrollLeft => app.column_offset = app.column_offset.saturating_sub(1),
+        Action::ScrollRight => {
+            if !app.wide {
+                app.wide = true;
+            }
+            let columns = super::views::columns(app.route.view).len();
+            app.column_offset = (app.column_offset + 1).min(columns.saturating_sub(1));
+        }
+        Action::Sort => {
+            let columns = view(app.route.view).columns().len();
+            let next = match app.sorts.get(&app.route.view) {
+                None => Some(0),
+                Some(sort) if sort.column + 1 < columns => Some(sort.column + 1),
+                Some(_) => None,
+            };
+            set_sort(app, next.map(|column| Sort { column, descending: false }));
+        }
+        Action::SortReverse => {
+            let sort = match app.sorts.get(&app.route.view) {
+                Some(sort) => Sort { descending: !sort.descending, ..*sort },
+                None => Sort { column: 0, descending: true },
+            };
+            set_sort(app, Some(sort));
         }
         Action::Approve | Action::Force | Action::Hold | Action::Cancel => {}
     }
@@ -437,35 +484,27 @@ fn check_access_for_selection(app: &mut App) -> Vec<Command> {
 
 fn drill_down(app: &mut App) -> Vec<Command> {
     let Some(index) = selected_index(app) else { return Vec::new() };
-    let snapshot = Arc::clone(&app.snapshot);
-    let route = match app.route.view {
-        ViewKind::Applications => snapshot.apps.get(index).map(|row| Route {
-            view: ViewKind::Versions,
-            focus: Some(Focus::Application { namespace: row.namespace.clone(), name: row.name.clone() }),
-        }),
-        ViewKind::Versions => snapshot.versions.get(index).map(|row| Route {
-            view: ViewKind::Tenants,
-            focus: Some(Focus::Version { namespace: row.namespace.clone(), name: row.name.clone() }),
-        }),
-        ViewKind::Tenants => snapshot.tenants.get(index).map(|row| Route {
-            view: ViewKind::Operations,
-            focus: Some(Focus::Tenant { namespace: row.namespace.clone(), name: row.name.clone() }),
-        }),
-        ViewKind::Batches => snapshot.batches.get(index).map(|row| Route {
-            view: ViewKind::Rollouts,
-            focus: Some(Focus::Batch { namespace: row.namespace.clone(), name: row.name.clone() }),
-        }),
-        ViewKind::Operations | ViewKind::Rollouts | ViewKind::Events => None,
-    };
-    match route {
-        Some(route) => navigate(app, route, true),
-        None => {
-            if let Some((title, lines)) = details::detail(app) {
-                app.overlay = Overlay::Detail { title, lines, scroll: 0 };
-            }
+    match view(app.route.view).drill(&app.snapshot, index) {
+        Some(route) => {
+            navigate(app, route, true);
+            check_access_for_selection(app)
         }
+        None => open_detail(app),
     }
-    check_access_for_selection(app)
+}
+
+/// Open the selected row's detail pane, and ask for what it needs worked out.
+fn open_detail(app: &mut App) -> Vec<Command> {
+    let mut commands = check_access_for_selection(app);
+    let Some(index) = selected_index(app) else {
+        tracing::debug!(view = ?app.route.view, rows = app.visible.len(), "no row to show in detail");
+        return commands;
+    };
+    if let Some((title, lines)) = details::detail(app) {
+        app.overlay = Overlay::Detail { title, lines, scroll: 0 };
+        commands.extend(view(app.route.view).detail_needs(&app.snapshot, index).map(Command::Detail));
+    }
+    commands
 }
 
 fn input_key(app: &mut App, key: &KeyEvent) -> Vec<Command> {
@@ -494,9 +533,28 @@ fn input_key(app: &mut App, key: &KeyEvent) -> Vec<Command> {
         (Input::Command(text), KeyCode::Backspace) => {
             text.pop();
         }
-        (Input::Command(text), KeyCode::Tab) => {
-            if let Some(completed) = complete(text) {
-                *text = completed;
+        (Input::Command(text), KeyCode::Tab | KeyCode::BackTab) => {
+            let text = text.clone();
+            let next = match complete(app, &text) {
+                Some(completed) if completed != text => Some(completed),
+                // Nothing more in common: Tab walks the picker's list (Shift-Tab backwards).
+                _ => {
+                    let pool = picker(app, &text);
+                    let count = pool.len();
+                    let position = pool.iter().position(|candidate| *candidate == text);
+                    (count > 0).then(|| {
+                        let index = match (position, key.code) {
+                            (Some(i), KeyCode::BackTab) => (i + count - 1) % count,
+                            (Some(i), _) => (i + 1) % count,
+                            (None, KeyCode::BackTab) => count - 1,
+                            (None, _) => 0,
+                        };
+                        pool[index].clone()
+                    })
+                }
+            };
+            if let Some(next) = next {
+                app.input = Input::Command(next);
             }
         }
         (Input::Command(text), KeyCode::Enter) => {
@@ -504,43 +562,23 @@ fn input_key(app: &mut App, key: &KeyEvent) -> Vec<Command> {
             app.input = Input::None;
             return run_command(app, &line);
         }
-        (Input::Command(text), KeyCode::Char(ch)) => text.push(ch),
+        (Input::Command(text), KeyCode::Char(ch)) => {
+            text.push(ch);
+            // `:ns ` opens the namespace picker: ask the API server what exists.
+            if text == "ns " {
+                return vec![Command::ListNamespaces];
+            }
+        }
         _ => {}
     }
     Vec::new()
-}
-
-/// Every `:` command, for completion and help.
-pub fn command_names() -> Vec<&'static str> {
-    let mut names: Vec<&'static str> = ViewKind::ALL.iter().flat_map(|view| view.aliases().iter().copied()).collect();
-    names.extend(["ctx", "ns", "theme", "help", "q", "quit"]);
-    names
-}
-
-/// Complete the command word: the one command starting with it, else the longest common prefix.
-pub fn complete(text: &str) -> Option<String> {
-    if text.contains(' ') {
-        return None;
-    }
-    let candidates: Vec<&str> = command_names().into_iter().filter(|name| name.starts_with(text)).collect();
-    match candidates.as_slice() {
-        [] => None,
-        [one] => Some((*one).to_string()),
-        many => {
-            let first = many[0];
-            let common = (0..first.len())
-                .take_while(|&i| many.iter().all(|c| c.as_bytes().get(i) == first.as_bytes().get(i)))
-                .count();
-            (common > text.len()).then(|| first[..common].to_string())
-        }
-    }
 }
 
 fn run_command(app: &mut App, line: &str) -> Vec<Command> {
     let mut words = line.split_whitespace();
     let Some(command) = words.next() else { return Vec::new() };
     let argument = words.next();
-    if let Some(view) = ViewKind::ALL.iter().copied().find(|view| view.aliases().contains(&command)) {
+    if let Some(view) = ViewKind::ALL.iter().copied().find(|&kind| view(kind).aliases().contains(&command)) {
         app.back.clear();
         navigate(app, Route { view, focus: None }, false);
         return check_access_for_selection(app);
@@ -552,6 +590,25 @@ fn run_command(app: &mut App, line: &str) -> Vec<Command> {
         }
         ("help", _) => {
             app.overlay = Overlay::Help { scroll: 0 };
+            Vec::new()
+        }
+        ("sort", None) => {
+            set_sort(app, None);
+            Vec::new()
+        }
+        ("sort", Some(column)) => {
+            let (descending, name) = match column.strip_prefix('-') {
+                Some(name) => (true, name),
+                None => (false, column),
+            };
+            let columns = view(app.route.view).columns();
+            match columns.iter().position(|c| c.header.eq_ignore_ascii_case(name)) {
+                Some(column) => set_sort(app, Some(Sort { column, descending })),
+                None => {
+                    let names: Vec<String> = columns.iter().map(|c| c.header.to_lowercase()).collect();
+                    flash(app, Level::Error, format!("no column {name:?} here (columns: {})", names.join(", ")));
+                }
+            }
             Vec::new()
         }
         ("theme", Some(name)) => vec![Command::LoadTheme(name.to_string())],
@@ -578,53 +635,6 @@ fn run_command(app: &mut App, line: &str) -> Vec<Command> {
 }
 
 // ----- batch actions --------------------------------------------------------------------------
-
-/// The batch the selection points at (a batch row, or the batch of a rollout row).
-pub fn selected_batch(app: &App) -> Option<(String, String)> {
-    let index = selected_index(app)?;
-    match app.route.view {
-        ViewKind::Batches => app.snapshot.batches.get(index).map(|row| (row.namespace.clone(), row.name.clone())),
-        ViewKind::Rollouts => app.snapshot.rollouts.get(index).map(|row| (row.namespace.clone(), row.batch.clone())),
-        ViewKind::Applications => app
-            .snapshot
-            .apps
-            .get(index)
-            .and_then(|row| row.batch.as_ref().map(|batch| (row.namespace.clone(), batch.name.clone()))),
-        _ => None,
-    }
-}
-
-/// The batch action a key means for the selected batch (`h` releases a held batch).
-pub fn batch_action(app: &App, action: Action) -> Option<BatchAction> {
-    let (namespace, name) = selected_batch(app)?;
-    let batch = app.snapshot.batches.iter().find(|row| row.namespace == namespace && row.name == name)?;
-    Some(match action {
-        Action::Approve => BatchAction::Approve,
-        Action::Force => BatchAction::Force { approve: false },
-        Action::Hold if batch.object.spec.hold.is_some() => BatchAction::Release,
-        Action::Hold => BatchAction::Hold,
-        Action::Cancel => BatchAction::Cancel,
-        _ => return None,
-    })
-}
-
-/// Why a write key is disabled right now, if it is.
-pub fn write_blocked(app: &App, action: Action) -> Option<String> {
-    if app.session.readonly {
-        return Some(strings::READONLY.to_string());
-    }
-    let Some((namespace, name)) = selected_batch(app) else {
-        return Some(strings::SELECT_A_BATCH.to_string());
-    };
-    match app.access.get(&namespace) {
-        Some(Access::Denied(why)) => return Some(why.clone()),
-        Some(Access::Checking) | None => return Some(strings::CHECKING_ACCESS.to_string()),
-        Some(Access::Allowed) => {}
-    }
-    let batch = app.snapshot.batches.iter().find(|row| row.namespace == namespace && row.name == name)?;
-    let verb = batch_action(app, action)?;
-    verb.refusal(&batch.object)
-}
 
 fn open_dialog(app: &mut App, action: Action) -> Vec<Command> {
     let commands = check_access_for_selection(app);
@@ -663,9 +673,9 @@ fn open_dialog(app: &mut App, action: Action) -> Vec<Command> {
 }
 
 /// What the action touches: the Deployments the batch restarts and the tenants they serve.
-fn dialog_preview(snapshot: &super::model::Snapshot, row: &super::model::BatchRow) -> Vec<String> {
+fn dialog_preview(snapshot: &crate::readmodel::Snapshot, row: &crate::readmodel::BatchRow) -> Vec<String> {
     let restarts: Vec<String> = row.object.restarts().map(|d| d.name.clone()).collect();
-    let tenants = super::details::tenants_served(snapshot, row);
+    let tenants = super::views::tenants_served(snapshot, row);
     vec![strings::preview_line("restarts", &restarts), strings::preview_line("tenants served", &tenants)]
 }
 
@@ -725,7 +735,25 @@ pub fn top_cursor() -> Cursor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::console::sample::{self, SampleObjects};
+    use crate::console::app::Focus;
+
+    #[test]
+    fn the_filter_is_a_regex_with_an_inverse_and_says_when_it_is_not() {
+        let rows = ["cap-hr hr-portal-emea-1 ready", "cap-shop bookshop-t10 upgradeerror", "cap-shop travel ready"];
+        let matching = |filter: &str| -> Vec<usize> {
+            let filter = RowFilter::parse(filter);
+            (0..rows.len()).filter(|&i| filter.matches(rows[i])).collect()
+        };
+        assert_eq!(matching("ready"), [0, 2]);
+        assert_eq!(matching("READY"), [0, 2], "case-insensitive");
+        assert_eq!(matching("emea-[0-9]|t10"), [0, 1], "a regular expression");
+        assert_eq!(matching("!ready"), [1], "! keeps the rows that do not match");
+        assert_eq!(matching("!^cap-shop"), [0]);
+        let broken = RowFilter::parse("hr-(");
+        assert!(broken.error().is_some_and(|why| !why.is_empty()), "an invalid regex says so");
+        assert_eq!(matching("hr-("), Vec::<usize>::new(), "and matches as plain text");
+    }
+    use crate::demo::sample::{self, SampleObjects};
     use crossterm::event::KeyEventKind;
 
     fn app() -> App {
@@ -930,17 +958,21 @@ mod tests {
         assert_eq!(app.input, Input::Command("batche".into()));
         press(&mut app, KeyCode::Esc);
         assert_eq!(app.input, Input::None);
-        assert_eq!(complete("te"), Some("tenants".into()));
-        assert_eq!(complete("the"), Some("theme".into()));
-        assert_eq!(complete("zz"), None);
-        assert_eq!(complete("ns x"), None);
+        assert_eq!(complete(&app, "te"), Some("tenants".into()));
+        assert_eq!(complete(&app, "the"), Some("theme".into()));
+        assert_eq!(complete(&app, "zz"), None);
+        assert_eq!(complete(&app, "ns x"), None, "no namespace starts with x");
     }
 
     #[test]
     fn colon_commands_for_session_theme_help_and_quit() {
         let mut app = app();
-        assert_eq!(typed(&mut app, ":ns cap-hr\n"), vec![Command::SwitchNamespace(Some("cap-hr".into()))]);
-        assert_eq!(typed(&mut app, ":ns all\n"), vec![Command::SwitchNamespace(None)]);
+        assert_eq!(
+            typed(&mut app, ":ns cap-hr\n"),
+            vec![Command::ListNamespaces, Command::SwitchNamespace(Some("cap-hr".into()))],
+            "`:ns ` asks for the namespaces (for the picker)"
+        );
+        assert_eq!(typed(&mut app, ":ns all\n"), vec![Command::ListNamespaces, Command::SwitchNamespace(None)]);
         assert_eq!(typed(&mut app, ":ctx staging\n"), vec![Command::SwitchContext("staging".into())]);
         assert_eq!(typed(&mut app, ":theme light\n"), vec![Command::LoadTheme("light".into())]);
         assert!(typed(&mut app, ":theme\n").is_empty());
@@ -959,12 +991,25 @@ mod tests {
     #[test]
     fn question_mark_d_and_y_open_overlays_that_scroll_and_close() {
         let mut app = app();
+        // 15 rows: the help pane shows 10 lines of its text at a time.
+        update(&mut app, Msg::Resize { width: 80, height: 15 });
+        let help_lines = crate::console::help::lines(&app).len();
+        let last = help_lines - crate::console::queries::popup_rows(15);
+        assert!(last > app.viewport_rows + 1, "the help is longer than two pages at 80×15 ({help_lines} lines)");
         press(&mut app, KeyCode::Char('?'));
         assert!(matches!(app.overlay, Overlay::Help { scroll: 0 }));
         press(&mut app, KeyCode::Char('j'));
         press(&mut app, KeyCode::PageDown);
         assert!(matches!(app.overlay, Overlay::Help { scroll } if scroll == 1 + app.viewport_rows));
+        press(&mut app, KeyCode::Char('G'));
+        assert!(matches!(app.overlay, Overlay::Help { scroll } if scroll == last), "G: the help's last page");
         press(&mut app, KeyCode::Char('k'));
+        assert!(matches!(app.overlay, Overlay::Help { scroll } if scroll == last - 1), "k moves at once after G");
+        press(&mut app, KeyCode::PageDown);
+        press(&mut app, KeyCode::PageDown);
+        assert!(matches!(app.overlay, Overlay::Help { scroll } if scroll == last), "PgDn stops at the end");
+        press(&mut app, KeyCode::PageUp);
+        assert!(matches!(app.overlay, Overlay::Help { scroll } if scroll == last - app.viewport_rows));
         press(&mut app, KeyCode::Char('g'));
         assert!(matches!(app.overlay, Overlay::Help { scroll: 0 }));
         press(&mut app, KeyCode::Char('?'));
@@ -983,6 +1028,89 @@ mod tests {
         press(&mut app, KeyCode::Char('y'));
         assert!(matches!(app.overlay, Overlay::None));
         assert_eq!(app.flash.as_ref().map(|f| f.text.as_str()), Some(strings::NO_YAML));
+    }
+
+    #[test]
+    fn s_sorts_by_the_next_column_s_reverses_and_sort_names_a_column() {
+        let mut app = app();
+        typed(&mut app, ":tenants\n");
+        let names = |app: &App| -> Vec<String> {
+            app.visible.iter().map(|&i| app.snapshot.tenants[i].name.clone()).collect::<Vec<_>>()
+        };
+        let model_order = names(&app);
+        typed(&mut app, ":sort name\n");
+        let mut ascending = model_order.clone();
+        ascending.sort_by_key(|name| crate::console::views::SortKey::text(name));
+        assert_eq!(names(&app), ascending);
+        press(&mut app, KeyCode::Char('S'));
+        let descending: Vec<String> = ascending.iter().rev().cloned().collect();
+        assert_eq!(names(&app), descending, "S reverses");
+        typed(&mut app, ":sort\n");
+        assert_eq!(names(&app), model_order, ":sort alone: the model's order again");
+        press(&mut app, KeyCode::Char('s'));
+        assert_eq!(app.sorts.get(&ViewKind::Tenants), Some(&Sort { column: 0, descending: false }), "s: first column");
+        press(&mut app, KeyCode::Char('s'));
+        assert_eq!(app.sorts.get(&ViewKind::Tenants).map(|sort| sort.column), Some(1), "s: the next one");
+        typed(&mut app, ":sort -nope\n");
+        assert!(app.flash.as_ref().is_some_and(|f| f.level == Level::Error && f.text.contains("columns: namespace")));
+    }
+
+    #[test]
+    fn numbers_sort_as_numbers_and_ages_by_time() {
+        use crate::console::views::SortKey;
+        let mut names = vec!["t10", "t2", "T1", "t2a"];
+        names.sort_by_key(|name| SortKey::text(name));
+        assert_eq!(names, ["T1", "t2", "t2a", "t10"]);
+        let mut app = app();
+        typed(&mut app, ":ops\n:sort -age\n");
+        let created: Vec<_> = app.visible.iter().map(|&i| app.snapshot.operations[i].created).collect();
+        assert!(created.windows(2).all(|pair| pair[0] <= pair[1]), "-age: the oldest first {created:?}");
+    }
+
+    #[test]
+    fn tab_completes_and_walks_namespaces_contexts_and_columns() {
+        let mut app = app();
+        update(&mut app, Msg::Contexts(vec!["prod-eu10".into(), "prod-us10".into(), "staging".into()]));
+        typed(&mut app, ":ctx pro");
+        press(&mut app, KeyCode::Tab);
+        assert_eq!(app.input, Input::Command("ctx prod-".into()), "Tab completes the common prefix");
+        press(&mut app, KeyCode::Tab);
+        assert_eq!(app.input, Input::Command("ctx prod-eu10".into()), "then walks the candidates");
+        press(&mut app, KeyCode::Tab);
+        assert_eq!(app.input, Input::Command("ctx prod-us10".into()));
+        press(&mut app, KeyCode::BackTab);
+        assert_eq!(app.input, Input::Command("ctx prod-eu10".into()), "Shift-Tab walks back");
+        press(&mut app, KeyCode::Esc);
+        // Before the API server answers (or when it refuses), `:ns` offers the namespaces in view.
+        typed(&mut app, ":ns ");
+        assert_eq!(picker(&app, "ns "), ["ns all", "ns cap-hr", "ns cap-shop"]);
+        update(&mut app, Msg::Namespaces(Ok(vec!["cap-hr".into(), "cap-shop".into(), "kube-system".into()])));
+        assert_eq!(picker(&app, "ns k"), ["ns kube-system"]);
+        typed(&mut app, "k");
+        press(&mut app, KeyCode::Tab);
+        assert_eq!(app.input, Input::Command("ns kube-system".into()));
+        press(&mut app, KeyCode::Esc);
+        typed(&mut app, ":batches\n:sort ph");
+        press(&mut app, KeyCode::Tab);
+        assert_eq!(app.input, Input::Command("sort phase".into()), "columns complete too");
+    }
+
+    #[test]
+    fn errors_stay_longer_than_notes_and_both_expire() {
+        let mut app = app();
+        let start = app.now;
+        let at = |seconds: i64| Timestamp::from_second(start.as_second() + seconds).expect("time");
+        flash(&mut app, Level::Info, "noted".into());
+        update(&mut app, Msg::Tick(at(FLASH_SECONDS - 1)));
+        assert!(app.flash.is_some());
+        update(&mut app, Msg::Tick(at(FLASH_SECONDS)));
+        assert!(app.flash.is_none(), "a note goes after {FLASH_SECONDS}s");
+        app.now = start;
+        flash(&mut app, Level::Error, "broken".into());
+        update(&mut app, Msg::Tick(at(FLASH_SECONDS)));
+        assert!(app.flash.is_some(), "an error stays to be read");
+        update(&mut app, Msg::Tick(at(FLASH_ERROR_SECONDS)));
+        assert!(app.flash.is_none());
     }
 
     #[test]

@@ -50,36 +50,10 @@ pub fn parse_rollout_delay(value: Option<&str>) -> (Duration, Option<String>) {
     }
 }
 
-/// `1h`, `2m30s`, `45s`.
-pub fn humanize(duration: Duration) -> String {
-    let seconds = duration.as_secs();
-    let (hours, minutes, rest) = (seconds / 3600, (seconds % 3600) / 60, seconds % 60);
-    let mut out = String::new();
-    if hours > 0 {
-        out.push_str(&format!("{hours}h"));
-    }
-    if minutes > 0 {
-        out.push_str(&format!("{minutes}m"));
-    }
-    if rest > 0 || out.is_empty() {
-        out.push_str(&format!("{rest}s"));
-    }
-    out
-}
+pub use crate::api::go_duration::{GoDurationError, humanize, parse_go_duration};
 
-/// Parse a Go duration for flags (`10m`, `1h30m`).
-pub fn parse_go_duration(text: &str) -> Result<Duration, String> {
-    let trimmed = text.trim();
-    if trimmed.is_empty() {
-        return Err("an empty duration; use e.g. 10m or 1h30m".into());
-    }
-    let parsed: kube::core::Duration =
-        trimmed.parse().map_err(|error| format!("{text:?} is not a duration like 10m or 1h30m: {error}"))?;
-    if parsed.is_negative() {
-        return Err(format!("{text:?} must not be negative"));
-    }
-    Ok(Duration::from(parsed))
-}
+/// The namespace `capdeck manifests` installs into (and the demo's lease lives in).
+pub const INSTALL_NAMESPACE: &str = "capdeck-system";
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum ApprovalPolicy {
@@ -235,7 +209,10 @@ mod tests {
             assert_eq!(error.is_some(), logs, "{input:?}: {error:?}");
         }
         assert_eq!(parse_rollout_delay(Some("1d")).0, DEFAULT_ROLLOUT_DELAY, "no days in Go durations");
-        assert_eq!(parse_go_duration("-10m"), Err("\"-10m\" must not be negative".to_string()));
+        assert_eq!(
+            parse_go_duration("-10m").map_err(|e| e.to_string()),
+            Err("\"-10m\" must not be negative".to_string())
+        );
         assert_eq!(parse_go_duration("10m"), Ok(Duration::from_secs(600)));
     }
 

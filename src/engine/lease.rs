@@ -76,12 +76,10 @@ impl std::fmt::Display for Holder {
 }
 
 /// Read the Lease and say who holds it. A missing Lease is `Nobody`.
-pub async fn holder(client: &kube::Client, lease: &LeaseSettings) -> Result<Holder, String> {
+pub async fn holder(client: &kube::Client, lease: &LeaseSettings) -> Result<Holder, crate::cluster::ApiError> {
     let api: Api<Lease> = Api::namespaced(client.clone(), &lease.namespace);
-    match api.get_opt(&lease.name).await {
-        Ok(found) => Ok(holder_of(found.as_ref(), Timestamp::now())),
-        Err(error) => Err(crate::cluster::describe_error(&error)),
-    }
+    let found = api.get_opt(&lease.name).await.map_err(crate::cluster::ApiError)?;
+    Ok(holder_of(found.as_ref(), Timestamp::now()))
 }
 
 /// The pure part of `holder`.

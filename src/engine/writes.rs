@@ -239,12 +239,10 @@ impl Writes {
             };
             let generation = deployment.metadata.generation.unwrap_or(0);
             if deployment.annotations().get(ANNOTATION_ROLLED_BY).map(String::as_str) == Some(batch) {
-                let secret =
-                    crate::engine::plan::referenced_vcap_secret(&DeploymentView::from(&deployment)).ok().flatten();
+                let secret = crate::plan::referenced_vcap_secret(&DeploymentView::from(&deployment)).ok().flatten();
                 return Ok(Pointed::AlreadyRolled { generation, secret });
             }
-            let previous =
-                crate::engine::plan::referenced_vcap_secret(&DeploymentView::from(&deployment)).ok().flatten();
+            let previous = crate::plan::referenced_vcap_secret(&DeploymentView::from(&deployment)).ok().flatten();
             point_containers(&mut deployment, secret);
             let annotations = deployment.annotations_mut();
             annotations.insert(ANNOTATION_ROLLED_AT.into(), now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());

@@ -1008,11 +1008,11 @@ fn normalise_secret(resource: &ResourceType, object: &mut Value) -> Result<(), A
         .filter_map(|value| value.as_str().and_then(|text| base64::engine::general_purpose::STANDARD.decode(text).ok()))
         .map(|bytes| bytes.len())
         .sum();
-    if size > crate::engine::plan::MAX_SECRET_BYTES {
+    if size > crate::plan::MAX_SECRET_BYTES {
         return Err(ApiError::invalid(
             resource,
             &name,
-            format!("data: Too long: must have at most {} bytes", crate::engine::plan::MAX_SECRET_BYTES),
+            format!("data: Too long: must have at most {} bytes", crate::plan::MAX_SECRET_BYTES),
         ));
     }
     if object.get("type").is_none_or(Value::is_null) {

@@ -1,5 +1,5 @@
 //! One `VCAP_SERVICES` entry from one binding Secret, as the CAP Operator builds it
-//! (`reference/cap-operator-behaviour.md` §2.10), with two deliberate differences:
+//! (upstream `internal/controller/deployment.go`, VCAP_SERVICES assembly), with two deliberate differences:
 //! - a `.metadata` container property that is not a JSON object is an error for that Secret
 //!   (upstream panics on it), and
 //! - a Secret with neither `.metadata` nor `credentials` (servicebinding.io flat key/value)

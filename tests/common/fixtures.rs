@@ -11,8 +11,8 @@ use capdeck::cluster::Scope;
 use capdeck::cluster::stores::{StoreTasks, Stores};
 use capdeck::engine::config::{Clock, EngineConfig, EngineMode, LeaseSettings};
 use capdeck::engine::metrics::Metrics;
-use capdeck::engine::plan::{CapIndex, ObjectLookup, SecretLookup, plan_all};
 use capdeck::engine::{EngineHandle, Role};
+use capdeck::plan::{CapIndex, ObjectLookup, SecretLookup, plan_all};
 use capdeck::sandbox::Sandbox;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt as _;
@@ -135,6 +135,32 @@ pub fn current_sandbox(options: &AppOptions) -> Sandbox {
     sandbox
 }
 
+/// The world most sandbox stories start from: the fixture applications with current VCAP
+/// Secrets, simulated workload controllers, and an engine that leads and has finished its first
+/// pass (the start-up re-check). The one world builder of the sandbox suites.
+pub struct EngineWorld {
+    pub sandbox: Sandbox,
+    pub engine: RunningEngine,
+    /// Cancels the simulated workload controllers.
+    pub simulation: CancellationToken,
+}
+
+impl EngineWorld {
+    pub async fn start(apps: &[AppOptions], config: EngineConfig) -> Self {
+        let sandbox = Sandbox::default();
+        sandbox.install_crds();
+        for options in apps {
+            sandbox.load(application(options)).expect("fixture");
+        }
+        make_current(&sandbox);
+        let simulation = CancellationToken::new();
+        sandbox.simulate_workloads(Default::default(), simulation.clone());
+        let engine = RunningEngine::start(sandbox.client(), config).await;
+        engine.wait_for_first_pass_as_leader().await;
+        Self { sandbox, engine, simulation }
+    }
+}
+
 /// Give every affected Deployment a VCAP Secret with exactly its current payload (as the Go
 /// operator would have), so the engine starts with nothing to do.
 pub fn make_current(sandbox: &Sandbox) {
@@ -246,6 +272,17 @@ impl RunningEngine {
 
     pub async fn wait_for_role_within(&self, role: Role, limit: Duration) {
         super::eventually(&format!("engine role {role:?}"), limit, || async { self.role() == role }).await;
+    }
+
+    /// Leading and past its first pass as leader (the start-up re-check): waits for the engine's
+    /// pass count, not for a duration.
+    pub async fn wait_for_first_pass_as_leader(&self) {
+        let Some(handle) = self.handle.as_ref() else { return };
+        let mut passes = handle.passes.clone();
+        let waited =
+            tokio::time::timeout(Duration::from_secs(120), passes.wait_for(|count| count.as_leader >= 1)).await;
+        assert!(matches!(waited, Ok(Ok(_))), "the engine completed no pass as leader within 120 s");
+        assert_eq!(self.role(), Role::Leader, "the engine passed as leader but does not lead now");
     }
 
     pub async fn stop(mut self) {

@@ -59,19 +59,62 @@ pub fn http_client(url: &str) -> kube::Client {
     kube::Client::try_from(config).expect("client")
 }
 
-/// Poll `check` until it is true or `limit` passes (tokio time, so paused tests run instantly).
-pub async fn eventually<F, Fut>(what: &str, limit: Duration, mut check: F)
+/// What a poll saw: `true`/`Ok(())` when the wait is over, else (for `Result`) what it saw instead,
+/// which the timeout message shows.
+pub trait Observed {
+    fn outcome(self) -> Result<(), String>;
+}
+
+impl Observed for bool {
+    fn outcome(self) -> Result<(), String> {
+        if self { Ok(()) } else { Err("not yet".into()) }
+    }
+}
+
+impl Observed for Result<(), String> {
+    fn outcome(self) -> Result<(), String> {
+        self
+    }
+}
+
+/// Poll every 20 ms for the first second, then every 100 ms.
+fn poll_interval(waited: Duration) -> Duration {
+    if waited < Duration::from_secs(1) { Duration::from_millis(20) } else { Duration::from_millis(100) }
+}
+
+/// The one async wait of the tests: poll `check` until it holds or `limit` passes, on tokio's
+/// clock — paused tests advance instantly, wall-clock tests really wait. Panics naming `what`
+/// and the last observation.
+pub async fn eventually<F, Fut, O>(what: &str, limit: Duration, mut check: F)
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
+    Fut: Future<Output = O>,
+    O: Observed,
 {
-    let deadline = tokio::time::Instant::now() + limit;
+    let start = tokio::time::Instant::now();
     loop {
-        if check().await {
-            return;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        let last = match check().await.outcome() {
+            Ok(()) => return,
+            Err(last) => last,
+        };
+        let waited = start.elapsed();
+        assert!(waited < limit, "timed out after {limit:?} waiting for {what}; last seen: {last}");
+        tokio::time::sleep(poll_interval(waited)).await;
+    }
+}
+
+/// The one blocking wait (threads that drive processes, tmux): like `eventually`, on the wall
+/// clock.
+pub fn eventually_blocking<O: Observed>(what: &str, limit: Duration, mut check: impl FnMut() -> O) {
+    let start = std::time::Instant::now();
+    loop {
+        let last = match check().outcome() {
+            Ok(()) => return,
+            Err(last) => last,
+        };
+        let waited = start.elapsed();
+        assert!(waited < limit, "timed out after {limit:?} waiting for {what}; last seen: {last}");
+        std::thread::sleep(poll_interval(waited));
     }
 }
 
@@ -117,3 +160,39 @@ impl Drop for KillOnDrop {
 pub mod console;
 pub mod fixtures;
 pub mod invariants;
+
+/// `GET url` (plain HTTP on loopback, like `curl -s`): status and body, `None` while nothing
+/// answers. Written out so the sandbox world needs no curl.
+pub async fn http_get(url: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let rest = url.strip_prefix("http://")?;
+    let (authority, path) = rest.split_once('/').map_or((rest, "/".to_string()), |(a, p)| (a, format!("/{p}")));
+    let mut stream = tokio::net::TcpStream::connect(authority).await.ok()?;
+    let request = format!("GET {path} HTTP/1.0\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.ok()?;
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let code = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((code, body.to_string()))
+}
+
+/// The items of a `-o json` list (`{"kind": "List", "items": [...]}`); panics on anything else.
+pub fn list_items(json: &[u8]) -> Vec<serde_json::Value> {
+    let parsed: serde_json::Value = serde_json::from_slice(json).expect("-o json prints JSON");
+    assert_eq!(parsed["kind"], "List", "-o json of a list is a List: {parsed}");
+    parsed["items"].as_array().cloned().expect("items")
+}
+
+/// SIGTERM a child process and wait (wall clock) for its exit status.
+pub fn terminate(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
+    let status = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
+    assert!(status.success(), "kill -TERM {}", child.id());
+    let mut exit = None;
+    eventually_blocking("the process to stop on SIGTERM", limit, || {
+        exit = child.try_wait().expect("wait");
+        exit.is_some()
+    });
+    exit.expect("exited")
+}

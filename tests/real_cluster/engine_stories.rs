@@ -97,9 +97,8 @@ pub async fn rotation_rolls_out_then_deletes_previous_secrets(backend: Backend) 
 /// An engine starting on a cluster where everything is current writes nothing.
 pub async fn start_up_with_everything_current_writes_nothing(backend: Backend) {
     let r = running(backend, "start-up-current", &AppOptions::default()).await;
-    // Wait for the start-up re-check: the engine has planned once the stores synced and it leads;
-    // give it several progress intervals, then it must still have written nothing.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The start-up re-check runs in the first pass as leader, which writes whatever it opens.
+    r.engine.wait_for_first_pass_as_leader().await;
     let writes = workload_writes(&r.engine.writes());
     assert!(writes.is_empty(), "start-up wrote: {writes:#?}");
     assert!(r.world.batches("bookshop").await.is_empty());
@@ -163,8 +162,20 @@ pub async fn hold_then_release(backend: Backend) {
     act(&w.client, &w.ns, &name, BatchAction::Hold, "alice", Some("freeze"), Timestamp::now()).await.expect("hold");
     wait_phase(w, "bookshop", BatchPhase::Held, LONG).await;
     act(&w.client, &w.ns, &name, BatchAction::Approve, "alice", Some("ok"), Timestamp::now()).await.expect("approve");
-    // Held wins over the approval.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Held wins over the approval: once the engine has observed the spec with the approval
+    // (status.observedGeneration caught up), the batch is still held.
+    crate::common::eventually("the engine observes the approval", LONG, || async {
+        let batch = w.batches("bookshop").await.into_iter().find(|b| b.name_any() == name);
+        let observed = batch.as_ref().and_then(|b| b.status.as_ref()).and_then(|s| s.observed_generation);
+        let generation = batch.as_ref().and_then(|b| b.metadata.generation);
+        let approved = batch.as_ref().and_then(|b| b.spec.approval.as_ref()).is_some_and(|a| a.approved_by.is_some());
+        if approved && observed.is_some() && observed == generation {
+            Ok(())
+        } else {
+            Err(format!("approved {approved}, observedGeneration {observed:?} of {generation:?}"))
+        }
+    })
+    .await;
     assert_eq!(w.batches("bookshop").await.last().map(|b| b.phase()), Some(BatchPhase::Held));
     act(&w.client, &w.ns, &name, BatchAction::Release, "alice", Some("go"), Timestamp::now()).await.expect("release");
     wait_phase(w, "bookshop", BatchPhase::Succeeded, LONG).await;

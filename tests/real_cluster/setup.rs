@@ -11,7 +11,7 @@ use capdeck::api::{BatchPhase, CAPApplication, CAPApplicationVersion, CAPTenant,
 use capdeck::cluster::Scope;
 use capdeck::engine::Role;
 use capdeck::engine::config::{Clock, EngineConfig, EngineMode, LeaseSettings};
-use capdeck::engine::plan::{CapIndex, ObjectLookup, SecretLookup, plan_all};
+use capdeck::plan::{CapIndex, ObjectLookup, SecretLookup, plan_all};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt as _;
 use serde_json::{Value, json};

@@ -374,23 +374,4 @@ fn namespace_name(test: &str) -> String {
     format!("{}-{n}", base.trim_matches('-'))
 }
 
-/// Poll (wall clock) until `check` is true or `limit` passes; then panic with `what` and the
-/// last observation.
-pub async fn eventually<F, Fut>(what: &str, limit: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<(), String>>,
-{
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        let last = match check().await {
-            Ok(()) => return,
-            Err(last) => last,
-        };
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {limit:?} waiting for {what}; last seen: {last}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
+pub use crate::common::eventually;

@@ -1,0 +1,18 @@
+//! Records the git commit the binary was built from, for `capdeck version` and `-V`.
+//! `CAPDECK_GIT_COMMIT` (set by a build without `.git`, e.g. an image build) wins; without
+//! either the commit is `unknown`.
+
+use std::process::Command;
+
+fn main() {
+    println!("cargo:rerun-if-env-changed=CAPDECK_GIT_COMMIT");
+    println!("cargo:rerun-if-changed=.git/HEAD");
+    println!("cargo:rerun-if-changed=.git/refs");
+    println!("cargo:rerun-if-changed=.git/packed-refs");
+    let commit = std::env::var("CAPDECK_GIT_COMMIT").ok().filter(|c| !c.trim().is_empty()).or_else(|| {
+        let output = Command::new("git").args(["rev-parse", "--short=12", "HEAD"]).output().ok()?;
+        let commit = String::from_utf8(output.stdout).ok()?.trim().to_string();
+        (output.status.success() && !commit.is_empty()).then_some(commit)
+    });
+    println!("cargo:rustc-env=CAPDECK_GIT_COMMIT={}", commit.as_deref().unwrap_or("unknown"));
+}

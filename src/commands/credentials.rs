@@ -1,0 +1,195 @@
+//! `capdeck credentials [-n NS | -A] [-f PATH ...] [-o table|wide|json|yaml]`: when each consumed
+//! binding Secret's credentials rotate, when the old ones die, and whether a batch ends first.
+
+use std::io::Write as _;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
+
+use crate::api::RotationBatch;
+use crate::api::service_binding::{GROUP, ServiceBinding};
+use crate::cli::CredentialsArgs;
+use crate::cluster::{ClusterArgs, Scope, describe_error};
+use crate::credentials::{CredentialReport, CredentialsOverview, Inputs, Timing, human_signed, overview};
+use crate::manifest::Manifests;
+use crate::output::Table;
+use crate::plan::SecretLookup;
+
+pub async fn run(cluster: &ClusterArgs, args: &CredentialsArgs) -> anyhow::Result<ExitCode> {
+    args.output.refuse_name("credentials").map_err(|error| super::UsageError(error.to_string()))?;
+    let (manifests, bindings_known) = if args.files.is_empty() {
+        live(cluster).await?
+    } else {
+        match crate::manifest::load(&args.files) {
+            Ok(manifests) => {
+                for problem in &manifests.problems {
+                    eprintln!("warning: {}", problem.message);
+                }
+                // In manifests, ServiceBinding information exists when some binding is there.
+                let known = !manifests.service_bindings.is_empty();
+                (manifests, known)
+            }
+            Err(error) => {
+                eprintln!("error: {error}");
+                return Ok(ExitCode::from(1));
+            }
+        }
+    };
+    let now = Timestamp::now();
+    let result = overview(&Inputs {
+        applications: &manifests.applications,
+        secrets: &manifests,
+        bindings: bindings_known.then_some(manifests.service_bindings.as_slice()),
+        batches: &manifests.batches,
+        now,
+        timing: Timing { window: args.rollout_delay, expected_rollout: args.expected_rollout },
+    });
+    let document = serde_json::to_value(&result)?;
+    let text = crate::output::render_object(&args.output, "credentials", &document, |wide, headers| {
+        table(&result, now, wide, headers)
+    })
+    .map_err(|error| super::UsageError(error.to_string()))?;
+    if result.credentials.is_empty() && !matches!(args.output.format, crate::output::OutputFormat::Json) {
+        eprintln!("No CAPApplication consumes a binding Secret here.");
+    }
+    std::io::stdout().lock().write_all(text.as_bytes())?;
+    if !result.service_bindings_known {
+        eprintln!(
+            "note: no ServiceBinding information (the {GROUP} CRD is not installed, or not readable with these \
+             credentials): rotation times and old credentials are unknown"
+        );
+    }
+    if result.due_within_24h > 1 {
+        eprintln!("note: {} bindings rotate within 24h: expect as many batches", result.due_within_24h);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn table(result: &CredentialsOverview, now: Timestamp, wide: bool, headers: bool) -> String {
+    let mut table = Table::with_wide(
+        &[
+            "NAMESPACE",
+            "SECRET",
+            "APPLICATIONS",
+            "SOURCE",
+            "FORMAT",
+            "NEXT ROTATION",
+            "OLD CREDS DIE",
+            "MARGIN",
+            "VERDICT",
+        ],
+        &["BINDING", "POLICY", "REASONS"],
+    );
+    let until = |time: Timestamp| human_signed(time.as_second() - now.as_second());
+    for report in &result.credentials {
+        table.row(vec![
+            report.namespace.clone(),
+            report.secret.clone(),
+            report.applications.join(","),
+            source_label(report).into(),
+            serde_json::to_value(report.format).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
+            report
+                .rotation
+                .as_ref()
+                .and_then(|rotation| rotation.next_due)
+                .map_or_else(|| "-".into(), |due| format!("in {}", until(due))),
+            report.earliest_revocation().map_or_else(|| "-".into(), |time| format!("in {}", until(time))),
+            report.margin_seconds.map_or_else(|| "-".into(), human_signed),
+            report.verdict.as_str().into(),
+            report.service_binding.clone().unwrap_or_else(|| "-".into()),
+            report.rotation.as_ref().map_or_else(
+                || "-".into(),
+                |rotation| match (rotation.enabled, &rotation.frequency, &rotation.rotated_binding_ttl) {
+                    (true, Some(frequency), Some(ttl)) => format!("every {frequency}, old kept {ttl}"),
+                    _ => "off".into(),
+                },
+            ),
+            report.reasons.join("; "),
+        ]);
+    }
+    table.render_with(wide, headers)
+}
+
+fn source_label(report: &CredentialReport) -> &'static str {
+    match report.source {
+        crate::credentials::Source::SapBtp => "sap-btp",
+        crate::credentials::Source::CfServiceOperator => "cf",
+        crate::credentials::Source::Unknown => "unknown",
+    }
+}
+
+/// The objects from the cluster, gathered into the shape manifests have.
+async fn live(cluster: &ClusterArgs) -> anyhow::Result<(Manifests, bool)> {
+    let connection = cluster.connect().await?;
+    let scope = cluster.scope(&connection);
+    let client = &connection.client;
+    let mut manifests = Manifests {
+        applications: super::tenants::list(client, &scope, "CAPApplication").await?,
+        ..Manifests::default()
+    };
+    let batches: kube::Api<RotationBatch> = scope.api(client);
+    manifests.batches = match batches.list(&ListParams::default()).await {
+        Ok(list) => list.items.into_iter().map(Arc::new).collect(),
+        Err(kube::Error::Api(status)) if status.code == 404 => Vec::new(),
+        Err(error) => anyhow::bail!("cannot list RotationBatches: {}", describe_error(&error)),
+    };
+    for app in &manifests.applications {
+        let namespace = app.metadata.namespace.clone().unwrap_or_default();
+        let secrets: kube::Api<Secret> = kube::Api::namespaced(client.clone(), &namespace);
+        for service in &app.spec.btp.services {
+            let key = (namespace.clone(), service.secret.clone());
+            if manifests.secrets.contains_key(&key) {
+                continue;
+            }
+            let lookup = match secrets.get_opt(&service.secret).await {
+                Ok(Some(secret)) => SecretLookup::Found(Arc::new(secret)),
+                Ok(None) => SecretLookup::Missing,
+                Err(error) => SecretLookup::Malformed(format!("cannot be read: {}", describe_error(&error))),
+            };
+            manifests.secrets.insert(key, lookup);
+        }
+    }
+    let known = match service_bindings(client, &scope).await {
+        Ok(Some(bindings)) => {
+            manifests.service_bindings = bindings;
+            true
+        }
+        Ok(None) => false,
+        Err(why) => {
+            eprintln!("warning: cannot list ServiceBindings: {why}");
+            false
+        }
+    };
+    Ok((manifests, known))
+}
+
+/// sap-btp-service-operator's ServiceBindings; `None` when the kind is not served.
+pub(super) async fn service_bindings(
+    client: &kube::Client,
+    scope: &Scope,
+) -> Result<Option<Vec<ServiceBinding>>, String> {
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(GROUP, "v1", "ServiceBinding"));
+    let api: kube::Api<DynamicObject> = match scope {
+        Scope::All => kube::Api::all_with(client.clone(), &resource),
+        Scope::Namespace(namespace) => kube::Api::namespaced_with(client.clone(), namespace, &resource),
+    };
+    match api.list(&ListParams::default()).await {
+        Ok(list) => Ok(Some(
+            list.items
+                .into_iter()
+                .filter_map(|object| {
+                    let name = object.metadata.name.clone().unwrap_or_default();
+                    serde_json::to_value(object)
+                        .and_then(serde_json::from_value::<ServiceBinding>)
+                        .map_err(|error| eprintln!("warning: ServiceBinding {name} does not decode: {error}"))
+                        .ok()
+                })
+                .collect(),
+        )),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+        Err(error) => Err(describe_error(&error)),
+    }
+}

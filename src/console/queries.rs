@@ -1,0 +1,163 @@
+//! Read-only questions about the console's state, asked by `update` (to act), `draw` (to show)
+//! and `details`: which row is selected, which write a key would make and why it is blocked,
+//! how many rows a view has, how the command line completes. Nothing here changes state.
+
+use super::app::{Access, App, ViewKind};
+use super::keymap::Action;
+use super::strings;
+use super::views::view;
+use crate::engine::actions::BatchAction;
+use crate::readmodel::Snapshot;
+
+pub fn row_count(snapshot: &Snapshot, kind: ViewKind) -> usize {
+    view(kind).len(snapshot)
+}
+
+/// Index (into its snapshot list) of the selected row.
+pub fn selected_index(app: &App) -> Option<usize> {
+    app.visible.get(app.cursor().selected).copied()
+}
+
+/// The batch the selection points at (a batch row, or the batch of a rollout row).
+pub fn selected_batch(app: &App) -> Option<(String, String)> {
+    view(app.route.view).batch(&app.snapshot, selected_index(app)?)
+}
+
+/// The batch action a key means for the selected batch (`h` releases a held batch).
+pub fn batch_action(app: &App, action: Action) -> Option<BatchAction> {
+    let (namespace, name) = selected_batch(app)?;
+    let batch = app.snapshot.batches.iter().find(|row| row.namespace == namespace && row.name == name)?;
+    Some(match action {
+        Action::Approve => BatchAction::Approve,
+        Action::Force => BatchAction::Force { approve: false },
+        Action::Hold if batch.object.spec.hold.is_some() => BatchAction::Release,
+        Action::Hold => BatchAction::Hold,
+        Action::Cancel => BatchAction::Cancel,
+        _ => return None,
+    })
+}
+
+/// Why a write key is disabled right now, if it is.
+pub fn write_blocked(app: &App, action: Action) -> Option<String> {
+    if app.session.readonly {
+        return Some(strings::READONLY.to_string());
+    }
+    let Some((namespace, name)) = selected_batch(app) else {
+        return Some(strings::SELECT_A_BATCH.to_string());
+    };
+    match app.access.get(&namespace) {
+        Some(Access::Denied(why)) => return Some(why.clone()),
+        Some(Access::Checking) | None => return Some(strings::CHECKING_ACCESS.to_string()),
+        Some(Access::Allowed) => {}
+    }
+    let batch = app.snapshot.batches.iter().find(|row| row.namespace == namespace && row.name == name)?;
+    let verb = batch_action(app, action)?;
+    verb.refusal(&batch.object)
+}
+
+/// Every `:` command, for completion and help.
+pub fn command_names() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> =
+        ViewKind::ALL.iter().flat_map(|&kind| view(kind).aliases().iter().copied()).collect();
+    names.extend(["ctx", "ns", "theme", "help", "q", "quit"]);
+    names
+}
+
+/// Every command line that `text` could become: command words, or for `:ns`, `:ctx`, `:sort`
+/// and `:theme` the namespaces, contexts, columns and themes that exist (what the picker lists).
+pub fn candidates(app: &App, text: &str) -> Vec<String> {
+    let Some((command, argument)) = text.split_once(' ') else {
+        return command_names().into_iter().filter(|name| name.starts_with(text)).map(str::to_string).collect();
+    };
+    let argument = argument.trim_start();
+    let values: Vec<String> = match command {
+        "ns" => std::iter::once("all".to_string()).chain(namespaces(app)).collect(),
+        "ctx" => app.contexts.clone(),
+        "sort" => {
+            let names = view(app.route.view).columns().iter().map(|column| column.header.to_lowercase());
+            if argument.starts_with('-') { names.map(|name| format!("-{name}")).collect() } else { names.collect() }
+        }
+        "theme" => app.theme_names.clone(),
+        _ => Vec::new(),
+    };
+    values.into_iter().filter(|value| value.starts_with(argument)).map(|value| format!("{command} {value}")).collect()
+}
+
+/// What the picker under the command line lists (and Tab walks): the candidates of what is
+/// typed, or — once an argument is complete — every value of its command.
+pub fn picker(app: &App, text: &str) -> Vec<String> {
+    let list = candidates(app, text);
+    match text.split_once(' ') {
+        Some((command, _)) if list.len() == 1 && list[0] == text => candidates(app, &format!("{command} ")),
+        _ => list,
+    }
+}
+
+/// The namespaces `:ns` offers: those the API server listed, else those of the objects in view.
+pub fn namespaces(app: &App) -> Vec<String> {
+    match &app.namespaces {
+        Some(Ok(names)) => names.clone(),
+        Some(Err(_)) | None => {
+            let mut names: Vec<String> = app.snapshot.apps.iter().map(|row| row.namespace.clone()).collect();
+            names.extend(app.snapshot.batches.iter().map(|row| row.namespace.clone()));
+            names.sort();
+            names.dedup();
+            names
+        }
+    }
+}
+
+/// Complete the command line: the one candidate, else the candidates' longest common prefix
+/// when it is longer than what is typed.
+pub fn complete(app: &App, text: &str) -> Option<String> {
+    let candidates = candidates(app, text);
+    match candidates.as_slice() {
+        [] => None,
+        [one] => Some(one.clone()),
+        many => {
+            let first = &many[0];
+            let common = (0..first.len())
+                .take_while(|&i| many.iter().all(|c| c.as_bytes().get(i) == first.as_bytes().get(i)))
+                .count();
+            let common = (0..=common).rev().find(|&i| first.is_char_boundary(i)).unwrap_or(0);
+            (common > text.len()).then(|| first[..common].to_string())
+        }
+    }
+}
+
+/// Terminals shorter than this get the compact layout.
+pub const COMPACT_BELOW: u16 = 10;
+
+/// Lines around the table rows: header, tab bar, title, column header, footer (compact: 3).
+pub fn chrome_rows(height: u16) -> u16 {
+    if height < COMPACT_BELOW { 3 } else { 5 }
+}
+
+/// The text popups (help, detail, YAML): this share of the terminal, at least this high.
+pub const POPUP_PERCENT: u16 = 90;
+pub const POPUP_PERCENT_Y: u16 = 85;
+pub const POPUP_MIN_HEIGHT: u16 = 8;
+
+/// Text rows inside a popup on a terminal `height` rows high (its border takes two).
+pub fn popup_rows(height: u16) -> usize {
+    let part = u16::try_from(u32::from(height) * u32::from(POPUP_PERCENT_Y) / 100).unwrap_or(height);
+    usize::from(part.max(POPUP_MIN_HEIGHT).min(height).saturating_sub(2))
+}
+
+/// Most lines a footer message wraps to.
+pub const FOOTER_MAX_ROWS: u16 = 3;
+
+/// Footer rows for a terminal `width` columns wide and `height` rows high: a long message wraps
+/// (up to `FOOTER_MAX_ROWS`, never on a short terminal), anything else takes one line.
+pub fn footer_rows(app: &App, width: u16, height: u16) -> u16 {
+    let Some(flash) = app.flash.as_ref().filter(|_| app.input == super::app::Input::None) else { return 1 };
+    if height < COMPACT_BELOW || width == 0 {
+        return 1;
+    }
+    // " message" and "  q quit " at the end of the last row.
+    let needed = 1 + usize::from(super::table::text_width(&flash.text)) + FOOTER_QUIT_WIDTH;
+    u16::try_from(needed.div_ceil(usize::from(width))).unwrap_or(FOOTER_MAX_ROWS).clamp(1, FOOTER_MAX_ROWS)
+}
+
+/// The width of `  q quit ` at the end of a message (a rebound key's label may be longer).
+const FOOTER_QUIT_WIDTH: usize = 9;

@@ -1,0 +1,270 @@
+//! Views as types: everything about one view — its title and `:` aliases, columns (with
+//! priorities and width bounds, see `table`), the cells of a row and their styles, the row's key,
+//! search text and sort keys, where Enter leads, the detail pane and the YAML — lives in one
+//! file under `views/`. Adding a view is that file, a `ViewKind` variant and one line in
+//! [`view`]. The severities here are the only place a state word gets its colour.
+
+mod applications;
+mod batches;
+mod detail_lines;
+mod events;
+mod operations;
+mod rollouts;
+mod tenants;
+mod versions;
+
+use ratatui::style::{Modifier, Style};
+use ratatui::text::Line;
+use serde_json::Value;
+
+use super::app::{App, Focus, Route, ViewKind};
+use super::table::Column;
+use super::theme::Theme;
+use crate::output::human_duration;
+use crate::readmodel::Snapshot;
+
+pub use detail_lines::tenants_served;
+
+/// The cells of one row and the row's own style (a stalled rollout is red as a whole).
+pub struct RowCells {
+    pub cells: Vec<Line<'static>>,
+    pub style: Option<Style>,
+}
+
+impl RowCells {
+    pub fn new(cells: Vec<Line<'static>>) -> Self {
+        Self { cells, style: None }
+    }
+
+    pub fn styled(self, style: Style) -> Self {
+        Self { style: Some(style), ..self }
+    }
+}
+
+/// One view, written against its own row type.
+pub trait ViewSpec: Sync {
+    type Row;
+    const TITLE: &'static str;
+    /// `:` commands that open the view.
+    const ALIASES: &'static [&'static str];
+    const COLUMNS: &'static [Column];
+    /// Whether the batch keys (approve, force, hold, cancel) act on its rows.
+    const BATCH_KEYS: bool = false;
+
+    fn rows(snapshot: &Snapshot) -> &[Self::Row];
+    /// A stable identity, to keep a row selected when the data changes.
+    fn key(row: &Self::Row) -> (String, String);
+    /// (namespace, application) the row belongs to.
+    fn owner(row: &Self::Row) -> (&str, &str);
+    /// Whether the row is inside a focus other than an application's; `None`: the focus does
+    /// not narrow this view.
+    fn narrowed(_row: &Self::Row, _focus: &Focus) -> Option<bool> {
+        None
+    }
+    /// The text a `/` filter searches.
+    fn search_text(row: &Self::Row) -> String;
+    fn cells(app: &App, row: &Self::Row) -> RowCells;
+    /// How column `column` sorts; by default its text, numbers in it compared as numbers.
+    fn sort_key(_app: &App, _row: &Self::Row, _column: usize) -> Option<SortKey> {
+        None
+    }
+    /// Where Enter leads; `None` opens the detail pane.
+    fn drill(_row: &Self::Row) -> Option<Route> {
+        None
+    }
+    /// `(title, lines)` of the detail pane.
+    fn detail(app: &App, row: &Self::Row) -> (String, Vec<String>);
+    /// What the detail pane needs worked out (off the UI) when it opens.
+    fn detail_needs(_row: &Self::Row) -> Option<DetailNeed> {
+        None
+    }
+    /// `(title, object)` for the YAML view; `None` when the row has no object.
+    fn yaml(_snapshot: &Snapshot, _row: &Self::Row) -> Option<(String, Result<Value, String>)> {
+        None
+    }
+    /// The batch (namespace, name) the row points at, for the batch keys.
+    fn batch(_row: &Self::Row) -> Option<(String, String)> {
+        None
+    }
+}
+
+/// A view as the console uses it: rows addressed by their index in the snapshot.
+pub trait View: Sync {
+    fn title(&self) -> &'static str;
+    fn aliases(&self) -> &'static [&'static str];
+    fn columns(&self) -> &'static [Column];
+    fn batch_keys(&self) -> bool;
+    fn len(&self, snapshot: &Snapshot) -> usize;
+    fn key(&self, snapshot: &Snapshot, index: usize) -> Option<(String, String)>;
+    fn in_focus(&self, snapshot: &Snapshot, index: usize, focus: &Focus) -> bool;
+    fn search_text(&self, snapshot: &Snapshot, index: usize) -> Option<String>;
+    fn cells(&self, app: &App, index: usize) -> Option<RowCells>;
+    fn sort_key(&self, app: &App, index: usize, column: usize) -> Option<SortKey>;
+    fn drill(&self, snapshot: &Snapshot, index: usize) -> Option<Route>;
+    fn detail(&self, app: &App, index: usize) -> Option<(String, Vec<String>)>;
+    fn detail_needs(&self, snapshot: &Snapshot, index: usize) -> Option<DetailNeed>;
+    fn yaml(&self, snapshot: &Snapshot, index: usize) -> Option<(String, Result<Value, String>)>;
+    fn batch(&self, snapshot: &Snapshot, index: usize) -> Option<(String, String)>;
+}
+
+impl<V: ViewSpec> View for V {
+    fn title(&self) -> &'static str {
+        V::TITLE
+    }
+    fn aliases(&self) -> &'static [&'static str] {
+        V::ALIASES
+    }
+    fn columns(&self) -> &'static [Column] {
+        V::COLUMNS
+    }
+    fn batch_keys(&self) -> bool {
+        V::BATCH_KEYS
+    }
+    fn len(&self, snapshot: &Snapshot) -> usize {
+        V::rows(snapshot).len()
+    }
+    fn key(&self, snapshot: &Snapshot, index: usize) -> Option<(String, String)> {
+        V::rows(snapshot).get(index).map(V::key)
+    }
+    fn in_focus(&self, snapshot: &Snapshot, index: usize, focus: &Focus) -> bool {
+        let Some(row) = V::rows(snapshot).get(index) else { return false };
+        match focus {
+            Focus::Application { namespace, name } => V::owner(row) == (namespace.as_str(), name.as_str()),
+            other => V::narrowed(row, other).unwrap_or(true),
+        }
+    }
+    fn search_text(&self, snapshot: &Snapshot, index: usize) -> Option<String> {
+        V::rows(snapshot).get(index).map(|row| V::search_text(row).to_lowercase())
+    }
+    fn cells(&self, app: &App, index: usize) -> Option<RowCells> {
+        V::rows(&app.snapshot).get(index).map(|row| V::cells(app, row))
+    }
+    fn sort_key(&self, app: &App, index: usize, column: usize) -> Option<SortKey> {
+        let row = V::rows(&app.snapshot).get(index)?;
+        V::sort_key(app, row, column).or_else(|| {
+            let cells = V::cells(app, row);
+            cells.cells.get(column).map(|cell| SortKey::text(&cell.to_string()))
+        })
+    }
+    fn drill(&self, snapshot: &Snapshot, index: usize) -> Option<Route> {
+        V::rows(snapshot).get(index).and_then(V::drill)
+    }
+    fn detail(&self, app: &App, index: usize) -> Option<(String, Vec<String>)> {
+        V::rows(&app.snapshot).get(index).map(|row| V::detail(app, row))
+    }
+    fn detail_needs(&self, snapshot: &Snapshot, index: usize) -> Option<DetailNeed> {
+        V::rows(snapshot).get(index).and_then(V::detail_needs)
+    }
+    fn yaml(&self, snapshot: &Snapshot, index: usize) -> Option<(String, Result<Value, String>)> {
+        V::rows(snapshot).get(index).and_then(|row| V::yaml(snapshot, row))
+    }
+    fn batch(&self, snapshot: &Snapshot, index: usize) -> Option<(String, String)> {
+        V::rows(snapshot).get(index).and_then(V::batch)
+    }
+}
+
+/// Work a detail pane asks the runtime for when it opens (too slow to do on every snapshot).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DetailNeed {
+    /// An application's subscription dependencies (reads its binding Secrets).
+    Dependencies { namespace: String, name: String },
+}
+
+/// The registry: which type is which view.
+pub fn view(kind: ViewKind) -> &'static dyn View {
+    match kind {
+        ViewKind::Applications => &applications::Applications,
+        ViewKind::Versions => &versions::Versions,
+        ViewKind::Tenants => &tenants::Tenants,
+        ViewKind::Operations => &operations::Operations,
+        ViewKind::Batches => &batches::Batches,
+        ViewKind::Rollouts => &rollouts::Rollouts,
+        ViewKind::Events => &events::Events,
+    }
+}
+
+/// The columns of a view, left to right.
+pub fn columns(kind: ViewKind) -> &'static [Column] {
+    view(kind).columns()
+}
+
+/// The cells of row `index` of a view.
+pub fn cells(app: &App, kind: ViewKind, index: usize) -> Option<RowCells> {
+    view(kind).cells(app, index)
+}
+
+/// What a column sorts by: a number (times, counts) or text in natural order (`t2` before `t10`).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SortKey {
+    Number(i64),
+    Text(Vec<TextChunk>),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TextChunk {
+    Digits(u128),
+    Letters(String),
+}
+
+impl SortKey {
+    pub fn text(text: &str) -> Self {
+        let mut chunks = Vec::new();
+        let mut rest = text.trim();
+        while let Some(first) = rest.chars().next() {
+            let digits = first.is_ascii_digit();
+            let end = rest.find(|c: char| c.is_ascii_digit() != digits).unwrap_or(rest.len());
+            let (chunk, tail) = rest.split_at(end);
+            chunks.push(match chunk.parse::<u128>() {
+                Ok(number) if digits => TextChunk::Digits(number),
+                _ => TextChunk::Letters(chunk.to_lowercase()),
+            });
+            rest = tail;
+        }
+        Self::Text(chunks)
+    }
+
+    /// A point in time; unknown times sort first.
+    pub fn time(time: Option<k8s_openapi::jiff::Timestamp>) -> Self {
+        Self::Number(time.map_or(i64::MIN, |t| t.as_second()))
+    }
+}
+
+/// The sort key of an AGE column: older is greater, as a larger age.
+fn age_key(time: Option<k8s_openapi::jiff::Timestamp>) -> SortKey {
+    SortKey::Number(time.map_or(i64::MIN, |t| -t.as_second()))
+}
+
+/// The style of a state word: green when fine, yellow when waiting on someone, red when broken.
+pub fn state_style(theme: &Theme, state: &str) -> Style {
+    match state {
+        "Ready" | "Succeeded" | "Complete" | "Provisioned" | "Completed" | "Normal" | "NoChange" => theme.ok(),
+        "Error" | "Failed" | "ProvisioningError" | "UpgradeError" | "DeletionError" | "Warning" => theme.error(),
+        "Stalled" => theme.error().add_modifier(Modifier::REVERSED),
+        "AwaitingApproval" | "Held" | "Processing" | "Provisioning" | "Upgrading" | "Rolling" | "RollingOut"
+        | "Collecting" | "Queued" | "Deleting" => theme.warning(),
+        "Cancelled" | "Superseded" | "-" => theme.muted(),
+        _ => theme.base(),
+    }
+}
+
+/// The console's one relative-time format: kubectl's age (`45s`, `5m30s`, `3h`, `2d4h`), except
+/// that a minute or more is never written in seconds (`1m53s`, not `113s`), so two cells side by
+/// side read alike.
+pub fn relative(seconds: i64) -> String {
+    match seconds {
+        60..=119 if seconds % 60 == 0 => "1m".into(),
+        60..=119 => format!("1m{}s", seconds - 60),
+        _ => human_duration(seconds),
+    }
+}
+
+/// How long ago, in the one relative-time format.
+pub fn age(app: &App, time: Option<k8s_openapi::jiff::Timestamp>) -> String {
+    time.map_or_else(|| "-".into(), |t| relative(app.now.as_second() - t.as_second()))
+}
+
+/// A batch window: `in 4m` (still collecting) or `2m ago` (ended).
+pub fn window(end: k8s_openapi::jiff::Timestamp, now: k8s_openapi::jiff::Timestamp) -> String {
+    let seconds = end.as_second() - now.as_second();
+    if seconds > 0 { format!("in {}", relative(seconds)) } else { format!("{} ago", relative(-seconds)) }
+}

@@ -1,0 +1,143 @@
+//! CAPApplications: one row per application, with its open batch. Enter shows its versions.
+
+use ratatui::text::{Line, Span};
+use serde_json::Value;
+
+use super::detail_lines::{conditions, to_value};
+use super::{DetailNeed, RowCells, ViewSpec, state_style, window};
+use crate::console::app::{App, Focus, Route, ViewKind};
+use crate::console::table::Column;
+use crate::readmodel::{AppRow, Snapshot};
+
+pub struct Applications;
+
+impl ViewSpec for Applications {
+    type Row = AppRow;
+    const TITLE: &'static str = "Applications";
+    const ALIASES: &'static [&'static str] = &["apps", "applications", "ca"];
+    const COLUMNS: &'static [Column] = &[
+        Column::new("NAMESPACE", 3, 9, 12),
+        Column::new("NAME", 0, 4, 30).whole(),
+        Column::new("STATE", 0, 8, 12),
+        Column::new("LATEST", 1, 6, 10),
+        Column::new("VERSIONS", 4, 8, 8),
+        Column::new("TENANTS", 2, 7, 8),
+        Column::new("ROLLOUT", 4, 7, 16),
+        Column::new("APPROVAL", 2, 8, 10),
+        Column::new("BATCH", 0, 12, 60),
+    ];
+    const BATCH_KEYS: bool = true;
+
+    fn rows(snapshot: &Snapshot) -> &[AppRow] {
+        &snapshot.apps
+    }
+
+    fn key(row: &AppRow) -> (String, String) {
+        (row.namespace.clone(), row.name.clone())
+    }
+
+    fn owner(row: &AppRow) -> (&str, &str) {
+        (&row.namespace, &row.name)
+    }
+
+    fn search_text(row: &AppRow) -> String {
+        format!("{} {} {} {}", row.namespace, row.name, row.state, row.opt_in.label())
+    }
+
+    fn cells(app: &App, row: &AppRow) -> RowCells {
+        let theme = &app.theme;
+        let batch = row.batch.as_ref().map_or_else(
+            || Line::from(Span::styled("-", theme.muted())),
+            |b| {
+                let window = if b.phase.is_terminal() {
+                    String::new()
+                } else {
+                    format!(" · {}", window(b.window_end, app.now))
+                };
+                Line::from(Span::styled(format!("{}{window}", b.phase), state_style(theme, b.phase.as_str())))
+            },
+        );
+        RowCells::new(vec![
+            Line::from(row.namespace.clone()),
+            Line::from(row.name.clone()),
+            Line::from(Span::styled(row.state.clone(), state_style(theme, &row.state))),
+            Line::from(row.latest.clone().unwrap_or_else(|| "-".into())),
+            Line::from(row.versions.to_string()),
+            Line::from(Span::styled(
+                format!("{}/{}", row.tenants_ready, row.tenants),
+                if row.tenants_ready < row.tenants { theme.warning() } else { theme.base() },
+            )),
+            Line::from(row.opt_in.label()),
+            Line::from(row.policy.label()),
+            batch,
+        ])
+    }
+
+    fn drill(row: &AppRow) -> Option<Route> {
+        Some(Route {
+            view: ViewKind::Versions,
+            focus: Some(Focus::Application { namespace: row.namespace.clone(), name: row.name.clone() }),
+        })
+    }
+
+    fn detail(app: &App, row: &AppRow) -> (String, Vec<String>) {
+        let mut lines = vec![
+            format!("state           {}", row.state),
+            format!("latest version  {}", row.latest.as_deref().unwrap_or("none Ready")),
+            format!("versions        {}", row.versions),
+            format!("tenants         {}/{} ready", row.tenants_ready, row.tenants),
+            format!("rollout on credential update  {}", row.opt_in.label()),
+            format!("approval        {}", row.policy.label()),
+        ];
+        match &row.batch {
+            Some(batch) => {
+                lines.push(format!("open batch      {} ({}, deployments {})", batch.name, batch.phase, batch.progress))
+            }
+            None => lines.push("open batch      none".into()),
+        }
+        lines.push(String::new());
+        lines.push("services (binding Secret: keys and sizes)".into());
+        for service in &row.services {
+            let keys = match &service.keys {
+                Some(keys) if keys.is_empty() => "no data".to_string(),
+                Some(keys) => keys.iter().map(|(key, size)| format!("{key} ({size} B)")).collect::<Vec<_>>().join(", "),
+                None => "Secret not found (or outside capdeck's view)".to_string(),
+            };
+            lines.push(format!("  {} [{}] → {}: {keys}", service.name, service.class, service.secret));
+        }
+        match app.dependencies.get(&(row.namespace.clone(), row.name.clone())) {
+            Some(Ok(report)) => {
+                lines.push(String::new());
+                lines.push(format!(
+                    "subscription dependencies ({} in the getDependencies answer)",
+                    report.dependencies.len()
+                ));
+                for service in &report.services {
+                    lines.push(format!("  {:<14} {}", service.service, service.reason));
+                }
+            }
+            Some(Err(error)) => {
+                lines.push(String::new());
+                lines.push(format!("subscription dependencies  unknown: {error}"));
+            }
+            None => {
+                lines.push(String::new());
+                lines.push("subscription dependencies  working them out…".into());
+            }
+        }
+        conditions(&mut lines, row.object.status.as_ref().map(|s| s.generic.conditions.as_slice()));
+        (format!("Application {}/{}", row.namespace, row.name), lines)
+    }
+
+    fn detail_needs(row: &AppRow) -> Option<DetailNeed> {
+        Some(DetailNeed::Dependencies { namespace: row.namespace.clone(), name: row.name.clone() })
+    }
+
+    fn yaml(_snapshot: &Snapshot, row: &AppRow) -> Option<(String, Result<Value, String>)> {
+        Some((format!("{}/{}", row.namespace, row.name), to_value(&*row.object)))
+    }
+
+    fn batch(row: &AppRow) -> Option<(String, String)> {
+        row.batch.as_ref().map(|batch| (row.namespace.clone(), batch.name.clone()))
+    }
+}

@@ -1,0 +1,89 @@
+//! Lines the detail panes of several views share: conditions, a batch's story, the tenants a
+//! batch serves.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::window;
+use crate::api::common::Condition;
+use crate::readmodel::{Snapshot, condition_text};
+
+/// The tenants whose current version is one the batch restarts Deployments of.
+pub fn tenants_served(snapshot: &Snapshot, row: &crate::readmodel::BatchRow) -> Vec<String> {
+    let versions: std::collections::BTreeSet<&str> = row.object.restarts().map(|d| d.version.as_str()).collect();
+    snapshot
+        .tenants
+        .iter()
+        .filter(|t| t.namespace == row.namespace && t.application == row.application)
+        .filter(|t| t.current.as_ref().is_some_and(|(cav, _)| versions.contains(cav.as_str())))
+        .map(|t| t.name.clone())
+        .collect()
+}
+
+pub fn batch_lines(lines: &mut Vec<String>, row: &crate::readmodel::BatchRow, now: k8s_openapi::jiff::Timestamp) {
+    let batch = &row.object;
+    lines.push(format!("application     {}", row.application));
+    lines.push(format!("phase           {} ({})", row.phase, row.reason));
+    if !row.message.is_empty() {
+        lines.push(format!("                {}", row.message));
+    }
+    lines.push(format!("window          {}", window(row.window_end, now)));
+    lines.push(format!("approval        {}", row.approval));
+    lines.push(format!("blast radius    {}", row.blast_radius()));
+    let who = |label: &str, action: &Option<crate::api::rotation_batch::UserAction>, lines: &mut Vec<String>| {
+        if let Some(action) = action {
+            let reason = action.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default();
+            lines.push(format!("{label:<16}{} at {}{reason}", action.by, action.at.0));
+        }
+    };
+    if let Some(approval) = &batch.spec.approval
+        && let Some(by) = &approval.approved_by
+    {
+        let reason = approval.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default();
+        let at = approval.approved_at.as_ref().map(|t| format!(" at {}", t.0)).unwrap_or_default();
+        lines.push(format!("approved by     {by}{at}{reason}"));
+    }
+    who("forced by", &batch.spec.force, lines);
+    who("held by", &batch.spec.hold, lines);
+    who("cancelled by", &batch.spec.cancel, lines);
+    lines.push(String::new());
+    lines.push("rotated secrets".into());
+    for secret in &batch.spec.secrets {
+        lines.push(format!("  {} (service {}) rotated {}", secret.name, secret.service, secret.rotated_at.0));
+    }
+    if let Some(status) = &batch.status {
+        if !status.deployments.is_empty() {
+            lines.push(String::new());
+            lines.push("deployments".into());
+            for deployment in &status.deployments {
+                let state = deployment.state.as_ref().map_or("-".to_string(), ToString::to_string);
+                let message = deployment.message.as_deref().map(|m| format!(" — {m}")).unwrap_or_default();
+                lines.push(format!(
+                    "  {} [{}] {} {state}{message}",
+                    deployment.name, deployment.version, deployment.action
+                ));
+            }
+        }
+        if let Some(by) = &status.superseded_by {
+            lines.push(format!("superseded by   {by}"));
+        }
+        conditions(lines, Some(status.conditions.as_slice()));
+    }
+}
+
+pub fn conditions(lines: &mut Vec<String>, conditions: Option<&[Condition]>) {
+    let conditions = conditions.unwrap_or_default();
+    lines.push(String::new());
+    if conditions.is_empty() {
+        lines.push("conditions      none".into());
+        return;
+    }
+    lines.push("conditions".into());
+    for condition in conditions {
+        lines.push(format!("  {}", condition_text(condition)));
+    }
+}
+
+pub fn to_value<T: Serialize>(object: &T) -> Result<Value, String> {
+    serde_json::to_value(object).map_err(|error| format!("cannot render the object: {error}"))
+}

@@ -1,0 +1,856 @@
+//! Credential safety: for each binding Secret a CAPApplication consumes, when its credentials
+//! rotate, when the old ones die, and whether capdeck's batch (window + approval + rollout) ends
+//! before they do. Pure: the caller brings the objects and the clock; `capdeck credentials`, the
+//! engine and the console ask the same question here. The formulas are in docs/CREDENTIALS.md.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+
+use crate::api::go_duration::{humanize, parse_go_duration};
+use crate::api::service_binding::{self, RESYNC_SECONDS, ServiceBinding};
+use crate::api::{CAPApplication, RotationBatch};
+use crate::plan::{ObjectLookup, SecretLookup};
+use crate::vcap::entry::{SecretLayout, layout};
+
+/// Who writes a binding Secret.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Source {
+    #[serde(rename = "sap-btp-service-operator")]
+    SapBtp,
+    #[serde(rename = "cf-service-operator")]
+    CfServiceOperator,
+    #[serde(rename = "unknown")]
+    Unknown,
+}
+
+/// How the Secret's data is laid out, i.e. whether a VCAP_SERVICES entry can be built from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// `.metadata` describes the keys (sap-btp-service-operator's default).
+    Metadata,
+    /// One `credentials` key holding a JSON object.
+    Credentials,
+    /// Every key a credential (servicebinding.io); capdeck reads it, the Go CAP Operator does not.
+    Flat,
+    /// Nothing a VCAP entry can be built from (`secretRootKey`, templates, malformed data).
+    Unreadable,
+}
+
+/// Ordered by how much it needs attention: several findings keep the worst.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    Ok,
+    Unknown,
+    AtRisk,
+    Unsafe,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::AtRisk => "at-risk",
+            Self::Unsafe => "unsafe",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Rotation {
+    pub enabled: bool,
+    /// Go durations as the webhook leaves them (defaults filled in).
+    pub frequency: Option<String>,
+    #[serde(rename = "rotatedBindingTTL")]
+    pub rotated_binding_ttl: Option<String>,
+    pub last_rotation: Option<Timestamp>,
+    /// Due from this moment; the operator acts on its next event or resync, so by `next_due_latest`.
+    pub next_due: Option<Timestamp>,
+    pub next_due_latest: Option<Timestamp>,
+    pub in_progress: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OldCredential {
+    pub binding: String,
+    pub secret: String,
+    /// The old binding's creationTimestamp + its TTL: the earliest the operator deletes it and
+    /// the broker revokes the credentials (`None` when its TTL does not parse).
+    pub revocable_at: Option<Timestamp>,
+    /// Kept while the new binding is not Ready: revocation is on hold.
+    pub pending_termination: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CredentialReport {
+    pub namespace: String,
+    pub secret: String,
+    pub applications: Vec<String>,
+    pub source: Source,
+    pub service_binding: Option<String>,
+    pub format: Format,
+    pub rotation: Option<Rotation>,
+    pub old_credentials: Vec<OldCredential>,
+    /// Earliest revocation − when the batch would be rolled out; `None` when either is unknown.
+    pub margin_seconds: Option<i64>,
+    pub verdict: Verdict,
+    pub reasons: Vec<String>,
+}
+
+impl CredentialReport {
+    /// The earliest moment old credentials of this Secret may be revoked.
+    pub fn earliest_revocation(&self) -> Option<Timestamp> {
+        earliest_revocation(&self.old_credentials)
+    }
+}
+
+/// The whole answer: a report per consumed Secret, and how many bindings come due soon.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CredentialsOverview {
+    pub credentials: Vec<CredentialReport>,
+    /// Bindings whose next rotation is due within 24 h (many at once means many batches).
+    pub due_within_24h: usize,
+    /// Whether ServiceBindings could be read at all (`false`: the CRD is absent or unreadable).
+    pub service_bindings_known: bool,
+}
+
+/// The times a batch takes, as the engine is configured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timing {
+    /// ROLLOUT_DELAY: how long a batch collects rotations before it rolls.
+    pub window: Duration,
+    /// How long rolling the Deployments is expected to take.
+    pub expected_rollout: Duration,
+}
+
+/// The objects the answer is made of.
+pub struct Inputs<'a> {
+    pub applications: &'a [Arc<CAPApplication>],
+    pub secrets: &'a dyn ObjectLookup,
+    /// `None`: the ServiceBinding CRD is absent (or may not be read).
+    pub bindings: Option<&'a [ServiceBinding]>,
+    pub batches: &'a [Arc<RotationBatch>],
+    pub now: Timestamp,
+    pub timing: Timing,
+}
+
+fn seconds(duration: Duration) -> i64 {
+    i64::try_from(duration.as_secs()).unwrap_or(i64::MAX)
+}
+
+fn plus(time: Timestamp, seconds: i64) -> Option<Timestamp> {
+    Timestamp::from_second(time.as_second().checked_add(seconds)?).ok()
+}
+
+fn go_seconds(text: &str) -> Option<i64> {
+    parse_go_duration(text).ok().map(seconds)
+}
+
+/// Every binding Secret the applications reference, with the facts and the verdict.
+pub fn overview(inputs: &Inputs<'_>) -> CredentialsOverview {
+    let mut consumers: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    for app in inputs.applications {
+        let namespace = app.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+        let name = app.metadata.name.clone().unwrap_or_default();
+        for service in &app.spec.btp.services {
+            let apps = consumers.entry((namespace.clone(), service.secret.clone())).or_default();
+            if !apps.contains(&name) {
+                apps.push(name.clone());
+            }
+        }
+    }
+    let credentials = consumers
+        .into_iter()
+        .map(|((namespace, secret), applications)| report(inputs, &namespace, &secret, applications))
+        .collect();
+    let horizon = plus(inputs.now, 24 * 3600);
+    let due_within_24h = inputs
+        .bindings
+        .unwrap_or_default()
+        .iter()
+        .filter(|binding| !binding.is_stale())
+        .filter_map(|binding| rotation(binding).next_due)
+        .filter(|due| horizon.is_some_and(|horizon| *due <= horizon))
+        .count();
+    CredentialsOverview { credentials, due_within_24h, service_bindings_known: inputs.bindings.is_some() }
+}
+
+fn rotation(binding: &ServiceBinding) -> Rotation {
+    let Some(policy) = &binding.spec.credentials_rotation_policy else {
+        return Rotation {
+            enabled: false,
+            frequency: None,
+            rotated_binding_ttl: None,
+            last_rotation: None,
+            next_due: None,
+            next_due_latest: None,
+            in_progress: binding.rotating().is_some(),
+        };
+    };
+    let last = binding
+        .status
+        .as_ref()
+        .and_then(|status| status.last_credentials_rotation_time.as_ref())
+        .or(binding.metadata.creation_timestamp.as_ref())
+        .map(|time| time.0);
+    let next_due = policy.enabled.then_some(()).and(last).zip(go_seconds(policy.frequency()));
+    let next_due = next_due.and_then(|(last, frequency)| plus(last, frequency));
+    Rotation {
+        enabled: policy.enabled,
+        frequency: Some(policy.frequency().to_string()),
+        rotated_binding_ttl: Some(policy.ttl().to_string()),
+        last_rotation: last,
+        next_due,
+        next_due_latest: next_due.and_then(|due| plus(due, RESYNC_SECONDS)),
+        in_progress: binding.rotating().is_some(),
+    }
+}
+
+fn source_of(secret: Option<&Secret>, binding: Option<&ServiceBinding>) -> Source {
+    let owned_by = |group: &str| {
+        secret
+            .and_then(|secret| secret.metadata.owner_references.as_ref())
+            .is_some_and(|owners| owners.iter().any(|owner| owner.api_version.starts_with(&format!("{group}/"))))
+    };
+    let labelled = |prefix: &str| {
+        secret
+            .and_then(|secret| secret.metadata.labels.as_ref())
+            .is_some_and(|labels| labels.keys().any(|key| key.starts_with(prefix)))
+    };
+    if binding.is_some() || owned_by(service_binding::GROUP) || labelled("services.cloud.sap.com/") {
+        Source::SapBtp
+    } else if owned_by(service_binding::CF_GROUP) || labelled("service-operator.cf.cs.sap.com/") {
+        Source::CfServiceOperator
+    } else {
+        Source::Unknown
+    }
+}
+
+fn format_of(secret: &Secret, binding: Option<&ServiceBinding>, reasons: &mut Vec<String>) -> Format {
+    let data: crate::vcap::entry::SecretData = secret
+        .data
+        .as_ref()
+        .map(|data| data.iter().map(|(key, value)| (key.clone(), value.0.clone())).collect())
+        .unwrap_or_default();
+    let spec = binding.map(|binding| &binding.spec);
+    let layout = layout(&data);
+    if layout == SecretLayout::Metadata {
+        return Format::Metadata;
+    }
+    if spec.and_then(|spec| spec.secret_root_key.as_deref()).is_some() {
+        reasons.push(
+            "the binding sets secretRootKey: one key of stringified values, no .metadata — no VCAP_SERVICES entry can \
+             be built from it (remove secretRootKey)"
+                .into(),
+        );
+        return Format::Unreadable;
+    }
+    match layout {
+        SecretLayout::Credentials
+            if crate::vcap::gojson::decode(&data["credentials"])
+                .is_ok_and(|v| matches!(v, crate::vcap::gojson::GoValue::Object(_))) =>
+        {
+            Format::Credentials
+        }
+        SecretLayout::Credentials => {
+            reasons.push("its credentials key is not a JSON object: no VCAP_SERVICES entry can be built".into());
+            Format::Unreadable
+        }
+        _ if data.is_empty() => {
+            reasons.push("the Secret has no data".into());
+            Format::Unreadable
+        }
+        _ => {
+            let template = spec.and_then(|spec| spec.secret_template.as_deref()).is_some();
+            reasons.push(if template {
+                "a secretTemplate without .metadata or credentials: capdeck reads the keys as flat credentials, the Go \
+                 CAP Operator cannot"
+                    .into()
+            } else {
+                "flat keys without .metadata: capdeck reads them, the Go CAP Operator cannot".into()
+            });
+            Format::Flat
+        }
+    }
+}
+
+/// The open batch (if any) rolling `secret` out for one of its applications.
+fn open_batch<'a>(inputs: &'a Inputs<'_>, namespace: &str, secret: &str) -> Option<&'a RotationBatch> {
+    inputs
+        .batches
+        .iter()
+        .filter(|batch| batch.metadata.namespace.as_deref() == Some(namespace) && !batch.is_terminal())
+        .filter(|batch| batch.spec.secrets.iter().any(|rotated| rotated.name == secret))
+        .map(AsRef::as_ref)
+        .min_by_key(|batch| batch.spec.window_end.0)
+}
+
+/// When a finished batch rolled `secret` out after `since`, the pods hold the new credentials.
+fn rolled_out_since(inputs: &Inputs<'_>, namespace: &str, secret: &str, since: Timestamp) -> bool {
+    inputs.batches.iter().any(|batch| {
+        batch.metadata.namespace.as_deref() == Some(namespace)
+            && batch.phase() == crate::api::BatchPhase::Succeeded
+            && batch.spec.secrets.iter().any(|rotated| rotated.name == secret && rotated.rotated_at.0 >= since)
+    })
+}
+
+fn report(inputs: &Inputs<'_>, namespace: &str, secret_name: &str, applications: Vec<String>) -> CredentialReport {
+    let mut reasons = Vec::new();
+    let lookup = inputs.secrets.secret(namespace, secret_name);
+    let secret = match &lookup {
+        SecretLookup::Found(secret) => Some(secret.as_ref()),
+        SecretLookup::Missing => {
+            reasons.push(format!("Secret {namespace}/{secret_name} does not exist (or capdeck may not read it)"));
+            None
+        }
+        SecretLookup::Malformed(why) => {
+            reasons.push(format!("Secret {namespace}/{secret_name} is malformed: {why}"));
+            None
+        }
+    };
+    let bindings = inputs.bindings.unwrap_or_default();
+    let binding = bindings.iter().find(|binding| {
+        binding.namespace() == namespace && binding.secret_name() == secret_name && !binding.is_stale()
+    });
+    let source = source_of(secret, binding);
+    let format = match secret {
+        Some(secret) => format_of(secret, binding, &mut reasons),
+        None => Format::Unreadable,
+    };
+    if secret.and_then(|s| s.metadata.labels.as_ref()).is_some_and(|l| l.contains_key(service_binding::LABEL_STALE)) {
+        reasons.push(
+            "this Secret is labelled stale: it holds old credentials, revoked when its binding is deleted; point the \
+             application at the current binding's Secret"
+                .into(),
+        );
+    }
+    let rotation = binding.map(rotation);
+    let old_credentials = binding.map(|binding| old_credentials(bindings, binding)).unwrap_or_default();
+    let mut report = CredentialReport {
+        namespace: namespace.to_string(),
+        secret: secret_name.to_string(),
+        applications,
+        source,
+        service_binding: binding.map(|binding| binding.name().to_string()),
+        format,
+        rotation,
+        old_credentials,
+        margin_seconds: None,
+        verdict: Verdict::Unknown,
+        reasons,
+    };
+    judge(inputs, binding, &mut report);
+    report
+}
+
+/// The old copies of `binding` (labelled `rotationOf`) that still exist.
+fn old_credentials(bindings: &[ServiceBinding], binding: &ServiceBinding) -> Vec<OldCredential> {
+    bindings
+        .iter()
+        .filter(|old| old.namespace() == binding.namespace() && old.rotation_of() == Some(binding.name()))
+        .filter(|old| !old.being_deleted())
+        .map(|old| OldCredential {
+            binding: old.name().to_string(),
+            secret: old.secret_name().to_string(),
+            revocable_at: old.metadata.creation_timestamp.as_ref().and_then(|created| {
+                let ttl = old
+                    .spec
+                    .credentials_rotation_policy
+                    .as_ref()
+                    .map_or(service_binding::DEFAULT_ROTATED_BINDING_TTL, service_binding::RotationPolicy::ttl);
+                plus(created.0, go_seconds(ttl)?)
+            }),
+            pending_termination: old.pending_termination(),
+        })
+        .collect()
+}
+
+/// The earliest moment old credentials of Secret `namespace/secret` may be revoked (what
+/// `capdeck batches` and the approve dialog show); `None` when none are known.
+pub fn revocation_deadline(bindings: &[ServiceBinding], namespace: &str, secret: &str) -> Option<Timestamp> {
+    let binding = bindings
+        .iter()
+        .find(|binding| binding.namespace() == namespace && binding.secret_name() == secret && !binding.is_stale())?;
+    earliest_revocation(&old_credentials(bindings, binding))
+}
+
+/// The earliest `revocableAt` of old credentials whose revocation is not on hold.
+fn earliest_revocation(old_credentials: &[OldCredential]) -> Option<Timestamp> {
+    old_credentials.iter().filter(|old| !old.pending_termination).filter_map(|old| old.revocable_at).min()
+}
+
+/// The margin and the verdict (the rules are listed in docs/CREDENTIALS.md).
+fn judge(inputs: &Inputs<'_>, binding: Option<&ServiceBinding>, report: &mut CredentialReport) {
+    let timing = inputs.timing;
+    let (window, rollout) = (seconds(timing.window), seconds(timing.expected_rollout));
+    let mut verdict = Verdict::Ok;
+    let worst = |candidate: Verdict, verdict: &mut Verdict| *verdict = (*verdict).max(candidate);
+    if report.source == Source::CfServiceOperator {
+        report.reasons.push(format!(
+            "cf-service-operator deletes the old binding before the new one exists: no overlap — restart at once \
+             (a {} batching window is an outage)",
+            humanize(timing.window)
+        ));
+        worst(if window > 0 { Verdict::Unsafe } else { Verdict::AtRisk }, &mut verdict);
+    }
+    if report.format == Format::Unreadable {
+        worst(Verdict::Unsafe, &mut verdict);
+    }
+    let Some(binding) = binding else {
+        if report.source != Source::CfServiceOperator {
+            report.reasons.push(if inputs.bindings.is_none() {
+                "no ServiceBinding information (the services.cloud.sap.com CRD is not installed or not readable)".into()
+            } else {
+                "no ServiceBinding writes this Secret: when its old credentials die is unknown".into()
+            });
+            worst(Verdict::Unknown, &mut verdict);
+        }
+        report.verdict = verdict;
+        return;
+    };
+    let policy = binding.spec.credentials_rotation_policy.as_ref().filter(|policy| policy.enabled);
+    if let Some(reason) = binding.rotating() {
+        report.reasons.push(format!("a rotation is in progress ({reason})"));
+    }
+    let on_hold = report.old_credentials.iter().filter(|old| old.pending_termination).count();
+    if on_hold > 0 {
+        report
+            .reasons
+            .push(format!("{on_hold} old binding(s) kept while the new binding is not Ready (revocation on hold)"));
+    }
+    let open = open_batch(inputs, &report.namespace, &report.secret);
+    let margin = match report.earliest_revocation() {
+        Some(revocation) => {
+            // The batch ends its window, waits for its approval (so far: until now) and rolls.
+            let finish = match open {
+                Some(batch) => batch.spec.window_end.0.max(inputs.now).as_second().saturating_add(rollout),
+                None => {
+                    let observed = binding
+                        .status
+                        .as_ref()
+                        .and_then(|status| status.last_credentials_rotation_time.as_ref())
+                        .map(|time| time.0);
+                    if let Some(observed) = observed
+                        && rolled_out_since(inputs, &report.namespace, &report.secret, observed)
+                    {
+                        report.reasons.push("rolled out since the rotation: pods hold the new credentials".into());
+                        report.verdict = verdict;
+                        report.margin_seconds = None;
+                        return;
+                    }
+                    let observed = observed.unwrap_or(inputs.now).max(inputs.now);
+                    observed.as_second().saturating_add(window).saturating_add(rollout)
+                }
+            };
+            let margin = revocation.as_second().saturating_sub(finish);
+            report.reasons.push(format!(
+                "old credentials revocable in {} ({})",
+                human_signed(revocation.as_second() - inputs.now.as_second()),
+                revocation
+            ));
+            Some(margin)
+        }
+        None if policy.is_some() && on_hold == 0 => {
+            // No rotation under way: the next one leaves TTL of overlap for window + rollout.
+            let ttl = policy.and_then(|policy| go_seconds(policy.ttl()));
+            match ttl {
+                Some(ttl) => report.reasons.push(format!(
+                    "no rotation under way: the next keeps old credentials {} — {} beyond the window and the rollout",
+                    policy.map_or("", |policy| policy.ttl()),
+                    human_signed(ttl - window - rollout)
+                )),
+                None => report.reasons.push("rotatedBindingTTL is not a Go duration".into()),
+            }
+            ttl.map(|ttl| ttl - window - rollout)
+        }
+        None if on_hold > 0 => None,
+        None => {
+            report.reasons.push(
+                "automatic rotation is off: the operator never revokes these credentials by itself (the service may \
+                 still expire them)"
+                    .into(),
+            );
+            None
+        }
+    };
+    report.margin_seconds = margin;
+    match margin {
+        Some(margin) if margin < 0 => {
+            report.reasons.push(format!(
+                "the batch would finish {} after the old credentials may be revoked",
+                human_signed(-margin)
+            ));
+            worst(Verdict::Unsafe, &mut verdict);
+        }
+        Some(margin) if margin < rollout => {
+            report.reasons.push(format!(
+                "only {} to spare, less than the expected rollout time ({})",
+                human_signed(margin),
+                humanize(timing.expected_rollout)
+            ));
+            worst(Verdict::AtRisk, &mut verdict);
+        }
+        _ => {}
+    }
+    report.verdict = verdict;
+}
+
+/// `3h12m`, `-5m` for a number of seconds.
+pub fn human_signed(seconds: i64) -> String {
+    let text = humanize(Duration::from_secs(seconds.unsigned_abs()));
+    if seconds < 0 { format!("-{text}") } else { text }
+}
+
+/// A Deployment's default progress deadline (`spec.progressDeadlineSeconds`), for the static check.
+const DEFAULT_PROGRESS_DEADLINE: Duration = Duration::from_secs(600);
+
+/// Every current (not stale) binding whose TTL is too short for `window` + a Deployment's default
+/// progress deadline, with why: `plan` and `doctor` report these.
+pub fn short_ttls(bindings: &[ServiceBinding], window: Duration) -> impl Iterator<Item = (&ServiceBinding, String)> {
+    bindings.iter().filter(|binding| !binding.is_stale()).filter_map(move |binding| {
+        ttl_too_short(binding, window, DEFAULT_PROGRESS_DEADLINE).map(|problem| (binding, problem))
+    })
+}
+
+/// The static check for `plan`/`doctor`: a TTL shorter than the batch window plus the rollout's
+/// progress deadline lets old credentials die before a batch can finish.
+pub fn ttl_too_short(binding: &ServiceBinding, window: Duration, progress_deadline: Duration) -> Option<String> {
+    let policy = binding.spec.credentials_rotation_policy.as_ref().filter(|policy| policy.enabled)?;
+    let ttl = parse_go_duration(policy.ttl()).ok()?;
+    (ttl < window + progress_deadline).then(|| {
+        format!(
+            "ServiceBinding {}/{}: rotatedBindingTTL {} is shorter than ROLLOUT_DELAY {} + progress deadline {}: the old \
+             credentials can be revoked before a batch has rolled (raise rotatedBindingTTL to at least {})",
+            binding.namespace(),
+            binding.name(),
+            policy.ttl(),
+            humanize(window),
+            humanize(progress_deadline),
+            humanize(window + progress_deadline)
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::Manifests;
+    use base64::Engine as _;
+    use serde_json::{Value, json};
+
+    const NOW: i64 = 1_800_000_000;
+    const HOUR: i64 = 3600;
+
+    fn at(offset: i64) -> String {
+        Timestamp::from_second(NOW + offset).expect("time").to_string()
+    }
+
+    fn b64(text: &str) -> String {
+        base64::engine::general_purpose::STANDARD.encode(text)
+    }
+
+    fn app() -> Value {
+        json!({"apiVersion": "sme.sap.com/v1alpha1", "kind": "CAPApplication",
+               "metadata": {"name": "bookshop", "namespace": "shop"},
+               "spec": {"btpAppName": "bookshop", "providerSubaccountId": "x",
+                        "btp": {"services": [{"name": "xsuaa", "class": "xsuaa", "secret": "xsuaa-bind"}]}}})
+    }
+
+    /// The binding Secret in sap-btp's default layout (or `data` as given).
+    fn secret(data: Value, owner: Option<&str>) -> Value {
+        let mut secret = json!({"apiVersion": "v1", "kind": "Secret",
+                                "metadata": {"name": "xsuaa-bind", "namespace": "shop"}, "data": data});
+        if let Some(api_version) = owner {
+            secret["metadata"]["ownerReferences"] =
+                json!([{"apiVersion": api_version, "kind": "ServiceBinding", "name": "xsuaa-bind", "uid": "u"}]);
+        }
+        secret
+    }
+
+    fn metadata_secret() -> Value {
+        secret(
+            json!({".metadata": b64(r#"{"credentialProperties":[{"name":"clientid","format":"text"}]}"#),
+                   "clientid": b64("sb-1")}),
+            Some("services.cloud.sap.com/v1"),
+        )
+    }
+
+    fn binding(policy: Value, last_rotation: Option<i64>) -> Value {
+        let mut binding = json!({"apiVersion": "services.cloud.sap.com/v1", "kind": "ServiceBinding",
+                   "metadata": {"name": "xsuaa-bind", "namespace": "shop", "creationTimestamp": at(-100 * HOUR)},
+                   "spec": {"secretName": "xsuaa-bind", "credentialsRotationPolicy": policy},
+                   "status": {"ready": "True", "conditions": []}});
+        if let Some(offset) = last_rotation {
+            binding["status"]["lastCredentialsRotationTime"] = json!(at(offset));
+        }
+        binding
+    }
+
+    fn old_binding(created: i64, ttl: &str, pending: bool) -> Value {
+        json!({"apiVersion": "services.cloud.sap.com/v1", "kind": "ServiceBinding",
+               "metadata": {"name": "xsuaa-bind-ab12c", "namespace": "shop", "creationTimestamp": at(created),
+                            "labels": {"services.cloud.sap.com/rotationOf": "xsuaa-bind",
+                                       "services.cloud.sap.com/stale": "old-id"}},
+               "spec": {"secretName": "xsuaa-bind-ab12c",
+                        "credentialsRotationPolicy": {"enabled": false, "rotatedBindingTTL": ttl}},
+               "status": {"conditions": if pending {
+                   json!([{"type": "PendingTermination", "status": "True", "reason": "PendingTermination"}])
+               } else { json!([]) }}})
+    }
+
+    fn batch(phase: &str, rotated: i64, window_end: i64) -> Value {
+        json!({"apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
+               "metadata": {"name": "bookshop-x7k2p", "namespace": "shop"},
+               "spec": {"application": "bookshop", "windowEnd": at(window_end),
+                        "secrets": [{"name": "xsuaa-bind", "service": "xsuaa", "rotatedAt": at(rotated), "dataHash": "h"}]},
+               "status": {"phase": phase}})
+    }
+
+    /// The report for the one Secret, with ServiceBindings known unless `crd` is false.
+    fn judge_world(objects: Vec<Value>, crd: bool) -> CredentialsOverview {
+        let manifests = Manifests::from_objects("test", objects);
+        assert!(manifests.problems.is_empty(), "{:?}", manifests.problems);
+        let timing = Timing { window: Duration::from_secs(3600), expected_rollout: Duration::from_secs(900) };
+        overview(&Inputs {
+            applications: &manifests.applications,
+            secrets: &manifests,
+            bindings: crd.then_some(manifests.service_bindings.as_slice()),
+            batches: &manifests.batches,
+            now: Timestamp::from_second(NOW).expect("now"),
+            timing,
+        })
+    }
+
+    fn single(objects: Vec<Value>, crd: bool) -> CredentialReport {
+        let mut overview = judge_world(objects, crd);
+        assert_eq!(overview.credentials.len(), 1);
+        overview.credentials.remove(0)
+    }
+
+    /// (name, objects, CRD installed, verdict, margin, a reason containing).
+    type Case = (&'static str, Vec<Value>, bool, Verdict, Option<i64>, &'static str);
+
+    /// Every verdict, with the facts that lead to it. A row changed on purpose fails by name.
+    #[test]
+    fn every_verdict() {
+        let enabled = json!({"enabled": true});
+        let cases: Vec<Case> = vec![
+            (
+                "steady state: 48h TTL leaves 46h45m beyond window + rollout",
+                vec![app(), metadata_secret(), binding(enabled.clone(), Some(-10 * HOUR))],
+                true,
+                Verdict::Ok,
+                Some(48 * HOUR - HOUR - 900),
+                "the next keeps old credentials 48h — 46h45m beyond",
+            ),
+            (
+                "a TTL shorter than window + rollout",
+                vec![app(), metadata_secret(), binding(json!({"enabled": true, "rotatedBindingTTL": "1h"}), None)],
+                true,
+                Verdict::Unsafe,
+                Some(-900),
+                "after the old credentials may be revoked",
+            ),
+            (
+                "a TTL that leaves less than a rollout to spare",
+                vec![app(), metadata_secret(), binding(json!({"enabled": true, "rotatedBindingTTL": "1h20m"}), None)],
+                true,
+                Verdict::AtRisk,
+                Some(300),
+                "less than the expected rollout time",
+            ),
+            (
+                "a batch awaiting approval past the old credentials' death",
+                vec![
+                    app(),
+                    metadata_secret(),
+                    binding(enabled.clone(), Some(-3 * HOUR)),
+                    old_binding(-3 * HOUR, "3h10m", false),
+                    batch("AwaitingApproval", -3 * HOUR, -2 * HOUR),
+                ],
+                true,
+                Verdict::Unsafe,
+                Some(600 - 900),
+                "old credentials revocable in 10m",
+            ),
+            (
+                "a batch awaiting approval with less than a rollout to spare",
+                vec![
+                    app(),
+                    metadata_secret(),
+                    binding(enabled.clone(), Some(-3 * HOUR)),
+                    old_binding(-3 * HOUR, "3h20m", false),
+                    batch("AwaitingApproval", -3 * HOUR, -2 * HOUR),
+                ],
+                true,
+                Verdict::AtRisk,
+                Some(1200 - 900),
+                "only 5m to spare",
+            ),
+            (
+                "a batch collecting with a day of overlap left",
+                vec![
+                    app(),
+                    metadata_secret(),
+                    binding(enabled.clone(), Some(-600)),
+                    old_binding(-600, "24h", false),
+                    batch("Collecting", -600, 3000),
+                ],
+                true,
+                Verdict::Ok,
+                Some(24 * HOUR - 600 - 3000 - 900),
+                "old credentials revocable in 23h50m",
+            ),
+            (
+                "revocation on hold while the new binding is not Ready",
+                vec![
+                    app(),
+                    metadata_secret(),
+                    binding(enabled.clone(), Some(-50 * HOUR)),
+                    old_binding(-50 * HOUR, "48h", true),
+                ],
+                true,
+                Verdict::Ok,
+                None,
+                "revocation on hold",
+            ),
+            (
+                "rolled out since the rotation",
+                vec![
+                    app(),
+                    metadata_secret(),
+                    binding(enabled.clone(), Some(-2 * HOUR)),
+                    old_binding(-2 * HOUR - 60, "2h30m", false),
+                    batch("Succeeded", -2 * HOUR + 30, -HOUR),
+                ],
+                true,
+                Verdict::Ok,
+                None,
+                "pods hold the new credentials",
+            ),
+            (
+                "automatic rotation off",
+                vec![app(), metadata_secret(), binding(json!({"enabled": false}), None)],
+                true,
+                Verdict::Ok,
+                None,
+                "automatic rotation is off",
+            ),
+            (
+                "no ServiceBinding CRD",
+                vec![app(), metadata_secret()],
+                false,
+                Verdict::Unknown,
+                None,
+                "no ServiceBinding information",
+            ),
+            (
+                "no ServiceBinding for this Secret",
+                vec![app(), secret(json!({"credentials": b64(r#"{"a":1}"#)}), None)],
+                true,
+                Verdict::Unknown,
+                None,
+                "no ServiceBinding writes this Secret",
+            ),
+            (
+                "cf-service-operator: no overlap",
+                vec![app(), secret(json!({"credentials": b64(r#"{"a":1}"#)}), Some("cf.cs.sap.com/v1alpha1"))],
+                true,
+                Verdict::Unsafe,
+                None,
+                "no overlap — restart at once",
+            ),
+            (
+                "secretRootKey: unreadable",
+                vec![app(), secret(json!({"root": b64(r#"{"clientid":"x"}"#)}), Some("services.cloud.sap.com/v1")), {
+                    let mut binding = binding(json!({"enabled": false}), None);
+                    binding["spec"]["secretRootKey"] = json!("root");
+                    binding
+                }],
+                true,
+                Verdict::Unsafe,
+                None,
+                "secretRootKey",
+            ),
+            ("the Secret is missing", vec![app()], true, Verdict::Unsafe, None, "does not exist"),
+        ];
+        for (name, objects, crd, verdict, margin, reason) in cases {
+            let report = single(objects, crd);
+            assert_eq!(report.verdict, verdict, "{name}: {report:#?}");
+            assert_eq!(report.margin_seconds, margin, "{name}: {report:#?}");
+            assert!(
+                report.reasons.iter().any(|r| r.contains(reason)),
+                "{name}: no reason with {reason:?}: {report:#?}"
+            );
+        }
+    }
+
+    #[test]
+    fn formats_and_sources_are_named() {
+        let flat = single(vec![app(), secret(json!({"clientid": b64("x")}), None)], true);
+        assert_eq!((flat.format, flat.source), (Format::Flat, Source::Unknown));
+        assert!(flat.reasons.iter().any(|r| r.contains("Go CAP Operator cannot")), "{flat:#?}");
+        let credentials = single(vec![app(), secret(json!({"credentials": b64("[1]")}), None)], true);
+        assert_eq!(credentials.format, Format::Unreadable, "credentials that are not an object");
+        let sap = single(vec![app(), metadata_secret(), binding(json!({"enabled": true}), None)], true);
+        assert_eq!((sap.format, sap.source), (Format::Metadata, Source::SapBtp));
+        assert_eq!(sap.service_binding.as_deref(), Some("xsuaa-bind"));
+        let rotation = sap.rotation.expect("rotation");
+        assert_eq!(rotation.frequency.as_deref(), Some("72h"), "the webhook's default");
+        assert_eq!(rotation.rotated_binding_ttl.as_deref(), Some("48h"));
+        assert_eq!(rotation.last_rotation.map(|t| t.as_second()), Some(NOW - 100 * HOUR), "creation, no rotation yet");
+        assert_eq!(rotation.next_due.map(|t| t.as_second()), Some(NOW - 28 * HOUR), "overdue");
+        assert_eq!(rotation.next_due_latest.map(|t| t.as_second()), Some(NOW - 18 * HOUR));
+    }
+
+    #[test]
+    fn old_bindings_are_never_the_current_one_and_stale_secrets_say_so() {
+        let mut stale = metadata_secret();
+        stale["metadata"]["labels"] = json!({"services.cloud.sap.com/stale": "old-id"});
+        let report = single(
+            vec![app(), stale, old_binding(-HOUR, "48h", false), binding(json!({"enabled": true}), Some(-HOUR))],
+            true,
+        );
+        assert_eq!(report.service_binding.as_deref(), Some("xsuaa-bind"), "the old binding is not the Secret's");
+        assert_eq!(report.old_credentials.len(), 1);
+        assert!(report.reasons.iter().any(|r| r.contains("labelled stale")), "{report:#?}");
+    }
+
+    #[test]
+    fn bindings_due_within_a_day_are_counted() {
+        let overview = judge_world(
+            vec![
+                app(),
+                metadata_secret(),
+                binding(json!({"enabled": true, "rotationFrequency": "24h"}), Some(-2 * HOUR)),
+                old_binding(-HOUR, "48h", false),
+            ],
+            true,
+        );
+        assert_eq!(overview.due_within_24h, 1, "the current binding (due in 22h), not the old one");
+        let overview = judge_world(vec![app(), metadata_secret(), binding(json!({"enabled": true}), Some(0))], true);
+        assert_eq!(overview.due_within_24h, 0, "72h away");
+    }
+
+    #[test]
+    fn a_ttl_shorter_than_window_and_deadline_is_a_static_problem() {
+        let manifests =
+            Manifests::from_objects("test", vec![binding(json!({"enabled": true, "rotatedBindingTTL": "30m"}), None)]);
+        let problem =
+            ttl_too_short(&manifests.service_bindings[0], Duration::from_secs(3600), Duration::from_secs(600));
+        assert!(problem.is_some_and(|p| p.contains("rotatedBindingTTL 30m") && p.contains("at least 1h10m")));
+        let fine = Manifests::from_objects("test", vec![binding(json!({"enabled": true}), None)]);
+        assert_eq!(ttl_too_short(&fine.service_bindings[0], Duration::from_secs(3600), Duration::from_secs(600)), None);
+    }
+}

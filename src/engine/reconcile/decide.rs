@@ -1,0 +1,730 @@
+//! The phase decision for one open batch. It is pure — it reads nothing but its arguments — so
+//! every phase × user action × state of the world is a table test; the reconciler executes what
+//! it decides (status, spec, events, rollout writes).
+//!
+//! ```text
+//!             window ends / force          restarts, no approval needed
+//! Collecting ───────────────────► evaluate ────────────────────────────► RollingOut ──► Succeeded
+//!     │                              │  │ policy Manual or storm guard        ▲    │
+//!     │                              │  └──────────► AwaitingApproval ───────┘    └──► Failed
+//!     │                              └─► NoChange | Failed (secret missing/invalid)  (stalled,
+//!     │ hold (any phase)  ─► Held ─ release ─► back where it was                     write failed)
+//!     │ cancel (any phase) ─► Cancelled (after Deployments already rolling finish)
+//!     └ newer rotation while not started ─► Superseded (batching, not here)
+//! ```
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+
+use super::status::{
+    MISSING_DEPLOYMENT, batch_deployments, finish, is_active, is_done, is_queued, progress_summary, ready_condition,
+    set_condition, user_action_text,
+};
+use crate::api::rotation_batch::{BatchDeployment, DeploymentAction, DeploymentRolloutState, reason};
+use crate::api::{BatchPhase, CAPApplication, RotationBatch, RotationBatchStatus};
+use crate::engine::config::{ApprovalPolicy, humanize};
+use crate::output::count;
+use crate::plan::{AppPlan, ProblemKind};
+
+/// What the decision may know besides the batch, its application and its plan.
+pub struct DecisionContext<'a> {
+    pub now: Timestamp,
+    /// `--approval`, unless the application's annotation says otherwise.
+    pub approval_default: ApprovalPolicy,
+    /// The storm guard: a Deployment rolled more recently than this needs an approval.
+    pub min_rollout_interval: Duration,
+    /// When capdeck last rolled a Deployment of the batch's namespace (its rolled-at annotation).
+    pub last_rolled: &'a dyn Fn(&str) -> Option<Timestamp>,
+}
+
+/// A terminal phase with its condition.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    pub phase: BatchPhase,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// The rollout begins: why, for the condition (and the approval wait metric).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Start {
+    pub reason: &'static str,
+    pub message: String,
+    /// Seconds the batch waited for its approval, when it was approved just now.
+    pub approval_waited: Option<f64>,
+}
+
+/// What follows the evaluation at the end of the window.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Gate {
+    Start(Start),
+    /// Wait for an approval: the policy asks for one (`AwaitingApproval`) or the storm guard does.
+    AwaitApproval {
+        reason: &'static str,
+        message: String,
+    },
+    /// Nothing to restart: the batch ends (`NoChange`, or `Failed` when a Secret is missing).
+    Finish(Outcome),
+}
+
+/// The window ended: the batch's Deployments, and what happens next.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Evaluation {
+    pub deployments: Vec<BatchDeployment>,
+    pub tenants: u32,
+    /// The approval requirement to record in the spec, when it differs from what is recorded.
+    pub approval_required: Option<bool>,
+    pub gate: Gate,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decision {
+    /// The batch ends now.
+    Finish(Outcome),
+    /// Cancelled while Deployments roll: queued ones never start, the batch ends once the
+    /// rolling ones are done.
+    Cancel {
+        message: String,
+        still_rolling: usize,
+    },
+    /// The application was deleted while Deployments roll: follow them, start nothing.
+    Drain,
+    Hold {
+        message: String,
+    },
+    Collect {
+        until: Timestamp,
+    },
+    Evaluate(Evaluation),
+    AwaitApproval,
+    Start(Start),
+    /// Rolling out: start queued Deployments (paced), follow the rolling ones.
+    Roll,
+}
+
+impl Decision {
+    /// Whether the rollout effects run after this decision.
+    pub fn rolls(&self) -> bool {
+        matches!(self, Self::Roll | Self::Start(_) | Self::Evaluate(Evaluation { gate: Gate::Start(_), .. }))
+    }
+}
+
+/// Decide the next step of an open batch whose rolling Deployments `status` already follows.
+/// `plan` is called only when the window has ended and the batch is evaluated.
+pub fn decide(
+    batch: &RotationBatch,
+    status: &RotationBatchStatus,
+    application: Option<&CAPApplication>,
+    plan: impl FnOnce() -> AppPlan,
+    context: &DecisionContext<'_>,
+) -> Decision {
+    let still_rolling = status.deployments.iter().filter(|d| is_active(d)).count();
+    if let Some(cancel) = &batch.spec.cancel {
+        let mut message = user_action_text(cancel, "cancelled");
+        if still_rolling > 0 {
+            message = format!("{message}; waiting for {} already rolling", count(still_rolling, "Deployment"));
+        }
+        return Decision::Cancel { message, still_rolling };
+    }
+    let Some(app) = application else {
+        if still_rolling > 0 {
+            return Decision::Drain;
+        }
+        return Decision::Finish(Outcome {
+            phase: BatchPhase::Cancelled,
+            reason: reason::CANCELLED,
+            message: format!("CAPApplication {} no longer exists", batch.spec.application),
+        });
+    };
+    if let Some(hold) = &batch.spec.hold {
+        let mut message = user_action_text(hold, "held");
+        if still_rolling > 0 {
+            message.push_str("; Deployments already rolling finish, nothing new starts");
+        }
+        return Decision::Hold { message };
+    }
+    if status.rollout_started_at.is_some() {
+        return Decision::Roll;
+    }
+    let approved = batch.spec.approval.as_ref().is_some_and(|a| a.approved_by.is_some());
+    if !status.deployments.is_empty() {
+        // Evaluated earlier and waiting for an approval.
+        if !approved {
+            return Decision::AwaitApproval;
+        }
+        let approval_waited = ready_condition(status)
+            .and_then(|c| c.last_transition_time.as_ref())
+            .map(|entered| context.now.duration_since(entered.0).as_secs_f64().max(0.0));
+        return Decision::Start(Start { approval_waited, ..start(batch) });
+    }
+    if batch.spec.force.is_none() && context.now < batch.spec.window_end.0 {
+        return Decision::Collect { until: batch.spec.window_end.0 };
+    }
+    if !app.rollout_opted_in() {
+        return Decision::Finish(Outcome {
+            phase: BatchPhase::Cancelled,
+            reason: reason::OPTED_OUT,
+            message: format!("CAPApplication {} no longer opts in to rollout on credential update", app.name_any()),
+        });
+    }
+    Decision::Evaluate(evaluate(batch, app, &plan(), approved, context))
+}
+
+fn evaluate(
+    batch: &RotationBatch,
+    app: &CAPApplication,
+    plan: &AppPlan,
+    approved: bool,
+    context: &DecisionContext<'_>,
+) -> Evaluation {
+    let deployments = batch_deployments(plan);
+    let restarts: Vec<&BatchDeployment> =
+        deployments.iter().filter(|d| d.action == DeploymentAction::Restart).collect();
+    let nothing =
+        |gate| Evaluation { deployments: deployments.clone(), tenants: plan.tenants, approval_required: None, gate };
+    if restarts.is_empty() {
+        if let Some(problem) = plan.problems.iter().find(|p| p.deployment.is_some()) {
+            let why = if problem.kind == ProblemKind::MissingSecret {
+                reason::MISSING_SECRET
+            } else {
+                reason::INVALID_SECRET
+            };
+            return nothing(Gate::Finish(Outcome {
+                phase: BatchPhase::Failed,
+                reason: why,
+                message: problem.message.clone(),
+            }));
+        }
+        let message = if deployments.is_empty() {
+            "no Deployment of a version in use consumes the rotated services".to_string()
+        } else {
+            format!("all {} already use current credentials", count(deployments.len(), "affected Deployment"))
+        };
+        return nothing(Gate::Finish(Outcome { phase: BatchPhase::NoChange, reason: reason::NO_CHANGE, message }));
+    }
+    let required = ApprovalPolicy::for_application(app, context.approval_default) == ApprovalPolicy::Manual;
+    let approval_required = (batch.spec.approval.as_ref().map(|a| a.required) != Some(required)).then_some(required);
+    let recently: Vec<&str> = restarts
+        .iter()
+        .filter(|d| {
+            (context.last_rolled)(&d.name).is_some_and(|at| {
+                Duration::try_from(context.now.duration_since(at)).is_ok_and(|age| age < context.min_rollout_interval)
+            })
+        })
+        .map(|d| d.name.as_str())
+        .collect();
+    let gate = if !recently.is_empty() && !approved {
+        Gate::AwaitApproval {
+            reason: reason::STORM_GUARD,
+            message: format!(
+                "storm guard: {} rolled less than {} ago; approve to roll again",
+                recently.join(", "),
+                humanize(context.min_rollout_interval)
+            ),
+        }
+    } else if required && !approved {
+        let tenants = usize::try_from(plan.tenants).unwrap_or(usize::MAX);
+        Gate::AwaitApproval {
+            reason: reason::AWAITING_APPROVAL,
+            message: format!(
+                "{} to restart, {} served; waiting for an approval",
+                count(restarts.len(), "Deployment"),
+                count(tenants, "tenant")
+            ),
+        }
+    } else {
+        Gate::Start(start(batch))
+    };
+    Evaluation { deployments, tenants: plan.tenants, approval_required, gate }
+}
+
+/// Why the rollout starts: forced, approved (by whom, why) or the window simply ended.
+fn start(batch: &RotationBatch) -> Start {
+    let approval =
+        batch.spec.approval.as_ref().and_then(|a| a.approved_by.as_ref().map(|by| (by, a.reason.as_deref())));
+    let (reason, message) = match (&batch.spec.force, approval) {
+        (Some(force), _) => (reason::FORCED, user_action_text(force, "window ended early: forced")),
+        (None, Some((by, Some(text)))) if !text.is_empty() => (reason::APPROVED, format!("approved by {by}: {text}")),
+        (None, Some((by, _))) => (reason::APPROVED, format!("approved by {by}")),
+        (None, None) => (reason::ROLLING_OUT, "window ended; rolling out".to_string()),
+    };
+    Start { reason, message, approval_waited: None }
+}
+
+/// Write a decision into the status (the part of its effects that is data).
+pub fn apply(decision: &Decision, status: &mut RotationBatchStatus, now: Timestamp) {
+    match decision {
+        Decision::Finish(outcome) => {
+            finish(status, outcome.phase.clone(), outcome.reason, outcome.message.clone(), now)
+        }
+        Decision::Cancel { message, still_rolling } => {
+            for deployment in status.deployments.iter_mut().filter(|d| is_queued(d)) {
+                deployment.message = Some("not started: the batch was cancelled".into());
+            }
+            if *still_rolling > 0 {
+                set_condition(status, false, reason::CANCELLED, message.clone(), now);
+            } else {
+                finish(status, BatchPhase::Cancelled, reason::CANCELLED, message.clone(), now);
+            }
+        }
+        Decision::Drain => {}
+        Decision::Hold { message } => {
+            status.phase = BatchPhase::Held;
+            set_condition(status, false, reason::HELD, message.clone(), now);
+        }
+        Decision::Collect { until } => {
+            status.phase = BatchPhase::Collecting;
+            let message = format!("collecting rotations until {}", super::status::format_time(*until));
+            set_condition(status, false, reason::WINDOW_OPEN, message, now);
+            progress_summary(status);
+        }
+        Decision::Evaluate(evaluation) => {
+            status.deployments = evaluation.deployments.clone();
+            status.tenants = Some(evaluation.tenants);
+            progress_summary(status);
+            match &evaluation.gate {
+                Gate::Finish(outcome) => {
+                    finish(status, outcome.phase.clone(), outcome.reason, outcome.message.clone(), now)
+                }
+                Gate::AwaitApproval { reason, message } => {
+                    status.phase = BatchPhase::AwaitingApproval;
+                    set_condition(status, false, reason, message.clone(), now);
+                }
+                Gate::Start(start) => begin(status, start, now),
+            }
+        }
+        Decision::AwaitApproval => status.phase = BatchPhase::AwaitingApproval,
+        Decision::Start(start) => begin(status, start, now),
+        Decision::Roll => status.phase = BatchPhase::RollingOut,
+    }
+}
+
+fn begin(status: &mut RotationBatchStatus, start: &Start, now: Timestamp) {
+    status.phase = BatchPhase::RollingOut;
+    status.rollout_started_at = Some(Time(now));
+    set_condition(status, false, start.reason, start.message.clone(), now);
+}
+
+/// How a rollout ends once every Deployment is done (`None` while some are not).
+pub fn rollout_outcome(deployments: &[BatchDeployment]) -> Option<Outcome> {
+    if !deployments.iter().all(is_done) {
+        return None;
+    }
+    let restarted_in = |state: DeploymentRolloutState| {
+        deployments.iter().filter(|d| d.action == DeploymentAction::Restart && d.state.as_ref() == Some(&state)).count()
+    };
+    let stalled = restarted_in(DeploymentRolloutState::Stalled);
+    let failed = restarted_in(DeploymentRolloutState::Failed);
+    let restarted = restarted_in(DeploymentRolloutState::Complete);
+    let problems = deployments.iter().filter(|d| d.action == DeploymentAction::Problem).count();
+    if stalled + failed + problems == 0 {
+        return Some(Outcome {
+            phase: BatchPhase::Succeeded,
+            reason: reason::ROLLOUT_COMPLETE,
+            message: format!("{} rolled out with the new credentials", count(restarted, "Deployment")),
+        });
+    }
+    let reason = if stalled > 0 {
+        reason::PROGRESS_DEADLINE_EXCEEDED
+    } else if failed > 0 {
+        reason::WRITE_FAILED
+    } else {
+        reason::INVALID_SECRET
+    };
+    Some(Outcome {
+        phase: BatchPhase::Failed,
+        reason,
+        message: format!(
+            "{restarted} rolled out, {stalled} stalled, {failed} failed, {problems} could not be planned; previous VCAP Secrets of unfinished Deployments were kept"
+        ),
+    })
+}
+
+/// Skip metrics of an evaluation: why a Deployment of the batch is not restarted.
+pub fn skip_reasons(deployments: &[BatchDeployment]) -> impl Iterator<Item = &'static str> + '_ {
+    deployments.iter().filter_map(|deployment| match deployment.action {
+        DeploymentAction::Unchanged if deployment.message.as_deref() == Some(MISSING_DEPLOYMENT) => Some("missing"),
+        DeploymentAction::Unchanged => Some("unchanged"),
+        DeploymentAction::Problem => Some("problem"),
+        DeploymentAction::Restart | DeploymentAction::Other(_) => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::api::rotation_batch::reason as why;
+    use crate::plan::{DeploymentPlan, PlanAction, Problem};
+    use crate::vcap::VcapPayload;
+
+    const NOW: &str = "2026-11-23T12:00:00Z";
+    const MINUTE: i64 = 60;
+
+    fn at(offset_seconds: i64) -> Value {
+        let now: Timestamp = NOW.parse().expect("time");
+        json!(now.checked_add(k8s_openapi::jiff::SignedDuration::from_secs(offset_seconds)).expect("time").to_string())
+    }
+
+    fn action(by: &str) -> Value {
+        json!({"by": by, "at": at(-MINUTE), "reason": "change 42"})
+    }
+
+    /// The world a case starts from: a batch in one phase.
+    #[derive(Clone, Copy, Debug)]
+    enum Phase {
+        /// Window open, nothing evaluated.
+        Collecting,
+        /// Window ended a second ago, nothing evaluated yet.
+        WindowEnded,
+        /// Evaluated ten minutes ago; one Deployment queued, waiting for an approval.
+        AwaitingApproval,
+        /// Rolling: `srv` rolling, `worker` queued.
+        RollingOut,
+        /// Rolling started, nothing rolling right now (`worker` queued).
+        RollingOutIdle,
+        /// Held while waiting for an approval.
+        Held,
+    }
+
+    /// A user action or a change of the world applied to the starting phase.
+    #[derive(Clone, Copy, Debug)]
+    enum Factor {
+        Nothing,
+        Cancel,
+        Hold,
+        Force,
+        Approval,
+        /// The released hold of a batch that was rolling.
+        Released,
+        /// `srv` was rolled a minute ago (min interval 10 min).
+        StormGuard,
+        StormGuardApproved,
+        ManualPolicy,
+        OptedOut,
+        ApplicationGone,
+        SecretGone,
+        NothingToRestart,
+    }
+
+    fn deployment(name: &str, state: &str) -> Value {
+        json!({"name": name, "version": "v1", "workload": name, "action": "Restart", "state": state})
+    }
+
+    fn batch(phase: Phase, factor: Factor) -> RotationBatch {
+        let window_end = match phase {
+            Phase::Collecting => at(60 * MINUTE),
+            _ => at(-1),
+        };
+        let mut spec = json!({"application": "app", "secrets": [], "windowEnd": window_end});
+        let condition = |reason: &str| json!([{"type": "Ready", "status": "False", "reason": reason, "message": "", "lastTransitionTime": at(-10 * MINUTE)}]);
+        let status = match phase {
+            Phase::Collecting | Phase::WindowEnded => Value::Null,
+            Phase::AwaitingApproval | Phase::Held => json!({
+                "phase": if matches!(phase, Phase::Held) { "Held" } else { "AwaitingApproval" },
+                "deployments": [deployment("srv", "Queued")],
+                "conditions": condition(why::AWAITING_APPROVAL),
+            }),
+            Phase::RollingOut => json!({
+                "phase": "RollingOut", "rolloutStartedAt": at(-5 * MINUTE),
+                "deployments": [deployment("srv", "Rolling"), deployment("worker", "Queued")],
+                "conditions": condition(why::ROLLING_OUT),
+            }),
+            Phase::RollingOutIdle => json!({
+                "phase": "RollingOut", "rolloutStartedAt": at(-5 * MINUTE),
+                "deployments": [deployment("srv", "Complete"), deployment("worker", "Queued")],
+                "conditions": condition(why::ROLLING_OUT),
+            }),
+        };
+        if matches!(phase, Phase::Held) {
+            spec["hold"] = action("bob");
+        }
+        match factor {
+            Factor::Cancel => spec["cancel"] = action("carol"),
+            Factor::Hold => spec["hold"] = action("bob"),
+            Factor::Force => spec["force"] = action("dave"),
+            Factor::Approval | Factor::StormGuardApproved => {
+                spec["approval"] = json!({"required": true, "approvedBy": "alice", "reason": "change 42"})
+            }
+            Factor::Released => spec["released"] = action("bob"),
+            _ => {}
+        }
+        serde_json::from_value(json!({
+            "apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
+            "metadata": {"name": "app-x7k2q", "namespace": "ns"},
+            "spec": spec, "status": status,
+        }))
+        .expect("batch")
+    }
+
+    fn application(factor: Factor) -> Option<CAPApplication> {
+        let opted_in = !matches!(factor, Factor::OptedOut);
+        let app = json!({
+            "apiVersion": "sme.sap.com/v1alpha1", "kind": "CAPApplication",
+            "metadata": {"name": "app", "namespace": "ns"},
+            "spec": {"btpAppName": "app", "providerSubaccountId": "p", "rolloutOnCredentialUpdate": opted_in,
+                     "btp": {"services": []}}
+        });
+        (!matches!(factor, Factor::ApplicationGone)).then(|| serde_json::from_value(app).expect("app"))
+    }
+
+    fn planned(name: &str, action: PlanAction) -> DeploymentPlan {
+        DeploymentPlan {
+            namespace: "ns".into(),
+            application: "app".into(),
+            version: "v1".into(),
+            workload: name.into(),
+            deployment: name.into(),
+            action,
+            reason: "planned".into(),
+            current_secret: Some(format!("{name}-vcap-old")),
+            services: vec!["uaa".into()],
+            payload: VcapPayload::assemble([]),
+        }
+    }
+
+    fn plan(factor: Factor) -> AppPlan {
+        let mut plan = AppPlan { tenants: 3, ..AppPlan::default() };
+        match factor {
+            Factor::SecretGone => plan.problems.push(Problem {
+                namespace: "ns".into(),
+                application: Some("app".into()),
+                deployment: Some("srv".into()),
+                secret: Some("uaa-bind".into()),
+                message: "Secret uaa-bind not found".into(),
+                kind: ProblemKind::MissingSecret,
+            }),
+            Factor::NothingToRestart => plan.deployments.push(planned("srv", PlanAction::Unchanged)),
+            _ => plan.deployments.push(planned("srv", PlanAction::Restart)),
+        }
+        plan
+    }
+
+    struct Decided {
+        decision: Decision,
+        status: RotationBatchStatus,
+        planned: bool,
+    }
+
+    fn run(phase: Phase, factor: Factor) -> Decided {
+        let now: Timestamp = NOW.parse().expect("time");
+        let batch = batch(phase, factor);
+        let app = application(factor);
+        let rolled_a_minute_ago = now.checked_sub(k8s_openapi::jiff::SignedDuration::from_secs(MINUTE)).ok();
+        let last_rolled = |name: &str| {
+            (matches!(factor, Factor::StormGuard | Factor::StormGuardApproved) && name == "srv")
+                .then_some(rolled_a_minute_ago)
+                .flatten()
+        };
+        let context = DecisionContext {
+            now,
+            approval_default: if matches!(factor, Factor::ManualPolicy | Factor::Approval) {
+                ApprovalPolicy::Manual
+            } else {
+                ApprovalPolicy::Auto
+            },
+            min_rollout_interval: Duration::from_secs(10 * 60),
+            last_rolled: &last_rolled,
+        };
+        let mut status = batch.status.clone().unwrap_or_default();
+        let planned = std::cell::Cell::new(false);
+        let decision = decide(
+            &batch,
+            &status,
+            app.as_ref(),
+            || {
+                planned.set(true);
+                plan(factor)
+            },
+            &context,
+        );
+        apply(&decision, &mut status, now);
+        Decided { decision, status, planned: planned.get() }
+    }
+
+    fn reason_of(status: &RotationBatchStatus) -> Option<&str> {
+        ready_condition(status).map(|c| c.reason.as_str())
+    }
+
+    use BatchPhase as P;
+    use Factor as F;
+
+    /// Every phase × every user action and change of the world: the phase after the decision,
+    /// the Ready reason, and whether the rollout effects run.
+    #[test]
+    fn every_phase_under_every_action_and_change() {
+        let table: &[(Phase, Factor, BatchPhase, &str, bool)] = &[
+            // Collecting: the window holds everything but force, cancel, hold and a lost app.
+            (Phase::Collecting, F::Nothing, P::Collecting, why::WINDOW_OPEN, false),
+            (Phase::Collecting, F::Approval, P::Collecting, why::WINDOW_OPEN, false),
+            (Phase::Collecting, F::Force, P::RollingOut, why::FORCED, true),
+            (Phase::Collecting, F::Cancel, P::Cancelled, why::CANCELLED, false),
+            (Phase::Collecting, F::Hold, P::Held, why::HELD, false),
+            (Phase::Collecting, F::ApplicationGone, P::Cancelled, why::CANCELLED, false),
+            (Phase::Collecting, F::OptedOut, P::Collecting, why::WINDOW_OPEN, false),
+            // The window ended: evaluate.
+            (Phase::WindowEnded, F::Nothing, P::RollingOut, why::ROLLING_OUT, true),
+            (Phase::WindowEnded, F::ManualPolicy, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
+            (Phase::WindowEnded, F::Approval, P::RollingOut, why::APPROVED, true),
+            (Phase::WindowEnded, F::StormGuard, P::AwaitingApproval, why::STORM_GUARD, false),
+            (Phase::WindowEnded, F::StormGuardApproved, P::RollingOut, why::APPROVED, true),
+            (Phase::WindowEnded, F::OptedOut, P::Cancelled, why::OPTED_OUT, false),
+            (Phase::WindowEnded, F::SecretGone, P::Failed, why::MISSING_SECRET, false),
+            (Phase::WindowEnded, F::NothingToRestart, P::NoChange, why::NO_CHANGE, false),
+            (Phase::WindowEnded, F::ApplicationGone, P::Cancelled, why::CANCELLED, false),
+            (Phase::WindowEnded, F::Cancel, P::Cancelled, why::CANCELLED, false),
+            (Phase::WindowEnded, F::Hold, P::Held, why::HELD, false),
+            (Phase::WindowEnded, F::Force, P::RollingOut, why::FORCED, true),
+            // Waiting for an approval.
+            (Phase::AwaitingApproval, F::Nothing, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
+            (Phase::AwaitingApproval, F::Approval, P::RollingOut, why::APPROVED, true),
+            (Phase::AwaitingApproval, F::Force, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
+            (Phase::AwaitingApproval, F::Cancel, P::Cancelled, why::CANCELLED, false),
+            (Phase::AwaitingApproval, F::Hold, P::Held, why::HELD, false),
+            (Phase::AwaitingApproval, F::ApplicationGone, P::Cancelled, why::CANCELLED, false),
+            // The opt-in is checked when the window ends; later opt-outs need a cancel.
+            (Phase::AwaitingApproval, F::OptedOut, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
+            // Rolling out.
+            (Phase::RollingOut, F::Nothing, P::RollingOut, why::ROLLING_OUT, true),
+            (Phase::RollingOut, F::Approval, P::RollingOut, why::ROLLING_OUT, true),
+            (Phase::RollingOut, F::Cancel, P::RollingOut, why::CANCELLED, false),
+            (Phase::RollingOutIdle, F::Cancel, P::Cancelled, why::CANCELLED, false),
+            (Phase::RollingOut, F::Hold, P::Held, why::HELD, false),
+            (Phase::RollingOut, F::ApplicationGone, P::RollingOut, why::ROLLING_OUT, false),
+            (Phase::RollingOutIdle, F::ApplicationGone, P::Cancelled, why::CANCELLED, false),
+            (Phase::RollingOut, F::OptedOut, P::RollingOut, why::ROLLING_OUT, true),
+            // Held: a hold wins over an approval; a release goes back where it was.
+            (Phase::Held, F::Nothing, P::Held, why::HELD, false),
+            (Phase::Held, F::Approval, P::Held, why::HELD, false),
+            (Phase::Held, F::Cancel, P::Cancelled, why::CANCELLED, false),
+        ];
+        let mut failures = Vec::new();
+        for (phase, factor, expected_phase, expected_reason, expected_rolls) in table {
+            let decided = run(*phase, *factor);
+            let got = (&decided.status.phase, reason_of(&decided.status), decided.decision.rolls());
+            if got != (expected_phase, Some(*expected_reason), *expected_rolls) {
+                failures.push(format!(
+                    "{phase:?} × {factor:?}: expected ({expected_phase}, {expected_reason}, rolls {expected_rolls}), got ({}, {:?}, rolls {}) from {:?}",
+                    got.0, got.1, got.2, decided.decision
+                ));
+            }
+        }
+        assert!(failures.is_empty(), "{} of {} cases differ:\n{}", failures.len(), table.len(), failures.join("\n"));
+    }
+
+    #[test]
+    fn a_released_batch_goes_back_to_rolling() {
+        let mut batch = batch(Phase::RollingOut, F::Released);
+        batch.status.as_mut().expect("status").phase = P::Held;
+        let app = application(F::Nothing);
+        let context = DecisionContext {
+            now: NOW.parse().expect("time"),
+            approval_default: ApprovalPolicy::Auto,
+            min_rollout_interval: Duration::ZERO,
+            last_rolled: &|_| None,
+        };
+        let status = batch.status.clone().unwrap_or_default();
+        let decision = decide(&batch, &status, app.as_ref(), AppPlan::default, &context);
+        assert_eq!(decision, Decision::Roll);
+    }
+
+    #[test]
+    fn the_plan_is_computed_only_when_the_window_ends() {
+        assert!(!run(Phase::Collecting, F::Nothing).planned);
+        assert!(!run(Phase::AwaitingApproval, F::Approval).planned);
+        assert!(!run(Phase::RollingOut, F::Nothing).planned);
+        assert!(!run(Phase::WindowEnded, F::OptedOut).planned, "an opted-out application is not planned");
+        assert!(run(Phase::WindowEnded, F::Nothing).planned);
+        assert!(run(Phase::Collecting, F::Force).planned);
+    }
+
+    #[test]
+    fn messages_name_who_and_why() {
+        let held = run(Phase::AwaitingApproval, F::Hold);
+        assert_eq!(ready_condition(&held.status).expect("condition").message, "held by bob: change 42");
+        let approved = run(Phase::WindowEnded, F::Approval);
+        assert_eq!(ready_condition(&approved.status).expect("condition").message, "approved by alice: change 42");
+        let storm = run(Phase::WindowEnded, F::StormGuard);
+        assert_eq!(
+            ready_condition(&storm.status).expect("condition").message,
+            "storm guard: srv rolled less than 10m ago; approve to roll again"
+        );
+        let waiting = run(Phase::WindowEnded, F::ManualPolicy);
+        assert_eq!(
+            ready_condition(&waiting.status).expect("condition").message,
+            "1 Deployment to restart, 3 tenants served; waiting for an approval"
+        );
+        let cancelled = run(Phase::RollingOut, F::Cancel);
+        assert_eq!(
+            ready_condition(&cancelled.status).expect("condition").message,
+            "cancelled by carol: change 42; waiting for 1 Deployment already rolling"
+        );
+        assert_eq!(
+            cancelled.status.deployments[1].message.as_deref(),
+            Some("not started: the batch was cancelled"),
+            "queued Deployments say why they never start"
+        );
+    }
+
+    #[test]
+    fn an_evaluation_records_the_approval_requirement_only_when_it_changes() {
+        let Decision::Evaluate(manual) = run(Phase::WindowEnded, F::ManualPolicy).decision else {
+            panic!("expected an evaluation")
+        };
+        assert_eq!(manual.approval_required, Some(true));
+        let Decision::Evaluate(approved) = run(Phase::WindowEnded, F::Approval).decision else {
+            panic!("expected an evaluation")
+        };
+        assert_eq!(approved.approval_required, None, "already recorded as required");
+        let Decision::Evaluate(nothing) = run(Phase::WindowEnded, F::NothingToRestart).decision else {
+            panic!("expected an evaluation")
+        };
+        assert_eq!(nothing.approval_required, None, "a batch that ends records nothing");
+    }
+
+    #[test]
+    fn an_approval_reports_how_long_it_waited() {
+        let Decision::Start(start) = run(Phase::AwaitingApproval, F::Approval).decision else {
+            panic!("expected a start")
+        };
+        assert_eq!(start.approval_waited, Some(600.0));
+    }
+
+    fn rolled(states: &[(&str, &str)]) -> Vec<BatchDeployment> {
+        states
+            .iter()
+            .map(|(action, state)| BatchDeployment {
+                name: "d".into(),
+                action: DeploymentAction::from(*action),
+                state: Some(DeploymentRolloutState::from(*state)),
+                ..BatchDeployment::default()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn how_a_rollout_ends() {
+        type Case<'a> = (&'a [(&'a str, &'a str)], Option<(BatchPhase, &'a str)>);
+        let cases: &[Case] = &[
+            (&[("Restart", "Complete"), ("Unchanged", "Complete")], Some((P::Succeeded, why::ROLLOUT_COMPLETE))),
+            (&[("Restart", "Complete"), ("Restart", "Rolling")], None),
+            (&[("Restart", "Complete"), ("Restart", "Queued")], None),
+            (&[("Restart", "Stalled"), ("Restart", "Failed")], Some((P::Failed, why::PROGRESS_DEADLINE_EXCEEDED))),
+            (&[("Restart", "Complete"), ("Restart", "Failed")], Some((P::Failed, why::WRITE_FAILED))),
+            (&[("Restart", "Complete"), ("Problem", "Failed")], Some((P::Failed, why::INVALID_SECRET))),
+        ];
+        for (states, expected) in cases {
+            let outcome = rollout_outcome(&rolled(states)).map(|o| (o.phase, o.reason));
+            assert_eq!(outcome.as_ref().map(|(p, r)| (p, *r)), expected.as_ref().map(|(p, r)| (p, *r)), "{states:?}");
+        }
+        let stalled = rollout_outcome(&rolled(&[("Restart", "Complete"), ("Restart", "Stalled")])).expect("ended");
+        assert_eq!(
+            stalled.message,
+            "1 rolled out, 1 stalled, 0 failed, 0 could not be planned; previous VCAP Secrets of unfinished Deployments were kept"
+        );
+    }
+}

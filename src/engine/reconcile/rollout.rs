@@ -1,0 +1,320 @@
+//! The rollout effects: point queued Deployments at new VCAP Secrets (paced by
+//! `--max-parallel-rollouts`), follow rolling ones, and delete the VCAP Secret a completed
+//! Deployment used before. Every write goes through `Writes`.
+
+use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
+
+use super::status::{MISSING_DEPLOYMENT, is_active, is_queued};
+use super::{Reconciler, RolloutKey};
+use crate::api::rotation_batch::{BatchDeployment, DeploymentAction, DeploymentRolloutState};
+use crate::api::{CAPApplication, LABEL_SECRET_OWNER_HASH, RotationBatch, RotationBatchStatus};
+use crate::cluster::{describe_error, is_transient};
+use crate::engine::progress::{Progress, rollout_progress};
+use crate::engine::writes::{ANNOTATION_PREVIOUS_SECRET, ANNOTATION_ROLLED_BY, LABEL_BATCH, Pointed};
+use crate::plan::{AppPlan, CapIndex, PlanAction, Rotated, plan_application, referenced_vcap_secret};
+use crate::vcap::secret_owner_hash;
+use k8s_openapi::jiff::Timestamp;
+
+/// Rollout writes failing with errors retrying cannot fix (403, 422, ...) give up after this many
+/// attempts; transient failures are retried for as long as they last.
+pub(super) const MAX_ATTEMPTS: u32 = 5;
+
+/// A rollout write that failed: what to tell people, and whether retrying may help.
+struct WriteFailure {
+    message: String,
+    transient: bool,
+}
+
+impl WriteFailure {
+    fn new(what: &str, error: &kube::Error) -> Self {
+        Self { message: format!("{what}: {}", describe_error(error)), transient: is_transient(error) }
+    }
+}
+
+impl Reconciler {
+    /// Start queued Deployments while the parallel-rollout budget allows.
+    pub(super) async fn roll(
+        &mut self,
+        batch: &RotationBatch,
+        app: &CAPApplication,
+        index: &CapIndex,
+        status: &mut RotationBatchStatus,
+        now: Timestamp,
+    ) {
+        if !status.deployments.iter().any(is_queued) {
+            return;
+        }
+        let rotated = Rotated::Secrets(batch.spec.secrets.iter().map(|s| s.name.clone()).collect());
+        let fresh = plan_application(app, &rotated, index, &self.stores);
+        for position in 0..status.deployments.len() {
+            if !is_queued(&status.deployments[position]) {
+                continue;
+            }
+            if self.rolling >= self.config.max_parallel_rollouts {
+                status.deployments[position].message =
+                    Some(format!("queued: {} Deployments roll at once", self.config.max_parallel_rollouts));
+                continue;
+            }
+            let mut deployment = status.deployments[position].clone();
+            self.start_deployment(batch, index, &fresh, &mut deployment, now).await;
+            status.deployments[position] = deployment;
+        }
+    }
+
+    /// Point one Deployment at a new VCAP Secret (or find that a previous pass already did).
+    async fn start_deployment(
+        &mut self,
+        batch: &RotationBatch,
+        index: &CapIndex,
+        fresh: &AppPlan,
+        deployment: &mut BatchDeployment,
+        now: Timestamp,
+    ) {
+        let namespace = batch.namespace().unwrap_or_default();
+        let batch_name = batch.name_any();
+        let Some(planned) = fresh.deployments.iter().find(|d| d.deployment == deployment.name) else {
+            if let Some(problem) =
+                fresh.problems.iter().find(|p| p.deployment.as_deref() == Some(deployment.name.as_str()))
+            {
+                deployment.state = Some(DeploymentRolloutState::Failed);
+                deployment.message = Some(problem.message.clone());
+            } else {
+                complete_unchanged(deployment, "no longer affected; nothing written");
+            }
+            return;
+        };
+        // Rolled by this batch in a pass whose status write was lost: the plan sees it current,
+        // but it must be followed (and its previous Secret cleaned up) like any other.
+        let rolled_by_this_batch = self
+            .stores
+            .deployment(&namespace, &deployment.name)
+            .filter(|live| live.annotations().get(ANNOTATION_ROLLED_BY) == Some(&batch_name))
+            .map(|live| referenced_vcap_secret(&live).ok().flatten());
+        match planned.action {
+            PlanAction::Unchanged if rolled_by_this_batch.is_some() => {}
+            PlanAction::Unchanged => {
+                complete_unchanged(deployment, "already uses current credentials; nothing written");
+                self.metrics.skipped("unchanged");
+                return;
+            }
+            PlanAction::Missing => {
+                complete_unchanged(deployment, MISSING_DEPLOYMENT);
+                self.metrics.skipped("missing");
+                return;
+            }
+            PlanAction::Restart => {}
+        }
+        let Some(version) = index.version(&namespace, &planned.version).cloned() else {
+            deployment.state = Some(DeploymentRolloutState::Failed);
+            deployment.message = Some(format!("CAPApplicationVersion {} is gone", planned.version));
+            return;
+        };
+        let attempt_key = (namespace.clone(), batch_name.clone(), deployment.name.clone());
+        let (secret_name, previous) = match self
+            .vcap_secret_for(&namespace, &batch_name, &version, deployment, planned, rolled_by_this_batch)
+            .await
+        {
+            Ok(found) => found,
+            Err(failure) => {
+                self.failed_attempt(&attempt_key, deployment, failure);
+                return;
+            }
+        };
+        match self.writes.point_deployment(&namespace, &deployment.name, &secret_name, &batch_name, now).await {
+            Ok(Pointed::Updated { generation, previous: live_previous }) => {
+                deployment.vcap_secret = Some(secret_name);
+                deployment.previous_vcap_secret = previous.or(live_previous);
+                deployment.rolled_generation = Some(generation);
+                deployment.vcap_sha256 = Some(planned.payload.sha256());
+                deployment.state = Some(DeploymentRolloutState::Rolling);
+                deployment.message = Some("rolling".into());
+                self.metrics.deployments_restarted.inc();
+                self.rolling += 1;
+                self.attempts.remove(&attempt_key);
+                tracing::info!(namespace, deployment = %deployment.name, batch = %batch_name, "deployment pointed at new VCAP secret");
+            }
+            Ok(Pointed::AlreadyRolled { generation, secret }) => {
+                let actual = secret.unwrap_or(secret_name);
+                let previous = self
+                    .stores
+                    .secret(&namespace, &actual)
+                    .and_then(|s| s.annotations().get(ANNOTATION_PREVIOUS_SECRET).cloned())
+                    .or(previous);
+                deployment.vcap_secret = Some(actual);
+                deployment.previous_vcap_secret = previous;
+                deployment.rolled_generation = Some(generation);
+                deployment.state = Some(DeploymentRolloutState::Rolling);
+                deployment.message = Some("rolling (resumed)".into());
+                self.rolling += 1;
+            }
+            Ok(Pointed::Gone) => {
+                complete_unchanged(deployment, "deployment was deleted before its rollout");
+                let uid = self.stores.secret(&namespace, &secret_name).and_then(|s| s.metadata.uid.clone());
+                let _ = self.writes.delete_secret(&namespace, &secret_name, uid).await;
+            }
+            Err(error) => {
+                let failure = WriteFailure::new("could not update the Deployment", &error);
+                self.failed_attempt(&attempt_key, deployment, failure);
+            }
+        }
+    }
+
+    /// The VCAP Secret this batch points the Deployment at, and the one it used before: one this
+    /// batch already created (found by label before a restart), the one a lost pass already
+    /// pointed it at, or a new one. Never a second Secret for one Deployment in one batch.
+    async fn vcap_secret_for(
+        &mut self,
+        namespace: &str,
+        batch_name: &str,
+        version: &crate::api::CAPApplicationVersion,
+        deployment: &BatchDeployment,
+        planned: &crate::plan::DeploymentPlan,
+        rolled_by_this_batch: Option<Option<String>>,
+    ) -> Result<(String, Option<String>), WriteFailure> {
+        let owner_hash = secret_owner_hash(namespace, &planned.version, &deployment.name);
+        let existing = self.stores.vcap_secrets.state().into_iter().find(|secret| {
+            secret.namespace().as_deref() == Some(namespace)
+                && secret.labels().get(LABEL_BATCH).map(String::as_str) == Some(batch_name)
+                && secret.labels().get(LABEL_SECRET_OWNER_HASH) == Some(&owner_hash)
+        });
+        if let Some(secret) = existing {
+            return Ok((secret.name_any(), secret.annotations().get(ANNOTATION_PREVIOUS_SECRET).cloned()));
+        }
+        // Our Secret is not in the store yet: never create a second one.
+        if let Some(live) = rolled_by_this_batch.flatten() {
+            return Ok((live, None));
+        }
+        let created = self
+            .writes
+            .create_vcap_secret(
+                version,
+                &deployment.name,
+                batch_name,
+                planned.current_secret.as_deref(),
+                &planned.payload,
+            )
+            .await
+            .map_err(|error| WriteFailure::new("could not create the VCAP Secret", &error))?;
+        Ok((created.name_any(), planned.current_secret.clone()))
+    }
+
+    /// A failed rollout write. Transient failures (unreachable API, 409, 429, 5xx) are retried
+    /// for as long as they last; others give up after `MAX_ATTEMPTS`.
+    fn failed_attempt(&mut self, key: &RolloutKey, deployment: &mut BatchDeployment, failure: WriteFailure) {
+        let attempts = self.attempts.entry(key.clone()).or_default();
+        if !failure.transient {
+            *attempts += 1;
+        }
+        let message = failure.message;
+        tracing::warn!(deployment = %deployment.name, attempts = *attempts, message, "rollout write failed");
+        if *attempts >= MAX_ATTEMPTS {
+            deployment.state = Some(DeploymentRolloutState::Failed);
+            deployment.message = Some(format!("{message} (gave up after {MAX_ATTEMPTS} attempts)"));
+        } else {
+            deployment.message = Some(format!("{message}; retrying"));
+        }
+    }
+
+    /// Follow rolling Deployments; once one completed, delete the VCAP Secret it used before.
+    pub(super) async fn track_progress(&mut self, batch: &RotationBatch, status: &mut RotationBatchStatus) {
+        let namespace = batch.namespace().unwrap_or_default();
+        for position in 0..status.deployments.len() {
+            if !is_active(&status.deployments[position]) {
+                continue;
+            }
+            let mut deployment = status.deployments[position].clone();
+            let Some(secret) = deployment.vcap_secret.clone() else { continue };
+            let Some(live) = self.stores.deployment(&namespace, &deployment.name) else {
+                deployment.state = Some(DeploymentRolloutState::Failed);
+                deployment.message = Some("deployment was deleted during its rollout".into());
+                status.deployments[position] = deployment;
+                self.rolling = self.rolling.saturating_sub(1);
+                continue;
+            };
+            let generation = live.metadata.generation.unwrap_or(0);
+            if generation < deployment.rolled_generation.unwrap_or(0) {
+                continue; // the store has not seen our update yet
+            }
+            match referenced_vcap_secret(&live) {
+                Ok(Some(current)) if current == secret => {}
+                Ok(other) => {
+                    if generation > deployment.rolled_generation.unwrap_or(0) {
+                        deployment.state = Some(DeploymentRolloutState::Failed);
+                        deployment.message = Some(format!(
+                            "the Deployment was changed by someone else and now uses {}",
+                            other.unwrap_or_else(|| "no VCAP secret".into())
+                        ));
+                        status.deployments[position] = deployment;
+                        self.rolling = self.rolling.saturating_sub(1);
+                    }
+                    continue;
+                }
+                Err(_) => continue,
+            }
+            let progress = rollout_progress(&live);
+            deployment.replicas = Some(progress.replicas);
+            deployment.updated_replicas = Some(progress.updated);
+            deployment.ready_replicas = Some(progress.ready);
+            deployment.available_replicas = Some(progress.available);
+            deployment.message = Some(progress.message.clone());
+            match progress.progress {
+                Progress::Rolling => {}
+                Progress::Stalled => {
+                    deployment.state = Some(DeploymentRolloutState::Stalled);
+                    deployment.message = Some(format!("{}; its previous VCAP Secret is kept", progress.message));
+                    self.rolling = self.rolling.saturating_sub(1);
+                }
+                Progress::Complete => match self.remove_previous(&namespace, &deployment).await {
+                    Ok(note) => {
+                        deployment.state = Some(DeploymentRolloutState::Complete);
+                        deployment.message = Some(note);
+                        self.rolling = self.rolling.saturating_sub(1);
+                    }
+                    Err(failure) => {
+                        let key = (namespace.clone(), batch.name_any(), deployment.name.clone());
+                        self.failed_attempt(&key, &mut deployment, failure);
+                        if deployment.state == Some(DeploymentRolloutState::Failed) {
+                            // The rollout itself completed; only the cleanup failed.
+                            deployment.state = Some(DeploymentRolloutState::Complete);
+                            self.rolling = self.rolling.saturating_sub(1);
+                        }
+                    }
+                },
+            }
+            status.deployments[position] = deployment;
+        }
+    }
+
+    /// Delete the VCAP Secret a completed Deployment used before, unless anything still uses it
+    /// or it is not a VCAP Secret (no owner-hash label).
+    async fn remove_previous(&self, namespace: &str, deployment: &BatchDeployment) -> Result<String, WriteFailure> {
+        let Some(previous) =
+            deployment.previous_vcap_secret.clone().filter(|p| Some(p) != deployment.vcap_secret.as_ref())
+        else {
+            return Ok("rolled out".into());
+        };
+        let still_used = self.stores.deployments.state().iter().any(|other| {
+            other.namespace().as_deref() == Some(namespace)
+                && referenced_vcap_secret(other).ok().flatten().as_deref() == Some(previous.as_str())
+        });
+        if still_used {
+            return Ok(format!("rolled out; previous secret {previous} kept: another Deployment uses it"));
+        }
+        let Some(secret) = self.stores.vcap_secrets.get(&ObjectRef::new(&previous).within(namespace)) else {
+            return Ok(format!("rolled out; previous secret {previous} is gone or not a VCAP secret, left alone"));
+        };
+        match self.writes.delete_secret(namespace, &previous, secret.metadata.uid.clone()).await {
+            Ok(_) => Ok(format!("rolled out; previous VCAP secret {previous} deleted")),
+            Err(error) => {
+                Err(WriteFailure::new(&format!("rolled out but could not delete previous secret {previous}"), &error))
+            }
+        }
+    }
+}
+
+fn complete_unchanged(deployment: &mut BatchDeployment, message: &str) {
+    deployment.action = DeploymentAction::Unchanged;
+    deployment.state = Some(DeploymentRolloutState::Complete);
+    deployment.message = Some(message.into());
+}

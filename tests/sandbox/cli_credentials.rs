@@ -1,0 +1,150 @@
+//! `capdeck credentials` from manifests: the JSON document, the table, and usage errors. (Live,
+//! on both backends: `process_stories::credentials_report_margins_and_verdicts`.)
+
+use assert_cmd::Command;
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Value, json};
+
+fn capdeck() -> Command {
+    Command::cargo_bin("capdeck").expect("binary")
+}
+
+fn b64(text: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+/// An application whose binding rotated 20 minutes ago with a 30m TTL on the old binding.
+fn manifests() -> tempfile::TempDir {
+    let ago = |seconds: i64| Timestamp::from_second(Timestamp::now().as_second() - seconds).expect("time").to_string();
+    let objects = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "sme.sap.com/v1alpha1", "kind": "CAPApplication", "metadata": {"name": "bookshop", "namespace": "shop"},
+         "spec": {"btpAppName": "bookshop", "providerSubaccountId": "p",
+                  "btp": {"services": [{"name": "uaa", "class": "xsuaa", "secret": "uaa-bind"},
+                                       {"name": "db", "class": "hana", "secret": "db-bind"}]}}},
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "uaa-bind", "namespace": "shop"},
+         "data": {".metadata": b64(r#"{"credentialProperties":[{"name":"clientsecret","format":"text"}]}"#),
+                  "clientsecret": b64("very-secret-value")}},
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db-bind", "namespace": "shop"},
+         "data": {"root": b64(r#"{"password":"x"}"#)}},
+        {"apiVersion": "services.cloud.sap.com/v1", "kind": "ServiceBinding",
+         "metadata": {"name": "uaa-bind", "namespace": "shop", "creationTimestamp": ago(30 * 86400)},
+         "spec": {"secretName": "uaa-bind", "credentialsRotationPolicy": {"enabled": true, "rotationFrequency": "720h"}},
+         "status": {"lastCredentialsRotationTime": ago(1200), "ready": "True"}},
+        {"apiVersion": "services.cloud.sap.com/v1", "kind": "ServiceBinding",
+         "metadata": {"name": "uaa-bind-a1b2c", "namespace": "shop", "creationTimestamp": ago(1210),
+                      "labels": {"services.cloud.sap.com/rotationOf": "uaa-bind"}},
+         "spec": {"secretName": "uaa-bind-a1b2c", "credentialsRotationPolicy": {"enabled": false, "rotatedBindingTTL": "30m"}}},
+        {"apiVersion": "services.cloud.sap.com/v1", "kind": "ServiceBinding",
+         "metadata": {"name": "db-bind", "namespace": "shop"},
+         "spec": {"secretName": "db-bind", "secretRootKey": "root"}}
+    ]});
+    let dir = tempfile::tempdir().expect("dir");
+    std::fs::write(dir.path().join("world.json"), objects.to_string()).expect("write");
+    dir
+}
+
+#[test]
+fn json_is_one_object_with_the_verdicts_and_no_values() {
+    let dir = manifests();
+    let output = capdeck().args(["credentials", "-f"]).arg(dir.path()).args(["-o", "json"]).output().expect("runs");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(!text.contains("very-secret-value") && !text.contains(&b64("very-secret-value")), "{text}");
+    let document: Value = serde_json::from_str(&text).expect("one JSON object");
+    let credentials = document["credentials"].as_array().expect("credentials");
+    assert_eq!(credentials.len(), 2);
+    let db = &credentials[0];
+    assert_eq!((db["secret"].as_str(), db["format"].as_str()), (Some("db-bind"), Some("unreadable")));
+    assert_eq!(db["rotation"]["enabled"], false);
+    assert_eq!(db["verdict"], "unsafe", "no VCAP entry can be built: {db}");
+    let uaa = &credentials[1];
+    assert_eq!(uaa["source"], "sap-btp-service-operator");
+    assert_eq!(uaa["rotation"]["frequency"], "720h");
+    assert_eq!(uaa["rotation"]["rotatedBindingTTL"], "48h", "the webhook default");
+    assert_eq!(uaa["rotation"]["inProgress"], false);
+    assert!(uaa["rotation"]["nextDue"].as_str().is_some_and(|t| t.ends_with('Z')), "RFC 3339: {uaa}");
+    assert_eq!(uaa["oldCredentials"][0]["pendingTermination"], false);
+    // Revocable in ~10m; the batch would end after 1h + 15m from now.
+    let margin = uaa["marginSeconds"].as_i64().expect("margin");
+    assert!((-65 * 60 - 60..=-65 * 60 + 60).contains(&margin), "{margin}");
+    assert_eq!(uaa["verdict"], "unsafe");
+    assert!(
+        uaa["reasons"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|r| r.as_str().is_some_and(|r| r.contains("revocable in"))))
+    );
+}
+
+#[test]
+fn a_window_short_enough_makes_it_at_risk_and_the_table_says_so() {
+    let dir = manifests();
+    let output = capdeck()
+        .args(["credentials", "-f"])
+        .arg(dir.path())
+        .args(["--rollout-delay", "1m", "--expected-rollout", "5m", "-o", "wide"])
+        .output()
+        .expect("runs");
+    let text = String::from_utf8_lossy(&output.stdout);
+    let uaa = text.lines().find(|line| line.contains("uaa-bind")).unwrap_or_default();
+    // ~10m left − (1m + 5m) = ~4m: less than one rollout to spare.
+    assert!(uaa.contains("at-risk") && uaa.contains("less than the expected rollout time"), "{text}");
+    assert!(text.lines().next().is_some_and(|h| h.contains("REASONS")), "{text}");
+}
+
+#[test]
+fn name_output_and_bad_durations_are_usage_errors() {
+    capdeck().args(["credentials", "-f", "nowhere", "-o", "name"]).assert().code(2);
+    capdeck().args(["credentials", "--rollout-delay", "soon"]).assert().code(2);
+}
+
+#[test]
+fn without_service_bindings_the_verdict_is_unknown_and_said() {
+    let dir = tempfile::tempdir().expect("dir");
+    let objects = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "sme.sap.com/v1alpha1", "kind": "CAPApplication", "metadata": {"name": "a", "namespace": "n"},
+         "spec": {"btpAppName": "a", "providerSubaccountId": "p", "btp": {"services": [{"name": "s", "class": "c", "secret": "s-bind"}]}}},
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s-bind", "namespace": "n"},
+         "data": {"credentials": b64(r#"{"a":1}"#)}}]});
+    std::fs::write(dir.path().join("w.json"), objects.to_string()).expect("write");
+    let output = capdeck().args(["credentials", "-f"]).arg(dir.path()).output().expect("runs");
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&output.stdout).to_string(), String::from_utf8_lossy(&output.stderr).to_string());
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("no ServiceBinding information"), "{stderr}");
+    assert!(stdout.contains("unknown") && stdout.contains("credentials"), "{stdout}");
+}
+
+/// `capdeck plan` reports a ServiceBinding whose TTL is shorter than the window + a progress
+/// deadline, as a problem naming the binding and the fix.
+#[test]
+fn plan_names_a_rotated_binding_ttl_too_short_for_a_batch() {
+    let dir = tempfile::tempdir().expect("dir");
+    let objects = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "services.cloud.sap.com/v1", "kind": "ServiceBinding", "metadata": {"name": "uaa-bind", "namespace": "shop"},
+         "spec": {"secretName": "uaa-bind", "credentialsRotationPolicy": {"enabled": true, "rotatedBindingTTL": "45m"}}},
+        {"apiVersion": "services.cloud.sap.com/v1", "kind": "ServiceBinding", "metadata": {"name": "db-bind", "namespace": "shop"},
+         "spec": {"secretName": "db-bind", "credentialsRotationPolicy": {"enabled": true}}}]});
+    std::fs::write(dir.path().join("bindings.json"), objects.to_string()).expect("write");
+    // `plan -o json` with $ROLLOUT_DELAY as given (unset: the 1h default).
+    let plan = |rollout_delay: Option<&str>| -> Value {
+        let mut command = capdeck();
+        match rollout_delay {
+            Some(delay) => command.env("ROLLOUT_DELAY", delay),
+            None => command.env_remove("ROLLOUT_DELAY"),
+        };
+        let output = command.args(["plan", "-f"]).arg(dir.path()).args(["-o", "json"]).output().expect("runs");
+        serde_json::from_slice(&output.stdout).expect("plan json")
+    };
+    let document = plan(None);
+    let problems: Vec<&str> =
+        document["problems"].as_array().expect("problems").iter().filter_map(|p| p["message"].as_str()).collect();
+    assert_eq!(problems.len(), 1, "only the 45m one: {problems:?}");
+    assert!(
+        problems[0].contains("shop/uaa-bind: rotatedBindingTTL 45m") && problems[0].contains("at least 1h10m"),
+        "{problems:?}"
+    );
+    // A shorter window (the engine's $ROLLOUT_DELAY) makes it fit.
+    let document = plan(Some("30m"));
+    assert_eq!(document["problems"], json!([]), "{document}");
+}

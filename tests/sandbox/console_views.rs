@@ -1,0 +1,385 @@
+//! The console drawn on ratatui's `TestBackend`: every view, the help, the detail and YAML panes,
+//! each batch dialog, the connection-lost banner, input lines and tiny terminals. The data is
+//! the fixed sample (demo seed + batches at a fixed moment), so the snapshots are stable.
+
+use capdeck::cluster::stores::ConnectionState;
+use capdeck::console::app::App;
+use capdeck::console::draw::draw;
+use capdeck::console::update::{Command, Msg, update};
+use capdeck::console::views::DetailNeed;
+use capdeck::demo::sample::{self, SampleObjects};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+
+fn sample_app() -> App {
+    sample::app(SampleObjects::demo().expect("sample").snapshot())
+}
+
+fn draw_on(app: &mut App, width: u16, height: u16) -> Terminal<TestBackend> {
+    update(app, Msg::Resize { width, height });
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("terminal");
+    terminal.draw(|frame| draw(frame, app)).expect("draw");
+    terminal
+}
+
+fn render(app: &mut App, width: u16, height: u16) -> String {
+    draw_on(app, width, height).backend().to_string()
+}
+
+fn key(app: &mut App, code: KeyCode) -> Vec<Command> {
+    let modifiers = match code {
+        KeyCode::Char(ch) if ch.is_ascii_uppercase() => KeyModifiers::SHIFT,
+        _ => KeyModifiers::NONE,
+    };
+    update(app, Msg::Key(KeyEvent::new(code, modifiers)))
+}
+
+fn keys(app: &mut App, text: &str) {
+    for ch in text.chars() {
+        key(app, if ch == '\n' { KeyCode::Enter } else { KeyCode::Char(ch) });
+    }
+}
+
+/// Select the batch row named `name` in the batches view.
+fn select_batch(app: &mut App, name: &str) {
+    keys(app, ":batches\n");
+    key(app, KeyCode::Char('g'));
+    for _ in 0..app.visible.len() {
+        if capdeck::console::queries::selected_batch(app).is_some_and(|(_, batch)| batch == name) {
+            return;
+        }
+        key(app, KeyCode::Char('j'));
+    }
+    panic!("no batch {name}");
+}
+
+#[test]
+fn every_view() {
+    let mut app = sample_app();
+    for (command, name) in [
+        ("apps", "view_applications"),
+        ("versions", "view_versions"),
+        ("tenants", "view_tenants"),
+        ("ops", "view_operations"),
+        ("batches", "view_batches"),
+        ("rollouts", "view_rollouts"),
+        ("events", "view_events"),
+    ] {
+        keys(&mut app, &format!(":{command}\n"));
+        insta::assert_snapshot!(name, render(&mut app, 160, 32));
+        // A normal terminal and a small one: the header keeps the context, the engine's role and
+        // the connection; names stay whole; `q quit` stays; cut cells end in `…`.
+        for (width, height) in [(80, 24), (60, 15)] {
+            let screen = render(&mut app, width, height);
+            let lines: Vec<&str> = screen.lines().collect();
+            let header = lines.first().copied().unwrap_or_default();
+            assert!(header.contains("ctx prod-eu10") && header.contains("engine Leader"), "{name} {width}: {header}");
+            assert!(header.contains("connected"), "{name} {width}: the connection state stays: {header}");
+            assert!(lines.last().is_some_and(|footer| footer.contains("q quit")), "{name} {width}: {screen}");
+            insta::assert_snapshot!(format!("{name}_{width}x{height}"), screen);
+        }
+    }
+    // Batch names tell two batches of one application apart: never cut, even at 60 columns.
+    keys(&mut app, ":batches\n");
+    for width in [80, 60] {
+        let screen = render(&mut app, width, 15);
+        for batch in ["bookshop-4hx2p", "hr-portal-c9dsg", "travel-tdv6j", "bookshop-9v9ps"] {
+            assert!(screen.contains(batch), "{batch} whole at {width} columns:\n{screen}");
+        }
+    }
+}
+
+/// Styles, not only text: a stalled rollout row in the error colour, a write key struck through
+/// while it is not allowed, the wide mode with horizontal scrolling.
+#[test]
+fn styles_of_a_stalled_row_and_a_disabled_key() {
+    let mut app = sample_app();
+    keys(&mut app, ":rollouts\n");
+    let terminal = draw_on(&mut app, 80, 12);
+    let buffer = terminal.backend().buffer();
+    let stalled_row = (0..buffer.area.height)
+        .find(|&y| (0..buffer.area.width).map(|x| buffer[(x, y)].symbol()).collect::<String>().contains("Stalled"))
+        .expect("a stalled row");
+    let error = app.theme.error().fg;
+    assert_eq!(buffer[(0, stalled_row)].fg, error.unwrap_or_default(), "the stalled row is in the error colour");
+    let footer = buffer.area.height - 1;
+    let line: String = (0..buffer.area.width).map(|x| buffer[(x, footer)].symbol()).collect();
+    // The selected row's batch (hr-portal-c9dsg) waits for an approval; its window has ended.
+    let approve = line.find("a approve").expect("the approve key is listed") as u16;
+    let force = line.find("F force").expect("the force key is listed") as u16;
+    let struck = |x: u16| buffer[(x, footer)].modifier.contains(ratatui::style::Modifier::CROSSED_OUT);
+    assert!(!struck(approve), "approve is allowed: {line}");
+    assert!(struck(force), "force is struck through: the window has already ended: {line}");
+    insta::assert_snapshot!("styles_rollouts_80x12", format!("{buffer:?}"));
+
+    // Wide: every column at its natural width; → scrolls one column at a time.
+    keys(&mut app, "w");
+    let wide = render(&mut app, 80, 12);
+    assert!(wide.contains("NAMESPACE") && wide.contains("VERSION"), "{wide}");
+    key(&mut app, KeyCode::Right);
+    let scrolled = render(&mut app, 80, 12);
+    assert!(!scrolled.contains("NAMESPACE") && scrolled.contains("BATCH"), "{scrolled}");
+}
+
+/// `--readonly` does not advertise write keys at all.
+#[test]
+fn readonly_hides_write_keys() {
+    let mut app = sample_app();
+    app.session.readonly = true;
+    keys(&mut app, ":batches\n");
+    let screen = render(&mut app, 120, 12);
+    let footer = screen.lines().last().unwrap_or_default();
+    assert!(!footer.contains("approve") && !footer.contains("force") && !footer.contains("cancel"), "{footer}");
+    assert!(footer.contains("q quit"), "{footer}");
+}
+
+#[test]
+fn drill_down_from_an_application_to_its_versions() {
+    let mut app = sample_app();
+    keys(&mut app, "/bookshop\n");
+    key(&mut app, KeyCode::Enter);
+    insta::assert_snapshot!("drill_app_versions", render(&mut app, 160, 16));
+}
+
+#[test]
+fn help_is_generated_from_the_key_map() {
+    let mut app = sample_app();
+    key(&mut app, KeyCode::Char('?'));
+    insta::assert_snapshot!("help", render(&mut app, 120, 48));
+}
+
+#[test]
+fn detail_pane_shows_secret_keys_and_sizes_only() {
+    let objects = SampleObjects::demo().expect("sample");
+    let mut app = sample::app(objects.snapshot());
+    keys(&mut app, "/bookshop\n");
+    let commands = key(&mut app, KeyCode::Char('d'));
+    // The pane asks for the subscription dependencies; the runtime would work them out.
+    let asked = DetailNeed::Dependencies { namespace: "cap-shop".into(), name: "bookshop".into() };
+    assert!(commands.contains(&Command::Detail(asked)), "{commands:?}");
+    assert!(render(&mut app, 140, 40).contains("working them out…"));
+    let report = objects.dependencies("cap-shop", "bookshop").ok_or("no bookshop");
+    update(
+        &mut app,
+        Msg::Dependencies {
+            namespace: "cap-shop".into(),
+            name: "bookshop".into(),
+            report: report.map_err(String::from),
+        },
+    );
+    let screen = render(&mut app, 140, 40);
+    insta::assert_snapshot!("detail_application", screen);
+    // The demo Secrets hold client secrets like "sk-…"; only key names and sizes are shown.
+    assert!(!screen.contains("sk-"), "{screen}");
+}
+
+#[test]
+fn detail_pane_of_a_batch_names_who_did_what() {
+    let mut objects = SampleObjects::demo().expect("sample");
+    objects.hold("travel-tdv6j", "bob", Some("release freeze until 14:00")).expect("travel");
+    let mut app = sample::app(objects.snapshot());
+    select_batch(&mut app, "travel-tdv6j");
+    key(&mut app, KeyCode::Char('d'));
+    insta::assert_snapshot!("detail_batch", render(&mut app, 140, 40));
+}
+
+#[test]
+fn yaml_view() {
+    let mut app = sample_app();
+    keys(&mut app, ":versions\n");
+    key(&mut app, KeyCode::Char('y'));
+    insta::assert_snapshot!("yaml_version", render(&mut app, 120, 30));
+}
+
+#[test]
+fn approve_dialog() {
+    let mut app = sample_app();
+    select_batch(&mut app, "hr-portal-c9dsg");
+    key(&mut app, KeyCode::Char('a'));
+    keys(&mut app, "CHG-1234 approved by CAB");
+    insta::assert_snapshot!("dialog_approve", render(&mut app, 120, 24));
+}
+
+#[test]
+fn force_dialog_offers_to_approve_too() {
+    let mut objects = SampleObjects::demo().expect("sample");
+    objects.batch_mut("bookshop-4hx2p").expect("bookshop").spec.approval =
+        Some(capdeck::api::rotation_batch::Approval { required: true, ..Default::default() });
+    let mut app = sample::app(objects.snapshot());
+    select_batch(&mut app, "bookshop-4hx2p");
+    key(&mut app, KeyCode::Char('F'));
+    insta::assert_snapshot!("dialog_force", render(&mut app, 120, 24));
+    // Tab toggles "also approve".
+    key(&mut app, KeyCode::Tab);
+    assert!(render(&mut app, 120, 24).contains("[ ] also approve"));
+}
+
+#[test]
+fn force_on_a_batch_whose_window_ended_says_so() {
+    let mut app = sample_app();
+    select_batch(&mut app, "hr-portal-c9dsg");
+    assert!(key(&mut app, KeyCode::Char('F')).is_empty());
+    assert!(render(&mut app, 120, 12).contains("force: batch hr-portal-c9dsg's window has already ended"));
+}
+
+#[test]
+fn hold_and_cancel_dialogs() {
+    let mut app = sample_app();
+    select_batch(&mut app, "travel-tdv6j");
+    key(&mut app, KeyCode::Char('h'));
+    insta::assert_snapshot!("dialog_hold", render(&mut app, 120, 24));
+    key(&mut app, KeyCode::Esc);
+    key(&mut app, KeyCode::Char('x'));
+    insta::assert_snapshot!("dialog_cancel", render(&mut app, 120, 24));
+}
+
+#[test]
+fn release_dialog_for_a_held_batch() {
+    let mut objects = SampleObjects::demo().expect("sample");
+    objects.hold("travel-tdv6j", "bob", None).expect("travel");
+    let mut app = sample::app(objects.snapshot());
+    select_batch(&mut app, "travel-tdv6j");
+    key(&mut app, KeyCode::Char('h'));
+    insta::assert_snapshot!("dialog_release", render(&mut app, 120, 24));
+}
+
+#[test]
+fn connection_lost_banner() {
+    let mut app = sample_app();
+    update(
+        &mut app,
+        Msg::Connection(ConnectionState {
+            error: Some("error trying to connect: tcp connect error: Connection refused (os error 111)".into()),
+            attempts: 3,
+        }),
+    );
+    insta::assert_snapshot!("connection_lost", render(&mut app, 160, 12));
+}
+
+#[test]
+fn filter_and_command_lines() {
+    let mut app = sample_app();
+    keys(&mut app, ":tenants\n/emea");
+    insta::assert_snapshot!("filter_typing", render(&mut app, 160, 14));
+    keys(&mut app, "\n:ba");
+    insta::assert_snapshot!("command_typing", render(&mut app, 160, 14));
+}
+
+/// `:ns ` lists the namespaces that exist (here the API server's answer) in a picker above the
+/// command line; Tab walks it.
+#[test]
+fn namespace_picker_at_80x24() {
+    let mut app = sample_app();
+    let commands = {
+        let mut commands = key(&mut app, KeyCode::Char(':'));
+        for ch in "ns ".chars() {
+            commands.extend(key(&mut app, KeyCode::Char(ch)));
+        }
+        commands
+    };
+    assert_eq!(commands, vec![Command::ListNamespaces]);
+    update(&mut app, Msg::Namespaces(Ok(vec!["cap-hr".into(), "cap-shop".into(), "kube-system".into()])));
+    key(&mut app, KeyCode::Tab);
+    key(&mut app, KeyCode::Tab);
+    let screen = render(&mut app, 80, 24);
+    insta::assert_snapshot!("namespace_picker_80x24", screen);
+    assert!(screen.contains(":ns cap-hr"), "{screen}");
+}
+
+/// Sorted by age, the oldest first: the header marks the column.
+#[test]
+fn sorted_by_a_column_at_80x24() {
+    let mut app = sample_app();
+    keys(&mut app, ":batches\n:sort -age\n");
+    let screen = render(&mut app, 80, 24);
+    insta::assert_snapshot!("sorted_batches_80x24", screen);
+    assert!(screen.contains("▼"), "{screen}");
+}
+
+/// A message longer than the footer wraps (up to three rows) and `q quit` stays at its end; the
+/// tab bar shortens to the views' short names, then to a window around the current view.
+#[test]
+fn long_messages_wrap_and_the_tab_bar_narrows() {
+    let mut app = sample_app();
+    keys(&mut app, ":rollouts\n");
+    update(
+        &mut app,
+        Msg::Error(
+            "approve cap-shop/bookshop-x7k2p: forbidden: User \"bob\" cannot patch resource \"rotationbatches\" in \
+             API group \"capdeck.dev\" in the namespace \"cap-shop\" (ask for the capdeck-approver role)"
+                .into(),
+        ),
+    );
+    let screen = render(&mut app, 80, 24);
+    insta::assert_snapshot!("long_message_80x24", screen);
+    let footer: Vec<&str> = screen.lines().rev().take(3).collect();
+    assert!(footer[0].contains("q quit") && footer[0].contains("capdeck-approver role"), "{screen}");
+    assert!(footer[2].contains("approve cap-shop/bookshop-x7k2p"), "{screen}");
+    let narrow = render(&mut app, 40, 24);
+    insta::assert_snapshot!("tab_bar_40x24", narrow);
+    let tabs = narrow.lines().nth(1).unwrap_or_default();
+    assert!(tabs.contains("rollouts") && tabs.contains('‹'), "{narrow}");
+}
+
+#[test]
+fn readonly_session_says_why_writes_are_off() {
+    let mut app = sample_app();
+    app.session.readonly = true;
+    select_batch(&mut app, "hr-portal-c9dsg");
+    let commands = key(&mut app, KeyCode::Char('a'));
+    assert!(commands.is_empty(), "{commands:?}");
+    insta::assert_snapshot!("readonly_refusal", render(&mut app, 160, 10));
+}
+
+#[test]
+fn a_terminal_of_20_by_5() {
+    let mut app = sample_app();
+    insta::assert_snapshot!("tiny_20x5", render(&mut app, 20, 5));
+    select_batch(&mut app, "hr-portal-c9dsg");
+    key(&mut app, KeyCode::Char('a'));
+    insta::assert_snapshot!("tiny_20x5_dialog", render(&mut app, 20, 5));
+}
+
+/// Every view and overlay at every size from 0×0 to 44×14 draws without panicking.
+#[test]
+fn no_size_panics() {
+    let mut app = sample_app();
+    let overlays: [&dyn Fn(&mut App); 5] = [
+        &|_app| {},
+        &|app| {
+            key(app, KeyCode::Char('?'));
+        },
+        &|app| {
+            key(app, KeyCode::Char('d'));
+        },
+        &|app| {
+            key(app, KeyCode::Char('y'));
+        },
+        &|app| {
+            select_batch(app, "hr-portal-c9dsg");
+            key(app, KeyCode::Char('a'));
+        },
+    ];
+    for view in ["apps", "versions", "tenants", "ops", "batches", "rollouts", "events"] {
+        for open in overlays {
+            key(&mut app, KeyCode::Esc);
+            key(&mut app, KeyCode::Esc);
+            keys(&mut app, &format!(":{view}\n"));
+            open(&mut app);
+            for width in 0..=44 {
+                for height in 0..=14 {
+                    draw_on(&mut app, width, height);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn tenant_detail_shows_versions_strategy_and_the_operation_step_by_step() {
+    let mut app = sample_app();
+    keys(&mut app, ":tenants\n/apj-1\n");
+    key(&mut app, KeyCode::Char('d'));
+    insta::assert_snapshot!("detail_tenant", render(&mut app, 120, 30));
+}

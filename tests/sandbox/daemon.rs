@@ -1,0 +1,268 @@
+//! `capdeck --daemon` as a process against the demo sandbox over HTTP, driven by the README's
+//! commands: the start-up re-check opens hr-portal's batch, `capdeck batches -A` shows it,
+//! `capdeck force --approve` rolls it, and SIGTERM stops the daemon cleanly (lease released).
+
+use crate::common;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use capdeck::sandbox::Sandbox;
+use serde_json::Value;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
+}
+
+fn capdeck(kubeconfig: &std::path::Path, args: &[&str]) -> std::process::Output {
+    Command::new(assert_cmd::cargo::cargo_bin("capdeck"))
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .output()
+        .expect("runs")
+}
+
+fn batches_json(kubeconfig: &std::path::Path) -> Vec<Value> {
+    let output = capdeck(kubeconfig, &["batches", "-A", "-o", "json"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    common::list_items(&output.stdout)
+}
+
+/// Kills the child if the test fails before stopping it (so nothing outlives the test).
+struct Guard(Option<Child>);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn stop(mut child: Child) -> std::process::ExitStatus {
+    common::terminate(&mut child, Duration::from_secs(20))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_flow_against_the_demo_sandbox() {
+    let sandbox = Sandbox::default();
+    sandbox.load_demo().expect("demo");
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let fast = capdeck::sandbox::simulate::WorkloadSimulation { replicas_per_second: 10.0, ..Default::default() };
+    sandbox.simulate_workloads(fast, cancel.clone());
+    let (served, dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sandbox-admin").await;
+
+    let port = free_port();
+    let health = format!("http://127.0.0.1:{port}");
+    let log_path = dir.path().join("daemon.log");
+    let daemon = Command::new(assert_cmd::cargo::cargo_bin("capdeck"))
+        .args(["--daemon", "--health-addr", &format!("127.0.0.1:{port}"), "--rollout-delay", "30s", "-A"])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("POD_NAMESPACE", "default")
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::from(std::fs::File::create(&log_path).expect("log file")))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("daemon starts");
+    let mut daemon = Guard(Some(daemon));
+
+    // Ready once stores synced and the lease state is known.
+    let ready_url = format!("{health}/readyz");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some((200, body)) = common::http_get(&ready_url).await {
+            assert!(body.contains("leader"), "{body}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "daemon never became ready: {}",
+            std::fs::read_to_string(&log_path).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(common::http_get(&format!("{health}/healthz")).await.map(|(code, _)| code), Some(200));
+
+    // The start-up re-check found hr-portal's router out of date: a batch is collecting.
+    common::eventually("hr-portal batch", Duration::from_secs(30), || async {
+        batches_json(&kubeconfig).iter().any(|b| b["application"] == "hr-portal" && b["phase"] == "Collecting")
+    })
+    .await;
+    let table = capdeck(&kubeconfig, &["batches", "-A"]);
+    let table = String::from_utf8_lossy(&table.stdout).into_owned();
+    assert!(table.starts_with("NAMESPACE   NAME"), "{table}");
+    assert!(
+        table.lines().any(|l| l.contains("hr-portal")
+            && l.contains("Collecting")
+            && l.contains("ends in")
+            && l.contains("required")),
+        "{table}"
+    );
+    let batch = batches_json(&kubeconfig).into_iter().find(|b| b["application"] == "hr-portal").expect("batch");
+    let target =
+        format!("{}/{}", batch["namespace"].as_str().unwrap_or_default(), batch["name"].as_str().unwrap_or_default());
+
+    // Manual policy: forcing alone would wait for approval, force --approve rolls now.
+    let forced = capdeck(&kubeconfig, &["force", &target, "--approve", "--reason", "demo"]);
+    assert!(forced.status.success(), "{}", String::from_utf8_lossy(&forced.stderr));
+    assert!(String::from_utf8_lossy(&forced.stdout).contains("forced and approved"));
+    common::eventually("hr-portal batch Succeeded", Duration::from_secs(60), || async {
+        batches_json(&kubeconfig).iter().any(|b| b["application"] == "hr-portal" && b["phase"] == "Succeeded")
+    })
+    .await;
+    let batch = batches_json(&kubeconfig).into_iter().find(|b| b["application"] == "hr-portal").expect("batch");
+    assert_eq!(batch["progress"], "1/1");
+    assert_eq!(batch["approval"]["approvedBy"], "sandbox-admin");
+    assert_eq!(batch["force"]["reason"], "demo");
+
+    // The phase gauge is counted from the engine's watch cache, which learns of the Succeeded
+    // status one watch event after the API does: poll until it follows, bounded.
+    let needles = [
+        "capdeck_leader 1",
+        "capdeck_deployments_restarted_total 1",
+        "capdeck_batches{phase=\"Succeeded\"} 1",
+        "# EOF",
+    ];
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (code, metrics) = common::http_get(&format!("{health}/metrics")).await.expect("metrics");
+        assert_eq!(code, 200);
+        let missing: Vec<&str> = needles.iter().copied().filter(|needle| !metrics.contains(needle)).collect();
+        if missing.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "missing {missing:?}:\n{metrics}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let exit = stop(daemon.0.take().expect("daemon"));
+    assert_eq!(exit.code(), Some(0));
+    let lease = sandbox.get("coordination.k8s.io", "leases", "default", "capdeck-engine").expect("lease");
+    assert!(lease.pointer("/spec/holderIdentity").is_none_or(Value::is_null), "lease released: {lease}");
+    let log = std::fs::read_to_string(&log_path).expect("log");
+    assert!(!log.is_empty());
+    for line in log.lines() {
+        let record: Value = serde_json::from_str(line).unwrap_or_else(|_| panic!("log line is not JSON: {line}"));
+        assert!(record.get("level").is_some());
+    }
+    assert!(log.contains("releasing the lease"), "{log}");
+    // One INFO line per batch transition, the approval with who and why.
+    for transition in ["batch Collecting", "batch RollingOut", "batch Succeeded"] {
+        assert!(log.contains(transition), "no {transition:?} line in the log:\n{log}");
+    }
+    served.stop().await;
+    cancel.cancel();
+}
+
+#[test]
+fn daemon_without_a_cluster_fails_with_a_hint() {
+    let output = Command::new(assert_cmd::cargo::cargo_bin("capdeck"))
+        .args(["--daemon", "--health-addr", "127.0.0.1:0"])
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("cannot read kubeconfig /nonexistent/kubeconfig"), "{text}");
+}
+
+fn spawn_daemon(kubeconfig: &std::path::Path, port: u16, log: &std::path::Path, extra: &[&str]) -> Guard {
+    let child = Command::new(assert_cmd::cargo::cargo_bin("capdeck"))
+        .args(["--daemon", "--health-addr", &format!("127.0.0.1:{port}"), "-A", "--lease-namespace", "default"])
+        .args(extra)
+        .env("KUBECONFIG", kubeconfig)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::from(std::fs::File::create(log).expect("log file")))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("daemon starts");
+    Guard(Some(child))
+}
+
+/// `/readyz` is 200 for an observer only while another engine renews the lease, and names it;
+/// with nobody leading it is 503 and says rotations are not handled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_is_ready_only_while_someone_leads() {
+    let sandbox = Sandbox::default();
+    sandbox.install_crds();
+    let (served, dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sandbox-admin").await;
+    let port = free_port();
+    let log = dir.path().join("observer.log");
+    let _daemon = spawn_daemon(&kubeconfig, port, &log, &["--engine", "observe"]);
+    let ready = format!("http://127.0.0.1:{port}/readyz");
+    common::eventually("503: nobody leads", Duration::from_secs(30), || async {
+        matches!(common::http_get(&ready).await, Some((503, body)) if body.contains("nobody leads") && body.contains("not being handled"))
+    })
+    .await;
+    let leader =
+        common::fixtures::RunningEngine::start(sandbox.client(), common::fixtures::test_config("engine-a")).await;
+    leader.wait_for_role(capdeck::engine::Role::Leader).await;
+    common::eventually("200 naming the leader", Duration::from_secs(30), || async {
+        matches!(common::http_get(&ready).await, Some((200, body)) if body.contains("observer; leader: engine-a"))
+    })
+    .await;
+    leader.stop().await;
+    served.stop().await;
+}
+
+/// With the API server gone, the daemon says so once and says "reachable again" only after a
+/// request succeeded — never while it cannot connect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconnect_logging_tells_the_truth() {
+    let sandbox = Sandbox::default();
+    sandbox.install_crds();
+    let (served, dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sandbox-admin").await;
+    let address = served.address;
+    let port = free_port();
+    let log = dir.path().join("daemon.log");
+    let _daemon = spawn_daemon(&kubeconfig, port, &log, &[]);
+    let ready = format!("http://127.0.0.1:{port}/readyz");
+    common::eventually("leader", Duration::from_secs(30), || async {
+        matches!(common::http_get(&ready).await, Some((200, body)) if body.contains("ok (leader)"))
+    })
+    .await;
+    served.stop().await;
+    let count = |needle: &str| std::fs::read_to_string(&log).unwrap_or_default().matches(needle).count();
+    common::eventually("the outage is logged", Duration::from_secs(30), || async {
+        count("API server unreachable") > 0
+    })
+    .await;
+    // Watches keep retrying for a while: none of those retries is a reconnection.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(count("reachable again"), 0, "claimed a reconnection while down:\n{text}");
+    assert_eq!(count("API server unreachable"), 1, "one line per outage, not per retry or error text:\n{text}");
+    assert!(text.contains(&format!("http://{address}")), "the server URL is named:\n{text}");
+    let served = sandbox.serve(address).await.expect("serve again");
+    common::eventually("reachable again", Duration::from_secs(60), || async { count("reachable again") == 1 }).await;
+    served.stop().await;
+}
+
+#[test]
+fn daemon_refuses_a_subcommand() {
+    assert_cmd::Command::cargo_bin("capdeck").expect("bin").args(["--daemon", "batches"]).assert().code(2);
+}
+
+/// On a cluster without capdeck's CRDs the daemon says which kinds are missing and how to install
+/// them — in `/readyz` and once in the log — instead of flapping between "unreachable" and
+/// "reachable again" (what kube-apiserver's 404s for the missing kinds once caused).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_crds_readyz_and_the_log_name_the_missing_kinds() {
+    let sandbox = Sandbox::default();
+    let (served, dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sandbox-admin").await;
+    let port = free_port();
+    let log = dir.path().join("daemon.log");
+    let _daemon = spawn_daemon(&kubeconfig, port, &log, &[]);
+    let ready = format!("http://127.0.0.1:{port}/readyz");
+    common::eventually("503 naming the kinds", Duration::from_secs(30), || async {
+        matches!(common::http_get(&ready).await, Some((503, body)) if body.contains("RotationBatch") && body.contains("capdeck crds"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(text.matches("reachable again").count(), 0, "{text}");
+    assert_eq!(text.matches("unreachable").count(), 0, "a missing kind is no outage:\n{text}");
+    assert!(text.matches("does not serve").count() <= 2, "said once (or once more as kinds are found):\n{text}");
+    served.stop().await;
+}

@@ -1,0 +1,356 @@
+//! The fault matrix of docs/RELIABILITY.md: each test injects one fault into the sandbox while a
+//! rotation batch is under way and checks the invariants of `common::invariants` (rolled at most
+//! once per batch, no reference to a missing VCAP Secret, no container without `envFrom`, every
+//! batch terminal or resumable). Paused tokio time unless a test says why it needs the wall clock.
+
+use crate::common;
+use std::time::Duration;
+
+use crate::common::console::Console;
+use crate::common::eventually;
+use crate::common::fixtures::{
+    AppOptions, EngineWorld, NS, RunningEngine, assert_two_rolled_once, batches, current_sandbox, real_time_config,
+    test_config, wait_phase, workload_writes,
+};
+use crate::common::invariants::Monitor;
+use capdeck::api::BatchPhase;
+use capdeck::engine::Role;
+use capdeck::sandbox::{RequestMatcher, Sandbox};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+const WRITES: [&str; 4] = ["create", "update", "patch", "delete"];
+
+type World = EngineWorld;
+
+async fn world(options: AppOptions, config: capdeck::engine::config::EngineConfig) -> World {
+    let world = EngineWorld::start(&[options], config).await;
+    // Count only what the fault test causes.
+    world.sandbox.clear_requests();
+    world
+}
+
+/// The fixture application with `replicas` per Deployment, rolling `per_second` replicas a second.
+fn slow_cluster(replicas: i64, per_second: f64) -> (Sandbox, CancellationToken) {
+    let sandbox = current_sandbox(&AppOptions { replicas, ..AppOptions::default() });
+    let simulation = CancellationToken::new();
+    let slow = capdeck::sandbox::simulate::WorkloadSimulation {
+        replicas_per_second: per_second,
+        tick: Duration::from_millis(50),
+        ..Default::default()
+    };
+    sandbox.simulate_workloads(slow, simulation.clone());
+    (sandbox, simulation)
+}
+
+async fn default_world() -> World {
+    world(AppOptions::default(), test_config("engine-a")).await
+}
+
+impl World {
+    async fn rotate(&self, secret: &str) {
+        self.sandbox.rotate_secret(NS, secret).expect("rotated");
+        // Generous: retries after failed writes back off up to 30 s (paused time costs nothing).
+        eventually("a batch", Duration::from_secs(300), || async { !batches(&self.sandbox, "bookshop").is_empty() })
+            .await;
+    }
+
+    fn count(&self, what: &str) -> usize {
+        workload_writes(&self.sandbox).iter().filter(|w| w.as_str() == what).count()
+    }
+
+    /// Both Deployments rolled once, both old VCAP Secrets gone, one batch.
+    fn assert_one_clean_rollout(&self) {
+        assert_two_rolled_once(&self.sandbox);
+        assert_eq!(batches(&self.sandbox, "bookshop").len(), 1, "a fault is not a rotation");
+    }
+
+    async fn stop(self) {
+        self.engine.stop().await;
+        self.simulation.cancel();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn watches_dropped_mid_batch() {
+    let world = default_world().await;
+    let monitor = Monitor::start(&world.sandbox);
+    world.rotate("bookshop-uaa").await;
+    world.sandbox.drop_watches();
+    wait_phase(&world.sandbox, "bookshop", BatchPhase::RollingOut, Duration::from_secs(60)).await;
+    for _ in 0..5 {
+        world.sandbox.drop_watches();
+        tokio::time::sleep(Duration::from_millis(700)).await;
+    }
+    wait_phase(&world.sandbox, "bookshop", BatchPhase::Succeeded, Duration::from_secs(120)).await;
+    monitor.finish(true).await;
+    world.assert_one_clean_rollout();
+    world.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn history_compacted_forces_a_relist() {
+    let world = default_world().await;
+    let monitor = Monitor::start(&world.sandbox);
+    world.rotate("bookshop-uaa").await;
+    for phase in [BatchPhase::Collecting, BatchPhase::RollingOut] {
+        wait_phase(&world.sandbox, "bookshop", phase, Duration::from_secs(60)).await;
+        world.sandbox.compact();
+        world.sandbox.drop_watches();
+    }
+    wait_phase(&world.sandbox, "bookshop", BatchPhase::Succeeded, Duration::from_secs(120)).await;
+    // The watches really resumed with a 410 and re-listed.
+    let relists = world.sandbox.requests().iter().filter(|r| r.info.verb == "list").count();
+    assert!(relists > 0, "every watch re-listed after the compaction");
+    monitor.finish(true).await;
+    world.assert_one_clean_rollout();
+    world.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn conflict_storm_on_the_deployment_update() {
+    let world = default_world().await;
+    let monitor = Monitor::start(&world.sandbox);
+    world.sandbox.fail_next(40, RequestMatcher::on("update", "deployments"), 409);
+    world.rotate("bookshop-uaa").await;
+    wait_phase(&world.sandbox, "bookshop", BatchPhase::Succeeded, Duration::from_secs(600)).await;
+    let conflicts = world
+        .sandbox
+        .requests()
+        .iter()
+        .filter(|r| r.info.verb == "update" && r.info.resource == "deployments" && r.status == 409)
+        .count();
+    assert_eq!(conflicts, 40, "all 40 conflicts were met and retried");
+    monitor.finish(true).await;
+    world.assert_one_clean_rollout();
+    world.stop().await;
+}
+
+async fn bursts_on_every_write(status: u16) {
+    let world = default_world().await;
+    let monitor = Monitor::start(&world.sandbox);
+    let burst = |count: usize| {
+        for verb in WRITES {
+            world.sandbox.fail_next(count, RequestMatcher::verb(verb), status);
+        }
+    };
+    // While the batch opens, and again while it rolls out.
+    burst(6);
+    world.rotate("bookshop-uaa").await;
+    wait_phase(&world.sandbox, "bookshop", BatchPhase::RollingOut, Duration::from_secs(300)).await;
+    burst(6);
+    wait_phase(&world.sandbox, "bookshop", BatchPhase::Succeeded, Duration::from_secs(600)).await;
+    let failed = world.sandbox.requests().iter().filter(|r| r.status == status).count();
+    assert!(failed >= 24, "the bursts were met: {failed} answers with {status}");
+    monitor.finish(true).await;
+    world.assert_one_clean_rollout();
+    world.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn too_many_requests_bursts_on_every_write() {
+    bursts_on_every_write(429).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn server_error_bursts_on_every_write() {
+    bursts_on_every_write(500).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn api_unreachable_for_30_seconds_then_back() {
+    let world = world(AppOptions { replicas: 20, ..AppOptions::default() }, test_config("engine-a")).await;
+    let monitor = Monitor::start(&world.sandbox);
+    let mut console = Console::in_process(&world.sandbox);
+    console.shows("bookshop").await;
+    world.rotate("bookshop-uaa").await;
+    wait_phase(&world.sandbox, "bookshop", BatchPhase::RollingOut, Duration::from_secs(60)).await;
+    eventually("a Deployment updated", Duration::from_secs(30), || async { world.count("update deployments") > 0 })
+        .await;
+
+    world.sandbox.set_reachable(false);
+    let screen = console.shows("API server unreachable").await;
+    assert!(screen.contains("reconnecting by itself"), "{screen}");
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert!(world.engine.handle.as_ref().is_some_and(|h| !h.is_finished()), "the engine is still running");
+    assert!(monitor.violations().is_empty(), "{:#?}", monitor.violations());
+    // Still down after 30 s, and the banner says why (not only that).
+    let screen = console.shows("API server unreachable").await;
+    assert!(screen.contains("simulated network outage"), "the banner names the cause: {screen}");
+
+    world.sandbox.set_reachable(true);
+    console.until("the banner gone", |screen| !screen.contains("API server unreachable")).await;
+    wait_phase(&world.sandbox, "bookshop", BatchPhase::Succeeded, Duration::from_secs(300)).await;
+    console.typed(":batches\n");
+    console.shows("Succeeded").await;
+    monitor.finish(true).await;
+    world.assert_one_clean_rollout();
+    console.quit().await;
+    world.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn engine_task_aborted_mid_rollout_resumes_and_rolls_nothing_twice() {
+    let mut config = test_config("engine-pod-0");
+    config.max_parallel_rollouts = 1;
+    let world = world(AppOptions { replicas: 10, ..AppOptions::default() }, config.clone()).await;
+    let monitor = Monitor::start(&world.sandbox);
+    world.rotate("bookshop-uaa").await;
+    wait_phase(&world.sandbox, "bookshop", BatchPhase::RollingOut, Duration::from_secs(60)).await;
+    eventually("first deployment updated", Duration::from_secs(30), || async {
+        world.count("update deployments") == 1
+    })
+    .await;
+    let World { sandbox, engine, simulation } = world;
+    engine.kill();
+    // Between the kill and the restart the batch is RollingOut: resumable, not terminal.
+    assert_eq!(batches(&sandbox, "bookshop").pop().map(|b| b.phase()), Some(BatchPhase::RollingOut));
+    // The same pod restarts (same identity, so it still holds the lease).
+    let engine = RunningEngine::start(sandbox.client(), config).await;
+    engine.wait_for_role(Role::Leader).await;
+    let world = World { sandbox, engine, simulation };
+    wait_phase(&world.sandbox, "bookshop", BatchPhase::Succeeded, Duration::from_secs(240)).await;
+    monitor.finish(true).await;
+    world.assert_one_clean_rollout();
+    world.stop().await;
+}
+
+/// Real time: lease expiry is judged by the wall clock, which paused tokio time cannot move.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_losing_its_lease_mid_rollout_stops_writing_and_the_next_leader_finishes() {
+    let config = |identity: &str| {
+        let mut config = real_time_config(identity, 3, 1);
+        config.max_parallel_rollouts = 1;
+        config
+    };
+    let (sandbox, simulation) = slow_cluster(20, 4.0);
+    let first = RunningEngine::start(sandbox.client(), config("engine-a")).await;
+    first.wait_for_role(Role::Leader).await;
+    sandbox.clear_requests();
+    let monitor = Monitor::start(&sandbox);
+    sandbox.rotate_secret(NS, "bookshop-uaa").expect("rotated");
+    wait_phase(&sandbox, "bookshop", BatchPhase::RollingOut, Duration::from_secs(30)).await;
+    let updates = || workload_writes(&sandbox).iter().filter(|w| *w == "update deployments").count();
+    eventually("first Deployment updated", Duration::from_secs(30), || async { updates() == 1 }).await;
+
+    // Someone else takes the lease (a partitioned leader whose lease expired looks the same).
+    let mut lease = sandbox.get("coordination.k8s.io", "leases", "default", "capdeck-engine").expect("lease");
+    let now = k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
+    lease["spec"]["holderIdentity"] = json!("intruder");
+    lease["spec"]["acquireTime"] = json!(now);
+    lease["spec"]["renewTime"] = json!(now);
+    lease["spec"]["leaseDurationSeconds"] = json!(6);
+    sandbox.load([lease]).expect("stolen lease");
+    first.wait_for_role(Role::Observer).await;
+    // Writes in flight when the role flipped may land; after that, nothing until a leader returns.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let writes_when_lost = workload_writes(&sandbox).len();
+    let phase_when_lost = batches(&sandbox, "bookshop").pop().map(|b| b.phase());
+    assert_eq!(phase_when_lost, Some(BatchPhase::RollingOut), "the batch stays resumable");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(workload_writes(&sandbox).len(), writes_when_lost, "an observer writes nothing");
+
+    // The intruder never renews: after its 6 s a leader (the same engine or a new one) finishes.
+    let second = RunningEngine::start(sandbox.client(), config("engine-b")).await;
+    wait_phase(&sandbox, "bookshop", BatchPhase::Succeeded, Duration::from_secs(60)).await;
+    monitor.finish(true).await;
+    assert_two_rolled_once(&sandbox);
+    first.stop().await;
+    second.stop().await;
+    simulation.cancel();
+}
+
+/// Real time and a real process: `capdeck --daemon` is killed with SIGKILL mid-rollout (no
+/// lease release, no cleanup), and a new daemon process finishes the batch once the dead one's
+/// lease (15 s) expires.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemon_process_killed_mid_rollout_and_restarted() {
+    let (sandbox, simulation) = slow_cluster(30, 5.0);
+    let (_served, dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sandbox-admin").await;
+    let daemon = |name: &str| {
+        let log = std::fs::File::create(dir.path().join(format!("{name}.log"))).expect("log file");
+        let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("capdeck"))
+            .args(["--daemon", "--health-addr", "127.0.0.1:0", "--max-parallel-rollouts", "1", "-A"])
+            .env("KUBECONFIG", &kubeconfig)
+            .env("POD_NAMESPACE", "default")
+            .env("POD_NAME", name)
+            .env("RUST_LOG", "info")
+            .stdout(std::process::Stdio::from(log))
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("daemon starts");
+        common::KillOnDrop(child)
+    };
+    let leader = || {
+        sandbox
+            .get("coordination.k8s.io", "leases", "default", "capdeck-engine")
+            .and_then(|lease| lease.pointer("/spec/holderIdentity").and_then(|h| h.as_str()).map(str::to_string))
+            .unwrap_or_default()
+    };
+    let mut first = daemon("capdeck-0");
+    eventually("the first daemon leads", Duration::from_secs(60), || async { leader().starts_with("capdeck-0") }).await;
+    sandbox.clear_requests();
+    let monitor = Monitor::start(&sandbox);
+    sandbox.rotate_secret(NS, "bookshop-uaa").expect("rotated");
+    eventually("a batch", Duration::from_secs(30), || async { !batches(&sandbox, "bookshop").is_empty() }).await;
+    let batch = batches(&sandbox, "bookshop").pop().expect("batch");
+    let name = kube::ResourceExt::name_any(&batch);
+    let client = sandbox.client();
+    let force = capdeck::engine::actions::BatchAction::Force { approve: true };
+    let now = k8s_openapi::jiff::Timestamp::now();
+    capdeck::engine::actions::act(&client, NS, &name, force, "sre", Some("fault test"), now).await.expect("forced");
+    let updates = || workload_writes(&sandbox).iter().filter(|w| *w == "update deployments").count();
+    eventually("first Deployment updated", Duration::from_secs(60), || async { updates() == 1 }).await;
+
+    first.kill();
+    assert_eq!(batches(&sandbox, "bookshop").pop().map(|b| b.phase()), Some(BatchPhase::RollingOut));
+    let _second = daemon("capdeck-1");
+    eventually("the second daemon leads", Duration::from_secs(60), || async { leader().starts_with("capdeck-1") })
+        .await;
+    eventually("the batch succeeds", Duration::from_secs(120), || async {
+        batches(&sandbox, "bookshop").pop().map(|b| b.phase()) == Some(BatchPhase::Succeeded)
+    })
+    .await;
+    monitor.finish(true).await;
+    assert_two_rolled_once(&sandbox);
+    simulation.cancel();
+}
+
+/// The checks above can fail: each invariant, broken on purpose, is reported.
+#[tokio::test(start_paused = true)]
+async fn the_invariant_checks_catch_what_they_guard() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::{Api, DeleteParams, PostParams};
+
+    let sandbox = current_sandbox(&AppOptions::default());
+    let monitor = Monitor::start(&sandbox);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(monitor.violations().is_empty(), "{:#?}", monitor.violations());
+
+    let client = sandbox.client();
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NS);
+    let mut router = deployments.get("bookshop-v1-router").await.expect("router");
+    if let Some(pod) = router.spec.as_mut().and_then(|spec| spec.template.spec.as_mut()) {
+        pod.containers[0].env_from = None;
+    }
+    deployments.replace("bookshop-v1-router", &PostParams::default(), &router).await.expect("updated");
+    let secrets: Api<Secret> = Api::namespaced(client, NS);
+    secrets.delete("bookshop-v1-srv-go001", &DeleteParams::default()).await.expect("deleted");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let violations = monitor.violations();
+    assert!(violations.iter().any(|v| v.contains("router/") && v.contains("lost its envFrom")), "{violations:#?}");
+    assert!(violations.iter().any(|v| v.contains("bookshop-go001") || v.contains("srv-go001")), "{violations:#?}");
+    // One update of the router and no batch that restarts it: rolled once too often.
+    let broken = common::invariants::rolled_more_than_once_per_batch(&sandbox);
+    assert_eq!(broken, vec!["bookshop-v1-router was updated 1 times for 0 batch restarts".to_string()]);
+    // A batch left open.
+    sandbox
+        .load([json!({"apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
+        "metadata": {"name": "open", "namespace": NS},
+        "spec": {"application": "bookshop", "secrets": [], "windowEnd": "2026-11-22T00:00:00Z"},
+        "status": {"phase": "RollingOut"}})])
+        .expect("batch");
+    let open = common::invariants::open_batches(&sandbox);
+    assert_eq!(open, vec!["batch Some(\"open\") ended in RollingOut".to_string()]);
+}

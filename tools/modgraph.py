@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""The module graph of capdeck's library: which top-level module uses which.
+
+    python3 tools/modgraph.py            # edges, cycles and upward edges (and cycles one level
+                                         # down, inside every module); exit 1 if any
+    python3 tools/modgraph.py --dot      # Graphviz
+    python3 tools/modgraph.py --inside console   # the same one level down
+
+An edge A -> B means a file of module A names `crate::B` (or, inside a module, `super::B`).
+Modules sit in layers (LAYERS below, lowest first); a module may use its own layer's peers only
+where PEERS allows it, and lower layers freely. Anything else is an upward edge. CI runs this.
+"""
+
+import re
+import sys
+from pathlib import Path
+
+# Lowest first. A module uses modules of lower layers; same-layer use needs an entry in PEERS.
+LAYERS = [
+    ["api", "output", "process"],  # types of the CRDs and upstream objects; printing; runtime and signals
+    ["vcap", "cluster"],  # the VCAP_SERVICES format; kube client, stores, error descriptions
+    ["plan"],  # the pure planner: which Deployment needs which payload
+    ["manifest", "deps", "credentials"],  # objects from files; subscription dependencies; credential safety
+    ["engine", "sandbox"],  # the reconcile engine; the embedded API server (never imports the engine)
+    ["readmodel"],  # rows for the console and `capdeck tenants`
+    ["cli"],  # argument types
+    ["daemon", "console"],  # front ends
+    ["demo"],  # composition root of `--demo`: sandbox + engine + console
+    ["bench"],
+    ["commands"],  # dispatch: the only module that knows every front end
+]
+# Same-layer edges that are allowed (none today).
+PEERS: set[tuple[str, str]] = set()
+
+ROOT = Path(__file__).resolve().parent.parent / "src"
+
+
+def module_of(path: Path, depth: int) -> tuple[str, ...]:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "mod":
+        parts.pop()
+    return tuple(parts[:depth]) if len(parts) >= depth else tuple(parts)
+
+
+def strip_comments(text: str) -> str:
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    return "\n".join(line.split("//", 1)[0] if not line.lstrip().startswith("//") else "" for line in text.splitlines())
+
+
+def paths_after(text: str, prefix: str) -> list[list[str]]:
+    """Every path named after `prefix::`, expanding `prefix::{a::b, c}` groups."""
+    found = []
+    for match in re.finditer(re.escape(prefix) + r"::", text):
+        rest = text[match.end():]
+        found.extend(expand(rest))
+    return found
+
+
+def expand(rest: str) -> list[list[str]]:
+    if rest.startswith("{"):
+        depth, items, current = 0, [], ""
+        for ch in rest[1:]:
+            if ch == "{":
+                depth += 1
+            elif ch == "}":
+                if depth == 0:
+                    items.append(current)
+                    break
+                depth -= 1
+            if ch == "," and depth == 0:
+                items.append(current)
+                current = ""
+            else:
+                current += ch
+        out = []
+        for item in items:
+            item = item.strip()
+            if item:
+                out.extend(expand(item))
+        return out
+    match = re.match(r"[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_{][A-Za-z0-9_]*)*", rest)
+    if not match:
+        return []
+    head = match.group(0).split("::")
+    if rest[match.end():match.end() + 3] == "::{":
+        return [head + tail for tail in expand(rest[match.end() + 2:])]
+    return [head]
+
+
+def graph(inside: str | None) -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = {}
+    files = sorted(ROOT.rglob("*.rs"))
+    base = ROOT / inside if inside else ROOT
+    modules = {path.stem for path in base.glob("*.rs")} | {path.name for path in base.iterdir() if path.is_dir()}
+    for path in files:
+        rel = path.relative_to(ROOT).with_suffix("").parts
+        if rel[0] in ("lib", "main"):
+            continue
+        # Unit tests (a `#[cfg(test)]` module at the end of a file) may reach anywhere: only the
+        # product's edges count.
+        text = strip_comments(path.read_text().split("#[cfg(test)]", 1)[0])
+        if inside is None:
+            source = rel[0]
+            targets = [p[0] for p in paths_after(text, "crate") if p]
+        else:
+            if rel[0] != inside or len(rel) < 2:
+                continue
+            source = rel[1]
+            targets = [p[1] for p in paths_after(text, f"crate::{inside}") if len(p) > 1 and p[1][0].islower()]
+            if len(rel) == 2:  # console/update.rs: super:: is the console module
+                targets += [p[0] for p in paths_after(text, "super") if p and p[0][0].islower()]
+            else:  # console/update/x.rs: super::super:: is the console module
+                targets += [p[0] for p in paths_after(text, "super::super") if p and p[0][0].islower()]
+        edges.setdefault(source, set())
+        for target in targets:
+            if target not in modules:
+                continue
+            if target != source and target not in ("self", "super", "crate"):
+                edges[source].add(target)
+    return edges
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(node):
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on.add(node)
+        for nxt in sorted(edges.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return out
+
+
+def upward(edges: dict[str, set[str]]) -> list[str]:
+    layer = {module: level for level, modules in enumerate(LAYERS) for module in modules}
+    problems = []
+    for source, targets in sorted(edges.items()):
+        if source not in layer:
+            problems.append(f"{source}: not in a layer (add it to LAYERS in tools/modgraph.py)")
+            continue
+        for target in sorted(targets):
+            if target not in layer:
+                problems.append(f"{target}: not in a layer (used by {source})")
+            elif layer[target] > layer[source] or (
+                layer[target] == layer[source] and (source, target) not in PEERS
+            ):
+                problems.append(f"{source} -> {target} (layer {layer[source]} uses layer {layer[target]})")
+    return problems
+
+
+def main(argv: list[str]) -> int:
+    inside = argv[argv.index("--inside") + 1] if "--inside" in argv else None
+    if inside is not None and not (ROOT / inside).is_dir():
+        print(f"src/{inside}/ does not exist: --inside takes a module with submodules", file=sys.stderr)
+        return 2
+    edges = graph(inside)
+    if "--dot" in argv:
+        print("digraph capdeck {")
+        for source, targets in sorted(edges.items()):
+            for target in sorted(targets):
+                print(f'  "{source}" -> "{target}";')
+        print("}")
+        return 0
+    for source, targets in sorted(edges.items()):
+        print(f"{source:10} -> {', '.join(sorted(targets)) or '(nothing)'}")
+    found = cycles(edges)
+    up = [] if inside else upward(edges)
+    print(f"\n{sum(len(t) for t in edges.values())} edges, {len(found)} cycles, {len(up)} upward edges")
+    for cycle in found:
+        print(f"cycle: {' <-> '.join(cycle)}")
+    for problem in up:
+        print(f"upward: {problem}")
+    failed = bool(found or up)
+    if inside is None:
+        # One level down, every module with submodules must be free of cycles too.
+        for directory in sorted(path for path in ROOT.iterdir() if path.is_dir()):
+            inner = cycles(graph(directory.name))
+            for cycle in inner:
+                print(f"cycle inside {directory.name}: {' <-> '.join(cycle)}")
+            failed = failed or bool(inner)
+        print("inside every module: " + ("cycles above" if failed else "no cycles"))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
