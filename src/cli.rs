@@ -157,6 +157,12 @@ pub struct EngineArgs {
     #[arg(long, value_name = "DURATION", default_value = "10m", env = "CAPDECK_MIN_ROLLOUT_INTERVAL",
           value_parser = crate::engine::config::parse_go_duration)]
     pub min_rollout_interval: std::time::Duration,
+    /// How long rolling a batch's Deployments is expected to take: a batch whose rotated Secret's
+    /// old credentials may be revoked within this margin stops waiting for its window (auto) or
+    /// escalates (needs approval); see docs/CREDENTIALS.md (Go duration)
+    #[arg(long, value_name = "DURATION", default_value = "15m", env = "CAPDECK_EXPECTED_ROLLOUT",
+          value_parser = crate::engine::config::parse_go_duration)]
+    pub expected_rollout: std::time::Duration,
     /// Whether this process may lead: `auto` takes the lease when free, `observe` never writes, `lead` competes
     #[arg(long = "engine", value_enum, default_value_t = EngineMode::Auto, env = "CAPDECK_ENGINE")]
     pub mode: EngineMode,
@@ -285,6 +291,7 @@ impl EngineArgs {
             approval: self.approval,
             max_parallel_rollouts: usize::try_from(self.max_parallel_rollouts).unwrap_or(usize::MAX),
             min_rollout_interval: self.min_rollout_interval,
+            expected_rollout: self.expected_rollout,
             mode: self.mode,
             lease: crate::engine::config::LeaseSettings {
                 namespace: self.lease_namespace.clone().unwrap_or_else(|| default_namespace.to_string()),

@@ -433,8 +433,10 @@ fn judge(inputs: &Inputs<'_>, binding: Option<&ServiceBinding>, report: &mut Cre
     let margin = match report.earliest_revocation() {
         Some(revocation) => {
             // The batch ends its window, waits for its approval (so far: until now) and rolls.
-            let finish = match open {
-                Some(batch) => batch.spec.window_end.0.max(inputs.now).as_second().saturating_add(rollout),
+            let margin = match open {
+                Some(batch) => {
+                    batch_margin_seconds(revocation, batch.spec.window_end.0, inputs.now, timing.expected_rollout)
+                }
                 None => {
                     let observed = binding
                         .status
@@ -450,10 +452,11 @@ fn judge(inputs: &Inputs<'_>, binding: Option<&ServiceBinding>, report: &mut Cre
                         return;
                     }
                     let observed = observed.unwrap_or(inputs.now).max(inputs.now);
-                    observed.as_second().saturating_add(window).saturating_add(rollout)
+                    revocation
+                        .as_second()
+                        .saturating_sub(observed.as_second().saturating_add(window).saturating_add(rollout))
                 }
             };
-            let margin = revocation.as_second().saturating_sub(finish);
             report.reasons.push(format!(
                 "old credentials revocable in {} ({})",
                 human_signed(revocation.as_second() - inputs.now.as_second()),
@@ -504,6 +507,14 @@ fn judge(inputs: &Inputs<'_>, binding: Option<&ServiceBinding>, report: &mut Cre
         _ => {}
     }
     report.verdict = verdict;
+}
+
+/// The margin of a batch (open or about to open) against its old credentials' revocation, in
+/// seconds: the revocation minus when the batch would have rolled — its window end, or now when
+/// the window has passed (an approval wait so far), plus the expected rollout.
+pub fn batch_margin_seconds(revocation: Timestamp, window_end: Timestamp, now: Timestamp, rollout: Duration) -> i64 {
+    let finish = window_end.max(now).as_second().saturating_add(seconds(rollout));
+    revocation.as_second().saturating_sub(finish)
 }
 
 /// `3h12m`, `-5m` for a number of seconds.

@@ -10,6 +10,7 @@ use kube::ResourceExt;
 
 use crate::api::common::{Condition, ConditionStatus, GenericStatus};
 use crate::api::rotation_batch::{DeploymentAction, DeploymentRolloutState};
+use crate::api::service_binding::ServiceBinding;
 use crate::api::{
     ANNOTATION_ROLLOUT, BatchPhase, CAPApplication, CAPApplicationVersion, CAPTenant, CAPTenantOperation, RotationBatch,
 };
@@ -149,6 +150,9 @@ pub struct BatchRow {
     /// Deployments of versions in use (an upper bound while the window is open).
     pub deployments: Deployments,
     pub created: Option<Timestamp>,
+    /// An open batch's deadline: the earliest revocation of its Secrets' old credentials
+    /// (ServiceBindings; `None` when unknown).
+    pub old_credentials_revocable: Option<Timestamp>,
     pub object: Arc<RotationBatch>,
 }
 
@@ -245,6 +249,8 @@ pub struct Sources<'a> {
     pub invalid: Vec<InvalidObject>,
     /// Keys and sizes of a binding Secret by (namespace, name).
     pub secret_keys: SecretKeys<'a>,
+    /// sap-btp-service-operator's ServiceBindings; `None` without the CRD (or read access).
+    pub service_bindings: Option<&'a [ServiceBinding]>,
 }
 
 fn no_secret_keys(_: &str, _: &str) -> Option<Vec<(String, usize)>> {
@@ -269,6 +275,7 @@ impl<'a> Sources<'a> {
             events: &[],
             invalid: Vec::new(),
             secret_keys: &no_secret_keys,
+            service_bindings: None,
         }
     }
 }
@@ -276,6 +283,7 @@ impl<'a> Sources<'a> {
 /// Build the snapshot from the stores (and the console's Events).
 pub fn snapshot(stores: &Stores, events: &[Arc<Event>]) -> Snapshot {
     let keys = |namespace: &str, name: &str| stores.secret(namespace, name).map(|secret| secret_keys(&secret));
+    let bindings = stores.service_bindings();
     build(Sources {
         synced: stores.is_ready(),
         apps: &stores.applications.state(),
@@ -286,11 +294,23 @@ pub fn snapshot(stores: &Stores, events: &[Arc<Event>]) -> Snapshot {
         events,
         invalid: stores.invalid(),
         secret_keys: &keys,
+        service_bindings: bindings.as_deref(),
     })
 }
 
 pub fn build(sources: Sources<'_>) -> Snapshot {
-    let Sources { synced, apps, versions, tenants, operations, batches, events, invalid, secret_keys } = sources;
+    let Sources {
+        synced,
+        apps,
+        versions,
+        tenants,
+        operations,
+        batches,
+        events,
+        invalid,
+        secret_keys,
+        service_bindings,
+    } = sources;
     type Key = (String, String);
     let key = |namespace: Option<String>, name: &str| (namespace.unwrap_or_default(), name.to_string());
     let mut versions_by_app: HashMap<Key, Vec<Arc<CAPApplicationVersion>>> = HashMap::new();
@@ -553,6 +573,17 @@ pub fn build(sources: Sources<'_>) -> Snapshot {
                     )
                 },
                 created: batch.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                old_credentials_revocable: service_bindings.filter(|_| !batch.is_terminal()).and_then(|bindings| {
+                    let namespace = batch.namespace().unwrap_or_default();
+                    batch
+                        .spec
+                        .secrets
+                        .iter()
+                        .filter_map(|secret| {
+                            crate::credentials::revocation_deadline(bindings, &namespace, &secret.name)
+                        })
+                        .min()
+                }),
                 object: batch.clone(),
             }
         })

@@ -198,6 +198,9 @@ pub mod reason {
     pub const SUPERSEDED: &str = "Superseded";
     pub const WRITE_FAILED: &str = "WriteFailed";
     pub const OPTED_OUT: &str = "OptedOut";
+    /// The old credentials of a rotated Secret may be revoked before the batch would have rolled:
+    /// an auto batch stops waiting for its window, one that needs an approval escalates.
+    pub const CREDENTIALS_EXPIRING: &str = "CredentialsExpiring";
 }
 
 impl RotationBatch {
@@ -221,6 +224,7 @@ impl RotationBatch {
         match (&self.spec.approval, waiting_reason) {
             (Some(Approval { approved_by: Some(by), .. }), _) => format!("approved by {by}"),
             (_, Some(reason::STORM_GUARD)) => "required: storm guard".into(),
+            (_, Some(reason::CREDENTIALS_EXPIRING)) => "required: credentials expiring".into(),
             (_, Some(_)) => "required".into(),
             (Some(approval), None) if approval.required => "required".into(),
             _ => "auto".into(),

@@ -98,6 +98,37 @@ pub struct BindingCondition {
     pub message: Option<String>,
 }
 
+/// Written by hand rather than derived: capdeck reads a tolerant subset of upstream's type, and the
+/// engine watches it like its other kinds (when the CRD exists; see `cluster::Stores`).
+impl kube::Resource for ServiceBinding {
+    type DynamicType = ();
+    type Scope = kube::core::NamespaceResourceScope;
+
+    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+        "ServiceBinding".into()
+    }
+
+    fn group(_: &()) -> std::borrow::Cow<'_, str> {
+        GROUP.into()
+    }
+
+    fn version(_: &()) -> std::borrow::Cow<'_, str> {
+        "v1".into()
+    }
+
+    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+        "servicebindings".into()
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
 impl ServiceBinding {
     pub fn name(&self) -> &str {
         self.metadata.name.as_deref().unwrap_or_default()

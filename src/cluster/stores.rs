@@ -28,6 +28,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::Scope;
+use crate::api::service_binding::ServiceBinding;
 use crate::api::{
     CAPApplication, CAPApplicationVersion, CAPTenant, CAPTenantOperation, DeploymentView, LABEL_SECRET_OWNER_HASH,
     RotationBatch,
@@ -73,6 +74,10 @@ pub struct Stores {
     /// Events about CAP objects and batches (the console's Events view); `None` where nobody
     /// shows them (the daemon).
     pub events: Option<Store<Event>>,
+    /// sap-btp-service-operator's ServiceBindings (credential safety). Its CRD is optional: see
+    /// `service_bindings()`.
+    service_bindings: Store<ServiceBinding>,
+    service_bindings_available: watch::Receiver<Option<bool>>,
     /// How many stores must list before the stores are ready.
     kinds: usize,
     invalid: InvalidMap,
@@ -211,6 +216,9 @@ impl Stores {
             handles.push(task);
             events
         });
+        let (service_bindings, service_bindings_available, task) =
+            service_bindings(client.clone(), scope.api(client), shared.clone());
+        handles.push(task);
         handles.push(tokio::spawn(probe(client.clone(), shared.clone())));
 
         let stores = Self {
@@ -223,6 +231,8 @@ impl Stores {
             vcap_secrets,
             binding_secrets,
             events,
+            service_bindings,
+            service_bindings_available,
             kinds: KINDS + usize::from(with_events),
             invalid: shared.invalid,
             changes,
@@ -279,6 +289,13 @@ impl Stores {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// Every ServiceBinding, once they could be listed; `None` while the CRD is absent, RBAC
+    /// forbids reading them, or the first list has not answered yet (no information).
+    pub fn service_bindings(&self) -> Option<Vec<ServiceBinding>> {
+        (*self.service_bindings_available.borrow() == Some(true))
+            .then(|| self.service_bindings.state().iter().map(|binding| (**binding).clone()).collect())
     }
 
     /// A Secret capdeck watches (binding or VCAP), by namespace and name.
@@ -495,6 +512,113 @@ where
         }
     });
     (reader, task)
+}
+
+/// sap-btp-service-operator's CRD, watched by name: whether ServiceBindings can be watched at all.
+const SERVICE_BINDING_CRD: &str = "servicebindings.services.cloud.sap.com";
+
+type BindingEvents = futures::stream::BoxStream<'static, Result<watcher::Event<ServiceBinding>, watcher::Error>>;
+
+/// ServiceBindings, while their CRD exists. Another operator's kind: absent or unreadable is no
+/// outage and no missing capdeck kind, and it does not count for readiness (`available` says
+/// whether the store holds information). The CRD itself is watched (one object, by name), so a
+/// cluster without it costs one idle watch instead of a list every backoff period. Where the
+/// CRD may not be watched (403), ServiceBindings are tried once; absent or forbidden, they stay
+/// unknown (logged once) until capdeck restarts.
+fn service_bindings(
+    client: kube::Client,
+    api: Api<ServiceBinding>,
+    shared: Shared,
+) -> (Store<ServiceBinding>, watch::Receiver<Option<bool>>, JoinHandle<()>) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
+    let (reader, mut writer) = reflector::store::<ServiceBinding>();
+    let (available, available_rx) = watch::channel(None);
+    let task = tokio::spawn(async move {
+        let crds: Api<CustomResourceDefinition> = Api::all(client);
+        let by_name = watcher::Config::default().fields(&format!("metadata.name={SERVICE_BINDING_CRD}"));
+        let mut crd_events = watcher(crds, by_name).default_backoff().boxed();
+        let start = || -> BindingEvents {
+            watcher(api.clone(), watcher::Config::default()).default_backoff().modify(strip).boxed()
+        };
+        let mut bindings: Option<BindingEvents> = None;
+        // No CRD watch (403): one attempt at the ServiceBindings themselves, no retries.
+        let mut direct = false;
+        let mut crd_seen = false;
+        let unavailable = |writer: &mut Writer<ServiceBinding>, why: &str| {
+            // What the store held would mislead: without the kind there is no information.
+            writer.apply_watcher_event(&watcher::Event::Init);
+            writer.apply_watcher_event(&watcher::Event::InitDone);
+            if available.send_if_modified(|state| state.replace(false) != Some(false)) {
+                tracing::info!("no ServiceBinding information: {why}");
+                shared.changed();
+            }
+        };
+        loop {
+            let next_binding = async {
+                match bindings.as_mut() {
+                    Some(stream) => stream.next().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = shared.cancel.cancelled() => return,
+                event = crd_events.next(), if !direct => match event {
+                    Some(Ok(watcher::Event::Init)) => crd_seen = false,
+                    Some(Ok(watcher::Event::InitApply(_) | watcher::Event::Apply(_))) => {
+                        crd_seen = true;
+                        bindings.get_or_insert_with(start);
+                    }
+                    Some(Ok(watcher::Event::InitDone)) => {
+                        if !crd_seen {
+                            bindings = None;
+                            unavailable(&mut writer, &format!("the CRD {SERVICE_BINDING_CRD} is not installed"));
+                        }
+                    }
+                    Some(Ok(watcher::Event::Delete(_))) => {
+                        crd_seen = false;
+                        bindings = None;
+                        unavailable(&mut writer, &format!("the CRD {SERVICE_BINDING_CRD} was deleted"));
+                    }
+                    Some(Err(error)) if api_status(&error) == Some(403) => {
+                        tracing::info!(%error, "cannot watch the CRD {SERVICE_BINDING_CRD}; trying ServiceBindings once");
+                        direct = true;
+                        bindings.get_or_insert_with(start);
+                    }
+                    Some(Err(error)) => shared.failed("CustomResourceDefinition", &error),
+                    None => return,
+                },
+                event = next_binding => match event {
+                    Some(Ok(event)) => {
+                        let done = matches!(event, watcher::Event::InitDone);
+                        writer.apply_watcher_event(&event);
+                        if done {
+                            available.send_if_modified(|state| state.replace(true) != Some(true));
+                        }
+                        shared.changed();
+                    }
+                    Some(Err(error)) => match api_status(&error) {
+                        Some(403) => {
+                            bindings = None;
+                            unavailable(
+                                &mut writer,
+                                "not readable with these credentials (list, watch servicebindings.services.cloud.sap.com)",
+                            );
+                        }
+                        // The CRD exists but is not served yet (just created): the backoff retries.
+                        Some(404) if !direct => {}
+                        Some(404) => {
+                            bindings = None;
+                            unavailable(&mut writer, &format!("the CRD {SERVICE_BINDING_CRD} is not installed"));
+                        }
+                        _ => shared.failed("ServiceBinding", &error),
+                    },
+                    None => bindings = None,
+                },
+            }
+        }
+    });
+    (reader, available_rx, task)
 }
 
 /// Whether an Event is about a CAP object or a batch. Filtered here rather than with a field

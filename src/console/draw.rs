@@ -500,10 +500,12 @@ fn draw_dialog(frame: &mut Frame, app: &App, area: Rect) {
     let block = popup_block(theme, title, hint);
     let inner = block.inner(popup);
     frame.render_widget(block, popup);
+    // Restarts, tenants served, and (when known) the old credentials' deadline.
+    let preview_height = u16::try_from(dialog.preview.len()).unwrap_or(u16::MAX);
     let [heading, summary, preview, explain, toggle, label, reason, error] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(1),
-        Constraint::Length(2),
+        Constraint::Length(preview_height),
         Constraint::Length(2),
         Constraint::Length(1),
         Constraint::Length(1),
@@ -522,8 +524,14 @@ fn draw_dialog(frame: &mut Frame, app: &App, area: Rect) {
         Paragraph::new(table::fit(Line::raw(dialog.summary.clone()), summary.width)).style(theme.muted()),
         summary,
     );
-    let preview_lines: Vec<Line> =
-        dialog.preview.iter().map(|line| table::fit(Line::raw(line.clone()), preview.width)).collect();
+    let preview_lines: Vec<Line> = dialog
+        .preview
+        .iter()
+        .map(|line| {
+            let fitted = table::fit(Line::raw(line.clone()), preview.width);
+            if line.starts_with(strings::OLD_CREDENTIALS) { fitted.style(theme.warning()) } else { fitted }
+        })
+        .collect();
     frame.render_widget(Paragraph::new(preview_lines), preview);
     frame.render_widget(Paragraph::new(explanation).wrap(Wrap { trim: true }), explain);
     if let Some(why) = &dialog.error {

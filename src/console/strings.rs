@@ -16,6 +16,9 @@ pub const ENGINE_WRITE_FAILED: &str = "the engine's write failed (it retries)";
 pub const REASON_REQUIRED: &str = "a reason is required: type why, then Enter (Esc cancels)";
 
 /// `restarts: a, b, c and 4 more` for the dialog's preview; `none` when empty.
+/// The label of a batch's deadline: when the old credentials of its Secrets may be revoked.
+pub const OLD_CREDENTIALS: &str = "old credentials";
+
 pub fn preview_line(label: &str, names: &[String]) -> String {
     const SHOWN: usize = 6;
     if names.is_empty() {

@@ -657,7 +657,7 @@ fn open_dialog(app: &mut App, action: Action) -> Vec<Command> {
     let approve_too = matches!(verb, BatchAction::Force { .. }).then_some(needs_approval);
     let mut reason = TextArea::default();
     reason.set_placeholder_text(strings::REASON_PLACEHOLDER);
-    let preview = dialog_preview(&app.snapshot, row);
+    let preview = dialog_preview(&app.snapshot, row, app.now);
     app.overlay = Overlay::Dialog(Box::new(ActionDialog {
         action: verb,
         phase: row.phase.clone(),
@@ -673,10 +673,20 @@ fn open_dialog(app: &mut App, action: Action) -> Vec<Command> {
 }
 
 /// What the action touches: the Deployments the batch restarts and the tenants they serve.
-fn dialog_preview(snapshot: &crate::readmodel::Snapshot, row: &crate::readmodel::BatchRow) -> Vec<String> {
+/// And, when known, when the old credentials of its Secrets die (the deadline the decision meets).
+fn dialog_preview(
+    snapshot: &crate::readmodel::Snapshot,
+    row: &crate::readmodel::BatchRow,
+    now: k8s_openapi::jiff::Timestamp,
+) -> Vec<String> {
     let restarts: Vec<String> = row.object.restarts().map(|d| d.name.clone()).collect();
     let tenants = super::views::tenants_served(snapshot, row);
-    vec![strings::preview_line("restarts", &restarts), strings::preview_line("tenants served", &tenants)]
+    let mut lines =
+        vec![strings::preview_line("restarts", &restarts), strings::preview_line("tenants served", &tenants)];
+    if let Some(revocable) = row.old_credentials_revocable {
+        lines.push(format!("{} {}", strings::OLD_CREDENTIALS, super::views::revocable(revocable, now)));
+    }
+    lines
 }
 
 fn dialog_key(app: &mut App, key: &KeyEvent, at: std::time::Instant) -> Vec<Command> {

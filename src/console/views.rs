@@ -264,6 +264,16 @@ pub fn age(app: &App, time: Option<k8s_openapi::jiff::Timestamp>) -> String {
 }
 
 /// A batch window: `in 4m` (still collecting) or `2m ago` (ended).
+/// `revocable in 3h12m` — or, once past, `revocable since 5m (may already be revoked)`.
+pub fn revocable(at: k8s_openapi::jiff::Timestamp, now: k8s_openapi::jiff::Timestamp) -> String {
+    let seconds = at.as_second() - now.as_second();
+    if seconds > 0 {
+        format!("revocable in {}", relative(seconds))
+    } else {
+        format!("revocable since {} (may already be revoked)", relative(-seconds))
+    }
+}
+
 pub fn window(end: k8s_openapi::jiff::Timestamp, now: k8s_openapi::jiff::Timestamp) -> String {
     let seconds = end.as_second() - now.as_second();
     if seconds > 0 { format!("in {}", relative(seconds)) } else { format!("{} ago", relative(-seconds)) }

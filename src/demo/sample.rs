@@ -11,6 +11,7 @@ use kube::ResourceExt as _;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use crate::api::service_binding::ServiceBinding;
 use crate::api::{CAPApplication, CAPApplicationVersion, CAPTenant, CAPTenantOperation, RotationBatch};
 use crate::console::app::{Access, App, Session};
 use crate::console::keymap::Keymap;
@@ -37,6 +38,7 @@ pub struct SampleObjects {
     pub batches: Vec<Arc<RotationBatch>>,
     pub events: Vec<Arc<Event>>,
     pub secrets: HashMap<(String, String), Arc<Secret>>,
+    pub service_bindings: Vec<ServiceBinding>,
 }
 
 fn decode<K: DeserializeOwned>(value: Value) -> Result<Arc<K>, String> {
@@ -71,6 +73,11 @@ impl SampleObjects {
         }
         for event in sample_events() {
             objects.events.push(decode(event).map_err(LoadError::Rejected)?);
+        }
+        for binding in sample_service_bindings() {
+            objects
+                .service_bindings
+                .push(serde_json::from_value(binding).map_err(|e| LoadError::Rejected(e.to_string()))?);
         }
         Ok(objects)
     }
@@ -166,6 +173,7 @@ impl SampleObjects {
             events: &self.events,
             invalid: Vec::new(),
             secret_keys: &keys,
+            service_bindings: Some(&self.service_bindings),
         })
     }
 }
@@ -191,6 +199,25 @@ fn secret(name: &str, service: &str, rotated: i64) -> Value {
 
 fn ready(status: &str, reason: &str, message: &str) -> Value {
     json!([{"type": "Ready", "status": status, "reason": reason, "message": message, "lastTransitionTime": at(-10)}])
+}
+
+/// hr-portal's uaa binding rotated 43 s ago; its old copy keeps the old credentials for 4 h.
+fn sample_service_bindings() -> Vec<Value> {
+    let binding = |name: &str, created: i64, labels: Value| {
+        json!({"apiVersion": "services.cloud.sap.com/v1", "kind": "ServiceBinding",
+               "metadata": {"name": name, "namespace": "cap-hr", "creationTimestamp": at(created), "labels": labels},
+               "spec": {"secretName": name, "serviceInstanceName": "hr-portal-uaa",
+                        "credentialsRotationPolicy": {"enabled": true, "rotationFrequency": "168h", "rotatedBindingTTL": "4h"}},
+               "status": {"lastCredentialsRotationTime": at(-43)}})
+    };
+    vec![
+        binding("hr-portal-uaa-bind", -90 * 86_400, json!({})),
+        binding(
+            "hr-portal-uaa-bind-k3x9q",
+            -43,
+            json!({"services.cloud.sap.com/rotationOf": "hr-portal-uaa-bind", "services.cloud.sap.com/stale": "old-id"}),
+        ),
+    ]
 }
 
 /// The sample's RotationBatches as API documents.
@@ -331,4 +358,20 @@ pub fn app(snapshot: Snapshot) -> App {
     let _ = crate::console::update::update(&mut app, crate::console::update::Msg::Resize { width: 160, height: 40 });
     let _ = crate::console::update::update(&mut app, crate::console::update::Msg::Snapshot(Arc::new(snapshot)));
     app
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The awaiting hr-portal batch rolls a Secret whose old binding keeps the old credentials 4 h
+    /// from its creation 43 s ago: the row (the detail pane, the approve dialog) says until when.
+    #[test]
+    fn an_open_batch_knows_when_its_old_credentials_die() {
+        let snapshot = SampleObjects::demo().expect("sample").snapshot();
+        let row = |name: &str| snapshot.batches.iter().find(|row| row.name == name).expect("batch");
+        let expected = Timestamp::from_second(now().as_second() - 43 + 4 * 3600).expect("time");
+        assert_eq!(row("hr-portal-c9dsg").old_credentials_revocable, Some(expected));
+        assert_eq!(row("bookshop-9v9ps").old_credentials_revocable, None, "no binding for bookshop's Secrets");
+    }
 }

@@ -160,7 +160,13 @@ pub struct EngineConfig {
     pub clock: Clock,
     /// How often progress is refreshed while Deployments roll.
     pub progress_interval: Duration,
+    /// How long rolling a batch is expected to take: when the old credentials of a rotated Secret
+    /// may be revoked less than this after the batch would have rolled, it acts at once.
+    pub expected_rollout: Duration,
 }
+
+/// The expected rollout time unless `--expected-rollout` says otherwise.
+pub const DEFAULT_EXPECTED_ROLLOUT: Duration = Duration::from_secs(15 * 60);
 
 impl Default for EngineConfig {
     fn default() -> Self {
@@ -174,6 +180,7 @@ impl Default for EngineConfig {
             identity: default_identity(),
             clock: Clock::System,
             progress_interval: Duration::from_secs(1),
+            expected_rollout: DEFAULT_EXPECTED_ROLLOUT,
         }
     }
 }

@@ -25,6 +25,12 @@ pub struct WriteLabels {
     pub resource: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BatchLabels {
+    pub namespace: String,
+    pub batch: String,
+}
+
 /// Cheap to clone: every field shares its value.
 #[derive(Clone)]
 pub struct Metrics {
@@ -36,6 +42,8 @@ pub struct Metrics {
     pub rollout_duration_seconds: Histogram,
     pub leader: Gauge,
     pub api_writes: Family<WriteLabels, Counter>,
+    /// Per open batch whose rotated Secrets' old credentials have a known revocation time.
+    pub credentials_margin_seconds: Family<BatchLabels, Gauge>,
     registry: Arc<Registry>,
 }
 
@@ -80,7 +88,15 @@ impl Metrics {
         registry.register("leader", "1 while this engine holds the lease", leader.clone());
         let api_writes = Family::<WriteLabels, Counter>::default();
         registry.register("api_writes", "API writes the engine made, by verb and resource", api_writes.clone());
+        let credentials_margin_seconds = Family::<BatchLabels, Gauge>::default();
+        registry.register(
+            "credentials_margin_seconds",
+            "Per open batch: earliest revocation of its Secrets' old credentials minus when it would have rolled \
+             (window end or now, plus the expected rollout); below the expected rollout it acts at once",
+            credentials_margin_seconds.clone(),
+        );
         Self {
+            credentials_margin_seconds,
             batches,
             rotations,
             deployments_restarted,
@@ -120,6 +136,10 @@ mod tests {
         metrics.rotations.inc();
         metrics.skipped("unchanged");
         metrics.leader.set(1);
+        metrics
+            .credentials_margin_seconds
+            .get_or_create(&BatchLabels { namespace: "ns".into(), batch: "app-x7k2q".into() })
+            .set(-300);
         let text = metrics.encode();
         for name in [
             "capdeck_batches{phase=\"Collecting\"} 2",
@@ -129,6 +149,7 @@ mod tests {
             "capdeck_approval_wait_seconds_bucket",
             "capdeck_rollout_duration_seconds_count",
             "capdeck_leader 1",
+            "capdeck_credentials_margin_seconds{namespace=\"ns\",batch=\"app-x7k2q\"} -300",
             "# EOF",
         ] {
             assert!(text.contains(name), "missing {name} in\n{text}");

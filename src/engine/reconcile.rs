@@ -25,11 +25,13 @@ use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
 use super::config::EngineConfig;
-use super::metrics::{Metrics, PhaseLabels};
+use super::metrics::{BatchLabels, Metrics, PhaseLabels};
 use super::writes::Writes;
 use crate::api::rotation_batch::{RotatedSecret, reason};
+use crate::api::service_binding::ServiceBinding;
 use crate::api::{ANNOTATION_ROLLED_AT, BatchPhase, CAPApplication, RotationBatch, RotationBatchStatus};
 use crate::cluster::stores::Stores;
+use crate::credentials::{batch_margin_seconds, revocation_deadline};
 use crate::plan::{CapIndex, ObjectLookup, Rotated, SecretLookup, plan_application};
 use backoff::Backoff;
 use decide::{Decision, DecisionContext, apply, decide, rollout_outcome, skip_reasons};
@@ -118,6 +120,14 @@ impl Reconciler {
 
     fn application(&self, namespace: &str, name: &str) -> Option<Arc<CAPApplication>> {
         self.stores.applications.get(&ObjectRef::new(name).within(namespace))
+    }
+
+    /// The earliest revocation of old credentials of the batch's rotated Secrets, from their
+    /// ServiceBindings (`None` without ServiceBinding information).
+    fn revocation(batch: &RotationBatch, bindings: Option<&[ServiceBinding]>) -> Option<Timestamp> {
+        let namespace = batch.namespace().unwrap_or_default();
+        let bindings = bindings?;
+        batch.spec.secrets.iter().filter_map(|secret| revocation_deadline(bindings, &namespace, &secret.name)).min()
     }
 
     fn open_batches(&self) -> Vec<Arc<RotationBatch>> {
@@ -212,12 +222,23 @@ impl Reconciler {
 
     fn next_wake(&self) -> Option<Duration> {
         let mut wake: Option<Duration> = None;
+        let bindings = self.stores.service_bindings();
         for batch in self.open_batches() {
             let status = batch.status.clone().unwrap_or_default();
             let candidate = if status.deployments.iter().any(|d| !is_done(d)) && status.rollout_started_at.is_some() {
                 Some(self.config.progress_interval)
             } else if status.deployments.is_empty() && batch.spec.hold.is_none() {
                 Some(self.config.clock.until(batch.spec.window_end.0).max(Duration::from_millis(10)))
+            } else if status.rollout_started_at.is_none() && batch.spec.hold.is_none() {
+                // Waiting for an approval: its margin shrinks with every second; escalate when it
+                // drops below one expected rollout (revocation − 2 × expected rollout).
+                Self::revocation(&batch, bindings.as_deref())
+                    .and_then(|revocation| {
+                        let rollout = i64::try_from(self.config.expected_rollout.as_secs()).ok()?;
+                        Timestamp::from_second(revocation.as_second().checked_sub(rollout.checked_mul(2)?)?).ok()
+                    })
+                    .map(|at| self.config.clock.until(at).max(Duration::from_millis(10)))
+                    .filter(|_| condition_reason(&status) != Some(reason::CREDENTIALS_EXPIRING))
             } else {
                 None
             };
@@ -234,6 +255,18 @@ impl Reconciler {
             BatchPhase::KNOWN.iter().map(|phase| ((*phase).to_string(), 0)).collect();
         for batch in self.stores.batches.state() {
             *counts.entry(batch.phase().to_string()).or_default() += 1;
+        }
+        // Only open batches with a known revocation have a margin; ended ones drop out.
+        let bindings = self.stores.service_bindings();
+        let now = self.config.clock.now();
+        self.metrics.credentials_margin_seconds.clear();
+        for batch in self.open_batches() {
+            if let Some(revocation) = Self::revocation(&batch, bindings.as_deref()) {
+                let labels = BatchLabels { namespace: batch.namespace().unwrap_or_default(), batch: batch.name_any() };
+                let margin =
+                    batch_margin_seconds(revocation, batch.spec.window_end.0, now, self.config.expected_rollout);
+                self.metrics.credentials_margin_seconds.get_or_create(&labels).set(margin);
+            }
         }
         for (phase, count) in counts {
             self.metrics.batches.get_or_create(&PhaseLabels { phase }).set(count);
@@ -260,6 +293,8 @@ impl Reconciler {
                 approval_default: self.config.approval,
                 min_rollout_interval: self.config.min_rollout_interval,
                 last_rolled: &last_rolled,
+                revocation: Self::revocation(batch, self.stores.service_bindings().as_deref()),
+                expected_rollout: self.config.expected_rollout,
             };
             let plan = || {
                 let rotated = Rotated::Secrets(batch.spec.secrets.iter().map(|s| s.name.clone()).collect());
@@ -376,7 +411,9 @@ impl Reconciler {
             tracing::info!(namespace = %namespace, batch = %name, "batch released: {text}");
             self.writes.event(&app, false, reason::RELEASED, format!("batch {name}: {text}")).await;
         }
-        let warning = matches!(status.phase, BatchPhase::Failed) || reason == reason::STORM_GUARD;
+        let warning = matches!(status.phase, BatchPhase::Failed)
+            || reason == reason::STORM_GUARD
+            || reason == reason::CREDENTIALS_EXPIRING;
         self.writes.event(&app, warning, &reason, format!("batch {name}: {message}")).await;
     }
 }

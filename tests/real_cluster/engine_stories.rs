@@ -11,7 +11,10 @@ use kube::ResourceExt as _;
 
 use crate::common::fixtures::AppOptions;
 use crate::faker::Faker;
-use crate::setup::{Engine, EngineExt as _, engine_config, load_current, wait_phase, workload_writes};
+use crate::setup::{
+    Engine, EngineExt as _, engine_config, install_service_binding_crd, load_current, service_binding, wait_phase,
+    workload_writes,
+};
 use crate::world::{Backend, World, eventually};
 
 const LONG: Duration = Duration::from_secs(60);
@@ -211,6 +214,92 @@ pub async fn storm_guard_asks_for_approval(backend: Backend) {
         batch.status.as_ref().and_then(|s| s.conditions.first()).map(|c| c.message.clone()).unwrap_or_default();
     assert!(message.contains("storm guard"), "{message}");
     r.stop().await;
+}
+
+/// A rotated Secret whose old credentials may be revoked 30 min from now, under a 1 h window and a
+/// 15 min expected rollout: waiting would outlive them. `manual: false` — the batch stops waiting
+/// for its window and rolls (`CredentialsExpiring`); `manual: true` — it asks for the approval at
+/// once, as a Warning Event and condition, and the margin metric says how far below zero it is.
+async fn expiring_credentials(backend: Backend, manual: bool) {
+    let test = if manual { "creds-expiring-manual" } else { "creds-expiring-auto" };
+    let world = World::new(backend, test).await;
+    let options = AppOptions { manual, ..AppOptions::default() };
+    load_current(&world, &options).await;
+    let ns = world.ns.clone();
+    let bindings = vec![
+        service_binding(&ns, "bookshop-uaa", "bookshop-uaa", "30m", None),
+        service_binding(&ns, "bookshop-uaa-k3x9q", "bookshop-uaa-k3x9q", "30m", Some("bookshop-uaa")),
+    ];
+    // The auto story installs sap-btp-service-operator before the engine starts; the manual one
+    // after (on the sandbox the CRD is then new to the running engine, which watches for it).
+    if !manual {
+        install_service_binding_crd(&world).await;
+        world.apply_objects(bindings.clone()).await;
+    }
+    let faker = Faker::start(world.client.clone(), &ns, Duration::from_millis(300));
+    let mut config = engine_config(&world, "engine-a");
+    config.rollout_delay = Duration::from_secs(3600);
+    let engine = Engine::on(&world, config).await;
+    engine.wait_role(Role::Leader, LONG).await;
+    if manual {
+        install_service_binding_crd(&world).await;
+        world.apply_objects(bindings).await;
+        let stores = engine.stores.clone();
+        eventually("the engine sees the ServiceBindings", LONG, || async {
+            stores.service_bindings().is_some_and(|bindings| bindings.len() == 2)
+        })
+        .await;
+    }
+    let r = Running { world, engine, faker };
+    let w = &r.world;
+    w.rotate_secret("bookshop-uaa").await;
+
+    let expected = if manual { BatchPhase::AwaitingApproval } else { BatchPhase::Succeeded };
+    let batch = wait_phase(w, "bookshop", expected, LONG).await;
+    let window_end = batch.spec.window_end.0;
+    assert!(
+        window_end.as_second() - Timestamp::now().as_second() > 3000,
+        "the 1 h window was not shortened, it was not waited for: {window_end}"
+    );
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> = kube::Api::namespaced(w.client.clone(), &ns);
+    let find = || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        list.items.into_iter().find(|event| event.reason.as_deref() == Some("CredentialsExpiring"))
+    };
+    eventually("a CredentialsExpiring Event", LONG, || async { find().await.is_some() }).await;
+    let expiring = find().await.expect("seen above");
+    let note = expiring.note.clone().unwrap_or_default();
+    assert!(
+        note.contains("old credentials revocable in 30m, 45m before the batch would have rolled")
+            || note.contains("old credentials revocable in 29m"),
+        "30m TTL against a 1h window + 15m rollout: {note}"
+    );
+    if manual {
+        assert_eq!(expiring.type_.as_deref(), Some("Warning"), "{expiring:?}");
+        let condition = batch.status.as_ref().and_then(|s| s.conditions.first()).cloned().expect("condition");
+        assert_eq!(condition.reason, "CredentialsExpiring", "{condition:?}");
+        assert!(condition.message.ends_with("approve now"), "{}", condition.message);
+        let metrics = r.engine.handle.as_ref().map(|h| h.metrics.encode()).unwrap_or_default();
+        let line = metrics
+            .lines()
+            .find(|line| line.starts_with("capdeck_credentials_margin_seconds{") && line.contains(&batch.name_any()))
+            .unwrap_or_default()
+            .to_string();
+        let margin: i64 = line.rsplit(' ').next().and_then(|v| v.parse().ok()).unwrap_or(i64::MAX);
+        // 30m − (1h + 15m) = −45m, give or take the seconds the story took.
+        assert!((-45 * 60 - 120..=-45 * 60).contains(&margin), "{line}\n{metrics}");
+    } else {
+        assert_eq!(batch.status.as_ref().and_then(|s| s.progress.as_deref()), Some("2/2"));
+    }
+    r.stop().await;
+}
+
+pub async fn expiring_credentials_end_an_auto_window_early(backend: Backend) {
+    expiring_credentials(backend, false).await;
+}
+
+pub async fn expiring_credentials_escalate_a_manual_batch(backend: Backend) {
+    expiring_credentials(backend, true).await;
 }
 
 /// An engine killed mid-rollout: its successor takes the lease after it expires and finishes.

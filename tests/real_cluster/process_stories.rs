@@ -487,7 +487,8 @@ pub async fn credentials_report_margins_and_verdicts(backend: Backend) {
         assert!(found.contains(&("dest-bind".into(), "unsafe".into())), "cf needs no CRD to be judged: {found:?}");
     }
 
-    let crd: Value = capdeck::manifest::parse_documents(&servicebinding_crd(), false).expect("CRD yaml").remove(0);
+    let crd: Value =
+        capdeck::manifest::parse_documents(&crate::setup::servicebinding_crd(), false).expect("CRD yaml").remove(0);
     world.apply_objects(vec![crd]).await;
     eventually("ServiceBindings served", LONG, || async { world_has_service_bindings(&world).await }).await;
     let binding = |name: &str, extra: Value| {
@@ -576,30 +577,6 @@ pub async fn credentials_report_margins_and_verdicts(backend: Backend) {
         "{stdout}{stderr}"
     );
     assert!(!stdout.contains("uaa-bind:"), "only the short one: {stdout}");
-}
-
-/// sap-btp-service-operator's own ServiceBinding CRD: `$CAPDECK_SERVICEBINDING_CRD`, else taken from
-/// its Go module by `tools/servicebinding-crd/crd.sh`. Without Go (a user's machine) the story
-/// says so and falls back to the reduced, hand-written CRD; in CI (`CAPDECK_REQUIRE_REAL_CLUSTER=1`)
-/// that is a failure.
-fn servicebinding_crd() -> String {
-    let from_module = std::env::var_os("CAPDECK_SERVICEBINDING_CRD").map(std::path::PathBuf::from).or_else(|| {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tools/servicebinding-crd/crd.sh");
-        let output = std::process::Command::new("bash").arg(script).output().ok()?;
-        let path = String::from_utf8_lossy(&output.stdout).trim().to_string();
-        (output.status.success() && !path.is_empty()).then(|| std::path::PathBuf::from(path))
-    });
-    if let Some(path) = from_module {
-        return std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("cannot read the ServiceBinding CRD {}: {e}", path.display()));
-    }
-    let fix = "run tools/servicebinding-crd/crd.sh (needs Go) or set CAPDECK_SERVICEBINDING_CRD";
-    assert!(
-        std::env::var("CAPDECK_REQUIRE_REAL_CLUSTER").as_deref() != Ok("1"),
-        "CAPDECK_REQUIRE_REAL_CLUSTER=1 but sap-btp-service-operator's ServiceBinding CRD is not at hand: {fix}"
-    );
-    eprintln!("NOTE: upstream ServiceBinding CRD not at hand ({fix}); using the reduced, hand-written one");
-    include_str!("../fixtures/credentials/servicebinding-crd.yaml").to_string()
 }
 
 async fn world_has_service_bindings(world: &World) -> bool {

@@ -160,8 +160,10 @@ pub fn demo_in_tmux_approve_a_batch_and_quit() {
 /// engine's role and the connection state; `q quit` stays in the footer; batch names stay whole.
 pub fn demo_at_80x24_every_view() {
     let (tmux, _dir, exit_file) = start_demo("capdeck-e2e-80", 80, 24);
-    tmux.until("the applications view", Duration::from_secs(60), |s| {
-        s.contains("Applications [4/4]") && s.contains("engine Leader")
+    // Synced first: under load the applications can show while other stores still list
+    // ("● syncing"); the header is checked below in its steady state.
+    tmux.until("the applications view, synced", Duration::from_secs(60), |s| {
+        s.contains("Applications [4/4]") && s.contains("engine Leader") && s.contains("connected")
     });
     for (command, title) in [
         ("apps", "Applications ["),

@@ -184,6 +184,22 @@ fn detail_pane_of_a_batch_names_who_did_what() {
     insta::assert_snapshot!("detail_batch", render(&mut app, 140, 40));
 }
 
+/// A batch whose Secret's old binding is known shows when those credentials may be revoked,
+/// in the detail pane (the approve dialog's snapshot shows it too, in the warning colour).
+#[test]
+fn detail_pane_of_a_batch_says_when_its_old_credentials_die() {
+    let mut app = sample_app();
+    select_batch(&mut app, "hr-portal-c9dsg");
+    key(&mut app, KeyCode::Char('d'));
+    let screen = render(&mut app, 140, 40);
+    assert!(screen.contains("old credentials revocable in 3h59m"), "{screen}");
+    key(&mut app, KeyCode::Esc);
+    select_batch(&mut app, "travel-tdv6j");
+    key(&mut app, KeyCode::Char('d'));
+    let screen = render(&mut app, 140, 40);
+    assert!(!screen.contains("old credentials"), "no ServiceBinding for travel's Secrets: {screen}");
+}
+
 #[test]
 fn yaml_view() {
     let mut app = sample_app();

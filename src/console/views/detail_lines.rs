@@ -28,6 +28,9 @@ pub fn batch_lines(lines: &mut Vec<String>, row: &crate::readmodel::BatchRow, no
         lines.push(format!("                {}", row.message));
     }
     lines.push(format!("window          {}", window(row.window_end, now)));
+    if let Some(revocable) = row.old_credentials_revocable {
+        lines.push(format!("{} {}", crate::console::strings::OLD_CREDENTIALS, super::revocable(revocable, now)));
+    }
     lines.push(format!("approval        {}", row.approval));
     lines.push(format!("blast radius    {}", row.blast_radius()));
     let who = |label: &str, action: &Option<crate::api::rotation_batch::UserAction>, lines: &mut Vec<String>| {

@@ -20,11 +20,12 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
 use super::status::{
-    MISSING_DEPLOYMENT, batch_deployments, finish, is_active, is_done, is_queued, progress_summary, ready_condition,
-    set_condition, user_action_text,
+    MISSING_DEPLOYMENT, batch_deployments, condition_reason, finish, is_active, is_done, is_queued, progress_summary,
+    ready_condition, set_condition, user_action_text,
 };
 use crate::api::rotation_batch::{BatchDeployment, DeploymentAction, DeploymentRolloutState, reason};
 use crate::api::{BatchPhase, CAPApplication, RotationBatch, RotationBatchStatus};
+use crate::credentials::{batch_margin_seconds, human_signed};
 use crate::engine::config::{ApprovalPolicy, humanize};
 use crate::output::count;
 use crate::plan::{AppPlan, ProblemKind};
@@ -38,6 +39,11 @@ pub struct DecisionContext<'a> {
     pub min_rollout_interval: Duration,
     /// When capdeck last rolled a Deployment of the batch's namespace (its rolled-at annotation).
     pub last_rolled: &'a dyn Fn(&str) -> Option<Timestamp>,
+    /// The earliest moment old credentials of the batch's rotated Secrets may be revoked (their
+    /// ServiceBindings); `None` when unknown.
+    pub revocation: Option<Timestamp>,
+    /// `--expected-rollout`: the margin a batch needs against that revocation.
+    pub expected_rollout: Duration,
 }
 
 /// A terminal phase with its condition.
@@ -100,6 +106,11 @@ pub enum Decision {
     },
     Evaluate(Evaluation),
     AwaitApproval,
+    /// Still waiting for an approval, but the old credentials may be revoked before the batch
+    /// would have rolled: say so (condition `CredentialsExpiring`, a Warning Event).
+    Escalate {
+        message: String,
+    },
     Start(Start),
     /// Rolling out: start queued Deployments (paced), follow the rolling ones.
     Roll,
@@ -150,17 +161,24 @@ pub fn decide(
         return Decision::Roll;
     }
     let approved = batch.spec.approval.as_ref().is_some_and(|a| a.approved_by.is_some());
+    let expiring = credentials_expiring(batch, context);
     if !status.deployments.is_empty() {
         // Evaluated earlier and waiting for an approval.
         if !approved {
-            return Decision::AwaitApproval;
+            return match expiring {
+                Some(message) if condition_reason(status) != Some(reason::CREDENTIALS_EXPIRING) => {
+                    Decision::Escalate { message: format!("{message}: approve now") }
+                }
+                _ => Decision::AwaitApproval,
+            };
         }
         let approval_waited = ready_condition(status)
             .and_then(|c| c.last_transition_time.as_ref())
             .map(|entered| context.now.duration_since(entered.0).as_secs_f64().max(0.0));
         return Decision::Start(Start { approval_waited, ..start(batch) });
     }
-    if batch.spec.force.is_none() && context.now < batch.spec.window_end.0 {
+    let window_open = batch.spec.force.is_none() && context.now < batch.spec.window_end.0;
+    if window_open && expiring.is_none() {
         return Decision::Collect { until: batch.spec.window_end.0 };
     }
     if !app.rollout_opted_in() {
@@ -170,7 +188,37 @@ pub fn decide(
             message: format!("CAPApplication {} no longer opts in to rollout on credential update", app.name_any()),
         });
     }
-    Decision::Evaluate(evaluate(batch, app, &plan(), approved, context))
+    // An expiring batch whose window is still open is evaluated now: the window's end is ignored.
+    let expiring = expiring.map(|message| Expiring { message, window_open });
+    Decision::Evaluate(evaluate(batch, app, &plan(), approved, expiring.as_ref(), context))
+}
+
+/// The batch cannot wait for its old credentials' sake: why, and whether its window was still open
+/// (then it ends early).
+struct Expiring {
+    message: String,
+    window_open: bool,
+}
+
+/// Why the batch cannot wait: its old credentials may be revoked less than one expected rollout
+/// after it would have rolled (docs/CREDENTIALS.md, "The margin"). `None` when there is time or
+/// nothing is known.
+fn credentials_expiring(batch: &RotationBatch, context: &DecisionContext<'_>) -> Option<String> {
+    let revocation = context.revocation?;
+    let margin = batch_margin_seconds(revocation, batch.spec.window_end.0, context.now, context.expected_rollout);
+    let rollout = i64::try_from(context.expected_rollout.as_secs()).unwrap_or(i64::MAX);
+    (margin < rollout).then(|| {
+        let when = if margin < 0 {
+            format!("{} before", human_signed(-margin))
+        } else {
+            format!("only {} after", human_signed(margin))
+        };
+        format!(
+            "old credentials revocable in {}, {when} the batch would have rolled (expected rollout {})",
+            human_signed(revocation.as_second() - context.now.as_second()),
+            humanize(context.expected_rollout)
+        )
+    })
 }
 
 fn evaluate(
@@ -178,6 +226,7 @@ fn evaluate(
     app: &CAPApplication,
     plan: &AppPlan,
     approved: bool,
+    expiring: Option<&Expiring>,
     context: &DecisionContext<'_>,
 ) -> Evaluation {
     let deployments = batch_deployments(plan);
@@ -216,25 +265,39 @@ fn evaluate(
         })
         .map(|d| d.name.as_str())
         .collect();
+    // Waiting for an approval while the credentials expire escalates: the same wait, louder.
+    let wait = |reason: &'static str, message: String| match expiring {
+        Some(expiring) => Gate::AwaitApproval {
+            reason: reason::CREDENTIALS_EXPIRING,
+            message: format!("{message}; {}: approve now", expiring.message),
+        },
+        None => Gate::AwaitApproval { reason, message },
+    };
     let gate = if !recently.is_empty() && !approved {
-        Gate::AwaitApproval {
-            reason: reason::STORM_GUARD,
-            message: format!(
+        wait(
+            reason::STORM_GUARD,
+            format!(
                 "storm guard: {} rolled less than {} ago; approve to roll again",
                 recently.join(", "),
                 humanize(context.min_rollout_interval)
             ),
-        }
+        )
     } else if required && !approved {
         let tenants = usize::try_from(plan.tenants).unwrap_or(usize::MAX);
-        Gate::AwaitApproval {
-            reason: reason::AWAITING_APPROVAL,
-            message: format!(
+        wait(
+            reason::AWAITING_APPROVAL,
+            format!(
                 "{} to restart, {} served; waiting for an approval",
                 count(restarts.len(), "Deployment"),
                 count(tenants, "tenant")
             ),
-        }
+        )
+    } else if let (Some(expiring), None, false) = (expiring.filter(|e| e.window_open), &batch.spec.force, approved) {
+        Gate::Start(Start {
+            reason: reason::CREDENTIALS_EXPIRING,
+            message: format!("window ended early: {}", expiring.message),
+            approval_waited: None,
+        })
     } else {
         Gate::Start(start(batch))
     };
@@ -297,6 +360,10 @@ pub fn apply(decision: &Decision, status: &mut RotationBatchStatus, now: Timesta
             }
         }
         Decision::AwaitApproval => status.phase = BatchPhase::AwaitingApproval,
+        Decision::Escalate { message } => {
+            status.phase = BatchPhase::AwaitingApproval;
+            set_condition(status, false, reason::CREDENTIALS_EXPIRING, message.clone(), now);
+        }
         Decision::Start(start) => begin(status, start, now),
         Decision::Roll => status.phase = BatchPhase::RollingOut,
     }
@@ -357,6 +424,8 @@ pub fn skip_reasons(deployments: &[BatchDeployment]) -> impl Iterator<Item = &'s
 mod tests {
     use serde_json::{Value, json};
 
+    use k8s_openapi::jiff::SignedDuration;
+
     use super::*;
     use crate::api::rotation_batch::reason as why;
     use crate::plan::{DeploymentPlan, PlanAction, Problem};
@@ -409,6 +478,14 @@ mod tests {
         ApplicationGone,
         SecretGone,
         NothingToRestart,
+        /// Old credentials revocable 20 min after the window ends: with a 15 min expected
+        /// rollout, 5 min to spare (less than one rollout).
+        CredentialsExpiring,
+        CredentialsExpiringManual,
+        CredentialsExpiringStormGuard,
+        CredentialsExpiringForced,
+        /// Old credentials revocable in 48 h: plenty of time.
+        CredentialsSafe,
     }
 
     fn deployment(name: &str, state: &str) -> Value {
@@ -446,7 +523,7 @@ mod tests {
         match factor {
             Factor::Cancel => spec["cancel"] = action("carol"),
             Factor::Hold => spec["hold"] = action("bob"),
-            Factor::Force => spec["force"] = action("dave"),
+            Factor::Force | Factor::CredentialsExpiringForced => spec["force"] = action("dave"),
             Factor::Approval | Factor::StormGuardApproved => {
                 spec["approval"] = json!({"required": true, "approvedBy": "alice", "reason": "change 42"})
             }
@@ -516,19 +593,31 @@ mod tests {
         let app = application(factor);
         let rolled_a_minute_ago = now.checked_sub(k8s_openapi::jiff::SignedDuration::from_secs(MINUTE)).ok();
         let last_rolled = |name: &str| {
-            (matches!(factor, Factor::StormGuard | Factor::StormGuardApproved) && name == "srv")
+            (matches!(factor, F::StormGuard | F::StormGuardApproved | F::CredentialsExpiringStormGuard)
+                && name == "srv")
                 .then_some(rolled_a_minute_ago)
                 .flatten()
         };
+        let window_end: Timestamp = batch.spec.window_end.0;
+        let revocation = match factor {
+            F::CredentialsExpiring
+            | F::CredentialsExpiringManual
+            | F::CredentialsExpiringStormGuard
+            | F::CredentialsExpiringForced => window_end.checked_add(SignedDuration::from_mins(20)).ok(),
+            F::CredentialsSafe => now.checked_add(SignedDuration::from_hours(48)).ok(),
+            _ => None,
+        };
         let context = DecisionContext {
             now,
-            approval_default: if matches!(factor, Factor::ManualPolicy | Factor::Approval) {
+            approval_default: if matches!(factor, F::ManualPolicy | F::Approval | F::CredentialsExpiringManual) {
                 ApprovalPolicy::Manual
             } else {
                 ApprovalPolicy::Auto
             },
             min_rollout_interval: Duration::from_secs(10 * 60),
             last_rolled: &last_rolled,
+            revocation,
+            expected_rollout: Duration::from_secs(15 * 60),
         };
         let mut status = batch.status.clone().unwrap_or_default();
         let planned = std::cell::Cell::new(false);
@@ -601,6 +690,27 @@ mod tests {
             (Phase::Held, F::Nothing, P::Held, why::HELD, false),
             (Phase::Held, F::Approval, P::Held, why::HELD, false),
             (Phase::Held, F::Cancel, P::Cancelled, why::CANCELLED, false),
+            // Old credentials die before the batch would have rolled: an auto batch stops waiting
+            // for its window, one that needs an approval escalates; force, hold and a rollout
+            // under way are not changed by it.
+            (Phase::Collecting, F::CredentialsSafe, P::Collecting, why::WINDOW_OPEN, false),
+            (Phase::Collecting, F::CredentialsExpiring, P::RollingOut, why::CREDENTIALS_EXPIRING, true),
+            (Phase::Collecting, F::CredentialsExpiringManual, P::AwaitingApproval, why::CREDENTIALS_EXPIRING, false),
+            (
+                Phase::Collecting,
+                F::CredentialsExpiringStormGuard,
+                P::AwaitingApproval,
+                why::CREDENTIALS_EXPIRING,
+                false,
+            ),
+            (Phase::Collecting, F::CredentialsExpiringForced, P::RollingOut, why::FORCED, true),
+            (Phase::WindowEnded, F::CredentialsExpiring, P::RollingOut, why::ROLLING_OUT, true),
+            (Phase::WindowEnded, F::CredentialsExpiringManual, P::AwaitingApproval, why::CREDENTIALS_EXPIRING, false),
+            (Phase::WindowEnded, F::CredentialsSafe, P::RollingOut, why::ROLLING_OUT, true),
+            (Phase::AwaitingApproval, F::CredentialsExpiring, P::AwaitingApproval, why::CREDENTIALS_EXPIRING, false),
+            (Phase::AwaitingApproval, F::CredentialsSafe, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
+            (Phase::RollingOut, F::CredentialsExpiring, P::RollingOut, why::ROLLING_OUT, true),
+            (Phase::Held, F::CredentialsExpiring, P::Held, why::HELD, false),
         ];
         let mut failures = Vec::new();
         for (phase, factor, expected_phase, expected_reason, expected_rolls) in table {
@@ -626,6 +736,8 @@ mod tests {
             approval_default: ApprovalPolicy::Auto,
             min_rollout_interval: Duration::ZERO,
             last_rolled: &|_| None,
+            revocation: None,
+            expected_rollout: Duration::from_secs(15 * 60),
         };
         let status = batch.status.clone().unwrap_or_default();
         let decision = decide(&batch, &status, app.as_ref(), AppPlan::default, &context);
@@ -684,6 +796,38 @@ mod tests {
             panic!("expected an evaluation")
         };
         assert_eq!(nothing.approval_required, None, "a batch that ends records nothing");
+    }
+
+    #[test]
+    fn expiring_credentials_say_when_and_escalate_once() {
+        let early = run(Phase::Collecting, F::CredentialsExpiring);
+        assert_eq!(
+            ready_condition(&early.status).expect("condition").message,
+            "window ended early: old credentials revocable in 1h20m, only 5m after the batch would have rolled \
+             (expected rollout 15m)"
+        );
+        let escalated = run(Phase::AwaitingApproval, F::CredentialsExpiring);
+        assert_eq!(
+            ready_condition(&escalated.status).expect("condition").message,
+            "old credentials revocable in 19m59s, only 4m59s after the batch would have rolled (expected rollout \
+             15m): approve now"
+        );
+        // Escalated once: the next pass keeps waiting without a new condition (or a new Event).
+        let mut batch = batch(Phase::AwaitingApproval, F::CredentialsExpiring);
+        let mut status = batch.status.clone().unwrap_or_default();
+        apply(&escalated.decision, &mut status, NOW.parse().expect("time"));
+        batch.status = Some(status.clone());
+        let now: Timestamp = NOW.parse().expect("time");
+        let context = DecisionContext {
+            now,
+            approval_default: ApprovalPolicy::Auto,
+            min_rollout_interval: Duration::ZERO,
+            last_rolled: &|_| None,
+            revocation: now.checked_add(SignedDuration::from_mins(5)).ok(),
+            expected_rollout: Duration::from_secs(15 * 60),
+        };
+        let app = application(F::Nothing);
+        assert_eq!(decide(&batch, &status, app.as_ref(), AppPlan::default, &context), Decision::AwaitApproval);
     }
 
     #[test]
