@@ -28,6 +28,17 @@ pub enum Source {
     Unknown,
 }
 
+impl Source {
+    /// Short, for tables.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::SapBtp => "sap-btp",
+            Self::CfServiceOperator => "cf",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
 /// How the Secret's data is laid out, i.e. whether a VCAP_SERVICES entry can be built from it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -40,6 +51,17 @@ pub enum Format {
     Flat,
     /// Nothing a VCAP entry can be built from (`secretRootKey`, templates, malformed data).
     Unreadable,
+}
+
+impl Format {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Metadata => "metadata",
+            Self::Credentials => "credentials",
+            Self::Flat => "flat",
+            Self::Unreadable => "unreadable",
+        }
+    }
 }
 
 /// Ordered by how much it needs attention: several findings keep the worst.
@@ -76,6 +98,16 @@ pub struct Rotation {
     pub next_due: Option<Timestamp>,
     pub next_due_latest: Option<Timestamp>,
     pub in_progress: bool,
+}
+
+impl Rotation {
+    /// `every 72h, old kept 48h`, or `off`.
+    pub fn policy_text(&self) -> String {
+        match (self.enabled, &self.frequency, &self.rotated_binding_ttl) {
+            (true, Some(frequency), Some(ttl)) => format!("every {frequency}, old kept {ttl}"),
+            _ => "off".into(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

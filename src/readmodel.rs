@@ -15,6 +15,7 @@ use crate::api::{
     ANNOTATION_ROLLOUT, BatchPhase, CAPApplication, CAPApplicationVersion, CAPTenant, CAPTenantOperation, RotationBatch,
 };
 use crate::cluster::stores::{InvalidObject, Stores};
+use crate::credentials::{CredentialReport, Timing};
 use crate::engine::config::ApprovalPolicy;
 use crate::plan::{compare_versions, latest_ready_version};
 
@@ -213,6 +214,8 @@ pub struct Snapshot {
     pub batches: Vec<BatchRow>,
     pub rollouts: Vec<RolloutRow>,
     pub events: Vec<EventRow>,
+    /// Per consumed binding Secret: when its credentials rotate and the old ones die.
+    pub credentials: Vec<CredentialReport>,
     pub invalid: Vec<InvalidObject>,
 }
 
@@ -251,6 +254,9 @@ pub struct Sources<'a> {
     pub secret_keys: SecretKeys<'a>,
     /// sap-btp-service-operator's ServiceBindings; `None` without the CRD (or read access).
     pub service_bindings: Option<&'a [ServiceBinding]>,
+    /// The credential safety report (`credentials::overview`), worked out by the caller, who has
+    /// the Secrets' data and the engine's timing.
+    pub credentials: Vec<CredentialReport>,
 }
 
 fn no_secret_keys(_: &str, _: &str) -> Option<Vec<(String, usize)>> {
@@ -276,25 +282,39 @@ impl<'a> Sources<'a> {
             invalid: Vec::new(),
             secret_keys: &no_secret_keys,
             service_bindings: None,
+            credentials: Vec::new(),
         }
     }
 }
 
-/// Build the snapshot from the stores (and the console's Events).
-pub fn snapshot(stores: &Stores, events: &[Arc<Event>]) -> Snapshot {
+/// Build the snapshot from the stores (and the console's Events); `timing` is the engine's, for
+/// the credentials' margins.
+pub fn snapshot(stores: &Stores, events: &[Arc<Event>], timing: Timing) -> Snapshot {
     let keys = |namespace: &str, name: &str| stores.secret(namespace, name).map(|secret| secret_keys(&secret));
     let bindings = stores.service_bindings();
+    let applications = stores.applications.state();
+    let batches = stores.batches.state();
+    let credentials = crate::credentials::overview(&crate::credentials::Inputs {
+        applications: &applications,
+        secrets: stores,
+        bindings: bindings.as_deref(),
+        batches: &batches,
+        now: Timestamp::now(),
+        timing,
+    })
+    .credentials;
     build(Sources {
         synced: stores.is_ready(),
-        apps: &stores.applications.state(),
+        apps: &applications,
         versions: &stores.versions.state(),
         tenants: &stores.tenants.state(),
         operations: &stores.operations.state(),
-        batches: &stores.batches.state(),
+        batches: &batches,
         events,
         invalid: stores.invalid(),
         secret_keys: &keys,
         service_bindings: bindings.as_deref(),
+        credentials,
     })
 }
 
@@ -310,6 +330,7 @@ pub fn build(sources: Sources<'_>) -> Snapshot {
         invalid,
         secret_keys,
         service_bindings,
+        credentials,
     } = sources;
     type Key = (String, String);
     let key = |namespace: Option<String>, name: &str| (namespace.unwrap_or_default(), name.to_string());
@@ -644,6 +665,7 @@ pub fn build(sources: Sources<'_>) -> Snapshot {
         batches: batch_rows,
         rollouts: rollout_rows,
         events: event_rows,
+        credentials,
         invalid,
     }
 }

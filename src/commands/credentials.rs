@@ -13,7 +13,7 @@ use crate::api::RotationBatch;
 use crate::api::service_binding::{GROUP, ServiceBinding};
 use crate::cli::CredentialsArgs;
 use crate::cluster::{ClusterArgs, Scope, describe_error};
-use crate::credentials::{CredentialReport, CredentialsOverview, Inputs, Timing, human_signed, overview};
+use crate::credentials::{CredentialsOverview, Inputs, Timing, human_signed, overview};
 use crate::manifest::Manifests;
 use crate::output::Table;
 use crate::plan::SecretLookup;
@@ -89,8 +89,8 @@ fn table(result: &CredentialsOverview, now: Timestamp, wide: bool, headers: bool
             report.namespace.clone(),
             report.secret.clone(),
             report.applications.join(","),
-            source_label(report).into(),
-            serde_json::to_value(report.format).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
+            report.source.label().into(),
+            report.format.as_str().into(),
             report
                 .rotation
                 .as_ref()
@@ -100,25 +100,11 @@ fn table(result: &CredentialsOverview, now: Timestamp, wide: bool, headers: bool
             report.margin_seconds.map_or_else(|| "-".into(), human_signed),
             report.verdict.as_str().into(),
             report.service_binding.clone().unwrap_or_else(|| "-".into()),
-            report.rotation.as_ref().map_or_else(
-                || "-".into(),
-                |rotation| match (rotation.enabled, &rotation.frequency, &rotation.rotated_binding_ttl) {
-                    (true, Some(frequency), Some(ttl)) => format!("every {frequency}, old kept {ttl}"),
-                    _ => "off".into(),
-                },
-            ),
+            report.rotation.as_ref().map_or_else(|| "-".into(), crate::credentials::Rotation::policy_text),
             report.reasons.join("; "),
         ]);
     }
     table.render_with(wide, headers)
-}
-
-fn source_label(report: &CredentialReport) -> &'static str {
-    match report.source {
-        crate::credentials::Source::SapBtp => "sap-btp",
-        crate::credentials::Source::CfServiceOperator => "cf",
-        crate::credentials::Source::Unknown => "unknown",
-    }
 }
 
 /// The objects from the cluster, gathered into the shape manifests have.

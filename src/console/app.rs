@@ -22,10 +22,11 @@ pub enum ViewKind {
     Batches,
     Rollouts,
     Events,
+    Credentials,
 }
 
 impl ViewKind {
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::Applications,
         Self::Versions,
         Self::Tenants,
@@ -33,6 +34,7 @@ impl ViewKind {
         Self::Batches,
         Self::Rollouts,
         Self::Events,
+        Self::Credentials,
     ];
 }
 

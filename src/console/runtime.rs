@@ -61,6 +61,8 @@ struct Live {
     view: Option<(Stores, CancellationToken)>,
     forwarders: Vec<JoinHandle<()>>,
     lease: crate::engine::config::LeaseSettings,
+    /// The engine's window and expected rollout, for the Credentials view's margins.
+    timing: crate::credentials::Timing,
 }
 
 impl Live {
@@ -78,6 +80,8 @@ impl Live {
             config.mode = EngineMode::Observe;
         }
         let lease = config.lease.clone();
+        let timing =
+            crate::credentials::Timing { window: config.rollout_delay, expected_rollout: config.expected_rollout };
         let engine = crate::engine::spawn(
             connection.client.clone(),
             stores.clone(),
@@ -94,6 +98,7 @@ impl Live {
             view: None,
             forwarders: Vec::new(),
             lease: lease.clone(),
+            timing,
         };
         live.forwarders.push(forward_role(engine.role.clone(), tx.clone(), generation));
         live.forwarders.push(forward_write_failure(engine.write_failure.clone(), tx.clone(), generation));
@@ -113,7 +118,7 @@ impl Live {
         let stores = self.view_stores().clone();
         let cancel = self.view.as_ref().map_or_else(|| self.cancel.clone(), |(_, cancel)| cancel.clone());
         self.forwarders.push(forward_connection(stores.connection(), tx.clone(), generation));
-        self.forwarders.push(tokio::spawn(snapshots(stores, tx.clone(), generation, cancel)));
+        self.forwarders.push(tokio::spawn(snapshots(stores, self.timing, tx.clone(), generation, cancel)));
     }
 
     /// `:ns`: new view stores in `scope`; the engine keeps its own.
@@ -276,7 +281,13 @@ fn event_time(event: &Event) -> Option<Timestamp> {
 /// Rebuild the snapshot when a store changes, at most every `SNAPSHOT_INTERVAL` (longer when a
 /// rebuild itself is slow). The build runs on the blocking pool: on a big cluster it takes a
 /// while, and the async workers are the attached engine's too.
-async fn snapshots(stores: Stores, tx: mpsc::UnboundedSender<Envelope>, generation: u64, cancel: CancellationToken) {
+async fn snapshots(
+    stores: Stores,
+    timing: crate::credentials::Timing,
+    tx: mpsc::UnboundedSender<Envelope>,
+    generation: u64,
+    cancel: CancellationToken,
+) {
     let mut changes = stores.changes();
     let mut synced = stores.is_ready();
     loop {
@@ -286,7 +297,7 @@ async fn snapshots(stores: Stores, tx: mpsc::UnboundedSender<Envelope>, generati
             let mut events: Vec<Arc<Event>> = building.events.as_ref().map(|store| store.state()).unwrap_or_default();
             events.sort_by_key(|event| std::cmp::Reverse(event_time(event)));
             events.truncate(EVENTS_KEPT);
-            readmodel::snapshot(&building, &events)
+            readmodel::snapshot(&building, &events, timing)
         })
         .await;
         match built {

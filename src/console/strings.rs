@@ -147,6 +147,7 @@ pub fn dialog_text(action: BatchAction, phase: &BatchPhase) -> (&'static str, &'
 pub const COMMANDS_HELP: &[(&str, &str)] = &[
     (":apps :versions :tenants :ops", "CAP views (also :ca :cav :cat :ctop)"),
     (":batches :rollouts :events", "rotation batches, per-Deployment rollouts, Events (also :rb :ev)"),
+    (":credentials", "when each Secret's old credentials die, and a verdict (:creds)"),
     (":ns NAME | :ns all", "switch the namespace scope (Tab completes and lists the namespaces)"),
     (":ctx NAME", "switch the kubeconfig context (Tab completes and lists the contexts)"),
     (":sort COLUMN | :sort -COLUMN", "sort by a column (- descending); :sort alone: unsorted"),

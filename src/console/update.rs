@@ -913,7 +913,7 @@ mod tests {
         assert_eq!(app.route.view, ViewKind::Versions);
         press(&mut app, KeyCode::BackTab);
         press(&mut app, KeyCode::BackTab);
-        assert_eq!(app.route.view, ViewKind::Events);
+        assert_eq!(app.route.view, ViewKind::Credentials, "wraps around to the last view");
         press(&mut app, KeyCode::Tab);
         assert_eq!(app.route.view, ViewKind::Applications);
     }

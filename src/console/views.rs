@@ -6,6 +6,7 @@
 
 mod applications;
 mod batches;
+mod credentials;
 mod detail_lines;
 mod events;
 mod operations;
@@ -180,6 +181,7 @@ pub fn view(kind: ViewKind) -> &'static dyn View {
         ViewKind::Batches => &batches::Batches,
         ViewKind::Rollouts => &rollouts::Rollouts,
         ViewKind::Events => &events::Events,
+        ViewKind::Credentials => &credentials::Credentials,
     }
 }
 
@@ -242,7 +244,11 @@ pub fn state_style(theme: &Theme, state: &str) -> Style {
         "Stalled" => theme.error().add_modifier(Modifier::REVERSED),
         "AwaitingApproval" | "Held" | "Processing" | "Provisioning" | "Upgrading" | "Rolling" | "RollingOut"
         | "Collecting" | "Queued" | "Deleting" => theme.warning(),
-        "Cancelled" | "Superseded" | "-" => theme.muted(),
+        "Cancelled" | "Superseded" | "-" | "unknown" => theme.muted(),
+        // Credential verdicts (the Credentials view).
+        "ok" => theme.ok(),
+        "at-risk" => theme.warning(),
+        "unsafe" => theme.error(),
         _ => theme.base(),
     }
 }
@@ -263,7 +269,6 @@ pub fn age(app: &App, time: Option<k8s_openapi::jiff::Timestamp>) -> String {
     time.map_or_else(|| "-".into(), |t| relative(app.now.as_second() - t.as_second()))
 }
 
-/// A batch window: `in 4m` (still collecting) or `2m ago` (ended).
 /// `revocable in 3h12m` — or, once past, `revocable since 5m (may already be revoked)`.
 pub fn revocable(at: k8s_openapi::jiff::Timestamp, now: k8s_openapi::jiff::Timestamp) -> String {
     let seconds = at.as_second() - now.as_second();
@@ -274,6 +279,7 @@ pub fn revocable(at: k8s_openapi::jiff::Timestamp, now: k8s_openapi::jiff::Times
     }
 }
 
+/// A batch window: `in 4m` (still collecting) or `2m ago` (ended).
 pub fn window(end: k8s_openapi::jiff::Timestamp, now: k8s_openapi::jiff::Timestamp) -> String {
     let seconds = end.as_second() - now.as_second();
     if seconds > 0 { format!("in {}", relative(seconds)) } else { format!("{} ago", relative(-seconds)) }

@@ -163,6 +163,18 @@ impl SampleObjects {
         let keys = |namespace: &str, name: &str| {
             self.secrets.get(&(namespace.to_string(), name.to_string())).map(|secret| readmodel::secret_keys(secret))
         };
+        let credentials = crate::credentials::overview(&crate::credentials::Inputs {
+            applications: &self.apps,
+            secrets: self,
+            bindings: Some(&self.service_bindings),
+            batches: &self.batches,
+            now: now(),
+            timing: crate::credentials::Timing {
+                window: crate::engine::config::DEFAULT_ROLLOUT_DELAY,
+                expected_rollout: crate::engine::config::DEFAULT_EXPECTED_ROLLOUT,
+            },
+        })
+        .credentials;
         readmodel::build(Sources {
             synced: true,
             apps: &self.apps,
@@ -174,6 +186,7 @@ impl SampleObjects {
             invalid: Vec::new(),
             secret_keys: &keys,
             service_bindings: Some(&self.service_bindings),
+            credentials,
         })
     }
 }

@@ -173,6 +173,7 @@ pub fn demo_at_80x24_every_view() {
         ("batches", "Batches ["),
         ("rollouts", "Rollouts ["),
         ("events", "Events ["),
+        ("credentials", "Credentials ["),
     ] {
         tmux.keys(&[":"]);
         tmux.text(command);

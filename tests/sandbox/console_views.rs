@@ -65,6 +65,7 @@ fn every_view() {
         ("batches", "view_batches"),
         ("rollouts", "view_rollouts"),
         ("events", "view_events"),
+        ("credentials", "view_credentials"),
     ] {
         keys(&mut app, &format!(":{command}\n"));
         insta::assert_snapshot!(name, render(&mut app, 160, 32));
@@ -88,6 +89,42 @@ fn every_view() {
             assert!(screen.contains(batch), "{batch} whole at {width} columns:\n{screen}");
         }
     }
+}
+
+/// The Credentials view: hr-portal's rotated Secret keeps its old credentials 4 h (ok against a
+/// 1 h window + 15 min rollout); Secrets without a ServiceBinding are unknown. Verdicts carry
+/// their severity colour; the detail pane says when the old credentials die.
+#[test]
+fn credentials_view_colours_verdicts_and_details_the_deadline() {
+    let mut app = sample_app();
+    keys(&mut app, ":creds\n");
+    let terminal = draw_on(&mut app, 160, 32);
+    let buffer = terminal.backend().buffer();
+    // Searched from the bottom: the first row is selected, and the selection has its own style.
+    let cell_of = |needle: &str| {
+        (0..buffer.area.height).rev().find_map(|y| {
+            let line: String = (0..buffer.area.width).map(|x| buffer[(x, y)].symbol()).collect();
+            line.find(needle).map(|x| (x as u16, y, line))
+        })
+    };
+    let (x, y, line) = cell_of("hr-portal-uaa-bind").expect("hr-portal's Secret is listed");
+    assert!(line.trim_end().ends_with("ok"), "{line}");
+    let verdict_x = line.trim_end().len() as u16 - 2;
+    assert_eq!(buffer[(verdict_x, y)].fg, app.theme.ok().fg.unwrap_or_default(), "ok in the ok colour: {line}");
+    let _ = x;
+    let (_, y, line) = cell_of("unknown").expect("a Secret without a ServiceBinding");
+    let unknown_x = line.rfind("unknown").expect("verdict") as u16;
+    assert_eq!(buffer[(unknown_x, y)].fg, app.theme.muted().fg.unwrap_or_default(), "{line}");
+
+    keys(&mut app, "/hr-portal-uaa\n");
+    key(&mut app, KeyCode::Char('d'));
+    let screen = render(&mut app, 160, 32);
+    assert!(
+        screen
+            .contains("old credentials hr-portal-uaa-bind-k3x9q (Secret hr-portal-uaa-bind-k3x9q) revocable in 3h59m"),
+        "{screen}"
+    );
+    assert!(screen.contains("policy          every 168h, old kept 4h"), "{screen}");
 }
 
 /// Styles, not only text: a stalled rollout row in the error colour, a write key struck through
