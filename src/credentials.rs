@@ -17,6 +17,10 @@ use crate::api::{CAPApplication, RotationBatch};
 use crate::plan::{ObjectLookup, SecretLookup};
 use crate::vcap::entry::{SecretLayout, layout};
 
+mod certificates;
+
+pub use certificates::CertificateExpiry;
+
 /// Who writes a binding Secret.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum Source {
@@ -133,6 +137,8 @@ pub struct CredentialReport {
     pub format: Format,
     pub rotation: Option<Rotation>,
     pub old_credentials: Vec<OldCredential>,
+    /// X.509 certificates in the Secret's values, by key: when they stop being valid.
+    pub certificates: Vec<CertificateExpiry>,
     /// Earliest revocation − when the batch would be rolled out; `None` when either is unknown.
     pub margin_seconds: Option<i64>,
     pub verdict: Verdict,
@@ -369,6 +375,8 @@ fn report(inputs: &Inputs<'_>, namespace: &str, secret_name: &str, applications:
     }
     let rotation = binding.map(rotation);
     let old_credentials = binding.map(|binding| old_credentials(bindings, binding)).unwrap_or_default();
+    let certificates =
+        secret.map(|secret| certificates::expiries(&crate::plan::secret_data(secret))).unwrap_or_default();
     let mut report = CredentialReport {
         namespace: namespace.to_string(),
         secret: secret_name.to_string(),
@@ -378,11 +386,13 @@ fn report(inputs: &Inputs<'_>, namespace: &str, secret_name: &str, applications:
         format,
         rotation,
         old_credentials,
+        certificates,
         margin_seconds: None,
         verdict: Verdict::Unknown,
         reasons,
     };
     judge(inputs, binding, &mut report);
+    judge_certificates(inputs.now, &mut report);
     report
 }
 
@@ -549,6 +559,28 @@ pub fn batch_margin_seconds(revocation: Timestamp, window_end: Timestamp, now: T
     revocation.as_second().saturating_sub(finish)
 }
 
+/// A certificate that has expired makes the Secret unsafe (the service refuses it, whatever the
+/// rotation); one expiring within `CERTIFICATE_WARNING` makes it at-risk.
+fn judge_certificates(now: Timestamp, report: &mut CredentialReport) {
+    for certificate in &report.certificates {
+        let left = certificate.not_after.as_second() - now.as_second();
+        let (verdict, text) = if left <= 0 {
+            (Verdict::Unsafe, format!("expired {} ago", human_signed(-left)))
+        } else if left < CERTIFICATE_WARNING.as_secs().try_into().unwrap_or(i64::MAX) {
+            (Verdict::AtRisk, format!("expires in {}", human_signed(left)))
+        } else {
+            (Verdict::Ok, format!("valid for {}", human_signed(left)))
+        };
+        report
+            .reasons
+            .push(format!("X.509 certificate in key {}: {text} (notAfter {})", certificate.key, certificate.not_after));
+        report.verdict = report.verdict.max(verdict);
+    }
+}
+
+/// How early an expiring certificate is called at-risk.
+const CERTIFICATE_WARNING: Duration = Duration::from_secs(7 * 24 * 3600);
+
 /// `3h12m`, `-5m` for a number of seconds.
 pub fn human_signed(seconds: i64) -> String {
     let text = humanize(Duration::from_secs(seconds.unsigned_abs()));
@@ -679,6 +711,47 @@ mod tests {
         let mut overview = judge_world(objects, crd);
         assert_eq!(overview.credentials.len(), 1);
         overview.credentials.remove(0)
+    }
+
+    /// A self-signed certificate valid from `from` to `until` (seconds from NOW).
+    fn certificate(from: i64, until: i64) -> String {
+        let day = |offset: i64| {
+            let date =
+                Timestamp::from_second(NOW + offset).expect("time").to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC);
+            rcgen::date_time_ymd(i32::from(date.year()), date.month().unsigned_abs(), date.day().unsigned_abs())
+        };
+        let mut params = rcgen::CertificateParams::new(vec!["uaa.example.com".into()]).expect("params");
+        params.not_before = day(from);
+        params.not_after = day(until);
+        params.self_signed(&rcgen::KeyPair::generate().expect("key")).expect("certificate").pem()
+    }
+
+    /// Certificates in a credential value: expired is unsafe whatever the rotation says, close
+    /// to expiry at-risk; the key and the date are named, never the certificate.
+    #[test]
+    fn certificates_in_credentials_are_judged_by_their_not_after() {
+        let with_certificate = |until: i64| {
+            let credentials = json!({"clientid": "sb-1", "certificate": certificate(-30 * 24 * HOUR, until)});
+            secret(json!({"credentials": b64(&credentials.to_string())}), Some("services.cloud.sap.com/v1"))
+        };
+        let steady = || binding(json!({"enabled": true}), Some(-10 * HOUR));
+        let expired = single(vec![app(), with_certificate(-2 * 24 * HOUR), steady()], true);
+        assert_eq!(expired.verdict, Verdict::Unsafe, "{:?}", expired.reasons);
+        assert_eq!(expired.certificates.len(), 1);
+        assert_eq!(expired.certificates[0].key, "credentials");
+        let reason = expired.reasons.iter().find(|r| r.contains("X.509")).expect("a certificate reason");
+        assert!(
+            reason.starts_with("X.509 certificate in key credentials: expired ")
+                && reason.contains(" ago (notAfter 20"),
+            "{reason}"
+        );
+        assert!(!reason.contains("BEGIN"), "never the certificate itself: {reason}");
+        let soon = single(vec![app(), with_certificate(3 * 24 * HOUR), steady()], true);
+        assert_eq!(soon.verdict, Verdict::AtRisk, "{:?}", soon.reasons);
+        let later = single(vec![app(), with_certificate(300 * 24 * HOUR), steady()], true);
+        assert_eq!(later.verdict, Verdict::Ok, "{:?}", later.reasons);
+        let json = serde_json::to_value(&expired).expect("json");
+        assert!(json["certificates"][0]["notAfter"].as_str().is_some_and(|t| t.ends_with('Z')), "{json}");
     }
 
     /// (name, objects, CRD installed, verdict, margin, a reason containing).
