@@ -163,6 +163,11 @@ pub struct EngineArgs {
     #[arg(long, value_name = "DURATION", default_value = "15m", env = "CAPDECK_EXPECTED_ROLLOUT",
           value_parser = crate::engine::config::parse_go_duration)]
     pub expected_rollout: std::time::Duration,
+    /// Halt a batch at its first stalled Deployment (phase Held, reason RolloutFailureGuard):
+    /// nothing new starts until `capdeck release` (go on) or `capdeck cancel`; false rolls on
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set,
+          env = "CAPDECK_HALT_ON_FAILURE")]
+    pub halt_on_failure: bool,
     /// Whether this process may lead: `auto` takes the lease when free, `observe` never writes, `lead` competes
     #[arg(long = "engine", value_enum, default_value_t = EngineMode::Auto, env = "CAPDECK_ENGINE")]
     pub mode: EngineMode,
@@ -292,6 +297,7 @@ impl EngineArgs {
             max_parallel_rollouts: usize::try_from(self.max_parallel_rollouts).unwrap_or(usize::MAX),
             min_rollout_interval: self.min_rollout_interval,
             expected_rollout: self.expected_rollout,
+            halt_on_failure: self.halt_on_failure,
             mode: self.mode,
             lease: crate::engine::config::LeaseSettings {
                 namespace: self.lease_namespace.clone().unwrap_or_else(|| default_namespace.to_string()),

@@ -201,6 +201,9 @@ pub mod reason {
     /// The old credentials of a rotated Secret may be revoked before the batch would have rolled:
     /// an auto batch stops waiting for its window, one that needs an approval escalates.
     pub const CREDENTIALS_EXPIRING: &str = "CredentialsExpiring";
+    /// A Deployment of the batch stalled while others wait their turn: nothing new starts until
+    /// an SRE releases (go on) or cancels the batch (`--halt-on-failure`).
+    pub const ROLLOUT_FAILURE_GUARD: &str = "RolloutFailureGuard";
 }
 
 impl RotationBatch {

@@ -8,7 +8,7 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use crate::api::rotation_batch::{Approval, UserAction};
+use crate::api::rotation_batch::{Approval, UserAction, reason};
 use crate::api::{BatchPhase, RotationBatch};
 
 pub const FIELD_MANAGER: &str = "capdeck-console";
@@ -64,10 +64,19 @@ impl BatchAction {
                 (batch.spec.force.is_some() || evaluated).then(|| format!("batch {name}'s window has already ended"))
             }
             Self::Hold => batch.spec.hold.as_ref().map(|hold| format!("batch {name} is already held by {}", hold.by)),
-            Self::Release => batch.spec.hold.is_none().then(|| format!("batch {name} is not held")),
+            Self::Release => (batch.spec.hold.is_none() && !halted_by_failure_guard(batch))
+                .then(|| format!("batch {name} is not held")),
             Self::Cancel => None,
         }
     }
+}
+
+/// Held by the engine's failure guard (a stalled Deployment), not by a user's hold.
+fn halted_by_failure_guard(batch: &RotationBatch) -> bool {
+    batch.status.as_ref().is_some_and(|status| {
+        status.phase == BatchPhase::Held
+            && status.conditions.iter().any(|c| c.type_ == "Ready" && c.reason == reason::ROLLOUT_FAILURE_GUARD)
+    })
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -251,6 +260,14 @@ mod tests {
         assert_eq!(refused(BatchAction::Hold, &held).as_deref(), Some("batch b is already held by bob"));
         assert_eq!(refused(BatchAction::Release, &held), None);
         assert_eq!(refused(BatchAction::Release, &rolling).as_deref(), Some("batch b is not held"));
+        // The engine's failure guard holds without `spec.hold`; release is how an SRE goes on.
+        let halted = batch(
+            "Held",
+            json!({}),
+            json!({"rolloutStartedAt": "2026-11-20T09:00:00Z", "conditions": [{"type": "Ready", "status": "False",
+                   "reason": "RolloutFailureGuard", "message": "halted", "lastTransitionTime": "2026-11-20T09:05:00Z"}]}),
+        );
+        assert_eq!(refused(BatchAction::Release, &halted), None);
         // Cancel anything open; nothing on a finished or cancelling batch.
         assert_eq!(refused(BatchAction::Cancel, &rolling), None);
         assert_eq!(refused(BatchAction::Cancel, &cancelling).as_deref(), Some("batch b is being cancelled"));

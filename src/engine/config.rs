@@ -163,6 +163,8 @@ pub struct EngineConfig {
     /// How long rolling a batch is expected to take: when the old credentials of a rotated Secret
     /// may be revoked less than this after the batch would have rolled, it acts at once.
     pub expected_rollout: Duration,
+    /// The first stalled Deployment halts its batch (`RolloutFailureGuard`) while others wait.
+    pub halt_on_failure: bool,
 }
 
 /// The expected rollout time unless `--expected-rollout` says otherwise.
@@ -181,6 +183,7 @@ impl Default for EngineConfig {
             clock: Clock::System,
             progress_interval: Duration::from_secs(1),
             expected_rollout: DEFAULT_EXPECTED_ROLLOUT,
+            halt_on_failure: true,
         }
     }
 }

@@ -295,6 +295,7 @@ impl Reconciler {
                 last_rolled: &last_rolled,
                 revocation: Self::revocation(batch, self.stores.service_bindings().as_deref()),
                 expected_rollout: self.config.expected_rollout,
+                halt_on_failure: self.config.halt_on_failure,
             };
             let plan = || {
                 let rotated = Rotated::Secrets(batch.spec.secrets.iter().map(|s| s.name.clone()).collect());
@@ -413,7 +414,8 @@ impl Reconciler {
         }
         let warning = matches!(status.phase, BatchPhase::Failed)
             || reason == reason::STORM_GUARD
-            || reason == reason::CREDENTIALS_EXPIRING;
+            || reason == reason::CREDENTIALS_EXPIRING
+            || reason == reason::ROLLOUT_FAILURE_GUARD;
         self.writes.event(&app, warning, &reason, format!("batch {name}: {message}")).await;
     }
 }

@@ -302,6 +302,56 @@ pub async fn expiring_credentials_escalate_a_manual_batch(backend: Backend) {
     expiring_credentials(backend, true).await;
 }
 
+/// One rollout at a time, three Deployments, the middle one stalls: the batch halts (`Held`,
+/// `RolloutFailureGuard`, a Warning Event) with the last one still queued and untouched; a
+/// release goes on, and the batch ends Failed with the stalled Deployment's old Secret kept.
+pub async fn a_stalled_deployment_halts_the_batch_until_released(backend: Backend) {
+    let options = AppOptions {
+        deployments: &[("a", &["uaa"]), ("b", &["uaa"]), ("c", &["uaa"])],
+        stall: &["b"],
+        ..AppOptions::default()
+    };
+    let world = World::new(backend, "failure-guard").await;
+    load_current(&world, &options).await;
+    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let mut config = engine_config(&world, "engine-a");
+    config.max_parallel_rollouts = 1;
+    let engine = Engine::on(&world, config).await;
+    engine.wait_role(Role::Leader, LONG).await;
+    let r = Running { world, engine, faker };
+    let w = &r.world;
+    let stalled_before = w.vcap_of("bookshop-v1-b").await;
+    w.rotate_secret("bookshop-uaa").await;
+
+    let batch = wait_phase(w, "bookshop", BatchPhase::Held, LONG).await;
+    let status = batch.status.clone().expect("status");
+    let condition = status.conditions.first().cloned().expect("condition");
+    assert_eq!(condition.reason, "RolloutFailureGuard", "{condition:?}");
+    assert!(condition.message.starts_with("halted: bookshop-v1-b stalled"), "{}", condition.message);
+    let states: Vec<_> = status.deployments.iter().map(|d| (d.name.as_str(), d.state.clone())).collect();
+    let queued: Vec<&str> = status
+        .deployments
+        .iter()
+        .filter(|d| d.state == Some(DeploymentRolloutState::Queued))
+        .map(|d| d.name.as_str())
+        .collect();
+    assert_eq!(queued.len(), 1, "{states:?}");
+    let untouched = w.vcap_of(queued[0]).await;
+    assert!(untouched.ends_with("-go001"), "the queued Deployment was not rolled: {untouched}");
+
+    let report =
+        act(&w.client, &w.ns, &batch.name_any(), BatchAction::Release, "alice", Some("b is known"), Timestamp::now())
+            .await
+            .expect("release a halted batch");
+    assert_eq!(report.by, "alice");
+    let batch = wait_phase(w, "bookshop", BatchPhase::Failed, LONG).await;
+    let status = batch.status.clone().expect("status");
+    assert_eq!(status.conditions.first().map(|c| c.reason.as_str()), Some("ProgressDeadlineExceeded"));
+    assert_ne!(w.vcap_of(queued[0]).await, untouched, "released: the queued Deployment rolled");
+    assert!(w.get("v1", "Secret", &stalled_before).await.is_some(), "the stalled Deployment's old Secret is kept");
+    r.stop().await;
+}
+
 /// An engine killed mid-rollout: its successor takes the lease after it expires and finishes.
 pub async fn engine_killed_mid_rollout_is_finished_by_the_next(backend: Backend) {
     let options = AppOptions { stall: &[], ..AppOptions::default() };

@@ -44,6 +44,8 @@ pub struct DecisionContext<'a> {
     pub revocation: Option<Timestamp>,
     /// `--expected-rollout`: the margin a batch needs against that revocation.
     pub expected_rollout: Duration,
+    /// `--halt-on-failure`: a stalled Deployment halts the batch while others are queued.
+    pub halt_on_failure: bool,
 }
 
 /// A terminal phase with its condition.
@@ -99,6 +101,11 @@ pub enum Decision {
     /// The application was deleted while Deployments roll: follow them, start nothing.
     Drain,
     Hold {
+        message: String,
+    },
+    /// A Deployment stalled while others wait: start nothing (`Held`, `RolloutFailureGuard`)
+    /// until an SRE releases or cancels the batch.
+    Halt {
         message: String,
     },
     Collect {
@@ -158,7 +165,10 @@ pub fn decide(
         return Decision::Hold { message };
     }
     if status.rollout_started_at.is_some() {
-        return Decision::Roll;
+        return match failure_guard(batch, status, context) {
+            Some(message) => Decision::Halt { message },
+            None => Decision::Roll,
+        };
     }
     let approved = batch.spec.approval.as_ref().is_some_and(|a| a.approved_by.is_some());
     let expiring = credentials_expiring(batch, context);
@@ -191,6 +201,45 @@ pub fn decide(
     // An expiring batch whose window is still open is evaluated now: the window's end is ignored.
     let expiring = expiring.map(|message| Expiring { message, window_open });
     Decision::Evaluate(evaluate(batch, app, &plan(), approved, expiring.as_ref(), context))
+}
+
+/// Why the rollout must halt: a Deployment stalled while others are still queued, and no SRE
+/// released the batch since it halted (a release goes on despite the failures so far).
+fn failure_guard(batch: &RotationBatch, status: &RotationBatchStatus, context: &DecisionContext<'_>) -> Option<String> {
+    if !context.halt_on_failure {
+        return None;
+    }
+    let stalled: Vec<&str> = status
+        .deployments
+        .iter()
+        .filter(|d| d.state == Some(DeploymentRolloutState::Stalled))
+        .map(|d| d.name.as_str())
+        .collect();
+    let queued = status.deployments.iter().filter(|d| is_queued(d)).count();
+    if stalled.is_empty() || queued == 0 {
+        return None;
+    }
+    let halted_at = ready_condition(status)
+        .filter(|condition| condition.reason == reason::ROLLOUT_FAILURE_GUARD)
+        .and_then(|condition| condition.last_transition_time.as_ref())
+        .map(|time| time.0);
+    if let (Some(halted_at), Some(released)) = (halted_at, &batch.spec.released)
+        && released.at.0 >= halted_at
+    {
+        return None;
+    }
+    let why = status
+        .deployments
+        .iter()
+        .find(|d| d.state == Some(DeploymentRolloutState::Stalled))
+        .and_then(|d| d.message.as_deref())
+        .map(|message| format!(" ({message})"))
+        .unwrap_or_default();
+    Some(format!(
+        "halted: {} stalled{why}; {} not started — capdeck release to go on, capdeck cancel to stop",
+        stalled.join(", "),
+        count(queued, "queued Deployment")
+    ))
 }
 
 /// The batch cannot wait for its old credentials' sake: why, and whether its window was still open
@@ -338,6 +387,10 @@ pub fn apply(decision: &Decision, status: &mut RotationBatchStatus, now: Timesta
             status.phase = BatchPhase::Held;
             set_condition(status, false, reason::HELD, message.clone(), now);
         }
+        Decision::Halt { message } => {
+            status.phase = BatchPhase::Held;
+            set_condition(status, false, reason::ROLLOUT_FAILURE_GUARD, message.clone(), now);
+        }
         Decision::Collect { until } => {
             status.phase = BatchPhase::Collecting;
             let message = format!("collecting rotations until {}", super::status::format_time(*until));
@@ -458,6 +511,12 @@ mod tests {
         RollingOutIdle,
         /// Held while waiting for an approval.
         Held,
+        /// Rolling: `srv` stalled (progress deadline), `worker` queued.
+        RollingOutStalled,
+        /// Rolling: `srv` stalled, nothing queued (`worker` complete).
+        RollingOutStalledLast,
+        /// Halted by the failure guard ten minutes ago: `srv` stalled, `worker` queued.
+        HaltedByGuard,
     }
 
     /// A user action or a change of the world applied to the starting phase.
@@ -486,6 +545,8 @@ mod tests {
         CredentialsExpiringForced,
         /// Old credentials revocable in 48 h: plenty of time.
         CredentialsSafe,
+        /// `--halt-on-failure=false`.
+        HaltOff,
     }
 
     fn deployment(name: &str, state: &str) -> Value {
@@ -516,6 +577,17 @@ mod tests {
                 "deployments": [deployment("srv", "Complete"), deployment("worker", "Queued")],
                 "conditions": condition(why::ROLLING_OUT),
             }),
+            Phase::RollingOutStalled | Phase::RollingOutStalledLast | Phase::HaltedByGuard => {
+                let mut srv = deployment("srv", "Stalled");
+                srv["message"] = json!("ProgressDeadlineExceeded: ReplicaSet srv-7d9 has timed out progressing");
+                let worker = if matches!(phase, Phase::RollingOutStalledLast) { "Complete" } else { "Queued" };
+                let halted = matches!(phase, Phase::HaltedByGuard);
+                json!({
+                    "phase": if halted { "Held" } else { "RollingOut" }, "rolloutStartedAt": at(-20 * MINUTE),
+                    "deployments": [srv, deployment("worker", worker)],
+                    "conditions": condition(if halted { why::ROLLOUT_FAILURE_GUARD } else { why::ROLLING_OUT }),
+                })
+            }
         };
         if matches!(phase, Phase::Held) {
             spec["hold"] = action("bob");
@@ -618,6 +690,7 @@ mod tests {
             last_rolled: &last_rolled,
             revocation,
             expected_rollout: Duration::from_secs(15 * 60),
+            halt_on_failure: !matches!(factor, F::HaltOff),
         };
         let mut status = batch.status.clone().unwrap_or_default();
         let planned = std::cell::Cell::new(false);
@@ -711,6 +784,14 @@ mod tests {
             (Phase::AwaitingApproval, F::CredentialsSafe, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
             (Phase::RollingOut, F::CredentialsExpiring, P::RollingOut, why::ROLLING_OUT, true),
             (Phase::Held, F::CredentialsExpiring, P::Held, why::HELD, false),
+            // A stalled Deployment halts what is still queued, until a release (or a cancel).
+            (Phase::RollingOutStalled, F::Nothing, P::Held, why::ROLLOUT_FAILURE_GUARD, false),
+            (Phase::RollingOutStalled, F::HaltOff, P::RollingOut, why::ROLLING_OUT, true),
+            (Phase::RollingOutStalledLast, F::Nothing, P::RollingOut, why::ROLLING_OUT, true),
+            (Phase::HaltedByGuard, F::Nothing, P::Held, why::ROLLOUT_FAILURE_GUARD, false),
+            (Phase::HaltedByGuard, F::Released, P::RollingOut, why::ROLLOUT_FAILURE_GUARD, true),
+            (Phase::HaltedByGuard, F::Cancel, P::Cancelled, why::CANCELLED, false),
+            (Phase::HaltedByGuard, F::Hold, P::Held, why::HELD, false),
         ];
         let mut failures = Vec::new();
         for (phase, factor, expected_phase, expected_reason, expected_rolls) in table {
@@ -738,6 +819,7 @@ mod tests {
             last_rolled: &|_| None,
             revocation: None,
             expected_rollout: Duration::from_secs(15 * 60),
+            halt_on_failure: true,
         };
         let status = batch.status.clone().unwrap_or_default();
         let decision = decide(&batch, &status, app.as_ref(), AppPlan::default, &context);
@@ -825,9 +907,39 @@ mod tests {
             last_rolled: &|_| None,
             revocation: now.checked_add(SignedDuration::from_mins(5)).ok(),
             expected_rollout: Duration::from_secs(15 * 60),
+            halt_on_failure: true,
         };
         let app = application(F::Nothing);
         assert_eq!(decide(&batch, &status, app.as_ref(), AppPlan::default, &context), Decision::AwaitApproval);
+    }
+
+    #[test]
+    fn the_failure_guard_says_what_stalled_and_what_to_do() {
+        let halted = run(Phase::RollingOutStalled, F::Nothing);
+        assert_eq!(
+            ready_condition(&halted.status).expect("condition").message,
+            "halted: srv stalled (ProgressDeadlineExceeded: ReplicaSet srv-7d9 has timed out progressing); 1 queued \
+             Deployment not started — capdeck release to go on, capdeck cancel to stop"
+        );
+        // A release from before the halt (of an earlier hold) does not count.
+        let mut batch = batch(Phase::HaltedByGuard, F::Nothing);
+        batch.spec.released = Some(crate::api::rotation_batch::UserAction {
+            by: "bob".into(),
+            at: Time(NOW.parse::<Timestamp>().expect("time").checked_sub(SignedDuration::from_mins(30)).expect("t")),
+            reason: None,
+        });
+        let status = batch.status.clone().unwrap_or_default();
+        let context = DecisionContext {
+            now: NOW.parse().expect("time"),
+            approval_default: ApprovalPolicy::Auto,
+            min_rollout_interval: Duration::ZERO,
+            last_rolled: &|_| None,
+            revocation: None,
+            expected_rollout: Duration::from_secs(15 * 60),
+            halt_on_failure: true,
+        };
+        let app = application(F::Nothing);
+        assert!(matches!(decide(&batch, &status, app.as_ref(), AppPlan::default, &context), Decision::Halt { .. }));
     }
 
     #[test]
