@@ -168,6 +168,11 @@ pub struct EngineArgs {
     #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set,
           env = "CAPDECK_HALT_ON_FAILURE")]
     pub halt_on_failure: bool,
+    /// A rolling Deployment whose new Pods stay not ready this long is Failing (as are Pods in
+    /// CrashLoopBackOff, ImagePullBackOff or restarted 3 times), long before its progress deadline
+    #[arg(long, value_name = "DURATION", default_value = "5m", env = "CAPDECK_READINESS_TIMEOUT",
+          value_parser = crate::engine::config::parse_go_duration)]
+    pub readiness_timeout: std::time::Duration,
     /// Whether this process may lead: `auto` takes the lease when free, `observe` never writes, `lead` competes
     #[arg(long = "engine", value_enum, default_value_t = EngineMode::Auto, env = "CAPDECK_ENGINE")]
     pub mode: EngineMode,
@@ -298,6 +303,7 @@ impl EngineArgs {
             min_rollout_interval: self.min_rollout_interval,
             expected_rollout: self.expected_rollout,
             halt_on_failure: self.halt_on_failure,
+            readiness_timeout: self.readiness_timeout,
             mode: self.mode,
             lease: crate::engine::config::LeaseSettings {
                 namespace: self.lease_namespace.clone().unwrap_or_else(|| default_namespace.to_string()),

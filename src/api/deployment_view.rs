@@ -28,6 +28,9 @@ pub struct DeploymentView {
 pub struct DeploymentViewSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<i32>,
+    /// Which Pods are this Deployment's (the failure-aware rollout reads the new ones).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
     #[serde(default)]
     pub template: PodTemplateView,
 }
@@ -70,6 +73,7 @@ impl From<&Deployment> for DeploymentView {
             metadata: deployment.metadata.clone(),
             spec: deployment.spec.as_ref().map(|spec| DeploymentViewSpec {
                 replicas: spec.replicas,
+                selector: Some(spec.selector.clone()),
                 template: PodTemplateView {
                     spec: spec.template.spec.as_ref().map(|pod| PodSpecView {
                         containers: pod.containers.iter().map(container).collect(),

@@ -142,6 +142,7 @@ string_enum! {
 string_enum! {
     pub DeploymentRolloutState {
         Queued = "Queued", Rolling = "Rolling", Complete = "Complete", Stalled = "Stalled", Failed = "Failed",
+        Failing = "Failing",
     }
 }
 

@@ -165,6 +165,8 @@ pub struct EngineConfig {
     pub expected_rollout: Duration,
     /// The first stalled Deployment halts its batch (`RolloutFailureGuard`) while others wait.
     pub halt_on_failure: bool,
+    /// A new Pod not ready for longer than this marks its Deployment `Failing`.
+    pub readiness_timeout: Duration,
 }
 
 /// The expected rollout time unless `--expected-rollout` says otherwise.
@@ -184,6 +186,7 @@ impl Default for EngineConfig {
             progress_interval: Duration::from_secs(1),
             expected_rollout: DEFAULT_EXPECTED_ROLLOUT,
             halt_on_failure: true,
+            readiness_timeout: Duration::from_secs(300),
         }
     }
 }

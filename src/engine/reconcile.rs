@@ -13,6 +13,7 @@ mod backoff;
 pub mod batching;
 pub mod decide;
 mod detect;
+mod pods;
 mod rollout;
 mod status;
 
@@ -67,6 +68,8 @@ pub struct Reconciler {
     awaited: HashMap<AppKey, String>,
     progress_written: HashMap<AppKey, tokio::time::Instant>,
     attempts: HashMap<RolloutKey, u32>,
+    /// When each rolling Deployment's new Pods were last listed (at most every `POD_CHECK_INTERVAL`).
+    pods_checked: HashMap<RolloutKey, tokio::time::Instant>,
     /// Deployments rolling right now, across batches (for --max-parallel-rollouts).
     rolling: usize,
     /// Batches whose last drive had a failed write wait for their own retry time; others go on.
@@ -108,6 +111,7 @@ impl Reconciler {
             awaited: HashMap::new(),
             progress_written: HashMap::new(),
             attempts: HashMap::new(),
+            pods_checked: HashMap::new(),
             rolling: 0,
             batch_backoff: Backoff::default(),
             opening_backoff: Backoff::default(),
@@ -204,6 +208,8 @@ impl Reconciler {
             .count();
         let instant = tokio::time::Instant::now();
         self.batch_backoff.forget_except(&open.iter().map(|b| batch_key(b)).collect());
+        let open_keys: BTreeSet<AppKey> = open.iter().map(|b| batch_key(b)).collect();
+        self.pods_checked.retain(|(namespace, batch, _), _| open_keys.contains(&(namespace.clone(), batch.clone())));
         for batch in open {
             let key = batch_key(&batch);
             if self.batch_backoff.waiting(&key, instant) {

@@ -50,6 +50,14 @@ pub struct Writes {
     last_failure: tokio::sync::watch::Sender<Option<String>>,
 }
 
+impl Writes {
+    /// The client, for the few reads the engine makes outside its stores (a rolling
+    /// Deployment's new Pods).
+    pub fn client(&self) -> &kube::Client {
+        &self.client
+    }
+}
+
 fn owner_reference<K: Resource<DynamicType = ()>>(object: &K, controller: bool) -> Option<OwnerReference> {
     Some(OwnerReference {
         api_version: K::api_version(&()).into_owned(),

@@ -34,6 +34,8 @@ pub struct AppOptions {
     pub deployments: &'static [(&'static str, &'static [&'static str])],
     pub replicas: i64,
     pub stall: &'static [&'static str],
+    /// Deployments whose rollout never progresses (the faker leaves them alone).
+    pub hang: &'static [&'static str],
 }
 
 impl Default for AppOptions {
@@ -45,6 +47,7 @@ impl Default for AppOptions {
             deployments: &[("srv", &["uaa", "db"]), ("router", &["uaa"])],
             replicas: 2,
             stall: &[],
+            hang: &[],
         }
     }
 }
@@ -89,6 +92,9 @@ pub fn application(options: &AppOptions) -> Vec<Value> {
         let mut metadata = json!({"name": deployment, "namespace": NS, "generation": 1});
         if options.stall.contains(name) {
             metadata["annotations"] = json!({"sandbox.capdeck.dev/stall": "true"});
+        }
+        if options.hang.contains(name) {
+            metadata["annotations"] = json!({"sandbox.capdeck.dev/hang": "true"});
         }
         objects.push(json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata,
             "spec": {"replicas": options.replicas, "selector": {"matchLabels": {"app": deployment}},

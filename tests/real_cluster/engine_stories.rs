@@ -352,6 +352,70 @@ pub async fn a_stalled_deployment_halts_the_batch_until_released(backend: Backen
     r.stop().await;
 }
 
+/// Failure-aware pacing: one rollout at a time, the middle Deployment's new Pod crash-loops
+/// (its rollout never ends, as a real one would not before its 10 min deadline). The engine reads
+/// the Pods of the new ReplicaSet, marks it Failing with the container's last termination and
+/// halts the batch with the last Deployment still queued.
+pub async fn a_crash_looping_new_pod_halts_the_batch_early(backend: Backend) {
+    use k8s_openapi::api::core::v1::Pod;
+    let options = AppOptions {
+        deployments: &[("a", &["uaa"]), ("b", &["uaa"]), ("c", &["uaa"])],
+        hang: &["b"],
+        ..AppOptions::default()
+    };
+    let world = World::new(backend, "pod-failure").await;
+    load_current(&world, &options).await;
+    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let mut config = engine_config(&world, "engine-a");
+    config.max_parallel_rollouts = 1;
+    let engine = Engine::on(&world, config).await;
+    engine.wait_role(Role::Leader, LONG).await;
+    let r = Running { world, engine, faker };
+    let w = &r.world;
+    w.rotate_secret("bookshop-uaa").await;
+    let rolling = || async {
+        let batch = w.batches("bookshop").await.pop()?;
+        let b = batch.status?.deployments.into_iter().find(|d| d.name == "bookshop-v1-b")?;
+        (b.state == Some(DeploymentRolloutState::Rolling)).then_some(b.vcap_secret).flatten()
+    };
+    eventually("bookshop-v1-b rolling", LONG, || async { rolling().await.is_some() }).await;
+    let secret = rolling().await.expect("seen above");
+
+    let pods: kube::Api<Pod> = kube::Api::namespaced(w.client.clone(), &w.ns);
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "bookshop-v1-b-7d9-x2k4p", "labels": {"app": "bookshop-v1-b"}},
+        "spec": {"containers": [{"name": "main", "image": "i", "envFrom": [{"secretRef": {"name": secret, "optional": true}}]}]}
+    }))
+    .expect("pod");
+    pods.create(&Default::default(), &pod).await.expect("create the new Pod");
+    let crash = serde_json::json!({"status": {"phase": "Running", "containerStatuses": [{
+        "name": "main", "image": "i", "imageID": "", "ready": false, "restartCount": 2,
+        "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s restarting failed container"}},
+        "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}}}]}});
+    pods.patch_status("bookshop-v1-b-7d9-x2k4p", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&crash))
+        .await
+        .expect("the Pod crash-loops");
+
+    let batch = wait_phase(w, "bookshop", BatchPhase::Held, LONG).await;
+    let status = batch.status.clone().expect("status");
+    let condition = status.conditions.first().cloned().expect("condition");
+    assert_eq!(condition.reason, "RolloutFailureGuard", "{condition:?}");
+    assert!(
+        condition.message.starts_with(
+            "halted: bookshop-v1-b is failing (Pod bookshop-v1-b-7d9-x2k4p: container main CrashLoopBackOff; last \
+             terminated: Error (exit code 1))"
+        ),
+        "{}",
+        condition.message
+    );
+    let b = status.deployments.iter().find(|d| d.name == "bookshop-v1-b").expect("b");
+    assert_eq!(b.state, Some(DeploymentRolloutState::Failing));
+    let queued = status.deployments.iter().filter(|d| d.state == Some(DeploymentRolloutState::Queued)).count();
+    assert_eq!(queued, 1, "the last Deployment waits: {:?}", status.deployments);
+    r.stop().await;
+}
+
 /// An engine killed mid-rollout: its successor takes the lease after it expires and finishes.
 pub async fn engine_killed_mid_rollout_is_finished_by_the_next(backend: Backend) {
     let options = AppOptions { stall: &[], ..AppOptions::default() };

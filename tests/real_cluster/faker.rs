@@ -17,6 +17,8 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 const STALL: &str = "sandbox.capdeck.dev/stall";
+/// Never progresses: the rollout stays under way (its Pods are the story's to fake).
+const HANG: &str = "sandbox.capdeck.dev/hang";
 
 pub struct Faker {
     cancel: CancellationToken,
@@ -76,7 +78,12 @@ async fn tick_deployment(
         return;
     }
     let replicas = i64::from(deployment.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1));
-    let stall = deployment.metadata.annotations.as_ref().is_some_and(|a| a.get(STALL).is_some_and(|v| v == "true"));
+    let annotated =
+        |key: &str| deployment.metadata.annotations.as_ref().is_some_and(|a| a.get(key).is_some_and(|v| v == "true"));
+    if annotated(HANG) {
+        return;
+    }
+    let stall = annotated(STALL);
     let first = *seen.entry((name.clone(), generation)).or_insert_with(tokio::time::Instant::now);
     if first.elapsed() < rollout_time {
         return;

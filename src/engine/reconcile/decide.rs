@@ -209,11 +209,17 @@ fn failure_guard(batch: &RotationBatch, status: &RotationBatchStatus, context: &
     if !context.halt_on_failure {
         return None;
     }
-    let stalled: Vec<&str> = status
+    let failed = |d: &&BatchDeployment| {
+        matches!(d.state, Some(DeploymentRolloutState::Stalled | DeploymentRolloutState::Failing))
+    };
+    let stalled: Vec<String> = status
         .deployments
         .iter()
-        .filter(|d| d.state == Some(DeploymentRolloutState::Stalled))
-        .map(|d| d.name.as_str())
+        .filter(failed)
+        .map(|d| {
+            let what = if d.state == Some(DeploymentRolloutState::Failing) { "is failing" } else { "stalled" };
+            format!("{} {what}", d.name)
+        })
         .collect();
     let queued = status.deployments.iter().filter(|d| is_queued(d)).count();
     if stalled.is_empty() || queued == 0 {
@@ -231,12 +237,12 @@ fn failure_guard(batch: &RotationBatch, status: &RotationBatchStatus, context: &
     let why = status
         .deployments
         .iter()
-        .find(|d| d.state == Some(DeploymentRolloutState::Stalled))
+        .find(failed)
         .and_then(|d| d.message.as_deref())
         .map(|message| format!(" ({message})"))
         .unwrap_or_default();
     Some(format!(
-        "halted: {} stalled{why}; {} not started — capdeck release to go on, capdeck cancel to stop",
+        "halted: {}{why}; {} not started — capdeck release to go on, capdeck cancel to stop",
         stalled.join(", "),
         count(queued, "queued Deployment")
     ))

@@ -16,6 +16,9 @@ use crate::plan::{AppPlan, CapIndex, PlanAction, Rotated, plan_application, refe
 use crate::vcap::secret_owner_hash;
 use k8s_openapi::jiff::Timestamp;
 
+/// How often a rolling Deployment's new Pods are listed.
+const POD_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Rollout writes failing with errors retrying cannot fix (403, 422, ...) give up after this many
 /// attempts; transient failures are retried for as long as they last.
 pub(super) const MAX_ATTEMPTS: u32 = 5;
@@ -217,6 +220,42 @@ impl Reconciler {
     }
 
     /// Follow rolling Deployments; once one completed, delete the VCAP Secret it used before.
+    /// Why the new Pods of a rolling Deployment fail (`Some(None)`: they look fine); `None` when
+    /// they were not listed this pass (listed at most every `POD_CHECK_INTERVAL`, and only while
+    /// the Deployment rolls) or could not be.
+    async fn new_pods_failure(
+        &mut self,
+        key: &RolloutKey,
+        live: &crate::api::DeploymentView,
+        secret: &str,
+    ) -> Option<Option<String>> {
+        let now = tokio::time::Instant::now();
+        if self.pods_checked.get(key).is_some_and(|at| now.duration_since(*at) < POD_CHECK_INTERVAL) {
+            return None;
+        }
+        self.pods_checked.insert(key.clone(), now);
+        let labels = live.spec.as_ref()?.selector.as_ref()?.match_labels.as_ref()?;
+        let selector = labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",");
+        let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+            kube::Api::namespaced(self.writes.client().clone(), &key.0);
+        match pods.list(&kube::api::ListParams::default().labels(&selector)).await {
+            Ok(list) => {
+                let new: Vec<&k8s_openapi::api::core::v1::Pod> =
+                    list.items.iter().filter(|pod| super::pods::reads_secret(pod, secret)).collect();
+                Some(super::pods::pod_failure(&new, self.config.clock.now(), self.config.readiness_timeout))
+            }
+            Err(error) => {
+                tracing::warn!(
+                    namespace = %key.0,
+                    deployment = %key.2,
+                    error = %describe_error(&error),
+                    "cannot list the new Pods of a rolling Deployment (needs list pods): failures show only at its progress deadline"
+                );
+                None
+            }
+        }
+    }
+
     pub(super) async fn track_progress(&mut self, batch: &RotationBatch, status: &mut RotationBatchStatus) {
         let namespace = batch.namespace().unwrap_or_default();
         for position in 0..status.deployments.len() {
@@ -259,7 +298,22 @@ impl Reconciler {
             deployment.available_replicas = Some(progress.available);
             deployment.message = Some(progress.message.clone());
             match progress.progress {
-                Progress::Rolling => {}
+                Progress::Rolling => {
+                    let key = (namespace.clone(), batch.name_any(), deployment.name.clone());
+                    match self.new_pods_failure(&key, &live, &secret).await {
+                        Some(Some(failure)) => {
+                            deployment.state = Some(DeploymentRolloutState::Failing);
+                            deployment.message = Some(failure);
+                        }
+                        Some(None) => deployment.state = Some(DeploymentRolloutState::Rolling),
+                        // Not listed this pass: a failing Deployment keeps saying why.
+                        None => {
+                            if deployment.state == Some(DeploymentRolloutState::Failing) {
+                                deployment.message = status.deployments[position].message.clone();
+                            }
+                        }
+                    }
+                }
                 Progress::Stalled => {
                     deployment.state = Some(DeploymentRolloutState::Stalled);
                     deployment.message = Some(format!("{}; its previous VCAP Secret is kept", progress.message));

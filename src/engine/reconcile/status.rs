@@ -76,8 +76,10 @@ pub(super) fn user_action_text(action: &UserAction, verb: &str) -> String {
 }
 
 /// Rolling right now (counts against --max-parallel-rollouts).
+/// Rolling in Kubernetes: `Rolling`, or `Failing` (its new Pods fail, but it has not stalled).
 pub(super) fn is_active(deployment: &BatchDeployment) -> bool {
-    deployment.action == DeploymentAction::Restart && deployment.state == Some(DeploymentRolloutState::Rolling)
+    deployment.action == DeploymentAction::Restart
+        && matches!(deployment.state, Some(DeploymentRolloutState::Rolling | DeploymentRolloutState::Failing))
 }
 
 pub(super) fn is_queued(deployment: &BatchDeployment) -> bool {
