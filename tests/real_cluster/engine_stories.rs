@@ -30,11 +30,22 @@ async fn running(backend: Backend, test: &str, options: &AppOptions) -> Running 
 }
 
 async fn running_with(backend: Backend, test: &str, options: &AppOptions, window: Duration) -> Running {
+    running_configured(backend, test, options, |config| config.rollout_delay = window).await
+}
+
+/// A world with the application loaded, the status faker, and a leading engine whose settings
+/// (a 2 s window unless changed) `configure` adjusts.
+async fn running_configured(
+    backend: Backend,
+    test: &str,
+    options: &AppOptions,
+    configure: impl FnOnce(&mut capdeck::engine::config::EngineConfig),
+) -> Running {
     let world = World::new(backend, test).await;
     load_current(&world, options).await;
     let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
     let mut config = engine_config(&world, "engine-a");
-    config.rollout_delay = window;
+    configure(&mut config);
     let engine = Engine::on(&world, config).await;
     engine.wait_role(Role::Leader, LONG).await;
     Running { world, engine, faker }
@@ -311,14 +322,7 @@ pub async fn a_stalled_deployment_halts_the_batch_until_released(backend: Backen
         stall: &["b"],
         ..AppOptions::default()
     };
-    let world = World::new(backend, "failure-guard").await;
-    load_current(&world, &options).await;
-    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
-    let mut config = engine_config(&world, "engine-a");
-    config.max_parallel_rollouts = 1;
-    let engine = Engine::on(&world, config).await;
-    engine.wait_role(Role::Leader, LONG).await;
-    let r = Running { world, engine, faker };
+    let r = running_configured(backend, "failure-guard", &options, |config| config.max_parallel_rollouts = 1).await;
     let w = &r.world;
     let stalled_before = w.vcap_of("bookshop-v1-b").await;
     w.rotate_secret("bookshop-uaa").await;
@@ -363,14 +367,7 @@ pub async fn a_crash_looping_new_pod_halts_the_batch_early(backend: Backend) {
         hang: &["b"],
         ..AppOptions::default()
     };
-    let world = World::new(backend, "pod-failure").await;
-    load_current(&world, &options).await;
-    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
-    let mut config = engine_config(&world, "engine-a");
-    config.max_parallel_rollouts = 1;
-    let engine = Engine::on(&world, config).await;
-    engine.wait_role(Role::Leader, LONG).await;
-    let r = Running { world, engine, faker };
+    let r = running_configured(backend, "pod-failure", &options, |config| config.max_parallel_rollouts = 1).await;
     let w = &r.world;
     w.rotate_secret("bookshop-uaa").await;
     let rolling = || async {

@@ -714,6 +714,19 @@ mod tests {
         Decided { decision, status, planned: planned.get() }
     }
 
+    /// At NOW, auto policy, no storm guard, 15 min expected rollout, the failure guard on.
+    fn plain_context(revocation: Option<Timestamp>) -> DecisionContext<'static> {
+        DecisionContext {
+            now: NOW.parse().expect("time"),
+            approval_default: ApprovalPolicy::Auto,
+            min_rollout_interval: Duration::ZERO,
+            last_rolled: &|_| None,
+            revocation,
+            expected_rollout: Duration::from_secs(15 * 60),
+            halt_on_failure: true,
+        }
+    }
+
     fn reason_of(status: &RotationBatchStatus) -> Option<&str> {
         ready_condition(status).map(|c| c.reason.as_str())
     }
@@ -818,15 +831,7 @@ mod tests {
         let mut batch = batch(Phase::RollingOut, F::Released);
         batch.status.as_mut().expect("status").phase = P::Held;
         let app = application(F::Nothing);
-        let context = DecisionContext {
-            now: NOW.parse().expect("time"),
-            approval_default: ApprovalPolicy::Auto,
-            min_rollout_interval: Duration::ZERO,
-            last_rolled: &|_| None,
-            revocation: None,
-            expected_rollout: Duration::from_secs(15 * 60),
-            halt_on_failure: true,
-        };
+        let context = plain_context(None);
         let status = batch.status.clone().unwrap_or_default();
         let decision = decide(&batch, &status, app.as_ref(), AppPlan::default, &context);
         assert_eq!(decision, Decision::Roll);
@@ -906,15 +911,7 @@ mod tests {
         apply(&escalated.decision, &mut status, NOW.parse().expect("time"));
         batch.status = Some(status.clone());
         let now: Timestamp = NOW.parse().expect("time");
-        let context = DecisionContext {
-            now,
-            approval_default: ApprovalPolicy::Auto,
-            min_rollout_interval: Duration::ZERO,
-            last_rolled: &|_| None,
-            revocation: now.checked_add(SignedDuration::from_mins(5)).ok(),
-            expected_rollout: Duration::from_secs(15 * 60),
-            halt_on_failure: true,
-        };
+        let context = plain_context(now.checked_add(SignedDuration::from_mins(5)).ok());
         let app = application(F::Nothing);
         assert_eq!(decide(&batch, &status, app.as_ref(), AppPlan::default, &context), Decision::AwaitApproval);
     }
@@ -935,15 +932,7 @@ mod tests {
             reason: None,
         });
         let status = batch.status.clone().unwrap_or_default();
-        let context = DecisionContext {
-            now: NOW.parse().expect("time"),
-            approval_default: ApprovalPolicy::Auto,
-            min_rollout_interval: Duration::ZERO,
-            last_rolled: &|_| None,
-            revocation: None,
-            expected_rollout: Duration::from_secs(15 * 60),
-            halt_on_failure: true,
-        };
+        let context = plain_context(None);
         let app = application(F::Nothing);
         assert!(matches!(decide(&batch, &status, app.as_ref(), AppPlan::default, &context), Decision::Halt { .. }));
     }
