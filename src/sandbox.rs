@@ -369,10 +369,12 @@ pub enum LoadError {
 /// The demo seed, embedded at build time.
 pub const DEMO_SEED: &[&str] = &[
     include_str!("../assets/demo/00-cluster.yaml"),
+    include_str!("../assets/demo/servicebinding-crd.yaml"),
     include_str!("../assets/demo/bookshop.yaml"),
     include_str!("../assets/demo/hr-portal.yaml"),
     include_str!("../assets/demo/travel.yaml"),
     include_str!("../assets/demo/analytics.yaml"),
+    include_str!("../assets/demo/service-bindings.yaml"),
 ];
 
 /// Write a kubeconfig for a sandbox served at `url`, with context `capdeck-sandbox`.

@@ -99,9 +99,13 @@ async fn watch(
     use kube::runtime::watcher;
     let changes = watcher::watcher(api, watcher::Config::default());
     futures::pin_mut!(changes);
+    // Listening once, before the loop: a signal handler made anew each turn misses a SIGTERM that
+    // arrives between two turns (while a line is printed), and the watch never ends.
+    let shutdown = crate::process::shutdown_signal();
+    futures::pin_mut!(shutdown);
     loop {
         let event = tokio::select! {
-            () = crate::process::shutdown_signal() => return Ok(()),
+            () = &mut shutdown => return Ok(()),
             event = changes.next() => event,
         };
         let batch = match event {

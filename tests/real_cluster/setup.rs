@@ -248,7 +248,7 @@ pub fn servicebinding_crd() -> String {
         "CAPDECK_REQUIRE_REAL_CLUSTER=1 but sap-btp-service-operator's ServiceBinding CRD is not at hand: {fix}"
     );
     eprintln!("NOTE: upstream ServiceBinding CRD not at hand ({fix}); using the reduced, hand-written one");
-    include_str!("../fixtures/credentials/servicebinding-crd.yaml").to_string()
+    include_str!("../../assets/demo/servicebinding-crd.yaml").to_string()
 }
 
 /// Install sap-btp-service-operator's CRD (idempotent: stories share a control plane) and wait

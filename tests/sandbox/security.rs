@@ -259,9 +259,8 @@ async fn the_deploy_rbac_lists_exactly_the_requests_the_engine_makes() {
     let sandbox = current_sandbox(&AppOptions::default());
     // With sap-btp-service-operator installed, as the manifests expect it may be (its CRD is
     // watched by name, its ServiceBindings listed and watched).
-    let crd =
-        capdeck::manifest::parse_documents(include_str!("../fixtures/credentials/servicebinding-crd.yaml"), false)
-            .expect("CRD yaml");
+    let crd = capdeck::manifest::parse_documents(include_str!("../../assets/demo/servicebinding-crd.yaml"), false)
+        .expect("CRD yaml");
     sandbox.load(crd).expect("ServiceBinding CRD");
     sandbox.simulate_workloads(Default::default(), tokio_util::sync::CancellationToken::new());
     sandbox.clear_requests();
