@@ -70,6 +70,8 @@ pub struct Reconciler {
     attempts: HashMap<RolloutKey, u32>,
     /// When each rolling Deployment's new Pods were last listed (at most every `POD_CHECK_INTERVAL`).
     pods_checked: HashMap<RolloutKey, tokio::time::Instant>,
+    /// Namespaces where RBAC forbids listing Pods: said once, not asked again.
+    pods_denied: BTreeSet<String>,
     /// Deployments rolling right now, across batches (for --max-parallel-rollouts).
     rolling: usize,
     /// Batches whose last drive had a failed write wait for their own retry time; others go on.
@@ -112,6 +114,7 @@ impl Reconciler {
             progress_written: HashMap::new(),
             attempts: HashMap::new(),
             pods_checked: HashMap::new(),
+            pods_denied: BTreeSet::new(),
             rolling: 0,
             batch_backoff: Backoff::default(),
             opening_backoff: Backoff::default(),

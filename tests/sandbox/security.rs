@@ -102,8 +102,10 @@ async fn a_planted_credential_never_appears_in_output_logs_console_events_or_bat
     };
     let target = format!("cap-shop/{}", batch.metadata.name.clone().unwrap_or_default());
     let mut outputs = Vec::new();
+    // (bookshop's uaa binding keeps its old credentials only 25m in the demo seed, so the engine
+    // may have ended the window itself already: CredentialsExpiring.)
     let (forced, text) = capdeck(&kubeconfig, &["force", &target, "--approve", "--reason", "security test"]);
-    assert!(forced, "{text}");
+    assert!(forced || text.contains("is already rolling out"), "{text}");
     outputs.push(("capdeck force", text));
     let deadline = std::time::Instant::now() + Duration::from_secs(90);
     while batches(&sandbox, "bookshop").pop().map(|b| b.phase()) != Some(BatchPhase::Succeeded) {

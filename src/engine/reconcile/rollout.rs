@@ -230,7 +230,9 @@ impl Reconciler {
         secret: &str,
     ) -> Option<Option<String>> {
         let now = tokio::time::Instant::now();
-        if self.pods_checked.get(key).is_some_and(|at| now.duration_since(*at) < POD_CHECK_INTERVAL) {
+        if self.pods_denied.contains(&key.0)
+            || self.pods_checked.get(key).is_some_and(|at| now.duration_since(*at) < POD_CHECK_INTERVAL)
+        {
             return None;
         }
         self.pods_checked.insert(key.clone(), now);
@@ -244,13 +246,18 @@ impl Reconciler {
                     list.items.iter().filter(|pod| super::pods::reads_secret(pod, secret)).collect();
                 Some(super::pods::pod_failure(&new, self.config.clock.now(), self.config.readiness_timeout))
             }
-            Err(error) => {
+            Err(error) if matches!(&error, kube::Error::Api(status) if status.code == 403) => {
                 tracing::warn!(
                     namespace = %key.0,
-                    deployment = %key.2,
                     error = %describe_error(&error),
-                    "cannot list the new Pods of a rolling Deployment (needs list pods): failures show only at its progress deadline"
+                    "may not list Pods here (grant list pods, as capdeck manifests does): failing rollouts in this \
+                     namespace show only at their progress deadline"
                 );
+                self.pods_denied.insert(key.0.clone());
+                None
+            }
+            Err(error) => {
+                tracing::debug!(namespace = %key.0, deployment = %key.2, error = %describe_error(&error), "listing new Pods failed; next try in 5 s");
                 None
             }
         }
