@@ -413,8 +413,10 @@ impl Reconciler {
             "batch {}: {message}",
             status.phase
         );
+        // (A failure-guard release says so in its own condition, below; not twice.)
         if old.phase == BatchPhase::Held
             && status.phase != BatchPhase::Held
+            && reason != reason::RELEASED
             && let Some(released) = &batch.spec.released
         {
             let text = user_action_text(released, "released");

@@ -353,6 +353,25 @@ pub async fn a_stalled_deployment_halts_the_batch_until_released(backend: Backen
     assert_eq!(status.conditions.first().map(|c| c.reason.as_str()), Some("ProgressDeadlineExceeded"));
     assert_ne!(w.vcap_of(queued[0]).await, untouched, "released: the queued Deployment rolled");
     assert!(w.get("v1", "Secret", &stalled_before).await.is_some(), "the stalled Deployment's old Secret is kept");
+    // The release is one Normal Event that says what it goes on despite (not a second "halted").
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> = kube::Api::namespaced(w.client.clone(), &w.ns);
+    let listed = events.list(&Default::default()).await.expect("events").items;
+    let notes = |reason: &str| -> Vec<(String, String)> {
+        listed
+            .iter()
+            .filter(|e| e.reason.as_deref() == Some(reason))
+            .map(|e| (e.type_.clone().unwrap_or_default(), e.note.clone().unwrap_or_default()))
+            .collect()
+    };
+    let released = notes("Released");
+    assert_eq!(released.len(), 1, "{released:?}");
+    assert_eq!(released[0].0, "Normal");
+    assert!(
+        released[0].1.contains("released by alice: b is known; going on despite bookshop-v1-b stalled"),
+        "{released:?}"
+    );
+    let halted = notes("RolloutFailureGuard");
+    assert!(halted.iter().all(|(kind, note)| kind == "Warning" && note.contains("halted:")), "{halted:?}");
     r.stop().await;
 }
 

@@ -108,6 +108,10 @@ pub enum Decision {
     Halt {
         message: String,
     },
+    /// An SRE released a batch the failure guard had halted: roll on (condition `Released`).
+    Resume {
+        message: String,
+    },
     Collect {
         until: Timestamp,
     },
@@ -126,7 +130,10 @@ pub enum Decision {
 impl Decision {
     /// Whether the rollout effects run after this decision.
     pub fn rolls(&self) -> bool {
-        matches!(self, Self::Roll | Self::Start(_) | Self::Evaluate(Evaluation { gate: Gate::Start(_), .. }))
+        matches!(
+            self,
+            Self::Roll | Self::Resume { .. } | Self::Start(_) | Self::Evaluate(Evaluation { gate: Gate::Start(_), .. })
+        )
     }
 }
 
@@ -166,8 +173,9 @@ pub fn decide(
     }
     if status.rollout_started_at.is_some() {
         return match failure_guard(batch, status, context) {
-            Some(message) => Decision::Halt { message },
-            None => Decision::Roll,
+            Guard::Halt(message) => Decision::Halt { message },
+            Guard::Resume(message) => Decision::Resume { message },
+            Guard::Clear => Decision::Roll,
         };
     }
     let approved = batch.spec.approval.as_ref().is_some_and(|a| a.approved_by.is_some());
@@ -203,11 +211,22 @@ pub fn decide(
     Decision::Evaluate(evaluate(batch, app, &plan(), approved, expiring.as_ref(), context))
 }
 
-/// Why the rollout must halt: a Deployment stalled while others are still queued, and no SRE
-/// released the batch since it halted (a release goes on despite the failures so far).
-fn failure_guard(batch: &RotationBatch, status: &RotationBatchStatus, context: &DecisionContext<'_>) -> Option<String> {
-    if !context.halt_on_failure {
-        return None;
+/// What the failure guard says about a rolling batch.
+enum Guard {
+    Clear,
+    /// A Deployment stalled or fails while others are still queued: why.
+    Halt(String),
+    /// An SRE released the halted batch: who, and what it goes on despite.
+    Resume(String),
+}
+
+/// The failure guard: halt when a Deployment stalled (or its new Pods fail) while others are
+/// still queued. A release after the halt resumes the batch, and goes on despite the failures
+/// so far and later ones (its condition says `Released`; a cancel stops it).
+fn failure_guard(batch: &RotationBatch, status: &RotationBatchStatus, context: &DecisionContext<'_>) -> Guard {
+    let reason_now = ready_condition(status).map(|condition| condition.reason.as_str());
+    if !context.halt_on_failure || reason_now == Some(reason::RELEASED) {
+        return Guard::Clear;
     }
     let failed = |d: &&BatchDeployment| {
         matches!(d.state, Some(DeploymentRolloutState::Stalled | DeploymentRolloutState::Failing))
@@ -223,7 +242,7 @@ fn failure_guard(batch: &RotationBatch, status: &RotationBatchStatus, context: &
         .collect();
     let queued = status.deployments.iter().filter(|d| is_queued(d)).count();
     if stalled.is_empty() || queued == 0 {
-        return None;
+        return Guard::Clear;
     }
     let halted_at = ready_condition(status)
         .filter(|condition| condition.reason == reason::ROLLOUT_FAILURE_GUARD)
@@ -232,7 +251,11 @@ fn failure_guard(batch: &RotationBatch, status: &RotationBatchStatus, context: &
     if let (Some(halted_at), Some(released)) = (halted_at, &batch.spec.released)
         && released.at.0 >= halted_at
     {
-        return None;
+        return Guard::Resume(format!(
+            "{}; going on despite {}",
+            user_action_text(released, "released"),
+            stalled.join(", ")
+        ));
     }
     let why = status
         .deployments
@@ -241,7 +264,7 @@ fn failure_guard(batch: &RotationBatch, status: &RotationBatchStatus, context: &
         .and_then(|d| d.message.as_deref())
         .map(|message| format!(" ({message})"))
         .unwrap_or_default();
-    Some(format!(
+    Guard::Halt(format!(
         "halted: {}{why}; {} not started — capdeck release to go on, capdeck cancel to stop",
         stalled.join(", "),
         count(queued, "queued Deployment")
@@ -397,6 +420,10 @@ pub fn apply(decision: &Decision, status: &mut RotationBatchStatus, now: Timesta
             status.phase = BatchPhase::Held;
             set_condition(status, false, reason::ROLLOUT_FAILURE_GUARD, message.clone(), now);
         }
+        Decision::Resume { message } => {
+            status.phase = BatchPhase::RollingOut;
+            set_condition(status, false, reason::RELEASED, message.clone(), now);
+        }
         Decision::Collect { until } => {
             status.phase = BatchPhase::Collecting;
             let message = format!("collecting rotations until {}", super::status::format_time(*until));
@@ -523,6 +550,8 @@ mod tests {
         RollingOutStalledLast,
         /// Halted by the failure guard ten minutes ago: `srv` stalled, `worker` queued.
         HaltedByGuard,
+        /// Released after such a halt: rolling on with `srv` stalled and `worker` queued.
+        ReleasedFromGuard,
     }
 
     /// A user action or a change of the world applied to the starting phase.
@@ -583,15 +612,22 @@ mod tests {
                 "deployments": [deployment("srv", "Complete"), deployment("worker", "Queued")],
                 "conditions": condition(why::ROLLING_OUT),
             }),
-            Phase::RollingOutStalled | Phase::RollingOutStalledLast | Phase::HaltedByGuard => {
+            Phase::RollingOutStalled
+            | Phase::RollingOutStalledLast
+            | Phase::HaltedByGuard
+            | Phase::ReleasedFromGuard => {
                 let mut srv = deployment("srv", "Stalled");
                 srv["message"] = json!("ProgressDeadlineExceeded: ReplicaSet srv-7d9 has timed out progressing");
                 let worker = if matches!(phase, Phase::RollingOutStalledLast) { "Complete" } else { "Queued" };
-                let halted = matches!(phase, Phase::HaltedByGuard);
+                let (phase_name, reason) = match phase {
+                    Phase::HaltedByGuard => ("Held", why::ROLLOUT_FAILURE_GUARD),
+                    Phase::ReleasedFromGuard => ("RollingOut", why::RELEASED),
+                    _ => ("RollingOut", why::ROLLING_OUT),
+                };
                 json!({
-                    "phase": if halted { "Held" } else { "RollingOut" }, "rolloutStartedAt": at(-20 * MINUTE),
+                    "phase": phase_name, "rolloutStartedAt": at(-20 * MINUTE),
                     "deployments": [srv, deployment("worker", worker)],
-                    "conditions": condition(if halted { why::ROLLOUT_FAILURE_GUARD } else { why::ROLLING_OUT }),
+                    "conditions": condition(reason),
                 })
             }
         };
@@ -808,7 +844,8 @@ mod tests {
             (Phase::RollingOutStalled, F::HaltOff, P::RollingOut, why::ROLLING_OUT, true),
             (Phase::RollingOutStalledLast, F::Nothing, P::RollingOut, why::ROLLING_OUT, true),
             (Phase::HaltedByGuard, F::Nothing, P::Held, why::ROLLOUT_FAILURE_GUARD, false),
-            (Phase::HaltedByGuard, F::Released, P::RollingOut, why::ROLLOUT_FAILURE_GUARD, true),
+            (Phase::HaltedByGuard, F::Released, P::RollingOut, why::RELEASED, true),
+            (Phase::ReleasedFromGuard, F::Nothing, P::RollingOut, why::RELEASED, true),
             (Phase::HaltedByGuard, F::Cancel, P::Cancelled, why::CANCELLED, false),
             (Phase::HaltedByGuard, F::Hold, P::Held, why::HELD, false),
         ];
@@ -935,6 +972,12 @@ mod tests {
         let context = plain_context(None);
         let app = application(F::Nothing);
         assert!(matches!(decide(&batch, &status, app.as_ref(), AppPlan::default, &context), Decision::Halt { .. }));
+        // A release after the halt resumes it, saying who and despite what.
+        let resumed = run(Phase::HaltedByGuard, F::Released);
+        assert_eq!(
+            ready_condition(&resumed.status).expect("condition").message,
+            "released by bob: change 42; going on despite srv stalled"
+        );
     }
 
     #[test]
