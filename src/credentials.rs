@@ -183,7 +183,8 @@ pub struct Inputs<'a> {
     pub timing: Timing,
 }
 
-fn seconds(duration: Duration) -> i64 {
+/// Whole seconds, saturating (durations from flags and Go syntax, never near the limit).
+pub fn seconds(duration: Duration) -> i64 {
     i64::try_from(duration.as_secs()).unwrap_or(i64::MAX)
 }
 
@@ -427,6 +428,13 @@ pub fn revocation_deadline(bindings: &[ServiceBinding], namespace: &str, secret:
     earliest_revocation(&old_credentials(bindings, binding))
 }
 
+/// A batch's deadline: the earliest revocation of the old credentials of the Secrets it rolls out
+/// (the engine's margin, `capdeck batches`, the console's batch detail and approve dialog).
+pub fn batch_revocation(bindings: &[ServiceBinding], batch: &RotationBatch) -> Option<Timestamp> {
+    let namespace = batch.metadata.namespace.as_deref().unwrap_or("default");
+    batch.spec.secrets.iter().filter_map(|secret| revocation_deadline(bindings, namespace, &secret.name)).min()
+}
+
 /// The earliest `revocableAt` of old credentials whose revocation is not on hold.
 fn earliest_revocation(old_credentials: &[OldCredential]) -> Option<Timestamp> {
     old_credentials.iter().filter(|old| !old.pending_termination).filter_map(|old| old.revocable_at).min()
@@ -566,7 +574,7 @@ fn judge_certificates(now: Timestamp, report: &mut CredentialReport) {
         let left = certificate.not_after.as_second() - now.as_second();
         let (verdict, text) = if left <= 0 {
             (Verdict::Unsafe, format!("expired {} ago", human_signed(-left)))
-        } else if left < CERTIFICATE_WARNING.as_secs().try_into().unwrap_or(i64::MAX) {
+        } else if left < seconds(CERTIFICATE_WARNING) {
             (Verdict::AtRisk, format!("expires in {}", human_signed(left)))
         } else {
             (Verdict::Ok, format!("valid for {}", human_signed(left)))

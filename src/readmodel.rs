@@ -594,17 +594,9 @@ pub fn build(sources: Sources<'_>) -> Snapshot {
                     )
                 },
                 created: batch.metadata.creation_timestamp.as_ref().map(|t| t.0),
-                old_credentials_revocable: service_bindings.filter(|_| !batch.is_terminal()).and_then(|bindings| {
-                    let namespace = batch.namespace().unwrap_or_default();
-                    batch
-                        .spec
-                        .secrets
-                        .iter()
-                        .filter_map(|secret| {
-                            crate::credentials::revocation_deadline(bindings, &namespace, &secret.name)
-                        })
-                        .min()
-                }),
+                old_credentials_revocable: service_bindings
+                    .filter(|_| !batch.is_terminal())
+                    .and_then(|bindings| crate::credentials::batch_revocation(bindings, batch)),
                 object: batch.clone(),
             }
         })

@@ -61,17 +61,10 @@ pub async fn list(cluster: &ClusterArgs, args: &BatchesArgs) -> anyhow::Result<E
     } else {
         Vec::new()
     };
-    let deadline = |batch: &RotationBatch| {
-        let namespace = batch.namespace().unwrap_or_default();
-        batch
-            .spec
-            .secrets
-            .iter()
-            .filter_map(|secret| crate::credentials::revocation_deadline(&bindings, &namespace, &secret.name))
-            .min()
-    };
-    let deadlines: Vec<Option<Timestamp>> =
-        batches.iter().map(|batch| if batch.is_terminal() { None } else { deadline(batch) }).collect();
+    let deadlines: Vec<Option<Timestamp>> = batches
+        .iter()
+        .map(|batch| if batch.is_terminal() { None } else { crate::credentials::batch_revocation(&bindings, batch) })
+        .collect();
     let printable = printable(&batches, &deadlines, Timestamp::now());
     let text =
         printable.render(&args.output, "batches").map_err(|error| crate::commands::UsageError(error.to_string()))?;

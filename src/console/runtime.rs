@@ -80,8 +80,7 @@ impl Live {
             config.mode = EngineMode::Observe;
         }
         let lease = config.lease.clone();
-        let timing =
-            crate::credentials::Timing { window: config.rollout_delay, expected_rollout: config.expected_rollout };
+        let timing = config.credential_timing();
         let engine = crate::engine::spawn(
             connection.client.clone(),
             stores.clone(),

@@ -75,7 +75,10 @@ impl BatchAction {
 fn halted_by_failure_guard(batch: &RotationBatch) -> bool {
     batch.status.as_ref().is_some_and(|status| {
         status.phase == BatchPhase::Held
-            && status.conditions.iter().any(|c| c.type_ == "Ready" && c.reason == reason::ROLLOUT_FAILURE_GUARD)
+            && status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == crate::api::common::READY && c.reason == reason::ROLLOUT_FAILURE_GUARD)
     })
 }
 

@@ -191,6 +191,13 @@ impl Default for EngineConfig {
     }
 }
 
+impl EngineConfig {
+    /// The window and expected rollout that credential margins are measured against.
+    pub fn credential_timing(&self) -> crate::credentials::Timing {
+        crate::credentials::Timing { window: self.rollout_delay, expected_rollout: self.expected_rollout }
+    }
+}
+
 /// `$POD_NAME` or `$HOSTNAME`, plus a random suffix so two processes on one host differ.
 pub fn default_identity() -> String {
     use rand::RngExt as _;

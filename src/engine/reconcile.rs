@@ -32,7 +32,7 @@ use crate::api::rotation_batch::{RotatedSecret, reason};
 use crate::api::service_binding::ServiceBinding;
 use crate::api::{ANNOTATION_ROLLED_AT, BatchPhase, CAPApplication, RotationBatch, RotationBatchStatus};
 use crate::cluster::stores::Stores;
-use crate::credentials::{batch_margin_seconds, revocation_deadline};
+use crate::credentials::{batch_margin_seconds, batch_revocation, seconds};
 use crate::plan::{CapIndex, ObjectLookup, Rotated, SecretLookup, plan_application};
 use backoff::Backoff;
 use decide::{Decision, DecisionContext, apply, decide, rollout_outcome, skip_reasons};
@@ -129,14 +129,6 @@ impl Reconciler {
         self.stores.applications.get(&ObjectRef::new(name).within(namespace))
     }
 
-    /// The earliest revocation of old credentials of the batch's rotated Secrets, from their
-    /// ServiceBindings (`None` without ServiceBinding information).
-    fn revocation(batch: &RotationBatch, bindings: Option<&[ServiceBinding]>) -> Option<Timestamp> {
-        let namespace = batch.namespace().unwrap_or_default();
-        let bindings = bindings?;
-        batch.spec.secrets.iter().filter_map(|secret| revocation_deadline(bindings, &namespace, &secret.name)).min()
-    }
-
     fn open_batches(&self) -> Vec<Arc<RotationBatch>> {
         let mut batches: Vec<Arc<RotationBatch>> =
             self.stores.batches.state().into_iter().filter(|b| !b.is_terminal()).collect();
@@ -192,7 +184,7 @@ impl Reconciler {
             self.recheck.clear();
             self.batch_backoff = Backoff::default();
             self.opening_backoff = Backoff::default();
-            self.update_phase_metrics();
+            self.update_phase_metrics(self.stores.service_bindings().as_deref());
             return None;
         }
         let index = self.index();
@@ -210,6 +202,8 @@ impl Reconciler {
             .filter(|d| is_active(d))
             .count();
         let instant = tokio::time::Instant::now();
+        // Taken once per pass: every open batch's decision, the wake-up and the margin metric use it.
+        let bindings = self.stores.service_bindings();
         self.batch_backoff.forget_except(&open.iter().map(|b| batch_key(b)).collect());
         let open_keys: BTreeSet<AppKey> = open.iter().map(|b| batch_key(b)).collect();
         self.pods_checked.retain(|(namespace, batch, _), _| open_keys.contains(&(namespace.clone(), batch.clone())));
@@ -219,19 +213,18 @@ impl Reconciler {
                 continue;
             }
             let failures = self.writes.failures();
-            self.drive(&batch, &index, now).await;
+            self.drive(&batch, &index, now, bindings.as_deref()).await;
             self.batch_backoff.record(&key, self.writes.failures() > failures, instant);
         }
-        self.update_phase_metrics();
-        [self.next_wake(), self.batch_backoff.next(instant), self.opening_backoff.next(instant)]
+        self.update_phase_metrics(bindings.as_deref());
+        [self.next_wake(bindings.as_deref()), self.batch_backoff.next(instant), self.opening_backoff.next(instant)]
             .into_iter()
             .flatten()
             .min()
     }
 
-    fn next_wake(&self) -> Option<Duration> {
+    fn next_wake(&self, bindings: Option<&[ServiceBinding]>) -> Option<Duration> {
         let mut wake: Option<Duration> = None;
-        let bindings = self.stores.service_bindings();
         for batch in self.open_batches() {
             let status = batch.status.clone().unwrap_or_default();
             let candidate = if status.deployments.iter().any(|d| !is_done(d)) && status.rollout_started_at.is_some() {
@@ -241,9 +234,10 @@ impl Reconciler {
             } else if status.rollout_started_at.is_none() && batch.spec.hold.is_none() {
                 // Waiting for an approval: its margin shrinks with every second; escalate when it
                 // drops below one expected rollout (revocation − 2 × expected rollout).
-                Self::revocation(&batch, bindings.as_deref())
+                bindings
+                    .and_then(|bindings| batch_revocation(bindings, &batch))
                     .and_then(|revocation| {
-                        let rollout = i64::try_from(self.config.expected_rollout.as_secs()).ok()?;
+                        let rollout = seconds(self.config.expected_rollout);
                         Timestamp::from_second(revocation.as_second().checked_sub(rollout.checked_mul(2)?)?).ok()
                     })
                     .map(|at| self.config.clock.until(at).max(Duration::from_millis(10)))
@@ -259,18 +253,17 @@ impl Reconciler {
         wake
     }
 
-    fn update_phase_metrics(&self) {
+    fn update_phase_metrics(&self, bindings: Option<&[ServiceBinding]>) {
         let mut counts: BTreeMap<String, i64> =
             BatchPhase::KNOWN.iter().map(|phase| ((*phase).to_string(), 0)).collect();
         for batch in self.stores.batches.state() {
             *counts.entry(batch.phase().to_string()).or_default() += 1;
         }
         // Only open batches with a known revocation have a margin; ended ones drop out.
-        let bindings = self.stores.service_bindings();
         let now = self.config.clock.now();
         self.metrics.credentials_margin_seconds.clear();
         for batch in self.open_batches() {
-            if let Some(revocation) = Self::revocation(&batch, bindings.as_deref()) {
+            if let Some(revocation) = bindings.and_then(|bindings| batch_revocation(bindings, &batch)) {
                 let labels = BatchLabels { namespace: batch.namespace().unwrap_or_default(), batch: batch.name_any() };
                 let margin =
                     batch_margin_seconds(revocation, batch.spec.window_end.0, now, self.config.expected_rollout);
@@ -283,7 +276,13 @@ impl Reconciler {
     }
 
     /// Move one open batch along: follow its rolling Deployments, decide, execute.
-    async fn drive(&mut self, batch: &Arc<RotationBatch>, index: &CapIndex, now: Timestamp) {
+    async fn drive(
+        &mut self,
+        batch: &Arc<RotationBatch>,
+        index: &CapIndex,
+        now: Timestamp,
+        bindings: Option<&[ServiceBinding]>,
+    ) {
         let old = batch.status.clone().unwrap_or_default();
         let mut status = old.clone();
         status.observed_generation = batch.metadata.generation;
@@ -302,7 +301,7 @@ impl Reconciler {
                 approval_default: self.config.approval,
                 min_rollout_interval: self.config.min_rollout_interval,
                 last_rolled: &last_rolled,
-                revocation: Self::revocation(batch, self.stores.service_bindings().as_deref()),
+                revocation: bindings.and_then(|bindings| batch_revocation(bindings, batch)),
                 expected_rollout: self.config.expected_rollout,
                 halt_on_failure: self.config.halt_on_failure,
             };

@@ -3,7 +3,7 @@
 
 use ratatui::text::{Line, Span};
 
-use super::{RowCells, SortKey, ViewSpec, relative, state_style};
+use super::{RowCells, SortKey, ViewSpec, relative, state_style, window};
 use crate::console::app::App;
 use crate::console::table::Column;
 use crate::credentials::{CredentialReport, human_signed};
@@ -22,13 +22,7 @@ fn signed_relative(seconds: i64) -> String {
 
 /// `in 3h12m` / `5m ago` from the console's clock.
 fn from_now(app: &App, time: Option<k8s_openapi::jiff::Timestamp>) -> String {
-    time.map_or_else(
-        || "-".into(),
-        |time| {
-            let seconds = time.as_second() - app.now.as_second();
-            if seconds >= 0 { format!("in {}", relative(seconds)) } else { format!("{} ago", relative(-seconds)) }
-        },
-    )
+    time.map_or_else(|| "-".into(), |time| window(time, app.now))
 }
 
 impl ViewSpec for Credentials {

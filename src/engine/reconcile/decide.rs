@@ -25,7 +25,7 @@ use super::status::{
 };
 use crate::api::rotation_batch::{BatchDeployment, DeploymentAction, DeploymentRolloutState, reason};
 use crate::api::{BatchPhase, CAPApplication, RotationBatch, RotationBatchStatus};
-use crate::credentials::{batch_margin_seconds, human_signed};
+use crate::credentials::{batch_margin_seconds, human_signed, seconds};
 use crate::engine::config::{ApprovalPolicy, humanize};
 use crate::output::count;
 use crate::plan::{AppPlan, ProblemKind};
@@ -284,7 +284,7 @@ struct Expiring {
 fn credentials_expiring(batch: &RotationBatch, context: &DecisionContext<'_>) -> Option<String> {
     let revocation = context.revocation?;
     let margin = batch_margin_seconds(revocation, batch.spec.window_end.0, context.now, context.expected_rollout);
-    let rollout = i64::try_from(context.expected_rollout.as_secs()).unwrap_or(i64::MAX);
+    let rollout = seconds(context.expected_rollout);
     (margin < rollout).then(|| {
         let when = if margin < 0 {
             format!("{} before", human_signed(-margin))
