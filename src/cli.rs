@@ -222,6 +222,22 @@ runs until SIGINT or SIGTERM (exit 0).\n\nExample:\n  capdeck sandbox --seed dem
     Release(BatchActionArgs),
     /// Abandon a batch: nothing more is rolled (Deployments already rolling finish)
     Cancel(BatchActionArgs),
+    /// Roll the stalled, failing or failed Deployments of a Failed or halted batch once more
+    #[command(long_about = "Retry a batch that failed: phase Failed, or Held by the failure guard \
+(RolloutFailureGuard). Its stalled, failing and failed Deployments are queued again; those the batch had \
+pointed at their new VCAP Secret restart once more (a new ReplicaSet, like kubectl rollout restart), those it \
+never reached start as usual, and the queued ones follow, paced by --max-parallel-rollouts. Recorded in the \
+batch (spec.retry) and its Event with who you are and your reason.\n\nExample: capdeck retry \
+cap-shop/bookshop-x7k2p --reason \"quota raised, pods fit now\"")]
+    Retry(BatchActionArgs),
+    /// Point the Deployments of a Failed or halted batch back at their previous VCAP Secrets
+    #[command(long_about = "Undo a batch that failed: phase Failed, or Held by the failure guard. Every \
+Deployment the batch pointed at a new VCAP Secret and whose rollout did not complete goes back to the VCAP \
+Secret it used before (capdeck keeps it until a rollout completes); the batch's new Secret is deleted and the \
+batch ends Undone. Completed Deployments stay (their previous Secret is gone). The old credentials work only \
+until sap-btp-service-operator revokes them: capdeck credentials says when.\n\nExample: capdeck undo \
+cap-shop/bookshop-x7k2p --reason \"new credentials break the orders service\"")]
+    Undo(BatchActionArgs),
     /// Print the manifests to run `capdeck --daemon` in a cluster (RBAC, Deployment, Service)
     Manifests(ManifestsArgs),
     /// The subscription dependencies of an application, as the CAP Operator's subscription server answers

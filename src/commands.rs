@@ -33,6 +33,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Hold(args)) => runtime()?.block_on(batches::action(&cli.cluster, &args, BatchAction::Hold)),
         Some(Command::Release(args)) => runtime()?.block_on(batches::action(&cli.cluster, &args, BatchAction::Release)),
         Some(Command::Cancel(args)) => runtime()?.block_on(batches::action(&cli.cluster, &args, BatchAction::Cancel)),
+        Some(Command::Retry(args)) => runtime()?.block_on(batches::action(&cli.cluster, &args, BatchAction::Retry)),
+        Some(Command::Undo(args)) => runtime()?.block_on(batches::action(&cli.cluster, &args, BatchAction::Undo)),
         Some(Command::Manifests(args)) => manifests::run(cli.cluster.namespace.as_deref(), &args),
         Some(Command::Plan(args)) => plan::run(&args),
         Some(Command::Deps(args)) => runtime()?.block_on(deps::run(&cli.cluster, &args)),

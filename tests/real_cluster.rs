@@ -68,6 +68,8 @@ fn all_stories() -> Vec<(&'static str, Story, &'static [Backend])> {
         engine_stories::expiring_credentials_escalate_a_manual_batch,
         engine_stories::a_stalled_deployment_halts_the_batch_until_released,
         engine_stories::a_crash_looping_new_pod_halts_the_batch_early,
+        engine_stories::a_halted_batch_is_retried_and_rolls_on,
+        engine_stories::an_undone_batch_goes_back_to_the_previous_secrets,
         engine_stories::engine_killed_mid_rollout_is_finished_by_the_next,
         engine_stories::two_engines_share_one_lease,
         engine_stories::next_engine_leads_after_a_graceful_stop,

@@ -52,6 +52,14 @@ pub struct RotationBatchSpec {
     /// Abandoned: nothing more is rolled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancel: Option<UserAction>,
+    /// Roll the Deployments that stalled, fail or failed once more (a Failed or halted batch).
+    /// Handled once per `at` (`status.retriedAt`); a later retry is a new request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<UserAction>,
+    /// Point every Deployment the batch rolled but did not complete back at the VCAP Secret it
+    /// used before (a Failed or halted batch); the batch ends `Undone`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undo: Option<UserAction>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -99,13 +107,17 @@ string_enum! {
         Failed = "Failed",
         Cancelled = "Cancelled",
         Superseded = "Superseded",
+        Undone = "Undone",
     }
 }
 
 impl BatchPhase {
     /// A terminal batch never changes again; a new rotation opens a new batch.
     pub fn is_terminal(&self) -> bool {
-        matches!(self, Self::Succeeded | Self::NoChange | Self::Failed | Self::Cancelled | Self::Superseded)
+        matches!(
+            self,
+            Self::Succeeded | Self::NoChange | Self::Failed | Self::Cancelled | Self::Superseded | Self::Undone
+        )
     }
 }
 
@@ -131,6 +143,9 @@ pub struct RotationBatchStatus {
     /// The newer batch of the same application that replaced this one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub superseded_by: Option<String>,
+    /// `spec.retry.at` of the last retry the engine carried out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retried_at: Option<Time>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 }
@@ -143,6 +158,7 @@ string_enum! {
     pub DeploymentRolloutState {
         Queued = "Queued", Rolling = "Rolling", Complete = "Complete", Stalled = "Stalled", Failed = "Failed",
         Failing = "Failing",
+        Undone = "Undone",
     }
 }
 
@@ -157,9 +173,14 @@ pub struct BatchDeployment {
     /// The VCAP Secret this batch created for the Deployment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vcap_secret: Option<String>,
-    /// The VCAP Secret the Deployment used before; deleted once the rollout completed.
+    /// The VCAP Secret the Deployment used before; deleted once the rollout completed (kept
+    /// until then, for an undo).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_vcap_secret: Option<String>,
+    /// Set by a retry: when its turn comes the Deployment is restarted again (its Pod template's
+    /// `capdeck.dev/retried-at` annotation), not only followed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retried_at: Option<Time>,
     /// sha256 of the planned VCAP_SERVICES payload.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vcap_sha256: Option<String>,
@@ -178,6 +199,28 @@ pub struct BatchDeployment {
     pub state: Option<DeploymentRolloutState>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+}
+
+impl BatchDeployment {
+    /// A Deployment a retry rolls again: it stalled, its new Pods fail, or its writes failed.
+    pub fn retriable(&self) -> bool {
+        self.action == DeploymentAction::Restart
+            && matches!(
+                self.state,
+                Some(
+                    DeploymentRolloutState::Stalled | DeploymentRolloutState::Failing | DeploymentRolloutState::Failed
+                )
+            )
+    }
+
+    /// A Deployment an undo points back: the batch pointed it at a new VCAP Secret, its rollout
+    /// did not complete, and the Secret it used before is known (capdeck keeps it until then).
+    pub fn undoable(&self) -> bool {
+        self.action == DeploymentAction::Restart
+            && self.vcap_secret.is_some()
+            && self.previous_vcap_secret.is_some()
+            && !matches!(self.state, Some(DeploymentRolloutState::Complete | DeploymentRolloutState::Undone))
+    }
 }
 
 /// Reasons of the batch's `Ready` condition. Each one is documented in `docs/BATCHES.md`.
@@ -205,6 +248,10 @@ pub mod reason {
     /// A Deployment of the batch stalled while others wait their turn: nothing new starts until
     /// an SRE releases (go on) or cancels the batch (`--halt-on-failure`).
     pub const ROLLOUT_FAILURE_GUARD: &str = "RolloutFailureGuard";
+    /// An SRE asked to roll the failed Deployments once more.
+    pub const RETRIED: &str = "Retried";
+    /// An SRE pointed the Deployments back at their previous VCAP Secrets.
+    pub const UNDONE: &str = "Undone";
 }
 
 impl RotationBatch {
@@ -262,6 +309,23 @@ impl RotationBatch {
 
     pub fn is_terminal(&self) -> bool {
         self.phase().is_terminal()
+    }
+
+    /// A retry nobody carried out yet (its `at` is not `status.retriedAt`).
+    pub fn retry_pending(&self) -> bool {
+        self.spec
+            .retry
+            .as_ref()
+            .is_some_and(|retry| self.status.as_ref().and_then(|status| status.retried_at.as_ref()) != Some(&retry.at))
+    }
+
+    /// Whether the engine still has work on it: open, or `Failed` with a retry or an undo to
+    /// carry out.
+    pub fn engine_work(&self) -> bool {
+        match self.phase() {
+            BatchPhase::Failed => self.spec.undo.is_some() || self.retry_pending(),
+            phase => !phase.is_terminal(),
+        }
     }
 }
 

@@ -1,4 +1,5 @@
-//! `capdeck batches` and the batch actions (`approve`, `force`, `hold`, `release`, `cancel`).
+//! `capdeck batches` and the batch actions (`approve`, `force`, `hold`, `release`, `cancel`, `retry`,
+//! `undo`).
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -278,7 +279,14 @@ async fn dry_run(
         eprintln!("error: cannot {} {namespace}/{name}: {refusal}", action.verb());
         return Ok(ExitCode::from(1));
     }
-    let restarts: Vec<&crate::api::rotation_batch::BatchDeployment> = batch.restarts().collect();
+    let (heading, restarts): (&str, Vec<&crate::api::rotation_batch::BatchDeployment>) = match action {
+        BatchAction::Retry => ("Deployments to restart again", batch.restarts().filter(|d| d.retriable()).collect()),
+        BatchAction::Undo => (
+            "Deployments to point back at their previous VCAP Secrets",
+            batch.restarts().filter(|d| d.undoable()).collect(),
+        ),
+        _ => ("Deployments to restart", batch.restarts().collect()),
+    };
     let versions: std::collections::BTreeSet<&str> = restarts.iter().map(|d| d.version.as_str()).collect();
     let tenants: Api<crate::api::CAPTenant> = Api::namespaced(connection.client.clone(), namespace);
     let served: Vec<String> = match tenants.list(&ListParams::default()).await {
@@ -305,11 +313,16 @@ async fn dry_run(
         batch.spec.application
     )?;
     if restarts.is_empty() {
-        writeln!(out, "Deployments to restart: none decided yet (the engine plans them when the window ends)")?;
+        writeln!(out, "{heading}: none decided yet (the engine plans them when the window ends)")?;
     } else {
-        writeln!(out, "Deployments to restart ({}):", restarts.len())?;
+        writeln!(out, "{heading} ({}):", restarts.len())?;
         for deployment in &restarts {
-            writeln!(out, "  {} (version {})", deployment.name, deployment.version)?;
+            match (&deployment.previous_vcap_secret, action) {
+                (Some(previous), BatchAction::Undo) => {
+                    writeln!(out, "  {} (version {}): back to {previous}", deployment.name, deployment.version)?
+                }
+                _ => writeln!(out, "  {} (version {})", deployment.name, deployment.version)?,
+            }
         }
     }
     writeln!(

@@ -423,6 +423,9 @@ fn key_hints(app: &App, width: u16) -> Line<'static> {
     let mut hints: Vec<Vec<Span<'static>>> = Vec::new();
     let mut optional = vec![Action::Enter, Action::Filter, Action::Command];
     if views::view(app.route.view).batch_keys() && !app.session.readonly {
+        // Retry and undo only where they apply: a Failed or halted batch is selected.
+        let after_failure = [Action::Retry, Action::Undo].into_iter().filter(|a| write_blocked(app, *a).is_none());
+        optional.extend(after_failure);
         optional.extend([Action::Approve, Action::Force, Action::Hold, Action::Cancel]);
     }
     optional.extend([Action::Detail, Action::Yaml, Action::Wide]);
@@ -435,8 +438,7 @@ fn key_hints(app: &App, width: u16) -> Line<'static> {
         hints.push(help.clone());
     }
     for action in optional {
-        let enabled = !matches!(action, Action::Approve | Action::Force | Action::Hold | Action::Cancel)
-            || write_blocked(app, action).is_none();
+        let enabled = !action.writes() || write_blocked(app, action).is_none();
         let Some(spans) = hint(action, enabled) else { continue };
         if width_of(&spans) > room {
             break;

@@ -32,6 +32,8 @@ pub enum Action {
     Force,
     Hold,
     Cancel,
+    Retry,
+    Undo,
     Quit,
 }
 
@@ -61,6 +63,8 @@ impl Action {
         Self::Force,
         Self::Hold,
         Self::Cancel,
+        Self::Retry,
+        Self::Undo,
         Self::Quit,
     ];
 
@@ -91,6 +95,8 @@ impl Action {
             Self::Force => "force",
             Self::Hold => "hold",
             Self::Cancel => "cancel",
+            Self::Retry => "retry",
+            Self::Undo => "undo",
             Self::Quit => "quit",
         }
     }
@@ -101,7 +107,7 @@ impl Action {
 
     /// Is this an action that writes to the cluster?
     pub fn writes(self) -> bool {
-        matches!(self, Self::Approve | Self::Force | Self::Hold | Self::Cancel)
+        matches!(self, Self::Approve | Self::Force | Self::Hold | Self::Cancel | Self::Retry | Self::Undo)
     }
 }
 
@@ -220,6 +226,8 @@ impl Default for Keymap {
         bind(char_key('F'), Action::Force);
         bind(char_key('h'), Action::Hold);
         bind(char_key('x'), Action::Cancel);
+        bind(char_key('r'), Action::Retry);
+        bind(char_key('u'), Action::Undo);
         bind(char_key('q'), Action::Quit);
         bind(Key { code: KeyCode::Char('c'), ctrl: true }, Action::Quit);
         Self { bindings }

@@ -33,6 +33,8 @@ pub fn batch_action(app: &App, action: Action) -> Option<BatchAction> {
         Action::Hold if batch.object.spec.hold.is_some() => BatchAction::Release,
         Action::Hold => BatchAction::Hold,
         Action::Cancel => BatchAction::Cancel,
+        Action::Retry => BatchAction::Retry,
+        Action::Undo => BatchAction::Undo,
         _ => return None,
     })
 }

@@ -73,6 +73,8 @@ pub fn action_label(action: Action) -> &'static str {
         Action::Force => "force",
         Action::Hold => "hold/release",
         Action::Cancel => "cancel",
+        Action::Retry => "retry",
+        Action::Undo => "undo",
         Action::Quit => "quit",
     }
 }
@@ -104,6 +106,8 @@ pub fn action_help(action: Action) -> &'static str {
         Action::Force => "end the selected batch's window now",
         Action::Hold => "hold the selected batch, or release it when held",
         Action::Cancel => "cancel the selected batch",
+        Action::Retry => "retry a Failed or halted batch: its failed Deployments roll again",
+        Action::Undo => "undo a Failed or halted batch: back to the previous VCAP Secrets",
         Action::Quit => "quit",
     }
 }
@@ -117,6 +121,8 @@ pub fn verb_progress(action: BatchAction) -> &'static str {
         BatchAction::Hold => "holding",
         BatchAction::Release => "releasing",
         BatchAction::Cancel => "cancelling",
+        BatchAction::Retry => "retrying",
+        BatchAction::Undo => "undoing",
     }
 }
 
@@ -139,6 +145,15 @@ pub fn dialog_text(action: BatchAction, phase: &BatchPhase) -> (&'static str, &'
         BatchAction::Cancel => (
             "Cancel batch",
             "Nothing more is rolled; Deployments already rolling finish. A later rotation opens a new batch.",
+        ),
+        BatchAction::Retry => (
+            "Retry batch",
+            "The stalled, failing and failed Deployments restart once more; queued ones start. The batch rolls on.",
+        ),
+        BatchAction::Undo => (
+            "Undo batch",
+            "Deployments the batch rolled and did not complete go back to their previous VCAP Secrets (the old \
+             credentials); the batch ends Undone.",
         ),
     }
 }

@@ -464,7 +464,7 @@ pub fn handle_key(app: &mut App, key: &KeyEvent, at: std::time::Instant) -> Vec<
             };
             set_sort(app, Some(sort));
         }
-        Action::Approve | Action::Force | Action::Hold | Action::Cancel => {}
+        Action::Approve | Action::Force | Action::Hold | Action::Cancel | Action::Retry | Action::Undo => {}
     }
     check_access_for_selection(app)
 }
@@ -657,7 +657,7 @@ fn open_dialog(app: &mut App, action: Action) -> Vec<Command> {
     let approve_too = matches!(verb, BatchAction::Force { .. }).then_some(needs_approval);
     let mut reason = TextArea::default();
     reason.set_placeholder_text(strings::REASON_PLACEHOLDER);
-    let preview = dialog_preview(&app.snapshot, row, app.now);
+    let preview = dialog_preview(&app.snapshot, row, verb, app.now);
     app.overlay = Overlay::Dialog(Box::new(ActionDialog {
         action: verb,
         phase: row.phase.clone(),
@@ -677,12 +677,19 @@ fn open_dialog(app: &mut App, action: Action) -> Vec<Command> {
 fn dialog_preview(
     snapshot: &crate::readmodel::Snapshot,
     row: &crate::readmodel::BatchRow,
+    verb: BatchAction,
     now: k8s_openapi::jiff::Timestamp,
 ) -> Vec<String> {
-    let restarts: Vec<String> = row.object.restarts().map(|d| d.name.clone()).collect();
+    let names = |keep: fn(&crate::api::rotation_batch::BatchDeployment) -> bool| -> Vec<String> {
+        row.object.restarts().filter(|d| keep(d)).map(|d| d.name.clone()).collect()
+    };
+    let (what, deployments) = match verb {
+        BatchAction::Retry => ("restarts again", names(|d| d.retriable())),
+        BatchAction::Undo => ("goes back", names(|d| d.undoable())),
+        _ => ("restarts", names(|_| true)),
+    };
     let tenants = super::views::tenants_served(snapshot, row);
-    let mut lines =
-        vec![strings::preview_line("restarts", &restarts), strings::preview_line("tenants served", &tenants)];
+    let mut lines = vec![strings::preview_line(what, &deployments), strings::preview_line("tenants served", &tenants)];
     if let Some(revocable) = row.old_credentials_revocable {
         lines.push(format!("{} {}", strings::OLD_CREDENTIALS, super::views::revocable(revocable, now)));
     }
@@ -1243,6 +1250,51 @@ mod tests {
         goto_batch(&mut app, "travel-tdv6j");
         press(&mut app, KeyCode::Char('h'));
         assert!(matches!(&app.overlay, Overlay::Dialog(d) if d.action == BatchAction::Release));
+    }
+
+    /// `r` and `u` on a Failed batch open their dialogs, naming what each touches; elsewhere
+    /// they say why not.
+    #[test]
+    fn r_retries_and_u_undoes_a_failed_batch() {
+        use crate::api::rotation_batch::{BatchDeployment, DeploymentAction, DeploymentRolloutState};
+        let mut objects = SampleObjects::demo().expect("sample");
+        let batch = objects.batch_mut("travel-tdv6j").expect("travel");
+        let status = batch.status.get_or_insert_with(Default::default);
+        status.phase = crate::api::BatchPhase::Failed;
+        status.deployments = vec![
+            BatchDeployment {
+                name: "travel-v3-srv".into(),
+                action: DeploymentAction::Restart,
+                state: Some(DeploymentRolloutState::Stalled),
+                vcap_secret: Some("travel-v3-srv-new".into()),
+                previous_vcap_secret: Some("travel-v3-srv-old".into()),
+                ..BatchDeployment::default()
+            },
+            BatchDeployment {
+                name: "travel-v3-router".into(),
+                action: DeploymentAction::Restart,
+                state: Some(DeploymentRolloutState::Complete),
+                ..BatchDeployment::default()
+            },
+        ];
+        let mut app = sample::app(objects.snapshot());
+        goto_batch(&mut app, "travel-tdv6j");
+        press(&mut app, KeyCode::Char('r'));
+        let Overlay::Dialog(dialog) = &app.overlay else { panic!("no dialog: {:?}", app.flash) };
+        assert_eq!(dialog.action, BatchAction::Retry);
+        assert_eq!(dialog.preview[0], "restarts again (1): travel-v3-srv");
+        press(&mut app, KeyCode::Esc);
+        press(&mut app, KeyCode::Char('u'));
+        let Overlay::Dialog(dialog) = &app.overlay else { panic!("no dialog: {:?}", app.flash) };
+        assert_eq!(dialog.action, BatchAction::Undo);
+        assert_eq!(dialog.preview[0], "goes back (1): travel-v3-srv");
+        let commands = typed(&mut app, "new credentials break srv\n");
+        assert!(matches!(&commands[..], [Command::Act { action: BatchAction::Undo, .. }]), "{commands:?}");
+
+        goto_batch(&mut app, "bookshop-9v9ps");
+        assert!(press(&mut app, KeyCode::Char('u')).is_empty());
+        let flash = app.flash.as_ref().map(|f| f.text.clone()).unwrap_or_default();
+        assert!(flash.contains("only a Failed batch or one the failure guard halted can be undone"), "{flash}");
     }
 
     #[test]

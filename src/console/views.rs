@@ -243,7 +243,7 @@ pub fn state_style(theme: &Theme, state: &str) -> Style {
         "Error" | "Failed" | "ProvisioningError" | "UpgradeError" | "DeletionError" | "Warning" => theme.error(),
         "Stalled" => theme.error().add_modifier(Modifier::REVERSED),
         "AwaitingApproval" | "Held" | "Processing" | "Provisioning" | "Upgrading" | "Rolling" | "RollingOut"
-        | "Collecting" | "Queued" | "Deleting" => theme.warning(),
+        | "Collecting" | "Queued" | "Deleting" | "Undone" => theme.warning(),
         "Cancelled" | "Superseded" | "-" | "unknown" => theme.muted(),
         // Credential verdicts (the Credentials view).
         "ok" => theme.ok(),

@@ -1,4 +1,4 @@
-//! What people do to a batch — approve, force, hold, release, cancel — written to its spec
+//! What people do to a batch — approve, force, hold, release, cancel, retry, undo — written to its spec
 //! with the user from SelfSubjectReview and a resourceVersion precondition, so two approvers
 //! never clobber each other. Used by the subcommands and the console.
 
@@ -8,7 +8,7 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use crate::api::rotation_batch::{Approval, UserAction, reason};
+use crate::api::rotation_batch::{Approval, BatchDeployment, UserAction, reason};
 use crate::api::{BatchPhase, RotationBatch};
 
 pub const FIELD_MANAGER: &str = "capdeck-console";
@@ -23,6 +23,10 @@ pub enum BatchAction {
     Hold,
     Release,
     Cancel,
+    /// Roll the stalled, failing or failed Deployments of a Failed or halted batch once more.
+    Retry,
+    /// Point the Deployments a Failed or halted batch rolled back at their previous VCAP Secrets.
+    Undo,
 }
 
 impl BatchAction {
@@ -33,6 +37,8 @@ impl BatchAction {
             Self::Hold => "hold",
             Self::Release => "release",
             Self::Cancel => "cancel",
+            Self::Retry => "retry",
+            Self::Undo => "undo",
         }
     }
 
@@ -40,6 +46,9 @@ impl BatchAction {
     pub fn refusal(self, batch: &RotationBatch) -> Option<String> {
         let phase = batch.phase();
         let name = batch.name_any();
+        if matches!(self, Self::Retry | Self::Undo) {
+            return after_failure_refusal(self, batch);
+        }
         if phase.is_terminal() {
             return Some(format!("batch {name} is {phase}; nothing to {}", self.verb()));
         }
@@ -67,7 +76,49 @@ impl BatchAction {
             Self::Release => (batch.spec.hold.is_none() && !halted_by_failure_guard(batch))
                 .then(|| format!("batch {name} is not held")),
             Self::Cancel => None,
+            Self::Retry | Self::Undo => None,
         }
+    }
+}
+
+/// Retry and undo are for a batch that failed: `Failed`, or halted by the failure guard.
+fn after_failure_refusal(action: BatchAction, batch: &RotationBatch) -> Option<String> {
+    let name = batch.name_any();
+    let phase = batch.phase();
+    if phase == BatchPhase::Undone {
+        return Some(format!("batch {name} is Undone; nothing to {}", action.verb()));
+    }
+    if batch.spec.undo.is_some() {
+        return Some(format!("batch {name} is being undone; nothing to {}", action.verb()));
+    }
+    if batch.spec.cancel.is_some() {
+        return Some(format!("batch {name} is being cancelled"));
+    }
+    if phase != BatchPhase::Failed && !halted_by_failure_guard(batch) {
+        return Some(format!(
+            "batch {name} is {phase}; only a Failed batch or one the failure guard halted can be {}",
+            if action == BatchAction::Retry { "retried" } else { "undone" }
+        ));
+    }
+    let restarts: Vec<&BatchDeployment> = batch.restarts().collect();
+    match action {
+        BatchAction::Retry => {
+            if let Some(hold) = &batch.spec.hold {
+                return Some(format!("batch {name} is held by {}; release it first", hold.by));
+            }
+            if batch.retry_pending() {
+                return Some(format!("batch {name} is already being retried"));
+            }
+            (!restarts.iter().any(|d| d.retriable())).then(|| {
+                format!("batch {name} has no stalled, failing or failed Deployment to retry (capdeck batches -o yaml)")
+            })
+        }
+        _ => (!restarts.iter().any(|d| d.undoable())).then(|| {
+            format!(
+                "batch {name} has no unfinished Deployment with a previous VCAP Secret to go back to (completed \
+                 ones had theirs deleted)"
+            )
+        }),
     }
 }
 
@@ -132,6 +183,8 @@ fn spec_patch(batch: &RotationBatch, action: BatchAction, by: &str, now: Timesta
         BatchAction::Hold => json!({"hold": user_action(by, now, reason)}),
         BatchAction::Release => json!({"hold": null, "released": user_action(by, now, reason)}),
         BatchAction::Cancel => json!({"cancel": user_action(by, now, reason)}),
+        BatchAction::Retry => json!({"retry": user_action(by, now, reason)}),
+        BatchAction::Undo => json!({"undo": user_action(by, now, reason)}),
     };
     json!({"metadata": {"resourceVersion": batch.resource_version()}, "spec": spec})
 }
@@ -160,6 +213,17 @@ fn summary(action: BatchAction, batch: &RotationBatch, by: &str) -> String {
         BatchAction::Hold => format!("held {name} as {by} (was {phase}): nothing new starts until released"),
         BatchAction::Release => format!("released {name} as {by}"),
         BatchAction::Cancel => format!("cancelled {name} as {by} (was {phase}): nothing more is rolled"),
+        BatchAction::Retry => {
+            let names: Vec<&str> = batch.restarts().filter(|d| d.retriable()).map(|d| d.name.as_str()).collect();
+            format!("retried {name} as {by} (was {phase}): {} roll once more", names.join(", "))
+        }
+        BatchAction::Undo => {
+            let names: Vec<&str> = batch.restarts().filter(|d| d.undoable()).map(|d| d.name.as_str()).collect();
+            format!(
+                "undid {name} as {by} (was {phase}): {} go back to their previous VCAP Secrets; the batch ends Undone",
+                names.join(", ")
+            )
+        }
     }
 }
 
@@ -274,6 +338,39 @@ mod tests {
         // Cancel anything open; nothing on a finished or cancelling batch.
         assert_eq!(refused(BatchAction::Cancel, &rolling), None);
         assert_eq!(refused(BatchAction::Cancel, &cancelling).as_deref(), Some("batch b is being cancelled"));
+        // Retry and undo are for a batch that failed: Failed, or halted by the failure guard.
+        let stalled = json!([{"name": "srv", "version": "v", "workload": "w", "action": "Restart", "state": "Stalled",
+                              "vcapSecret": "srv-new", "previousVcapSecret": "srv-old"},
+                             {"name": "worker", "version": "v", "workload": "w", "action": "Restart",
+                              "state": "Complete", "vcapSecret": "worker-new", "previousVcapSecret": "worker-old"}]);
+        let failed = batch("Failed", json!({}), json!({"deployments": stalled}));
+        assert_eq!(refused(BatchAction::Retry, &failed), None);
+        assert_eq!(refused(BatchAction::Undo, &failed), None);
+        assert_eq!(
+            refused(BatchAction::Retry, &halted).as_deref(),
+            Some("batch b has no stalled, failing or failed Deployment to retry (capdeck batches -o yaml)")
+        );
+        assert_eq!(
+            refused(BatchAction::Retry, &rolling).as_deref(),
+            Some("batch b is RollingOut; only a Failed batch or one the failure guard halted can be retried")
+        );
+        assert_eq!(
+            refused(BatchAction::Undo, &done).as_deref(),
+            Some("batch b is Succeeded; only a Failed batch or one the failure guard halted can be undone")
+        );
+        let retried = batch("Failed", json!({"retry": user("erin")}), json!({"deployments": stalled}));
+        assert_eq!(refused(BatchAction::Retry, &retried).as_deref(), Some("batch b is already being retried"));
+        assert_eq!(refused(BatchAction::Undo, &retried), None, "an undo after a retry that failed again");
+        let undone = batch("Undone", json!({"undo": user("erin")}), json!({"deployments": stalled}));
+        assert_eq!(refused(BatchAction::Undo, &undone).as_deref(), Some("batch b is Undone; nothing to undo"));
+        let completed = batch("Failed", json!({}), json!({"deployments": [stalled[1].clone()]}));
+        assert_eq!(
+            refused(BatchAction::Undo, &completed).as_deref(),
+            Some(
+                "batch b has no unfinished Deployment with a previous VCAP Secret to go back to (completed ones had \
+                 theirs deleted)"
+            )
+        );
         for action in [BatchAction::Approve, BatchAction::Hold, BatchAction::Release, BatchAction::Cancel] {
             assert_eq!(
                 refused(action, &done),

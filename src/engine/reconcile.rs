@@ -131,7 +131,7 @@ impl Reconciler {
 
     fn open_batches(&self) -> Vec<Arc<RotationBatch>> {
         let mut batches: Vec<Arc<RotationBatch>> =
-            self.stores.batches.state().into_iter().filter(|b| !b.is_terminal()).collect();
+            self.stores.batches.state().into_iter().filter(|b| b.engine_work()).collect();
         batches.sort_by_key(|b| (b.metadata.creation_timestamp.clone().map(|t| t.0), b.name_any()));
         batches
     }
@@ -329,6 +329,12 @@ impl Reconciler {
                     self.metrics.approval_wait_seconds.observe(waited);
                 }
             }
+            Decision::Retry { .. } => {
+                // Writes that gave up get their attempts back.
+                let (namespace, name) = batch_key(batch);
+                self.attempts.retain(|(ns, b, _), _| !(ns == &namespace && b == &name));
+            }
+            Decision::Undo { .. } => self.undo(batch, &mut status, now).await,
             _ => {}
         }
         if decision.rolls()

@@ -29,6 +29,22 @@ pub const ANNOTATION_PREVIOUS_SECRET: &str = "capdeck.dev/previous-secret";
 /// Annotation on Deployments: the batch that last rolled them.
 pub const ANNOTATION_ROLLED_BY: &str = "capdeck.dev/rotation-batch";
 
+/// Pod template annotation a retry sets: a new ReplicaSet, like `kubectl rollout restart`.
+pub const ANNOTATION_RETRIED_AT: &str = "capdeck.dev/retried-at";
+/// Annotation on Deployments an undo pointed back: the batch undone.
+pub const ANNOTATION_UNDONE_BY: &str = "capdeck.dev/undone-by";
+
+/// What restarting or pointing back a Deployment the batch rolled did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Redone {
+    /// Written (or found written by an earlier pass); the generation to follow.
+    Done { generation: i64 },
+    /// The Deployment no longer uses the batch's VCAP Secret (someone else changed it): left alone.
+    NotOurs { uses: Option<String> },
+    /// The Deployment does not exist.
+    Gone,
+}
+
 /// What pointing a Deployment at a VCAP Secret did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Pointed {
@@ -135,6 +151,8 @@ impl Writes {
                 force: None,
                 hold,
                 cancel: None,
+                retry: None,
+                undo: None,
                 released: None,
             },
         );
@@ -277,6 +295,104 @@ impl Writes {
                 Err(error) => return self.counted(Err(error)),
             }
         }
+    }
+
+    /// Restart a Deployment this batch pointed at `secret` once more (a retry): its Pod template
+    /// gets `capdeck.dev/retried-at: <at>`. Idempotent per `at`, so a lost status write never
+    /// restarts it twice.
+    pub async fn restart_deployment(
+        &self,
+        namespace: &str,
+        name: &str,
+        secret: &str,
+        at: &str,
+        now: Timestamp,
+    ) -> Result<Redone, kube::Error> {
+        self.rewrite_deployment(namespace, name, secret, |deployment| {
+            let template = deployment.spec.as_mut().map(|spec| &mut spec.template.metadata);
+            let annotations = template
+                .map(|meta| meta.get_or_insert_with(Default::default).annotations.get_or_insert_with(Default::default));
+            let Some(annotations) = annotations else { return false };
+            if annotations.get(ANNOTATION_RETRIED_AT).map(String::as_str) == Some(at) {
+                return false;
+            }
+            annotations.insert(ANNOTATION_RETRIED_AT.into(), at.into());
+            deployment
+                .annotations_mut()
+                .insert(ANNOTATION_ROLLED_AT.into(), now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
+            true
+        })
+        .await
+    }
+
+    /// Point a Deployment this batch pointed at `secret` back at `previous` (an undo). A
+    /// Deployment already back is left as it is.
+    pub async fn point_back(
+        &self,
+        namespace: &str,
+        name: &str,
+        secret: &str,
+        previous: &str,
+        batch: &str,
+        now: Timestamp,
+    ) -> Result<Redone, kube::Error> {
+        let api: Api<Deployment> = Api::namespaced(self.client.clone(), namespace);
+        if let Some(live) = self.counted(api.get_opt(name).await)? {
+            let uses = crate::plan::referenced_vcap_secret(&DeploymentView::from(&live)).ok().flatten();
+            if uses.as_deref() == Some(previous) {
+                return Ok(Redone::Done { generation: live.metadata.generation.unwrap_or(0) });
+            }
+        }
+        self.rewrite_deployment(namespace, name, secret, |deployment| {
+            point_containers(deployment, previous);
+            let annotations = deployment.annotations_mut();
+            annotations.insert(ANNOTATION_ROLLED_AT.into(), now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
+            annotations.insert(ANNOTATION_UNDONE_BY.into(), batch.into());
+            true
+        })
+        .await
+    }
+
+    /// Read the Deployment live, check it still uses `secret`, let `change` edit it (`false`:
+    /// nothing to write) and replace it with its resourceVersion; a 409 re-reads and retries.
+    async fn rewrite_deployment(
+        &self,
+        namespace: &str,
+        name: &str,
+        secret: &str,
+        change: impl Fn(&mut Deployment) -> bool,
+    ) -> Result<Redone, kube::Error> {
+        let api: Api<Deployment> = Api::namespaced(self.client.clone(), namespace);
+        let mut attempts = 0;
+        loop {
+            let Some(mut deployment) = self.counted(api.get_opt(name).await)? else { return Ok(Redone::Gone) };
+            let generation = deployment.metadata.generation.unwrap_or(0);
+            let uses = crate::plan::referenced_vcap_secret(&DeploymentView::from(&deployment)).ok().flatten();
+            if uses.as_deref() != Some(secret) {
+                return Ok(Redone::NotOurs { uses });
+            }
+            if !change(&mut deployment) {
+                return Ok(Redone::Done { generation });
+            }
+            let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() };
+            match api.replace(name, &params, &deployment).await {
+                Ok(updated) => {
+                    self.metrics.write("update", "deployments");
+                    return Ok(Redone::Done { generation: updated.metadata.generation.unwrap_or(generation + 1) });
+                }
+                Err(kube::Error::Api(status)) if status.code == 409 && attempts < 5 => attempts += 1,
+                Err(error) => return self.counted(Err(error)),
+            }
+        }
+    }
+
+    /// Whether a Secret exists, read live: its metadata only, by `list` (the verb capdeck has on
+    /// Secrets). A failed read counts like a failed write, so the batch backs off and is driven
+    /// again.
+    pub async fn secret_exists(&self, namespace: &str, name: &str) -> Result<bool, kube::Error> {
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
+        let params = kube::api::ListParams::default().fields(&format!("metadata.name={name}"));
+        Ok(!self.counted(api.list_metadata(&params).await)?.items.is_empty())
     }
 
     /// Delete a VCAP Secret we replaced, only if it is still the object we knew (uid

@@ -375,6 +375,120 @@ pub async fn a_stalled_deployment_halts_the_batch_until_released(backend: Backen
     r.stop().await;
 }
 
+/// The batch's Events with `reason`: (type, note).
+async fn events_with(w: &World, reason: &str) -> Vec<(String, String)> {
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> = kube::Api::namespaced(w.client.clone(), &w.ns);
+    let listed = events.list(&Default::default()).await.expect("events").items;
+    listed
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .map(|e| (e.type_.clone().unwrap_or_default(), e.note.clone().unwrap_or_default()))
+        .collect()
+}
+
+/// The fix an SRE made outside capdeck (quota, node, image): the Deployment stops stalling.
+async fn stop_stalling(w: &World, deployment: &str) {
+    let api: kube::Api<k8s_openapi::api::apps::v1::Deployment> = kube::Api::namespaced(w.client.clone(), &w.ns);
+    let patch = serde_json::json!({"metadata": {"annotations": {"sandbox.capdeck.dev/stall": null}}});
+    api.patch(deployment, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
+        .await
+        .expect("remove the stall");
+}
+
+/// The failure guard halted the batch at a stalled Deployment; the cause is fixed and an SRE
+/// retries: the stalled Deployment restarts once more (a new Pod template, same new VCAP Secret),
+/// the queued one follows, the batch succeeds and the old Secrets go. A second retry is refused.
+pub async fn a_halted_batch_is_retried_and_rolls_on(backend: Backend) {
+    let options = AppOptions {
+        deployments: &[("a", &["uaa"]), ("b", &["uaa"]), ("c", &["uaa"])],
+        stall: &["b"],
+        ..AppOptions::default()
+    };
+    let r = running_configured(backend, "retry", &options, |config| config.max_parallel_rollouts = 1).await;
+    let w = &r.world;
+    let b_before = w.vcap_of("bookshop-v1-b").await;
+    w.rotate_secret("bookshop-uaa").await;
+    let batch = wait_phase(w, "bookshop", BatchPhase::Held, LONG).await;
+    let name = batch.name_any();
+    let b_new = batch
+        .status
+        .iter()
+        .flat_map(|s| s.deployments.iter())
+        .find(|d| d.name == "bookshop-v1-b")
+        .and_then(|d| d.vcap_secret.clone())
+        .expect("b was pointed at a new VCAP Secret");
+    stop_stalling(w, "bookshop-v1-b").await;
+    let report = act(&w.client, &w.ns, &name, BatchAction::Retry, "alice", Some("quota raised"), Timestamp::now())
+        .await
+        .expect("retry a halted batch");
+    assert!(report.summary.contains("bookshop-v1-b roll once more"), "{}", report.summary);
+
+    let batch = wait_phase(w, "bookshop", BatchPhase::Succeeded, LONG).await;
+    let status = batch.status.clone().expect("status");
+    assert_eq!(status.retried_at, batch.spec.retry.as_ref().map(|retry| retry.at.clone()), "the retry is handled");
+    assert!(status.deployments.iter().all(|d| d.state == Some(DeploymentRolloutState::Complete)), "{status:?}");
+    assert_eq!(w.vcap_of("bookshop-v1-b").await, b_new, "restarted on the batch's own new Secret");
+    let b = w.get("apps/v1", "Deployment", "bookshop-v1-b").await.expect("b");
+    assert!(
+        b["spec"]["template"]["metadata"]["annotations"]["capdeck.dev/retried-at"].is_string(),
+        "a new Pod template: {}",
+        b["spec"]["template"]["metadata"]
+    );
+    assert!(w.get("v1", "Secret", &b_before).await.is_none(), "b completed: its previous VCAP Secret is deleted");
+    let retried = events_with(w, "Retried").await;
+    assert_eq!(retried.len(), 1, "{retried:?}");
+    assert_eq!(retried[0].0, "Normal");
+    assert!(retried[0].1.contains("retried by alice: quota raised; rolling bookshop-v1-b once more"), "{retried:?}");
+    let again = act(&w.client, &w.ns, &name, BatchAction::Retry, "alice", Some("again"), Timestamp::now()).await;
+    let refused = again.expect_err("a succeeded batch is not retried").to_string();
+    assert!(refused.contains("is Succeeded; only a Failed batch or one the failure guard halted"), "{refused}");
+    r.stop().await;
+}
+
+/// Without the failure guard a stalled Deployment ends its batch Failed, with its previous VCAP
+/// Secret kept. An undo points it back there, deletes the batch's new Secret and ends the batch
+/// Undone; the Deployment that completed stays on the new credentials.
+pub async fn an_undone_batch_goes_back_to_the_previous_secrets(backend: Backend) {
+    let options =
+        AppOptions { deployments: &[("a", &["uaa"]), ("b", &["uaa"])], stall: &["b"], ..AppOptions::default() };
+    let r = running_configured(backend, "undo", &options, |config| config.halt_on_failure = false).await;
+    let w = &r.world;
+    let b_before = w.vcap_of("bookshop-v1-b").await;
+    w.rotate_secret("bookshop-uaa").await;
+    let batch = wait_phase(w, "bookshop", BatchPhase::Failed, LONG).await;
+    let name = batch.name_any();
+    let a_new = w.vcap_of("bookshop-v1-a").await;
+    let b_new = w.vcap_of("bookshop-v1-b").await;
+    assert_ne!(b_new, b_before, "b was pointed at a new Secret before it stalled");
+    assert!(w.get("v1", "Secret", &b_before).await.is_some(), "the stalled Deployment's old Secret is kept");
+
+    act(&w.client, &w.ns, &name, BatchAction::Undo, "bob", Some("new credentials break b"), Timestamp::now())
+        .await
+        .expect("undo a failed batch");
+    let batch = wait_phase(w, "bookshop", BatchPhase::Undone, LONG).await;
+    let status = batch.status.clone().expect("status");
+    let condition = status.conditions.first().cloned().expect("condition");
+    assert_eq!(condition.reason, "Undone");
+    assert!(
+        condition.message.starts_with(
+            "undone by bob: new credentials break b; 1 Deployment pointed back at their previous VCAP Secrets"
+        ),
+        "{}",
+        condition.message
+    );
+    let b = status.deployments.iter().find(|d| d.name == "bookshop-v1-b").expect("b");
+    assert_eq!(b.state, Some(DeploymentRolloutState::Undone));
+    assert_eq!(w.vcap_of("bookshop-v1-b").await, b_before, "b is back on its previous VCAP Secret");
+    assert!(w.get("v1", "Secret", &b_new).await.is_none(), "the batch's new Secret for b is deleted");
+    assert_eq!(w.vcap_of("bookshop-v1-a").await, a_new, "a completed before the undo: it stays");
+    let undone = events_with(w, "Undone").await;
+    assert_eq!(undone.len(), 1, "{undone:?}");
+    let again = act(&w.client, &w.ns, &name, BatchAction::Undo, "bob", Some("again"), Timestamp::now()).await;
+    let refused = again.expect_err("undone once").to_string();
+    assert!(refused.contains("is Undone; nothing to undo"), "{refused}");
+    r.stop().await;
+}
+
 /// Failure-aware pacing: one rollout at a time, the middle Deployment's new Pod crash-loops
 /// (its rollout never ends, as a real one would not before its 10 min deadline). The engine reads
 /// the Pods of the new ReplicaSet, marks it Failing with the container's last termination and

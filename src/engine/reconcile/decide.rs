@@ -125,6 +125,21 @@ pub enum Decision {
     Start(Start),
     /// Rolling out: start queued Deployments (paced), follow the rolling ones.
     Roll,
+    /// An SRE retried a Failed or halted batch: its stalled, failing and failed Deployments are
+    /// queued again and restarted when their turn comes (condition `Retried`).
+    Retry {
+        message: String,
+        at: Time,
+    },
+    /// A retry with nothing to roll again: recorded as handled, the batch stays as it is.
+    NothingToRetry {
+        at: Time,
+    },
+    /// An SRE undid the batch: point the Deployments it rolled and did not complete back at
+    /// their previous VCAP Secrets, then end `Undone` (the effects say how many).
+    Undo {
+        message: String,
+    },
 }
 
 impl Decision {
@@ -132,7 +147,11 @@ impl Decision {
     pub fn rolls(&self) -> bool {
         matches!(
             self,
-            Self::Roll | Self::Resume { .. } | Self::Start(_) | Self::Evaluate(Evaluation { gate: Gate::Start(_), .. })
+            Self::Roll
+                | Self::Resume { .. }
+                | Self::Retry { .. }
+                | Self::Start(_)
+                | Self::Evaluate(Evaluation { gate: Gate::Start(_), .. })
         )
     }
 }
@@ -164,12 +183,34 @@ pub fn decide(
             message: format!("CAPApplication {} no longer exists", batch.spec.application),
         });
     };
+    // Undo ends the batch whatever else holds it; a retry waits for a user's hold like a release.
+    if let Some(undo) = &batch.spec.undo {
+        let mut message = user_action_text(undo, "undone");
+        if let Some(revocation) = context.revocation.filter(|revocation| *revocation <= context.now) {
+            message.push_str(&format!(
+                "; warning: the old credentials were revocable from {} and may no longer work",
+                super::status::format_time(revocation)
+            ));
+        }
+        return Decision::Undo { message };
+    }
     if let Some(hold) = &batch.spec.hold {
         let mut message = user_action_text(hold, "held");
         if still_rolling > 0 {
             message.push_str("; Deployments already rolling finish, nothing new starts");
         }
         return Decision::Hold { message };
+    }
+    if let Some(retry) = batch.spec.retry.as_ref().filter(|retry| status.retried_at.as_ref() != Some(&retry.at)) {
+        let again: Vec<&str> = status.deployments.iter().filter(|d| d.retriable()).map(|d| d.name.as_str()).collect();
+        if again.is_empty() {
+            // Written past `capdeck retry` (which refuses it): noted, nothing changes.
+            return Decision::NothingToRetry { at: retry.at.clone() };
+        }
+        return Decision::Retry {
+            message: format!("{}; rolling {} once more", user_action_text(retry, "retried"), again.join(", ")),
+            at: retry.at.clone(),
+        };
     }
     if status.rollout_started_at.is_some() {
         return match failure_guard(batch, status, context) {
@@ -452,6 +493,23 @@ pub fn apply(decision: &Decision, status: &mut RotationBatchStatus, now: Timesta
         }
         Decision::Start(start) => begin(status, start, now),
         Decision::Roll => status.phase = BatchPhase::RollingOut,
+        Decision::Retry { message, at } => {
+            for deployment in status.deployments.iter_mut().filter(|d| d.retriable()) {
+                deployment.state = Some(DeploymentRolloutState::Queued);
+                // One the batch pointed already is restarted again; one it never reached starts.
+                deployment.retried_at = deployment.vcap_secret.as_ref().map(|_| at.clone());
+                deployment.message = Some("queued: retried".into());
+            }
+            status.phase = BatchPhase::RollingOut;
+            status.completed_at = None;
+            status.retried_at = Some(at.clone());
+            status.rollout_started_at.get_or_insert(Time(now));
+            progress_summary(status);
+            set_condition(status, false, reason::RETRIED, message.clone(), now);
+        }
+        Decision::NothingToRetry { at } => status.retried_at = Some(at.clone()),
+        // The writes come first (`Reconciler::undo`); it ends the batch.
+        Decision::Undo { message } => set_condition(status, false, reason::UNDONE, message.clone(), now),
     }
 }
 
@@ -552,6 +610,8 @@ mod tests {
         HaltedByGuard,
         /// Released after such a halt: rolling on with `srv` stalled and `worker` queued.
         ReleasedFromGuard,
+        /// Ended Failed: `srv` stalled, `worker` complete.
+        Failed,
     }
 
     /// A user action or a change of the world applied to the starting phase.
@@ -582,6 +642,10 @@ mod tests {
         CredentialsSafe,
         /// `--halt-on-failure=false`.
         HaltOff,
+        /// `capdeck retry` by erin.
+        Retry,
+        /// `capdeck undo` by erin.
+        Undo,
     }
 
     fn deployment(name: &str, state: &str) -> Value {
@@ -615,13 +679,18 @@ mod tests {
             Phase::RollingOutStalled
             | Phase::RollingOutStalledLast
             | Phase::HaltedByGuard
-            | Phase::ReleasedFromGuard => {
+            | Phase::ReleasedFromGuard
+            | Phase::Failed => {
                 let mut srv = deployment("srv", "Stalled");
                 srv["message"] = json!("ProgressDeadlineExceeded: ReplicaSet srv-7d9 has timed out progressing");
-                let worker = if matches!(phase, Phase::RollingOutStalledLast) { "Complete" } else { "Queued" };
+                srv["vcapSecret"] = json!("srv-vcap-new");
+                srv["previousVcapSecret"] = json!("srv-vcap-old");
+                let worker =
+                    if matches!(phase, Phase::RollingOutStalledLast | Phase::Failed) { "Complete" } else { "Queued" };
                 let (phase_name, reason) = match phase {
                     Phase::HaltedByGuard => ("Held", why::ROLLOUT_FAILURE_GUARD),
                     Phase::ReleasedFromGuard => ("RollingOut", why::RELEASED),
+                    Phase::Failed => ("Failed", why::PROGRESS_DEADLINE_EXCEEDED),
                     _ => ("RollingOut", why::ROLLING_OUT),
                 };
                 json!({
@@ -642,6 +711,8 @@ mod tests {
                 spec["approval"] = json!({"required": true, "approvedBy": "alice", "reason": "change 42"})
             }
             Factor::Released => spec["released"] = action("bob"),
+            Factor::Retry => spec["retry"] = action("erin"),
+            Factor::Undo => spec["undo"] = action("erin"),
             _ => {}
         }
         serde_json::from_value(json!({
@@ -848,6 +919,14 @@ mod tests {
             (Phase::ReleasedFromGuard, F::Nothing, P::RollingOut, why::RELEASED, true),
             (Phase::HaltedByGuard, F::Cancel, P::Cancelled, why::CANCELLED, false),
             (Phase::HaltedByGuard, F::Hold, P::Held, why::HELD, false),
+            // Retry rolls the failed Deployments again; undo goes back (its effects end the
+            // batch Undone), whatever holds the batch.
+            (Phase::HaltedByGuard, F::Retry, P::RollingOut, why::RETRIED, true),
+            (Phase::Failed, F::Retry, P::RollingOut, why::RETRIED, true),
+            (Phase::HaltedByGuard, F::Undo, P::Held, why::UNDONE, false),
+            (Phase::Failed, F::Undo, P::Failed, why::UNDONE, false),
+            (Phase::Held, F::Undo, P::Held, why::UNDONE, false),
+            (Phase::Failed, F::Cancel, P::Cancelled, why::CANCELLED, false),
         ];
         let mut failures = Vec::new();
         for (phase, factor, expected_phase, expected_reason, expected_rolls) in table {
@@ -861,6 +940,67 @@ mod tests {
             }
         }
         assert!(failures.is_empty(), "{} of {} cases differ:\n{}", failures.len(), table.len(), failures.join("\n"));
+    }
+
+    /// A retry queues the stalled Deployment to be restarted (it had its new Secret), reopens the
+    /// batch, and is carried out once: the next pass just rolls.
+    #[test]
+    fn a_retry_queues_the_failed_deployments_once() {
+        let decided = run(Phase::Failed, F::Retry);
+        let Decision::Retry { message, at } = &decided.decision else { panic!("{:?}", decided.decision) };
+        assert_eq!(message, "retried by erin: change 42; rolling srv once more");
+        let status = &decided.status;
+        let srv = status.deployments.iter().find(|d| d.name == "srv").expect("srv");
+        assert_eq!(srv.state, Some(DeploymentRolloutState::Queued));
+        assert_eq!(srv.retried_at.as_ref(), Some(at), "restarted again, not only followed");
+        let worker = status.deployments.iter().find(|d| d.name == "worker").expect("worker");
+        assert_eq!(worker.state, Some(DeploymentRolloutState::Complete), "a completed one is left alone");
+        assert_eq!((status.retried_at.as_ref(), status.completed_at.as_ref()), (Some(at), None));
+
+        let mut again = batch(Phase::Failed, F::Retry);
+        again.status = Some(status.clone());
+        let app = application(F::Nothing);
+        let decision = decide(&again, status, app.as_ref(), AppPlan::default, &plain_context(None));
+        assert_eq!(decision, Decision::Roll, "handled once");
+    }
+
+    /// A retry written past `capdeck retry` on a batch with nothing to roll again is noted and
+    /// changes nothing else.
+    #[test]
+    fn a_retry_with_nothing_to_retry_changes_nothing() {
+        let mut batch = batch(Phase::Failed, F::Retry);
+        let mut status = batch.status.clone().expect("status");
+        status.deployments.retain(|d| d.name == "worker");
+        batch.status = Some(status.clone());
+        let app = application(F::Nothing);
+        let decision = decide(&batch, &status, app.as_ref(), AppPlan::default, &plain_context(None));
+        assert!(matches!(decision, Decision::NothingToRetry { .. }), "{decision:?}");
+        assert!(!decision.rolls());
+        let before = status.clone();
+        apply(&decision, &mut status, NOW.parse().expect("time"));
+        assert_eq!(status.phase, P::Failed);
+        assert_eq!(status.conditions, before.conditions);
+        assert_eq!(status.retried_at, batch.spec.retry.map(|retry| retry.at));
+    }
+
+    /// An undo after the old credentials' revocation time says they may no longer work.
+    #[test]
+    fn an_undo_past_the_revocation_warns() {
+        let batch = batch(Phase::Failed, F::Undo);
+        let status = batch.status.clone().expect("status");
+        let app = application(F::Nothing);
+        let now: Timestamp = NOW.parse().expect("time");
+        let past = now.checked_sub(SignedDuration::from_mins(5)).ok();
+        let decision = decide(&batch, &status, app.as_ref(), AppPlan::default, &plain_context(past));
+        let Decision::Undo { message } = decision else { panic!("{decision:?}") };
+        assert_eq!(
+            message,
+            "undone by erin: change 42; warning: the old credentials were revocable from 2026-11-23T11:55:00Z and \
+             may no longer work"
+        );
+        let future = now.checked_add(SignedDuration::from_mins(5)).ok();
+        let decision = decide(&batch, &status, app.as_ref(), AppPlan::default, &plain_context(future));
+        assert_eq!(decision, Decision::Undo { message: "undone by erin: change 42".into() });
     }
 
     #[test]

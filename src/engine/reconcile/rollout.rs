@@ -7,11 +7,13 @@ use kube::runtime::reflector::ObjectRef;
 
 use super::status::{MISSING_DEPLOYMENT, is_active, is_queued};
 use super::{Reconciler, RolloutKey};
-use crate::api::rotation_batch::{BatchDeployment, DeploymentAction, DeploymentRolloutState};
+use crate::api::rotation_batch::{BatchDeployment, DeploymentAction, DeploymentRolloutState, reason};
 use crate::api::{CAPApplication, LABEL_SECRET_OWNER_HASH, RotationBatch, RotationBatchStatus};
 use crate::cluster::{describe_error, is_transient};
 use crate::engine::progress::{Progress, rollout_progress};
-use crate::engine::writes::{ANNOTATION_PREVIOUS_SECRET, ANNOTATION_ROLLED_BY, LABEL_BATCH, Pointed};
+use crate::engine::writes::{
+    ANNOTATION_PREVIOUS_SECRET, ANNOTATION_RETRIED_AT, ANNOTATION_ROLLED_BY, LABEL_BATCH, Pointed, Redone,
+};
 use crate::plan::{AppPlan, CapIndex, PlanAction, Rotated, plan_application, referenced_vcap_secret};
 use crate::vcap::secret_owner_hash;
 use k8s_openapi::jiff::Timestamp;
@@ -76,6 +78,9 @@ impl Reconciler {
     ) {
         let namespace = batch.namespace().unwrap_or_default();
         let batch_name = batch.name_any();
+        if let (Some(at), Some(secret)) = (deployment.retried_at.clone(), deployment.vcap_secret.clone()) {
+            return self.restart_again(&namespace, &batch_name, deployment, &secret, &at, now).await;
+        }
         let Some(planned) = fresh.deployments.iter().find(|d| d.deployment == deployment.name) else {
             if let Some(problem) =
                 fresh.problems.iter().find(|p| p.deployment.as_deref() == Some(deployment.name.as_str()))
@@ -163,6 +168,137 @@ impl Reconciler {
         }
     }
 
+    /// A retried Deployment the batch had pointed at `secret`: restart it once more.
+    async fn restart_again(
+        &mut self,
+        namespace: &str,
+        batch_name: &str,
+        deployment: &mut BatchDeployment,
+        secret: &str,
+        at: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+        now: Timestamp,
+    ) {
+        let attempt_key = (namespace.to_string(), batch_name.to_string(), deployment.name.clone());
+        match self.writes.restart_deployment(namespace, &deployment.name, secret, &retry_stamp(at), now).await {
+            Ok(Redone::Done { generation }) => {
+                deployment.rolled_generation = Some(generation);
+                deployment.state = Some(DeploymentRolloutState::Rolling);
+                deployment.message = Some("rolling again (retried)".into());
+                self.metrics.deployments_restarted.inc();
+                self.rolling += 1;
+                self.attempts.remove(&attempt_key);
+                tracing::info!(namespace, deployment = %deployment.name, batch = %batch_name, "deployment restarted again (retry)");
+            }
+            Ok(Redone::NotOurs { uses }) => {
+                deployment.state = Some(DeploymentRolloutState::Failed);
+                deployment.message = Some(format!(
+                    "not retried: the Deployment was changed by someone else and now uses {}",
+                    uses.unwrap_or_else(|| "no VCAP secret".into())
+                ));
+            }
+            Ok(Redone::Gone) => {
+                deployment.state = Some(DeploymentRolloutState::Failed);
+                deployment.message = Some("not retried: the Deployment was deleted".into());
+            }
+            Err(error) => self.failed_attempt(
+                &attempt_key,
+                deployment,
+                WriteFailure::new("could not restart the Deployment", &error),
+            ),
+        }
+    }
+
+    /// Undo: point every Deployment the batch rolled and did not complete back at the VCAP
+    /// Secret it used before, delete the batch's new one, and end the batch `Undone` — unless a
+    /// write failed and may work next time (the batch then stays open and is retried).
+    pub(super) async fn undo(&mut self, batch: &RotationBatch, status: &mut RotationBatchStatus, now: Timestamp) {
+        let namespace = batch.namespace().unwrap_or_default();
+        let batch_name = batch.name_any();
+        let (mut back, mut left, mut pending) = (0usize, Vec::new(), false);
+        for deployment in status.deployments.iter_mut().filter(|d| d.action == DeploymentAction::Restart) {
+            if is_queued(deployment) {
+                deployment.message = Some("not started: the batch was undone".into());
+                continue;
+            }
+            if !deployment.undoable() {
+                continue;
+            }
+            let (Some(secret), Some(previous)) =
+                (deployment.vcap_secret.clone(), deployment.previous_vcap_secret.clone())
+            else {
+                continue;
+            };
+            let was_active = is_active(deployment);
+            // Read live (metadata only): pointing a Deployment at a missing Secret would start its
+            // Pods without VCAP_SERVICES.
+            match self.writes.secret_exists(&namespace, &previous).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    deployment.message = Some(format!("previous VCAP Secret {previous} is gone; left on {secret}"));
+                    left.push(deployment.name.clone());
+                    continue;
+                }
+                Err(error) => {
+                    deployment.message = Some(format!(
+                        "could not read previous VCAP Secret {previous}: {}; retrying",
+                        describe_error(&error)
+                    ));
+                    pending = true;
+                    continue;
+                }
+            }
+            let attempt_key = (namespace.clone(), batch_name.clone(), deployment.name.clone());
+            match self.writes.point_back(&namespace, &deployment.name, &secret, &previous, &batch_name, now).await {
+                Ok(Redone::Done { generation }) => {
+                    deployment.state = Some(DeploymentRolloutState::Undone);
+                    deployment.rolled_generation = Some(generation);
+                    deployment.message = Some(format!("pointed back at {previous}"));
+                    back += 1;
+                    if was_active {
+                        self.rolling = self.rolling.saturating_sub(1);
+                    }
+                    self.attempts.remove(&attempt_key);
+                    let uid = self.stores.secret(&namespace, &secret).and_then(|s| s.metadata.uid.clone());
+                    if let Err(error) = self.writes.delete_secret(&namespace, &secret, uid).await {
+                        deployment.message = Some(format!(
+                            "pointed back at {previous}; could not delete {secret}: {}",
+                            describe_error(&error)
+                        ));
+                    }
+                }
+                Ok(Redone::NotOurs { uses }) => {
+                    deployment.message = Some(format!(
+                        "not undone: the Deployment was changed by someone else and now uses {}",
+                        uses.unwrap_or_else(|| "no VCAP secret".into())
+                    ));
+                    left.push(deployment.name.clone());
+                }
+                Ok(Redone::Gone) => {
+                    deployment.message = Some("not undone: the Deployment was deleted".into());
+                    left.push(deployment.name.clone());
+                }
+                Err(error) => {
+                    self.failed_attempt(&attempt_key, deployment, WriteFailure::new("could not point it back", &error));
+                    if deployment.state == Some(DeploymentRolloutState::Failed) {
+                        left.push(deployment.name.clone()); // gave up
+                    } else {
+                        pending = true;
+                    }
+                }
+            }
+        }
+        if pending {
+            return;
+        }
+        let said = super::status::ready_condition(status).map(|c| c.message.clone()).unwrap_or_default();
+        let mut message =
+            format!("{said}; {} pointed back at their previous VCAP Secrets", crate::output::count(back, "Deployment"));
+        if !left.is_empty() {
+            message.push_str(&format!(", left alone: {}", left.join(", ")));
+        }
+        super::status::finish(status, crate::api::BatchPhase::Undone, reason::UNDONE, message, now);
+    }
+
     /// The VCAP Secret this batch points the Deployment at, and the one it used before: one this
     /// batch already created (found by label before a restart), the one a lost pass already
     /// pointed it at, or a new one. Never a second Secret for one Deployment in one batch.
@@ -227,6 +363,7 @@ impl Reconciler {
         &mut self,
         key: &RolloutKey,
         live: &crate::api::DeploymentView,
+        deployment: &BatchDeployment,
         secret: &str,
     ) -> Option<Option<String>> {
         let now = tokio::time::Instant::now();
@@ -242,8 +379,14 @@ impl Reconciler {
             kube::Api::namespaced(self.writes.client().clone(), &key.0);
         match pods.list(&kube::api::ListParams::default().labels(&selector)).await {
             Ok(list) => {
-                let new: Vec<&k8s_openapi::api::core::v1::Pod> =
-                    list.items.iter().filter(|pod| super::pods::reads_secret(pod, secret)).collect();
+                // After a retry, only the Pods of the retried template count (the failed ones go away).
+                let retried = deployment.retried_at.as_ref().map(retry_stamp);
+                let new: Vec<&k8s_openapi::api::core::v1::Pod> = list
+                    .items
+                    .iter()
+                    .filter(|pod| super::pods::reads_secret(pod, secret))
+                    .filter(|pod| retried.is_none() || pod.annotations().get(ANNOTATION_RETRIED_AT) == retried.as_ref())
+                    .collect();
                 Some(super::pods::pod_failure(&new, self.config.clock.now(), self.config.readiness_timeout))
             }
             Err(error) if matches!(&error, kube::Error::Api(status) if status.code == 403) => {
@@ -307,7 +450,7 @@ impl Reconciler {
             match progress.progress {
                 Progress::Rolling => {
                     let key = (namespace.clone(), batch.name_any(), deployment.name.clone());
-                    match self.new_pods_failure(&key, &live, &secret).await {
+                    match self.new_pods_failure(&key, &live, &deployment, &secret).await {
                         Some(Some(failure)) => {
                             deployment.state = Some(DeploymentRolloutState::Failing);
                             deployment.message = Some(failure);
@@ -372,6 +515,11 @@ impl Reconciler {
             }
         }
     }
+}
+
+/// The value of a retry's Pod template annotation: its time, to the second.
+fn retry_stamp(at: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> String {
+    super::status::format_time(at.0)
 }
 
 fn complete_unchanged(deployment: &mut BatchDeployment, message: &str) {
