@@ -173,6 +173,18 @@ pub async fn whoami(client: &kube::Client) -> Option<String> {
 
 /// Whether we may `verb` the resource (SelfSubjectAccessReview). Errors count as "no".
 pub async fn can_i(client: &kube::Client, verb: &str, group: &str, resource: &str, namespace: Option<&str>) -> bool {
+    can_i_subresource(client, verb, group, resource, "", namespace).await
+}
+
+/// Whether we may `verb` a subresource (`pods/log`: resource `pods`, subresource `log`).
+pub async fn can_i_subresource(
+    client: &kube::Client,
+    verb: &str,
+    group: &str,
+    resource: &str,
+    subresource: &str,
+    namespace: Option<&str>,
+) -> bool {
     let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
     let review = SelfSubjectAccessReview {
         spec: SelfSubjectAccessReviewSpec {
@@ -180,6 +192,7 @@ pub async fn can_i(client: &kube::Client, verb: &str, group: &str, resource: &st
                 verb: Some(verb.into()),
                 group: Some(group.into()),
                 resource: Some(resource.into()),
+                subresource: (!subresource.is_empty()).then(|| subresource.into()),
                 namespace: namespace.map(str::to_string),
                 ..ResourceAttributes::default()
             }),

@@ -10,6 +10,7 @@ pub mod details;
 pub mod draw;
 pub mod help;
 pub mod keymap;
+pub mod pods;
 pub mod queries;
 pub mod runtime;
 pub mod strings;

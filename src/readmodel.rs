@@ -1,5 +1,8 @@
 //! What the console shows, computed from the stores once per change (never while drawing):
-//! one row type per view, each holding its object for the detail and YAML views.
+//! one row type per view, each holding its object for the detail and YAML views. `pods` reads a
+//! Deployment's ReplicaSets and Pods on demand (the drill-down from a rollout row).
+
+pub mod pods;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

@@ -81,6 +81,7 @@ fn all_stories() -> Vec<(&'static str, Story, &'static [Backend])> {
         process_stories::doctor_on_a_healthy_and_a_broken_setup,
         process_stories::console_approves_as_the_user_and_refuses_without_permission,
         process_stories::credentials_report_margins_and_verdicts,
+        process_stories::pods_pane_shows_replicasets_pods_and_checks_log_permission,
         fault_stories::api_server_restarted_mid_rollout,
         fault_stories::watch_resumes_after_compaction_410,
         fault_stories::concurrent_approvers_one_wins,

@@ -107,10 +107,22 @@ pub struct ActionDialog {
 
 pub enum Overlay {
     None,
-    Help { scroll: usize },
-    Detail { title: String, lines: Vec<String>, scroll: usize },
-    Yaml { title: String, lines: Vec<String>, scroll: usize },
+    Help {
+        scroll: usize,
+    },
+    Detail {
+        title: String,
+        lines: Vec<String>,
+        scroll: usize,
+    },
+    Yaml {
+        title: String,
+        lines: Vec<String>,
+        scroll: usize,
+    },
     Dialog(Box<ActionDialog>),
+    /// A Deployment's ReplicaSets and Pods (Enter on a rollout row), and a Pod's log.
+    Pods(Box<super::pods::PodsPane>),
 }
 
 /// The `/` filter or `:` command being typed.

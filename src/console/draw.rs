@@ -9,11 +9,14 @@ use ratatui::widgets::{Block, Borders, Cell, Clear, Padding, Paragraph, Row, Tab
 
 use super::app::{App, Input, Level, Overlay, ViewKind};
 use super::keymap::Action;
+use super::pods::{LogPane, PodsPane};
 use super::queries::{COMPACT_BELOW, complete, footer_rows, picker, row_count, write_blocked};
 use super::queries::{POPUP_MIN_HEIGHT, POPUP_PERCENT, POPUP_PERCENT_Y, popup_rows};
 use super::strings;
 use super::theme::Theme;
 use super::{help, table, views};
+use crate::readmodel::pods::{PodRow, RowKind};
+use k8s_openapi::jiff::Timestamp;
 
 pub fn draw(frame: &mut Frame, app: &App) {
     let theme = &app.theme;
@@ -46,6 +49,15 @@ pub fn draw(frame: &mut Frame, app: &App) {
             draw_text_popup(frame, theme, title, &lines, *scroll, area);
         }
         Overlay::Dialog(_) => draw_dialog(frame, app, area),
+        Overlay::Pods(pane) => match &pane.log {
+            Some(log) => draw_text_popup(frame, theme, &log.title(), &log_lines(log, theme), log.scroll, area),
+            None => {
+                let (lines, selected) = pods_lines(pane, theme, app.now);
+                // Keep the selected line in view (the header scrolls away only when it must).
+                let scroll = selected.saturating_sub(popup_rows(area.height).saturating_sub(1));
+                draw_text_popup(frame, theme, &pane.title(), &lines, scroll, area);
+            }
+        },
     }
     if let Input::Command(text) = &app.input {
         draw_picker(frame, app, text, footer);
@@ -551,4 +563,71 @@ fn draw_dialog(frame: &mut Frame, app: &App, area: Rect) {
     let field_inner = field.inner(reason);
     frame.render_widget(field, reason);
     frame.render_widget(&dialog.reason, field_inner);
+}
+
+// ----- the Pods pane ---------------------------------------------------------------------------
+
+/// The Pods pane's text: a header, one line per ReplicaSet and Pod (the selected one
+/// highlighted), and the keys; and the index of the selected line, to keep it in view.
+fn pods_lines(pane: &PodsPane, theme: &Theme, now: Timestamp) -> (Vec<Line<'static>>, usize) {
+    let keys = || Line::styled(strings::PODS_KEYS, theme.muted());
+    let rows = match &pane.rows {
+        None => return (vec![Line::raw(strings::PODS_LOADING)], 0),
+        Some(Err(error)) => return (vec![Line::styled(error.clone(), theme.error()), Line::raw(""), keys()], 0),
+        Some(Ok(rows)) if rows.is_empty() => return (vec![Line::raw(strings::NO_PODS), Line::raw(""), keys()], 0),
+        Some(Ok(rows)) => rows,
+    };
+    let name = |row: &PodRow| match row.kind {
+        RowKind::ReplicaSet => format!("rs/{}", row.name),
+        RowKind::Pod => format!("  pod/{}", row.name),
+    };
+    let width = rows.iter().map(|row| name(row).chars().count()).max().unwrap_or(4).max(4);
+    let status_width = rows.iter().map(|row| row.status.chars().count()).max().unwrap_or(6).max(6);
+    let header = format!(
+        "{:width$}  {:status_width$}  {:>5}  {:>8}  {:>5}  LAST TERMINATION / VCAP SECRET",
+        "NAME", "STATUS", "READY", "RESTARTS", "AGE"
+    );
+    let mut lines = vec![Line::styled(header, theme.header())];
+    for (index, row) in rows.iter().enumerate() {
+        let age = row.created.map_or_else(|| "-".into(), |t| views::relative(now.as_second() - t.as_second()));
+        let last = match row.kind {
+            RowKind::ReplicaSet => row.secret.as_ref().map(|s| format!("reads {s}")).unwrap_or_default(),
+            RowKind::Pod => row.last_termination.clone().unwrap_or_default(),
+        };
+        let text = format!(
+            "{:width$}  {:status_width$}  {:>5}  {:>8}  {:>5}  {last}",
+            name(row),
+            row.status,
+            row.ready,
+            row.restarts,
+            age
+        );
+        let style =
+            if index == pane.selected { theme.selection() } else { views::state_style(theme, pod_state_word(row)) };
+        lines.push(Line::from(Span::styled(text, style)));
+    }
+    lines.push(Line::raw(""));
+    lines.push(keys());
+    (lines, pane.selected + 1)
+}
+
+/// The state word that picks a Pods pane row's colour.
+fn pod_state_word(row: &PodRow) -> &'static str {
+    match (row.kind, row.status.as_str()) {
+        (RowKind::ReplicaSet, "current") => "Rolling",
+        (RowKind::ReplicaSet, _) => "-",
+        (RowKind::Pod, "Running") if row.ready.split_once('/').is_some_and(|(a, b)| a == b) => "Ready",
+        (RowKind::Pod, "Running" | "Pending" | "ContainerCreating" | "Terminating") => "Processing",
+        (RowKind::Pod, "Succeeded") => "Completed",
+        (RowKind::Pod, _) => "Failed",
+    }
+}
+
+fn log_lines(log: &LogPane, theme: &Theme) -> Vec<Line<'static>> {
+    match &log.lines {
+        None => vec![Line::raw(strings::LOG_LOADING)],
+        Some(Err(error)) => vec![Line::styled(error.clone(), theme.error())],
+        Some(Ok(lines)) if lines.is_empty() => vec![Line::raw(strings::LOG_EMPTY)],
+        Some(Ok(lines)) => lines.iter().map(|line| Line::raw(line.clone())).collect(),
+    }
 }

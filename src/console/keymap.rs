@@ -34,6 +34,7 @@ pub enum Action {
     Cancel,
     Retry,
     Undo,
+    Logs,
     Quit,
 }
 
@@ -65,6 +66,7 @@ impl Action {
         Self::Cancel,
         Self::Retry,
         Self::Undo,
+        Self::Logs,
         Self::Quit,
     ];
 
@@ -97,6 +99,7 @@ impl Action {
             Self::Cancel => "cancel",
             Self::Retry => "retry",
             Self::Undo => "undo",
+            Self::Logs => "logs",
             Self::Quit => "quit",
         }
     }
@@ -228,6 +231,7 @@ impl Default for Keymap {
         bind(char_key('x'), Action::Cancel);
         bind(char_key('r'), Action::Retry);
         bind(char_key('u'), Action::Undo);
+        bind(char_key('l'), Action::Logs);
         bind(char_key('q'), Action::Quit);
         bind(Key { code: KeyCode::Char('c'), ctrl: true }, Action::Quit);
         Self { bindings }

@@ -416,6 +416,23 @@ where
                             let _ = tx.send((generation, Msg::Dependencies { namespace, name, report }));
                         });
                     }
+                    Command::Pods { namespace, deployment } => {
+                        let client = live.connection.client.clone();
+                        let tx = tx.clone();
+                        tokio::spawn(async move {
+                            let rows = crate::readmodel::pods::fetch(&client, &namespace, &deployment).await;
+                            let _ = tx.send((generation, Msg::Pods { namespace, deployment, rows }));
+                        });
+                    }
+                    Command::PodLog { namespace, pod, container } => {
+                        let client = live.connection.client.clone();
+                        let tx = tx.clone();
+                        tokio::spawn(async move {
+                            let lines =
+                                crate::readmodel::pods::log(&client, &namespace, &pod, container.as_deref()).await;
+                            let _ = tx.send((generation, Msg::PodLog { namespace, pod, lines }));
+                        });
+                    }
                     Command::CheckAccess { namespace } => {
                         let client = live.connection.client.clone();
                         let tx = tx.clone();

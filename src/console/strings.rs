@@ -44,6 +44,13 @@ pub const FILTER_PROMPT: &str = "/";
 pub const NAMESPACES_FROM_VIEW: &str = "the namespaces of the objects in view; the API server would not list them";
 pub const NAMESPACES_LOADING: &str = "asking the API server for the namespaces…";
 pub const COMMAND_PROMPT: &str = ":";
+pub const PODS_LOADING: &str = "reading the Deployment's ReplicaSets and Pods…";
+pub const NO_PODS: &str = "no ReplicaSet or Pod of this Deployment (its selector matches none)";
+pub const PODS_KEYS: &str = "j/k select · l the Pod's log · Esc back (read again every 5 s)";
+pub const LOG_LOADING: &str = "checking get pods/log, then reading the log…";
+pub const LOG_EMPTY: &str = "the container wrote nothing (yet)";
+pub const LOGS_WHERE: &str = "l shows a Pod's log in the Pods pane: Enter on a rollout row (:rollouts) opens it";
+pub const SELECT_A_POD: &str = "select a Pod (not a ReplicaSet) to read its log";
 pub const INVALID_OBJECTS: &str = "objects that do not decode (see d on a row or the log)";
 
 /// The label of an action in hints and help.
@@ -75,6 +82,7 @@ pub fn action_label(action: Action) -> &'static str {
         Action::Cancel => "cancel",
         Action::Retry => "retry",
         Action::Undo => "undo",
+        Action::Logs => "logs",
         Action::Quit => "quit",
     }
 }
@@ -108,6 +116,7 @@ pub fn action_help(action: Action) -> &'static str {
         Action::Cancel => "cancel the selected batch",
         Action::Retry => "retry a Failed or halted batch: its failed Deployments roll again",
         Action::Undo => "undo a Failed or halted batch: back to the previous VCAP Secrets",
+        Action::Logs => "in the Pods pane (Enter on a rollout): the selected Pod's last log lines",
         Action::Quit => "quit",
     }
 }

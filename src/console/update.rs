@@ -10,6 +10,7 @@ use ratatui_textarea::TextArea;
 use super::app::{Access, ActionDialog, App, Cursor, Flash, Input, Level, Overlay, Route, Sort, ViewKind};
 use super::details;
 use super::keymap::Action;
+use super::pods::{LogPane, PodsPane};
 use super::queries::{batch_action, complete, picker, selected_batch, selected_index, write_blocked};
 use super::strings;
 use super::theme::Theme;
@@ -18,6 +19,7 @@ use crate::cluster::stores::ConnectionState;
 use crate::engine::Role;
 use crate::engine::actions::{ActionReport, BatchAction};
 use crate::readmodel::Snapshot;
+use crate::readmodel::pods::RowKind;
 
 pub enum Msg {
     Key(KeyEvent),
@@ -55,6 +57,18 @@ pub enum Msg {
         name: String,
         report: Result<crate::deps::DependencyReport, String>,
     },
+    /// A Deployment's ReplicaSets and Pods, for the Pods pane.
+    Pods {
+        namespace: String,
+        deployment: String,
+        rows: Result<Vec<crate::readmodel::pods::PodRow>, String>,
+    },
+    /// A Pod's last log lines, or why they cannot be read.
+    PodLog {
+        namespace: String,
+        pod: String,
+        lines: Result<Vec<String>, String>,
+    },
     Error(String),
 }
 
@@ -76,6 +90,17 @@ pub enum Command {
     ListNamespaces,
     /// Work a detail pane needs (`Msg::Dependencies` answers).
     Detail(super::views::DetailNeed),
+    /// Read a Deployment's ReplicaSets and Pods (`Msg::Pods` answers).
+    Pods {
+        namespace: String,
+        deployment: String,
+    },
+    /// Read a Pod's last log lines, `get pods/log` checked first (`Msg::PodLog` answers).
+    PodLog {
+        namespace: String,
+        pod: String,
+        container: Option<String>,
+    },
     Quit,
 }
 
@@ -100,6 +125,40 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Command> {
             };
             if app.flash.as_ref().is_some_and(expired) {
                 app.flash = None;
+            }
+            // An open Pods pane is read again every few seconds.
+            match &mut app.overlay {
+                Overlay::Pods(pane) if pane.due(now) => {
+                    pane.loading = true;
+                    pane.asked_at = now;
+                    vec![Command::Pods { namespace: pane.namespace.clone(), deployment: pane.deployment.clone() }]
+                }
+                _ => Vec::new(),
+            }
+        }
+        Msg::Pods { namespace, deployment, rows } => {
+            if let Overlay::Pods(pane) = &mut app.overlay
+                && pane.namespace == namespace
+                && pane.deployment == deployment
+            {
+                // Keep the selection on the same object when the rows move.
+                let selected = pane.selected_row().map(|row| row.name.clone());
+                pane.rows = Some(rows);
+                pane.loading = false;
+                let found = selected
+                    .and_then(|name| pane.rows.as_ref()?.as_ref().ok()?.iter().position(|row| row.name == name));
+                pane.selected = found.unwrap_or(pane.selected).min(pane.row_count().saturating_sub(1));
+            }
+            Vec::new()
+        }
+        Msg::PodLog { namespace, pod, lines } => {
+            if let Overlay::Pods(pane) = &mut app.overlay
+                && pane.namespace == namespace
+                && let Some(log) = pane.log.as_mut().filter(|log| log.pod == pod)
+            {
+                log.lines = Some(lines);
+                log.scroll = usize::MAX; // the newest lines first in view
+                clamp_log_scroll(log, app.viewport_height);
             }
             Vec::new()
         }
@@ -357,6 +416,9 @@ pub fn handle_key(app: &mut App, key: &KeyEvent, at: std::time::Instant) -> Vec<
         return input_key(app, key);
     }
     let action = app.keymap.action(key);
+    if matches!(app.overlay, Overlay::Pods(_)) {
+        return pods_key(app, action);
+    }
     let help_open = matches!(app.overlay, Overlay::Help { .. });
     match &mut app.overlay {
         Overlay::Help { scroll } | Overlay::Detail { scroll, .. } | Overlay::Yaml { scroll, .. } => {
@@ -375,7 +437,7 @@ pub fn handle_key(app: &mut App, key: &KeyEvent, at: std::time::Instant) -> Vec<
             let lines = match &app.overlay {
                 Overlay::Help { .. } => super::help::lines(app).len(),
                 Overlay::Detail { lines, .. } | Overlay::Yaml { lines, .. } => lines.len(),
-                Overlay::None | Overlay::Dialog(_) => 0,
+                Overlay::None | Overlay::Dialog(_) | Overlay::Pods(_) => 0,
             };
             let last = lines.saturating_sub(super::queries::popup_rows(app.viewport_height));
             if let Overlay::Help { scroll } | Overlay::Detail { scroll, .. } | Overlay::Yaml { scroll, .. } =
@@ -385,7 +447,7 @@ pub fn handle_key(app: &mut App, key: &KeyEvent, at: std::time::Instant) -> Vec<
             }
             return Vec::new();
         }
-        Overlay::None | Overlay::Dialog(_) => {}
+        Overlay::None | Overlay::Dialog(_) | Overlay::Pods(_) => {}
     }
     let Some(action) = action else {
         return Vec::new();
@@ -464,6 +526,7 @@ pub fn handle_key(app: &mut App, key: &KeyEvent, at: std::time::Instant) -> Vec<
             };
             set_sort(app, Some(sort));
         }
+        Action::Logs => flash(app, Level::Info, strings::LOGS_WHERE.to_string()),
         Action::Approve | Action::Force | Action::Hold | Action::Cancel | Action::Retry | Action::Undo => {}
     }
     check_access_for_selection(app)
@@ -484,6 +547,10 @@ fn check_access_for_selection(app: &mut App) -> Vec<Command> {
 
 fn drill_down(app: &mut App) -> Vec<Command> {
     let Some(index) = selected_index(app) else { return Vec::new() };
+    if let Some((namespace, deployment)) = view(app.route.view).workload(&app.snapshot, index) {
+        app.overlay = Overlay::Pods(Box::new(PodsPane::new(namespace.clone(), deployment.clone(), app.now)));
+        return vec![Command::Pods { namespace, deployment }];
+    }
     match view(app.route.view).drill(&app.snapshot, index) {
         Some(route) => {
             navigate(app, route, true);
@@ -491,6 +558,65 @@ fn drill_down(app: &mut App) -> Vec<Command> {
         }
         None => open_detail(app),
     }
+}
+
+/// Keys in the Pods pane: move, `l` for the selected Pod's log, Esc back (from the log to the
+/// Pods, from the Pods to the view).
+fn pods_key(app: &mut App, action: Option<Action>) -> Vec<Command> {
+    let height = app.viewport_height;
+    let page = app.viewport_rows;
+    let Overlay::Pods(pane) = &mut app.overlay else { return Vec::new() };
+    if let Some(log) = pane.log.as_mut() {
+        match action {
+            Some(Action::Back | Action::Quit | Action::Logs) => pane.log = None,
+            Some(Action::Down) => log.scroll = log.scroll.saturating_add(1),
+            Some(Action::Up) => log.scroll = log.scroll.saturating_sub(1),
+            Some(Action::PageDown) => log.scroll = log.scroll.saturating_add(page),
+            Some(Action::PageUp) => log.scroll = log.scroll.saturating_sub(page),
+            Some(Action::Top) => log.scroll = 0,
+            Some(Action::Bottom) => log.scroll = usize::MAX,
+            _ => {}
+        }
+        if let Some(log) = pane.log.as_mut() {
+            clamp_log_scroll(log, height);
+        }
+        return Vec::new();
+    }
+    let last = pane.row_count().saturating_sub(1);
+    match action {
+        Some(Action::Back | Action::Quit) => app.overlay = Overlay::None,
+        Some(Action::Down) => pane.selected = (pane.selected + 1).min(last),
+        Some(Action::Up) => pane.selected = pane.selected.saturating_sub(1),
+        Some(Action::PageDown) => pane.selected = (pane.selected + page).min(last),
+        Some(Action::PageUp) => pane.selected = pane.selected.saturating_sub(page),
+        Some(Action::Top) => pane.selected = 0,
+        Some(Action::Bottom) => pane.selected = last,
+        Some(Action::Logs) => {
+            let pod = pane.selected_row().filter(|row| row.kind == RowKind::Pod).cloned();
+            let Some(pod) = pod else {
+                flash(app, Level::Info, strings::SELECT_A_POD.to_string());
+                return Vec::new();
+            };
+            pane.log =
+                Some(LogPane { pod: pod.name.clone(), container: pod.log_container.clone(), lines: None, scroll: 0 });
+            return vec![Command::PodLog {
+                namespace: pane.namespace.clone(),
+                pod: pod.name,
+                container: pod.log_container,
+            }];
+        }
+        _ => {}
+    }
+    Vec::new()
+}
+
+/// Keep a log's scroll inside its text (`usize::MAX` means the end).
+fn clamp_log_scroll(log: &mut LogPane, height: u16) {
+    let lines = match &log.lines {
+        Some(Ok(lines)) => lines.len(),
+        _ => 1,
+    };
+    log.scroll = log.scroll.min(lines.saturating_sub(super::queries::popup_rows(height)));
 }
 
 /// Open the selected row's detail pane, and ask for what it needs worked out.
@@ -906,11 +1032,80 @@ mod tests {
         press(&mut app, KeyCode::Enter);
         assert_eq!(app.route.view, ViewKind::Rollouts);
         assert_eq!(app.visible.len(), 2, "travel's two Deployments");
-        // Enter on a rollout opens its detail.
-        press(&mut app, KeyCode::Enter);
+        // Enter on a rollout shows its Deployment's ReplicaSets and Pods; d its detail.
+        let commands = press(&mut app, KeyCode::Enter);
+        assert!(
+            matches!(&commands[..], [Command::Pods { namespace, deployment }]
+                if namespace == "cap-shop" && deployment.starts_with("travel-1-2-0")),
+            "{commands:?}"
+        );
+        assert!(matches!(&app.overlay, Overlay::Pods(_)));
+        press(&mut app, KeyCode::Esc);
+        press(&mut app, KeyCode::Char('d'));
         assert!(
             matches!(&app.overlay, Overlay::Detail { title, .. } if title.starts_with("Deployment cap-shop/travel-1-2-0"))
         );
+    }
+
+    /// The Pods pane: rows arrive, the selection stays on its object, `l` on a ReplicaSet says
+    /// to pick a Pod and on a Pod asks for its container's log; Esc goes back a level at a time;
+    /// while open the rows are read again every few seconds, never twice at once.
+    #[test]
+    fn the_pods_pane_selects_reads_logs_and_refreshes() {
+        use crate::readmodel::pods::PodRow;
+        let mut app = app();
+        let start = app.now;
+        app.overlay = Overlay::Pods(Box::new(PodsPane::new("cap-shop".into(), "srv".into(), start)));
+        let row = |kind, name: &str| PodRow {
+            kind,
+            name: name.into(),
+            status: "Running".into(),
+            ready: "1/1".into(),
+            restarts: 0,
+            last_termination: None,
+            secret: None,
+            created: None,
+            log_container: (kind == RowKind::Pod).then(|| "main".into()),
+        };
+        let rows =
+            vec![row(RowKind::ReplicaSet, "srv-7d9"), row(RowKind::Pod, "srv-7d9-a"), row(RowKind::Pod, "srv-7d9-b")];
+        let answer =
+            |rows: Vec<PodRow>| Msg::Pods { namespace: "cap-shop".into(), deployment: "srv".into(), rows: Ok(rows) };
+        update(&mut app, answer(rows.clone()));
+        assert!(press(&mut app, KeyCode::Char('l')).is_empty());
+        assert_eq!(app.flash.as_ref().map(|f| f.text.as_str()), Some(strings::SELECT_A_POD));
+        press(&mut app, KeyCode::Char('j'));
+        press(&mut app, KeyCode::Char('j'));
+        // A new ReplicaSet above: the selection follows srv-7d9-b.
+        let mut moved = vec![row(RowKind::ReplicaSet, "srv-8f1")];
+        moved.extend(rows);
+        update(&mut app, answer(moved));
+        let commands = press(&mut app, KeyCode::Char('l'));
+        assert_eq!(
+            commands,
+            [Command::PodLog { namespace: "cap-shop".into(), pod: "srv-7d9-b".into(), container: Some("main".into()) }]
+        );
+        update(
+            &mut app,
+            Msg::PodLog { namespace: "cap-shop".into(), pod: "srv-7d9-b".into(), lines: Ok(vec!["started".into()]) },
+        );
+        let Overlay::Pods(pane) = &app.overlay else { panic!("the pane closed") };
+        let log = pane.log.as_ref().expect("log");
+        assert_eq!(log.lines, Some(Ok(vec!["started".to_string()])));
+        assert!(log.title().starts_with("Log of Pod srv-7d9-b (main)"));
+        // Refresh: not before 5 s, then once until the answer comes.
+        let later =
+            |seconds: i64| start.checked_add(k8s_openapi::jiff::SignedDuration::from_secs(seconds)).expect("time");
+        assert!(update(&mut app, Msg::Tick(later(4))).is_empty());
+        assert_eq!(
+            update(&mut app, Msg::Tick(later(5))),
+            [Command::Pods { namespace: "cap-shop".into(), deployment: "srv".into() }]
+        );
+        assert!(update(&mut app, Msg::Tick(later(11))).is_empty(), "one read at a time");
+        press(&mut app, KeyCode::Esc);
+        assert!(matches!(&app.overlay, Overlay::Pods(pane) if pane.log.is_none()), "Esc: back to the Pods");
+        press(&mut app, KeyCode::Esc);
+        assert!(matches!(app.overlay, Overlay::None));
     }
 
     #[test]

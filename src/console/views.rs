@@ -87,6 +87,10 @@ pub trait ViewSpec: Sync {
     fn batch(_row: &Self::Row) -> Option<(String, String)> {
         None
     }
+    /// The Deployment (namespace, name) whose ReplicaSets and Pods Enter shows, if any.
+    fn workload(_row: &Self::Row) -> Option<(String, String)> {
+        None
+    }
 }
 
 /// A view as the console uses it: rows addressed by their index in the snapshot.
@@ -106,6 +110,7 @@ pub trait View: Sync {
     fn detail_needs(&self, snapshot: &Snapshot, index: usize) -> Option<DetailNeed>;
     fn yaml(&self, snapshot: &Snapshot, index: usize) -> Option<(String, Result<Value, String>)>;
     fn batch(&self, snapshot: &Snapshot, index: usize) -> Option<(String, String)>;
+    fn workload(&self, snapshot: &Snapshot, index: usize) -> Option<(String, String)>;
 }
 
 impl<V: ViewSpec> View for V {
@@ -161,6 +166,9 @@ impl<V: ViewSpec> View for V {
     }
     fn batch(&self, snapshot: &Snapshot, index: usize) -> Option<(String, String)> {
         V::rows(snapshot).get(index).and_then(V::batch)
+    }
+    fn workload(&self, snapshot: &Snapshot, index: usize) -> Option<(String, String)> {
+        V::rows(snapshot).get(index).and_then(V::workload)
     }
 }
 

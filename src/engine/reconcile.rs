@@ -13,7 +13,7 @@ mod backoff;
 pub mod batching;
 pub mod decide;
 mod detect;
-mod pods;
+pub mod pods;
 mod rollout;
 mod status;
 

@@ -196,6 +196,34 @@ fn json_response(status: u16, value: &Value) -> Response {
     response
 }
 
+/// `pods/{name}/log`, as a kubelet-less API server answers: a Pod never scheduled to a node has
+/// no log (empty, 200). The sandbox's stand-in for a kubelet: a Pod on a node whose annotation
+/// `sandbox.capdeck.dev/log` holds its log text (the demo's failing Pod), `tailLines` applied.
+fn pod_log(sandbox: &Sandbox, namespace: &str, name: &str, query: &HashMap<String, String>) -> Response {
+    let Some(pods) = sandbox.with_store(|store| store.registry.by_group_plural("", "pods").cloned()) else {
+        return error_response(&ApiError::new(404, "NotFound", "the server could not find the requested resource"));
+    };
+    let pod = match sandbox.with_store(|store| store.get(&pods, namespace, name)) {
+        Ok(pod) => pod,
+        Err(error) => return error_response(&error),
+    };
+    let on_node = pod.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|node| !node.is_empty());
+    let text = pod
+        .pointer("/metadata/annotations/sandbox.capdeck.dev~1log")
+        .and_then(Value::as_str)
+        .filter(|_| on_node)
+        .unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = query.get("tailLines").and_then(|n| n.parse::<usize>().ok()).unwrap_or(lines.len());
+    let mut body = lines[lines.len().saturating_sub(tail)..].join("\n");
+    if !body.is_empty() {
+        body.push('\n');
+    }
+    let mut response = (StatusCode::OK, body).into_response();
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    response
+}
+
 fn error_response(error: &ApiError) -> Response {
     let mut response = json_response(error.code, &error.status());
     if error.code == 429 {
@@ -428,6 +456,9 @@ async fn resource_request(
     if sandbox.control(|control| control.denies(info)) {
         let user = sandbox.control(|control| control.user.clone());
         return error_response(&forbidden(resource, info, &user));
+    }
+    if target.subresource.as_deref() == Some("log") && resource.plural == "pods" && info.verb == "get" {
+        return pod_log(sandbox, &namespace, target.name.as_deref().unwrap_or_default(), query);
     }
     if let Some(sub) = &target.subresource
         && !(sub == "status" && resource.status_subresource)

@@ -583,3 +583,106 @@ async fn world_has_service_bindings(world: &World) -> bool {
     let gvk = kube::api::GroupVersionKind::gvk("services.cloud.sap.com", "v1", "ServiceBinding");
     kube::discovery::pinned_kind(&world.client, &gvk).await.is_ok()
 }
+
+/// The console's drill-down from a rollout row: a Deployment's ReplicaSets (newest first, with
+/// the VCAP Secret each reads) and their Pods (state, ready, restarts, last termination), read
+/// the way the Pods pane reads them; `l` checks `get pods/log` before reading a log, and says
+/// which permission is missing.
+pub async fn pods_pane_shows_replicasets_pods_and_checks_log_permission(backend: Backend) {
+    use capdeck::readmodel::pods::{RowKind, fetch, log};
+    let world = World::new(backend, "pods-pane").await;
+    load_current(&world, &AppOptions { deployments: &[("srv", &["uaa"])], ..AppOptions::default() }).await;
+    let deployment = world.get("apps/v1", "Deployment", "bookshop-v1-srv").await.expect("deployment");
+    let uid = deployment["metadata"]["uid"].as_str().expect("uid").to_string();
+    let selector = deployment["spec"]["selector"]["matchLabels"].clone();
+    let owner = |kind: &str, name: &str, uid: &str| json!([{"apiVersion": "apps/v1", "kind": kind, "name": name, "uid": uid, "controller": true}]);
+    let replicaset = |name: &str, revision: &str, secret: &str| {
+        json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+               "metadata": {"name": name, "namespace": world.ns, "labels": selector,
+                            "ownerReferences": owner("Deployment", "bookshop-v1-srv", &uid),
+                            "annotations": {"deployment.kubernetes.io/revision": revision}},
+               "spec": {"replicas": 1, "selector": {"matchLabels": selector},
+                        "template": {"metadata": {"labels": selector},
+                                     "spec": {"containers": [{"name": "main", "image": "i",
+                                              "envFrom": [{"secretRef": {"name": secret, "optional": true}}]}]}}}})
+    };
+    world
+        .apply_objects(vec![
+            replicaset("bookshop-v1-srv-6c4", "1", "bookshop-v1-srv-old"),
+            replicaset("bookshop-v1-srv-7d9", "2", "bookshop-v1-srv-new"),
+        ])
+        .await;
+    let new_rs = world.get("apps/v1", "ReplicaSet", "bookshop-v1-srv-7d9").await.expect("rs");
+    let rs_uid = new_rs["metadata"]["uid"].as_str().expect("rs uid").to_string();
+    world
+        .apply_objects(vec![json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "bookshop-v1-srv-7d9-x2k4p", "namespace": world.ns, "labels": selector,
+                         "ownerReferences": owner("ReplicaSet", "bookshop-v1-srv-7d9", &rs_uid)},
+            "spec": {"containers": [{"name": "main", "image": "i"}]}})])
+        .await;
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(world.client.clone(), &world.ns);
+    let crash = json!({"status": {"phase": "Running", "containerStatuses": [{
+        "name": "main", "image": "i", "imageID": "", "ready": false, "restartCount": 5,
+        "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+        "lastState": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}]}});
+    pods.patch_status("bookshop-v1-srv-7d9-x2k4p", &Default::default(), &kube::api::Patch::Merge(&crash))
+        .await
+        .expect("the Pod crash-loops");
+
+    let rows = fetch(&world.client, &world.ns, "bookshop-v1-srv").await.expect("rows");
+    let summary: Vec<(RowKind, &str, &str, i32, Option<&str>)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.kind,
+                r.name.as_str(),
+                r.status.as_str(),
+                r.restarts,
+                r.last_termination.as_deref().or(r.secret.as_deref()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (RowKind::ReplicaSet, "bookshop-v1-srv-7d9", "current", 5, Some("bookshop-v1-srv-new")),
+            (RowKind::Pod, "bookshop-v1-srv-7d9-x2k4p", "CrashLoopBackOff", 5, Some("OOMKilled (exit code 137)")),
+            (RowKind::ReplicaSet, "bookshop-v1-srv-6c4", "old", 0, Some("bookshop-v1-srv-old")),
+        ]
+    );
+    let missing = fetch(&world.client, &world.ns, "nope").await.expect_err("no such Deployment");
+    assert_eq!(missing, format!("Deployment {}/nope no longer exists", world.ns));
+
+    // A Pod never scheduled to a node has no log: kube-apiserver answers empty (no kubelet to
+    // ask), and so does the sandbox.
+    let unscheduled = log(&world.client, &world.ns, "bookshop-v1-srv-7d9-x2k4p", Some("main")).await;
+    assert_eq!(unscheduled, Ok(Vec::new()));
+    let gone = log(&world.client, &world.ns, "nope", None).await.expect_err("no such Pod");
+    assert!(gone.starts_with(&format!("cannot read the log of Pod {}/nope: ", world.ns)), "{gone}");
+    if backend == Backend::Sandbox {
+        // The sandbox's kubelet stand-in (the demo's failing Pod): a scheduled Pod's annotation.
+        let lines: Vec<String> = (1..=120).map(|n| format!("line {n}")).collect();
+        world
+            .apply_objects(vec![json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "logged", "namespace": world.ns,
+                             "annotations": {"sandbox.capdeck.dev/log": lines.join("\n")}},
+                "spec": {"nodeName": "node-1", "containers": [{"name": "main", "image": "i"}]}})])
+            .await;
+        let tail = log(&world.client, &world.ns, "logged", None).await.expect("log");
+        assert_eq!(tail.len(), 100, "the last 100 lines");
+        assert_eq!((tail[0].as_str(), tail[99].as_str()), ("line 21", "line 120"));
+    }
+
+    // A user who may list Pods but not read their logs is told which permission is missing.
+    world.grant("erin", "", &["pods"], &["get", "list"], &["get:pods/log"]).await;
+    let erin = crate::world::client_for(&world.kubeconfig_for("erin")).await;
+    let denied = log(&erin, &world.ns, "bookshop-v1-srv-7d9-x2k4p", Some("main")).await.expect_err("no pods/log");
+    assert_eq!(
+        denied,
+        format!(
+            "you may not read Pod logs in {} (RBAC: get pods/log); ask for it, or use kubectl logs where you can",
+            world.ns
+        )
+    );
+    world.next_user();
+}

@@ -1,5 +1,6 @@
-//! One row per Deployment a batch restarts or leaves alone, with its progress. Enter opens the
-//! detail; the batch keys act on the row's batch.
+//! One row per Deployment a batch restarts or leaves alone, with its progress. Enter shows the
+//! Deployment's ReplicaSets and Pods (`console::pods`), `d` the detail; the batch keys act on
+//! the row's batch.
 
 use ratatui::text::{Line, Span};
 use serde_json::Value;
@@ -32,6 +33,10 @@ impl ViewSpec for Rollouts {
 
     fn rows(snapshot: &Snapshot) -> &[RolloutRow] {
         &snapshot.rollouts
+    }
+
+    fn workload(row: &RolloutRow) -> Option<(String, String)> {
+        Some((row.namespace.clone(), row.deployment.clone()))
     }
 
     fn key(row: &RolloutRow) -> (String, String) {

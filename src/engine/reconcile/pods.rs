@@ -83,18 +83,13 @@ pub fn pod_failure(pods: &[&Pod], now: Timestamp, readiness_timeout: Duration) -
 
 /// `; last terminated: Error (exit code 1)`, when the container has terminated before.
 fn last_termination(container: &ContainerStatus) -> String {
-    container
-        .last_state
-        .as_ref()
-        .and_then(|state| state.terminated.as_ref())
-        .map(|terminated| {
-            format!(
-                "; last terminated: {} (exit code {})",
-                terminated.reason.as_deref().unwrap_or("unknown"),
-                terminated.exit_code
-            )
-        })
-        .unwrap_or_default()
+    termination_text(container).map(|text| format!("; last terminated: {text}")).unwrap_or_default()
+}
+
+/// `Error (exit code 1)`: how the container last terminated, if it did.
+pub fn termination_text(container: &ContainerStatus) -> Option<String> {
+    let terminated = container.last_state.as_ref().and_then(|state| state.terminated.as_ref())?;
+    Some(format!("{} (exit code {})", terminated.reason.as_deref().unwrap_or("unknown"), terminated.exit_code))
 }
 
 #[cfg(test)]
