@@ -44,7 +44,8 @@ pub async fn run(
         .with_context(|| format!("cannot write the demo kubeconfig to {}", kubeconfig.display()))?;
     sandbox.set_user("demo-sre");
     let cancel = CancellationToken::new();
-    let simulation = sandbox.simulate_workloads(WorkloadSimulation::default(), cancel.clone());
+    let simulation =
+        sandbox.simulate_workloads(WorkloadSimulation { pods: true, ..WorkloadSimulation::default() }, cancel.clone());
     for (namespace, secret) in ROTATED_AT_START {
         if sandbox.rotate_secret(namespace, secret).is_none() {
             tracing::warn!(namespace, secret, "demo: secret to rotate at start is missing");

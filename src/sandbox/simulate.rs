@@ -12,8 +12,11 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+mod pods;
+
 use super::Sandbox;
 use super::store::{ChangeKind, ObjectKey, WriteOptions, now_rfc3339};
+use pods::PodTarget;
 
 /// Annotation that makes a Deployment's rollouts stall until the progress deadline.
 pub const STALL_ANNOTATION: &str = "sandbox.capdeck.dev/stall";
@@ -27,12 +30,25 @@ pub struct WorkloadSimulation {
     /// when that is shorter.
     pub progress_deadline: Duration,
     pub tick: Duration,
+    /// Also run ReplicaSets and Pods (`simulate/pods.rs`): what `--demo` shows when you drill
+    /// into a rollout. Off by default: tests make the Pods they need.
+    pub pods: bool,
 }
 
 impl Default for WorkloadSimulation {
     fn default() -> Self {
-        Self { replicas_per_second: 1.0, progress_deadline: Duration::from_secs(20), tick: Duration::from_millis(200) }
+        Self {
+            replicas_per_second: 1.0,
+            progress_deadline: Duration::from_secs(20),
+            tick: Duration::from_millis(200),
+            pods: false,
+        }
     }
+}
+
+/// Restarts of a stalled rollout's crash-looping Pod after `elapsed` (one every 4 s, at most 5).
+fn crash_restarts(elapsed: Duration) -> i32 {
+    i32::try_from(1 + elapsed.as_secs() / 4).unwrap_or(5).min(5)
 }
 
 struct Rollout {
@@ -194,8 +210,27 @@ impl Sandbox {
                     &key.name,
                     complete_status(generation, replicas),
                 );
+                if simulation.pods {
+                    self.sync_pods(object, &PodTarget { replicas, updated: replicas, crash_restarts: None });
+                }
             }
-            Some(observed) if observed >= generation => {}
+            Some(observed) if observed >= generation => {
+                if simulation.pods {
+                    // At rest: complete, or stalled with its new Pod crash-looping.
+                    let stalled =
+                        object.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|conditions| {
+                            conditions
+                                .iter()
+                                .any(|c| c.get("reason").and_then(Value::as_str) == Some("ProgressDeadlineExceeded"))
+                        });
+                    let target = if stalled {
+                        PodTarget { replicas, updated: 0, crash_restarts: Some(5) }
+                    } else {
+                        PodTarget { replicas, updated: replicas, crash_restarts: None }
+                    };
+                    self.sync_pods(object, &target);
+                }
+            }
             _ => {
                 let stall = object
                     .pointer(&format!("/metadata/annotations/{}", STALL_ANNOTATION.replace('/', "~1")))
@@ -208,6 +243,9 @@ impl Sandbox {
                     .min(simulation.progress_deadline);
                 let rollout = Rollout { generation, replicas, started: Instant::now(), stall, deadline };
                 self.write_status("apps", "deployments", &key.namespace, &key.name, rolling_status(&rollout, 0, false));
+                if simulation.pods {
+                    self.sync_pods(object, &PodTarget { replicas, updated: 0, crash_restarts: None });
+                }
                 rollouts.insert(key.clone(), rollout);
             }
         }
@@ -217,6 +255,19 @@ impl Sandbox {
         let mut finished = Vec::new();
         for (key, rollout) in rollouts.iter() {
             let elapsed = rollout.started.elapsed();
+            if simulation.pods
+                && let Some(deployment) = self.get("apps", "deployments", &key.namespace, &key.name)
+            {
+                #[allow(clippy::cast_possible_truncation)]
+                let updated =
+                    ((elapsed.as_secs_f64() * simulation.replicas_per_second).floor() as i64).min(rollout.replicas);
+                let target = if rollout.stall {
+                    PodTarget { replicas: rollout.replicas, updated: 0, crash_restarts: Some(crash_restarts(elapsed)) }
+                } else {
+                    PodTarget { replicas: rollout.replicas, updated, crash_restarts: None }
+                };
+                self.sync_pods(&deployment, &target);
+            }
             if rollout.stall {
                 if elapsed >= rollout.deadline {
                     self.write_status(

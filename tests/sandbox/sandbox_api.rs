@@ -735,3 +735,83 @@ async fn starts_with_the_namespaces_of_a_real_cluster() {
     let version = cluster.client.apiserver_version().await.expect("version");
     assert_eq!((version.major.as_str(), version.minor.as_str()), ("1", "33"));
 }
+
+/// The demo's ReplicaSet and Pod controller (`WorkloadSimulation::pods`): a ReplicaSet per Pod
+/// template with its Pods on the sandbox node, handed over on a rollout; a stalled rollout's
+/// new Pod crash-loops and its log (the kubelet stand-in) says why — what the console's Pods
+/// pane and the engine's failure-aware pacing read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simulated_pods_follow_a_rollout_and_a_stalled_one_crash_loops() {
+    use capdeck::readmodel::pods::{RowKind, fetch, log};
+    let sandbox = capdeck::sandbox::Sandbox::default();
+    let client = sandbox.client();
+    let simulation = capdeck::sandbox::simulate::WorkloadSimulation {
+        replicas_per_second: 20.0,
+        progress_deadline: Duration::from_secs(1),
+        tick: Duration::from_millis(20),
+        pods: true,
+    };
+    let cancel = tokio_util::sync::CancellationToken::new();
+    sandbox.simulate_workloads(simulation, cancel.clone());
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "srv"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "srv"}},
+                 "template": {"metadata": {"labels": {"app": "srv"}},
+                              "spec": {"containers": [{"name": "main", "image": "i"}]}}}
+    }))
+    .expect("deployment");
+    deployments.create(&PostParams::default(), &deployment).await.expect("create");
+    // (kind, status, ready) of every row, ReplicaSets newest first.
+    let shape = || async {
+        fetch(&client, "default", "srv")
+            .await
+            .map(|rows| rows.into_iter().map(|r| (r.kind, r.status, r.ready)).collect::<Vec<_>>())
+            .unwrap_or_default()
+    };
+    let pod = |status: &str, ready: &str| (RowKind::Pod, status.to_string(), ready.to_string());
+    let rs = |status: &str, ready: &str| (RowKind::ReplicaSet, status.to_string(), ready.to_string());
+    eventually("two ready Pods", Duration::from_secs(10), || async {
+        let now = shape().await;
+        (now == [rs("current", "2/2"), pod("Running", "1/1"), pod("Running", "1/1")])
+            .then_some(())
+            .ok_or(format!("{now:?}"))
+    })
+    .await;
+
+    let template = |env: &str| {
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "i",
+                                       "env": [{"name": "V", "value": env}]}]}}}})
+    };
+    deployments.patch("srv", &PatchParams::default(), &Patch::Strategic(template("2"))).await.expect("roll");
+    eventually("the new ReplicaSet took over", Duration::from_secs(10), || async {
+        let now = shape().await;
+        (now == [rs("current", "2/2"), pod("Running", "1/1"), pod("Running", "1/1"), rs("old", "0/0")])
+            .then_some(())
+            .ok_or(format!("{now:?}"))
+    })
+    .await;
+
+    let stall = json!({"metadata": {"annotations": {"sandbox.capdeck.dev/stall": "true"}}});
+    deployments.patch("srv", &PatchParams::default(), &Patch::Merge(stall)).await.expect("stall");
+    deployments.patch("srv", &PatchParams::default(), &Patch::Strategic(template("3"))).await.expect("roll");
+    eventually("the new Pod crash-loops, the old ones serve", Duration::from_secs(10), || async {
+        let now = shape().await;
+        (now == [
+            rs("current", "0/1"),
+            pod("CrashLoopBackOff", "0/1"),
+            rs("old", "2/2"),
+            pod("Running", "1/1"),
+            pod("Running", "1/1"),
+            rs("old", "0/0"),
+        ])
+        .then_some(())
+        .ok_or(format!("{now:?}"))
+    })
+    .await;
+    let rows = fetch(&client, "default", "srv").await.expect("rows");
+    assert_eq!(rows[1].last_termination.as_deref(), Some("Error (exit code 1)"));
+    let lines = log(&client, "default", &rows[1].name, rows[1].log_container.as_deref()).await.expect("log");
+    assert!(lines.iter().any(|line| line.contains("401 Unauthorized")), "{lines:?}");
+    cancel.cancel();
+}

@@ -1,0 +1,245 @@
+//! The sandbox's ReplicaSet and Pod controller, opt-in (`WorkloadSimulation::pods`, on for
+//! `--demo`): each Deployment gets a ReplicaSet per Pod template (`<deployment>-<hash>`, its
+//! revision annotated like the real deployment controller's) and Pods on the sandbox's one node
+//! that follow the rollout — the new ReplicaSet's `updated` Pods ready, the rest on the previous
+//! one; a stalled rollout's new Pod crash-loops with a log that says why. The Pods' logs are in
+//! their `sandbox.capdeck.dev/log` annotation, which `pods/log` serves (the kubelet stand-in).
+
+use serde_json::{Value, json};
+use sha2::Digest as _;
+
+use super::super::Sandbox;
+use super::super::store::{DeleteOptions, WriteOptions, now_rfc3339};
+
+const MANAGER: &str = "sandbox-controller-manager";
+const REVISION: &str = "deployment.kubernetes.io/revision";
+const NODE: &str = "sandbox-node";
+pub const LOG_ANNOTATION: &str = "sandbox.capdeck.dev/log";
+
+/// Where a Deployment's rollout stands, for its Pods.
+pub struct PodTarget {
+    pub replicas: i64,
+    /// Pods of the current template.
+    pub updated: i64,
+    /// The new Pods crash-loop (a stalled rollout), restarted this often so far.
+    pub crash_restarts: Option<i32>,
+}
+
+fn text<'a>(object: &'a Value, pointer: &str) -> &'a str {
+    object.pointer(pointer).and_then(Value::as_str).unwrap_or_default()
+}
+
+fn owned_by(object: &Value, uid: &str) -> bool {
+    object
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .is_some_and(|owners| owners.iter().any(|owner| owner.get("uid").and_then(Value::as_str) == Some(uid)))
+}
+
+fn owner(kind: &str, object: &Value) -> Value {
+    let api_version = if kind == "Deployment" || kind == "ReplicaSet" { "apps/v1" } else { "v1" };
+    json!([{"apiVersion": api_version, "kind": kind, "name": text(object, "/metadata/name"),
+            "uid": text(object, "/metadata/uid"), "controller": true, "blockOwnerDeletion": true}])
+}
+
+fn healthy_log(pod: &str) -> String {
+    [
+        format!("[cds] - loaded model from 3 file(s) ({pod})"),
+        "[cds] - connect to db > hana".to_string(),
+        "[cds] - using auth strategy { kind: 'xsuaa' }".to_string(),
+        "[cds] - serving CatalogService { path: '/odata/v4/catalog' }".to_string(),
+        "[cds] - server listening on { url: 'http://localhost:8080' }".to_string(),
+    ]
+    .join("\n")
+}
+
+fn crash_log(restarts: i32) -> String {
+    let mut lines = Vec::new();
+    for attempt in 0..=restarts {
+        lines.push(format!("[cds] - loaded model from 3 file(s) (attempt {})", attempt + 1));
+        lines.push("[cds] - using auth strategy { kind: 'xsuaa' }".to_string());
+        lines.push(
+            "[error] - Error: xsuaa token request failed: 401 Unauthorized (invalid_client: Bad credentials)"
+                .to_string(),
+        );
+        lines.push("npm error code 1".to_string());
+    }
+    lines.join("\n")
+}
+
+impl Sandbox {
+    /// Bring the Deployment's ReplicaSets and Pods in line with `target`. Writes only what
+    /// differs, so calling it on every change of the Deployment is cheap and loops never form.
+    pub(super) fn sync_pods(&self, deployment: &Value, target: &PodTarget) {
+        let namespace = text(deployment, "/metadata/namespace").to_string();
+        let name = text(deployment, "/metadata/name").to_string();
+        let uid = text(deployment, "/metadata/uid").to_string();
+        let Some(template) = deployment.pointer("/spec/template").cloned() else { return };
+        let selector = deployment.pointer("/spec/selector/matchLabels").cloned().unwrap_or_else(|| json!({}));
+        if uid.is_empty() || selector.as_object().is_none_or(serde_json::Map::is_empty) {
+            return;
+        }
+        let hash = hex(&sha2::Sha256::digest(template.to_string().as_bytes()))[..5].to_string();
+        let current_name = format!("{name}-{hash}");
+        let mut replicasets: Vec<Value> = self
+            .list("apps", "replicasets")
+            .into_iter()
+            .filter(|rs| text(rs, "/metadata/namespace") == namespace && owned_by(rs, &uid))
+            .collect();
+        let revision = |rs: &Value| {
+            rs.pointer(&format!("/metadata/annotations/{}", REVISION.replace('/', "~1")))
+                .and_then(Value::as_str)
+                .and_then(|r| r.parse::<i64>().ok())
+                .unwrap_or(0)
+        };
+        if !replicasets.iter().any(|rs| text(rs, "/metadata/name") == current_name) {
+            let next = replicasets.iter().map(revision).max().unwrap_or(0) + 1;
+            let mut labels = selector.clone();
+            labels["pod-template-hash"] = json!(hash);
+            let mut pod_template = template.clone();
+            pod_template["metadata"]["labels"] = labels.clone();
+            let rs = json!({
+                "apiVersion": "apps/v1", "kind": "ReplicaSet",
+                "metadata": {"name": current_name, "namespace": namespace, "labels": labels,
+                             "annotations": {REVISION: next.to_string()}, "ownerReferences": owner("Deployment", deployment)},
+                "spec": {"replicas": 0, "selector": {"matchLabels": labels}, "template": pod_template},
+            });
+            if let Some(created) = self.create_object("apps", "replicasets", &namespace, rs) {
+                replicasets.push(created);
+            }
+        }
+        replicasets.sort_by_key(|rs| std::cmp::Reverse(revision(rs)));
+        let current_desired = if target.crash_restarts.is_some() { 1 } else { target.updated };
+        for (position, rs) in replicasets.iter().enumerate() {
+            let desired = match position {
+                0 => current_desired,
+                // The previous template keeps serving until the new one took over.
+                1 => target.replicas - target.updated,
+                _ => 0,
+            }
+            .max(0);
+            self.sync_replicaset_pods(rs, desired, target.crash_restarts.filter(|_| position == 0));
+        }
+    }
+
+    fn sync_replicaset_pods(&self, rs: &Value, desired: i64, crash_restarts: Option<i32>) {
+        let namespace = text(rs, "/metadata/namespace").to_string();
+        let rs_name = text(rs, "/metadata/name").to_string();
+        let rs_uid = text(rs, "/metadata/uid").to_string();
+        let ready = if crash_restarts.is_some() { 0 } else { desired };
+        if rs.pointer("/spec/replicas").and_then(Value::as_i64) != Some(desired)
+            || rs.pointer("/status/readyReplicas").and_then(Value::as_i64) != Some(ready)
+        {
+            self.with_store_mut(|store| {
+                let Some(resource) = store.registry.by_group_plural("apps", "replicasets").cloned() else { return };
+                let options = WriteOptions { dry_run: false, field_manager: Some(MANAGER.into()), force: false };
+                let mut updated = rs.clone();
+                updated["spec"]["replicas"] = json!(desired);
+                if store.update(&resource, &namespace, &rs_name, updated, false, &options).is_ok() {
+                    let status = json!({"status": {"replicas": desired, "readyReplicas": ready,
+                                                   "availableReplicas": ready, "observedGeneration": 1}});
+                    let _ = store.update(&resource, &namespace, &rs_name, status, true, &options);
+                }
+            });
+        }
+        let pods: Vec<Value> = self
+            .list("", "pods")
+            .into_iter()
+            .filter(|pod| text(pod, "/metadata/namespace") == namespace && owned_by(pod, &rs_uid))
+            .collect();
+        for index in 0..desired {
+            let pod_name = format!("{rs_name}-{index}");
+            let existing = pods.iter().find(|pod| text(pod, "/metadata/name") == pod_name);
+            let status = pod_status(rs, crash_restarts);
+            let log = crash_restarts.map_or_else(|| healthy_log(&pod_name), crash_log);
+            match existing {
+                Some(pod) if pod.pointer("/status/containerStatuses") == status.pointer("/containerStatuses") => {}
+                Some(pod) => {
+                    let mut annotated = pod.clone();
+                    annotated["metadata"]["annotations"][LOG_ANNOTATION] = json!(log);
+                    self.with_store_mut(|store| {
+                        let Some(resource) = store.registry.by_group_plural("", "pods").cloned() else { return };
+                        let options =
+                            WriteOptions { dry_run: false, field_manager: Some(MANAGER.into()), force: false };
+                        let _ = store.update(&resource, &namespace, &pod_name, annotated, false, &options);
+                        let _ =
+                            store.update(&resource, &namespace, &pod_name, json!({"status": status}), true, &options);
+                    });
+                }
+                None => {
+                    let mut spec = rs.pointer("/spec/template/spec").cloned().unwrap_or_else(|| json!({}));
+                    spec["nodeName"] = json!(NODE);
+                    let pod = json!({
+                        "apiVersion": "v1", "kind": "Pod",
+                        "metadata": {"name": pod_name, "namespace": namespace,
+                                     "labels": rs.pointer("/spec/template/metadata/labels").cloned().unwrap_or_else(|| json!({})),
+                                     "annotations": {LOG_ANNOTATION: log}, "ownerReferences": owner("ReplicaSet", rs)},
+                        "spec": spec,
+                    });
+                    if self.create_object("", "pods", &namespace, pod).is_some() {
+                        self.with_store_mut(|store| {
+                            let Some(resource) = store.registry.by_group_plural("", "pods").cloned() else { return };
+                            let options =
+                                WriteOptions { dry_run: false, field_manager: Some(MANAGER.into()), force: false };
+                            let _ = store.update(
+                                &resource,
+                                &namespace,
+                                &pod_name,
+                                json!({"status": status}),
+                                true,
+                                &options,
+                            );
+                        });
+                    }
+                }
+            }
+        }
+        for pod in &pods {
+            let pod_name = text(pod, "/metadata/name");
+            let index = pod_name.rsplit('-').next().and_then(|i| i.parse::<i64>().ok());
+            if index.is_none_or(|index| index >= desired) {
+                self.with_store_mut(|store| {
+                    let Some(resource) = store.registry.by_group_plural("", "pods").cloned() else { return };
+                    let _ = store.delete(&resource, &namespace, pod_name, &DeleteOptions::default());
+                });
+            }
+        }
+    }
+
+    fn create_object(&self, group: &str, plural: &str, namespace: &str, body: Value) -> Option<Value> {
+        self.with_store_mut(|store| {
+            let resource = store.registry.by_group_plural(group, plural)?.clone();
+            let options = WriteOptions { dry_run: false, field_manager: Some(MANAGER.into()), force: false };
+            store.create(&resource, namespace, body, &options).ok().map(|object| (*object).clone())
+        })
+    }
+}
+
+/// Running and ready, or crash-looping with its last termination.
+fn pod_status(rs: &Value, crash_restarts: Option<i32>) -> Value {
+    let containers: Vec<String> = rs
+        .pointer("/spec/template/spec/containers")
+        .and_then(Value::as_array)
+        .map(|c| c.iter().filter_map(|c| c.get("name").and_then(Value::as_str).map(str::to_string)).collect())
+        .unwrap_or_default();
+    let statuses: Vec<Value> = containers
+        .iter()
+        .map(|name| match crash_restarts {
+            None => json!({"name": name, "image": "sandbox", "imageID": "", "ready": true, "restartCount": 0,
+                           "started": true, "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}),
+            Some(restarts) => json!({"name": name, "image": "sandbox", "imageID": "", "ready": false,
+                "restartCount": restarts, "started": false,
+                "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off restarting failed container"}},
+                "lastState": {"terminated": {"exitCode": 1, "reason": "Error",
+                              "startedAt": "2026-01-01T00:00:00Z", "finishedAt": "2026-01-01T00:00:01Z"}}}),
+        })
+        .collect();
+    let ready = if crash_restarts.is_some() { "False" } else { "True" };
+    json!({"phase": "Running", "hostIP": "10.0.0.1", "podIP": "10.244.0.10", "startTime": now_rfc3339(),
+           "conditions": [{"type": "Ready", "status": ready, "lastTransitionTime": now_rfc3339()}],
+           "containerStatuses": statuses})
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
