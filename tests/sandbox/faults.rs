@@ -301,9 +301,13 @@ async fn daemon_process_killed_mid_rollout_and_restarted() {
     capdeck::engine::actions::act(&client, NS, &name, force, "sre", Some("fault test"), now).await.expect("forced");
     let updates = || workload_writes(&sandbox).iter().filter(|w| *w == "update deployments").count();
     eventually("first Deployment updated", Duration::from_secs(60), || async { updates() == 1 }).await;
+    // The pass writes the Deployment first and the batch's status after it: wait for both.
+    eventually("the batch says RollingOut", Duration::from_secs(30), || async {
+        batches(&sandbox, "bookshop").pop().map(|b| b.phase()) == Some(BatchPhase::RollingOut)
+    })
+    .await;
 
     first.kill();
-    assert_eq!(batches(&sandbox, "bookshop").pop().map(|b| b.phase()), Some(BatchPhase::RollingOut));
     let _second = daemon("capdeck-1");
     eventually("the second daemon leads", Duration::from_secs(60), || async { leader().starts_with("capdeck-1") })
         .await;

@@ -11,6 +11,7 @@
 //!     │ hold (any phase)  ─► Held ─ release ─► back where it was                     write failed)
 //!     │ cancel (any phase) ─► Cancelled (after Deployments already rolling finish)
 //!     └ newer rotation while not started ─► Superseded (batching, not here)
+//!   Failed | Held by the failure guard ─ retry ─► RollingOut;  ─ undo ─► Undone (its effects)
 //! ```
 
 use std::time::Duration;
