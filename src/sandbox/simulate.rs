@@ -232,10 +232,13 @@ impl Sandbox {
                 }
             }
             _ => {
+                // A rollback to a template whose Pods exist does not stall (there is nothing new
+                // to start); known only when Pods are simulated.
                 let stall = object
                     .pointer(&format!("/metadata/annotations/{}", STALL_ANNOTATION.replace('/', "~1")))
                     .and_then(Value::as_str)
-                    == Some("true");
+                    == Some("true")
+                    && !(simulation.pods && self.has_replicaset_for(object));
                 // Sandbox time is compressed: a stalled rollout gives up after the simulation's
                 // deadline at most (the spec's, 600 s by default, would stall a demo for minutes).
                 let deadline = int(object, "/spec/progressDeadlineSeconds")

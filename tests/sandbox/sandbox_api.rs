@@ -811,7 +811,27 @@ async fn simulated_pods_follow_a_rollout_and_a_stalled_one_crash_loops() {
     .await;
     let rows = fetch(&client, "default", "srv").await.expect("rows");
     assert_eq!(rows[1].last_termination.as_deref(), Some("Error (exit code 1)"));
-    let lines = log(&client, "default", &rows[1].name, rows[1].log_container.as_deref()).await.expect("log");
+    let lines_pod = rows[1].name.clone();
+    let lines = log(&client, "default", &lines_pod, rows[1].log_container.as_deref()).await.expect("log");
     assert!(lines.iter().any(|line| line.contains("401 Unauthorized")), "{lines:?}");
+
+    // Back to the previous template (what an undo does): its ReplicaSet is current again and
+    // serves at once; the stall annotation does not stop a rollback to Pods that exist.
+    deployments.patch("srv", &PatchParams::default(), &Patch::Strategic(template("2"))).await.expect("roll back");
+    eventually("the previous ReplicaSet is current again", Duration::from_secs(10), || async {
+        let now = shape().await;
+        (now == [
+            rs("current", "2/2"),
+            pod("Running", "1/1"),
+            pod("Running", "1/1"),
+            rs("old", "0/0"),
+            rs("old", "0/0"),
+        ])
+        .then_some(())
+        .ok_or(format!("{now:?}"))
+    })
+    .await;
+    let rows = fetch(&client, "default", "srv").await.expect("rows");
+    assert!(rows.iter().all(|row| row.name != lines_pod), "the crash-looping Pod is gone: {rows:?}");
     cancel.cancel();
 }

@@ -79,7 +79,7 @@ impl Sandbox {
         if uid.is_empty() || selector.as_object().is_none_or(serde_json::Map::is_empty) {
             return;
         }
-        let hash = hex(&sha2::Sha256::digest(template.to_string().as_bytes()))[..5].to_string();
+        let hash = template_hash(&template);
         let current_name = format!("{name}-{hash}");
         let mut replicasets: Vec<Value> = self
             .list("apps", "replicasets")
@@ -107,6 +107,20 @@ impl Sandbox {
             if let Some(created) = self.create_object("apps", "replicasets", &namespace, rs) {
                 replicasets.push(created);
             }
+        }
+        // Back to an earlier template (a rollback, an undo): its ReplicaSet becomes the newest
+        // revision again, as the deployment controller does.
+        let newest = replicasets.iter().map(revision).max().unwrap_or(0);
+        if let Some(current) = replicasets.iter_mut().find(|rs| text(rs, "/metadata/name") == current_name)
+            && revision(current) < newest
+        {
+            current["metadata"]["annotations"][REVISION] = json!((newest + 1).to_string());
+            let body = current.clone();
+            self.with_store_mut(|store| {
+                let Some(resource) = store.registry.by_group_plural("apps", "replicasets").cloned() else { return };
+                let options = WriteOptions { dry_run: false, field_manager: Some(MANAGER.into()), force: false };
+                let _ = store.update(&resource, &namespace, &current_name, body, false, &options);
+            });
         }
         replicasets.sort_by_key(|rs| std::cmp::Reverse(revision(rs)));
         let current_desired = if target.crash_restarts.is_some() { 1 } else { target.updated };
@@ -206,6 +220,14 @@ impl Sandbox {
         }
     }
 
+    /// Whether the Deployment's current Pod template already has its ReplicaSet (a rollback to
+    /// Pods that exist, which a stall annotation does not stop).
+    pub(super) fn has_replicaset_for(&self, deployment: &Value) -> bool {
+        let Some(template) = deployment.pointer("/spec/template") else { return false };
+        let name = format!("{}-{}", text(deployment, "/metadata/name"), template_hash(template));
+        self.get("apps", "replicasets", text(deployment, "/metadata/namespace"), &name).is_some()
+    }
+
     fn create_object(&self, group: &str, plural: &str, namespace: &str, body: Value) -> Option<Value> {
         self.with_store_mut(|store| {
             let resource = store.registry.by_group_plural(group, plural)?.clone();
@@ -238,6 +260,11 @@ fn pod_status(rs: &Value, crash_restarts: Option<i32>) -> Value {
     json!({"phase": "Running", "hostIP": "10.0.0.1", "podIP": "10.244.0.10", "startTime": now_rfc3339(),
            "conditions": [{"type": "Ready", "status": ready, "lastTransitionTime": now_rfc3339()}],
            "containerStatuses": statuses})
+}
+
+/// The ReplicaSet name suffix of a Pod template (the real controller's `pod-template-hash`).
+fn template_hash(template: &Value) -> String {
+    hex(&sha2::Sha256::digest(template.to_string().as_bytes()))[..5].to_string()
 }
 
 fn hex(bytes: &[u8]) -> String {
