@@ -205,6 +205,56 @@ async fn dry_run_previews_and_writes_nothing() {
     cluster.served.stop().await;
 }
 
+/// `retry` and `undo` from the CLI: a dry run names what each touches (undo: back to which
+/// Secret), the write records who and why, and a batch that has not failed is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_and_undo_a_failed_batch() {
+    let cluster = cluster().await;
+    let mut failed = batch("bookshop-failed", "Failed", false);
+    failed["status"]["deployments"] = json!([
+        {"name": "bookshop-v1-srv", "version": "bookshop-v1", "workload": "srv", "action": "Restart", "state": "Stalled",
+         "vcapSecret": "bookshop-v1-srv-new", "previousVcapSecret": "bookshop-v1-srv-old"}]);
+    cluster.sandbox.load([failed]).expect("failed batch");
+    cluster.sandbox.set_user("alice@example.com");
+    let run = |args: Vec<&'static str>| {
+        let kubeconfig = cluster.kubeconfig.clone();
+        tokio::task::spawn_blocking(move || capdeck(&kubeconfig).args(args).assert())
+    };
+    run(vec!["undo", "shop/bookshop-failed", "--reason", "x", "--dry-run"])
+        .await
+        .expect("join")
+        .success()
+        .stdout(predicate::str::contains("Deployments to point back at their previous VCAP Secrets (1):"))
+        .stdout(predicate::str::contains("bookshop-v1-srv (version bookshop-v1): back to bookshop-v1-srv-old"));
+    run(vec!["retry", "shop/bookshop-waiting", "--reason", "x"])
+        .await
+        .expect("join")
+        .code(1)
+        .stderr(predicate::str::contains(
+            "batch bookshop-waiting is AwaitingApproval; only a Failed batch or one the failure guard halted can be retried",
+        ));
+    run(vec!["retry", "shop/bookshop-failed"])
+        .await
+        .expect("join")
+        .code(2)
+        .stderr(predicate::str::contains("--reason"));
+    run(vec!["retry", "shop/bookshop-failed", "--reason", "quota raised"]).await.expect("join").success().stdout(
+        predicate::str::contains(
+            "retried bookshop-failed as alice@example.com (was Failed): bookshop-v1-srv roll once more",
+        ),
+    );
+    assert_eq!(spec(&cluster, "bookshop-failed")["retry"]["by"], "alice@example.com");
+    assert_eq!(spec(&cluster, "bookshop-failed")["retry"]["reason"], "quota raised");
+    run(vec!["retry", "shop/bookshop-failed", "--reason", "again"])
+        .await
+        .expect("join")
+        .code(1)
+        .stderr(predicate::str::contains("is already being retried"));
+    run(vec!["undo", "shop/bookshop-failed", "--reason", "new credentials break srv"]).await.expect("join").success();
+    assert_eq!(spec(&cluster, "bookshop-failed")["undo"]["reason"], "new credentials break srv");
+    cluster.served.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denied_write_names_the_missing_permission() {
     let cluster = cluster().await;
