@@ -313,16 +313,21 @@ pub async fn expiring_credentials_escalate_a_manual_batch(backend: Backend) {
     expiring_credentials(backend, true).await;
 }
 
-/// One rollout at a time, three Deployments, the middle one stalls: the batch halts (`Held`,
-/// `RolloutFailureGuard`, a Warning Event) with the last one still queued and untouched; a
-/// release goes on, and the batch ends Failed with the stalled Deployment's old Secret kept.
-pub async fn a_stalled_deployment_halts_the_batch_until_released(backend: Backend) {
+/// Three Deployments of one version rolled one at a time; the middle one (`b`) stalls.
+async fn middle_of_three_stalls(backend: Backend, test: &str) -> Running {
     let options = AppOptions {
         deployments: &[("a", &["uaa"]), ("b", &["uaa"]), ("c", &["uaa"])],
         stall: &["b"],
         ..AppOptions::default()
     };
-    let r = running_configured(backend, "failure-guard", &options, |config| config.max_parallel_rollouts = 1).await;
+    running_configured(backend, test, &options, |config| config.max_parallel_rollouts = 1).await
+}
+
+/// One rollout at a time, three Deployments, the middle one stalls: the batch halts (`Held`,
+/// `RolloutFailureGuard`, a Warning Event) with the last one still queued and untouched; a
+/// release goes on, and the batch ends Failed with the stalled Deployment's old Secret kept.
+pub async fn a_stalled_deployment_halts_the_batch_until_released(backend: Backend) {
+    let r = middle_of_three_stalls(backend, "failure-guard").await;
     let w = &r.world;
     let stalled_before = w.vcap_of("bookshop-v1-b").await;
     w.rotate_secret("bookshop-uaa").await;
@@ -354,23 +359,14 @@ pub async fn a_stalled_deployment_halts_the_batch_until_released(backend: Backen
     assert_ne!(w.vcap_of(queued[0]).await, untouched, "released: the queued Deployment rolled");
     assert!(w.get("v1", "Secret", &stalled_before).await.is_some(), "the stalled Deployment's old Secret is kept");
     // The release is one Normal Event that says what it goes on despite (not a second "halted").
-    let events: kube::Api<k8s_openapi::api::events::v1::Event> = kube::Api::namespaced(w.client.clone(), &w.ns);
-    let listed = events.list(&Default::default()).await.expect("events").items;
-    let notes = |reason: &str| -> Vec<(String, String)> {
-        listed
-            .iter()
-            .filter(|e| e.reason.as_deref() == Some(reason))
-            .map(|e| (e.type_.clone().unwrap_or_default(), e.note.clone().unwrap_or_default()))
-            .collect()
-    };
-    let released = notes("Released");
+    let released = events_with(w, "Released").await;
     assert_eq!(released.len(), 1, "{released:?}");
     assert_eq!(released[0].0, "Normal");
     assert!(
         released[0].1.contains("released by alice: b is known; going on despite bookshop-v1-b stalled"),
         "{released:?}"
     );
-    let halted = notes("RolloutFailureGuard");
+    let halted = events_with(w, "RolloutFailureGuard").await;
     assert!(halted.iter().all(|(kind, note)| kind == "Warning" && note.contains("halted:")), "{halted:?}");
     r.stop().await;
 }
@@ -399,12 +395,7 @@ async fn stop_stalling(w: &World, deployment: &str) {
 /// retries: the stalled Deployment restarts once more (a new Pod template, same new VCAP Secret),
 /// the queued one follows, the batch succeeds and the old Secrets go. A second retry is refused.
 pub async fn a_halted_batch_is_retried_and_rolls_on(backend: Backend) {
-    let options = AppOptions {
-        deployments: &[("a", &["uaa"]), ("b", &["uaa"]), ("c", &["uaa"])],
-        stall: &["b"],
-        ..AppOptions::default()
-    };
-    let r = running_configured(backend, "retry", &options, |config| config.max_parallel_rollouts = 1).await;
+    let r = middle_of_three_stalls(backend, "retry").await;
     let w = &r.world;
     let b_before = w.vcap_of("bookshop-v1-b").await;
     w.rotate_secret("bookshop-uaa").await;

@@ -736,6 +736,21 @@ async fn starts_with_the_namespaces_of_a_real_cluster() {
     assert_eq!((version.major.as_str(), version.minor.as_str()), ("1", "33"));
 }
 
+/// Wait until the Pods pane's rows of Deployment `srv` are `expected` (kind, status, ready).
+async fn pods_become(client: &kube::Client, what: &str, expected: &[(capdeck::readmodel::pods::RowKind, &str, &str)]) {
+    eventually(what, Duration::from_secs(10), || async {
+        let now = capdeck::readmodel::pods::fetch(client, "default", "srv").await.unwrap_or_default();
+        let same = now.len() == expected.len()
+            && now
+                .iter()
+                .zip(expected)
+                .all(|(row, (kind, status, ready))| row.kind == *kind && row.status == *status && row.ready == *ready);
+        let seen: Vec<_> = now.iter().map(|row| (row.kind, row.status.as_str(), row.ready.as_str())).collect();
+        same.then_some(()).ok_or(format!("{seen:?}"))
+    })
+    .await;
+}
+
 /// The demo's ReplicaSet and Pod controller (`WorkloadSimulation::pods`): a ReplicaSet per Pod
 /// template with its Pods on the sandbox node, handed over on a rollout; a stalled rollout's
 /// new Pod crash-loops and its log (the kubelet stand-in) says why — what the console's Pods
@@ -762,53 +777,30 @@ async fn simulated_pods_follow_a_rollout_and_a_stalled_one_crash_loops() {
     }))
     .expect("deployment");
     deployments.create(&PostParams::default(), &deployment).await.expect("create");
-    // (kind, status, ready) of every row, ReplicaSets newest first.
-    let shape = || async {
-        fetch(&client, "default", "srv")
-            .await
-            .map(|rows| rows.into_iter().map(|r| (r.kind, r.status, r.ready)).collect::<Vec<_>>())
-            .unwrap_or_default()
-    };
-    let pod = |status: &str, ready: &str| (RowKind::Pod, status.to_string(), ready.to_string());
-    let rs = |status: &str, ready: &str| (RowKind::ReplicaSet, status.to_string(), ready.to_string());
-    eventually("two ready Pods", Duration::from_secs(10), || async {
-        let now = shape().await;
-        (now == [rs("current", "2/2"), pod("Running", "1/1"), pod("Running", "1/1")])
-            .then_some(())
-            .ok_or(format!("{now:?}"))
-    })
-    .await;
+    use RowKind::{Pod as P, ReplicaSet as R};
+    pods_become(&client, "two ready Pods", &[(R, "current", "2/2"), (P, "Running", "1/1"), (P, "Running", "1/1")])
+        .await;
 
     let template = |env: &str| {
         json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "i",
                                        "env": [{"name": "V", "value": env}]}]}}}})
     };
     deployments.patch("srv", &PatchParams::default(), &Patch::Strategic(template("2"))).await.expect("roll");
-    eventually("the new ReplicaSet took over", Duration::from_secs(10), || async {
-        let now = shape().await;
-        (now == [rs("current", "2/2"), pod("Running", "1/1"), pod("Running", "1/1"), rs("old", "0/0")])
-            .then_some(())
-            .ok_or(format!("{now:?}"))
-    })
-    .await;
+    let took_over = [(R, "current", "2/2"), (P, "Running", "1/1"), (P, "Running", "1/1"), (R, "old", "0/0")];
+    pods_become(&client, "the new ReplicaSet took over", &took_over).await;
 
     let stall = json!({"metadata": {"annotations": {"sandbox.capdeck.dev/stall": "true"}}});
     deployments.patch("srv", &PatchParams::default(), &Patch::Merge(stall)).await.expect("stall");
     deployments.patch("srv", &PatchParams::default(), &Patch::Strategic(template("3"))).await.expect("roll");
-    eventually("the new Pod crash-loops, the old ones serve", Duration::from_secs(10), || async {
-        let now = shape().await;
-        (now == [
-            rs("current", "0/1"),
-            pod("CrashLoopBackOff", "0/1"),
-            rs("old", "2/2"),
-            pod("Running", "1/1"),
-            pod("Running", "1/1"),
-            rs("old", "0/0"),
-        ])
-        .then_some(())
-        .ok_or(format!("{now:?}"))
-    })
-    .await;
+    let crashing = [
+        (R, "current", "0/1"),
+        (P, "CrashLoopBackOff", "0/1"),
+        (R, "old", "2/2"),
+        (P, "Running", "1/1"),
+        (P, "Running", "1/1"),
+        (R, "old", "0/0"),
+    ];
+    pods_become(&client, "the new Pod crash-loops, the old ones serve", &crashing).await;
     let rows = fetch(&client, "default", "srv").await.expect("rows");
     assert_eq!(rows[1].last_termination.as_deref(), Some("Error (exit code 1)"));
     let lines_pod = rows[1].name.clone();
@@ -818,19 +810,9 @@ async fn simulated_pods_follow_a_rollout_and_a_stalled_one_crash_loops() {
     // Back to the previous template (what an undo does): its ReplicaSet is current again and
     // serves at once; the stall annotation does not stop a rollback to Pods that exist.
     deployments.patch("srv", &PatchParams::default(), &Patch::Strategic(template("2"))).await.expect("roll back");
-    eventually("the previous ReplicaSet is current again", Duration::from_secs(10), || async {
-        let now = shape().await;
-        (now == [
-            rs("current", "2/2"),
-            pod("Running", "1/1"),
-            pod("Running", "1/1"),
-            rs("old", "0/0"),
-            rs("old", "0/0"),
-        ])
-        .then_some(())
-        .ok_or(format!("{now:?}"))
-    })
-    .await;
+    let back =
+        [(R, "current", "2/2"), (P, "Running", "1/1"), (P, "Running", "1/1"), (R, "old", "0/0"), (R, "old", "0/0")];
+    pods_become(&client, "the previous ReplicaSet is current again", &back).await;
     let rows = fetch(&client, "default", "srv").await.expect("rows");
     assert!(rows.iter().all(|row| row.name != lines_pod), "the crash-looping Pod is gone: {rows:?}");
     cancel.cancel();

@@ -191,10 +191,7 @@ impl Reconciler {
             }
             Ok(Redone::NotOurs { uses }) => {
                 deployment.state = Some(DeploymentRolloutState::Failed);
-                deployment.message = Some(format!(
-                    "not retried: the Deployment was changed by someone else and now uses {}",
-                    uses.unwrap_or_else(|| "no VCAP secret".into())
-                ));
+                deployment.message = Some(format!("not retried: {}", changed_by_someone_else(uses)));
             }
             Ok(Redone::Gone) => {
                 deployment.state = Some(DeploymentRolloutState::Failed);
@@ -267,10 +264,7 @@ impl Reconciler {
                     }
                 }
                 Ok(Redone::NotOurs { uses }) => {
-                    deployment.message = Some(format!(
-                        "not undone: the Deployment was changed by someone else and now uses {}",
-                        uses.unwrap_or_else(|| "no VCAP secret".into())
-                    ));
+                    deployment.message = Some(format!("not undone: {}", changed_by_someone_else(uses)));
                     left.push(deployment.name.clone());
                 }
                 Ok(Redone::Gone) => {
@@ -430,10 +424,7 @@ impl Reconciler {
                 Ok(other) => {
                     if generation > deployment.rolled_generation.unwrap_or(0) {
                         deployment.state = Some(DeploymentRolloutState::Failed);
-                        deployment.message = Some(format!(
-                            "the Deployment was changed by someone else and now uses {}",
-                            other.unwrap_or_else(|| "no VCAP secret".into())
-                        ));
+                        deployment.message = Some(changed_by_someone_else(other));
                         status.deployments[position] = deployment;
                         self.rolling = self.rolling.saturating_sub(1);
                     }
@@ -515,6 +506,14 @@ impl Reconciler {
             }
         }
     }
+}
+
+/// Why capdeck leaves a Deployment alone that it had pointed at its VCAP Secret.
+fn changed_by_someone_else(uses: Option<String>) -> String {
+    format!(
+        "the Deployment was changed by someone else and now uses {}",
+        uses.unwrap_or_else(|| "no VCAP secret".into())
+    )
 }
 
 /// The value of a retry's Pod template annotation: its time, to the second.
