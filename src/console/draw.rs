@@ -49,15 +49,30 @@ pub fn draw(frame: &mut Frame, app: &App) {
             draw_text_popup(frame, theme, title, &lines, *scroll, area);
         }
         Overlay::Dialog(_) => draw_dialog(frame, app, area),
-        Overlay::Pods(pane) => match &pane.log {
-            Some(log) => draw_text_popup(frame, theme, &log.title(), &log_lines(log, theme), log.scroll, area),
-            None => {
-                let (lines, selected) = pods_lines(pane, theme, app.now);
-                // Keep the selected line in view (the header scrolls away only when it must).
-                let scroll = selected.saturating_sub(popup_rows(area.height).saturating_sub(1));
-                draw_text_popup(frame, theme, &pane.title(), &lines, scroll, area);
-            }
-        },
+        Overlay::Pods(pane) => {
+            let popup = centered(area, PANE_PERCENT, POPUP_PERCENT_Y, 40, POPUP_MIN_HEIGHT);
+            // Inside the borders and the padding.
+            let width = usize::from(popup.width.saturating_sub(4)).max(10);
+            let rows = popup_rows(area.height);
+            let (title, lines, scroll) = match &pane.log {
+                Some(log) => {
+                    let (lines, scroll) = log_lines(log, theme, width, rows);
+                    (log.title(), lines, scroll)
+                }
+                None => {
+                    let (lines, selected) = pods_lines(pane, theme, app.now, width);
+                    // Keep the selected line in view (the header scrolls away only when it must).
+                    (pane.title(), lines, selected.saturating_sub(rows.saturating_sub(1)))
+                }
+            };
+            frame.render_widget(Clear, popup);
+            let end = (scroll + rows).min(lines.len());
+            let visible: Vec<Line> = lines[scroll.min(end)..end].to_vec();
+            frame.render_widget(
+                Paragraph::new(visible).block(popup_block(theme, &title, strings::POPUP_HINT.to_string())),
+                popup,
+            );
+        }
     }
     if let Input::Command(text) = &app.input {
         draw_picker(frame, app, text, footer);
@@ -567,9 +582,14 @@ fn draw_dialog(frame: &mut Frame, app: &App, area: Rect) {
 
 // ----- the Pods pane ---------------------------------------------------------------------------
 
-/// The Pods pane's text: a header, one line per ReplicaSet and Pod (the selected one
-/// highlighted), and the keys; and the index of the selected line, to keep it in view.
-fn pods_lines(pane: &PodsPane, theme: &Theme, now: Timestamp) -> (Vec<Line<'static>>, usize) {
+/// The Pods pane's popup is wider than the others: Pod names are long and the last
+/// termination is the point.
+const PANE_PERCENT: u16 = 98;
+
+/// The Pods pane's text for `width` columns: a header, one line per ReplicaSet and Pod (the
+/// selected one highlighted; its last termination or VCAP Secret on a line of its own when the
+/// row is too wide), and the keys; and the index of the selected line, to keep it in view.
+fn pods_lines(pane: &PodsPane, theme: &Theme, now: Timestamp, width: usize) -> (Vec<Line<'static>>, usize) {
     let keys = || Line::styled(strings::PODS_KEYS, theme.muted());
     let rows = match &pane.rows {
         None => return (vec![Line::raw(strings::PODS_LOADING)], 0),
@@ -578,37 +598,39 @@ fn pods_lines(pane: &PodsPane, theme: &Theme, now: Timestamp) -> (Vec<Line<'stat
         Some(Ok(rows)) => rows,
     };
     let name = |row: &PodRow| match row.kind {
-        RowKind::ReplicaSet => format!("rs/{}", row.name),
-        RowKind::Pod => format!("  pod/{}", row.name),
+        RowKind::ReplicaSet => row.name.clone(),
+        RowKind::Pod => format!("  {}", row.name),
     };
-    let width = rows.iter().map(|row| name(row).chars().count()).max().unwrap_or(4).max(4);
+    let name_width = rows.iter().map(|row| name(row).chars().count()).max().unwrap_or(4).max(4);
     let status_width = rows.iter().map(|row| row.status.chars().count()).max().unwrap_or(6).max(6);
-    let header = format!(
-        "{:width$}  {:status_width$}  {:>5}  {:>8}  {:>5}  LAST TERMINATION / VCAP SECRET",
-        "NAME", "STATUS", "READY", "RESTARTS", "AGE"
-    );
+    let columns = |name: &str, status: &str, ready: &str, restarts: &str, age: &str| {
+        format!("{name:name_width$}  {status:status_width$}  {ready:>5}  {restarts:>8}  {age:>5}")
+    };
+    let header = format!("{}  LAST TERMINATION / VCAP SECRET", columns("NAME", "STATUS", "READY", "RESTARTS", "AGE"));
     let mut lines = vec![Line::styled(header, theme.header())];
+    let mut selected_line = 1;
     for (index, row) in rows.iter().enumerate() {
         let age = row.created.map_or_else(|| "-".into(), |t| views::relative(now.as_second() - t.as_second()));
         let last = match row.kind {
             RowKind::ReplicaSet => row.secret.as_ref().map(|s| format!("reads {s}")).unwrap_or_default(),
             RowKind::Pod => row.last_termination.clone().unwrap_or_default(),
         };
-        let text = format!(
-            "{:width$}  {:status_width$}  {:>5}  {:>8}  {:>5}  {last}",
-            name(row),
-            row.status,
-            row.ready,
-            row.restarts,
-            age
-        );
+        let text = columns(&name(row), &row.status, &row.ready, &row.restarts.to_string(), &age);
         let style =
             if index == pane.selected { theme.selection() } else { views::state_style(theme, pod_state_word(row)) };
-        lines.push(Line::from(Span::styled(text, style)));
+        if index == pane.selected {
+            selected_line = lines.len();
+        }
+        if last.is_empty() || text.chars().count() + 2 + last.chars().count() <= width {
+            lines.push(Line::from(Span::styled(format!("{text}  {last}").trim_end().to_string(), style)));
+        } else {
+            lines.push(Line::from(Span::styled(text, style)));
+            lines.push(Line::from(Span::styled(format!("    ↳ {last}"), theme.muted())));
+        }
     }
     lines.push(Line::raw(""));
     lines.push(keys());
-    (lines, pane.selected + 1)
+    (lines, selected_line)
 }
 
 /// The state word that picks a Pods pane row's colour.
@@ -623,11 +645,29 @@ fn pod_state_word(row: &PodRow) -> &'static str {
     }
 }
 
-fn log_lines(log: &LogPane, theme: &Theme) -> Vec<Line<'static>> {
-    match &log.lines {
-        None => vec![Line::raw(strings::LOG_LOADING)],
-        Some(Err(error)) => vec![Line::styled(error.clone(), theme.error())],
-        Some(Ok(lines)) if lines.is_empty() => vec![Line::raw(strings::LOG_EMPTY)],
-        Some(Ok(lines)) => lines.iter().map(|line| Line::raw(line.clone())).collect(),
+/// A log's lines cut to `width` (a long line continues on the next), and where to start
+/// showing them: its scroll (counted in the log's own lines), or the end while it follows it.
+fn log_lines(log: &LogPane, theme: &Theme, width: usize, rows: usize) -> (Vec<Line<'static>>, usize) {
+    let text = match &log.lines {
+        None => return (vec![Line::raw(strings::LOG_LOADING)], 0),
+        Some(Err(error)) => return (vec![Line::styled(error.clone(), theme.error())], 0),
+        Some(Ok(lines)) if lines.is_empty() => return (vec![Line::raw(strings::LOG_EMPTY)], 0),
+        Some(Ok(lines)) => lines,
+    };
+    let mut lines = Vec::new();
+    let mut scroll = 0;
+    for (index, line) in text.iter().enumerate() {
+        if Some(index) == log.scroll {
+            scroll = lines.len();
+        }
+        let chars: Vec<char> = line.chars().collect();
+        if chars.is_empty() {
+            lines.push(Line::raw(""));
+        }
+        for chunk in chars.chunks(width.max(1)) {
+            lines.push(Line::raw(chunk.iter().collect::<String>()));
+        }
     }
+    let last = lines.len().saturating_sub(rows);
+    (lines, if log.scroll.is_some() { scroll.min(last) } else { last })
 }

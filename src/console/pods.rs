@@ -27,7 +27,8 @@ pub struct LogPane {
     pub container: Option<String>,
     /// `None` while reading.
     pub lines: Option<Result<Vec<String>, String>>,
-    pub scroll: usize,
+    /// The first line in view; `None` follows the end (the newest lines).
+    pub scroll: Option<usize>,
 }
 
 impl PodsPane {

@@ -157,8 +157,7 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Command> {
                 && let Some(log) = pane.log.as_mut().filter(|log| log.pod == pod)
             {
                 log.lines = Some(lines);
-                log.scroll = usize::MAX; // the newest lines first in view
-                clamp_log_scroll(log, app.viewport_height);
+                log.scroll = None; // the newest lines in view
             }
             Vec::new()
         }
@@ -567,19 +566,28 @@ fn pods_key(app: &mut App, action: Option<Action>) -> Vec<Command> {
     let page = app.viewport_rows;
     let Overlay::Pods(pane) = &mut app.overlay else { return Vec::new() };
     if let Some(log) = pane.log.as_mut() {
-        match action {
-            Some(Action::Back | Action::Quit | Action::Logs) => pane.log = None,
-            Some(Action::Down) => log.scroll = log.scroll.saturating_add(1),
-            Some(Action::Up) => log.scroll = log.scroll.saturating_sub(1),
-            Some(Action::PageDown) => log.scroll = log.scroll.saturating_add(page),
-            Some(Action::PageUp) => log.scroll = log.scroll.saturating_sub(page),
-            Some(Action::Top) => log.scroll = 0,
-            Some(Action::Bottom) => log.scroll = usize::MAX,
-            _ => {}
-        }
-        if let Some(log) = pane.log.as_mut() {
-            clamp_log_scroll(log, height);
-        }
+        let rows = super::queries::popup_rows(height);
+        let len = match &log.lines {
+            Some(Ok(lines)) => lines.len(),
+            _ => 0,
+        };
+        let end = len.saturating_sub(rows);
+        let at = log.scroll.unwrap_or(end);
+        let to = match action {
+            Some(Action::Back | Action::Quit | Action::Logs) => {
+                pane.log = None;
+                return Vec::new();
+            }
+            Some(Action::Down) => at.saturating_add(1),
+            Some(Action::Up) => at.saturating_sub(1),
+            Some(Action::PageDown) => at.saturating_add(page),
+            Some(Action::PageUp) => at.saturating_sub(page),
+            Some(Action::Top) => 0,
+            Some(Action::Bottom) => end,
+            _ => return Vec::new(),
+        };
+        // At the end it follows the end (a resize keeps the newest lines in view).
+        log.scroll = (to < end).then_some(to);
         return Vec::new();
     }
     let last = pane.row_count().saturating_sub(1);
@@ -597,8 +605,12 @@ fn pods_key(app: &mut App, action: Option<Action>) -> Vec<Command> {
                 flash(app, Level::Info, strings::SELECT_A_POD.to_string());
                 return Vec::new();
             };
-            pane.log =
-                Some(LogPane { pod: pod.name.clone(), container: pod.log_container.clone(), lines: None, scroll: 0 });
+            pane.log = Some(LogPane {
+                pod: pod.name.clone(),
+                container: pod.log_container.clone(),
+                lines: None,
+                scroll: None,
+            });
             return vec![Command::PodLog {
                 namespace: pane.namespace.clone(),
                 pod: pod.name,
@@ -608,15 +620,6 @@ fn pods_key(app: &mut App, action: Option<Action>) -> Vec<Command> {
         _ => {}
     }
     Vec::new()
-}
-
-/// Keep a log's scroll inside its text (`usize::MAX` means the end).
-fn clamp_log_scroll(log: &mut LogPane, height: u16) {
-    let lines = match &log.lines {
-        Some(Ok(lines)) => lines.len(),
-        _ => 1,
-    };
-    log.scroll = log.scroll.min(lines.saturating_sub(super::queries::popup_rows(height)));
 }
 
 /// Open the selected row's detail pane, and ask for what it needs worked out.

@@ -436,3 +436,66 @@ fn tenant_detail_shows_versions_strategy_and_the_operation_step_by_step() {
     key(&mut app, KeyCode::Char('d'));
     insta::assert_snapshot!("detail_tenant", render(&mut app, 120, 30));
 }
+
+/// The Pods pane (Enter on a rollout) and a Pod's log (`l`), at 80×24 and 120×30: the failing
+/// Pod's status, restarts and last termination stay in view; the log opens at its end.
+#[test]
+fn pods_pane_and_a_pod_log() {
+    use capdeck::readmodel::pods::{PodRow, RowKind};
+    let mut app = sample_app();
+    keys(&mut app, ":rollouts\n/travel-1-2-0-srv\n");
+    let commands = key(&mut app, KeyCode::Enter);
+    assert!(matches!(&commands[..], [Command::Pods { .. }]), "{commands:?}");
+    let ago = |minutes: i64| app.now.checked_sub(k8s_openapi::jiff::SignedDuration::from_mins(minutes)).ok();
+    let row =
+        |kind, name: &str, status: &str, ready: &str, restarts, last: Option<&str>, secret: Option<&str>, age| PodRow {
+            kind,
+            name: name.into(),
+            status: status.into(),
+            ready: ready.into(),
+            restarts,
+            last_termination: last.map(str::to_string),
+            secret: secret.map(str::to_string),
+            created: ago(age),
+            log_container: (kind == RowKind::Pod).then(|| "srv".into()),
+        };
+    let rows = vec![
+        row(RowKind::ReplicaSet, "travel-1-2-0-srv-7d9", "current", "0/1", 4, None, Some("travel-1-2-0-srv-k2x9q"), 6),
+        row(
+            RowKind::Pod,
+            "travel-1-2-0-srv-7d9-x2k4p",
+            "CrashLoopBackOff",
+            "0/1",
+            4,
+            Some("Error (exit code 1)"),
+            None,
+            6,
+        ),
+        row(RowKind::ReplicaSet, "travel-1-2-0-srv-6c4", "old", "2/2", 0, None, Some("travel-1-2-0-srv-s748w"), 90),
+        row(RowKind::Pod, "travel-1-2-0-srv-6c4-a", "Running", "1/1", 0, None, None, 90),
+        row(RowKind::Pod, "travel-1-2-0-srv-6c4-b", "Running", "1/1", 0, None, None, 90),
+    ];
+    update(&mut app, Msg::Pods { namespace: "cap-shop".into(), deployment: "travel-1-2-0-srv".into(), rows: Ok(rows) });
+    key(&mut app, KeyCode::Char('j'));
+    insta::assert_snapshot!("pods_pane_80x24", render(&mut app, 80, 24));
+    insta::assert_snapshot!("pods_pane_120x30", render(&mut app, 120, 30));
+    assert!(render(&mut app, 20, 5).contains('┌'), "a 20×5 terminal still draws the pane");
+    let commands = key(&mut app, KeyCode::Char('l'));
+    assert!(matches!(&commands[..], [Command::PodLog { pod, .. }] if pod == "travel-1-2-0-srv-7d9-x2k4p"));
+    let lines = (1..=40)
+        .map(|n| format!("[error] - Error: xsuaa token request failed: 401 Unauthorized (attempt {n})"))
+        .collect();
+    update(
+        &mut app,
+        Msg::PodLog { namespace: "cap-shop".into(), pod: "travel-1-2-0-srv-7d9-x2k4p".into(), lines: Ok(lines) },
+    );
+    insta::assert_snapshot!("pod_log_80x24", render(&mut app, 80, 24));
+    assert!(render(&mut app, 20, 5).contains('┌'), "and the log");
+    // It follows the end across a resize; g goes to the top, G back to following the end.
+    assert!(render(&mut app, 120, 30).contains("(attempt 40)"));
+    key(&mut app, KeyCode::Char('g'));
+    let top = render(&mut app, 120, 30);
+    assert!(top.contains("(attempt 1)") && !top.contains("(attempt 40)"), "{top}");
+    key(&mut app, KeyCode::Char('G'));
+    assert!(render(&mut app, 80, 24).contains("(attempt 40)"));
+}
