@@ -427,9 +427,20 @@ where
                     Command::PodLog { namespace, pod, container } => {
                         let client = live.connection.client.clone();
                         let tx = tx.clone();
+                        // The namespace's credentials, masked if the Pod logged them.
+                        let stores = live.view_stores();
+                        let secrets: Vec<_> = stores
+                            .binding_secrets
+                            .state()
+                            .into_iter()
+                            .chain(stores.vcap_secrets.state())
+                            .filter(|secret| secret.metadata.namespace.as_deref() == Some(namespace.as_str()))
+                            .collect();
+                        let values = crate::readmodel::pods::credential_values(secrets.iter().map(|s| s.as_ref()));
                         tokio::spawn(async move {
-                            let lines =
-                                crate::readmodel::pods::log(&client, &namespace, &pod, container.as_deref()).await;
+                            let lines = crate::readmodel::pods::log(&client, &namespace, &pod, container.as_deref())
+                                .await
+                                .map(|lines| crate::readmodel::pods::mask(lines, &values));
                             let _ = tx.send((generation, Msg::PodLog { namespace, pod, lines }));
                         });
                     }

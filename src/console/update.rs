@@ -416,6 +416,11 @@ pub fn handle_key(app: &mut App, key: &KeyEvent, at: std::time::Instant) -> Vec<
     }
     let action = app.keymap.action(key);
     if matches!(app.overlay, Overlay::Pods(_)) {
+        // Ctrl-C quits from anywhere in the pane; q and Esc go back a level.
+        if control && key.code == KeyCode::Char('c') {
+            app.quit = true;
+            return vec![Command::Quit];
+        }
         return pods_key(app, action);
     }
     let help_open = matches!(app.overlay, Overlay::Help { .. });

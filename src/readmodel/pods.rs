@@ -160,6 +160,66 @@ pub async fn fetch(client: &kube::Client, namespace: &str, deployment: &str) -> 
     Ok(rows(&live, &replicasets.items, &pods.items))
 }
 
+/// Key names whose values are credentials (case-insensitive, anywhere in the name).
+const SECRET_KEY_PARTS: &[&str] = &["secret", "password", "passwd", "token", "key", "certificate", "credential"];
+/// Shorter values are not masked (they would mask ordinary words).
+const MIN_MASKED: usize = 6;
+pub const MASK: &str = "•••";
+
+/// Credential values in `secrets` (binding and VCAP Secrets): the values of keys that name a
+/// secret, in the Secret's data and in JSON inside it (`VCAP_SERVICES`, `credentials`). A Pod
+/// that logs its credentials is not a reason for capdeck to show them.
+pub fn credential_values<'a>(secrets: impl IntoIterator<Item = &'a k8s_openapi::api::core::v1::Secret>) -> Vec<String> {
+    fn secretish(key: &str) -> bool {
+        let key = key.to_ascii_lowercase();
+        SECRET_KEY_PARTS.iter().any(|part| key.contains(part))
+    }
+    // In JSON a string is a credential by its own key (`clientsecret`), not its container's
+    // (`credentials` also holds `clientid` and `url`).
+    fn walk(value: &serde_json::Value, secret_key: bool, out: &mut Vec<String>) {
+        match value {
+            serde_json::Value::String(text) if secret_key => out.push(text.clone()),
+            serde_json::Value::Object(map) => {
+                for (key, value) in map {
+                    walk(value, secretish(key), out);
+                }
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|item| walk(item, secret_key, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for secret in secrets {
+        for (key, value) in secret.data.iter().flatten() {
+            let Ok(text) = String::from_utf8(value.0.clone()) else { continue };
+            match serde_json::from_str::<serde_json::Value>(&text) {
+                Ok(json @ (serde_json::Value::Object(_) | serde_json::Value::Array(_))) => {
+                    walk(&json, false, &mut out);
+                }
+                _ if secretish(key) => out.push(text),
+                _ => {}
+            }
+        }
+    }
+    out.retain(|value| value.chars().count() >= MIN_MASKED);
+    // Longest first, so a value that contains another is masked whole.
+    out.sort_by_key(|value| std::cmp::Reverse(value.len()));
+    out.dedup();
+    out
+}
+
+/// `lines` with every one of `values` replaced by `•••`.
+pub fn mask(lines: Vec<String>, values: &[String]) -> Vec<String> {
+    lines
+        .into_iter()
+        .map(|line| {
+            values.iter().fold(line, |line, value| {
+                if line.contains(value.as_str()) { line.replace(value.as_str(), MASK) } else { line }
+            })
+        })
+        .collect()
+}
+
 /// The last `LOG_LINES` lines of a Pod's container, after checking `get pods/log` first (so a
 /// user without it is told which permission is missing, not shown an API error).
 pub async fn log(
@@ -211,6 +271,40 @@ mod tests {
             "status": status,
         }))
         .expect("pod")
+    }
+
+    /// A Pod that logs its credentials: the values of secret-named keys (flat, in JSON, in
+    /// VCAP_SERVICES) are masked; URLs, names and short values stay readable.
+    #[test]
+    fn credential_values_in_log_lines_are_masked() {
+        let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+            "metadata": {"name": "uaa"},
+            "data": {
+                "clientsecret": base64("s3cr3t-value-1"),
+                "url": base64("https://uaa.example.com"),
+                "credentials": base64(r#"{"uaa": {"clientsecret": "nested-secret-2", "clientid": "sb-app"}, "password": "pw-123456"}"#),
+                "key": base64("abc"),
+            },
+        }))
+        .expect("secret");
+        let values = credential_values([&secret]);
+        assert_eq!(values, ["nested-secret-2", "s3cr3t-value-1", "pw-123456"]);
+        let lines = vec![
+            "VCAP: clientsecret=s3cr3t-value-1 url=https://uaa.example.com".to_string(),
+            r#"{"clientsecret":"nested-secret-2","password":"pw-123456","clientid":"sb-app"}"#.to_string(),
+        ];
+        assert_eq!(
+            mask(lines, &values),
+            [
+                "VCAP: clientsecret=••• url=https://uaa.example.com",
+                r#"{"clientsecret":"•••","password":"•••","clientid":"sb-app"}"#,
+            ]
+        );
+    }
+
+    fn base64(text: &str) -> String {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(text)
     }
 
     /// Newest ReplicaSet first with the VCAP Secret it reads; a crash-looping Pod says why and

@@ -226,3 +226,68 @@ async fn failing_engine_writes_show_in_the_header_and_a_message() {
     console.shows("the engine's write failed").await;
     console.quit().await;
 }
+
+/// From a rollout row to its Pods and a Pod's log through the runtime: the log is read after
+/// the `get pods/log` check, and a credential the Pod logged (a value of its namespace's
+/// binding Secrets) shows as `•••`, never as itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pods_log_is_read_with_its_credentials_masked() {
+    let sandbox = Sandbox::default();
+    sandbox.load_demo().expect("demo seed");
+    sandbox.set_user("alice");
+    let (served, _dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "alice").await;
+    let simulation = tokio_util::sync::CancellationToken::new();
+    let pods = capdeck::sandbox::simulate::WorkloadSimulation { pods: true, ..Default::default() };
+    sandbox.simulate_workloads(pods, simulation.clone());
+    let mut console = Console::start(&kubeconfig, false, EngineMode::Lead).await;
+    // The start-up re-check opens hr-portal's batch (manual policy): its rollout rows wait.
+    console.typed(":rollouts\n/hr-portal-2-3-0-router\n");
+    console.shows("Queued").await;
+
+    // A credential of the namespace, logged by the router's Pod.
+    let secrets: Vec<k8s_openapi::api::core::v1::Secret> = sandbox
+        .binding_secrets()
+        .into_iter()
+        .filter(|(namespace, _)| namespace == "cap-hr")
+        .filter_map(|(namespace, name)| sandbox.get("", "secrets", &namespace, &name))
+        .map(|secret| serde_json::from_value(secret).expect("secret"))
+        .collect();
+    let values = capdeck::readmodel::pods::credential_values(&secrets);
+    let leaked = values.first().expect("a credential in cap-hr").clone();
+    let router_pod = || {
+        sandbox.list("", "pods").into_iter().find(|pod| {
+            pod.pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .is_some_and(|n| n.starts_with("hr-portal-2-3-0-router-"))
+        })
+    };
+    common::eventually("the router's Pod", std::time::Duration::from_secs(10), || async { router_pod().is_some() })
+        .await;
+    let pod = router_pod().expect("seen above");
+    let name = pod.pointer("/metadata/name").and_then(Value::as_str).expect("name").to_string();
+    let client = sandbox.client();
+    let api: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(client, "cap-hr");
+    let log = format!("starting\nVCAP_SERVICES xsuaa clientsecret={leaked}\nlistening");
+    let patch = serde_json::json!({"metadata": {"annotations": {"sandbox.capdeck.dev/log": log}}});
+    api.patch(&name, &Default::default(), &kube::api::Patch::Merge(&patch)).await.expect("log");
+
+    console.key(KeyCode::Enter);
+    console.shows("Pods of Deployment cap-hr/hr-portal-2-3-0-router").await;
+    console.shows(&format!("  {name}")).await;
+    // The Pods under the ReplicaSet: select the one that logged.
+    let position = if name.ends_with("-0") { 1 } else { 2 };
+    for _ in 0..position {
+        console.key(KeyCode::Char('j'));
+    }
+    console.key(KeyCode::Char('l'));
+    let screen = console.shows("clientsecret=•••").await;
+    assert!(!screen.contains(&leaked), "{screen}");
+    assert!(screen.contains("listening"), "{screen}");
+    assert!(
+        sandbox.requests().iter().any(|r| r.info.resource == "selfsubjectaccessreviews"),
+        "asked whether alice may get pods/log first"
+    );
+    console.quit().await;
+    simulation.cancel();
+    served.stop().await;
+}
