@@ -96,7 +96,7 @@ pub fn action_help(action: Action) -> &'static str {
         Action::Bottom => "last row",
         Action::PageUp => "one screen up",
         Action::PageDown => "one screen down",
-        Action::Enter => "drill down: app → versions, version → tenants, tenant → operations, batch → rollouts",
+        Action::Enter => "drill down: app → versions → tenants → operations; batch → rollouts → Pods",
         Action::Back => "clear the filter, close a pane, or go back",
         Action::NextView => "next view",
         Action::PreviousView => "previous view",
