@@ -483,6 +483,10 @@ pub struct SandboxArgs {
     /// Replicas per second a simulated rollout progresses
     #[arg(long, value_name = "N", default_value_t = 1.0, requires = "simulate_workloads")]
     pub pace: f64,
+    /// Also run ReplicaSets and Pods (one node; a stalled rollout's new Pod crash-loops, with a
+    /// log `kubectl logs` and the console's `l` read), as `--demo` does
+    #[arg(long, requires = "simulate_workloads")]
+    pub simulate_pods: bool,
     /// Rotate a random binding Secret every 20-40 s
     #[arg(long)]
     pub rotate_credentials: bool,

@@ -38,7 +38,11 @@ pub async fn run(args: SandboxArgs) -> anyhow::Result<ExitCode> {
     let cancel = CancellationToken::new();
     let mut tasks = Vec::new();
     if args.simulate_workloads {
-        let simulation = WorkloadSimulation { replicas_per_second: args.pace, ..WorkloadSimulation::default() };
+        let simulation = WorkloadSimulation {
+            replicas_per_second: args.pace,
+            pods: args.simulate_pods,
+            ..WorkloadSimulation::default()
+        };
         tasks.push(sandbox.simulate_workloads(simulation, cancel.clone()));
     }
     if args.rotate_credentials {

@@ -18,6 +18,7 @@ async fn serves_demo_seed_and_stops_cleanly_on_sigterm() {
             "--seed",
             "demo",
             "--simulate-workloads",
+            "--simulate-pods",
             "--user",
             "alice",
             "--deny",
@@ -43,6 +44,12 @@ async fn serves_demo_seed_and_stops_cleanly_on_sigterm() {
     let client = kube::Client::try_from(config).expect("client");
     let tenants: Api<CAPTenant> = Api::all(client.clone());
     assert_eq!(tenants.list(&ListParams::default()).await.expect("list").items.len(), 25);
+    // --simulate-pods: every seeded Deployment's Pods come up.
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), "cap-hr");
+    crate::common::eventually("Pods of the demo's Deployments", Duration::from_secs(20), || async {
+        pods.list(&ListParams::default()).await.is_ok_and(|list| !list.items.is_empty())
+    })
+    .await;
     let who: Api<k8s_openapi::api::authentication::v1::SelfSubjectReview> = Api::all(client);
     let me = who.create(&Default::default(), &Default::default()).await.expect("whoami");
     assert_eq!(me.status.and_then(|s| s.user_info).and_then(|u| u.username).as_deref(), Some("alice"));
@@ -60,6 +67,8 @@ fn bad_flags_are_usage_errors() {
         .code(2)
         .stderr(predicates::str::contains("is not VERB:RESOURCE"));
     assert_cmd::Command::cargo_bin("capdeck").expect("bin").args(["sandbox", "--seed", "huge"]).assert().code(2);
+    // Pods are simulated only with the workloads.
+    assert_cmd::Command::cargo_bin("capdeck").expect("bin").args(["sandbox", "--simulate-pods"]).assert().code(2);
     assert_cmd::Command::cargo_bin("capdeck")
         .expect("bin")
         .args(["sandbox", "--listen", "256.0.0.1:1"])
