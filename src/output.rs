@@ -193,6 +193,10 @@ pub fn yaml(value: &serde_json::Value) -> String {
     serde_saphyr::to_string(value).unwrap_or_else(|error| format!("# cannot print as YAML: {error}\n"))
 }
 
+/// What replaces a value people must not see (a Secret value, an env value, a credential in a
+/// log line).
+pub const MASK: &str = "•••";
+
 /// `1 Deployment`, `3 Deployments`.
 pub fn count(n: usize, singular: &str) -> String {
     if n == 1 { format!("1 {singular}") } else { format!("{n} {singular}s") }

@@ -8,8 +8,7 @@ use super::app::App;
 use super::queries::selected_index;
 use super::views::view;
 
-/// What replaces a masked value.
-pub const MASK: &str = "•••";
+pub use crate::output::MASK;
 
 /// `(title, lines)` of the detail pane for the selected row.
 pub fn detail(app: &App) -> Option<(String, Vec<String>)> {

@@ -164,7 +164,6 @@ pub async fn fetch(client: &kube::Client, namespace: &str, deployment: &str) -> 
 const SECRET_KEY_PARTS: &[&str] = &["secret", "password", "passwd", "token", "key", "certificate", "credential"];
 /// Shorter values are not masked (they would mask ordinary words).
 const MIN_MASKED: usize = 6;
-pub const MASK: &str = "•••";
 
 /// Credential values in `secrets` (binding and VCAP Secrets): the values of keys that name a
 /// secret, in the Secret's data and in JSON inside it (`VCAP_SERVICES`, `credentials`). A Pod
@@ -214,7 +213,7 @@ pub fn mask(lines: Vec<String>, values: &[String]) -> Vec<String> {
         .into_iter()
         .map(|line| {
             values.iter().fold(line, |line, value| {
-                if line.contains(value.as_str()) { line.replace(value.as_str(), MASK) } else { line }
+                if line.contains(value.as_str()) { line.replace(value.as_str(), crate::output::MASK) } else { line }
             })
         })
         .collect()
