@@ -85,6 +85,17 @@ fn owner_reference<K: Resource<DynamicType = ()>>(object: &K, controller: bool) 
     })
 }
 
+/// The VCAP Secret the Deployment's containers read now.
+fn referenced_secret(deployment: &Deployment) -> Option<String> {
+    crate::plan::referenced_vcap_secret(&DeploymentView::from(deployment)).ok().flatten()
+}
+
+/// A Deployment capdeck left on `secret` and nobody changed since; else why it is left alone.
+fn still_ours(deployment: &Deployment, secret: &str) -> Result<(), Redone> {
+    let uses = referenced_secret(deployment);
+    if uses.as_deref() == Some(secret) { Ok(()) } else { Err(Redone::NotOurs { uses }) }
+}
+
 /// Every container and initContainer gets exactly one `envFrom`: the VCAP Secret, optional.
 pub fn point_containers(deployment: &mut Deployment, secret: &str) {
     let Some(pod) = deployment.spec.as_mut().and_then(|spec| spec.template.spec.as_mut()) else { return };
@@ -256,45 +267,25 @@ impl Writes {
         batch: &str,
         now: Timestamp,
     ) -> Result<Pointed, kube::Error> {
-        let api: Api<Deployment> = Api::namespaced(self.client.clone(), namespace);
-        let mut attempts = 0;
-        loop {
-            let mut deployment = match self.counted(api.get_opt(name).await)? {
-                Some(deployment) => deployment,
-                None => return Ok(Pointed::Gone),
-            };
-            let generation = deployment.metadata.generation.unwrap_or(0);
-            if deployment.annotations().get(ANNOTATION_ROLLED_BY).map(String::as_str) == Some(batch) {
-                let secret = crate::plan::referenced_vcap_secret(&DeploymentView::from(&deployment)).ok().flatten();
-                return Ok(Pointed::AlreadyRolled { generation, secret });
-            }
-            let previous = crate::plan::referenced_vcap_secret(&DeploymentView::from(&deployment)).ok().flatten();
-            point_containers(&mut deployment, secret);
-            let annotations = deployment.annotations_mut();
-            annotations.insert(ANNOTATION_ROLLED_AT.into(), now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
-            annotations.insert(ANNOTATION_ROLLED_BY.into(), batch.into());
-            match api
-                .replace(
-                    name,
-                    &PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() },
-                    &deployment,
-                )
-                .await
-            {
-                Ok(updated) => {
-                    self.metrics.write("update", "deployments");
-                    return Ok(Pointed::Updated {
-                        generation: updated.metadata.generation.unwrap_or(generation + 1),
-                        previous,
-                    });
+        self.edit_deployment(
+            namespace,
+            name,
+            |deployment| {
+                let current = referenced_secret(deployment);
+                if deployment.annotations().get(ANNOTATION_ROLLED_BY).map(String::as_str) == Some(batch) {
+                    let generation = deployment.metadata.generation.unwrap_or(0);
+                    return Err(Pointed::AlreadyRolled { generation, secret: current });
                 }
-                Err(kube::Error::Api(status)) if status.code == 409 && attempts < 5 => {
-                    attempts += 1;
-                    tracing::debug!(namespace, deployment = name, attempts, "conflict updating deployment; re-reading");
-                }
-                Err(error) => return self.counted(Err(error)),
-            }
-        }
+                point_containers(deployment, secret);
+                let annotations = deployment.annotations_mut();
+                annotations.insert(ANNOTATION_ROLLED_AT.into(), now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
+                annotations.insert(ANNOTATION_ROLLED_BY.into(), batch.into());
+                Ok(current)
+            },
+            |generation, previous| Pointed::Updated { generation, previous },
+            || Pointed::Gone,
+        )
+        .await
     }
 
     /// Restart a Deployment this batch pointed at `secret` once more (a retry): its Pod template
@@ -308,20 +299,29 @@ impl Writes {
         at: &str,
         now: Timestamp,
     ) -> Result<Redone, kube::Error> {
-        self.rewrite_deployment(namespace, name, secret, |deployment| {
-            let template = deployment.spec.as_mut().map(|spec| &mut spec.template.metadata);
-            let annotations = template
-                .map(|meta| meta.get_or_insert_with(Default::default).annotations.get_or_insert_with(Default::default));
-            let Some(annotations) = annotations else { return false };
-            if annotations.get(ANNOTATION_RETRIED_AT).map(String::as_str) == Some(at) {
-                return false;
-            }
-            annotations.insert(ANNOTATION_RETRIED_AT.into(), at.into());
-            deployment
-                .annotations_mut()
-                .insert(ANNOTATION_ROLLED_AT.into(), now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
-            true
-        })
+        self.edit_deployment(
+            namespace,
+            name,
+            |deployment| {
+                still_ours(deployment, secret)?;
+                let generation = deployment.metadata.generation.unwrap_or(0);
+                let template = deployment.spec.as_mut().map(|spec| &mut spec.template.metadata);
+                let annotations = template.map(|meta| {
+                    meta.get_or_insert_with(Default::default).annotations.get_or_insert_with(Default::default)
+                });
+                let Some(annotations) = annotations else { return Err(Redone::Done { generation }) };
+                if annotations.get(ANNOTATION_RETRIED_AT).map(String::as_str) == Some(at) {
+                    return Err(Redone::Done { generation });
+                }
+                annotations.insert(ANNOTATION_RETRIED_AT.into(), at.into());
+                deployment
+                    .annotations_mut()
+                    .insert(ANNOTATION_ROLLED_AT.into(), now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
+                Ok(())
+            },
+            |generation, ()| Redone::Done { generation },
+            || Redone::Gone,
+        )
         .await
     }
 
@@ -336,51 +336,56 @@ impl Writes {
         batch: &str,
         now: Timestamp,
     ) -> Result<Redone, kube::Error> {
-        let api: Api<Deployment> = Api::namespaced(self.client.clone(), namespace);
-        if let Some(live) = self.counted(api.get_opt(name).await)? {
-            let uses = crate::plan::referenced_vcap_secret(&DeploymentView::from(&live)).ok().flatten();
-            if uses.as_deref() == Some(previous) {
-                return Ok(Redone::Done { generation: live.metadata.generation.unwrap_or(0) });
-            }
-        }
-        self.rewrite_deployment(namespace, name, secret, |deployment| {
-            point_containers(deployment, previous);
-            let annotations = deployment.annotations_mut();
-            annotations.insert(ANNOTATION_ROLLED_AT.into(), now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
-            annotations.insert(ANNOTATION_UNDONE_BY.into(), batch.into());
-            true
-        })
+        self.edit_deployment(
+            namespace,
+            name,
+            |deployment| {
+                if referenced_secret(deployment).as_deref() == Some(previous) {
+                    return Err(Redone::Done { generation: deployment.metadata.generation.unwrap_or(0) });
+                }
+                still_ours(deployment, secret)?;
+                point_containers(deployment, previous);
+                let annotations = deployment.annotations_mut();
+                annotations.insert(ANNOTATION_ROLLED_AT.into(), now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
+                annotations.insert(ANNOTATION_UNDONE_BY.into(), batch.into());
+                Ok(())
+            },
+            |generation, ()| Redone::Done { generation },
+            || Redone::Gone,
+        )
         .await
     }
 
-    /// Read the Deployment live, check it still uses `secret`, let `change` edit it (`false`:
-    /// nothing to write) and replace it with its resourceVersion; a 409 re-reads and retries.
-    async fn rewrite_deployment(
+    /// The one way the engine changes a Deployment: read it live, let `edit` change it (`Err`:
+    /// the answer without a write, `Ok`: what `written` needs besides the new generation) and
+    /// replace it with its resourceVersion; a 409 re-reads and edits again (5 times).
+    async fn edit_deployment<W, T>(
         &self,
         namespace: &str,
         name: &str,
-        secret: &str,
-        change: impl Fn(&mut Deployment) -> bool,
-    ) -> Result<Redone, kube::Error> {
+        mut edit: impl FnMut(&mut Deployment) -> Result<W, T>,
+        written: impl FnOnce(i64, W) -> T,
+        gone: impl FnOnce() -> T,
+    ) -> Result<T, kube::Error> {
         let api: Api<Deployment> = Api::namespaced(self.client.clone(), namespace);
+        let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() };
         let mut attempts = 0;
         loop {
-            let Some(mut deployment) = self.counted(api.get_opt(name).await)? else { return Ok(Redone::Gone) };
+            let Some(mut deployment) = self.counted(api.get_opt(name).await)? else { return Ok(gone()) };
             let generation = deployment.metadata.generation.unwrap_or(0);
-            let uses = crate::plan::referenced_vcap_secret(&DeploymentView::from(&deployment)).ok().flatten();
-            if uses.as_deref() != Some(secret) {
-                return Ok(Redone::NotOurs { uses });
-            }
-            if !change(&mut deployment) {
-                return Ok(Redone::Done { generation });
-            }
-            let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() };
+            let carried = match edit(&mut deployment) {
+                Ok(carried) => carried,
+                Err(answer) => return Ok(answer),
+            };
             match api.replace(name, &params, &deployment).await {
                 Ok(updated) => {
                     self.metrics.write("update", "deployments");
-                    return Ok(Redone::Done { generation: updated.metadata.generation.unwrap_or(generation + 1) });
+                    return Ok(written(updated.metadata.generation.unwrap_or(generation + 1), carried));
                 }
-                Err(kube::Error::Api(status)) if status.code == 409 && attempts < 5 => attempts += 1,
+                Err(kube::Error::Api(status)) if status.code == 409 && attempts < 5 => {
+                    attempts += 1;
+                    tracing::debug!(namespace, deployment = name, attempts, "conflict updating deployment; re-reading");
+                }
                 Err(error) => return self.counted(Err(error)),
             }
         }
