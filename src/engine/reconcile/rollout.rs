@@ -133,13 +133,8 @@ impl Reconciler {
             Ok(Pointed::Updated { generation, previous: live_previous }) => {
                 deployment.vcap_secret = Some(secret_name);
                 deployment.previous_vcap_secret = previous.or(live_previous);
-                deployment.rolled_generation = Some(generation);
                 deployment.vcap_sha256 = Some(planned.payload.sha256());
-                deployment.state = Some(DeploymentRolloutState::Rolling);
-                deployment.message = Some("rolling".into());
-                self.metrics.deployments_restarted.inc();
-                self.rolling += 1;
-                self.attempts.remove(&attempt_key);
+                self.restarted(&attempt_key, deployment, generation, "rolling");
                 tracing::info!(namespace, deployment = %deployment.name, batch = %batch_name, "deployment pointed at new VCAP secret");
             }
             Ok(Pointed::AlreadyRolled { generation, secret }) => {
@@ -168,6 +163,17 @@ impl Reconciler {
         }
     }
 
+    /// Our write restarted the Deployment (first time or retried): follow it from `generation`,
+    /// count it against the parallel-rollout budget, and forget its failed attempts.
+    fn restarted(&mut self, key: &RolloutKey, deployment: &mut BatchDeployment, generation: i64, message: &str) {
+        deployment.rolled_generation = Some(generation);
+        deployment.state = Some(DeploymentRolloutState::Rolling);
+        deployment.message = Some(message.into());
+        self.metrics.deployments_restarted.inc();
+        self.rolling += 1;
+        self.attempts.remove(key);
+    }
+
     /// A retried Deployment the batch had pointed at `secret`: restart it once more.
     async fn restart_again(
         &mut self,
@@ -181,12 +187,7 @@ impl Reconciler {
         let attempt_key = (namespace.to_string(), batch_name.to_string(), deployment.name.clone());
         match self.writes.restart_deployment(namespace, &deployment.name, secret, &retry_stamp(at), now).await {
             Ok(Redone::Done { generation }) => {
-                deployment.rolled_generation = Some(generation);
-                deployment.state = Some(DeploymentRolloutState::Rolling);
-                deployment.message = Some("rolling again (retried)".into());
-                self.metrics.deployments_restarted.inc();
-                self.rolling += 1;
-                self.attempts.remove(&attempt_key);
+                self.restarted(&attempt_key, deployment, generation, "rolling again (retried)");
                 tracing::info!(namespace, deployment = %deployment.name, batch = %batch_name, "deployment restarted again (retry)");
             }
             Ok(Redone::NotOurs { uses }) => {
