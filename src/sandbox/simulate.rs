@@ -100,11 +100,25 @@ fn rolling_status(rollout: &Rollout, updated: i64, stalled: bool) -> Value {
 
 impl Sandbox {
     fn write_status(&self, group: &str, plural: &str, namespace: &str, name: &str, status: Value) {
+        self.update_object(group, plural, namespace, name, json!({"status": status}), true);
+    }
+
+    /// Write through the store as the controller manager does (not in the request log, never
+    /// capdeck's); `status_only` writes the status subresource. Whether it was written.
+    fn update_object(
+        &self,
+        group: &str,
+        plural: &str,
+        namespace: &str,
+        name: &str,
+        body: Value,
+        status_only: bool,
+    ) -> bool {
         self.with_store_mut(|store| {
-            let Some(resource) = store.registry.by_group_plural(group, plural).cloned() else { return };
+            let Some(resource) = store.registry.by_group_plural(group, plural).cloned() else { return false };
             let options = WriteOptions { dry_run: false, field_manager: Some(MANAGER.into()), force: false };
-            let _ = store.update(&resource, namespace, name, json!({"status": status}), true, &options);
-        });
+            store.update(&resource, namespace, name, body, status_only, &options).is_ok()
+        })
     }
 
     /// Run the workload controller until `cancel`: Deployments without status get one, a pod

@@ -10,8 +10,8 @@ use sha2::Digest as _;
 
 use super::super::Sandbox;
 use super::super::store::{DeleteOptions, WriteOptions, now_rfc3339};
+use super::MANAGER;
 
-const MANAGER: &str = "sandbox-controller-manager";
 const REVISION: &str = "deployment.kubernetes.io/revision";
 const NODE: &str = "sandbox-node";
 pub const LOG_ANNOTATION: &str = "sandbox.capdeck.dev/log";
@@ -115,12 +115,7 @@ impl Sandbox {
             && revision(current) < newest
         {
             current["metadata"]["annotations"][REVISION] = json!((newest + 1).to_string());
-            let body = current.clone();
-            self.with_store_mut(|store| {
-                let Some(resource) = store.registry.by_group_plural("apps", "replicasets").cloned() else { return };
-                let options = WriteOptions { dry_run: false, field_manager: Some(MANAGER.into()), force: false };
-                let _ = store.update(&resource, &namespace, &current_name, body, false, &options);
-            });
+            self.update_object("apps", "replicasets", &namespace, &current_name, current.clone(), false);
         }
         replicasets.sort_by_key(|rs| std::cmp::Reverse(revision(rs)));
         let current_desired = if target.crash_restarts.is_some() { 1 } else { target.updated };
@@ -144,17 +139,13 @@ impl Sandbox {
         if rs.pointer("/spec/replicas").and_then(Value::as_i64) != Some(desired)
             || rs.pointer("/status/readyReplicas").and_then(Value::as_i64) != Some(ready)
         {
-            self.with_store_mut(|store| {
-                let Some(resource) = store.registry.by_group_plural("apps", "replicasets").cloned() else { return };
-                let options = WriteOptions { dry_run: false, field_manager: Some(MANAGER.into()), force: false };
-                let mut updated = rs.clone();
-                updated["spec"]["replicas"] = json!(desired);
-                if store.update(&resource, &namespace, &rs_name, updated, false, &options).is_ok() {
-                    let status = json!({"status": {"replicas": desired, "readyReplicas": ready,
-                                                   "availableReplicas": ready, "observedGeneration": 1}});
-                    let _ = store.update(&resource, &namespace, &rs_name, status, true, &options);
-                }
-            });
+            let mut updated = rs.clone();
+            updated["spec"]["replicas"] = json!(desired);
+            if self.update_object("apps", "replicasets", &namespace, &rs_name, updated, false) {
+                let status = json!({"replicas": desired, "readyReplicas": ready, "availableReplicas": ready,
+                                    "observedGeneration": 1});
+                self.write_status("apps", "replicasets", &namespace, &rs_name, status);
+            }
         }
         let pods: Vec<Value> = self
             .list("", "pods")
@@ -171,14 +162,8 @@ impl Sandbox {
                 Some(pod) => {
                     let mut annotated = pod.clone();
                     annotated["metadata"]["annotations"][LOG_ANNOTATION] = json!(log);
-                    self.with_store_mut(|store| {
-                        let Some(resource) = store.registry.by_group_plural("", "pods").cloned() else { return };
-                        let options =
-                            WriteOptions { dry_run: false, field_manager: Some(MANAGER.into()), force: false };
-                        let _ = store.update(&resource, &namespace, &pod_name, annotated, false, &options);
-                        let _ =
-                            store.update(&resource, &namespace, &pod_name, json!({"status": status}), true, &options);
-                    });
+                    self.update_object("", "pods", &namespace, &pod_name, annotated, false);
+                    self.write_status("", "pods", &namespace, &pod_name, status);
                 }
                 None => {
                     let mut spec = rs.pointer("/spec/template/spec").cloned().unwrap_or_else(|| json!({}));
@@ -191,19 +176,7 @@ impl Sandbox {
                         "spec": spec,
                     });
                     if self.create_object("", "pods", &namespace, pod).is_some() {
-                        self.with_store_mut(|store| {
-                            let Some(resource) = store.registry.by_group_plural("", "pods").cloned() else { return };
-                            let options =
-                                WriteOptions { dry_run: false, field_manager: Some(MANAGER.into()), force: false };
-                            let _ = store.update(
-                                &resource,
-                                &namespace,
-                                &pod_name,
-                                json!({"status": status}),
-                                true,
-                                &options,
-                            );
-                        });
+                        self.write_status("", "pods", &namespace, &pod_name, status);
                     }
                 }
             }
