@@ -106,6 +106,9 @@ pub struct DomainRef {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApplicationDomains {
+    /// Optional upstream (`omitempty`): the Go operator writes `domains: {}` back into every
+    /// CAPApplication it reconciles, so a required field would reject them all.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(length(max = 62), regex(pattern = r"^[a-z0-9-.]+$"))]
     pub primary: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -763,5 +766,30 @@ impl CAPTenant {
             .as_ref()
             .and_then(|status| status.current_cap_application_version_instance.as_deref())
             .filter(|name| !name.is_empty())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the Go CAP Operator v0.35.0 writes back into a CAPApplication it reconciled, measured
+    /// on kube-apiserver 1.34 (upstream::vcap_corpus_is_byte_identical): `domains: {}`, the
+    /// deprecated `globalAccountId`, its finalizer and labels. capdeck must read it.
+    #[test]
+    fn a_capapplication_the_go_operator_reconciled_is_read() {
+        let written = serde_json::json!({
+            "apiVersion": "sme.sap.com/v1alpha1", "kind": "CAPApplication",
+            "metadata": {"name": "bookshop", "namespace": "shop", "finalizers": ["sme.sap.com/capapplication"],
+                         "labels": {"sme.sap.com/app-identifier-hash": "ca654b46b69e43297ac6f49e7fa37f932b065621"}},
+            "spec": {"btp": {"services": [{"class": "xsuaa", "name": "uaa", "secret": "uaa"}]}, "btpAppName": "bookshop",
+                     "domains": {}, "globalAccountId": "ga", "providerSubaccountId": "p", "rolloutOnCredentialUpdate": true},
+            "status": {"state": "Consistent", "servicesOnly": true, "domainSpecHash": "{}"}});
+        let app: CAPApplication = serde_json::from_value(written).expect("reads what the Go operator wrote");
+        assert_eq!(app.spec.domains.as_ref().map(|d| d.primary.as_str()), Some(""));
+        assert_eq!(app.spec.rollout_on_credential_update, Some(true));
+        // And writes it back without inventing a primary domain.
+        let again = serde_json::to_value(&app).expect("serialises");
+        assert_eq!(again["spec"]["domains"], serde_json::json!({}));
     }
 }
