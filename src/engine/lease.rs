@@ -82,6 +82,10 @@ pub async fn holder(client: &kube::Client, lease: &LeaseSettings) -> Result<Hold
     Ok(holder_of(found.as_ref(), Timestamp::now()))
 }
 
+/// The Lease the Go CAP Operator leads with (`cmd/controller/main.go`, `LeaseLockName`), in its
+/// `POD_NAMESPACE`.
+pub const GO_OPERATOR_LEASE: &str = "capoperator-lease-lock";
+
 /// The pure part of `holder`.
 pub fn holder_of(lease: Option<&Lease>, now: Timestamp) -> Holder {
     let Some(spec) = lease.and_then(|l| l.spec.as_ref()) else { return Holder::Nobody };
