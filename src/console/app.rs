@@ -180,6 +180,8 @@ pub struct App {
     pub leader: Option<Result<crate::engine::lease::Holder, String>>,
     /// The attached engine's last failed write, while it lasts.
     pub write_failure: Option<String>,
+    /// The Lease (`ns/name`) of a Go CAP Operator that is running, if one is.
+    pub go_operator: Option<String>,
     pub connection: ConnectionState,
     pub access: HashMap<String, Access>,
     pub flash: Option<Flash>,
@@ -241,6 +243,7 @@ impl App {
             role: Role::Starting,
             leader: None,
             write_failure: None,
+            go_operator: None,
             connection: ConnectionState::default(),
             access: HashMap::new(),
             flash: None,
@@ -275,11 +278,14 @@ impl App {
     /// nobody handles rotations when nobody does.
     pub fn leader_note(&self) -> Option<(String, super::app::Severity)> {
         use crate::engine::lease::Holder;
+        if self.role == Role::Leader && self.write_failure.is_some() {
+            return Some(("✗ writes failing (see messages)".to_string(), Severity::Error));
+        }
+        if let Some(warning) = self.go_operator_warning() {
+            return Some((warning, Severity::Warning));
+        }
         if self.role == Role::Leader {
-            return self
-                .write_failure
-                .as_ref()
-                .map(|_| ("✗ writes failing (see messages)".to_string(), Severity::Error));
+            return None;
         }
         match self.leader.as_ref()? {
             Ok(Holder::Renewing { identity, renewed_ago }) => {
@@ -289,5 +295,13 @@ impl App {
             // The banner says why the API cannot be read; the header stays short.
             Err(_) => Some(("(leader unknown)".to_string(), Severity::Warning)),
         }
+    }
+
+    /// A Go CAP Operator runs and applications in view set `spec.rolloutOnCredentialUpdate`: it
+    /// restarts their Deployments too (docs/COMPATIBILITY.md).
+    fn go_operator_warning(&self) -> Option<String> {
+        self.go_operator.as_ref()?;
+        let both = self.snapshot.apps.iter().filter(|a| a.opt_in == crate::readmodel::OptIn::Spec).count();
+        (both > 0).then(|| format!("⚠ Go CAP Operator also rolls {both} app(s): capdeck doctor"))
     }
 }

@@ -102,6 +102,7 @@ impl Live {
         live.forwarders.push(forward_role(engine.role.clone(), tx.clone(), generation));
         live.forwarders.push(forward_write_failure(engine.write_failure.clone(), tx.clone(), generation));
         live.forwarders.push(forward_leader(live.connection.client.clone(), lease, tx.clone(), generation));
+        live.forwarders.push(forward_go_operator(live.connection.client.clone(), tx.clone(), generation));
         live.forwarders.push(forward_identity(live.connection.client.clone(), tx.clone(), generation));
         live.engine = Some(engine);
         live.start_view(tx, generation);
@@ -144,6 +145,7 @@ impl Live {
             tx.clone(),
             generation,
         ));
+        self.forwarders.push(forward_go_operator(self.connection.client.clone(), tx.clone(), generation));
         self.forwarders.push(forward_identity(self.connection.client.clone(), tx.clone(), generation));
         self.start_view(tx, generation);
     }
@@ -222,6 +224,57 @@ fn forward_leader(
                 }
             };
             if tx.send((generation, Msg::Leader(holder))).is_err() {
+                return;
+            }
+        }
+    })
+}
+
+/// Whether a Go CAP Operator runs: a watch on its Lease (`capoperator-lease-lock`, in whatever
+/// namespace it runs), re-evaluated every 5 s. A user who may not watch Leases cluster-wide sees
+/// no warning; the log says why once.
+fn forward_go_operator(client: kube::Client, tx: mpsc::UnboundedSender<Envelope>, generation: u64) -> JoinHandle<()> {
+    use kube::runtime::{WatchStreamExt as _, watcher};
+    tokio::spawn(async move {
+        let api: kube::Api<k8s_openapi::api::coordination::v1::Lease> = kube::Api::all(client);
+        let config =
+            watcher::Config::default().fields(&format!("metadata.name={}", crate::engine::lease::GO_OPERATOR_LEASE));
+        let mut stream = watcher(api, config).default_backoff().boxed();
+        let mut leases: std::collections::BTreeMap<String, k8s_openapi::api::coordination::v1::Lease> =
+            std::collections::BTreeMap::new();
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        let mut told = false;
+        loop {
+            tokio::select! {
+                event = stream.next() => match event {
+                    Some(Ok(watcher::Event::Apply(lease) | watcher::Event::InitApply(lease))) => {
+                        leases.insert(kube::ResourceExt::namespace(&lease).unwrap_or_default(), lease);
+                    }
+                    Some(Ok(watcher::Event::Delete(lease))) => {
+                        leases.remove(&kube::ResourceExt::namespace(&lease).unwrap_or_default());
+                    }
+                    Some(Ok(watcher::Event::Init)) => leases.clear(),
+                    Some(Ok(watcher::Event::InitDone)) => {}
+                    Some(Err(error)) => {
+                        if !told {
+                            tracing::info!(%error, "cannot watch the Go CAP Operator's Lease; the header will not warn about it");
+                            told = true;
+                        }
+                        continue;
+                    }
+                    None => return,
+                },
+                _ = tick.tick() => {}
+            }
+            let now = Timestamp::now();
+            let running = leases.iter().find_map(|(namespace, lease)| {
+                matches!(
+                    crate::engine::lease::holder_of(Some(lease), now),
+                    crate::engine::lease::Holder::Renewing { .. }
+                )
+                .then(|| format!("{namespace}/{}", crate::engine::lease::GO_OPERATOR_LEASE))
+            });
+            if tx.send((generation, Msg::GoOperator(running))).is_err() {
                 return;
             }
         }

@@ -35,6 +35,8 @@ pub enum Msg {
     Leader(Result<crate::engine::lease::Holder, String>),
     /// The attached engine's last failed write (None once a write succeeded again).
     WriteFailure(Option<String>),
+    /// The Lease of a running Go CAP Operator, or None.
+    GoOperator(Option<String>),
     Identity(String),
     Access {
         namespace: String,
@@ -179,6 +181,10 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Command> {
         }
         Msg::Leader(holder) => {
             app.leader = Some(holder);
+            Vec::new()
+        }
+        Msg::GoOperator(lease) => {
+            app.go_operator = lease;
             Vec::new()
         }
         Msg::WriteFailure(failure) => {
@@ -957,6 +963,29 @@ mod tests {
             press(app, KeyCode::Char('j'));
             assert_ne!(before, app.cursor().selected, "no batch {name}");
         }
+    }
+
+    #[test]
+    fn a_running_go_operator_warns_in_the_header_while_apps_opt_in_by_spec() {
+        let mut app = app();
+        update(&mut app, Msg::Role(Role::Leader));
+        assert_eq!(app.leader_note(), None, "a leading engine with nothing wrong says nothing more");
+        let by_spec = app.snapshot.apps.iter().filter(|a| a.opt_in == crate::readmodel::OptIn::Spec).count();
+        assert!(by_spec > 0, "the demo has applications that set spec.rolloutOnCredentialUpdate");
+
+        update(&mut app, Msg::GoOperator(Some("cap-operator/capoperator-lease-lock".into())));
+        let (note, severity) = app.leader_note().expect("a warning");
+        assert_eq!(severity, crate::console::app::Severity::Warning);
+        assert_eq!(note, format!("⚠ Go CAP Operator also rolls {by_spec} app(s): capdeck doctor"));
+
+        update(&mut app, Msg::Role(Role::Observer));
+        assert_eq!(
+            app.leader_note().map(|n| n.1),
+            Some(crate::console::app::Severity::Warning),
+            "observers see it too"
+        );
+        update(&mut app, Msg::GoOperator(None));
+        assert!(!app.leader_note().is_some_and(|(note, _)| note.contains("Go CAP Operator")), "gone once it stops");
     }
 
     #[test]
