@@ -31,6 +31,12 @@ mod process_stories;
 mod setup;
 #[path = "real_cluster/tmux_console.rs"]
 mod tmux_console;
+#[path = "real_cluster/upstream.rs"]
+mod upstream;
+#[path = "real_cluster/upstream_stories.rs"]
+mod upstream_stories;
+#[path = "real_cluster/vcap_corpus.rs"]
+mod vcap_corpus;
 #[path = "real_cluster/world.rs"]
 mod world;
 
@@ -89,6 +95,17 @@ fn all_stories() -> Vec<(&'static str, Story, &'static [Backend])> {
     ]
 }
 
+type UpstreamStory = fn() -> Pin<Box<dyn Future<Output = ()> + Send>>;
+
+fn upstream_stories() -> Vec<(&'static str, UpstreamStory)> {
+    vec![
+        ("vcap_corpus_is_byte_identical", || Box::pin(upstream_stories::vcap_corpus_is_byte_identical())),
+        ("switch_over_both_ways", || Box::pin(upstream_stories::switch_over_both_ways())),
+        ("both_running_on_one_application", || Box::pin(upstream_stories::both_running_on_one_application())),
+        ("same_choices_for_one_rotation", || Box::pin(upstream_stories::same_choices_for_one_rotation())),
+    ]
+}
+
 fn run(story: Story, backend: Backend) -> Result<(), Failed> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -139,6 +156,28 @@ fn main() -> ExitCode {
         })
         .with_ignored_flag(real.is_err()),
     );
+    // The third world: the real Go CAP Operator beside capdeck on its own kube-apiserver.
+    let upstream = real.as_ref().map_err(Clone::clone).and_then(|_| upstream::find());
+    match &upstream {
+        Err(why) if required => {
+            eprintln!("CAPDECK_REQUIRE_REAL_CLUSTER=1 but {why}");
+            return ExitCode::FAILURE;
+        }
+        Err(why) => eprintln!("the upstream:: stories (the Go CAP Operator beside capdeck) are ignored: {why}"),
+        Ok(found) => eprintln!("Go CAP Operator: {}", found.controller.display()),
+    }
+    for (name, story) in upstream_stories() {
+        let trial = Trial::test(format!("upstream::{name}"), move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .map_err(|e| Failed::from(format!("tokio runtime: {e}")))?;
+            runtime.block_on(story());
+            Ok(())
+        });
+        trials.push(trial.with_ignored_flag(upstream.is_err()));
+    }
     let tmux = tmux_console::available();
     match &tmux {
         Err(why) if required => {

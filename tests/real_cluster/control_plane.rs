@@ -80,8 +80,8 @@ pub enum Profile {
     NoWatchCache,
 }
 
-/// One server process under its watchdog.
-struct Supervised {
+/// One server process under its watchdog (etcd, kube-apiserver, the Go CAP Operator).
+pub struct Supervised {
     watchdog: Child,
     /// Closing it tells the watchdog to stop the server.
     pipe: Option<ChildStdin>,
@@ -89,6 +89,12 @@ struct Supervised {
 
 impl Supervised {
     fn start(binary: &Path, args: &[String], log: &Path) -> Result<Self, String> {
+        Self::start_with_env(binary, args, &[], log)
+    }
+
+    /// Like `start`, with `env` set and no in-cluster service variables (a server started here
+    /// must never find the host's cluster).
+    pub fn start_with_env(binary: &Path, args: &[String], env: &[(&str, String)], log: &Path) -> Result<Self, String> {
         let log_file = std::fs::File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
         let log_err = log_file.try_clone().map_err(|e| e.to_string())?;
         // The watchdog runs the server and, beside it, reads its own stdin until EOF (this
@@ -107,6 +113,9 @@ wait $pid"#;
             .arg("watchdog")
             .arg(binary)
             .args(args)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env_remove("KUBERNETES_SERVICE_PORT")
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .stdin(Stdio::piped())
             .stdout(log_file)
             .stderr(log_err)
@@ -116,13 +125,14 @@ wait $pid"#;
         Ok(Self { watchdog, pipe })
     }
 
-    fn stop(&mut self) {
+    /// SIGTERM (SIGKILL after 5 s), and wait until it exited.
+    pub fn stop(&mut self) {
         self.pipe.take();
         let _ = self.watchdog.wait();
     }
 
     /// The server's exit status, if it already exited.
-    fn exited(&mut self) -> Option<std::process::ExitStatus> {
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
         self.watchdog.try_wait().ok().flatten()
     }
 }
@@ -150,7 +160,7 @@ pub struct ControlPlane {
     pub start_time: Duration,
 }
 
-fn free_port() -> Result<u16, String> {
+pub fn free_port() -> Result<u16, String> {
     let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
     listener.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
 }

@@ -25,8 +25,21 @@ pub struct Faker {
     task: tokio::task::JoinHandle<()>,
 }
 
+/// The label the Go CAP Operator puts on a tenant operation's Jobs.
+const TENANT_OPERATION_TYPE: &str = "sme.sap.com/tenant-operation-type";
+
 impl Faker {
     pub fn start(client: kube::Client, namespace: &str, rollout_time: Duration) -> Self {
+        Self::start_holding(client, namespace, rollout_time, false)
+    }
+
+    /// Like `start`, but Jobs of tenant upgrades (as the Go CAP Operator labels them) never
+    /// complete: their tenants stay `Upgrading` on their current version.
+    pub fn start_holding_upgrades(client: kube::Client, namespace: &str, rollout_time: Duration) -> Self {
+        Self::start_holding(client, namespace, rollout_time, true)
+    }
+
+    fn start_holding(client: kube::Client, namespace: &str, rollout_time: Duration, hold_upgrades: bool) -> Self {
         let cancel = CancellationToken::new();
         let token = cancel.clone();
         let namespace = namespace.to_string();
@@ -47,6 +60,10 @@ impl Faker {
                 }
                 if let Ok(list) = jobs.list(&Default::default()).await {
                     for job in list.items {
+                        let upgrade = job.metadata.labels.as_ref().and_then(|l| l.get(TENANT_OPERATION_TYPE));
+                        if hold_upgrades && upgrade.is_some_and(|t| t == "upgrade") {
+                            continue;
+                        }
                         complete_job(&jobs, &job).await;
                     }
                 }
