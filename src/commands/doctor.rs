@@ -338,9 +338,9 @@ async fn go_operator(connection: &Connection, scope: &Scope) -> Vec<Finding> {
         Err(_) => Vec::new(),
     };
     match (running.is_empty(), flagged.is_empty()) {
-        // Measured beside the Go operator v0.35.0 (docs/COMPATIBILITY.md): both restart on the same
-        // rotation; whichever comes second finds the other's VCAP Secret and may delete the
-        // previous one capdeck keeps for undo. Not a setup to run in.
+        // Both act on the same rotation (measured beside the Go operator v0.35.0,
+        // docs/COMPATIBILITY.md); a Go pass inside an unfinished capdeck batch deletes the
+        // previous VCAP Secret capdeck keeps for undo (read from its code). Not a setup to run in.
         (false, false) => vec![finding(
             "go operator",
             Status::Fail,
