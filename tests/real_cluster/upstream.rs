@@ -340,7 +340,11 @@ impl SpecWrites {
                 }
             }
         });
-        let _ = tokio::time::timeout(Duration::from_secs(30), ready_rx).await;
+        // Counting starts from a synced list; a watch that never syncs would count nothing.
+        tokio::time::timeout(Duration::from_secs(30), ready_rx)
+            .await
+            .expect("the Deployment watch synced within 30 s")
+            .expect("the Deployment watch task");
         SpecWrites { seen, cancel }
     }
 
