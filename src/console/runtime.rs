@@ -231,8 +231,8 @@ fn forward_leader(
 }
 
 /// Whether a Go CAP Operator runs: a watch on its Lease (`capoperator-lease-lock`, in whatever
-/// namespace it runs), re-evaluated every 5 s. A user who may not watch Leases cluster-wide sees
-/// no warning; the log says why once.
+/// namespace it runs), re-evaluated every 5 s and sent when it changes. A user who may not watch
+/// Leases cluster-wide sees no warning; the log says why once.
 fn forward_go_operator(client: kube::Client, tx: mpsc::UnboundedSender<Envelope>, generation: u64) -> JoinHandle<()> {
     use kube::runtime::{WatchStreamExt as _, watcher};
     tokio::spawn(async move {
@@ -244,6 +244,8 @@ fn forward_go_operator(client: kube::Client, tx: mpsc::UnboundedSender<Envelope>
             std::collections::BTreeMap::new();
         let mut tick = tokio::time::interval(Duration::from_secs(5));
         let mut told = false;
+        // What the app was last told (it starts knowing of none).
+        let mut sent: Option<String> = None;
         loop {
             tokio::select! {
                 event = stream.next() => match event {
@@ -274,6 +276,10 @@ fn forward_go_operator(client: kube::Client, tx: mpsc::UnboundedSender<Envelope>
                 )
                 .then(|| format!("{namespace}/{}", crate::engine::lease::GO_OPERATOR_LEASE))
             });
+            if running == sent {
+                continue;
+            }
+            sent.clone_from(&running);
             if tx.send((generation, Msg::GoOperator(running))).is_err() {
                 return;
             }
