@@ -57,17 +57,23 @@ pub fn find_assets() -> Result<Assets, String> {
 
 /// `<cache>/k8s/<version>-linux-amd64` as `tools/envtest/build.sh` names it, from its pinned go.mod.
 fn default_cache_assets() -> Option<PathBuf> {
-    let root = std::env::var_os("CAPDECK_ENVTEST_CACHE").map(PathBuf::from).or_else(|| {
-        std::env::var_os("XDG_DATA_HOME")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/share")))
-            .map(|data| data.join("kubebuilder-envtest"))
-    })?;
+    let root = envtest_cache_root()?;
     let go_mod =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/envtest/k8s/go.mod")).ok()?;
     let version = go_mod.lines().find_map(|line| line.trim().strip_prefix("k8s.io/kubernetes v"))?;
     let version = version.split_whitespace().next()?;
     Some(root.join("k8s").join(format!("{version}-linux-amd64")))
+}
+
+/// The cache root the tools/ build scripts fill: `$CAPDECK_ENVTEST_CACHE`, else setup-envtest's
+/// own default `${XDG_DATA_HOME:-~/.local/share}/kubebuilder-envtest`.
+pub fn envtest_cache_root() -> Option<PathBuf> {
+    std::env::var_os("CAPDECK_ENVTEST_CACHE").map(PathBuf::from).or_else(|| {
+        std::env::var_os("XDG_DATA_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/share")))
+            .map(|data| data.join("kubebuilder-envtest"))
+    })
 }
 
 /// How a control plane is started.
@@ -132,7 +138,7 @@ wait $pid"#;
     }
 
     /// The server's exit status, if it already exited.
-    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+    fn exited(&mut self) -> Option<std::process::ExitStatus> {
         self.watchdog.try_wait().ok().flatten()
     }
 }
@@ -170,9 +176,13 @@ fn write(path: &Path, text: &str) -> Result<(), String> {
 }
 
 fn tail(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
+    last_lines(&std::fs::read_to_string(path).unwrap_or_default(), 8)
+}
+
+/// The last `n` lines of a log, for failure messages.
+pub fn last_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(8)..].join("\n")
+    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 struct Pki {

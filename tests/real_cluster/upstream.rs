@@ -18,7 +18,7 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::control_plane::{ControlPlane, Profile, Supervised, free_port};
+use crate::control_plane::{ControlPlane, Profile, Supervised, envtest_cache_root, free_port, last_lines};
 use crate::world::{World, eventually};
 
 /// The Go operator's binary and the CRDs it was built with.
@@ -26,16 +26,6 @@ use crate::world::{World, eventually};
 pub struct Upstream {
     pub controller: PathBuf,
     pub crds: PathBuf,
-}
-
-fn cache_root() -> Option<PathBuf> {
-    if let Some(root) = std::env::var_os("CAPDECK_ENVTEST_CACHE") {
-        return Some(root.into());
-    }
-    let data = std::env::var_os("XDG_DATA_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))?;
-    Some(data.join("kubebuilder-envtest"))
 }
 
 /// `$CAPDECK_CAP_OPERATOR` (the controller's path; `crds/` beside it), else the newest build in
@@ -46,7 +36,8 @@ pub fn find() -> Result<Upstream, String> {
     let controller = match std::env::var_os("CAPDECK_CAP_OPERATOR") {
         Some(path) => PathBuf::from(path),
         None => {
-            let dir = cache_root().ok_or("no HOME to find the Go CAP Operator's cache in")?.join("cap-operator");
+            let dir =
+                envtest_cache_root().ok_or("no HOME to find the Go CAP Operator's cache in")?.join("cap-operator");
             let mut builds: Vec<PathBuf> = std::fs::read_dir(&dir)
                 .map_err(|_| format!("the Go CAP Operator is not built (no {}): {fix}", dir.display()))?
                 .filter_map(|e| e.ok().map(|e| e.path().join("controller")))
@@ -120,7 +111,7 @@ impl UpstreamWorld {
             .await
             .expect("join")
             .expect("a control plane with the Go CAP Operator's CRDs");
-        let world = World::on_dedicated_plane(Arc::new(plane), test).await;
+        let world = World::on_plane(Arc::new(plane), test).await;
         UpstreamWorld { world, upstream, operator: Mutex::new(None), runs: Mutex::new(0) }
     }
 
@@ -165,7 +156,7 @@ impl UpstreamWorld {
         std::fs::read_to_string(self.log_path(run)).unwrap_or_default()
     }
 
-    /// Lines of the current run's log whose `msg` is `message`, for this world's namespace.
+    /// Lines of the current run's log whose `msg` is `message` (the server is this world's alone).
     pub fn logged(&self, message: &str) -> Vec<Value> {
         self.operator_log()
             .lines()
@@ -174,17 +165,16 @@ impl UpstreamWorld {
             .collect()
     }
 
-    /// Wait until the Go operator leads (its Lease names a holder) and has synced: the CAV
-    /// reconciler logs its first pass.
+    /// Wait until the Go operator logs that it leads (it starts its controllers then).
     pub async fn wait_operator_leads(&self) {
         eventually("the Go CAP Operator leads", Duration::from_secs(90), || async {
             let log = self.operator_log();
-            if log.contains("Started leading") { Ok(()) } else { Err(tail(&log)) }
+            if log.contains("Started leading") { Ok(()) } else { Err(last_lines(&log, 6)) }
         })
         .await;
     }
 
-    /// Wait until every CAV in the namespace is Ready and every Deployment of it reads a VCAP Secret.
+    /// Wait until each of `versions` (CAPApplicationVersions) is in state Ready.
     pub async fn wait_versions_ready(&self, versions: &[&str]) {
         for version in versions {
             eventually(&format!("CAPApplicationVersion {version} Ready"), Duration::from_secs(120), || async {
@@ -196,7 +186,7 @@ impl UpstreamWorld {
                     Err(format!(
                         "{:?}; operator: {}",
                         cav.and_then(|c| c.get("status").cloned()),
-                        tail(&self.operator_log())
+                        last_lines(&self.operator_log(), 6)
                     ))
                 }
             })
@@ -248,7 +238,13 @@ impl UpstreamWorld {
         let mut out = BTreeMap::new();
         for deployment in deployments.list(&ListParams::default()).await.expect("deployments").items {
             let name = deployment.metadata.name.clone().unwrap_or_default();
-            let vcap = self.world.vcap_of(&name).await;
+            let vcap = deployment
+                .spec
+                .and_then(|s| s.template.spec)
+                .and_then(|s| s.containers.into_iter().next())
+                .and_then(|c| c.env_from?.into_iter().next()?.secret_ref)
+                .map(|r| r.name)
+                .unwrap_or_default();
             let payload = secrets
                 .get_opt(&vcap)
                 .await
@@ -269,11 +265,6 @@ impl Drop for UpstreamWorld {
             plane.stop();
         }
     }
-}
-
-fn tail(text: &str) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(5)..].join("\n")
 }
 
 /// Every change to a Deployment's spec in one namespace (a new `metadata.generation`), with the

@@ -6,15 +6,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use capdeck::api::BatchPhase;
-use capdeck::cluster::Scope;
 use capdeck::engine::Role;
 use serde_json::{Value, json};
 use sha2::Digest as _;
 
-use crate::common::fixtures::RunningEngine;
+use crate::control_plane::last_lines;
 use crate::faker::Faker;
 use crate::process_stories::Daemon;
-use crate::setup::{capdeck, engine_config, text, wait_phase};
+use crate::setup::{Engine, EngineExt as _, capdeck, engine_config, text, wait_phase};
 use crate::upstream::{SpecWrites, UpstreamWorld, application, secret, version, version_with_tenants};
 use crate::vcap_corpus::{self, Shape};
 use crate::world::{World, b64, eventually};
@@ -52,33 +51,33 @@ fn names(shapes: &[Shape], skip: &[&str]) -> Vec<String> {
     shapes.iter().map(|s| s.service.clone()).filter(|n| !skip.contains(&n.as_str())).collect()
 }
 
-/// The corpus as three applications: path B Secrets, path A Secrets, and one flat Secret the Go
-/// operator cannot read. Each application has a `srv` (CAP) reading every Secret but the large
-/// one, and `big` (Additional) reading the large one with two others (a VCAP Secret stays far
-/// below the API server's 1 MiB).
-fn corpus_objects(ns: &str, generation: u32) -> (Vec<Value>, BTreeMap<String, Vec<String>>) {
+/// The corpus as four applications: path B Secrets, path A Secrets, and one each for the flat
+/// Secret the Go operator refuses and the one it panics on. The first two have a `srv` (CAP)
+/// reading every Secret but the large one, and `big` (Additional) reading the large one with two
+/// others (a VCAP Secret stays far below the API server's 1 MiB). Returns the objects and the
+/// consumer Deployments.
+fn corpus_objects(ns: &str, generation: u32) -> (Vec<Value>, BTreeSet<String>) {
     let b = vcap_corpus::credentials_json(generation);
     let a = vcap_corpus::with_metadata(generation);
     let flat = vec![vcap_corpus::flat(generation)];
     let panics = vec![vcap_corpus::metadata_container(generation)];
     let mut objects = Vec::new();
-    let mut consumers = BTreeMap::new();
+    let mut consumers = BTreeSet::new();
     for (app, shapes, large) in [("corpus-b", &b, "b-large"), ("corpus-a", &a, "a-large")] {
         objects.extend(secrets_of(ns, shapes));
         objects.push(application(ns, app, &services(shapes)));
         let srv = names(shapes, &[large]);
-        let big = vec![large.to_string(), shapes[0].service.clone(), shapes[1].service.clone()];
+        let big = [large, shapes[0].service.as_str(), shapes[1].service.as_str()];
         let srv_refs: Vec<&str> = srv.iter().map(String::as_str).collect();
-        let big_refs: Vec<&str> = big.iter().map(String::as_str).collect();
         objects.push(version(
             ns,
             app,
             &format!("{app}-v1"),
             "1.0.0",
-            &[("srv", "CAP", &srv_refs), ("big", "Additional", &big_refs)],
+            &[("srv", "CAP", &srv_refs), ("big", "Additional", &big)],
         ));
-        consumers.insert(format!("{app}-v1-srv"), srv);
-        consumers.insert(format!("{app}-v1-big"), big);
+        consumers.insert(format!("{app}-v1-srv"));
+        consumers.insert(format!("{app}-v1-big"));
     }
     objects.extend(secrets_of(ns, &flat));
     objects.push(application(ns, "corpus-flat", &services(&flat)));
@@ -107,26 +106,16 @@ async fn wait_go_found_unchanged(u: &UpstreamWorld, deployments: &BTreeSet<Strin
         if deployments.is_subset(&unchanged) {
             Ok(())
         } else {
-            Err(format!("unchanged so far: {unchanged:?}; log tail: {}", tail_of(&u.operator_log())))
+            Err(format!("unchanged so far: {unchanged:?}; log tail: {}", last_lines(&u.operator_log(), 6)))
         }
     })
     .await;
 }
 
-fn tail_of(log: &str) -> String {
-    let lines: Vec<&str> = log.lines().collect();
-    lines[lines.len().saturating_sub(6)..].join("\n")
-}
-
 /// An in-process capdeck engine on the upstream world's namespace, leading.
-async fn capdeck_engine(world: &World, identity: &str) -> RunningEngine {
-    let engine = RunningEngine::start_in(
-        world.client.clone(),
-        Scope::Namespace(world.ns.clone()),
-        engine_config(world, identity),
-    )
-    .await;
-    engine.wait_for_role_within(Role::Leader, LONG).await;
+async fn capdeck_engine(world: &World, identity: &str) -> Engine {
+    let engine = Engine::on(world, engine_config(world, identity)).await;
+    engine.wait_role(Role::Leader, LONG).await;
     engine
 }
 
@@ -136,7 +125,7 @@ async fn capdeck_engine(world: &World, identity: &str) -> RunningEngine {
 pub async fn vcap_corpus_is_byte_identical() {
     let u = UpstreamWorld::start("vcap-corpus").await;
     let w = &u.world;
-    let (objects, consumers) = corpus_objects(&u.world.ns, 1);
+    let (objects, consumer_names) = corpus_objects(&u.world.ns, 1);
     // The shared shapes, the flat one and the one the Go operator panics on.
     let shape_count = all_shapes(1).len() + 2;
     assert!(shape_count >= 30, "the corpus has {shape_count} shapes");
@@ -164,7 +153,6 @@ pub async fn vcap_corpus_is_byte_identical() {
     // 1. What the Go operator wrote, capdeck finds current, byte for byte.
     let go_written = u.vcap_payloads().await;
     let (plan, problems) = u.plan();
-    let consumer_names: BTreeSet<String> = consumers.keys().cloned().collect();
     // Only the two refused applications, whose versions never became Ready.
     let refused: BTreeSet<&str> = problems.iter().filter_map(|p| p["application"].as_str()).collect();
     assert_eq!(refused, BTreeSet::from(["corpus-flat", "corpus-panic"]), "{problems:#?}");
@@ -195,7 +183,11 @@ pub async fn vcap_corpus_is_byte_identical() {
     assert_eq!(restarts, consumer_names, "every consumer reads a rotated credential");
     eventually("the Go operator rolled every consumer", GO_PASS, || async {
         let rolled: BTreeSet<String> = writes.per_deployment().into_keys().collect();
-        if rolled.is_superset(&restarts) { Ok(()) } else { Err(format!("{rolled:?}; {}", tail_of(&u.operator_log()))) }
+        if rolled.is_superset(&restarts) {
+            Ok(())
+        } else {
+            Err(format!("{rolled:?}; {}", last_lines(&u.operator_log(), 6)))
+        }
     })
     .await;
     let after = u.vcap_payloads().await;
@@ -244,7 +236,7 @@ pub async fn switch_over_both_ways() {
     let shapes = vcap_corpus::credentials_json(1);
     let uaa = renamed(&shapes[0], "uaa");
     let db = renamed(&shapes[5], "db");
-    w.apply_objects(secrets_of(&w.ns, &[shape_clone(&uaa), shape_clone(&db)])).await;
+    w.apply_objects(secrets_of(&w.ns, &[uaa.clone(), db.clone()])).await;
     w.apply_objects(vec![
         application(&w.ns, "bookshop", &[("uaa", uaa.class, "uaa"), ("db", db.class, "db")]),
         version(
@@ -271,14 +263,14 @@ pub async fn switch_over_both_ways() {
     eventually("the daemon leads and has made its start-up pass", LONG, || async {
         match crate::process_stories::http_get(&format!("{}/readyz", daemon.health)).await {
             Some((200, _)) => Ok(()),
-            other => Err(format!("{other:?}; {}", tail_of(&daemon.log()))),
+            other => Err(format!("{other:?}; {}", last_lines(&daemon.log(), 6))),
         }
     })
     .await;
     let (plan, _) = u.plan();
     assert!(all.iter().all(|d| plan[d].0 == "Unchanged"), "{plan:?}");
-    // The daemon's start-up re-check has run (ready); give it a window to act wrongly, then count.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // The daemon's start-up re-check has run (ready); give it 5 s without a write to act wrongly, then count.
+    writes.settle(Duration::from_secs(5), LONG).await;
     assert!(writes.all().is_empty(), "the daemon wrote at start: {:?}", writes.all());
 
     // A rotation of the uaa Secret: srv and router restart once each, reports (db only) not.
@@ -289,7 +281,7 @@ pub async fn switch_over_both_ways() {
     assert_eq!(per, BTreeMap::from([("bookshop-v1-router".to_string(), 1), ("bookshop-v1-srv".to_string(), 1)]));
     assert!(writes.all().iter().all(|w| w.manager == "capdeck-engine"), "{:?}", writes.all());
     let status = daemon.terminate();
-    assert!(status.success(), "daemon exit {status:?}: {}", tail_of(&daemon.log()));
+    assert!(status.success(), "daemon exit {status:?}: {}", last_lines(&daemon.log(), 6));
 
     // capdeck → Go: its startup re-check finds all three unchanged and restarts nothing.
     writes.reset();
@@ -298,10 +290,6 @@ pub async fn switch_over_both_ways() {
     wait_go_found_unchanged(&u, &all).await;
     assert!(writes.all().is_empty(), "the Go operator restarted after capdeck: {:?}", writes.all());
     faker.stop().await;
-}
-
-fn shape_clone(shape: &Shape) -> Shape {
-    Shape { service: shape.service.clone(), class: shape.class, data: shape.data.clone() }
 }
 
 /// The same data under the Secret name `name`.
@@ -314,7 +302,7 @@ pub async fn both_running_on_one_application() {
     let u = UpstreamWorld::start("both-running").await;
     let w = &u.world;
     let uaa = renamed(&vcap_corpus::credentials_json(1).remove(0), "uaa");
-    w.apply_objects(secrets_of(&w.ns, &[shape_clone(&uaa)])).await;
+    w.apply_objects(secrets_of(&w.ns, std::slice::from_ref(&uaa))).await;
     w.apply_objects(vec![
         application(&w.ns, "bookshop", &[("uaa", uaa.class, "uaa")]),
         version(
@@ -333,7 +321,7 @@ pub async fn both_running_on_one_application() {
     // Read when its rollout manager starts, after it leads.
     eventually("the Go operator's ROLLOUT_DELAY clamp", LONG, || async {
         let clamped = u.logged("ROLLOUT_DELAY below minimum; using minimum");
-        if clamped.len() == 1 { Ok(()) } else { Err(tail_of(&u.operator_log())) }
+        if clamped.len() == 1 { Ok(()) } else { Err(last_lines(&u.operator_log(), 6)) }
     })
     .await;
     let clamped = u.logged("ROLLOUT_DELAY below minimum; using minimum");
@@ -389,7 +377,7 @@ pub async fn same_choices_for_one_rotation() {
     let w = &u.world;
     let uaa = renamed(&vcap_corpus::credentials_json(1).remove(0), "uaa");
     let db = renamed(&vcap_corpus::credentials_json(1).remove(5), "db");
-    w.apply_objects(secrets_of(&w.ns, &[shape_clone(&uaa), shape_clone(&db)])).await;
+    w.apply_objects(secrets_of(&w.ns, &[uaa.clone(), db.clone()])).await;
     // A Router: tenant networking needs one (without it the Go operator's tenant reconcile
     // dereferences a nil port and panics).
     let workloads: &[(&str, &str, &[&str])] =
@@ -432,7 +420,7 @@ pub async fn same_choices_for_one_rotation() {
     eventually("the Go operator's rollout pass", GO_PASS, || async {
         let passes = u.logged("processing credential rotation").len();
         let rolled = u.logged("Deployment updated for credential rollout").len();
-        if passes > 0 && rolled > 0 { Ok(()) } else { Err(tail_of(&u.operator_log())) }
+        if passes > 0 && rolled > 0 { Ok(()) } else { Err(last_lines(&u.operator_log(), 6)) }
     })
     .await;
     writes.settle(Duration::from_secs(10), GO_PASS).await;
@@ -467,7 +455,7 @@ async fn wait_tenant(u: &UpstreamWorld, name: &str, state: &str, current: &str) 
         if field("/status/state") == state && field("/status/currentCAPApplicationVersionInstance") == current {
             Ok(())
         } else {
-            Err(format!("{:?}; {}", tenant.get("status"), tail_of(&u.operator_log())))
+            Err(format!("{:?}; {}", tenant.get("status"), last_lines(&u.operator_log(), 6)))
         }
     })
     .await;

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 /// One binding Secret: its service name (also the Secret's name), its class, and its data.
+#[derive(Clone)]
 pub struct Shape {
     pub service: String,
     pub class: &'static str,

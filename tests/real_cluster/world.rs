@@ -162,11 +162,8 @@ impl World {
         world
     }
 
-    pub async fn on_dedicated_plane(plane: Arc<ControlPlane>, test: &str) -> World {
-        Self::on_plane(plane, test).await
-    }
-
-    async fn on_plane(plane: Arc<ControlPlane>, test: &str) -> World {
+    /// A world on `plane` (shared or a story's own).
+    pub async fn on_plane(plane: Arc<ControlPlane>, test: &str) -> World {
         let kubeconfig = plane.kubeconfig_path("admin");
         let client = client_for(&kubeconfig).await;
         let world = World {
