@@ -118,6 +118,10 @@ pub struct ConsoleArgs {
     /// Console config file [default: $XDG_CONFIG_HOME/capdeck/config.toml]
     #[arg(long, value_name = "PATH")]
     pub config: Option<PathBuf>,
+    /// The view the console opens on, by any of its `:` command names: apps, versions, tenants,
+    /// ops, batches, rollouts, events, credentials [default: apps]
+    #[arg(long, value_name = "VIEW", value_parser = crate::console::views::parse_view)]
+    pub view: Option<crate::console::app::ViewKind>,
 }
 
 /// The demo rotator's interval range; `None` is off.

@@ -46,6 +46,8 @@ pub struct ConsoleSetup {
     pub log_file: Option<PathBuf>,
     pub user_theme_dir: Option<PathBuf>,
     pub started: std::time::Instant,
+    /// The view to open on (`--view`); `None` is the applications view.
+    pub view: Option<app::ViewKind>,
 }
 
 impl ConsoleSetup {
@@ -76,6 +78,7 @@ impl ConsoleSetup {
             log_file: None,
             user_theme_dir,
             started: std::time::Instant::now(),
+            view: args.view,
         })
     }
 }

@@ -670,6 +670,9 @@ pub async fn run_terminal(
         setup.keymap,
         Timestamp::now(),
     );
+    if let Some(view) = setup.view {
+        app.route.view = view;
+    }
     if let Some(error) = delay_error {
         tracing::error!("{error}");
         super::update::flash(&mut app, super::app::Level::Error, error);

@@ -193,6 +193,16 @@ pub fn view(kind: ViewKind) -> &'static dyn View {
     }
 }
 
+/// A view by any of its `:` command names (`--view`); the error lists the first name of each.
+pub fn parse_view(name: &str) -> Result<ViewKind, String> {
+    let name = name.trim().to_lowercase();
+    ViewKind::ALL.iter().copied().find(|&kind| view(kind).aliases().contains(&name.as_str())).ok_or_else(|| {
+        let names: Vec<&str> =
+            ViewKind::ALL.iter().filter_map(|&kind| view(kind).aliases().first().copied()).collect();
+        format!("no view is called {name:?}; one of: {}", names.join(", "))
+    })
+}
+
 /// The columns of a view, left to right.
 pub fn columns(kind: ViewKind) -> &'static [Column] {
     view(kind).columns()
@@ -291,4 +301,18 @@ pub fn revocable(at: k8s_openapi::jiff::Timestamp, now: k8s_openapi::jiff::Times
 pub fn window(end: k8s_openapi::jiff::Timestamp, now: k8s_openapi::jiff::Timestamp) -> String {
     let seconds = end.as_second() - now.as_second();
     if seconds > 0 { format!("in {}", relative(seconds)) } else { format!("{} ago", relative(-seconds)) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_view_is_found_by_any_of_its_command_names() {
+        assert_eq!(parse_view("tenants"), Ok(ViewKind::Tenants));
+        assert_eq!(parse_view("CAT"), Ok(ViewKind::Tenants));
+        assert_eq!(parse_view("rb"), Ok(ViewKind::Batches));
+        let error = parse_view("pods").expect_err("no pods view");
+        assert!(error.contains("\"pods\"") && error.contains("apps, versions, tenants"), "{error}");
+    }
 }

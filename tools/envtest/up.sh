@@ -8,6 +8,10 @@
 # RBAC is on. The kubeconfig's user `admin` is in system:masters; the token users alice, dave and
 # erin have no rights until you bind some. Binaries come from tools/envtest/build.sh (or
 # $KUBEBUILDER_ASSETS). Needs openssl and curl.
+#
+# For tools (tools/bench-peers): $CAPDECK_ENVTEST_ADMINS names more token users, each in
+# system:masters with the token capdeck-envtest-token-<name>; $CAPDECK_ENVTEST_APISERVER_ARGS is
+# appended to kube-apiserver's arguments (split on spaces; paths must not hold any).
 set -euo pipefail
 
 dir="${1:?usage: up.sh DIR [stop]}"
@@ -37,6 +41,7 @@ admin_token=$(openssl rand -hex 16)
 {
   echo "$admin_token,admin,uid-admin,\"system:masters\""
   for user in alice dave erin; do echo "capdeck-envtest-token-$user,$user,uid-$user"; done
+  for user in ${CAPDECK_ENVTEST_ADMINS:-}; do echo "capdeck-envtest-token-$user,$user,uid-$user,\"system:masters\""; done
 } > certs/tokens.csv
 
 "$assets/etcd" --data-dir="$dir/etcd" --listen-client-urls="http://127.0.0.1:$etcd_port" \
@@ -50,7 +55,8 @@ echo $! > etcd.pid
   --service-cluster-ip-range=10.0.0.0/24 --allow-privileged=true --disable-admission-plugins=ServiceAccount \
   --authorization-mode=RBAC --service-account-issuer="https://127.0.0.1:$port/" \
   --service-account-key-file=certs/sa.pub --service-account-signing-key-file=certs/sa.key \
-  --client-ca-file=certs/ca.crt --token-auth-file=certs/tokens.csv >kube-apiserver.log 2>&1 &
+  --client-ca-file=certs/ca.crt --token-auth-file=certs/tokens.csv ${CAPDECK_ENVTEST_APISERVER_ARGS:-} \
+  >kube-apiserver.log 2>&1 &
 echo $! > kube-apiserver.pid
 
 ca=$(base64 -w0 < certs/ca.crt)

@@ -1,0 +1,538 @@
+#!/usr/bin/env python3
+"""capdeck beside the programs it replaces, on one real kube-apiserver 1.34, in one run.
+
+  python3 tools/bench-peers/bench_peers.py [--smoke] [--out target/bench-peers.json]
+
+Pairs (docs/PERFORMANCE.md, "Side by side with the peers"):
+  engine:  `capdeck --daemon` against the Go CAP Operator v0.35.0 (tools/upstream/build.sh), on the
+           same applications, for each --sizes APPS:SECRETS: peak and steady RSS, requests at rest
+           over --rest-seconds, requests and writes per rotated Deployment, and the time from a
+           Secret's change to the first Deployment write, both with a 30 s window.
+  console: `capdeck --view tenants` against k9s and kdash (tools/peers/build.sh), in tmux at 160x40,
+           on --tenants CAPTenants: time to the first frame showing the full count, RSS after 30 s,
+           LIST and WATCH requests at rest, and CPU seconds while idle.
+
+Requests are counted by the API server (its audit log; each program has a user of its own), never by
+the program. Writes the report as JSON to --out and a table on stdout. Exits 1 when a peer cannot be
+built or started or a measurement cannot be taken: a missing peer is a failure, never a skip.
+"""
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import world  # noqa: E402
+from measure import Audit, Tmux, cpu_seconds, peak_rss_mb, rss_mb, summarize  # noqa: E402
+from plane import REPO, Plane, free_port  # noqa: E402
+
+WINDOW = "30s"  # the Go operator's minimum ROLLOUT_DELAY; capdeck gets the same
+WINDOW_SECONDS = 30
+
+
+def built(command: list[str], what: str) -> Path:
+    """Run a build script that prints the binary's path last; a failure ends the bench."""
+    out = subprocess.run(command, capture_output=True, text=True, check=False, cwd=REPO)
+    if out.returncode != 0 or not out.stdout.strip():
+        sys.exit(f"bench-peers: {what} could not be built ({' '.join(command)}):\n{out.stderr.strip()[-2000:]}")
+    path = Path(out.stdout.strip().splitlines()[-1])
+    if not path.exists():
+        sys.exit(f"bench-peers: {what}: {path} does not exist after the build")
+    return path
+
+
+def version_of(binary: Path, *args: str) -> str:
+    out = subprocess.run([str(binary), *args], capture_output=True, text=True, check=False)
+    return (out.stdout or out.stderr).strip().splitlines()[0] if (out.stdout or out.stderr).strip() else "?"
+
+
+class Program:
+    """A measured program in the background, its output in a log file; stopped with SIGTERM."""
+
+    def __init__(self, name: str, command: list[str], env: dict, log: Path):
+        self.name, self.log = name, log
+        self.file = log.open("wb")
+        self.started = time.time()
+        self.process = subprocess.Popen(command, env=env, stdout=self.file, stderr=subprocess.STDOUT)
+        self.pid = self.process.pid
+
+    def alive(self) -> None:
+        if self.process.poll() is not None:
+            raise RuntimeError(f"{self.name} exited with {self.process.returncode}; its log:\n{self.tail()}")
+
+    def tail(self, lines: int = 15) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.file.close()
+
+
+def wait(what: str, limit: float, check, program: Program | None = None) -> float:
+    started = time.time()
+    while not check():
+        if program:
+            program.alive()
+        if time.time() - started > limit:
+            raise TimeoutError(f"timed out after {limit} s waiting for {what}"
+                               + (f"; {program.name}'s log:\n{program.tail()}" if program else ""))
+        time.sleep(0.25)
+    return time.time() - started
+
+
+def is_deployment_write(entry: dict) -> bool:
+    """A write to a Deployment's spec (a restart), not to its status."""
+    return entry["resource"] == "deployments" and not entry["subresource"] and entry["verb"] in ("update", "patch")
+
+
+def not_lease(entry: dict) -> bool:
+    return entry["resource"] == "leases" or entry["verb"] == "watch"
+
+
+class EnginePair:
+    """The Go operator and capdeck's daemon on the same applications, one after the other."""
+
+    def __init__(self, plane: Plane, audit: Audit, args, binaries: dict, logs: Path):
+        self.plane, self.audit, self.args, self.bin, self.logs = plane, audit, args, binaries, logs
+        self.apps = 0
+        self.secrets = 0
+        self.generation = 1
+        self.next_rotation = 0
+
+    def grow(self, apps: int, secrets: int) -> None:
+        """Add applications and filler Secrets up to `apps` and `secrets` in all (Go's VCAP Secrets count)."""
+        kube = self.plane.admin
+        binding, caps = world.application_objects(self.apps, apps)
+        kube.create_all(binding)
+        kube.create_all(caps)
+        filler = max(0, secrets - 3 * apps)
+        kube.create_all(world.filler_secrets(self.secrets, filler))
+        self.apps, self.secrets = apps, filler
+        # The Go operator builds what it builds for new applications (Deployments, VCAP Secrets), then stops.
+        go = self.start_go("setup")
+        try:
+            wait("the Go operator's lease", 120, lambda: "Started leading" in go.log.read_text(errors="replace"), go)
+            wait(f"{apps} versions Ready", 600, lambda: self.ready_versions() >= apps, go)
+        finally:
+            go.stop()
+
+    def ready_versions(self) -> int:
+        items = self.plane.admin.list_all(f"{world.CAP}/capapplicationversions")
+        return sum(1 for v in items if v.get("status", {}).get("state") == "Ready")
+
+    def start_go(self, label: str) -> Program:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
+        env.update(KUBECONFIG=str(self.plane.kubeconfig("go-operator")), POD_NAMESPACE="default",
+                   METRICS_PORT=str(free_port()), DNS_MANAGER="kubernetes", CERT_MANAGER="cert-manager.io",
+                   ROLLOUT_DELAY=WINDOW)
+        return Program("the Go CAP Operator", [str(self.bin["go"])], env, self.logs / f"go-operator-{label}.log")
+
+    def start_capdeck(self, label: str) -> tuple[Program, int]:
+        port = free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
+        env.update(KUBECONFIG=str(self.plane.kubeconfig("capdeck-engine")), RUST_LOG="info,kube=warn")
+        command = [str(self.bin["capdeck"]), "--daemon", "-A", "--rollout-delay", WINDOW, "--lease-namespace",
+                   "default", "--health-addr", f"127.0.0.1:{port}"]
+        return Program("capdeck --daemon", command, env, self.logs / f"capdeck-engine-{label}.log"), port
+
+    def rotate(self, count: int) -> list[int]:
+        """Rotate the uaa Secret of `count` applications not rotated before, as the `rotator` user."""
+        self.generation += 1
+        chosen = [(self.next_rotation + i) % self.apps for i in range(count)]
+        self.next_rotation += count
+        rotator = self.plane.client("rotator")
+        for index in chosen:
+            app, ns = world.app_name(index), world.namespace_of(index)
+            rotator.ok("PATCH", f"/api/v1/namespaces/{ns}/secrets/{app}-uaa",
+                       {"data": world.credentials(app, "uaa", self.generation)},
+                       content_type="application/merge-patch+json")
+        return chosen
+
+    def measure(self, who: str, user: str, program: Program, ready) -> dict:
+        """Start-up, rest and one rotation of one program; the program is running when called."""
+        a = self.args
+        try:
+            wait(f"{program.name} to lead", 180, ready, program)
+            # Both decide at start only after one window (Go) or at once (capdeck): wait past it, then for quiet.
+            wait("one window after start", WINDOW_SECONDS + 10, lambda: time.time() - program.started > WINDOW_SECONDS + 5,
+                 program)
+            self.audit.wait_quiet(user, 10, 600, ignore=not_lease)
+            startup_entries = self.audit.of(user, program.started, time.time())
+            startup = summarize(startup_entries)
+            startup_deployment_writes = sum(1 for e in startup_entries if is_deployment_write(e))
+            rest_from = time.time()
+            cpu_before = cpu_seconds(program.pid)
+            time.sleep(a.rest_seconds)
+            program.alive()
+            rest_to = time.time()
+            at_rest = summarize(self.audit.of(user, rest_from, rest_to))
+            cpu_idle = cpu_seconds(program.pid) - cpu_before
+            steady = rss_mb(program.pid)
+
+            changed_at = time.time()
+            chosen = self.rotate(a.rotate)
+            expected = {world.deployment_of(i) for i in chosen}
+
+            def written() -> set:
+                return {e["name"] for e in self.audit.of(user, changed_at) if is_deployment_write(e)}
+
+            wait(f"{len(expected)} Deployment writes by {who}", WINDOW_SECONDS + 240,
+                 lambda: expected <= written(), program)
+            done_at = self.audit.wait_quiet(user, 10, 300, ignore=not_lease)
+            rotation = [e for e in self.audit.of(user, changed_at, done_at) if not not_lease(e)]
+            rotated_at = min(e["at"] for e in self.audit.of("rotator", changed_at - 1)
+                             if e["resource"] == "secrets")
+            deployment_writes = [e for e in rotation if is_deployment_write(e)]
+            first_write = min(e["at"] for e in deployment_writes)
+            stray = {e["name"] for e in deployment_writes} - expected
+            summary = summarize(rotation)
+            peak = peak_rss_mb(program.pid)
+            return {
+                "peak_rss_mb": peak,
+                "steady_rss_mb": steady,
+                "startup_requests": startup["requests"],
+                "startup_writes": startup["writes"],
+                "startup_deployment_writes": startup_deployment_writes,
+                "at_rest": at_rest,
+                "at_rest_seconds": round(rest_to - rest_from, 1),
+                "idle_cpu_seconds": round(cpu_idle, 2),
+                "rotated_deployments": len(expected),
+                "deployment_writes": len(deployment_writes),
+                "deployments_written_not_rotated": sorted(stray),
+                "rotation": summary,
+                "requests_per_rotated_deployment": round(summary["requests"] / len(expected), 2),
+                "writes_per_rotated_deployment": round(summary["writes"] / len(expected), 2),
+                "change_to_first_write_s": round(first_write - rotated_at, 2),
+            }
+        finally:
+            program.stop()
+
+    def run(self, apps: int, secrets: int) -> dict:
+        print(f"== engine pair: {apps} CAPApplications, {secrets} Secrets", flush=True)
+        started = time.time()
+        self.grow(apps, secrets)
+        total = len(self.plane.admin.list_all("/api/v1/secrets"))
+        print(f"   seeded in {time.time() - started:.0f} s ({total} Secrets)", flush=True)
+        label = f"{apps}"
+        go = self.start_go(label)
+        go_result = self.measure("the Go operator", "go-operator", go,
+                                 lambda: "Started leading" in go.log.read_text(errors="replace"))
+        print(f"   go: {json.dumps({k: v for k, v in go_result.items() if not isinstance(v, dict)})}", flush=True)
+        capdeck, port = self.start_capdeck(label)
+        capdeck_result = self.measure("capdeck", "capdeck-engine", capdeck, lambda: readyz(port))
+        print(f"   capdeck: {json.dumps({k: v for k, v in capdeck_result.items() if not isinstance(v, dict)})}",
+              flush=True)
+        return {"applications": apps, "secrets": total, "window": WINDOW, "go_operator": go_result,
+                "capdeck": capdeck_result}
+
+
+def readyz(port: int) -> bool:
+    import urllib.request
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+class ConsolePair:
+    """capdeck's console, k9s and kdash, one after the other, each in tmux at 160x40 on the tenants."""
+
+    WIDTH, HEIGHT = 160, 40
+
+    def __init__(self, plane: Plane, audit: Audit, args, binaries: dict, scratch: Path):
+        self.plane, self.audit, self.args, self.bin, self.scratch = plane, audit, args, binaries, scratch
+
+    def seed(self) -> None:
+        kube = self.plane.admin
+        kube.create_all(world.namespaces([world.TENANT_NS])[-1:])
+        kube.create_all(world.tenant_objects(self.args.tenants))
+
+    def home(self, name: str) -> dict:
+        """A clean HOME and XDG dirs per program: no config, cache or history of an earlier run."""
+        home = self.scratch / f"home-{name}"
+        for sub in ("config", "cache", "state", "data"):
+            (home / sub).mkdir(parents=True, exist_ok=True)
+        return {"HOME": str(home), "XDG_CONFIG_HOME": str(home / "config"), "XDG_CACHE_HOME": str(home / "cache"),
+                "XDG_STATE_HOME": str(home / "state"), "XDG_DATA_HOME": str(home / "data"),
+                # k9s keeps its discovery cache under the passwd home, not $HOME, unless told here.
+                "KUBECACHEDIR": str(home / "cache/kube"), "TERM": "xterm-256color",
+                "LANG": "C.UTF-8"}
+
+    def one(self, name: str, user: str, command: str, first_frame, full_frame, navigate=None) -> dict:
+        """Start `command` in tmux; time its first frame and its first frame with the full count (after
+        `navigate` types the keys that reach the tenants, as soon as the program takes them)."""
+        env = self.home(name)
+        env["KUBECONFIG"] = str(self.plane.kubeconfig(user))
+        if name == "k9s":
+            # Its best case: no check for a newer release (this machine has no route to GitHub).
+            config = self.scratch / f"home-{name}/config/k9s"
+            config.mkdir(parents=True, exist_ok=True)
+            (config / "config.yaml").write_text("k9s:\n  skipLatestRevCheck: true\n")
+            env["K9S_CONFIG_DIR"] = str(config)
+        # Twice: the first start has an empty HOME (k9s has no discovery cache yet); the second is
+        # measured, as a user who has run it before on this cluster starts it.
+        cold = {}
+        for run in ("cold", "warm"):
+            tmux = Tmux(name, self.WIDTH, self.HEIGHT, command, env)
+            try:
+                first, _ = tmux.until("a first frame", 120, first_frame)
+                if navigate:
+                    navigate(tmux)
+                full, _ = tmux.until(f"the full count ({self.args.tenants})", 180, full_frame)
+            except BaseException:
+                tmux.kill()
+                raise
+            if run == "cold":
+                cold = {"cold_first_frame_s": round(first, 3), "cold_first_full_frame_s": round(full, 3)}
+                tmux.kill()
+        try:
+            time.sleep(max(0.0, self.args.rss_after - (time.time() - tmux.started)))
+            rss = rss_mb(tmux.pid)
+            # At rest: the count is on screen and nothing changes in the cluster.
+            rest_from = time.time()
+            cpu_before = cpu_seconds(tmux.pid)
+            time.sleep(self.args.rest_seconds)
+            rest_to = time.time()
+            cpu_idle = cpu_seconds(tmux.pid) - cpu_before
+            if not full_frame(tmux.screen()):
+                raise RuntimeError(f"{name}: the full count left the screen while idle:\n{tmux.screen()}")
+            return {
+                "first_frame_s": round(first, 3),
+                "first_full_frame_s": round(full, 3),
+                **cold,
+                "navigated": navigate is not None,
+                "rss_mb": rss,
+                "idle_cpu_seconds": round(cpu_idle, 2),
+                "at_rest_seconds": round(rest_to - rest_from, 1),
+                "at_rest": summarize(self.audit.of(user, rest_from, rest_to)),
+                "startup": summarize(self.audit.of(user, tmux.started, rest_from)),
+            }
+        finally:
+            tmux.kill()
+
+    def run(self) -> dict:
+        n = self.args.tenants
+        print(f"== console pair: {n} CAPTenants, tmux {self.WIDTH}x{self.HEIGHT}", flush=True)
+        started = time.time()
+        self.seed()
+        print(f"   seeded in {time.time() - started:.0f} s", flush=True)
+        results = {}
+
+        capdeck_title = f"Tenants [{n}/{n}]"
+        results["capdeck"] = self.one("capdeck", "capdeck-console", f"{self.bin['capdeck']} -A --view tenants",
+                                      lambda screen: "capdeck" in screen and "ctx " in screen,
+                                      lambda screen: capdeck_title in screen)
+        print(f"   capdeck: {brief(results['capdeck'])}", flush=True)
+
+        k9s_title = f"captenants(all)[{n}]"
+
+        def k9s_to_tenants(tmux: Tmux) -> None:
+            # `-c captenants` runs before k9s has loaded the CRDs' names ("command not found", then the
+            # contexts view), so wait for its default view (pods) and type the command as a user would;
+            # again (after OK on the error) until k9s knows it.
+            tmux.until("k9s's pods view", 60, lambda s: "pods(all)[" in s.replace(" ", ""))
+            deadline = time.time() + 120
+            while time.time() < deadline:
+                tmux.keys(":")
+                tmux.until("k9s's prompt", 30, lambda s: "🐶>" in s)
+                tmux.literal("captenants")
+                tmux.keys("Enter")
+                _, screen = tmux.until("the tenants or an error", 30,
+                                       lambda s: "captenants(" in s.lower() or "command not found" in s)
+                if "command not found" not in screen:
+                    return
+                tmux.keys("Enter")
+                tmux.until("the error dismissed", 30, lambda s: "command not found" not in s)
+            raise RuntimeError("k9s never knew the captenants command")
+
+        results["k9s"] = self.one("k9s", "k9s", f"{self.bin['k9s']} -A --readonly --splashless",
+                                  lambda screen: "K9s Rev" in screen,
+                                  lambda screen: k9s_title in screen.lower().replace(" ", ""),
+                                  navigate=k9s_to_tenants)
+        print(f"   k9s: {brief(results['k9s'])}", flush=True)
+
+        kdash_title = f"CAPTenant (ns: all) [{n}]"
+
+        def kdash_to_tenants(tmux: Tmux) -> None:
+            # Its dynamic-resources menu ('-'), filtered ('/', lower case: it takes no capitals there)
+            # to the kind, then Enter: each key as soon as kdash shows it is ready for it.
+            tmux.until("kdash's resource tabs", 60, lambda s: "-:Dynamic" in s)
+            tmux.keys("-")
+            tmux.until("the dynamic resources menu", 60, lambda s: "Select Resource" in s)
+            tmux.keys("/")
+            tmux.until("the menu's filter", 30, lambda s: "[type to filter]" in s)
+            tmux.literal("captenant")
+            tmux.until("CAPTenant selected", 30, lambda s: "=> CAPTenant [" in s)
+            tmux.keys("Enter")
+
+        results["kdash"] = self.one("kdash", "kdash", f"{self.bin['kdash']}", lambda screen: "KDash v" in screen,
+                                    lambda screen: kdash_title in screen, navigate=kdash_to_tenants)
+        print(f"   kdash: {brief(results['kdash'])}", flush=True)
+        return {"tenants": n, "terminal": f"{self.WIDTH}x{self.HEIGHT}", **results}
+
+
+def brief(result: dict) -> str:
+    return json.dumps({k: v for k, v in result.items() if not isinstance(v, dict)} |
+                      {"at_rest": {k: result["at_rest"][k] for k in ("requests", "lists", "watches")}})
+
+
+def ratio(a, b):
+    return None if a is None or b in (None, 0) else round(a / b, 3)
+
+
+def table(report: dict) -> str:
+    rows = ["| pair | measure | capdeck | peer | capdeck / peer | target |", "|---|---|---|---|---|---|"]
+    for size in report["engine"]:
+        c, g = size["capdeck"], size["go_operator"]
+        label = f"engine vs Go operator, {size['applications']} apps / {size['secrets']} Secrets"
+        for name, key, target in [("peak RSS MB", "peak_rss_mb", "<= 1/3"), ("steady RSS MB", "steady_rss_mb", "<= 1/3")]:
+            rows.append(f"| {label} | {name} | {c[key]} | {g[key]} | {ratio(c[key], g[key])} | {target} |")
+        cr, gr = c["at_rest"]["requests"], g["at_rest"]["requests"]
+        rows.append(f"| {label} | requests at rest ({c['at_rest_seconds']:.0f} s) | {cr} | {gr} | {ratio(cr, gr)} | <= 1 |")
+        for name, key in [("requests per rotated Deployment", "requests_per_rotated_deployment"),
+                          ("writes per rotated Deployment", "writes_per_rotated_deployment"),
+                          ("Secret change to first Deployment write, s", "change_to_first_write_s")]:
+            rows.append(f"| {label} | {name} | {c[key]} | {g[key]} | {ratio(c[key], g[key])} | |")
+    console = report["console"]
+    if not console:
+        return "\n".join(rows)
+    c = console["capdeck"]
+    for peer in ("k9s", "kdash"):
+        p = console[peer]
+        label = f"console vs {peer}, {console['tenants']} CAPTenants"
+        rows.append(f"| {label} | first full frame, s | {c['first_full_frame_s']} | {p['first_full_frame_s']} | "
+                    f"{ratio(c['first_full_frame_s'], p['first_full_frame_s'])} | <= 1/2 |")
+        rows.append(f"| {label} | RSS MB after {report['settings']['rss_after_seconds']} s | {c['rss_mb']} | {p['rss_mb']} | "
+                    f"{ratio(c['rss_mb'], p['rss_mb'])} | <= 1/2 |")
+        for name, key, target in [("LISTs at rest", "lists", "0 (capdeck)"), ("WATCHes at rest", "watches", "")]:
+            rows.append(f"| {label} | {name} | {c['at_rest'][key]} | {p['at_rest'][key]} | | {target} |")
+        rows.append(f"| {label} | idle CPU s | {c['idle_cpu_seconds']} | {p['idle_cpu_seconds']} | "
+                    f"{ratio(c['idle_cpu_seconds'], p['idle_cpu_seconds'])} | |")
+    return "\n".join(rows)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--smoke", action="store_true",
+                        help="tiny sizes and short rests, so CI runs every pair (the numbers mean nothing)")
+    parser.add_argument("--sizes", default=None, help="APPS:SECRETS,... (default 100:10000,1000:50000)")
+    parser.add_argument("--tenants", type=int, default=None, help="CAPTenants for the console pair (default 10000)")
+    parser.add_argument("--rest-seconds", type=float, default=None, help="the at-rest window (default 60)")
+    parser.add_argument("--rss-after", type=float, default=None, help="console RSS read this long after start (default 30)")
+    parser.add_argument("--rotate", type=int, default=None, help="applications rotated per measured run (default 10)")
+    parser.add_argument("--capdeck", default=None, help="the capdeck binary (default target/release/capdeck)")
+    parser.add_argument("--out", default=None, help="the JSON report (default target/bench-peers.json)")
+    parser.add_argument("--pairs", default="engine,console", help="which pairs to run (default engine,console)")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch directory (logs, audit log)")
+    args = parser.parse_args()
+    smoke = args.smoke
+    args.sizes = args.sizes or ("4:200" if smoke else "100:10000,1000:50000")
+    args.tenants = args.tenants or (200 if smoke else 10000)
+    args.rest_seconds = args.rest_seconds or (5 if smoke else 60)
+    args.rss_after = args.rss_after or (5 if smoke else 30)
+    args.rotate = args.rotate or (2 if smoke else 10)
+    target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
+    args.out = Path(args.out or target / "bench-peers.json")
+    sizes = [tuple(int(x) for x in size.split(":")) for size in args.sizes.split(",")]
+
+    for tool in ("tmux", "openssl", "curl"):
+        if not shutil.which(tool):
+            sys.exit(f"bench-peers: {tool} is not on PATH (the console pair runs each program in tmux)")
+    capdeck = Path(args.capdeck) if args.capdeck else target / "release/capdeck"
+    if not capdeck.exists():
+        sys.exit(f"bench-peers: no capdeck binary at {capdeck}; run `cargo build --release` or pass --capdeck")
+    print("== peers (built once, then reused from the cache)", flush=True)
+    pairs = set(args.pairs.split(","))
+    if not pairs or pairs - {"engine", "console"}:
+        sys.exit(f"bench-peers: --pairs takes engine, console or both, not {args.pairs!r}")
+    binaries = {
+        "capdeck": capdeck,
+        "assets": built(["bash", "tools/envtest/build.sh", "k8s"], "kube-apiserver 1.34"),
+        "go": built(["bash", "tools/upstream/build.sh"], "the Go CAP Operator"),
+    }
+    versions = {
+        "capdeck": version_of(capdeck, "--version"),
+        "go_operator": "SAP/cap-operator v0.35.0 (../shared/peers tarball)",
+        "kube_apiserver": version_of(binaries["assets"] / "kube-apiserver", "--version"),
+    }
+    if "console" in pairs:
+        binaries["k9s"] = built(["bash", "tools/peers/build.sh", "k9s"], "k9s")
+        binaries["kdash"] = built(["bash", "tools/peers/build.sh", "kdash"], "kdash")
+        versions["k9s"] = "k9s v0.50.16 (github.com/derailed/k9s, Go module proxy)"
+        versions["kdash"] = version_of(binaries["kdash"], "--version")
+    # The Go operator's own CRDs: the console pair's CAPTenants are upstream's resource too.
+    crds = built(["bash", "tools/upstream/build.sh", "--crds"], "the Go CAP Operator's CRDs")
+
+    scratch = Path(tempfile.mkdtemp(prefix="capdeck-bench-peers-"))
+    plane = None
+    started = time.time()
+    try:
+        print(f"== kube-apiserver 1.34 in {scratch}", flush=True)
+        plane = Plane(scratch / "plane", binaries["assets"])
+        plane.kubectl("apply", "--server-side", "-f", str(crds))
+        ours = json.loads(subprocess.run([str(capdeck), "crds", "-o", "json"], capture_output=True, text=True,
+                                         check=True).stdout)
+        ours_items = ours["items"] if "items" in ours else ours
+        ours_items = [crd for crd in ours_items if crd["spec"]["group"] == "capdeck.dev"]
+        plane.kubectl("apply", "--server-side", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                                            "items": ours_items}))
+        plane.kubectl("wait", "--for=condition=Established", "--timeout=90s", "crd", "--all")
+        plane.admin.create_all(world.namespaces())
+        world.Faker(plane.admin)
+        audit = Audit(plane.audit_log)
+        logs = scratch / "logs"
+        logs.mkdir()
+
+        engine_results, console_results = [], None
+        if "engine" in pairs:
+            engine = EnginePair(plane, audit, args, binaries, logs)
+            engine_results = [engine.run(apps, secrets) for apps, secrets in sizes]
+        if "console" in pairs:
+            console_results = ConsolePair(plane, audit, args, binaries, scratch).run()
+        report = {
+            "schema": 1,
+            "smoke": smoke,
+            "machine": {"cpus": os.cpu_count(), "memory_gib": round(os.sysconf("SC_PAGE_SIZE") *
+                                                                       os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+                        "kernel": platform.release()},
+            "versions": versions,
+            "settings": {"sizes": args.sizes, "tenants": args.tenants, "rest_seconds": args.rest_seconds,
+                         "rss_after_seconds": args.rss_after, "rotate": args.rotate, "window": WINDOW},
+            "engine": engine_results,
+            "console": console_results,
+            "seconds": round(time.time() - started),
+        }
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+        print(table(report))
+        print(f"report: {args.out} ({report['seconds']} s)")
+        return 0
+    except Exception as error:  # every failure ends the bench with what failed, and the logs are kept
+        print(f"bench-peers: {type(error).__name__}: {error}\n(logs kept in {scratch})", file=sys.stderr)
+        args.keep = True
+        return 1
+    finally:
+        if plane:
+            plane.stop()
+        if not args.keep:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

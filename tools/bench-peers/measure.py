@@ -1,0 +1,153 @@
+"""Readings the bench takes from outside the measured programs: the API server's audit log, /proc, tmux."""
+
+import json
+import os
+import subprocess
+import time
+from datetime import datetime
+from pathlib import Path
+
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+class Audit:
+    """The audit log, read incrementally: one entry per request as the API server received it."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.offset = 0
+        self.rest = b""
+        self.entries: list[dict] = []
+
+    def refresh(self) -> list[dict]:
+        if self.path.exists():
+            with self.path.open("rb") as file:
+                file.seek(self.offset)
+                chunk = file.read()
+            self.offset += len(chunk)
+            lines = (self.rest + chunk).split(b"\n")
+            self.rest = lines.pop()
+            for line in lines:
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                ref = event.get("objectRef") or {}
+                self.entries.append({
+                    "at": datetime.fromisoformat(event["requestReceivedTimestamp"]).timestamp(),
+                    "user": event.get("user", {}).get("username", ""),
+                    "verb": event.get("verb", ""),
+                    "resource": ref.get("resource", ""),
+                    "subresource": ref.get("subresource", ""),
+                    "namespace": ref.get("namespace", ""),
+                    "name": ref.get("name", ""),
+                    "uri": event.get("requestURI", ""),
+                })
+        return self.entries
+
+    def of(self, user: str, since: float, until: float | None = None) -> list[dict]:
+        until = until if until is not None else float("inf")
+        return [e for e in self.refresh() if e["user"] == user and since <= e["at"] <= until]
+
+    def wait_quiet(self, user: str, quiet: float, limit: float, ignore=lambda e: False) -> float:
+        """Wait until `user` has sent nothing but ignored requests for `quiet` seconds; returns when."""
+        started = time.time()
+        while True:
+            now = time.time()
+            recent = [e for e in self.of(user, now - quiet) if not ignore(e)]
+            if not recent and now - started >= quiet:
+                return now
+            if now - started > limit:
+                raise TimeoutError(f"{user} did not go quiet for {quiet} s within {limit} s: "
+                                   f"{[(e['verb'], e['resource'], e['name']) for e in recent[-5:]]}")
+            time.sleep(0.5)
+
+
+def summarize(entries: list[dict]) -> dict:
+    """Counts by kind of request: list, watch, get, writes, and the whole by verb/resource."""
+    by = {}
+    for e in entries:
+        key = f"{e['verb']} {e['resource']}" + (f"/{e['subresource']}" if e["subresource"] else "")
+        by[key] = by.get(key, 0) + 1
+    return {
+        "requests": len(entries),
+        "lists": sum(1 for e in entries if e["verb"] == "list"),
+        "watches": sum(1 for e in entries if e["verb"] == "watch"),
+        "gets": sum(1 for e in entries if e["verb"] == "get"),
+        "writes": sum(1 for e in entries if e["verb"] in WRITE_VERBS),
+        "by_request": dict(sorted(by.items(), key=lambda kv: -kv[1])),
+    }
+
+
+def status_kib(pid: int, field: str) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def rss_mb(pid: int) -> float | None:
+    kib = status_kib(pid, "VmRSS")
+    return None if kib is None else round(kib / 1024, 1)
+
+
+def peak_rss_mb(pid: int) -> float | None:
+    kib = status_kib(pid, "VmHWM")
+    return None if kib is None else round(kib / 1024, 1)
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of the process (all its threads), from /proc/PID/stat."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+class Tmux:
+    """One detached tmux session on its own server socket, at a fixed size."""
+
+    started_sessions = 0
+
+    def __init__(self, name: str, width: int, height: int, command: str, env: dict):
+        self.name = name
+        # A server of its own per start: a killed server's socket can linger for a moment.
+        Tmux.started_sessions += 1
+        self.socket = f"capdeck-bench-{name}-{os.getpid()}-{Tmux.started_sessions}"
+        exports = " ".join(f"{k}={v}" for k, v in env.items())
+        self.started = time.time()
+        subprocess.run(["tmux", "-L", self.socket, "-f", "/dev/null", "new-session", "-d", "-s", name,
+                        "-x", str(width), "-y", str(height), f"exec env {exports} {command}"], check=True)
+        pid = subprocess.run(["tmux", "-L", self.socket, "display-message", "-p", "-t", name, "#{pane_pid}"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        self.pid = int(pid)
+
+    def screen(self) -> str:
+        out = subprocess.run(["tmux", "-L", self.socket, "capture-pane", "-p", "-t", self.name],
+                             capture_output=True, text=True, check=False)
+        return out.stdout
+
+    def keys(self, *keys: str) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "send-keys", "-t", self.name, *keys], check=True)
+
+    def literal(self, text: str) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "send-keys", "-t", self.name, "-l", text], check=True)
+
+    def until(self, what: str, limit: float, check) -> tuple[float, str]:
+        """Poll the screen every 20 ms until `check(screen)`; returns (seconds since start, screen)."""
+        deadline = time.time() + limit
+        screen = ""
+        while time.time() < deadline:
+            screen = self.screen()
+            if check(screen):
+                return time.time() - self.started, screen
+            time.sleep(0.02)
+        raise TimeoutError(f"{self.name}: no {what} within {limit} s; the screen:\n{screen}")
+
+    def kill(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, check=False)

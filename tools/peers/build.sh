@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Builds the programs `capdeck bench peers` measures capdeck against, once, into a cache beside the
+# control planes, and prints the binary's path as the last line on stdout:
+#
+#   build.sh k9s     <cache>/peers/k9s-v0.50.16-<os>-<arch>/k9s      (Go module proxy, pinned version)
+#   build.sh kdash   <cache>/peers/kdash-2.1.1-<os>-<arch>/bin/kdash (crates.io, pinned, --locked)
+#
+# The Go CAP Operator, the third peer, is built by tools/upstream/build.sh (shared with its stories).
+# The cache root is $CAPDECK_ENVTEST_CACHE, else ${XDG_DATA_HOME:-~/.local/share}/kubebuilder-envtest,
+# as tools/envtest/build.sh. A binary already present is reused. Nothing of either peer is committed.
+#
+# Why pinned this way: the Go module proxy serves github.com/derailed/k9s at a named version (only its
+# version list and @latest are refused), and `go install module@version` builds exactly the
+# dependency set k9s's own go.sum names. `cargo install --locked` builds exactly kdash's Cargo.lock.
+set -euo pipefail
+
+K9S_VERSION="v0.50.16"
+KDASH_VERSION="2.1.1"
+
+peer="${1:-}"
+cache="${CAPDECK_ENVTEST_CACHE:-${XDG_DATA_HOME:-$HOME/.local/share}/kubebuilder-envtest}"
+os="$(go env GOOS 2>/dev/null || echo linux)"
+arch="$(go env GOARCH 2>/dev/null || echo amd64)"
+
+case "$peer" in
+  k9s)
+    out="$cache/peers/k9s-$K9S_VERSION-$os-$arch"
+    bin="$out/k9s"
+    if [[ -x "$bin" ]]; then
+      echo "peers/build.sh: reusing k9s $K9S_VERSION in $out" >&2
+      echo "$bin"; exit 0
+    fi
+    if ! command -v go >/dev/null 2>&1; then
+      echo "peers/build.sh: no Go toolchain on PATH; install Go >= 1.24 to build k9s" >&2
+      exit 1
+    fi
+    mkdir -p "$out"
+    tmp="$(mktemp -d "$out/.build.XXXXXX")"
+    trap 'rm -rf "$tmp"' EXIT
+    start=$(date +%s)
+    echo "peers/build.sh: building k9s $K9S_VERSION from the Go module proxy (the first build takes several minutes)" >&2
+    # GOTOOLCHAIN=local: build with the Go on this machine; k9s asks for go >= 1.24.
+    GOTOOLCHAIN=local CGO_ENABLED=0 GOBIN="$tmp" go install -trimpath \
+      -ldflags "-s -w -X github.com/derailed/k9s/cmd.version=$K9S_VERSION" \
+      "github.com/derailed/k9s@$K9S_VERSION"
+    mv "$tmp/k9s" "$bin"
+    echo "peers/build.sh: built k9s in $(( $(date +%s) - start )) s into $out" >&2
+    echo "$bin"
+    ;;
+  kdash)
+    out="$cache/peers/kdash-$KDASH_VERSION-$os-$arch"
+    bin="$out/bin/kdash"
+    if [[ -x "$bin" ]]; then
+      echo "peers/build.sh: reusing kdash $KDASH_VERSION in $out" >&2
+      echo "$bin"; exit 0
+    fi
+    mkdir -p "$out"
+    tmp="$(mktemp -d "$out/.build.XXXXXX")"
+    trap 'rm -rf "$tmp"' EXIT
+    start=$(date +%s)
+    echo "peers/build.sh: building kdash $KDASH_VERSION from crates.io (the first build takes several minutes)" >&2
+    # Its own target directory: never the project's (CARGO_TARGET_DIR may point there).
+    CARGO_TARGET_DIR="$tmp/target" cargo install --quiet --locked --version "$KDASH_VERSION" --root "$tmp/root" kdash
+    mkdir -p "$out/bin"
+    mv "$tmp/root/bin/kdash" "$bin"
+    echo "peers/build.sh: built kdash in $(( $(date +%s) - start )) s into $out" >&2
+    echo "$bin"
+    ;;
+  *)
+    echo "usage: tools/peers/build.sh k9s|kdash   (prints the built binary's path; the Go CAP Operator: tools/upstream/build.sh)" >&2
+    exit 2
+    ;;
+esac
