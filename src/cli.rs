@@ -118,10 +118,22 @@ pub struct ConsoleArgs {
     /// Console config file [default: $XDG_CONFIG_HOME/capdeck/config.toml]
     #[arg(long, value_name = "PATH")]
     pub config: Option<PathBuf>,
-    /// The view the console opens on, by any of its `:` command names: apps, versions, tenants,
-    /// ops, batches, rollouts, events, credentials [default: apps]
-    #[arg(long, value_name = "VIEW", value_parser = crate::console::views::parse_view)]
-    pub view: Option<crate::console::app::ViewKind>,
+    /// The view the console opens on (the names of its `:` commands) [default: apps]
+    #[arg(long, value_enum, value_name = "VIEW")]
+    pub view: Option<StartView>,
+}
+
+/// `--view`: the console's views by their `:` command names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum StartView {
+    Apps,
+    Versions,
+    Tenants,
+    Ops,
+    Batches,
+    Rollouts,
+    Events,
+    Credentials,
 }
 
 /// The demo rotator's interval range; `None` is off.

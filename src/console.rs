@@ -78,7 +78,7 @@ impl ConsoleSetup {
             log_file: None,
             user_theme_dir,
             started: std::time::Instant::now(),
-            view: args.view,
+            view: args.view.map(views::start_view),
         })
     }
 }

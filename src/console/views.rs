@@ -193,14 +193,19 @@ pub fn view(kind: ViewKind) -> &'static dyn View {
     }
 }
 
-/// A view by any of its `:` command names (`--view`); the error lists the first name of each.
-pub fn parse_view(name: &str) -> Result<ViewKind, String> {
-    let name = name.trim().to_lowercase();
-    ViewKind::ALL.iter().copied().find(|&kind| view(kind).aliases().contains(&name.as_str())).ok_or_else(|| {
-        let names: Vec<&str> =
-            ViewKind::ALL.iter().filter_map(|&kind| view(kind).aliases().first().copied()).collect();
-        format!("no view is called {name:?}; one of: {}", names.join(", "))
-    })
+/// The view `--view` names.
+pub fn start_view(view: crate::cli::StartView) -> ViewKind {
+    use crate::cli::StartView;
+    match view {
+        StartView::Apps => ViewKind::Applications,
+        StartView::Versions => ViewKind::Versions,
+        StartView::Tenants => ViewKind::Tenants,
+        StartView::Ops => ViewKind::Operations,
+        StartView::Batches => ViewKind::Batches,
+        StartView::Rollouts => ViewKind::Rollouts,
+        StartView::Events => ViewKind::Events,
+        StartView::Credentials => ViewKind::Credentials,
+    }
 }
 
 /// The columns of a view, left to right.
@@ -308,11 +313,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_view_is_found_by_any_of_its_command_names() {
-        assert_eq!(parse_view("tenants"), Ok(ViewKind::Tenants));
-        assert_eq!(parse_view("CAT"), Ok(ViewKind::Tenants));
-        assert_eq!(parse_view("rb"), Ok(ViewKind::Batches));
-        let error = parse_view("pods").expect_err("no pods view");
-        assert!(error.contains("\"pods\"") && error.contains("apps, versions, tenants"), "{error}");
+    fn every_start_view_opens_the_view_its_command_name_opens() {
+        use clap::ValueEnum as _;
+        let mut opened = Vec::new();
+        for &arg in crate::cli::StartView::value_variants() {
+            let name = arg.to_possible_value().expect("every variant has a name").get_name().to_string();
+            let kind = start_view(arg);
+            assert!(
+                view(kind).aliases().contains(&name.as_str()),
+                "--view {name} opens {kind:?}, whose commands differ"
+            );
+            opened.push(kind);
+        }
+        assert_eq!(opened, ViewKind::ALL, "--view names every view once, in order");
     }
 }

@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import world  # noqa: E402
-from measure import Audit, Tmux, cpu_seconds, peak_rss_mb, rss_mb, summarize  # noqa: E402
+from measure import Audit, Tmux, cpu_seconds, peak_rss_mb, rss_mb, rss_parts_mb, summarize  # noqa: E402
 from plane import REPO, Plane, free_port  # noqa: E402
 
 WINDOW = "30s"  # the Go operator's minimum ROLLOUT_DELAY; capdeck gets the same
@@ -183,6 +183,7 @@ class EnginePair:
             at_rest = summarize(self.audit.of(user, rest_from, rest_to))
             cpu_idle = cpu_seconds(program.pid) - cpu_before
             steady = rss_mb(program.pid)
+            steady_parts = rss_parts_mb(program.pid)
 
             changed_at = time.time()
             chosen = self.rotate(a.rotate)
@@ -205,6 +206,7 @@ class EnginePair:
             return {
                 "peak_rss_mb": peak,
                 "steady_rss_mb": steady,
+                "steady_rss_parts": steady_parts,
                 "startup_requests": startup["requests"],
                 "startup_writes": startup["writes"],
                 "startup_deployment_writes": startup_deployment_writes,
@@ -304,6 +306,7 @@ class ConsolePair:
         try:
             time.sleep(max(0.0, self.args.rss_after - (time.time() - tmux.started)))
             rss = rss_mb(tmux.pid)
+            rss_parts = rss_parts_mb(tmux.pid)
             # At rest: the count is on screen and nothing changes in the cluster.
             rest_from = time.time()
             cpu_before = cpu_seconds(tmux.pid)
@@ -318,6 +321,7 @@ class ConsolePair:
                 **cold,
                 "navigated": navigate is not None,
                 "rss_mb": rss,
+                "rss_parts": rss_parts,
                 "idle_cpu_seconds": round(cpu_idle, 2),
                 "at_rest_seconds": round(rest_to - rest_from, 1),
                 "at_rest": summarize(self.audit.of(user, rest_from, rest_to)),

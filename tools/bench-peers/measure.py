@@ -94,6 +94,15 @@ def rss_mb(pid: int) -> float | None:
     return None if kib is None else round(kib / 1024, 1)
 
 
+def rss_parts_mb(pid: int) -> dict:
+    """RSS split into anonymous memory (heap, stacks) and file pages (mostly the program's own code)."""
+    parts = {}
+    for field, key in (("RssAnon", "anon_mb"), ("RssFile", "file_mb")):
+        kib = status_kib(pid, field)
+        parts[key] = None if kib is None else round(kib / 1024, 1)
+    return parts
+
+
 def peak_rss_mb(pid: int) -> float | None:
     kib = status_kib(pid, "VmHWM")
     return None if kib is None else round(kib / 1024, 1)

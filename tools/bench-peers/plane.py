@@ -52,6 +52,8 @@ class Plane:
                 "--audit-log-format=json",
                 "--audit-log-maxsize=0",
                 "--audit-log-mode=blocking",
+                # The Go operator makes a Service per Deployment: 1,000 applications fill up.sh's /24.
+                "--service-cluster-ip-range=10.96.0.0/16",
             ]
         )
         env = dict(os.environ, KUBEBUILDER_ASSETS=str(assets), CAPDECK_ENVTEST_ADMINS=" ".join(USERS),
