@@ -127,7 +127,8 @@ class EnginePair:
         go = self.start_go("setup")
         try:
             wait("the Go operator's lease", 120, lambda: "Started leading" in go.log.read_text(errors="replace"), go)
-            wait(f"{apps} versions Ready", 600, lambda: self.ready_versions() >= apps, go)
+            # The Go operator brings about 45 versions a minute to Ready here (it requeues while it waits).
+            wait(f"{apps} versions Ready", 2400, lambda: self.ready_versions() >= apps, go)
         finally:
             go.stop()
 
@@ -171,7 +172,7 @@ class EnginePair:
             # Both decide at start only after one window (Go) or at once (capdeck): wait past it, then for quiet.
             wait("one window after start", WINDOW_SECONDS + 10, lambda: time.time() - program.started > WINDOW_SECONDS + 5,
                  program)
-            self.audit.wait_quiet(user, 10, 600, ignore=not_lease)
+            self.audit.wait_quiet(user, 10, 1800, ignore=not_lease)
             startup_entries = self.audit.of(user, program.started, time.time())
             startup = summarize(startup_entries)
             startup_deployment_writes = sum(1 for e in startup_entries if is_deployment_write(e))
