@@ -368,7 +368,8 @@ class ConsolePair:
 
         results["k9s"] = self.one("k9s", "k9s", f"{self.bin['k9s']} -A --readonly --splashless",
                                   lambda screen: "K9s Rev" in screen,
-                                  lambda screen: k9s_title in screen.lower().replace(" ", ""),
+                                  # k9s writes the count with a thousands separator: [10,000].
+                                  lambda screen: k9s_title in screen.lower().replace(" ", "").replace(",", ""),
                                   navigate=k9s_to_tenants)
         print(f"   k9s: {brief(results['k9s'])}", flush=True)
 
