@@ -22,22 +22,30 @@ cache="${CAPDECK_ENVTEST_CACHE:-${XDG_DATA_HOME:-$HOME/.local/share}/kubebuilder
 os="$(go env GOOS 2>/dev/null || echo linux)"
 arch="$(go env GOARCH 2>/dev/null || echo amd64)"
 
+# With $out and $bin set: print $bin and exit when it is built; else make $out and a scratch
+# directory $tmp inside it (removed on exit), and note the start time.
+reuse_or_prepare() {
+  local name="$1" version="$2"
+  if [[ -x "$bin" ]]; then
+    echo "peers/build.sh: reusing $name $version in $out" >&2
+    echo "$bin"
+    exit 0
+  fi
+  mkdir -p "$out"
+  tmp="$(mktemp -d "$out/.build.XXXXXX")"
+  trap 'rm -rf "$tmp"' EXIT
+  start=$(date +%s)
+}
+
 case "$peer" in
   k9s)
     out="$cache/peers/k9s-$K9S_VERSION-$os-$arch"
     bin="$out/k9s"
-    if [[ -x "$bin" ]]; then
-      echo "peers/build.sh: reusing k9s $K9S_VERSION in $out" >&2
-      echo "$bin"; exit 0
-    fi
+    reuse_or_prepare k9s "$K9S_VERSION"
     if ! command -v go >/dev/null 2>&1; then
       echo "peers/build.sh: no Go toolchain on PATH; install Go >= 1.24 to build k9s" >&2
       exit 1
     fi
-    mkdir -p "$out"
-    tmp="$(mktemp -d "$out/.build.XXXXXX")"
-    trap 'rm -rf "$tmp"' EXIT
-    start=$(date +%s)
     echo "peers/build.sh: building k9s $K9S_VERSION from the Go module proxy (the first build takes several minutes)" >&2
     # GOTOOLCHAIN=local: build with the Go on this machine; k9s asks for go >= 1.24.
     GOTOOLCHAIN=local CGO_ENABLED=0 GOBIN="$tmp" go install -trimpath \
@@ -50,14 +58,7 @@ case "$peer" in
   kdash)
     out="$cache/peers/kdash-$KDASH_VERSION-$os-$arch"
     bin="$out/bin/kdash"
-    if [[ -x "$bin" ]]; then
-      echo "peers/build.sh: reusing kdash $KDASH_VERSION in $out" >&2
-      echo "$bin"; exit 0
-    fi
-    mkdir -p "$out"
-    tmp="$(mktemp -d "$out/.build.XXXXXX")"
-    trap 'rm -rf "$tmp"' EXIT
-    start=$(date +%s)
+    reuse_or_prepare kdash "$KDASH_VERSION"
     echo "peers/build.sh: building kdash $KDASH_VERSION from crates.io (the first build takes several minutes)" >&2
     # Its own target directory: never the project's (CARGO_TARGET_DIR may point there).
     CARGO_TARGET_DIR="$tmp/target" cargo install --quiet --locked --version "$KDASH_VERSION" --root "$tmp/root" kdash
