@@ -23,7 +23,7 @@ Without a subcommand capdeck opens the console over the current kubeconfig conte
 attached as an observer (`--engine lead` lets it lead; the header names the engine that leads). `capdeck --demo` opens it on an \
 embedded sandbox cluster instead: no cluster needed.",
     after_help = "Console keys: ? help, : command (:apps :versions :tenants :ops :batches :rollouts :events \
-:ns :ctx :theme :q), / filter, Enter drill down, a approve, F force, h hold/release, x cancel, q quit.\n\
+:fleet :ns :ctx :theme :q), / filter, Enter drill down, a approve, F force, h hold/release, x cancel, q quit.\n\
 Config: $XDG_CONFIG_HOME/capdeck/config.toml (theme, readonly, [keys]); logs: $XDG_STATE_HOME/capdeck/.\n\
 Exit codes: 0 ok, 1 failure, 2 usage error."
 )]
@@ -118,9 +118,14 @@ pub struct ConsoleArgs {
     /// Console config file [default: $XDG_CONFIG_HOME/capdeck/config.toml]
     #[arg(long, value_name = "PATH")]
     pub config: Option<PathBuf>,
-    /// The view the console opens on (the names of its `:` commands) [default: apps]
+    /// The view the console opens on (the names of its `:` commands) [default: apps, or fleet
+    /// with --contexts]
     #[arg(long, value_enum, value_name = "VIEW")]
     pub view: Option<StartView>,
+    /// Also read these kube contexts, every 30s, for the fleet view (`:fleet`): `all` or names
+    /// separated by commas. Without it `:fleet` reads every context once opened
+    #[arg(long, value_name = "all|NAME,...", conflicts_with_all = ["demo", "daemon"])]
+    pub contexts: Option<crate::fleet::ContextList>,
 }
 
 /// `--view`: the console's views by their `:` command names.
@@ -134,6 +139,7 @@ pub enum StartView {
     Rollouts,
     Events,
     Credentials,
+    Fleet,
 }
 
 /// The demo rotator's interval range; `None` is off.
@@ -289,6 +295,19 @@ Operator runs while applications set spec.rolloutOnCredentialUpdate (both would 
 binding Secrets whose format capdeck cannot read; the effective rollout delay.\n\n\
 Exit codes: 0 when nothing blocks (warnings included), 1 when something does (FAIL), 2 for usage errors.")]
     Doctor(DoctorArgs),
+    /// What is open in every kube context: batches awaiting approval, held or failed, credentials
+    /// at risk, stalled rollouts, who leads
+    #[command(long_about = "What is open in every kube context at once, one row per context and namespace \
+with something open: batches awaiting approval, held (the failure guard included) or failed, with the time \
+left before their old credentials may be revoked (else their window end); binding Secrets whose credentials \
+are at risk or unsafe; Deployments that stalled in a rolling batch; and who leads capdeck's engine there. A \
+context with nothing open is one `clear` row. Contexts are read concurrently, each within --timeout; a \
+context that cannot be read is a row that says why (unreachable, forbidden), never a missing one.\n\n\
+-o json prints {\"fleet\": [rows]}; see README \"Many clusters\".\n\n\
+Exit codes: 0 when every context was read, 1 when one or more could not be, 2 for usage errors.\n\n\
+Examples:\n  capdeck fleet\n  capdeck fleet --contexts prod-eu,prod-us -o json\n  capdeck --contexts all   (the console, \
+on its fleet view)")]
+    Fleet(FleetArgs),
     /// Print a shell completion script: bash, zsh, fish, elvish or powershell
     #[command(
         long_about = "Print a shell completion script for capdeck.\n\nExamples:\n  source <(capdeck completion bash)\n  capdeck completion zsh > \"${fpath[1]}/_capdeck\"\n  capdeck completion fish > ~/.config/fish/completions/capdeck.fish"
@@ -587,6 +606,30 @@ pub struct CredentialsArgs {
     #[arg(short = 'f', long = "filename", value_name = "PATH")]
     pub files: Vec<PathBuf>,
     /// The batch window the engine uses (its --rollout-delay / ROLLOUT_DELAY)
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = crate::engine::config::parse_go_duration)]
+    pub rollout_delay: std::time::Duration,
+    /// How long rolling a batch's Deployments is expected to take
+    #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = crate::engine::config::parse_go_duration)]
+    pub expected_rollout: std::time::Duration,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct FleetArgs {
+    /// The contexts to read: `all` (every context of the kubeconfig) or names separated by commas
+    #[arg(long, value_name = "all|NAME,...", default_value = "all")]
+    pub contexts: crate::fleet::ContextList,
+    /// How long each context may take to answer (Go duration)
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = crate::engine::config::parse_go_duration)]
+    pub timeout: std::time::Duration,
+    /// Namespace of capdeck's engine Lease in each context [default: the context's namespace]
+    #[arg(long, value_name = "NS")]
+    pub lease_namespace: Option<String>,
+    /// Name of capdeck's engine Lease
+    #[arg(long, value_name = "NAME", default_value = "capdeck-engine")]
+    pub lease_name: String,
+    /// The batch window the engines use, for the credential verdicts (their --rollout-delay)
     #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = crate::engine::config::parse_go_duration)]
     pub rollout_delay: std::time::Duration,
     /// How long rolling a batch's Deployments is expected to take

@@ -208,6 +208,38 @@ pub async fn can_i_subresource(
         .is_some_and(|status| status.allowed)
 }
 
+/// sap-btp-service-operator's ServiceBindings; `None` when the kind is not served.
+pub async fn list_service_bindings(
+    client: &kube::Client,
+    scope: &Scope,
+) -> Result<Option<Vec<crate::api::service_binding::ServiceBinding>>, String> {
+    let resource = kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+        crate::api::service_binding::GROUP,
+        "v1",
+        "ServiceBinding",
+    ));
+    let api: kube::Api<kube::api::DynamicObject> = match scope {
+        Scope::All => kube::Api::all_with(client.clone(), &resource),
+        Scope::Namespace(namespace) => kube::Api::namespaced_with(client.clone(), namespace, &resource),
+    };
+    match api.list(&kube::api::ListParams::default()).await {
+        Ok(list) => Ok(Some(
+            list.items
+                .into_iter()
+                .filter_map(|object| {
+                    let name = object.metadata.name.clone().unwrap_or_default();
+                    serde_json::to_value(object)
+                        .and_then(serde_json::from_value::<crate::api::service_binding::ServiceBinding>)
+                        .map_err(|error| tracing::warn!(%error, binding = %name, "a ServiceBinding does not decode; skipped"))
+                        .ok()
+                })
+                .collect(),
+        )),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+        Err(error) => Err(describe_error(&error)),
+    }
+}
+
 /// A kube error at a module boundary: `Display` is `describe_error` (what happened and what to
 /// do), the kube error stays available as the source.
 #[derive(Debug, thiserror::Error)]

@@ -7,6 +7,7 @@ mod crds;
 mod credentials;
 mod deps;
 mod doctor;
+mod fleet;
 pub mod manifests;
 mod plan;
 mod sandbox;
@@ -40,6 +41,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Deps(args)) => runtime()?.block_on(deps::run(&cli.cluster, &args)),
         Some(Command::Tenants(args)) => runtime()?.block_on(tenants::run(&cli.cluster, &args)),
         Some(Command::Credentials(args)) => runtime()?.block_on(credentials::run(&cli.cluster, &args)),
+        Some(Command::Fleet(args)) => runtime()?.block_on(fleet::run(&cli.cluster, &args)),
         Some(Command::Doctor(args)) => runtime()?.block_on(doctor::run(&cli.cluster, &args.engine, &args)),
         Some(Command::Crds(args)) => crds::run(&args),
         Some(Command::Sandbox(args)) => runtime()?.block_on(sandbox::run(args)),

@@ -48,6 +48,8 @@ pub struct ConsoleSetup {
     pub started: std::time::Instant,
     /// The view to open on (`--view`); `None` is the applications view.
     pub view: Option<app::ViewKind>,
+    /// `--contexts`: the fleet view's contexts, read from the start.
+    pub contexts: Option<crate::fleet::ContextList>,
 }
 
 impl ConsoleSetup {
@@ -79,6 +81,7 @@ impl ConsoleSetup {
             user_theme_dir,
             started: std::time::Instant::now(),
             view: args.view.map(views::start_view),
+            contexts: args.contexts.clone(),
         })
     }
 }

@@ -12,6 +12,7 @@ pub mod daemon;
 pub mod demo;
 pub mod deps;
 pub mod engine;
+pub mod fleet;
 pub mod manifest;
 pub mod output;
 pub mod plan;

@@ -193,6 +193,36 @@ pub fn plan_all(index: &CapIndex, lookup: &dyn ObjectLookup) -> Plan {
     plan
 }
 
+/// A workload that is neither a Deployment nor a Job, or both: (the Deployment it names, why it
+/// is skipped). Jobs and Deployments are fine.
+fn workload_shape_problem(
+    workload: &crate::api::WorkloadDetails,
+    version_name: &str,
+) -> Option<(Option<String>, String)> {
+    let both = match (&workload.deployment_definition, &workload.job_definition) {
+        (Some(_), None) | (None, Some(_)) => return None,
+        (None, None) => false,
+        (Some(_), Some(_)) => true,
+    };
+    Some(if both {
+        (
+            Some(workload.deployment_name(version_name)),
+            format!(
+                "workload {} of {version_name} has both deploymentDefinition and jobDefinition; skipped",
+                workload.name
+            ),
+        )
+    } else {
+        (
+            None,
+            format!(
+                "workload {} of {version_name} has neither deploymentDefinition nor jobDefinition; skipped",
+                workload.name
+            ),
+        )
+    })
+}
+
 /// The plan of one application for the given rotated Secrets. The opt-in is not checked here:
 /// callers decide (the engine re-checks it when the window ends).
 pub fn plan_application(
@@ -223,20 +253,18 @@ pub fn plan_application(
         return plan;
     }
 
-    for version in index.versions_of(app) {
-        if parse_semver(&version.spec.version).is_none() {
-            plan.problems.push(problem(
-                ProblemKind::InvalidVersion,
-                None,
-                None,
-                format!(
-                    "CAPApplicationVersion {}: version {:?} is not semantic versioning; it sorts below every \
-valid version, so it is never the latest",
-                    version.name_any(),
-                    version.spec.version
-                ),
-            ));
-        }
+    for version in index.versions_of(app).iter().filter(|version| parse_semver(&version.spec.version).is_none()) {
+        plan.problems.push(problem(
+            ProblemKind::InvalidVersion,
+            None,
+            None,
+            format!(
+                "CAPApplicationVersion {}: version {:?} is not semantic versioning; it sorts below every valid \
+version, so it is never the latest",
+                version.name_any(),
+                version.spec.version
+            ),
+        ));
     }
     let versions = versions_in_use(app, index);
     plan.versions = versions.iter().map(|version| version.name_any()).collect();
@@ -257,33 +285,12 @@ valid version, so it is never the latest",
         let version_name = version.name_any();
         for workload in &version.spec.workloads {
             let deployment_name = workload.deployment_name(&version_name);
-            match (&workload.deployment_definition, &workload.job_definition) {
-                (Some(_), None) => {}
-                (None, Some(_)) => continue, // Jobs are never touched.
-                (None, None) => {
-                    plan.problems.push(problem(
-                        ProblemKind::InvalidWorkload,
-                        None,
-                        None,
-                        format!(
-                            "workload {} of {version_name} has neither deploymentDefinition nor jobDefinition; skipped",
-                            workload.name
-                        ),
-                    ));
-                    continue;
-                }
-                (Some(_), Some(_)) => {
-                    plan.problems.push(problem(
-                        ProblemKind::InvalidWorkload,
-                        Some(&deployment_name),
-                        None,
-                        format!(
-                            "workload {} of {version_name} has both deploymentDefinition and jobDefinition; skipped",
-                            workload.name
-                        ),
-                    ));
-                    continue;
-                }
+            if let Some((deployment, message)) = workload_shape_problem(workload, &version_name) {
+                plan.problems.push(problem(ProblemKind::InvalidWorkload, deployment.as_deref(), None, message));
+                continue;
+            }
+            if workload.deployment_definition.is_none() {
+                continue; // Jobs are never touched.
             }
             if !workload.consumed_btp_services.iter().any(|name| rotated_services.contains(name.as_str())) {
                 continue;

@@ -220,6 +220,9 @@ pub struct Snapshot {
     /// Per consumed binding Secret: when its credentials rotate and the old ones die.
     pub credentials: Vec<CredentialReport>,
     pub invalid: Vec<InvalidObject>,
+    /// Every kube context the fleet view reads (`:fleet`, `--contexts`): a source of its own,
+    /// carried from snapshot to snapshot.
+    pub fleet: Vec<crate::fleet::FleetRow>,
 }
 
 fn state_of(status: Option<&GenericStatus>, state: String) -> (bool, String) {
@@ -321,67 +324,77 @@ pub fn snapshot(stores: &Stores, events: &[Arc<Event>], timing: Timing) -> Snaps
     })
 }
 
-pub fn build(sources: Sources<'_>) -> Snapshot {
-    let Sources {
-        synced,
-        apps,
-        versions,
-        tenants,
-        operations,
-        batches,
-        events,
-        invalid,
-        secret_keys,
-        service_bindings,
-        credentials,
-    } = sources;
-    type Key = (String, String);
-    let key = |namespace: Option<String>, name: &str| (namespace.unwrap_or_default(), name.to_string());
-    let mut versions_by_app: HashMap<Key, Vec<Arc<CAPApplicationVersion>>> = HashMap::new();
-    let mut version_semver: HashMap<Key, String> = HashMap::new();
-    for version in versions {
-        versions_by_app
-            .entry(key(version.namespace(), &version.spec.cap_application_instance))
-            .or_default()
-            .push(version.clone());
-        version_semver.insert(key(version.namespace(), &version.name_any()), version.spec.version.clone());
-    }
-    let mut tenants_by_app: HashMap<Key, Vec<Arc<CAPTenant>>> = HashMap::new();
-    let mut tenants_on_version: HashMap<Key, usize> = HashMap::new();
-    for tenant in tenants {
-        tenants_by_app
-            .entry(key(tenant.namespace(), &tenant.spec.cap_application_instance))
-            .or_default()
-            .push(tenant.clone());
-        if let Some(current) = tenant.current_version_instance() {
-            *tenants_on_version.entry(key(tenant.namespace(), current)).or_default() += 1;
+type Key = (String, String);
+
+fn key(namespace: Option<String>, name: &str) -> Key {
+    (namespace.unwrap_or_default(), name.to_string())
+}
+
+/// Lookups the rows of several views share, built once per snapshot.
+#[derive(Default)]
+struct Index {
+    versions_by_app: HashMap<Key, Vec<Arc<CAPApplicationVersion>>>,
+    version_semver: HashMap<Key, String>,
+    tenants_by_app: HashMap<Key, Vec<Arc<CAPTenant>>>,
+    tenants_on_version: HashMap<Key, usize>,
+    /// The newest operation of each tenant, matched by tenant id within the namespace.
+    operation_of_tenant: HashMap<Key, Arc<CAPTenantOperation>>,
+    tenant_by_id: HashMap<Key, Arc<CAPTenant>>,
+    open_batch: HashMap<Key, Arc<RotationBatch>>,
+}
+
+impl Index {
+    fn new(sources: &Sources<'_>) -> Self {
+        let mut index = Self::default();
+        for version in sources.versions {
+            index
+                .versions_by_app
+                .entry(key(version.namespace(), &version.spec.cap_application_instance))
+                .or_default()
+                .push(version.clone());
+            index.version_semver.insert(key(version.namespace(), &version.name_any()), version.spec.version.clone());
         }
-    }
-    // The newest operation of each tenant, matched by tenant id within the namespace.
-    let mut operation_of_tenant: HashMap<Key, Arc<CAPTenantOperation>> = HashMap::new();
-    for operation in operations {
-        let tenant_key = key(operation.namespace(), &operation.spec.tenant_id);
-        let newer = operation_of_tenant.get(&tenant_key).is_none_or(|existing| {
-            existing.metadata.creation_timestamp.as_ref().map(|t| t.0)
-                <= operation.metadata.creation_timestamp.as_ref().map(|t| t.0)
-        });
-        if newer {
-            operation_of_tenant.insert(tenant_key, operation.clone());
+        for tenant in sources.tenants {
+            index
+                .tenants_by_app
+                .entry(key(tenant.namespace(), &tenant.spec.cap_application_instance))
+                .or_default()
+                .push(tenant.clone());
+            if let Some(current) = tenant.current_version_instance() {
+                *index.tenants_on_version.entry(key(tenant.namespace(), current)).or_default() += 1;
+            }
+            index.tenant_by_id.insert(key(tenant.namespace(), &tenant.spec.tenant_id), tenant.clone());
         }
-    }
-    let tenant_by_id: HashMap<Key, Arc<CAPTenant>> =
-        tenants.iter().map(|tenant| (key(tenant.namespace(), &tenant.spec.tenant_id), tenant.clone())).collect();
-    let mut open_batch: HashMap<Key, Arc<RotationBatch>> = HashMap::new();
-    for batch in batches.iter().filter(|batch| !batch.is_terminal()) {
-        open_batch.insert(key(batch.namespace(), &batch.spec.application), batch.clone());
+        for operation in sources.operations {
+            let tenant_key = key(operation.namespace(), &operation.spec.tenant_id);
+            let newer = index.operation_of_tenant.get(&tenant_key).is_none_or(|existing| {
+                existing.metadata.creation_timestamp.as_ref().map(|t| t.0)
+                    <= operation.metadata.creation_timestamp.as_ref().map(|t| t.0)
+            });
+            if newer {
+                index.operation_of_tenant.insert(tenant_key, operation.clone());
+            }
+        }
+        for batch in sources.batches.iter().filter(|batch| !batch.is_terminal()) {
+            index.open_batch.insert(key(batch.namespace(), &batch.spec.application), batch.clone());
+        }
+        index
     }
 
-    // Deployments of the versions in use (latest Ready + every tenant's current), per application.
-    let deployments_in_use = |app_key: &Key| -> usize {
-        let app_versions = versions_by_app.get(app_key).map_or(&[][..], Vec::as_slice);
+    fn versions_of(&self, app_key: &Key) -> &[Arc<CAPApplicationVersion>] {
+        self.versions_by_app.get(app_key).map_or(&[][..], Vec::as_slice)
+    }
+
+    fn tenants_of(&self, app_key: &Key) -> &[Arc<CAPTenant>] {
+        self.tenants_by_app.get(app_key).map_or(&[][..], Vec::as_slice)
+    }
+
+    /// Deployments of the versions in use (latest Ready + every tenant's current) of an application.
+    fn deployments_in_use(&self, app_key: &Key) -> usize {
+        let app_versions = self.versions_of(app_key);
         let mut in_use: std::collections::HashSet<String> =
             latest_ready_version(app_versions).map(|v| v.name_any()).into_iter().collect();
-        for tenant in tenants_by_app.get(app_key).map_or(&[][..], Vec::as_slice) {
+        for tenant in self.tenants_of(app_key) {
             if let Some(current) = tenant.current_version_instance() {
                 in_use.insert(current.to_string());
             }
@@ -391,14 +404,34 @@ pub fn build(sources: Sources<'_>) -> Snapshot {
             .filter(|v| in_use.contains(&v.name_any()))
             .map(|v| v.spec.workloads.iter().filter(|w| w.deployment_definition.is_some()).count())
             .sum()
-    };
+    }
+}
 
+pub fn build(sources: Sources<'_>) -> Snapshot {
+    let index = Index::new(&sources);
+    let batches = batch_rows(sources.batches, &index, sources.service_bindings);
+    Snapshot {
+        synced: sources.synced,
+        apps: app_rows(sources.apps, &index, sources.secret_keys),
+        versions: version_rows(sources.versions, &index),
+        tenants: tenant_rows(sources.tenants, &index),
+        operations: operation_rows(sources.operations, &index),
+        rollouts: rollout_rows(&batches),
+        batches,
+        events: event_rows(sources.events),
+        credentials: sources.credentials,
+        invalid: sources.invalid,
+        fleet: Vec::new(),
+    }
+}
+
+fn app_rows(apps: &[Arc<CAPApplication>], index: &Index, secret_keys: SecretKeys<'_>) -> Vec<AppRow> {
     let mut app_rows: Vec<AppRow> = apps
         .iter()
         .map(|app| {
             let app_key = key(app.namespace(), &app.name_any());
-            let app_versions = versions_by_app.get(&app_key).map_or(&[][..], Vec::as_slice);
-            let app_tenants = tenants_by_app.get(&app_key).map_or(&[][..], Vec::as_slice);
+            let app_versions = index.versions_of(&app_key);
+            let app_tenants = index.tenants_of(&app_key);
             let opt_in = if app.spec.rollout_on_credential_update == Some(true) {
                 OptIn::Spec
             } else if app.annotations().get(ANNOTATION_ROLLOUT).is_some_and(|v| v == "true") {
@@ -421,7 +454,7 @@ pub fn build(sources: Sources<'_>) -> Snapshot {
                 tenants: app_tenants.len(),
                 opt_in,
                 policy: ApprovalPolicy::for_application(app, ApprovalPolicy::Auto),
-                batch: open_batch.get(&app_key).map(|batch| BatchSummary {
+                batch: index.open_batch.get(&app_key).map(|batch| BatchSummary {
                     name: batch.name_any(),
                     phase: batch.phase(),
                     window_end: batch.spec.window_end.0,
@@ -444,13 +477,17 @@ pub fn build(sources: Sources<'_>) -> Snapshot {
         })
         .collect();
     app_rows.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    app_rows
+}
 
+fn version_rows(versions: &[Arc<CAPApplicationVersion>], index: &Index) -> Vec<VersionRow> {
     let mut version_rows: Vec<VersionRow> = versions
         .iter()
         .map(|version| {
             let namespace = version.namespace().unwrap_or_default();
             let app_key = (namespace.clone(), version.spec.cap_application_instance.clone());
-            let latest = versions_by_app
+            let latest = index
+                .versions_by_app
                 .get(&app_key)
                 .and_then(|all| latest_ready_version(all))
                 .is_some_and(|latest| latest.name_any() == version.name_any());
@@ -468,7 +505,7 @@ pub fn build(sources: Sources<'_>) -> Snapshot {
                 latest,
                 deployments: version.spec.workloads.iter().filter(|w| w.deployment_definition.is_some()).count(),
                 jobs: version.spec.workloads.iter().filter(|w| w.job_definition.is_some()).count(),
-                tenants: tenants_on_version.get(&(namespace, version.name_any())).copied().unwrap_or(0),
+                tenants: index.tenants_on_version.get(&(namespace, version.name_any())).copied().unwrap_or(0),
                 created: version.metadata.creation_timestamp.as_ref().map(|t| t.0),
                 object: version.clone(),
             }
@@ -479,7 +516,10 @@ pub fn build(sources: Sources<'_>) -> Snapshot {
             .cmp(&(&b.namespace, &b.application))
             .then_with(|| compare_versions(&b.version, &a.version))
     });
+    version_rows
+}
 
+fn tenant_rows(tenants: &[Arc<CAPTenant>], index: &Index) -> Vec<TenantRow> {
     let mut tenant_rows: Vec<TenantRow> = tenants
         .iter()
         .map(|tenant| {
@@ -488,21 +528,25 @@ pub fn build(sources: Sources<'_>) -> Snapshot {
             let current = tenant.current_version_instance().map(|name| {
                 (
                     name.to_string(),
-                    version_semver.get(&(namespace.clone(), name.to_string())).cloned().unwrap_or_default(),
+                    index.version_semver.get(&(namespace.clone(), name.to_string())).cloned().unwrap_or_default(),
                 )
             });
             let strategy =
                 tenant.spec.version_upgrade_strategy.as_ref().map_or_else(|| "always".to_string(), ToString::to_string);
-            let operation = operation_of_tenant.get(&(namespace.clone(), tenant.spec.tenant_id.clone())).map(|op| {
-                let steps = op.spec.steps.len();
-                let step =
-                    op.status.as_ref().and_then(|s| s.current_step).map_or("-".to_string(), |s| format!("{s}/{steps}"));
-                (
-                    op.spec.operation.to_string(),
-                    op.status.as_ref().map(|s| s.state.to_string()).unwrap_or_default(),
-                    step,
-                )
-            });
+            let operation =
+                index.operation_of_tenant.get(&(namespace.clone(), tenant.spec.tenant_id.clone())).map(|op| {
+                    let steps = op.spec.steps.len();
+                    let step = op
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.current_step)
+                        .map_or("-".to_string(), |s| format!("{s}/{steps}"));
+                    (
+                        op.spec.operation.to_string(),
+                        op.status.as_ref().map(|s| s.state.to_string()).unwrap_or_default(),
+                        step,
+                    )
+                });
             let current_semver = current.as_ref().map(|c| c.1.as_str()).unwrap_or_default();
             let behind = !tenant.spec.version.is_empty() && tenant.spec.version != current_semver;
             let blocked = if strategy == "never" && behind {
@@ -533,7 +577,10 @@ pub fn build(sources: Sources<'_>) -> Snapshot {
         })
         .collect();
     tenant_rows.sort_by(|a, b| (&a.namespace, &a.application, &a.name).cmp(&(&b.namespace, &b.application, &b.name)));
+    tenant_rows
+}
 
+fn operation_rows(operations: &[Arc<CAPTenantOperation>], index: &Index) -> Vec<OperationRow> {
     let mut operation_rows: Vec<OperationRow> = operations
         .iter()
         .map(|op| {
@@ -546,7 +593,7 @@ pub fn build(sources: Sources<'_>) -> Snapshot {
                 .find(|c| c.type_ == "Ready")
                 .map(|c| c.message.clone())
                 .unwrap_or_default();
-            let tenant = tenant_by_id.get(&(namespace.clone(), op.spec.tenant_id.clone()));
+            let tenant = index.tenant_by_id.get(&(namespace.clone(), op.spec.tenant_id.clone()));
             OperationRow {
                 tenant: tenant.map_or_else(|| op.spec.sub_domain.clone(), |t| t.name_any()),
                 application: tenant.map(|t| t.spec.cap_application_instance.clone()).unwrap_or_default(),
@@ -571,7 +618,14 @@ pub fn build(sources: Sources<'_>) -> Snapshot {
         .collect();
     operation_rows
         .sort_by(|a, b| b.created.cmp(&a.created).then_with(|| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name))));
+    operation_rows
+}
 
+fn batch_rows(
+    batches: &[Arc<RotationBatch>],
+    index: &Index,
+    service_bindings: Option<&[ServiceBinding]>,
+) -> Vec<BatchRow> {
     let mut batch_rows: Vec<BatchRow> = batches
         .iter()
         .map(|batch| {
@@ -590,7 +644,7 @@ pub fn build(sources: Sources<'_>) -> Snapshot {
                 progress: batch.progress_text(),
                 tenants: status.tenants,
                 deployments: if status.deployments.is_empty() {
-                    Deployments::AtMost(deployments_in_use(&key(batch.namespace(), &batch.spec.application)))
+                    Deployments::AtMost(index.deployments_in_use(&key(batch.namespace(), &batch.spec.application)))
                 } else {
                     Deployments::Evaluated(
                         status.deployments.iter().filter(|d| d.action == DeploymentAction::Restart).count(),
@@ -612,8 +666,11 @@ pub fn build(sources: Sources<'_>) -> Snapshot {
             .then_with(|| b.window_end.cmp(&a.window_end))
             .then_with(|| a.name.cmp(&b.name))
     });
+    batch_rows
+}
 
-    let rollout_rows: Vec<RolloutRow> = batch_rows
+fn rollout_rows(batch_rows: &[BatchRow]) -> Vec<RolloutRow> {
+    batch_rows
         .iter()
         .flat_map(|row| {
             let status = row.object.status.clone().unwrap_or_default();
@@ -631,8 +688,10 @@ pub fn build(sources: Sources<'_>) -> Snapshot {
                 message: d.message.unwrap_or_default(),
             })
         })
-        .collect();
+        .collect()
+}
 
+fn event_rows(events: &[Arc<Event>]) -> Vec<EventRow> {
     let mut event_rows: Vec<EventRow> = events
         .iter()
         .map(|event| EventRow {
@@ -651,18 +710,7 @@ pub fn build(sources: Sources<'_>) -> Snapshot {
         .collect();
     event_rows.sort_by_key(|row| std::cmp::Reverse(row.time));
 
-    Snapshot {
-        synced,
-        apps: app_rows,
-        versions: version_rows,
-        tenants: tenant_rows,
-        operations: operation_rows,
-        batches: batch_rows,
-        rollouts: rollout_rows,
-        events: event_rows,
-        credentials,
-        invalid,
-    }
+    event_rows
 }
 
 /// Per-namespace counts, used in the header of a scope with several namespaces.

@@ -22,6 +22,7 @@ LAYERS = [
     ["plan"],  # the pure planner: which Deployment needs which payload
     ["manifest", "deps", "credentials"],  # objects from files; subscription dependencies; credential safety
     ["engine", "sandbox"],  # the reconcile engine; the embedded API server (never imports the engine)
+    ["fleet"],  # every kube context at once: what is open where
     ["readmodel"],  # rows for the console and `capdeck tenants`
     ["cli"],  # argument types
     ["daemon", "console"],  # front ends

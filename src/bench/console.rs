@@ -202,8 +202,15 @@ async fn live(args: &BenchConsoleArgs, report: &mut serde_json::Map<String, Valu
         identity: "bench-console".into(),
         ..EngineConfig::default()
     };
-    let options =
-        Options { cluster, engine, readonly: false, user_theme_dir: None, started: std::time::Instant::now() };
+    let options = Options {
+        cluster,
+        engine,
+        readonly: false,
+        user_theme_dir: None,
+        started: std::time::Instant::now(),
+        contexts: None,
+        fleet: crate::fleet::FleetOptions::default(),
+    };
     let (keys, inputs) = mpsc::unbounded_channel();
     let (frames_tx, mut frames) = watch::channel(Buffer::default());
     let started = Instant::now();

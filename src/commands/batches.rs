@@ -58,7 +58,7 @@ pub async fn list(cluster: &ClusterArgs, args: &BatchesArgs) -> anyhow::Result<E
     batches.sort_by_key(|b| (b.namespace(), b.metadata.creation_timestamp.clone().map(|t| t.0), b.name_any()));
     // When the old credentials of an open batch's Secrets may be revoked (sap-btp-service-operator).
     let bindings = if batches.iter().any(|batch| !batch.is_terminal()) {
-        super::credentials::service_bindings(&connection.client, &scope).await.ok().flatten().unwrap_or_default()
+        crate::cluster::list_service_bindings(&connection.client, &scope).await.ok().flatten().unwrap_or_default()
     } else {
         Vec::new()
     };

@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use kube::api::ListParams;
 
 use crate::api::RotationBatch;
-use crate::api::service_binding::{GROUP, ServiceBinding};
+use crate::api::service_binding::GROUP;
 use crate::cli::CredentialsArgs;
-use crate::cluster::{ClusterArgs, Scope, describe_error};
+use crate::cluster::{ClusterArgs, describe_error};
 use crate::credentials::{CredentialsOverview, Inputs, Timing, human_signed, overview};
 use crate::manifest::Manifests;
 use crate::output::Table;
@@ -138,7 +138,7 @@ async fn live(cluster: &ClusterArgs) -> anyhow::Result<(Manifests, bool)> {
             manifests.secrets.insert(key, lookup);
         }
     }
-    let known = match service_bindings(client, &scope).await {
+    let known = match crate::cluster::list_service_bindings(client, &scope).await {
         Ok(Some(bindings)) => {
             manifests.service_bindings = bindings;
             true
@@ -150,32 +150,4 @@ async fn live(cluster: &ClusterArgs) -> anyhow::Result<(Manifests, bool)> {
         }
     };
     Ok((manifests, known))
-}
-
-/// sap-btp-service-operator's ServiceBindings; `None` when the kind is not served.
-pub(super) async fn service_bindings(
-    client: &kube::Client,
-    scope: &Scope,
-) -> Result<Option<Vec<ServiceBinding>>, String> {
-    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(GROUP, "v1", "ServiceBinding"));
-    let api: kube::Api<DynamicObject> = match scope {
-        Scope::All => kube::Api::all_with(client.clone(), &resource),
-        Scope::Namespace(namespace) => kube::Api::namespaced_with(client.clone(), namespace, &resource),
-    };
-    match api.list(&ListParams::default()).await {
-        Ok(list) => Ok(Some(
-            list.items
-                .into_iter()
-                .filter_map(|object| {
-                    let name = object.metadata.name.clone().unwrap_or_default();
-                    serde_json::to_value(object)
-                        .and_then(serde_json::from_value::<ServiceBinding>)
-                        .map_err(|error| eprintln!("warning: ServiceBinding {name} does not decode: {error}"))
-                        .ok()
-                })
-                .collect(),
-        )),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
-        Err(error) => Err(describe_error(&error)),
-    }
 }

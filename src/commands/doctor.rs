@@ -136,7 +136,7 @@ pub async fn run(cluster: &ClusterArgs, engine: &EngineArgs, args: &DoctorArgs) 
 
 /// ServiceBindings whose old credentials may be revoked before a batch can have rolled.
 async fn service_binding_ttls(connection: &Connection, scope: &Scope, window: std::time::Duration) -> Vec<Finding> {
-    match super::credentials::service_bindings(&connection.client, scope).await {
+    match crate::cluster::list_service_bindings(&connection.client, scope).await {
         Ok(None) => vec![finding(
             "credentials",
             Status::Ok,

@@ -23,10 +23,11 @@ pub enum ViewKind {
     Rollouts,
     Events,
     Credentials,
+    Fleet,
 }
 
 impl ViewKind {
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::Applications,
         Self::Versions,
         Self::Tenants,
@@ -35,6 +36,7 @@ impl ViewKind {
         Self::Rollouts,
         Self::Events,
         Self::Credentials,
+        Self::Fleet,
     ];
 }
 
@@ -206,6 +208,8 @@ pub struct App {
     pub namespaces: Option<Result<Vec<String>, String>>,
     /// The kubeconfig's contexts, for `:ctx`.
     pub contexts: Vec<String>,
+    /// Whether the runtime reads the fleet (`--contexts`, or `:fleet` once opened).
+    pub fleet_watched: bool,
     pub quit: bool,
     /// A write key pressed while access was still being checked: (action, namespace, batch).
     /// Its dialog opens when the answer arrives, if that batch is still selected.
@@ -260,6 +264,7 @@ impl App {
             dependencies: HashMap::new(),
             namespaces: None,
             contexts: Vec::new(),
+            fleet_watched: false,
             quit: false,
             pending_write: None,
         }

@@ -44,7 +44,13 @@ pub struct Options {
     pub user_theme_dir: Option<std::path::PathBuf>,
     /// When the process started, for the first-frame times in the log.
     pub started: std::time::Instant,
+    /// `--contexts`: read the fleet from the start; `None` waits for `:fleet` (then every context).
+    pub contexts: Option<crate::fleet::ContextList>,
+    pub fleet: crate::fleet::FleetOptions,
 }
+
+/// How often the fleet view's contexts are read again.
+const FLEET_INTERVAL: Duration = Duration::from_secs(30);
 
 /// Messages from tasks carry the generation of the connection and scope they belong to, so a
 /// message from before a `:ns` or `:ctx` switch is dropped. Generation 0 is always current.
@@ -382,6 +388,260 @@ async fn snapshots(
     }
 }
 
+/// The loop's state besides the App: the live connection, its generation, and the channel the
+/// tasks answer on. Every command `update` returns is carried out here.
+struct Runtime<'a> {
+    options: &'a Options,
+    live: Live,
+    generation: u64,
+    tx: mpsc::UnboundedSender<Envelope>,
+    /// The task reading the fleet, once started.
+    fleet: Option<JoinHandle<()>>,
+}
+
+impl Runtime<'_> {
+    /// Carry out one command; messages for the App go to `pending`.
+    async fn execute(&mut self, command: Command, app: &mut App, pending: &mut VecDeque<Msg>) {
+        match command {
+            Command::Quit => app.quit = true,
+            Command::LoadTheme(name) => {
+                pending.push_back(Msg::Theme(super::theme::Theme::load(&name, self.options.user_theme_dir.as_deref())));
+            }
+            Command::Act { namespace, batch, action, reason } => {
+                self.act(app.session.user.clone(), namespace, batch, action, reason);
+            }
+            Command::Detail(crate::console::views::DetailNeed::Dependencies { namespace, name }) => {
+                self.dependencies(namespace, name);
+            }
+            Command::Pods { namespace, deployment } => {
+                let client = self.live.connection.client.clone();
+                let (tx, generation) = (self.tx.clone(), self.generation);
+                tokio::spawn(async move {
+                    let rows = crate::readmodel::pods::fetch(&client, &namespace, &deployment).await;
+                    let _ = tx.send((generation, Msg::Pods { namespace, deployment, rows }));
+                });
+            }
+            Command::PodLog { namespace, pod, container } => self.pod_log(namespace, pod, container),
+            Command::CheckAccess { namespace } => {
+                let client = self.live.connection.client.clone();
+                let (tx, generation) = (self.tx.clone(), self.generation);
+                tokio::spawn(async move {
+                    let allowed =
+                        can_i(&client, "patch", crate::api::rotation_batch::GROUP, "rotationbatches", Some(&namespace))
+                            .await;
+                    let _ = tx.send((generation, Msg::Access { namespace, allowed }));
+                });
+            }
+            Command::ListNamespaces => {
+                let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+                    kube::Api::all(self.live.connection.client.clone());
+                let (tx, generation) = (self.tx.clone(), self.generation);
+                tokio::spawn(async move {
+                    let names = namespaces
+                        .list_metadata(&kube::api::ListParams::default())
+                        .await
+                        .map(|list| list.items.into_iter().filter_map(|meta| meta.metadata.name).collect())
+                        .map_err(|error| crate::cluster::describe_error(&error));
+                    let _ = tx.send((generation, Msg::Namespaces(names)));
+                });
+            }
+            Command::SwitchNamespace(namespace) => self.switch_namespace(namespace, pending).await,
+            Command::SwitchContext(context) => {
+                if let Err(error) = self.switch_context(&context, None, pending).await {
+                    pending.push_back(Msg::Error(format!(":ctx {context}: {error}")));
+                }
+            }
+            Command::WatchFleet => self.watch_fleet(),
+            Command::OpenContext { context, namespace, route } => {
+                let same = context == self.live.connection.context
+                    && namespace.as_ref().is_none_or(|namespace| self.live.scope.includes(namespace));
+                let switched = if same { Ok(()) } else { self.switch_context(&context, namespace, pending).await };
+                match switched {
+                    Ok(()) => pending.push_back(Msg::Open(route)),
+                    Err(error) => pending.push_back(Msg::Error(format!("context {context}: {error}"))),
+                }
+            }
+        }
+    }
+
+    /// Read the fleet now and every `FLEET_INTERVAL` (once started, for the console's life; the
+    /// messages carry generation 0, so a context switch does not drop them).
+    fn watch_fleet(&mut self) {
+        if self.fleet.is_some() {
+            return;
+        }
+        let cluster = self.options.cluster.clone();
+        let contexts = self.options.contexts.clone().unwrap_or(crate::fleet::ContextList::All);
+        let fleet = self.options.fleet.clone();
+        let tx = self.tx.clone();
+        self.fleet = Some(tokio::spawn(async move {
+            loop {
+                let names = contexts.resolve(cluster.context_names());
+                let rows = if names.is_empty() {
+                    vec![crate::fleet::FleetRow::problem(
+                        "-",
+                        crate::fleet::RowState::Unreachable,
+                        "the kubeconfig has no contexts (set KUBECONFIG or pass --kubeconfig)".into(),
+                    )]
+                } else {
+                    crate::fleet::read_fleet(&cluster, &names, &fleet).await
+                };
+                if tx.send((0, Msg::Fleet(rows))).is_err() {
+                    return;
+                }
+                tokio::time::sleep(FLEET_INTERVAL).await;
+            }
+        }));
+    }
+
+    fn act(
+        &self,
+        user: Option<String>,
+        namespace: String,
+        batch: String,
+        action: crate::engine::actions::BatchAction,
+        reason: Option<String>,
+    ) {
+        let client = self.live.connection.client.clone();
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            let result = match user {
+                Some(user) => crate::engine::actions::act(
+                    &client,
+                    &namespace,
+                    &batch,
+                    action,
+                    &user,
+                    reason.as_deref(),
+                    Timestamp::now(),
+                )
+                .await
+                .map_err(|error| format!("{} {namespace}/{batch}: {error}", action.verb())),
+                None => Err(format!("{} {namespace}/{batch}: {}", action.verb(), super::strings::NO_IDENTITY)),
+            };
+            let _ = tx.send((0, Msg::ActionDone(result)));
+        });
+    }
+
+    /// Reading the binding Secrets of a big application is not UI work: the blocking pool does it.
+    fn dependencies(&self, namespace: String, name: String) {
+        let stores = self.live.view_stores().clone();
+        let (tx, generation) = (self.tx.clone(), self.generation);
+        tokio::task::spawn_blocking(move || {
+            let app = stores.applications.state().into_iter().find(|app| {
+                app.metadata.namespace.as_deref() == Some(namespace.as_str())
+                    && app.metadata.name.as_deref() == Some(name.as_str())
+            });
+            let report = app
+                .map(|app| crate::deps::dependencies(&app, &stores))
+                .ok_or_else(|| format!("application {namespace}/{name} is no longer in the cluster"));
+            let _ = tx.send((generation, Msg::Dependencies { namespace, name, report }));
+        });
+    }
+
+    /// A Pod's log, with the namespace's credentials masked if the Pod logged them.
+    fn pod_log(&self, namespace: String, pod: String, container: Option<String>) {
+        let client = self.live.connection.client.clone();
+        let (tx, generation) = (self.tx.clone(), self.generation);
+        let stores = self.live.view_stores();
+        let secrets: Vec<_> = stores
+            .binding_secrets
+            .state()
+            .into_iter()
+            .chain(stores.vcap_secrets.state())
+            .filter(|secret| secret.metadata.namespace.as_deref() == Some(namespace.as_str()))
+            .collect();
+        let values = crate::readmodel::pods::credential_values(secrets.iter().map(|s| s.as_ref()));
+        tokio::spawn(async move {
+            let lines = crate::readmodel::pods::log(&client, &namespace, &pod, container.as_deref())
+                .await
+                .map(|lines| crate::readmodel::pods::mask(lines, &values));
+            let _ = tx.send((generation, Msg::PodLog { namespace, pod, lines }));
+        });
+    }
+
+    /// `:ns`: `:ns nope` must not quietly show an empty cluster, so the API server is asked first.
+    async fn switch_namespace(&mut self, namespace: Option<String>, pending: &mut VecDeque<Msg>) {
+        if let Some(name) = &namespace {
+            let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+                kube::Api::all(self.live.connection.client.clone());
+            match namespaces.get_opt(name).await {
+                Ok(Some(_)) => {}
+                Ok(None) => {
+                    pending.push_back(Msg::Error(format!(
+                        ":ns {name}: namespace {name} does not exist in context {} (`:ns all` for every namespace)",
+                        self.live.connection.context
+                    )));
+                    return;
+                }
+                // Not allowed to read namespaces (common): switch and let the watches say what
+                // they can see.
+                Err(error) => tracing::debug!(%error, namespace = %name, "cannot check the namespace"),
+            }
+        }
+        let scope = namespace.map_or(Scope::All, Scope::Namespace);
+        self.generation += 1;
+        pending.push_back(Msg::Switched { context: self.live.connection.context.clone(), scope: scope.label() });
+        self.live.switch_scope(scope, &self.tx, self.generation);
+    }
+
+    /// `:ctx` (and Enter in the fleet view, with a namespace): a new connection, stores and
+    /// engine; the old ones stop in the background.
+    async fn switch_context(
+        &mut self,
+        context: &str,
+        namespace: Option<String>,
+        pending: &mut VecDeque<Msg>,
+    ) -> Result<(), crate::cluster::ConnectError> {
+        let mut cluster = self.options.cluster.clone();
+        cluster.context = Some(context.to_string());
+        if let Some(namespace) = namespace {
+            cluster.all_namespaces = false;
+            cluster.namespace = Some(namespace);
+        }
+        let connection = cluster.connect().await?;
+        let scope = cluster.scope(&connection);
+        self.generation += 1;
+        pending.push_back(Msg::Switched { context: connection.context.clone(), scope: scope.label() });
+        let old =
+            std::mem::replace(&mut self.live, Live::start(connection, scope, self.options, &self.tx, self.generation));
+        tokio::spawn(old.stop());
+        Ok(())
+    }
+}
+
+/// A 1 s tick for the countdowns and "renewed Ns ago".
+fn start_ticker(tx: mpsc::UnboundedSender<Envelope>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut interval = tokio::time::interval(Duration::from_secs(1));
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            interval.tick().await;
+            if tx.send((0, Msg::Tick(Timestamp::now()))).is_err() {
+                return;
+            }
+        }
+    })
+}
+
+/// Log when the first frame, and the first with the synced cluster, were drawn.
+struct FirstFrames {
+    started: std::time::Instant,
+    first: bool,
+    first_with_data: bool,
+}
+
+impl FirstFrames {
+    fn drawn(&mut self, synced: bool) {
+        if self.first || (self.first_with_data && synced) {
+            let what = if synced { "first frame with the synced cluster" } else { "first frame" };
+            tracing::info!(elapsed_ms = self.started.elapsed().as_millis(), "{what}");
+            self.first_with_data &= !synced;
+            self.first = false;
+        }
+    }
+}
+
 /// Run the console on `terminal` until the user quits or SIGINT/SIGTERM arrives. Keys and resizes
 /// come in on `inputs`; every frame drawn is also published on `frames` (for tests).
 pub async fn run_console<B: Backend>(
@@ -396,24 +656,16 @@ where
     B::Error: Send + Sync + 'static,
 {
     let (tx, mut rx) = mpsc::unbounded_channel::<Envelope>();
-    let mut generation = 1;
     let scope = options.cluster.scope(&connection);
     app.session.context = connection.context.clone();
     app.session.scope = scope.label();
-    let mut live = Live::start(connection, scope, &options, &tx, generation);
-    let ticker = {
-        let tx = tx.clone();
-        tokio::spawn(async move {
-            let mut interval = tokio::time::interval(Duration::from_secs(1));
-            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-            loop {
-                interval.tick().await;
-                if tx.send((0, Msg::Tick(Timestamp::now()))).is_err() {
-                    return;
-                }
-            }
-        })
-    };
+    let live = Live::start(connection, scope, &options, &tx, 1);
+    let ticker = start_ticker(tx.clone());
+    let mut runtime = Runtime { options: &options, live, generation: 1, tx, fleet: None };
+    if options.contexts.is_some() {
+        app.fleet_watched = true;
+        runtime.watch_fleet();
+    }
     let size = terminal.size().map_err(|error| anyhow::anyhow!("cannot read the terminal size: {error}"))?;
     let mut pending: VecDeque<Msg> = VecDeque::from([
         Msg::Tick(Timestamp::now()),
@@ -422,185 +674,30 @@ where
     ]);
     let shutdown = hangup_or_shutdown();
     tokio::pin!(shutdown);
-    let started = options.started;
-    let (mut first_frame, mut first_data_frame) = (true, true);
+    let mut first_frames = FirstFrames { started: options.started, first: true, first_with_data: true };
     loop {
         // Apply everything queued, then draw once.
         while let Some(msg) = pending.pop_front() {
             for command in update(&mut app, msg) {
-                match command {
-                    Command::Quit => app.quit = true,
-                    Command::LoadTheme(name) => {
-                        pending
-                            .push_back(Msg::Theme(super::theme::Theme::load(&name, options.user_theme_dir.as_deref())));
-                    }
-                    Command::Act { namespace, batch, action, reason } => {
-                        let client = live.connection.client.clone();
-                        let user = app.session.user.clone();
-                        let tx = tx.clone();
-                        tokio::spawn(async move {
-                            let result = match user {
-                                Some(user) => crate::engine::actions::act(
-                                    &client,
-                                    &namespace,
-                                    &batch,
-                                    action,
-                                    &user,
-                                    reason.as_deref(),
-                                    Timestamp::now(),
-                                )
-                                .await
-                                .map_err(|error| format!("{} {namespace}/{batch}: {error}", action.verb())),
-                                None => Err(format!(
-                                    "{} {namespace}/{batch}: {}",
-                                    action.verb(),
-                                    super::strings::NO_IDENTITY
-                                )),
-                            };
-                            let _ = tx.send((0, Msg::ActionDone(result)));
-                        });
-                    }
-                    Command::Detail(crate::console::views::DetailNeed::Dependencies { namespace, name }) => {
-                        // Reading the binding Secrets of a big application is not UI work.
-                        let stores = live.view_stores().clone();
-                        let tx = tx.clone();
-                        tokio::task::spawn_blocking(move || {
-                            let app = stores.applications.state().into_iter().find(|app| {
-                                app.metadata.namespace.as_deref() == Some(namespace.as_str())
-                                    && app.metadata.name.as_deref() == Some(name.as_str())
-                            });
-                            let report = app
-                                .map(|app| crate::deps::dependencies(&app, &stores))
-                                .ok_or_else(|| format!("application {namespace}/{name} is no longer in the cluster"));
-                            let _ = tx.send((generation, Msg::Dependencies { namespace, name, report }));
-                        });
-                    }
-                    Command::Pods { namespace, deployment } => {
-                        let client = live.connection.client.clone();
-                        let tx = tx.clone();
-                        tokio::spawn(async move {
-                            let rows = crate::readmodel::pods::fetch(&client, &namespace, &deployment).await;
-                            let _ = tx.send((generation, Msg::Pods { namespace, deployment, rows }));
-                        });
-                    }
-                    Command::PodLog { namespace, pod, container } => {
-                        let client = live.connection.client.clone();
-                        let tx = tx.clone();
-                        // The namespace's credentials, masked if the Pod logged them.
-                        let stores = live.view_stores();
-                        let secrets: Vec<_> = stores
-                            .binding_secrets
-                            .state()
-                            .into_iter()
-                            .chain(stores.vcap_secrets.state())
-                            .filter(|secret| secret.metadata.namespace.as_deref() == Some(namespace.as_str()))
-                            .collect();
-                        let values = crate::readmodel::pods::credential_values(secrets.iter().map(|s| s.as_ref()));
-                        tokio::spawn(async move {
-                            let lines = crate::readmodel::pods::log(&client, &namespace, &pod, container.as_deref())
-                                .await
-                                .map(|lines| crate::readmodel::pods::mask(lines, &values));
-                            let _ = tx.send((generation, Msg::PodLog { namespace, pod, lines }));
-                        });
-                    }
-                    Command::CheckAccess { namespace } => {
-                        let client = live.connection.client.clone();
-                        let tx = tx.clone();
-                        tokio::spawn(async move {
-                            let allowed = can_i(
-                                &client,
-                                "patch",
-                                crate::api::rotation_batch::GROUP,
-                                "rotationbatches",
-                                Some(&namespace),
-                            )
-                            .await;
-                            let _ = tx.send((generation, Msg::Access { namespace, allowed }));
-                        });
-                    }
-                    Command::ListNamespaces => {
-                        let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
-                            kube::Api::all(live.connection.client.clone());
-                        let tx = tx.clone();
-                        tokio::spawn(async move {
-                            let names = namespaces
-                                .list_metadata(&kube::api::ListParams::default())
-                                .await
-                                .map(|list| list.items.into_iter().filter_map(|meta| meta.metadata.name).collect())
-                                .map_err(|error| crate::cluster::describe_error(&error));
-                            let _ = tx.send((generation, Msg::Namespaces(names)));
-                        });
-                    }
-                    Command::SwitchNamespace(namespace) => {
-                        // `:ns nope` must not quietly show an empty cluster: ask the API server.
-                        if let Some(name) = &namespace {
-                            let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
-                                kube::Api::all(live.connection.client.clone());
-                            match namespaces.get_opt(name).await {
-                                Ok(Some(_)) => {}
-                                Ok(None) => {
-                                    pending.push_back(Msg::Error(format!(
-                                        ":ns {name}: namespace {name} does not exist in context {} (`:ns all` for every namespace)",
-                                        live.connection.context
-                                    )));
-                                    continue;
-                                }
-                                // Not allowed to read namespaces (common): switch and let the
-                                // watches say what they can see.
-                                Err(error) => tracing::debug!(%error, namespace = %name, "cannot check the namespace"),
-                            }
-                        }
-                        let scope = namespace.map_or(Scope::All, Scope::Namespace);
-                        generation += 1;
-                        pending.push_back(Msg::Switched {
-                            context: live.connection.context.clone(),
-                            scope: scope.label(),
-                        });
-                        live.switch_scope(scope, &tx, generation);
-                    }
-                    Command::SwitchContext(context) => {
-                        let mut cluster = options.cluster.clone();
-                        cluster.context = Some(context.clone());
-                        match cluster.connect().await {
-                            Ok(connection) => {
-                                let scope = cluster.scope(&connection);
-                                generation += 1;
-                                pending.push_back(Msg::Switched {
-                                    context: connection.context.clone(),
-                                    scope: scope.label(),
-                                });
-                                let old = std::mem::replace(
-                                    &mut live,
-                                    Live::start(connection, scope, &options, &tx, generation),
-                                );
-                                tokio::spawn(old.stop());
-                            }
-                            Err(error) => pending.push_back(Msg::Error(format!(":ctx {context}: {error}"))),
-                        }
-                    }
-                }
+                runtime.execute(command, &mut app, &mut pending).await;
             }
         }
         if app.quit {
             break;
         }
         let frame = terminal.draw(|frame| super::draw::draw(frame, &app))?;
-        if first_frame || (first_data_frame && app.snapshot.synced) {
-            let what = if app.snapshot.synced { "first frame with the synced cluster" } else { "first frame" };
-            tracing::info!(elapsed_ms = started.elapsed().as_millis(), "{what}");
-            first_data_frame &= !app.snapshot.synced;
-            first_frame = false;
-        }
+        first_frames.drawn(app.snapshot.synced);
         if let Some(frames) = &frames {
             frames.send_replace(frame.buffer.clone());
         }
+        let current = |from: u64| from == 0 || from == runtime.generation;
         tokio::select! {
             input = inputs.recv() => match input {
                 Some(msg) => pending.push_back(msg),
                 None => break,
             },
             Some((from, msg)) = rx.recv() => {
-                if from == 0 || from == generation {
+                if current(from) {
                     pending.push_back(msg);
                 }
             }
@@ -608,7 +705,7 @@ where
         }
         // Take whatever else is already queued, in arrival order, before drawing again.
         while let Ok((from, msg)) = rx.try_recv() {
-            if from == 0 || from == generation {
+            if current(from) {
                 pending.push_back(msg);
             }
         }
@@ -617,7 +714,10 @@ where
         }
     }
     ticker.abort();
-    live.stop().await;
+    if let Some(fleet) = runtime.fleet.take() {
+        fleet.abort();
+    }
+    runtime.live.stop().await;
     Ok(())
 }
 
@@ -654,6 +754,7 @@ pub async fn run_terminal(
     let connection = cluster.connect().await?;
     let (mut config, delay_error) = engine.config(&connection.default_namespace);
     config.mode = console_mode(config.mode);
+    let options_timing = config.credential_timing();
     let scope = cluster.scope(&connection);
     let mut app = App::new(
         Session {
@@ -672,6 +773,8 @@ pub async fn run_terminal(
     );
     if let Some(view) = setup.view {
         app.route.view = view;
+    } else if setup.contexts.is_some() {
+        app.route.view = super::app::ViewKind::Fleet;
     }
     if let Some(error) = delay_error {
         tracing::error!("{error}");
@@ -683,6 +786,14 @@ pub async fn run_terminal(
         readonly: setup.readonly,
         user_theme_dir: setup.user_theme_dir,
         started: setup.started,
+        contexts: setup.contexts,
+        fleet: crate::fleet::FleetOptions {
+            timing: options_timing,
+            lease_namespace: engine.lease_namespace.clone(),
+            lease_name: engine.lease_name.clone(),
+            namespace: None,
+            ..crate::fleet::FleetOptions::default()
+        },
     };
     let mut terminal = ratatui::try_init().map_err(|error| anyhow::anyhow!("cannot set up the terminal: {error}"))?;
     let _restore = RestoreTerminal;

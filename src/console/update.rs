@@ -71,11 +71,23 @@ pub enum Msg {
         pod: String,
         lines: Result<Vec<String>, String>,
     },
+    /// The fleet's rows: every context read (`Command::WatchFleet` started the reading).
+    Fleet(Vec<crate::fleet::FleetRow>),
+    /// Go to a view once a context switch asked for by Enter in the fleet view has happened.
+    Open(Route),
     Error(String),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
+    /// Read every context of the fleet now and every 30s from then on (`Msg::Fleet` answers).
+    WatchFleet,
+    /// Enter on a fleet row: switch to the context (and namespace), then open `route` there.
+    OpenContext {
+        context: String,
+        namespace: Option<String>,
+        route: Route,
+    },
     Act {
         namespace: String,
         batch: String,
@@ -119,38 +131,9 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Command> {
             clamp(app);
             Vec::new()
         }
-        Msg::Tick(now) => {
-            app.now = now;
-            let expired = |flash: &Flash| {
-                let lasts = if flash.level == Level::Error { FLASH_ERROR_SECONDS } else { FLASH_SECONDS };
-                now.as_second() - flash.at.as_second() >= lasts
-            };
-            if app.flash.as_ref().is_some_and(expired) {
-                app.flash = None;
-            }
-            // An open Pods pane is read again every few seconds.
-            match &mut app.overlay {
-                Overlay::Pods(pane) if pane.due(now) => {
-                    pane.loading = true;
-                    pane.asked_at = now;
-                    vec![Command::Pods { namespace: pane.namespace.clone(), deployment: pane.deployment.clone() }]
-                }
-                _ => Vec::new(),
-            }
-        }
+        Msg::Tick(now) => tick(app, now),
         Msg::Pods { namespace, deployment, rows } => {
-            if let Overlay::Pods(pane) = &mut app.overlay
-                && pane.namespace == namespace
-                && pane.deployment == deployment
-            {
-                // Keep the selection on the same object when the rows move.
-                let selected = pane.selected_row().map(|row| row.name.clone());
-                pane.rows = Some(rows);
-                pane.loading = false;
-                let found = selected
-                    .and_then(|name| pane.rows.as_ref()?.as_ref().ok()?.iter().position(|row| row.name == name));
-                pane.selected = found.unwrap_or(pane.selected).min(pane.row_count().saturating_sub(1));
-            }
+            pods_arrived(app, &namespace, &deployment, rows);
             Vec::new()
         }
         Msg::PodLog { namespace, pod, lines } => {
@@ -163,10 +146,23 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Command> {
             }
             Vec::new()
         }
-        Msg::Snapshot(snapshot) => {
+        Msg::Snapshot(mut snapshot) => {
+            // The fleet is a source of its own: a cluster snapshot carries no fleet rows.
+            if snapshot.fleet.is_empty() && !app.snapshot.fleet.is_empty() {
+                Arc::make_mut(&mut snapshot).fleet = app.snapshot.fleet.clone();
+            }
             app.snapshot = snapshot;
             refresh(app);
             Vec::new()
+        }
+        Msg::Fleet(rows) => {
+            Arc::make_mut(&mut app.snapshot).fleet = rows;
+            refresh(app);
+            Vec::new()
+        }
+        Msg::Open(route) => {
+            navigate(app, route, false);
+            check_access_for_selection(app)
         }
         Msg::Connection(state) => {
             if state.is_connected() && !app.connection.is_connected() {
@@ -200,19 +196,7 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Command> {
             app.session.user = Some(user);
             Vec::new()
         }
-        Msg::Access { namespace, allowed } => {
-            let access = if allowed {
-                Access::Allowed
-            } else {
-                let user = app.session.user.clone().unwrap_or_else(|| "you".into());
-                Access::Denied(format!("{user} may not patch rotationbatches in namespace {namespace}"))
-            };
-            app.access.insert(namespace.clone(), access);
-            let Some((action, _, batch)) = app.pending_write.take_if(|(_, pending, _)| *pending == namespace) else {
-                return Vec::new();
-            };
-            if selected_batch(app) == Some((namespace, batch)) { open_dialog(app, action) } else { Vec::new() }
-        }
+        Msg::Access { namespace, allowed } => access_known(app, namespace, allowed),
         Msg::ActionDone(Ok(report)) => {
             flash(app, Level::Info, format!("{}/{}: {}", report.namespace, report.batch, report.summary));
             Vec::new()
@@ -227,16 +211,7 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Command> {
             Vec::new()
         }
         Msg::Switched { context, scope } => {
-            flash(app, Level::Info, format!("now {scope} in context {context}"));
-            app.session.context = context;
-            app.session.scope = scope;
-            app.snapshot = Arc::new(Snapshot::default());
-            app.access.clear();
-            app.back.clear();
-            app.cursors.clear();
-            app.route.focus = None;
-            app.filter.clear();
-            refresh(app);
+            switched(app, context, scope);
             Vec::new()
         }
         Msg::Namespaces(names) => {
@@ -263,6 +238,77 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Command> {
             Vec::new()
         }
     }
+}
+
+fn tick(app: &mut App, now: Timestamp) -> Vec<Command> {
+    app.now = now;
+    let expired = |flash: &Flash| {
+        let lasts = if flash.level == Level::Error { FLASH_ERROR_SECONDS } else { FLASH_SECONDS };
+        now.as_second() - flash.at.as_second() >= lasts
+    };
+    if app.flash.as_ref().is_some_and(expired) {
+        app.flash = None;
+    }
+    // An open Pods pane is read again every few seconds.
+    match &mut app.overlay {
+        Overlay::Pods(pane) if pane.due(now) => {
+            pane.loading = true;
+            pane.asked_at = now;
+            vec![Command::Pods { namespace: pane.namespace.clone(), deployment: pane.deployment.clone() }]
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The Pods pane's rows arrived: keep the selection on the same object when the rows move.
+fn pods_arrived(
+    app: &mut App,
+    namespace: &str,
+    deployment: &str,
+    rows: Result<Vec<crate::readmodel::pods::PodRow>, String>,
+) {
+    if let Overlay::Pods(pane) = &mut app.overlay
+        && pane.namespace == namespace
+        && pane.deployment == deployment
+    {
+        let selected = pane.selected_row().map(|row| row.name.clone());
+        pane.rows = Some(rows);
+        pane.loading = false;
+        let found =
+            selected.and_then(|name| pane.rows.as_ref()?.as_ref().ok()?.iter().position(|row| row.name == name));
+        pane.selected = found.unwrap_or(pane.selected).min(pane.row_count().saturating_sub(1));
+    }
+}
+
+/// The answer to `Command::CheckAccess`; a write key pressed while it was asked goes on.
+fn access_known(app: &mut App, namespace: String, allowed: bool) -> Vec<Command> {
+    let access = if allowed {
+        Access::Allowed
+    } else {
+        let user = app.session.user.clone().unwrap_or_else(|| "you".into());
+        Access::Denied(format!("{user} may not patch rotationbatches in namespace {namespace}"))
+    };
+    app.access.insert(namespace.clone(), access);
+    let Some((action, _, batch)) = app.pending_write.take_if(|(_, pending, _)| *pending == namespace) else {
+        return Vec::new();
+    };
+    if selected_batch(app) == Some((namespace, batch)) { open_dialog(app, action) } else { Vec::new() }
+}
+
+/// Forget what belonged to the old context or scope (the fleet's rows stay: they are every
+/// context's).
+fn switched(app: &mut App, context: String, scope: String) {
+    flash(app, Level::Info, format!("now {scope} in context {context}"));
+    app.session.context = context;
+    app.session.scope = scope;
+    let fleet = app.snapshot.fleet.clone();
+    app.snapshot = Arc::new(Snapshot { fleet, ..Snapshot::default() });
+    app.access.clear();
+    app.back.clear();
+    app.cursors.clear();
+    app.route.focus = None;
+    app.filter.clear();
+    refresh(app);
 }
 
 pub fn flash(app: &mut App, level: Level, text: String) {
@@ -557,6 +603,9 @@ fn check_access_for_selection(app: &mut App) -> Vec<Command> {
 
 fn drill_down(app: &mut App) -> Vec<Command> {
     let Some(index) = selected_index(app) else { return Vec::new() };
+    if app.route.view == ViewKind::Fleet {
+        return open_fleet_row(app, index);
+    }
     if let Some((namespace, deployment)) = view(app.route.view).workload(&app.snapshot, index) {
         app.overlay = Overlay::Pods(Box::new(PodsPane::new(namespace.clone(), deployment.clone(), app.now)));
         return vec![Command::Pods { namespace, deployment }];
@@ -568,6 +617,25 @@ fn drill_down(app: &mut App) -> Vec<Command> {
         }
         None => open_detail(app),
     }
+}
+
+/// Enter on a fleet row: that context and namespace, on the row's batch (else its credentials).
+fn open_fleet_row(app: &mut App, index: usize) -> Vec<Command> {
+    let Some(row) = app.snapshot.fleet.get(index) else { return Vec::new() };
+    if !row.state.is_read() {
+        let why = row.why.clone().unwrap_or_default();
+        flash(app, Level::Error, format!("context {} cannot be opened: {why}", row.context));
+        return Vec::new();
+    }
+    let route = match (row.first_batch(), &row.namespace) {
+        (Some(batch), Some(namespace)) => Route {
+            view: ViewKind::Batches,
+            focus: Some(super::app::Focus::Batch { namespace: namespace.clone(), name: batch.name.clone() }),
+        },
+        (None, Some(_)) if !row.credentials.is_empty() => Route { view: ViewKind::Credentials, focus: None },
+        _ => Route { view: ViewKind::Batches, focus: None },
+    };
+    vec![Command::OpenContext { context: row.context.clone(), namespace: row.namespace.clone(), route }]
 }
 
 /// Keys in the Pods pane: move, `l` for the selected Pod's log, Esc back (from the log to the
@@ -721,7 +789,12 @@ fn run_command(app: &mut App, line: &str) -> Vec<Command> {
     if let Some(view) = ViewKind::ALL.iter().copied().find(|&kind| view(kind).aliases().contains(&command)) {
         app.back.clear();
         navigate(app, Route { view, focus: None }, false);
-        return check_access_for_selection(app);
+        let mut commands = check_access_for_selection(app);
+        if view == ViewKind::Fleet && !app.fleet_watched {
+            app.fleet_watched = true;
+            commands.push(Command::WatchFleet);
+        }
+        return commands;
     }
     match (command, argument) {
         ("q" | "quit" | "q!", _) => {

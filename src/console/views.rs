@@ -9,6 +9,7 @@ mod batches;
 mod credentials;
 mod detail_lines;
 mod events;
+mod fleet;
 mod operations;
 mod rollouts;
 mod tenants;
@@ -190,6 +191,7 @@ pub fn view(kind: ViewKind) -> &'static dyn View {
         ViewKind::Rollouts => &rollouts::Rollouts,
         ViewKind::Events => &events::Events,
         ViewKind::Credentials => &credentials::Credentials,
+        ViewKind::Fleet => &fleet::Fleet,
     }
 }
 
@@ -205,6 +207,7 @@ pub fn start_view(view: crate::cli::StartView) -> ViewKind {
         StartView::Rollouts => ViewKind::Rollouts,
         StartView::Events => ViewKind::Events,
         StartView::Credentials => ViewKind::Credentials,
+        StartView::Fleet => ViewKind::Fleet,
     }
 }
 

@@ -93,7 +93,15 @@ impl Console {
             log_dir: None,
         };
         let app = App::new(session, Theme::default(), vec!["dark".into()], Keymap::default(), Timestamp::now());
-        let options = Options { cluster, engine, readonly, user_theme_dir: None, started: std::time::Instant::now() };
+        let options = Options {
+            cluster,
+            engine,
+            readonly,
+            user_theme_dir: None,
+            started: std::time::Instant::now(),
+            contexts: None,
+            fleet: capdeck::fleet::FleetOptions::default(),
+        };
         let (keys, inputs) = mpsc::unbounded_channel();
         let (frames_tx, frames) = watch::channel(Buffer::default());
         let task = tokio::spawn(async move {

@@ -1,0 +1,44 @@
+//! `capdeck fleet [--contexts all|a,b] [--timeout 5s] [-o table|wide|json|yaml]`: what is open
+//! in every kube context.
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use k8s_openapi::jiff::Timestamp;
+
+use crate::cli::FleetArgs;
+use crate::cluster::ClusterArgs;
+use crate::credentials::Timing;
+use crate::fleet::{FleetOptions, read_fleet};
+
+pub async fn run(cluster: &ClusterArgs, args: &FleetArgs) -> anyhow::Result<ExitCode> {
+    args.output.refuse_name("fleet").map_err(|error| super::UsageError(error.to_string()))?;
+    let contexts = args.contexts.resolve(cluster.context_names());
+    if contexts.is_empty() {
+        anyhow::bail!(
+            "the kubeconfig has no contexts to read (set KUBECONFIG or pass --kubeconfig; kubectl config get-contexts \
+             lists them)"
+        );
+    }
+    let options = FleetOptions {
+        timeout: args.timeout,
+        timing: Timing { window: args.rollout_delay, expected_rollout: args.expected_rollout },
+        lease_namespace: args.lease_namespace.clone(),
+        lease_name: args.lease_name.clone(),
+        namespace: if cluster.all_namespaces { None } else { cluster.namespace.clone() },
+    };
+    let rows = read_fleet(cluster, &contexts, &options).await;
+    let now = Timestamp::now();
+    let document = serde_json::json!({ "fleet": rows });
+    let text = crate::output::render_object(&args.output, "fleet", &document, |wide, headers| {
+        crate::fleet::table(&rows, now, wide, headers)
+    })
+    .map_err(|error| super::UsageError(error.to_string()))?;
+    std::io::stdout().lock().write_all(text.as_bytes())?;
+    let unread: Vec<&str> = rows.iter().filter(|row| !row.state.is_read()).map(|row| row.context.as_str()).collect();
+    if unread.is_empty() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    eprintln!("error: {} of {} context(s) could not be read: {}", unread.len(), contexts.len(), unread.join(", "));
+    Ok(ExitCode::from(1))
+}

@@ -1,0 +1,120 @@
+//! The fleet: one row per kube context and namespace with something open (or a context that
+//! could not be read, saying why). Enter switches the console to that context and namespace, on
+//! the row's batch; `d` shows everything the row knows.
+
+use ratatui::text::{Line, Span};
+
+use super::{RowCells, SortKey, ViewSpec, state_style};
+use crate::console::app::App;
+use crate::console::table::Column;
+use crate::fleet::{FleetRow, RowState, countdown};
+use crate::readmodel::Snapshot;
+
+pub struct Fleet;
+
+const DEADLINE: usize = 4;
+
+impl ViewSpec for Fleet {
+    type Row = FleetRow;
+    const TITLE: &'static str = "Fleet";
+    const ALIASES: &'static [&'static str] = &["fleet"];
+    const COLUMNS: &'static [Column] = &[
+        Column::new("CONTEXT", 0, 7, 24),
+        Column::new("NAMESPACE", 0, 9, 20),
+        Column::new("STATE", 1, 5, 11),
+        Column::new("BATCHES", 0, 7, 30),
+        Column::new("DEADLINE", 0, 8, 12),
+        Column::new("CREDENTIALS", 2, 11, 22),
+        Column::new("STALLED", 3, 7, 7),
+        Column::new("LEADER", 3, 6, 30),
+        Column::new("WHY", 1, 10, 200),
+    ];
+
+    fn rows(snapshot: &Snapshot) -> &[FleetRow] {
+        &snapshot.fleet
+    }
+
+    fn key(row: &FleetRow) -> (String, String) {
+        (row.context.clone(), row.namespace_text().to_string())
+    }
+
+    fn owner(row: &FleetRow) -> (&str, &str) {
+        (row.namespace_text(), "")
+    }
+
+    fn search_text(row: &FleetRow) -> String {
+        let batches: Vec<&str> = row.batches.iter().map(|b| b.name.as_str()).collect();
+        format!("{} {} {} {}", row.context, row.namespace_text(), row.state.as_str(), batches.join(" "))
+    }
+
+    fn cells(app: &App, row: &FleetRow) -> RowCells {
+        let theme = &app.theme;
+        let state_colour = match row.state {
+            RowState::Clear => theme.ok(),
+            RowState::Open => theme.warning(),
+            RowState::Unreachable | RowState::Forbidden => theme.error(),
+        };
+        let why = row.why.clone().unwrap_or_else(|| {
+            row.first_batch().map_or_else(
+                || row.credentials.first().map_or_else(|| "-".into(), |c| format!("{}: {}", c.secret, c.reason)),
+                |batch| format!("{} {} {}", batch.application, batch.phase, batch.reason),
+            )
+        });
+        let cells = RowCells::new(vec![
+            Line::from(row.context.clone()),
+            Line::from(row.namespace_text().to_string()),
+            Line::from(Span::styled(row.state.as_str(), state_colour)),
+            Line::from(if row.state.is_read() { row.summary() } else { "-".into() }),
+            Line::from(row.deadline().map_or_else(|| "-".into(), |at| countdown(at, app.now))),
+            Line::from(Span::styled(
+                row.credentials_text(),
+                if row.credentials.iter().any(|c| c.verdict == "unsafe") {
+                    state_style(theme, "unsafe")
+                } else {
+                    theme.base()
+                },
+            )),
+            Line::from(if row.stalled.is_empty() { "-".into() } else { row.stalled.len().to_string() }),
+            Line::from(row.leader.clone()),
+            Line::from(why),
+        ]);
+        if row.state.is_read() { cells } else { cells.styled(theme.error()) }
+    }
+
+    fn sort_key(_app: &App, row: &FleetRow, column: usize) -> Option<SortKey> {
+        (column == DEADLINE).then(|| SortKey::time(row.deadline()))
+    }
+
+    fn detail(app: &App, row: &FleetRow) -> (String, Vec<String>) {
+        let mut lines = vec![
+            format!("context         {}", row.context),
+            format!("namespace       {}", row.namespace_text()),
+            format!("state           {}", row.state.as_str()),
+            format!("engine leader   {}", row.leader),
+        ];
+        if let Some(why) = &row.why {
+            lines.push(format!("why             {why}"));
+        }
+        for batch in &row.batches {
+            let deadline = batch.old_credentials_revocable.map_or_else(
+                || format!("window ends {}", countdown(batch.window_end, app.now)),
+                |at| format!("old credentials revocable {}", countdown(at, app.now)),
+            );
+            lines.push(format!(
+                "batch           {} ({}) {} {} — {deadline}",
+                batch.name, batch.application, batch.phase, batch.reason
+            ));
+        }
+        for credential in &row.credentials {
+            lines.push(format!("credentials     {} {}: {}", credential.secret, credential.verdict, credential.reason));
+        }
+        for stalled in &row.stalled {
+            lines.push(format!("stalled         {stalled}"));
+        }
+        if row.state.is_read() {
+            lines.push(String::new());
+            lines.push("Enter switches the console to this context and namespace.".into());
+        }
+        (format!("Fleet {}/{}", row.context, row.namespace_text()), lines)
+    }
+}

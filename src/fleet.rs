@@ -1,0 +1,264 @@
+//! The fleet: what is open in every kube context at once — batches awaiting approval, held or
+//! failed, credentials at risk, stalled rollouts, and who leads the engine there. Each context is
+//! read on its own (concurrently, each with its own timeout) into rows; a context that cannot be
+//! read is a row that says why, never a missing one. `capdeck fleet` prints the rows, the
+//! console's `:fleet` view shows them.
+
+mod read;
+
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+
+pub use read::{FleetOptions, read_fleet};
+
+/// `--contexts`: every context of the kubeconfig, or the ones named.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ContextList {
+    All,
+    Named(Vec<String>),
+}
+
+impl std::str::FromStr for ContextList {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        if text.trim() == "all" {
+            return Ok(Self::All);
+        }
+        let names: Vec<String> =
+            text.split(',').map(str::trim).filter(|name| !name.is_empty()).map(str::to_string).collect();
+        if names.is_empty() {
+            return Err("expected `all` or context names separated by commas (kubectl config get-contexts)".into());
+        }
+        Ok(Self::Named(names))
+    }
+}
+
+impl ContextList {
+    /// The context names to read, in the kubeconfig's order for `all`.
+    pub fn resolve(&self, kubeconfig_contexts: Vec<String>) -> Vec<String> {
+        match self {
+            Self::All => kubeconfig_contexts,
+            Self::Named(names) => names.clone(),
+        }
+    }
+}
+
+/// How a context answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RowState {
+    /// Something is open in this namespace.
+    Open,
+    /// Read, and nothing is open anywhere in the context.
+    Clear,
+    /// The API server could not be reached (or did not answer in time).
+    Unreachable,
+    /// The API server refused these credentials or this user.
+    Forbidden,
+}
+
+impl RowState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Open => "open",
+            Self::Clear => "clear",
+            Self::Unreachable => "unreachable",
+            Self::Forbidden => "forbidden",
+        }
+    }
+
+    /// Whether the context could be read at all.
+    pub fn is_read(self) -> bool {
+        matches!(self, Self::Open | Self::Clear)
+    }
+}
+
+/// A batch that waits for someone: awaiting approval, held, or failed (its application's newest).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OpenBatch {
+    pub name: String,
+    pub application: String,
+    pub phase: String,
+    /// The Ready condition's reason (`RolloutFailureGuard` for a batch the failure guard holds).
+    pub reason: String,
+    pub window_end: Timestamp,
+    /// The earliest revocation of its Secrets' old credentials, when known.
+    pub old_credentials_revocable: Option<Timestamp>,
+}
+
+/// A consumed binding Secret whose credentials are at risk or unsafe.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CredentialRisk {
+    pub secret: String,
+    pub verdict: String,
+    /// The report's last reason (the one that decided the verdict).
+    pub reason: String,
+}
+
+/// One row: a context and namespace with something open, a context with nothing open, or a
+/// context that could not be read.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetRow {
+    pub context: String,
+    /// `None`: the row is about the whole context (clear, or not read).
+    pub namespace: Option<String>,
+    pub state: RowState,
+    /// Why a context could not be read, and what to do.
+    pub why: Option<String>,
+    pub batches: Vec<OpenBatch>,
+    pub credentials: Vec<CredentialRisk>,
+    /// Deployments that stalled or fail in a rolling batch: `batch/deployment`.
+    pub stalled: Vec<String>,
+    /// Who leads the engine in this context, or why that is not known.
+    pub leader: String,
+}
+
+impl FleetRow {
+    pub fn problem(context: &str, state: RowState, why: String) -> Self {
+        Self {
+            context: context.to_string(),
+            namespace: None,
+            state,
+            why: Some(why),
+            batches: Vec::new(),
+            credentials: Vec::new(),
+            stalled: Vec::new(),
+            leader: "-".into(),
+        }
+    }
+
+    fn count(&self, phase: &str) -> usize {
+        self.batches.iter().filter(|batch| batch.phase == phase).count()
+    }
+
+    pub fn awaiting(&self) -> usize {
+        self.count("AwaitingApproval")
+    }
+
+    pub fn held(&self) -> usize {
+        self.count("Held")
+    }
+
+    pub fn failed(&self) -> usize {
+        self.count("Failed")
+    }
+
+    /// The batch Enter should land on: the first that waits for approval, else the first listed.
+    pub fn first_batch(&self) -> Option<&OpenBatch> {
+        self.batches.iter().find(|batch| batch.phase == "AwaitingApproval").or_else(|| self.batches.first())
+    }
+
+    /// The soonest moment something here runs out: old credentials revocable, else a window end
+    /// still ahead.
+    pub fn deadline(&self) -> Option<Timestamp> {
+        let revocable = self.batches.iter().filter_map(|batch| batch.old_credentials_revocable).min();
+        revocable.or_else(|| self.batches.iter().map(|batch| batch.window_end).min())
+    }
+
+    /// `3 at-risk, 1 unsafe` or `-`.
+    pub fn credentials_text(&self) -> String {
+        let at_risk = self.credentials.iter().filter(|c| c.verdict == "at-risk").count();
+        let unsafe_ = self.credentials.iter().filter(|c| c.verdict == "unsafe").count();
+        match (at_risk, unsafe_) {
+            (0, 0) => "-".into(),
+            (a, 0) => format!("{a} at-risk"),
+            (0, u) => format!("{u} unsafe"),
+            (a, u) => format!("{a} at-risk, {u} unsafe"),
+        }
+    }
+
+    /// `2 awaiting, 1 held` (what the batches wait for), or the row's state.
+    pub fn summary(&self) -> String {
+        let parts: Vec<String> = [(self.awaiting(), "awaiting"), (self.held(), "held"), (self.failed(), "failed")]
+            .into_iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, what)| format!("{n} {what}"))
+            .collect();
+        if parts.is_empty() { self.state.as_str().to_string() } else { parts.join(", ") }
+    }
+
+    /// The row's namespace for display (`*`: the whole context).
+    pub fn namespace_text(&self) -> &str {
+        self.namespace.as_deref().unwrap_or("*")
+    }
+}
+
+/// `in 3h12m` / `5m ago` for a deadline, from `now`.
+pub fn countdown(at: Timestamp, now: Timestamp) -> String {
+    let seconds = at.as_second() - now.as_second();
+    if seconds >= 0 {
+        format!("in {}", crate::output::human_duration(seconds))
+    } else {
+        format!("{} ago", crate::output::human_duration(-seconds))
+    }
+}
+
+/// The rows as `capdeck fleet -o table` prints them.
+pub fn table(rows: &[FleetRow], now: Timestamp, wide: bool, headers: bool) -> String {
+    let mut table = crate::output::Table::with_wide(
+        &["CONTEXT", "NAMESPACE", "STATE", "BATCHES", "DEADLINE", "CREDENTIALS", "STALLED", "LEADER"],
+        &["WHY"],
+    );
+    for row in rows {
+        let why = row.why.clone().unwrap_or_else(|| {
+            row.first_batch()
+                .map(|batch| format!("{} {} ({})", batch.name, batch.phase, batch.reason))
+                .unwrap_or_else(|| "-".into())
+        });
+        table.row(vec![
+            row.context.clone(),
+            row.namespace_text().to_string(),
+            row.state.as_str().to_string(),
+            if row.state.is_read() { row.summary() } else { "-".into() },
+            row.deadline().map_or_else(|| "-".into(), |at| countdown(at, now)),
+            row.credentials_text(),
+            if row.stalled.is_empty() { "-".into() } else { row.stalled.len().to_string() },
+            row.leader.clone(),
+            why,
+        ]);
+    }
+    table.render_with(wide, headers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contexts_parse_as_all_or_a_list() {
+        assert_eq!("all".parse::<ContextList>(), Ok(ContextList::All));
+        assert_eq!("a, b,,c".parse::<ContextList>(), Ok(ContextList::Named(vec!["a".into(), "b".into(), "c".into()])));
+        assert!(" , ".parse::<ContextList>().is_err());
+        assert_eq!(ContextList::All.resolve(vec!["x".into(), "y".into()]), vec!["x".to_string(), "y".to_string()]);
+    }
+
+    #[test]
+    fn a_row_counts_its_batches_and_names_the_soonest_deadline() {
+        let at = |second: i64| Timestamp::from_second(second).expect("time");
+        let batch = |name: &str, phase: &str, end: i64, revocable: Option<i64>| OpenBatch {
+            name: name.into(),
+            application: "app".into(),
+            phase: phase.into(),
+            reason: String::new(),
+            window_end: at(end),
+            old_credentials_revocable: revocable.map(at),
+        };
+        let mut row = FleetRow::problem("prod", RowState::Open, String::new());
+        row.why = None;
+        row.batches = vec![batch("b1", "Held", 100, None), batch("b2", "AwaitingApproval", 200, Some(5000))];
+        assert_eq!(row.summary(), "1 awaiting, 1 held");
+        assert_eq!(row.first_batch().map(|b| b.name.as_str()), Some("b2"));
+        assert_eq!(row.deadline(), Some(at(5000)), "a revocation beats a window end");
+        row.batches.truncate(1);
+        assert_eq!(row.deadline(), Some(at(100)));
+        assert_eq!(countdown(at(100), at(40)), "in 1m");
+        assert_eq!(countdown(at(40), at(100)), "1m ago");
+        let unreachable = FleetRow::problem("eu", RowState::Unreachable, "no answer within 5s".into());
+        let text = table(&[unreachable], at(0), true, true);
+        assert!(text.contains("unreachable") && text.contains("no answer within 5s"), "{text}");
+    }
+}
