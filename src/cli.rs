@@ -65,6 +65,9 @@ impl Cli {
                 "mode",
                 "lease_namespace",
                 "lease_name",
+                "notify",
+                "notify_secret",
+                "cluster_name",
             ];
             if let Some(flag) =
                 engine_flags.iter().find(|id| matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine))
@@ -206,6 +209,19 @@ pub struct EngineArgs {
     /// Name of the leader-election Lease
     #[arg(long, value_name = "NAME", default_value = "capdeck-engine")]
     pub lease_name: String,
+    /// Send a notification to this webhook when a batch awaits approval, is held by the failure
+    /// guard or failed, and when credentials become at risk or unsafe and safe again (the leading
+    /// engine only; at most once each). `[json=|slack=]URL`: the generic JSON body, or Slack's
+    /// `text` (the default for hooks.slack.com). Repeatable. See docs/NOTIFICATIONS.md
+    #[arg(long, value_name = "[FORMAT=]URL")]
+    pub notify: Vec<String>,
+    /// Like --notify, with the URL read from a Secret's key, so it is never in an argument list
+    /// or a log. Repeatable
+    #[arg(long, value_name = "NS/NAME:KEY")]
+    pub notify_secret: Vec<crate::engine::config::SecretKeyRef>,
+    /// The cluster's name in notifications [default: the kube context's name]
+    #[arg(long, value_name = "NAME", env = "CAPDECK_CLUSTER_NAME")]
+    pub cluster_name: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -340,6 +356,21 @@ pub struct DoctorArgs {
 }
 
 impl EngineArgs {
+    /// The notification settings: `--notify` URLs checked, `--notify-secret` keys read (with
+    /// `client`), the cluster named after `context` unless `--cluster-name` says otherwise.
+    pub async fn notify_config(
+        &self,
+        client: &kube::Client,
+        context: &str,
+    ) -> Result<crate::engine::config::NotifyConfig, String> {
+        let targets = crate::engine::notify::targets(client, &self.notify, &self.notify_secret).await?;
+        Ok(crate::engine::config::NotifyConfig {
+            targets,
+            cluster: self.cluster_name.clone().unwrap_or_else(|| context.to_string()),
+            ..crate::engine::config::NotifyConfig::default()
+        })
+    }
+
     /// The engine configuration (the Lease in `default_namespace` unless a flag or $POD_NAMESPACE
     /// says otherwise), plus the ROLLOUT_DELAY warning to log if the value was bad.
     pub fn config(&self, default_namespace: &str) -> (crate::engine::config::EngineConfig, Option<String>) {

@@ -909,6 +909,10 @@ mod tests {
             ),
             ("the Secret is missing", vec![app()], true, Verdict::Unsafe, None, "does not exist"),
         ];
+        check_verdicts(cases);
+    }
+
+    fn check_verdicts(cases: Vec<Case>) {
         for (name, objects, crd, verdict, margin, reason) in cases {
             let report = single(objects, crd);
             assert_eq!(report.verdict, verdict, "{name}: {report:#?}");

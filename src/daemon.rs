@@ -91,6 +91,16 @@ pub fn missing_kinds_text(kinds: &[&str]) -> String {
     )
 }
 
+/// The notification receivers by host (their URLs are secrets), for the start-up line.
+fn notify_hosts(notify: &crate::engine::config::NotifyConfig) -> String {
+    if notify.targets.is_empty() {
+        return "none".into();
+    }
+    let hosts: Vec<String> =
+        notify.targets.iter().map(|target| format!("{} ({:?})", target.host, target.format)).collect();
+    format!("{} as cluster {:?}", hosts.join(", "), notify.cluster)
+}
+
 /// JSON logs on stdout; `RUST_LOG` filters (default `info`).
 pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -116,10 +126,18 @@ pub async fn run(cluster: &ClusterArgs, engine: &EngineArgs, health_addr: Socket
         Some(namespace) if !cluster.all_namespaces => Scope::Namespace(namespace.clone()),
         _ => Scope::All,
     };
-    let (config, delay_error) = engine.config(&connection.default_namespace);
+    let (mut config, delay_error) = engine.config(&connection.default_namespace);
     if let Some(error) = delay_error {
         tracing::warn!("{error}");
     }
+    config.notify = match engine.notify_config(&connection.client, &connection.context).await {
+        Ok(notify) => notify,
+        Err(error) => {
+            tracing::error!("{error}");
+            eprintln!("error: {error}");
+            return Ok(ExitCode::from(1));
+        }
+    };
     // Fail at start-up, with the fix, rather than observe forever while /readyz says ok.
     if config.mode != crate::engine::config::EngineMode::Observe
         && let Err(problem) = crate::engine::lease::preflight(&connection.client, &config.lease, &config.identity).await
@@ -138,6 +156,7 @@ pub async fn run(cluster: &ClusterArgs, engine: &EngineArgs, health_addr: Socket
         min_rollout_interval = %crate::engine::config::humanize(config.min_rollout_interval),
         lease = %format!("{}/{}", config.lease.namespace, config.lease.name),
         identity = %config.identity,
+        notify = %notify_hosts(&config.notify),
         "starting capdeck daemon"
     );
     let cancel = CancellationToken::new();

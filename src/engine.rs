@@ -6,6 +6,7 @@ pub mod actions;
 pub mod config;
 pub mod lease;
 pub mod metrics;
+pub mod notify;
 pub mod progress;
 pub mod reconcile;
 pub mod writes;
@@ -132,6 +133,19 @@ async fn run(
             Some(tokio::spawn(lead(client.clone(), config.clone(), leader_tx.clone(), cancel.clone())))
         }
     });
+    // Notifications have a task of their own: a slow receiver never slows a pass.
+    let _notifier = AbortOnDrop((!config.notify.targets.is_empty()).then(|| {
+        let notifier = notify::Notifier {
+            client: client.clone(),
+            stores: stores.clone(),
+            config: config.notify.clone(),
+            metrics: metrics.clone(),
+            identity: config.identity.clone(),
+            timing: config.credential_timing(),
+            clock: config.clock.clone(),
+        };
+        tokio::spawn(notifier.run(leader.clone(), cancel.clone()))
+    }));
     let mut changes = stores.changes();
     let writes = Writes::new(client, metrics.clone(), &config.identity, write_failure);
     let mut reconciler = Reconciler::new(config, stores, metrics.clone(), writes);

@@ -1,5 +1,7 @@
 //! capdeck: a terminal operations console and an embedded reconcile engine for SAP CAP Operator
 //! workloads on Kubernetes. The binary is thin; everything lives here.
+// No function in src/ is longer than 150 lines (clippy.toml); the tests under tests/ may be.
+#![deny(clippy::too_many_lines)]
 
 pub mod api;
 pub mod bench;

@@ -148,6 +148,30 @@ pub struct RotationBatchStatus {
     pub retried_at: Option<Time>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// Notifications the leading engine sent about this batch and its application's credentials
+    /// (`--notify`): recorded before sending, so none is sent twice, even by a new leader.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notifications: Vec<NotificationRecord>,
+}
+
+/// One notification: what it was about, when, by which engine, and the hosts it could not reach.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NotificationRecord {
+    /// AwaitingApproval, HeldByFailureGuard, Failed, CredentialsAtRisk, CredentialsUnsafe or
+    /// CredentialsResolved.
+    pub event: String,
+    /// Identifies the transition: one record per key, ever.
+    pub key: String,
+    /// The binding Secret a credentials event is about.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+    pub at: Time,
+    /// The engine (Lease identity) that sent it.
+    pub by: String,
+    /// Receivers (host names only) that did not accept it after every retry.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<String>,
 }
 
 string_enum! {

@@ -63,6 +63,18 @@ fn start_sandbox(args: &BenchEngineArgs, kubeconfig: &std::path::Path) -> anyhow
     spawn_sandbox(&["--simulate-workloads", "--pace", &args.pace.to_string(), "--synthetic", &synthetic], kubeconfig)
 }
 
+/// (Deployments planned, of which out of date) by the start-up re-check.
+fn startup_recheck(stores: &Stores) -> (usize, usize) {
+    let index = CapIndex::new(stores.applications.state(), stores.versions.state(), stores.tenants.state());
+    let (mut planned_deployments, mut out_of_date) = (0, 0);
+    for app in index.applications().iter().filter(|app| app.rollout_opted_in()) {
+        let plan = plan_application(app, &Rotated::All, &index, stores);
+        planned_deployments += plan.deployments.len();
+        out_of_date += plan.deployments.iter().filter(|d| d.action == PlanAction::Restart).count();
+    }
+    (planned_deployments, out_of_date)
+}
+
 pub async fn run(args: &BenchEngineArgs, max_parallel_rollouts: usize) -> anyhow::Result<Value> {
     anyhow::ensure!(
         args.apps > 0 && args.deployments_per_app > 0 && args.services_per_app > 0,
@@ -109,15 +121,8 @@ pub async fn run(args: &BenchEngineArgs, max_parallel_rollouts: usize) -> anyhow
     // application, so no more than one application's payloads are held at once (a whole plan
     // of 5,000 Deployments would put the bench's copy into the engine's RSS).
     let planned = Instant::now();
-    let index = CapIndex::new(stores.applications.state(), stores.versions.state(), stores.tenants.state());
-    let (mut planned_deployments, mut out_of_date) = (0, 0);
-    for app in index.applications().iter().filter(|app| app.rollout_opted_in()) {
-        let plan = plan_application(app, &Rotated::All, &index, &stores);
-        planned_deployments += plan.deployments.len();
-        out_of_date += plan.deployments.iter().filter(|d| d.action == PlanAction::Restart).count();
-    }
+    let (planned_deployments, out_of_date) = startup_recheck(&stores);
     let plan_ms = planned.elapsed().as_secs_f64() * 1000.0;
-    drop(index);
 
     let role = handle.role.clone();
     wait_for("the engine to lead", Duration::from_secs(60), || *role.borrow() == Role::Leader).await?;

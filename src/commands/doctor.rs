@@ -105,6 +105,7 @@ pub async fn run(cluster: &ClusterArgs, engine: &EngineArgs, args: &DoctorArgs) 
         findings.extend(binding_secrets(&connection, &scope).await);
     }
     findings.extend(service_binding_ttls(&connection, &scope, config.rollout_delay).await);
+    findings.push(notifications(&connection, &scope, engine).await);
     findings.push(match delay_warning {
         Some(warning) => finding("rollout delay", Status::Warn, warning),
         None => finding(
@@ -132,6 +133,51 @@ pub async fn run(cluster: &ClusterArgs, engine: &EngineArgs, args: &DoctorArgs) 
     .map_err(|error| crate::commands::UsageError(error.to_string()))?;
     std::io::stdout().lock().write_all(text.as_bytes())?;
     Ok(if blocking { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// Notifications: the receivers given after `doctor` can be read, and what the records on the
+/// batches say about the last 24 hours (the engine notes every receiver that did not accept one).
+async fn notifications(connection: &Connection, scope: &Scope, engine: &EngineArgs) -> Finding {
+    const CHECK: &str = "notifications";
+    let configured = match engine.notify_config(&connection.client, &connection.context).await {
+        Ok(notify) => notify.targets.len(),
+        Err(error) => return finding(CHECK, Status::Fail, error),
+    };
+    let batches: kube::Api<crate::api::RotationBatch> = scope.api(&connection.client);
+    let batches = match batches.list(&kube::api::ListParams::default()).await {
+        Ok(list) => list.items,
+        Err(error) => {
+            return finding(
+                CHECK,
+                Status::Warn,
+                format!("cannot read the batches' notification records: {}", crate::cluster::describe_error(&error)),
+            );
+        }
+    };
+    let health = crate::engine::notify::recent(&batches, k8s_openapi::jiff::Timestamp::now(), 24 * 3600);
+    let receivers =
+        if configured > 0 { format!("{configured} receiver(s) given here readable; ") } else { String::new() };
+    if health.failed > 0 {
+        return finding(
+            CHECK,
+            Status::Warn,
+            format!(
+                "{receivers}{} of {} notification(s) of the last 24h did not reach {} after every retry (the daemon's \
+                 log says why; capdeck_notifications_failed_total counts them)",
+                health.failed,
+                health.recorded,
+                health.hosts.join(", ")
+            ),
+        );
+    }
+    if health.recorded == 0 {
+        return finding(
+            CHECK,
+            Status::Ok,
+            format!("{receivers}none sent in the last 24h (the daemon sends them with --notify or --notify-secret)"),
+        );
+    }
+    finding(CHECK, Status::Ok, format!("{receivers}{} sent in the last 24h, every one delivered", health.recorded))
 }
 
 /// ServiceBindings whose old credentials may be revoked before a batch can have rolled.

@@ -754,6 +754,15 @@ pub async fn run_terminal(
     let connection = cluster.connect().await?;
     let (mut config, delay_error) = engine.config(&connection.default_namespace);
     config.mode = console_mode(config.mode);
+    if config.mode == crate::engine::config::EngineMode::Lead {
+        config.notify =
+            engine.notify_config(&connection.client, &connection.context).await.map_err(anyhow::Error::msg)?;
+    } else if !engine.notify.is_empty() || !engine.notify_secret.is_empty() {
+        anyhow::bail!(
+            "--notify and --notify-secret need an engine that may lead: this console observes (add --engine lead, or \
+             give them to `capdeck --daemon`)"
+        );
+    }
     let options_timing = config.credential_timing();
     let scope = cluster.scope(&connection);
     let mut app = App::new(

@@ -167,6 +167,112 @@ pub struct EngineConfig {
     pub halt_on_failure: bool,
     /// A new Pod not ready for longer than this marks its Deployment `Failing`.
     pub readiness_timeout: Duration,
+    /// Where the leading engine sends notifications (none: it sends none).
+    pub notify: NotifyConfig,
+}
+
+/// What a receiver gets: the generic JSON body or Slack's `{"text": …}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PayloadFormat {
+    Json,
+    Slack,
+}
+
+/// A receiver. Its URL is a secret (a webhook URL is its own credential): `Debug` shows the
+/// host only, and so does every log line.
+#[derive(Clone, PartialEq, Eq)]
+pub struct NotifyTarget {
+    url: String,
+    pub host: String,
+    pub format: PayloadFormat,
+}
+
+impl std::fmt::Debug for NotifyTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "NotifyTarget({:?} {})", self.format, self.host)
+    }
+}
+
+impl NotifyTarget {
+    /// `[json=|slack=]URL` with an http(s) URL. Without a prefix a `hooks.slack.com` URL gets the
+    /// Slack body, any other the generic JSON. The error never repeats the URL.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        let (format, url) = match text.split_once('=') {
+            Some(("json", url)) => (Some(PayloadFormat::Json), url),
+            Some(("slack", url)) => (Some(PayloadFormat::Slack), url),
+            _ => (None, text),
+        };
+        let uri: hyper::Uri =
+            url.parse().map_err(|_| "is not a URL (expected [json=|slack=]http(s)://HOST/PATH)".to_string())?;
+        if !matches!(uri.scheme_str(), Some("http" | "https")) {
+            return Err("is not an http or https URL (expected [json=|slack=]http(s)://HOST/PATH)".into());
+        }
+        let host = uri.host().filter(|host| !host.is_empty()).ok_or("has no host")?.to_string();
+        let format =
+            format.unwrap_or(if host == "hooks.slack.com" { PayloadFormat::Slack } else { PayloadFormat::Json });
+        Ok(Self { url: url.to_string(), host, format })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+/// The engine's notification settings.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NotifyConfig {
+    pub targets: Vec<NotifyTarget>,
+    /// The cluster's name in every message (`--cluster-name`, else the kube context's name).
+    pub cluster: String,
+    pub retry: RetryPolicy,
+}
+
+/// `--notify-secret NS/NAME:KEY`: a key of a Secret.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SecretKeyRef {
+    pub namespace: String,
+    pub name: String,
+    pub key: String,
+}
+
+impl std::str::FromStr for SecretKeyRef {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let parsed = text.split_once('/').and_then(|(namespace, rest)| {
+            let (name, key) = rest.split_once(':')?;
+            [namespace, name, key].iter().all(|part| !part.is_empty()).then(|| Self {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                key: key.to_string(),
+            })
+        });
+        parsed.ok_or_else(|| "expected NAMESPACE/SECRET:KEY (e.g. capdeck-system/notify:url)".into())
+    }
+}
+
+impl std::fmt::Display for SecretKeyRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}:{}", self.namespace, self.name, self.key)
+    }
+}
+
+/// How a notification is retried: `attempts` tries, each within `attempt_timeout`, the pause
+/// doubling from `first_backoff`. Only 408, 429, 5xx, timeouts and connection errors are retried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    pub attempts: u32,
+    pub attempt_timeout: Duration,
+    pub first_backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    /// 5 tries in about 75 s at worst: 10 s each, 1 + 2 + 4 + 8 s between them.
+    fn default() -> Self {
+        Self { attempts: 5, attempt_timeout: Duration::from_secs(10), first_backoff: Duration::from_secs(1) }
+    }
 }
 
 /// The expected rollout time unless `--expected-rollout` says otherwise.
@@ -187,6 +293,7 @@ impl Default for EngineConfig {
             expected_rollout: DEFAULT_EXPECTED_ROLLOUT,
             halt_on_failure: true,
             readiness_timeout: Duration::from_secs(300),
+            notify: NotifyConfig::default(),
         }
     }
 }

@@ -44,6 +44,9 @@ pub struct Metrics {
     pub api_writes: Family<WriteLabels, Counter>,
     /// Per open batch whose rotated Secrets' old credentials have a known revocation time.
     pub credentials_margin_seconds: Family<BatchLabels, Gauge>,
+    /// Notifications a receiver accepted, and those it did not after every retry (per receiver).
+    pub notifications_sent: Counter,
+    pub notifications_failed: Counter,
     registry: Arc<Registry>,
 }
 
@@ -95,8 +98,22 @@ impl Metrics {
              (window end or now, plus the expected rollout); below the expected rollout it acts at once",
             credentials_margin_seconds.clone(),
         );
+        let notifications_sent = Counter::default();
+        registry.register(
+            "notifications_sent",
+            "Notifications a receiver accepted (one per receiver)",
+            notifications_sent.clone(),
+        );
+        let notifications_failed = Counter::default();
+        registry.register(
+            "notifications_failed",
+            "Notifications a receiver did not accept after every retry (one per receiver; the log names the host)",
+            notifications_failed.clone(),
+        );
         Self {
             credentials_margin_seconds,
+            notifications_sent,
+            notifications_failed,
             batches,
             rotations,
             deployments_restarted,
@@ -149,6 +166,8 @@ mod tests {
             "capdeck_approval_wait_seconds_bucket",
             "capdeck_rollout_duration_seconds_count",
             "capdeck_leader 1",
+            "capdeck_notifications_sent_total 0",
+            "capdeck_notifications_failed_total 0",
             "capdeck_credentials_margin_seconds{namespace=\"ns\",batch=\"app-x7k2q\"} -300",
             "# EOF",
         ] {

@@ -1,0 +1,437 @@
+//! Notifications from the engine that leads (`--notify URL`, `--notify-secret NS/NAME:KEY`): a
+//! batch awaiting approval, held by the failure guard or failed, and credentials becoming at
+//! risk or unsafe and resolved again. `due` decides (pure); each transition is recorded on its
+//! batch (`status.notifications`, under the batch's resourceVersion) *before* it is sent, so it
+//! is sent at most once, even when the leader changes. Delivery runs in tasks of its own: a
+//! receiver that hangs or fails never slows the engine. See docs/NOTIFICATIONS.md.
+
+mod deliver;
+mod payload;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt as _;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::config::{NotifyConfig, PayloadFormat};
+use super::metrics::Metrics;
+use crate::api::rotation_batch::NotificationRecord;
+use crate::api::{BatchPhase, RotationBatch};
+use crate::cluster::stores::Stores;
+use crate::credentials::{CredentialReport, Timing, Verdict};
+pub use payload::{PAYLOAD_VERSION, Payload};
+
+/// The field manager of the engine's notification records.
+const FIELD_MANAGER: &str = "capdeck-notify";
+/// A Failed batch is announced only this long after it failed: enabling notifications must not
+/// announce last month's failures.
+const RECENT: i64 = 3600;
+/// Credential verdicts change with time alone: look again this often.
+const RECHECK: Duration = Duration::from_secs(30);
+
+/// The events that send a notification.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    AwaitingApproval,
+    HeldByFailureGuard,
+    Failed,
+    CredentialsAtRisk,
+    CredentialsUnsafe,
+    CredentialsResolved,
+}
+
+impl Event {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AwaitingApproval => "AwaitingApproval",
+            Self::HeldByFailureGuard => "HeldByFailureGuard",
+            Self::Failed => "Failed",
+            Self::CredentialsAtRisk => "CredentialsAtRisk",
+            Self::CredentialsUnsafe => "CredentialsUnsafe",
+            Self::CredentialsResolved => "CredentialsResolved",
+        }
+    }
+
+    fn of_verdict(verdict: Verdict) -> Option<Self> {
+        match verdict {
+            Verdict::AtRisk => Some(Self::CredentialsAtRisk),
+            Verdict::Unsafe => Some(Self::CredentialsUnsafe),
+            _ => None,
+        }
+    }
+}
+
+/// A transition to announce: the batch it is recorded on, and what it is about.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Due {
+    pub namespace: String,
+    pub batch: String,
+    pub application: String,
+    pub event: Event,
+    pub key: String,
+    /// For a credentials event: the Secret's report.
+    pub credentials: Option<CredentialReport>,
+}
+
+/// The transitions not recorded yet. A batch event is keyed once per batch (a failure-guard hold
+/// once per retry); a credentials event is due when the Secret's verdict differs from the last
+/// one recorded on any batch of its application, and is recorded on the application's open
+/// batch, else its newest (an application without a batch has nothing to record on: not sent).
+pub fn due(batches: &[Arc<RotationBatch>], credentials: &[CredentialReport], now: Timestamp) -> Vec<Due> {
+    let mut out = Vec::new();
+    for batch in batches {
+        if let Some((event, key)) = batch_event(batch, now)
+            && !recorded(batch, &key)
+        {
+            out.push(Due {
+                namespace: batch.namespace().unwrap_or_default(),
+                batch: batch.name_any(),
+                application: batch.spec.application.clone(),
+                event,
+                key,
+                credentials: None,
+            });
+        }
+    }
+    let mut by_app: BTreeMap<(String, String), Vec<&Arc<RotationBatch>>> = BTreeMap::new();
+    for batch in batches {
+        by_app.entry((batch.namespace().unwrap_or_default(), batch.spec.application.clone())).or_default().push(batch);
+    }
+    for report in credentials {
+        for application in &report.applications {
+            let Some(app_batches) = by_app.get(&(report.namespace.clone(), application.clone())) else { continue };
+            if let Some(due) = credentials_due(app_batches, report, application) {
+                out.push(due);
+            }
+        }
+    }
+    out
+}
+
+fn batch_event(batch: &RotationBatch, now: Timestamp) -> Option<(Event, String)> {
+    let status = batch.status.as_ref()?;
+    let ready = status.conditions.iter().find(|c| c.type_ == "Ready");
+    match status.phase {
+        BatchPhase::AwaitingApproval => Some((Event::AwaitingApproval, Event::AwaitingApproval.as_str().into())),
+        BatchPhase::Held if ready.is_some_and(|c| c.reason == "RolloutFailureGuard") => {
+            let retry = status.retried_at.as_ref().map_or(0, |t| t.0.as_second());
+            Some((Event::HeldByFailureGuard, format!("HeldByFailureGuard@{retry}")))
+        }
+        BatchPhase::Failed => {
+            let since = ready
+                .and_then(|c| c.last_transition_time.as_ref())
+                .or(status.completed_at.as_ref())
+                .map(|t| t.0.as_second());
+            since
+                .is_some_and(|since| now.as_second() - since <= RECENT)
+                .then(|| (Event::Failed, Event::Failed.as_str().into()))
+        }
+        _ => None,
+    }
+}
+
+fn records(batch: &RotationBatch) -> &[NotificationRecord] {
+    batch.status.as_ref().map_or(&[][..], |status| status.notifications.as_slice())
+}
+
+fn recorded(batch: &RotationBatch, key: &str) -> bool {
+    records(batch).iter().any(|record| record.key == key)
+}
+
+/// The last credentials event recorded for `secret` on any of these batches.
+fn last_credentials_event<'a>(batches: &[&'a Arc<RotationBatch>], secret: &str) -> Option<&'a NotificationRecord> {
+    batches
+        .iter()
+        .flat_map(|batch| records(batch))
+        .filter(|record| record.secret.as_deref() == Some(secret) && record.event.starts_with("Credentials"))
+        .max_by_key(|record| record.at.0)
+}
+
+fn credentials_due(batches: &[&Arc<RotationBatch>], report: &CredentialReport, application: &str) -> Option<Due> {
+    let last = last_credentials_event(batches, &report.secret).map(|record| record.event.as_str());
+    let event = match Event::of_verdict(report.verdict) {
+        Some(event) if last != Some(event.as_str()) => event,
+        Some(_) => return None,
+        // Resolved only when known to be fine: `unknown` (ServiceBindings unreadable) is not.
+        None if report.verdict == Verdict::Ok && matches!(last, Some("CredentialsAtRisk" | "CredentialsUnsafe")) => {
+            Event::CredentialsResolved
+        }
+        None => return None,
+    };
+    let target = batches
+        .iter()
+        .find(|batch| !batch.is_terminal())
+        .or_else(|| batches.iter().max_by_key(|batch| batch.metadata.creation_timestamp.as_ref().map(|t| t.0)))?;
+    let count = records(target).iter().filter(|record| record.secret.as_deref() == Some(&report.secret)).count();
+    Some(Due {
+        namespace: report.namespace.clone(),
+        batch: target.name_any(),
+        application: application.to_string(),
+        event,
+        key: format!("{}:{}:{}", event.as_str(), report.secret, count + 1),
+        credentials: Some(report.clone()),
+    })
+}
+
+/// Whether `due` is still due on the batch as it is now (re-read before recording).
+fn still_due(batch: &RotationBatch, due: &Due) -> bool {
+    if recorded(batch, &due.key) {
+        return false;
+    }
+    match &due.credentials {
+        None => true,
+        Some(report) => {
+            let last = records(batch)
+                .iter()
+                .filter(|record| record.secret.as_deref() == Some(report.secret.as_str()))
+                .max_by_key(|record| record.at.0);
+            last.is_none_or(|record| record.event != due.event.as_str())
+        }
+    }
+}
+
+/// What the notifier task needs.
+pub struct Notifier {
+    pub client: kube::Client,
+    pub stores: Stores,
+    pub config: NotifyConfig,
+    pub metrics: Metrics,
+    pub identity: String,
+    pub timing: Timing,
+    pub clock: super::config::Clock,
+}
+
+impl Notifier {
+    /// Until cancelled: while `leader` says this engine leads, record and send what is due.
+    pub async fn run(self, mut leader: watch::Receiver<Option<bool>>, cancel: CancellationToken) {
+        let sender = match deliver::Sender::new() {
+            Ok(sender) => Arc::new(sender),
+            Err(error) => {
+                tracing::error!(%error, "cannot set up HTTPS for notifications; none will be sent");
+                return;
+            }
+        };
+        let mut changes = self.stores.changes();
+        loop {
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                _ = changes.changed() => {}
+                _ = leader.changed() => {}
+                () = tokio::time::sleep(RECHECK) => {}
+            }
+            changes.borrow_and_update();
+            if *leader.borrow_and_update() != Some(true) || !self.stores.is_ready() {
+                continue;
+            }
+            for due in self.due_now() {
+                if let Some(payload) = self.record(&due).await {
+                    tokio::spawn(self.send(sender.clone(), due, payload));
+                }
+            }
+        }
+    }
+
+    fn due_now(&self) -> Vec<Due> {
+        let applications = self.stores.applications.state();
+        let batches = self.stores.batches.state();
+        let bindings = self.stores.service_bindings();
+        let now = self.clock.now();
+        let overview = crate::credentials::overview(&crate::credentials::Inputs {
+            applications: &applications,
+            secrets: &self.stores,
+            bindings: bindings.as_deref(),
+            batches: &batches,
+            now,
+            timing: self.timing,
+        });
+        due(&batches, &overview.credentials, now)
+    }
+
+    /// Record the transition on its batch (re-read, still due, resourceVersion precondition);
+    /// `None` when it is not to be sent (recorded meanwhile, or the write failed).
+    async fn record(&self, due: &Due) -> Option<Payload> {
+        let api: Api<RotationBatch> = Api::namespaced(self.client.clone(), &due.namespace);
+        for _ in 0..3 {
+            let batch = match api.get_opt(&due.batch).await {
+                Ok(Some(batch)) => batch,
+                Ok(None) => return None,
+                Err(error) => {
+                    tracing::warn!(batch = %due.batch, namespace = %due.namespace, error = %crate::cluster::describe_error(&error), "cannot read the batch to record a notification; trying again later");
+                    return None;
+                }
+            };
+            if !still_due(&batch, due) {
+                return None;
+            }
+            let now = self.clock.now();
+            let mut notifications = records(&batch).to_vec();
+            notifications.push(NotificationRecord {
+                event: due.event.as_str().into(),
+                key: due.key.clone(),
+                secret: due.credentials.as_ref().map(|report| report.secret.clone()),
+                at: Time(now),
+                by: self.identity.clone(),
+                failed: Vec::new(),
+            });
+            let patch = json!({
+                "metadata": {"resourceVersion": batch.resource_version()},
+                "status": {"notifications": notifications},
+            });
+            let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
+            match api.patch_status(&due.batch, &params, &Patch::Merge(patch)).await {
+                Ok(_) => {
+                    self.metrics.write("patch", "rotationbatches/status");
+                    return Some(Payload::new(&self.config.cluster, &self.identity, due, &batch, now));
+                }
+                Err(kube::Error::Api(status)) if status.code == 409 => continue,
+                Err(error) => {
+                    tracing::warn!(batch = %due.batch, namespace = %due.namespace, error = %crate::cluster::describe_error(&error), "cannot record a notification; trying again later");
+                    return None;
+                }
+            }
+        }
+        None
+    }
+
+    /// Send to every receiver (each on its own, with retries); note the hosts that failed.
+    fn send(&self, sender: Arc<deliver::Sender>, due: Due, payload: Payload) -> impl Future<Output = ()> + use<> {
+        let targets = self.config.targets.clone();
+        let retry = self.config.retry;
+        let metrics = self.metrics.clone();
+        let client = self.client.clone();
+        async move {
+            let sends = targets.iter().map(|target| {
+                let body = payload.body(target.format);
+                let sender = sender.clone();
+                async move { (target, deliver::deliver(&sender, target, body, retry).await) }
+            });
+            let mut failed = Vec::new();
+            for (target, result) in futures::future::join_all(sends).await {
+                match result {
+                    Ok(()) => {
+                        metrics.notifications_sent.inc();
+                    }
+                    Err(error) => {
+                        metrics.notifications_failed.inc();
+                        tracing::warn!(host = %target.host, event = due.event.as_str(), batch = %due.batch, namespace = %due.namespace, %error, "a notification could not be delivered");
+                        failed.push(target.host.clone());
+                    }
+                };
+            }
+            if !failed.is_empty() {
+                note_failed(&client, &due, failed).await;
+            }
+        }
+    }
+}
+
+/// Add the hosts that did not accept a notification to its record (for `capdeck doctor`).
+async fn note_failed(client: &kube::Client, due: &Due, hosts: Vec<String>) {
+    let api: Api<RotationBatch> = Api::namespaced(client.clone(), &due.namespace);
+    for _ in 0..3 {
+        let Ok(Some(batch)) = api.get_opt(&due.batch).await else { return };
+        let mut notifications = records(&batch).to_vec();
+        let Some(record) = notifications.iter_mut().find(|record| record.key == due.key) else { return };
+        record.failed.clone_from(&hosts);
+        let patch = json!({
+            "metadata": {"resourceVersion": batch.resource_version()},
+            "status": {"notifications": notifications},
+        });
+        let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
+        match api.patch_status(&due.batch, &params, &Patch::Merge(patch)).await {
+            Ok(_) => return,
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(error) => {
+                tracing::warn!(batch = %due.batch, error = %crate::cluster::describe_error(&error), "cannot note a failed notification on its batch");
+                return;
+            }
+        }
+    }
+}
+
+/// The receivers of `--notify` and `--notify-secret`. Errors name the flag or the Secret and the
+/// fix, never a URL.
+pub async fn targets(
+    client: &kube::Client,
+    urls: &[String],
+    secrets: &[super::config::SecretKeyRef],
+) -> Result<Vec<super::config::NotifyTarget>, String> {
+    use super::config::NotifyTarget;
+    let mut out = Vec::new();
+    for (position, url) in urls.iter().enumerate() {
+        out.push(NotifyTarget::parse(url).map_err(|why| format!("--notify (number {}) {why}", position + 1))?);
+    }
+    for reference in secrets {
+        let api: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &reference.namespace);
+        // A LIST by name: the engine's ClusterRole lists Secrets, it does not GET them.
+        let params = kube::api::ListParams::default().fields(&format!("metadata.name={}", reference.name));
+        let secret = api
+            .list(&params)
+            .await
+            .map_err(|error| {
+                format!(
+                    "--notify-secret {reference}: cannot read the Secret: {} (the engine needs list on secrets in \
+                     namespace {})",
+                    crate::cluster::describe_error(&error),
+                    reference.namespace
+                )
+            })?
+            .items
+            .into_iter()
+            .next()
+            .ok_or_else(|| {
+                format!(
+                    "--notify-secret {reference}: Secret {}/{} does not exist (kubectl create secret generic {} \
+                     -n {} --from-literal={}=https://…)",
+                    reference.namespace, reference.name, reference.name, reference.namespace, reference.key
+                )
+            })?;
+        let data = crate::plan::secret_data(&secret);
+        let value = data.get(&reference.key).ok_or_else(|| {
+            let keys: Vec<&str> = data.keys().map(String::as_str).collect();
+            format!(
+                "--notify-secret {reference}: the Secret has no key {} (its keys: {})",
+                reference.key,
+                keys.join(", ")
+            )
+        })?;
+        let text =
+            std::str::from_utf8(value).map_err(|_| format!("--notify-secret {reference}: the value is not text"))?;
+        out.push(NotifyTarget::parse(text).map_err(|why| format!("--notify-secret {reference}: the value {why}"))?);
+    }
+    Ok(out)
+}
+
+/// What the notification records of the last while say.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecentNotifications {
+    pub recorded: usize,
+    /// Of those, the ones some receiver did not accept.
+    pub failed: usize,
+    pub hosts: Vec<String>,
+}
+
+/// The notification records of the last `within` seconds on these batches (`capdeck doctor`).
+pub fn recent(batches: &[RotationBatch], now: Timestamp, within: i64) -> RecentNotifications {
+    let mut out = RecentNotifications::default();
+    let mut hosts = std::collections::BTreeSet::new();
+    for record in batches.iter().flat_map(|batch| records(batch)) {
+        if now.as_second() - record.at.0.as_second() <= within {
+            out.recorded += 1;
+            out.failed += usize::from(!record.failed.is_empty());
+            hosts.extend(record.failed.iter().cloned());
+        }
+    }
+    out.hosts = hosts.into_iter().collect();
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,110 @@
+//! The bodies a receiver gets: the generic JSON (`version` below; fields are only ever added
+//! within a version) and Slack's `{"text": …}`. Never a credential: Secret names and verdicts
+//! only. docs/NOTIFICATIONS.md shows both.
+
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+
+use super::{Due, Event, PayloadFormat};
+use crate::api::RotationBatch;
+
+/// The generic body's `version`.
+pub const PAYLOAD_VERSION: &str = "capdeck.dev/notification/v1";
+
+/// One notification, as the generic JSON body.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Payload {
+    pub version: &'static str,
+    pub event: &'static str,
+    /// The transition's key, as recorded on the batch: a receiver can deduplicate on
+    /// (cluster, namespace, batch, key).
+    pub key: String,
+    pub cluster: String,
+    pub namespace: String,
+    pub application: String,
+    pub batch: String,
+    pub phase: String,
+    /// The batch's Ready condition: reason and message.
+    pub reason: String,
+    pub message: String,
+    pub window_end: Timestamp,
+    /// For a credentials event: the binding Secret, its verdict and why.
+    pub secret: Option<String>,
+    pub verdict: Option<String>,
+    pub reasons: Vec<String>,
+    pub at: Timestamp,
+    /// The engine (Lease identity) that sent it.
+    pub engine: String,
+    /// One line for people (the Slack body's text).
+    pub text: String,
+}
+
+impl Payload {
+    pub fn new(cluster: &str, engine: &str, due: &Due, batch: &RotationBatch, at: Timestamp) -> Self {
+        let status = batch.status.clone().unwrap_or_default();
+        let ready = status.conditions.iter().find(|c| c.type_ == "Ready");
+        let mut payload = Self {
+            version: PAYLOAD_VERSION,
+            event: due.event.as_str(),
+            key: due.key.clone(),
+            cluster: cluster.to_string(),
+            namespace: due.namespace.clone(),
+            application: due.application.clone(),
+            batch: due.batch.clone(),
+            phase: status.phase.to_string(),
+            reason: ready.map(|c| c.reason.clone()).unwrap_or_default(),
+            message: ready.map(|c| c.message.clone()).unwrap_or_default(),
+            window_end: batch.spec.window_end.0,
+            secret: due.credentials.as_ref().map(|report| report.secret.clone()),
+            verdict: due.credentials.as_ref().map(|report| report.verdict.as_str().to_string()),
+            reasons: due.credentials.as_ref().map(|report| report.reasons.clone()).unwrap_or_default(),
+            at,
+            engine: engine.to_string(),
+            text: String::new(),
+        };
+        payload.text = payload.line();
+        payload
+    }
+
+    /// `[prod-eu] cap-shop/bookshop: batch bookshop-x7k2p awaits approval — capdeck approve …`
+    fn line(&self) -> String {
+        let place = format!("[{}] {}/{}", self.cluster, self.namespace, self.application);
+        let batch = format!("{}/{}", self.namespace, self.batch);
+        let secret = self.secret.as_deref().unwrap_or("-");
+        let last_reason = self.reasons.last().map_or(String::new(), |reason| format!(": {reason}"));
+        match self.event {
+            e if e == Event::AwaitingApproval.as_str() => format!(
+                "{place}: batch {} awaits approval ({}) — capdeck approve {batch} --reason …",
+                self.batch, self.message
+            ),
+            e if e == Event::HeldByFailureGuard.as_str() => format!(
+                "{place}: the failure guard halted batch {} ({}) — capdeck retry|release|undo {batch} --reason …",
+                self.batch, self.message
+            ),
+            e if e == Event::Failed.as_str() => {
+                format!(
+                    "{place}: batch {} failed ({}) — capdeck retry|undo {batch} --reason …",
+                    self.batch, self.message
+                )
+            }
+            e if e == Event::CredentialsResolved.as_str() => {
+                format!("{place}: credentials of Secret {secret} are safe again")
+            }
+            _ => format!(
+                "{place}: credentials of Secret {secret} are {}{last_reason} — capdeck credentials -n {}",
+                self.verdict.as_deref().unwrap_or("-"),
+                self.namespace
+            ),
+        }
+    }
+
+    /// The body for a receiver of `format`.
+    pub fn body(&self, format: PayloadFormat) -> Vec<u8> {
+        let value = match format {
+            PayloadFormat::Json => serde_json::to_value(self).unwrap_or_default(),
+            PayloadFormat::Slack => serde_json::json!({ "text": self.text }),
+        };
+        serde_json::to_vec(&value).unwrap_or_default()
+    }
+}
