@@ -171,14 +171,14 @@ impl FleetRow {
         }
     }
 
-    /// `2 awaiting, 1 held` (what the batches wait for), or the row's state.
+    /// `2 awaiting, 1 held` (what the batches wait for), or `-`.
     pub fn summary(&self) -> String {
         let parts: Vec<String> = [(self.awaiting(), "awaiting"), (self.held(), "held"), (self.failed(), "failed")]
             .into_iter()
             .filter(|(n, _)| *n > 0)
             .map(|(n, what)| format!("{n} {what}"))
             .collect();
-        if parts.is_empty() { self.state.as_str().to_string() } else { parts.join(", ") }
+        if parts.is_empty() { "-".into() } else { parts.join(", ") }
     }
 
     /// The row's namespace for display (`*`: the whole context).
@@ -255,8 +255,8 @@ mod tests {
         assert_eq!(row.deadline(), Some(at(5000)), "a revocation beats a window end");
         row.batches.truncate(1);
         assert_eq!(row.deadline(), Some(at(100)));
-        assert_eq!(countdown(at(100), at(40)), "in 1m");
-        assert_eq!(countdown(at(40), at(100)), "1m ago");
+        assert_eq!(countdown(at(3640), at(40)), "in 60m");
+        assert_eq!(countdown(at(40), at(3640)), "60m ago");
         let unreachable = FleetRow::problem("eu", RowState::Unreachable, "no answer within 5s".into());
         let text = table(&[unreachable], at(0), true, true);
         assert!(text.contains("unreachable") && text.contains("no answer within 5s"), "{text}");

@@ -23,6 +23,8 @@ mod engine_stories;
 mod faker;
 #[path = "real_cluster/fault_stories.rs"]
 mod fault_stories;
+#[path = "real_cluster/fleet_stories.rs"]
+mod fleet_stories;
 #[path = "real_cluster/kubectl_compat.rs"]
 mod kubectl_compat;
 #[path = "real_cluster/process_stories.rs"]
@@ -92,6 +94,8 @@ fn all_stories() -> Vec<(&'static str, Story, &'static [Backend])> {
         fault_stories::watch_resumes_after_compaction_410,
         fault_stories::concurrent_approvers_one_wins,
         fault_stories::lease_taken_by_another_holder_stops_writes,
+        fleet_stories::fleet_shows_every_context_and_says_why_one_is_unreachable,
+        fleet_stories::notifications_reach_a_loopback_receiver_once_across_a_leader_change,
     ]
 }
 

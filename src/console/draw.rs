@@ -306,7 +306,9 @@ fn draw_table(frame: &mut Frame, app: &App, area: Rect) {
     }))
     .style(header_style);
     if app.visible.is_empty() {
-        let text = if !app.snapshot.synced && app.connection.is_connected() {
+        let text = if app.route.view == super::app::ViewKind::Fleet && app.snapshot.fleet.is_empty() {
+            strings::FLEET_READING
+        } else if !app.snapshot.synced && app.connection.is_connected() {
             strings::SYNCING
         } else if app.filter.is_empty() {
             strings::NOTHING_HERE

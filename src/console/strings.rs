@@ -34,6 +34,8 @@ pub const NO_IDENTITY: &str =
     "the API server has not said who you are yet (SelfSubjectReview); approvals record a user, so try again shortly";
 pub const SYNCING: &str = "syncing with the API server…";
 pub const NOTHING_HERE: &str = "nothing here";
+/// The fleet view before its first read.
+pub const FLEET_READING: &str = "reading every kube context (each within 5s)…";
 pub const NOTHING_MATCHES: &str = "no row matches the filter (Esc clears it)";
 pub const CONNECTION_LOST: &str = "API server unreachable";
 pub const RECONNECTING: &str = "reconnecting by itself; views show the last known state";

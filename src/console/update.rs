@@ -540,6 +540,7 @@ pub fn handle_key(app: &mut App, key: &KeyEvent, at: std::time::Instant) -> Vec<
             };
             let route = Route { view: views[next], focus: app.route.focus.clone() };
             navigate(app, route, false);
+            return watch_fleet_if_shown(app).into_iter().collect();
         }
         Action::Filter => app.input = Input::Filter(app.filter.clone()),
         Action::Command => app.input = Input::Command(String::new()),
@@ -617,6 +618,14 @@ fn drill_down(app: &mut App) -> Vec<Command> {
         }
         None => open_detail(app),
     }
+}
+
+/// The fleet view is read once it is first shown (and from then on, every 30s).
+fn watch_fleet_if_shown(app: &mut App) -> Option<Command> {
+    (app.route.view == ViewKind::Fleet && !app.fleet_watched).then(|| {
+        app.fleet_watched = true;
+        Command::WatchFleet
+    })
 }
 
 /// Enter on a fleet row: that context and namespace, on the row's batch (else its credentials).
@@ -790,10 +799,7 @@ fn run_command(app: &mut App, line: &str) -> Vec<Command> {
         app.back.clear();
         navigate(app, Route { view, focus: None }, false);
         let mut commands = check_access_for_selection(app);
-        if view == ViewKind::Fleet && !app.fleet_watched {
-            app.fleet_watched = true;
-            commands.push(Command::WatchFleet);
-        }
+        commands.extend(watch_fleet_if_shown(app));
         return commands;
     }
     match (command, argument) {
@@ -1218,16 +1224,72 @@ mod tests {
         assert!(matches!(app.overlay, Overlay::None));
     }
 
+    fn fleet_rows() -> Vec<crate::fleet::FleetRow> {
+        use crate::fleet::{FleetRow, OpenBatch, RowState};
+        let mut open = FleetRow::problem("prod-eu", RowState::Open, String::new());
+        open.why = None;
+        open.namespace = Some("cap-shop".into());
+        open.batches = vec![OpenBatch {
+            name: "bookshop-x7k2p".into(),
+            application: "bookshop".into(),
+            phase: "AwaitingApproval".into(),
+            reason: "ApprovalRequired".into(),
+            window_end: Timestamp::from_second(1_800_000_000).expect("time"),
+            old_credentials_revocable: None,
+        }];
+        let down = FleetRow::problem("prod-us", RowState::Unreachable, "no answer within 5s".into());
+        vec![open, down]
+    }
+
+    /// `:fleet` starts reading the fleet; its rows survive cluster snapshots and context
+    /// switches; Enter opens a row's context and namespace on its batch; an unreachable row says
+    /// why instead.
+    #[test]
+    fn the_fleet_view_opens_a_context_on_its_batch() {
+        let mut app = app();
+        assert_eq!(typed(&mut app, ":fleet\n"), vec![Command::WatchFleet]);
+        assert!(typed(&mut app, ":fleet\n").is_empty(), "read once, then every 30s by the runtime");
+        update(&mut app, Msg::Fleet(fleet_rows()));
+        assert_eq!(app.visible.len(), 2);
+        update(&mut app, Msg::Snapshot(Arc::new(Snapshot::default())));
+        assert_eq!(app.snapshot.fleet.len(), 2, "a cluster snapshot keeps the fleet's rows");
+        update(&mut app, Msg::Switched { context: "prod-eu".into(), scope: "cap-shop".into() });
+        assert_eq!(app.snapshot.fleet.len(), 2, "so does a context switch");
+        app.route.view = ViewKind::Fleet;
+        refresh(&mut app);
+        let commands = press(&mut app, KeyCode::Enter);
+        let batch = crate::console::app::Focus::Batch { namespace: "cap-shop".into(), name: "bookshop-x7k2p".into() };
+        assert_eq!(
+            commands,
+            vec![Command::OpenContext {
+                context: "prod-eu".into(),
+                namespace: Some("cap-shop".into()),
+                route: Route { view: ViewKind::Batches, focus: Some(batch.clone()) },
+            }]
+        );
+        update(&mut app, Msg::Open(Route { view: ViewKind::Batches, focus: Some(batch) }));
+        assert_eq!(app.route.view, ViewKind::Batches);
+        app.route = Route { view: ViewKind::Fleet, focus: None };
+        refresh(&mut app);
+        press(&mut app, KeyCode::Down);
+        assert!(press(&mut app, KeyCode::Enter).is_empty());
+        let flash = app.flash.as_ref().map(|f| f.text.clone()).unwrap_or_default();
+        assert!(flash.contains("prod-us") && flash.contains("no answer within 5s"), "{flash}");
+    }
+
     #[test]
     fn tab_and_shift_tab_cycle_views() {
         let mut app = app();
         press(&mut app, KeyCode::Tab);
         assert_eq!(app.route.view, ViewKind::Versions);
         press(&mut app, KeyCode::BackTab);
-        press(&mut app, KeyCode::BackTab);
-        assert_eq!(app.route.view, ViewKind::Credentials, "wraps around to the last view");
+        let commands = press(&mut app, KeyCode::BackTab);
+        assert_eq!(app.route.view, ViewKind::Fleet, "wraps around to the last view");
+        assert_eq!(commands, vec![Command::WatchFleet], "the fleet is read once shown");
         press(&mut app, KeyCode::Tab);
         assert_eq!(app.route.view, ViewKind::Applications);
+        press(&mut app, KeyCode::BackTab);
+        assert!(press(&mut app, KeyCode::Tab).is_empty(), "and only once");
     }
 
     #[test]

@@ -232,7 +232,7 @@ impl Notifier {
             }
             for due in self.due_now() {
                 if let Some(payload) = self.record(&due).await {
-                    tokio::spawn(self.send(sender.clone(), due, payload));
+                    self.send(&sender, due, payload);
                 }
             }
         }
@@ -300,46 +300,41 @@ impl Notifier {
         None
     }
 
-    /// Send to every receiver (each on its own, with retries); note the hosts that failed.
-    fn send(&self, sender: Arc<deliver::Sender>, due: Due, payload: Payload) -> impl Future<Output = ()> + use<> {
-        let targets = self.config.targets.clone();
-        let retry = self.config.retry;
-        let metrics = self.metrics.clone();
-        let client = self.client.clone();
-        async move {
-            let sends = targets.iter().map(|target| {
-                let body = payload.body(target.format);
-                let sender = sender.clone();
-                async move { (target, deliver::deliver(&sender, target, body, retry).await) }
-            });
-            let mut failed = Vec::new();
-            for (target, result) in futures::future::join_all(sends).await {
-                match result {
+    /// Send to every receiver, each in a task of its own (a receiver that hangs holds up none
+    /// of the others); a receiver that does not accept it after every retry is counted, warned
+    /// about (by host) and noted on the record.
+    fn send(&self, sender: &Arc<deliver::Sender>, due: Due, payload: Payload) {
+        for target in &self.config.targets {
+            let body = payload.body(target.format);
+            let (sender, target, due) = (sender.clone(), target.clone(), due.clone());
+            let (retry, metrics, client) = (self.config.retry, self.metrics.clone(), self.client.clone());
+            tokio::spawn(async move {
+                match deliver::deliver(&sender, &target, body, retry).await {
                     Ok(()) => {
                         metrics.notifications_sent.inc();
                     }
                     Err(error) => {
                         metrics.notifications_failed.inc();
                         tracing::warn!(host = %target.host, event = due.event.as_str(), batch = %due.batch, namespace = %due.namespace, %error, "a notification could not be delivered");
-                        failed.push(target.host.clone());
+                        note_failed(&client, &due, &target.host).await;
                     }
-                };
-            }
-            if !failed.is_empty() {
-                note_failed(&client, &due, failed).await;
-            }
+                }
+            });
         }
     }
 }
 
-/// Add the hosts that did not accept a notification to its record (for `capdeck doctor`).
-async fn note_failed(client: &kube::Client, due: &Due, hosts: Vec<String>) {
+/// Add a host that did not accept a notification to its record (for `capdeck doctor`).
+async fn note_failed(client: &kube::Client, due: &Due, host: &str) {
     let api: Api<RotationBatch> = Api::namespaced(client.clone(), &due.namespace);
     for _ in 0..3 {
         let Ok(Some(batch)) = api.get_opt(&due.batch).await else { return };
         let mut notifications = records(&batch).to_vec();
         let Some(record) = notifications.iter_mut().find(|record| record.key == due.key) else { return };
-        record.failed.clone_from(&hosts);
+        if record.failed.iter().any(|failed| failed == host) {
+            return;
+        }
+        record.failed.push(host.to_string());
         let patch = json!({
             "metadata": {"resourceVersion": batch.resource_version()},
             "status": {"notifications": notifications},

@@ -279,3 +279,83 @@ pub(super) fn rows(context: &str, inputs: &Inputs<'_>) -> Vec<FleetRow> {
     }
     by_namespace.into_values().collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    const NOW: i64 = 1_800_000_000;
+
+    fn at(second: i64) -> Timestamp {
+        Timestamp::from_second(second).expect("time")
+    }
+
+    fn batch(namespace: &str, name: &str, app: &str, created: i64, status: serde_json::Value) -> Arc<RotationBatch> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
+                "metadata": {"name": name, "namespace": namespace, "creationTimestamp": at(created).to_string()},
+                "spec": {"application": app, "windowEnd": at(created + 60).to_string()},
+                "status": status,
+            }))
+            .expect("batch"),
+        )
+    }
+
+    fn inputs(manifests: &Manifests) -> Inputs<'_> {
+        Inputs {
+            manifests,
+            bindings_known: false,
+            leader: "engine-a".into(),
+            now: at(NOW),
+            timing: Timing { window: Duration::from_secs(3600), expected_rollout: Duration::from_secs(900) },
+        }
+    }
+
+    /// One row per namespace with something open; what is closed or superseded is not open.
+    #[test]
+    fn rows_per_namespace_with_something_open() {
+        let phase = |phase: &str, reason: &str| json!({"phase": phase, "conditions": [{"type": "Ready", "status": "False", "reason": reason}]});
+        let rolling = json!({"phase": "RollingOut", "deployments": [
+            {"name": "srv", "version": "v1", "workload": "srv", "action": "Restart", "state": "Stalled"},
+            {"name": "router", "version": "v1", "workload": "router", "action": "Restart", "state": "Rolling"}]});
+        let manifests = Manifests {
+            batches: vec![
+                batch("shop", "shop-a", "shop", NOW - 100, phase("AwaitingApproval", "ApprovalRequired")),
+                batch("shop", "shop-old", "shop", NOW - 9000, phase("Failed", "RolloutFailed")),
+                batch("hr", "hr-a", "hr", NOW - 50, phase("Held", "RolloutFailureGuard")),
+                batch("hr", "hr-b", "other", NOW - 50, rolling),
+                batch("travel", "travel-a", "travel", NOW - 50, phase("Failed", "RolloutFailed")),
+                batch("done", "done-a", "done", NOW - 50, phase("Succeeded", "Succeeded")),
+            ],
+            ..Manifests::default()
+        };
+        let rows = rows("prod", &inputs(&manifests));
+        let summary: Vec<(String, String, usize)> =
+            rows.iter().map(|row| (row.namespace_text().to_string(), row.summary(), row.stalled.len())).collect();
+        assert_eq!(
+            summary,
+            vec![
+                ("hr".to_string(), "1 held".to_string(), 1),
+                ("shop".to_string(), "1 awaiting".to_string(), 0),
+                ("travel".to_string(), "1 failed".to_string(), 0),
+            ],
+            "shop-old failed before shop-a opened: not open; done-a succeeded"
+        );
+        assert_eq!(rows[0].stalled, vec!["hr-b/srv".to_string()]);
+        assert!(rows.iter().all(|row| row.leader == "engine-a" && row.context == "prod"));
+    }
+
+    #[test]
+    fn a_context_with_nothing_open_is_one_clear_row() {
+        let manifests = Manifests::default();
+        let rows = rows("staging", &inputs(&manifests));
+        assert_eq!(rows.len(), 1);
+        assert_eq!(
+            (rows[0].state, rows[0].namespace.as_deref(), rows[0].leader.as_str()),
+            (RowState::Clear, None, "engine-a")
+        );
+    }
+}

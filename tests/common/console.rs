@@ -74,15 +74,33 @@ impl Console {
         Self::start_on(connection, cluster, true, EngineMode::Observe)
     }
 
-    /// The console over an existing connection (e.g. `Sandbox::client()`).
-    pub fn start_on(connection: Connection, cluster: ClusterArgs, readonly: bool, mode: EngineMode) -> Self {
-        let engine = EngineConfig {
-            rollout_delay: Duration::from_secs(1),
-            mode,
-            lease: LeaseSettings { namespace: "capdeck-system".into(), ..LeaseSettings::default() },
-            identity: "console-test".into(),
-            ..EngineConfig::default()
+    /// The console on its fleet view (`--contexts`), `size` columns × rows, over the kubeconfig's
+    /// current context in `namespace`; every context's engine Lease is looked up in `namespace`.
+    pub async fn start_fleet(
+        kubeconfig: &std::path::Path,
+        namespace: &str,
+        size: (u16, u16),
+        contexts: capdeck::fleet::ContextList,
+    ) -> Self {
+        let cluster = ClusterArgs {
+            kubeconfig: Some(kubeconfig.to_path_buf()),
+            context: None,
+            namespace: Some(namespace.to_string()),
+            all_namespaces: false,
         };
+        let connection = cluster.connect().await.expect("connect");
+        let fleet = capdeck::fleet::FleetOptions {
+            timeout: Duration::from_secs(4),
+            lease_namespace: Some(namespace.to_string()),
+            namespace: Some(namespace.to_string()),
+            ..capdeck::fleet::FleetOptions::default()
+        };
+        let mut app = Self::app(true);
+        app.route.view = capdeck::console::app::ViewKind::Fleet;
+        Self::spawn(connection, cluster, true, EngineMode::Observe, app, size, Some(contexts), fleet)
+    }
+
+    fn app(readonly: bool) -> App {
         let session = Session {
             server: String::new(),
             context: String::new(),
@@ -92,20 +110,47 @@ impl Console {
             demo_kubeconfig: None,
             log_dir: None,
         };
-        let app = App::new(session, Theme::default(), vec!["dark".into()], Keymap::default(), Timestamp::now());
+        App::new(session, Theme::default(), vec!["dark".into()], Keymap::default(), Timestamp::now())
+    }
+
+    /// The console over an existing connection (e.g. `Sandbox::client()`).
+    pub fn start_on(connection: Connection, cluster: ClusterArgs, readonly: bool, mode: EngineMode) -> Self {
+        let app = Self::app(readonly);
+        let fleet = capdeck::fleet::FleetOptions::default();
+        Self::spawn(connection, cluster, readonly, mode, app, (160, 40), None, fleet)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn spawn(
+        connection: Connection,
+        cluster: ClusterArgs,
+        readonly: bool,
+        mode: EngineMode,
+        app: App,
+        size: (u16, u16),
+        contexts: Option<capdeck::fleet::ContextList>,
+        fleet: capdeck::fleet::FleetOptions,
+    ) -> Self {
+        let engine = EngineConfig {
+            rollout_delay: Duration::from_secs(1),
+            mode,
+            lease: LeaseSettings { namespace: "capdeck-system".into(), ..LeaseSettings::default() },
+            identity: "console-test".into(),
+            ..EngineConfig::default()
+        };
         let options = Options {
             cluster,
             engine,
             readonly,
             user_theme_dir: None,
             started: std::time::Instant::now(),
-            contexts: None,
-            fleet: capdeck::fleet::FleetOptions::default(),
+            contexts,
+            fleet,
         };
         let (keys, inputs) = mpsc::unbounded_channel();
         let (frames_tx, frames) = watch::channel(Buffer::default());
         let task = tokio::spawn(async move {
-            let mut terminal = Terminal::new(TestBackend::new(160, 40)).expect("terminal");
+            let mut terminal = Terminal::new(TestBackend::new(size.0, size.1)).expect("terminal");
             run_console(&mut terminal, app, options, connection, inputs, Some(frames_tx)).await
         });
         Self { keys, frames, task }

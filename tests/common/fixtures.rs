@@ -268,6 +268,11 @@ impl RunningEngine {
         Self { stores, handle: Some(handle), cancel, tasks }
     }
 
+    /// The engine's `/metrics` text.
+    pub fn metrics_text(&self) -> String {
+        self.handle.as_ref().map(|h| h.metrics.encode()).unwrap_or_default()
+    }
+
     pub fn role(&self) -> Role {
         self.handle.as_ref().map_or(Role::Observer, |h| *h.role.borrow())
     }

@@ -54,9 +54,44 @@ fn select_batch(app: &mut App, name: &str) {
     panic!("no batch {name}");
 }
 
+/// Three contexts as the fleet reads them: one with a batch awaiting approval and credentials at
+/// risk, one with nothing open, one that cannot be reached.
+fn sample_fleet(now: k8s_openapi::jiff::Timestamp) -> Vec<capdeck::fleet::FleetRow> {
+    use capdeck::fleet::{CredentialRisk, FleetRow, OpenBatch, RowState};
+    let later = |seconds: i64| k8s_openapi::jiff::Timestamp::from_second(now.as_second() + seconds).expect("time");
+    let mut open = FleetRow::problem("prod-eu10", RowState::Open, String::new());
+    open.why = None;
+    open.namespace = Some("cap-shop".into());
+    open.leader = "capdeck-7d9f-x2k".into();
+    open.batches = vec![OpenBatch {
+        name: "bookshop-4hx2p".into(),
+        application: "bookshop".into(),
+        phase: "AwaitingApproval".into(),
+        reason: "ApprovalRequired".into(),
+        window_end: later(-120),
+        old_credentials_revocable: Some(later(3 * 3600)),
+    }];
+    open.credentials = vec![CredentialRisk {
+        secret: "bookshop-uaa".into(),
+        verdict: "at-risk".into(),
+        reason: "only 5m to spare".into(),
+    }];
+    let mut clear = FleetRow::problem("prod-us20", RowState::Clear, String::new());
+    clear.why = None;
+    clear.leader = "no leader".into();
+    let down = FleetRow::problem(
+        "staging-ap11",
+        RowState::Unreachable,
+        "cannot reach the API server: connection refused (is the cluster up and the kubeconfig right?)".into(),
+    );
+    vec![open, clear, down]
+}
+
 #[test]
 fn every_view() {
     let mut app = sample_app();
+    let now = app.now;
+    update(&mut app, Msg::Fleet(sample_fleet(now)));
     for (command, name) in [
         ("apps", "view_applications"),
         ("versions", "view_versions"),
@@ -66,6 +101,7 @@ fn every_view() {
         ("rollouts", "view_rollouts"),
         ("events", "view_events"),
         ("credentials", "view_credentials"),
+        ("fleet", "view_fleet"),
     ] {
         keys(&mut app, &format!(":{command}\n"));
         insta::assert_snapshot!(name, render(&mut app, 160, 32));

@@ -18,16 +18,18 @@ impl ViewSpec for Fleet {
     type Row = FleetRow;
     const TITLE: &'static str = "Fleet";
     const ALIASES: &'static [&'static str] = &["fleet"];
+    // At 80 columns LEADER and STALLED give way (the detail pane has them); at 60 WHY and
+    // CREDENTIALS too. Context names and the state word stay whole.
     const COLUMNS: &'static [Column] = &[
-        Column::new("CONTEXT", 0, 7, 24),
+        Column::new("CONTEXT", 0, 9, 24).whole(),
         Column::new("NAMESPACE", 0, 9, 20),
-        Column::new("STATE", 1, 5, 11),
-        Column::new("BATCHES", 0, 7, 30),
-        Column::new("DEADLINE", 0, 8, 12),
-        Column::new("CREDENTIALS", 2, 11, 22),
+        Column::new("STATE", 0, 11, 11),
+        Column::new("BATCHES", 0, 10, 30),
+        Column::new("DEADLINE", 1, 8, 12),
+        Column::new("CREDENTIALS", 1, 11, 22),
         Column::new("STALLED", 3, 7, 7),
-        Column::new("LEADER", 3, 6, 30),
-        Column::new("WHY", 1, 10, 200),
+        Column::new("LEADER", 3, 10, 30),
+        Column::new("WHY", 2, 12, 200),
     ];
 
     fn rows(snapshot: &Snapshot) -> &[FleetRow] {

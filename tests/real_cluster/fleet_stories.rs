@@ -1,0 +1,341 @@
+//! Many clusters: the fleet across kube contexts (one of them unreachable, one that never
+//! answers), and notifications from the leading engine to receivers on loopback — one that
+//! answers 500 and then 200, one that always fails, one that hangs — across a leader change.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use capdeck::api::BatchPhase;
+use capdeck::engine::Role;
+use capdeck::engine::actions::{BatchAction, act};
+use capdeck::engine::config::{NotifyConfig, NotifyTarget, RetryPolicy};
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt as _;
+use serde_json::{Value, json};
+
+use crate::common::console::Console;
+use crate::common::fixtures::AppOptions;
+use crate::faker::Faker;
+use crate::setup::{Engine, EngineExt as _, engine_config, load_current, wait_phase};
+use crate::world::{Backend, World, eventually};
+
+const LONG: Duration = Duration::from_secs(60);
+
+/// A TCP port nothing listens on (bound, then closed).
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("address").port()
+}
+
+/// A server that accepts connections and never answers (held until the test ends).
+async fn silent_server() -> (u16, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let task = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    (port, task)
+}
+
+/// The world's kubeconfig with more contexts: each (name, server) shares the world's user and
+/// certificate authority. The world's own context stays current and is named `here`.
+fn kubeconfig_with(world: &World, extra: &[(&str, String)], dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(&world.admin_kubeconfig).expect("kubeconfig");
+    let mut config: Value = serde_saphyr::from_str(&text).expect("kubeconfig parses");
+    let current = config["current-context"].as_str().expect("current context").to_string();
+    let context = config["contexts"]
+        .as_array()
+        .and_then(|all| all.iter().find(|c| c["name"] == current.as_str()))
+        .cloned()
+        .expect("the current context");
+    let cluster_name = context["context"]["cluster"].as_str().expect("cluster").to_string();
+    let cluster = config["clusters"]
+        .as_array()
+        .and_then(|all| all.iter().find(|c| c["name"] == cluster_name.as_str()))
+        .cloned()
+        .expect("the cluster");
+    let mut contexts = vec![json!({"name": "here", "context": context["context"].clone()})];
+    let mut clusters = config["clusters"].as_array().cloned().unwrap_or_default();
+    for (name, server) in extra {
+        let mut entry = cluster.clone();
+        entry["name"] = json!(name);
+        entry["cluster"]["server"] = json!(server);
+        clusters.push(entry);
+        let mut named = context["context"].clone();
+        named["cluster"] = json!(name);
+        contexts.push(json!({"name": name, "context": named}));
+    }
+    config["clusters"] = json!(clusters);
+    config["contexts"] = json!(contexts);
+    config["current-context"] = json!("here");
+    let path = dir.join("fleet.kubeconfig");
+    std::fs::write(&path, serde_json::to_vec(&config).expect("json")).expect("write kubeconfig");
+    path
+}
+
+/// The world's API server URL, as its kubeconfig has it.
+fn server(world: &World) -> String {
+    let text = std::fs::read_to_string(&world.admin_kubeconfig).expect("kubeconfig");
+    let config: Value = serde_saphyr::from_str(&text).expect("kubeconfig parses");
+    config["clusters"][0]["cluster"]["server"].as_str().expect("server").to_string()
+}
+
+fn scheme(world: &World) -> &'static str {
+    let text = std::fs::read_to_string(&world.admin_kubeconfig).unwrap_or_default();
+    if text.contains("https://") { "https" } else { "http" }
+}
+
+/// `capdeck fleet` over three contexts — the world (a batch awaiting approval, its engine
+/// leading), a closed port and a server that never answers: every context is a row, the two
+/// that cannot be read say why, and the contexts are read at once (two that each take the whole
+/// timeout do not take twice as long). The console's fleet view at 80×24 shows the same, and
+/// Enter on the world's row opens its batch there.
+pub async fn fleet_shows_every_context_and_says_why_one_is_unreachable(backend: Backend) {
+    let world = World::new(backend, "fleet").await;
+    load_current(&world, &AppOptions { manual: true, ..AppOptions::default() }).await;
+    let engine = Engine::on(&world, engine_config(&world, "engine-a")).await;
+    engine.wait_role(Role::Leader, LONG).await;
+    world.rotate_secret("bookshop-uaa").await;
+    let batch = wait_phase(&world, "bookshop", BatchPhase::AwaitingApproval, LONG).await;
+
+    let (silent, silent_task) = silent_server().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let down = format!("{}://127.0.0.1:{}", scheme(&world), closed_port());
+    let hangs = format!("{}://127.0.0.1:{silent}", scheme(&world));
+    // `there` is the world's server under another name: Enter on its row switches contexts.
+    let there = server(&world);
+    let kubeconfig = kubeconfig_with(
+        &world,
+        &[("down", down), ("hangs", hangs.clone()), ("hangs-too", hangs), ("there", there)],
+        dir.path(),
+    );
+    let started = std::time::Instant::now();
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_capdeck"))
+        .args(["fleet", "--timeout", "4s", "-o", "json", "-n", &world.ns, "--lease-namespace", &world.ns])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .output()
+        .await
+        .expect("capdeck fleet runs");
+    let elapsed = started.elapsed();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "contexts could not be read: exit 1\n{stdout}\n{stderr}");
+    assert!(stderr.contains("3 of 5 context(s) could not be read: down, hangs, hangs-too"), "{stderr}");
+    let document: Value = serde_json::from_str(&stdout).expect("json");
+    let rows: BTreeMap<String, Value> = document["fleet"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|row| (row["context"].as_str().unwrap_or_default().to_string(), row.clone()))
+        .collect();
+    assert_eq!(rows.keys().cloned().collect::<Vec<_>>(), ["down", "hangs", "hangs-too", "here", "there"], "{stdout}");
+    assert_eq!(rows["there"]["batches"], rows["here"]["batches"], "one server, two names");
+    let here = &rows["here"];
+    assert_eq!((here["state"].as_str(), here["namespace"].as_str()), (Some("open"), Some(world.ns.as_str())));
+    assert_eq!(here["leader"], "engine-a");
+    assert_eq!(here["batches"][0]["name"].as_str(), Some(batch.name_any().as_str()), "{here}");
+    assert_eq!(here["batches"][0]["phase"], "AwaitingApproval");
+    let why = |context: &str| rows[context]["why"].as_str().unwrap_or_default().to_string();
+    assert_eq!(rows["down"]["state"], "unreachable");
+    assert!(why("down").contains("cannot reach the API server"), "{}", why("down"));
+    assert_eq!(rows["hangs"]["state"], "unreachable");
+    assert!(why("hangs").starts_with("no answer within 4s"), "{}", why("hangs"));
+    assert!(why("hangs-too").starts_with("no answer within 4s"), "{}", why("hangs-too"));
+    // Read one after the other, the two silent contexts alone would take 8 s.
+    assert!(elapsed < Duration::from_secs(8), "contexts read concurrently: {elapsed:?}");
+
+    let mut console = Console::start_fleet(&kubeconfig, &world.ns, (80, 24), capdeck::fleet::ContextList::All).await;
+    let screen = console
+        .until("the fleet's five rows", |s| {
+            s.contains("here")
+                && s.contains("there")
+                && s.contains("down")
+                && s.contains("hangs-too")
+                && s.contains("1 awaiting")
+        })
+        .await;
+    assert!(screen.lines().count() <= 24 && screen.lines().all(|line| line.chars().count() <= 80), "{screen}");
+    assert!(screen.contains("unreachable"), "{screen}");
+    // The world's row sorts last (contexts in kubeconfig order: here first); select it, Enter.
+    // Filter to the other name's row, Enter: the console switches to that context and
+    // namespace, on the row's batch.
+    console.typed("/there\n");
+    console.key(crossterm::event::KeyCode::Enter);
+    let focus = format!("batch {}/{}", world.ns, batch.name_any());
+    console
+        .until(&format!("the batch in its context: {focus}"), |s| {
+            s.contains("ctx there") && s.contains("Batches [1/1]") && s.contains(focus.as_str())
+        })
+        .await;
+    console.quit().await;
+    silent_task.abort();
+    engine.stop().await;
+}
+
+/// What a loopback receiver does.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Behaviour {
+    /// 500 to the first request, 200 to every later one.
+    FailsOnce,
+    AlwaysFails,
+    /// Reads the request and never answers.
+    Hangs,
+}
+
+#[derive(Default)]
+struct Received {
+    /// Bodies answered 2xx.
+    accepted: Vec<Value>,
+    /// Requests seen (answered or not).
+    requests: usize,
+}
+
+async fn receiver(behaviour: Behaviour) -> (u16, Arc<Mutex<Received>>) {
+    use axum::extract::State;
+    use axum::http::StatusCode;
+    let received = Arc::new(Mutex::new(Received::default()));
+    let app = axum::Router::new()
+        .route(
+            "/hook",
+            axum::routing::post(
+                move |State(received): State<Arc<Mutex<Received>>>, body: axum::body::Bytes| async move {
+                    let first = {
+                        let mut r = received.lock().expect("lock");
+                        r.requests += 1;
+                        r.requests == 1
+                    };
+                    match behaviour {
+                        Behaviour::Hangs => std::future::pending::<StatusCode>().await,
+                        Behaviour::AlwaysFails => StatusCode::INTERNAL_SERVER_ERROR,
+                        Behaviour::FailsOnce if first => StatusCode::INTERNAL_SERVER_ERROR,
+                        Behaviour::FailsOnce => {
+                            let value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                            received.lock().expect("lock").accepted.push(value);
+                            StatusCode::OK
+                        }
+                    }
+                },
+            ),
+        )
+        .with_state(received.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (port, received)
+}
+
+fn accepted_events(received: &Mutex<Received>) -> Vec<(String, String)> {
+    received
+        .lock()
+        .expect("lock")
+        .accepted
+        .iter()
+        .map(|body| {
+            (
+                body["batch"].as_str().unwrap_or_default().to_string(),
+                body["event"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Three receivers: one answers 500 then 200 (it gets every notification exactly once), one
+/// always answers 500 (counted and recorded as failed, by host), one hangs (the rollout goes on
+/// regardless). Engine A announces a batch awaiting approval, stops; engine B leads and announces
+/// only what is new: the other application's batch, never the first one again.
+pub async fn notifications_reach_a_loopback_receiver_once_across_a_leader_change(backend: Backend) {
+    let world = World::new(backend, "notify").await;
+    load_current(&world, &AppOptions { manual: true, ..AppOptions::default() }).await;
+    load_current(&world, &AppOptions { name: "travel", manual: true, ..AppOptions::default() }).await;
+    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let (flaky_port, flaky) = receiver(Behaviour::FailsOnce).await;
+    let (failing_port, failing) = receiver(Behaviour::AlwaysFails).await;
+    let (hanging_port, hanging) = receiver(Behaviour::Hangs).await;
+    let notify = NotifyConfig {
+        targets: vec![
+            NotifyTarget::parse(&format!("http://127.0.0.1:{flaky_port}/hook?token=t0p")).expect("flaky"),
+            NotifyTarget::parse(&format!("http://localhost:{failing_port}/hook")).expect("failing"),
+            NotifyTarget::parse(&format!("slack=http://127.0.0.1:{hanging_port}/hook")).expect("hanging"),
+        ],
+        cluster: "story".into(),
+        // The hanging receiver is still being waited for when the rollout is over.
+        retry: RetryPolicy {
+            attempts: 3,
+            attempt_timeout: Duration::from_secs(120),
+            first_backoff: Duration::from_millis(200),
+        },
+    };
+    let config = |identity: &str| {
+        let mut config = engine_config(&world, identity);
+        config.notify = notify.clone();
+        config
+    };
+    let a = Engine::on(&world, config("engine-a")).await;
+    a.wait_role(Role::Leader, LONG).await;
+    world.rotate_secret("bookshop-uaa").await;
+    let bookshop = wait_phase(&world, "bookshop", BatchPhase::AwaitingApproval, LONG).await.name_any();
+    eventually("the flaky receiver accepted the approval wait", LONG, || async {
+        let events = accepted_events(&flaky);
+        if events.is_empty() { Err("nothing yet".to_string()) } else { Ok(()) }
+    })
+    .await;
+    assert_eq!(accepted_events(&flaky), vec![(bookshop.clone(), "AwaitingApproval".to_string())]);
+    assert_eq!(flaky.lock().expect("lock").requests, 2, "a 500, then the retry");
+    // The receiver that always fails: three tries, then counted, warned and noted on the batch.
+    eventually("the failure noted on the batch", LONG, || async {
+        let batch = world.batches("bookshop").await.pop();
+        let records = batch.and_then(|b| b.status).map(|s| s.notifications).unwrap_or_default();
+        match records.as_slice() {
+            [record] if record.failed == ["localhost"] => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert_eq!(failing.lock().expect("lock").requests, 3);
+    assert!(a.metrics_text().contains("capdeck_notifications_failed_total 1"), "{}", a.metrics_text());
+    assert!(a.metrics_text().contains("capdeck_notifications_sent_total 1"), "{}", a.metrics_text());
+
+    // A hanging receiver does not hold the engine up: approve, and the batch rolls to the end
+    // while the hanging receiver still holds the one request it got.
+    act(&world.client, &world.ns, &bookshop, BatchAction::Approve, "alice", Some("CHG-7"), Timestamp::now())
+        .await
+        .expect("approve");
+    wait_phase(&world, "bookshop", BatchPhase::Succeeded, LONG).await;
+    assert_eq!(hanging.lock().expect("lock").requests, 1, "still waiting for its first answer");
+
+    // Leader change: A stops, B leads. B announces the new batch, and not the first one again.
+    a.stop().await;
+    let b = Engine::on(&world, config("engine-b")).await;
+    b.wait_role(Role::Leader, LONG).await;
+    world.rotate_secret("travel-uaa").await;
+    let travel = wait_phase(&world, "travel", BatchPhase::AwaitingApproval, LONG).await.name_any();
+    eventually("the second batch announced", LONG, || async {
+        if accepted_events(&flaky).len() >= 2 { Ok(()) } else { Err(format!("{:?}", accepted_events(&flaky))) }
+    })
+    .await;
+    assert_eq!(
+        accepted_events(&flaky),
+        vec![(bookshop.clone(), "AwaitingApproval".to_string()), (travel.clone(), "AwaitingApproval".to_string())],
+        "each transition once, across the leader change"
+    );
+    let travel_batch = world.batches("travel").await.pop().expect("travel batch");
+    let records = travel_batch.status.map(|s| s.notifications).unwrap_or_default();
+    assert_eq!(
+        records.iter().map(|r| (r.event.as_str(), r.by.as_str())).collect::<Vec<_>>(),
+        [("AwaitingApproval", "engine-b")]
+    );
+    let body = flaky.lock().expect("lock").accepted[1].clone();
+    assert_eq!(body["version"], "capdeck.dev/notification/v1");
+    assert_eq!((body["cluster"].as_str(), body["engine"].as_str()), (Some("story"), Some("engine-b")));
+    assert!(!body.to_string().contains("first-secret"), "never a credential: {body}");
+    b.stop().await;
+    faker.stop().await;
+}
