@@ -174,6 +174,7 @@ pub const COMMANDS_HELP: &[(&str, &str)] = &[
     (":apps :versions :tenants :ops", "CAP views (also :ca :cav :cat :ctop)"),
     (":batches :rollouts :events", "rotation batches, per-Deployment rollouts, Events (also :rb :ev)"),
     (":credentials", "when each Secret's old credentials die, and a verdict (:creds)"),
+    (":fleet", "every kube context: what waits where, who leads (Enter opens that context on its batch)"),
     (":ns NAME | :ns all", "switch the namespace scope (Tab completes and lists the namespaces)"),
     (":ctx NAME", "switch the kubeconfig context (Tab completes and lists the contexts)"),
     (":sort COLUMN | :sort -COLUMN", "sort by a column (- descending); :sort alone: unsorted"),

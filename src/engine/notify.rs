@@ -417,7 +417,7 @@ pub struct RecentNotifications {
 pub fn recent(batches: &[RotationBatch], now: Timestamp, within: i64) -> RecentNotifications {
     let mut out = RecentNotifications::default();
     let mut hosts = std::collections::BTreeSet::new();
-    for record in batches.iter().flat_map(|batch| records(batch)) {
+    for record in batches.iter().flat_map(records) {
         if now.as_second() - record.at.0.as_second() <= within {
             out.recorded += 1;
             out.failed += usize::from(!record.failed.is_empty());

@@ -302,6 +302,29 @@ pub async fn notifications_reach_a_loopback_receiver_once_across_a_leader_change
     assert_eq!(failing.lock().expect("lock").requests, 3);
     assert!(a.metrics_text().contains("capdeck_notifications_failed_total 1"), "{}", a.metrics_text());
     assert!(a.metrics_text().contains("capdeck_notifications_sent_total 1"), "{}", a.metrics_text());
+    // `capdeck doctor` says so, by host; a --notify-secret it is given must be readable.
+    let doctor = |extra: &[&str]| {
+        let mut args = vec!["doctor", "-n", world.ns.as_str(), "--lease-namespace", world.ns.as_str()];
+        args.extend_from_slice(extra);
+        let output = crate::setup::capdeck(&world.admin_kubeconfig, &args);
+        format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+    };
+    let report = doctor(&[]);
+    let line = report.lines().find(|line| line.starts_with("notifications")).unwrap_or_default().to_string();
+    assert!(line.contains("warn") && line.contains("1 of 1") && line.contains("did not reach localhost"), "{report}");
+    let missing = format!("{}/notify:url", world.ns);
+    let report = doctor(&["--notify-secret", &missing]);
+    let line = report.lines().find(|line| line.starts_with("notifications")).unwrap_or_default().to_string();
+    assert!(line.contains("FAIL") && line.contains("does not exist"), "{report}");
+    world
+        .apply_objects(vec![json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "notify", "namespace": world.ns},
+            "stringData": {"url": format!("http://127.0.0.1:{flaky_port}/hook?token=t0p")}})])
+        .await;
+    let report = doctor(&["--notify-secret", &missing]);
+    let line = report.lines().find(|line| line.starts_with("notifications")).unwrap_or_default().to_string();
+    assert!(line.contains("1 receiver(s) given here readable"), "{report}");
+    assert!(!report.contains("t0p"), "the URL is never printed: {report}");
 
     // A hanging receiver does not hold the engine up: approve, and the batch rolls to the end
     // while the hanging receiver still holds the one request it got.

@@ -396,3 +396,43 @@ fn manifests_start_with_their_namespace() {
     assert_eq!(first_kind, "Namespace", "{text}");
     assert!(text.contains("name: ops"));
 }
+
+/// A bad `--notify` URL or a `--notify-secret` that cannot be read stops the daemon at start, with
+/// the flag and the fix, and never the URL (a webhook URL is its own credential); the console,
+/// which observes, refuses them rather than ignore them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_notification_settings_stop_the_daemon_and_never_print_the_url() {
+    let sandbox = Sandbox::default();
+    sandbox.install_crds();
+    let (_served, _dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sandbox-admin").await;
+    let cases: [(&[&str], &str); 4] = [
+        (&["--notify", "ftp://hooks.example.com/T0/B0/MARKER-URL"], "--notify (number 1) is not an http or https URL"),
+        (&["--notify", "https://ok.example.com/x", "--notify", "MARKER-URL"], "--notify (number 2) is not an http"),
+        (&["--notify-secret", "default/notify:url"], "Secret default/notify does not exist"),
+        (&["--notify-secret", "default-notify-url"], "expected NAMESPACE/SECRET:KEY"),
+    ];
+    for (flags, said) in cases {
+        let output = Command::cargo_bin("capdeck")
+            .expect("binary")
+            .args(["--daemon", "--health-addr", "127.0.0.1:0", "--lease-namespace", "default"])
+            .args(flags)
+            .env("KUBECONFIG", &kubeconfig)
+            .timeout(Duration::from_secs(60))
+            .output()
+            .expect("runs");
+        let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        assert!(matches!(output.status.code(), Some(1 | 2)), "{flags:?}: {text}");
+        assert!(text.contains(said), "{flags:?}: no {said:?} in {text}");
+        assert!(!text.contains("MARKER-URL"), "{flags:?}: the URL was printed: {text}");
+    }
+    let output = Command::cargo_bin("capdeck")
+        .expect("binary")
+        .args(["--notify", "https://hooks.example.com/MARKER-URL"])
+        .env("KUBECONFIG", &kubeconfig)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .expect("runs");
+    let text = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(text.contains("need an engine that may lead") && !text.contains("MARKER-URL"), "{text}");
+}
