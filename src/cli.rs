@@ -458,6 +458,13 @@ pub struct ManifestsArgs {
     /// Container image to run
     #[arg(long, value_name = "IMAGE", default_value = "ghcr.io/capdeck/capdeck:0.1.0")]
     pub image: String,
+    /// Have the daemon send notifications to the webhook URL in this Secret's key (its
+    /// --notify-secret; repeatable). Create the Secret yourself: the URL never goes in a manifest
+    #[arg(long, value_name = "NS/NAME:KEY")]
+    pub notify_secret: Vec<crate::engine::config::SecretKeyRef>,
+    /// The cluster's name in the daemon's notifications (its --cluster-name)
+    #[arg(long, value_name = "NAME")]
+    pub cluster_name: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

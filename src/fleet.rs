@@ -181,6 +181,19 @@ impl FleetRow {
         if parts.is_empty() { "-".into() } else { parts.join(", ") }
     }
 
+    /// Why the row is here, in a few words: why it could not be read, else its first batch,
+    /// else its first credential at risk.
+    pub fn why_text(&self) -> String {
+        if let Some(why) = &self.why {
+            return why.clone();
+        }
+        match (self.first_batch(), self.credentials.first()) {
+            (Some(batch), _) => format!("{} {} ({})", batch.name, batch.phase, batch.reason),
+            (None, Some(credential)) => format!("{} {}: {}", credential.secret, credential.verdict, credential.reason),
+            (None, None) => "-".into(),
+        }
+    }
+
     /// The row's namespace for display (`*`: the whole context).
     pub fn namespace_text(&self) -> &str {
         self.namespace.as_deref().unwrap_or("*")
@@ -200,15 +213,10 @@ pub fn countdown(at: Timestamp, now: Timestamp) -> String {
 /// The rows as `capdeck fleet -o table` prints them.
 pub fn table(rows: &[FleetRow], now: Timestamp, wide: bool, headers: bool) -> String {
     let mut table = crate::output::Table::with_wide(
-        &["CONTEXT", "NAMESPACE", "STATE", "BATCHES", "DEADLINE", "CREDENTIALS", "STALLED", "LEADER"],
-        &["WHY"],
+        &["CONTEXT", "NAMESPACE", "STATE", "BATCHES", "DEADLINE", "CREDENTIALS", "WHY"],
+        &["STALLED", "LEADER"],
     );
     for row in rows {
-        let why = row.why.clone().unwrap_or_else(|| {
-            row.first_batch()
-                .map(|batch| format!("{} {} ({})", batch.name, batch.phase, batch.reason))
-                .unwrap_or_else(|| "-".into())
-        });
         table.row(vec![
             row.context.clone(),
             row.namespace_text().to_string(),
@@ -216,9 +224,9 @@ pub fn table(rows: &[FleetRow], now: Timestamp, wide: bool, headers: bool) -> St
             if row.state.is_read() { row.summary() } else { "-".into() },
             row.deadline().map_or_else(|| "-".into(), |at| countdown(at, now)),
             row.credentials_text(),
+            row.why_text(),
             if row.stalled.is_empty() { "-".into() } else { row.stalled.len().to_string() },
             row.leader.clone(),
-            why,
         ]);
     }
     table.render_with(wide, headers)

@@ -18,16 +18,38 @@ pub const FILES: &[(&str, &str)] = &[
     ("service.yaml", include_str!("../../assets/deploy/service.yaml")),
 ];
 
-pub fn render(namespace: &str, image: &str) -> String {
+/// The daemon's arguments in the Deployment; `extra` follows the defaults.
+const DAEMON_ARGS: &str = r#"args: ["--daemon", "--health-addr", "0.0.0.0:8080", "-A"]"#;
+
+pub fn render(namespace: &str, image: &str, extra: &[String]) -> String {
+    let mut args: Vec<String> = ["--daemon", "--health-addr", "0.0.0.0:8080", "-A"].map(String::from).to_vec();
+    args.extend(extra.iter().cloned());
+    let args = format!("args: {}", serde_json::to_string(&args).unwrap_or_default());
     let mut out = String::new();
     for (_, text) in FILES {
         out.push_str("---\n");
-        out.push_str(&text.replace("{{NAMESPACE}}", namespace).replace("{{IMAGE}}", image));
+        let text = text.replace("{{NAMESPACE}}", namespace).replace("{{IMAGE}}", image);
+        out.push_str(&if extra.is_empty() { text } else { text.replace(DAEMON_ARGS, &args) });
     }
     out
 }
 
 pub use crate::engine::config::INSTALL_NAMESPACE as DEFAULT_NAMESPACE;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_daemon_args_are_found_and_extended() {
+        let plain = super::render("capdeck-system", "img", &[]);
+        assert!(plain.contains(super::DAEMON_ARGS), "the template has the daemon's args as DAEMON_ARGS says");
+        let extra = ["--notify-secret".to_string(), "capdeck-system/notify:url".to_string()];
+        let with = super::render("capdeck-system", "img", &extra);
+        assert!(
+            with.contains(r#"args: ["--daemon","--health-addr","0.0.0.0:8080","-A","--notify-secret","capdeck-system/notify:url"]"#),
+            "{with}"
+        );
+    }
+}
 
 pub fn run(namespace: Option<&str>, args: &ManifestsArgs) -> anyhow::Result<ExitCode> {
     let namespace = namespace.unwrap_or(DEFAULT_NAMESPACE);
@@ -39,6 +61,13 @@ pub fn run(namespace: Option<&str>, args: &ManifestsArgs) -> anyhow::Result<Exit
     if !valid(namespace) {
         anyhow::bail!("{namespace:?} is not a valid namespace name (lowercase letters, digits and '-')");
     }
-    std::io::stdout().lock().write_all(render(namespace, &args.image).as_bytes())?;
+    let mut extra = Vec::new();
+    for secret in &args.notify_secret {
+        extra.extend(["--notify-secret".to_string(), secret.to_string()]);
+    }
+    if let Some(name) = &args.cluster_name {
+        extra.extend(["--cluster-name".to_string(), name.clone()]);
+    }
+    std::io::stdout().lock().write_all(render(namespace, &args.image, &extra).as_bytes())?;
     Ok(ExitCode::SUCCESS)
 }

@@ -56,12 +56,7 @@ impl ViewSpec for Fleet {
             RowState::Open => theme.warning(),
             RowState::Unreachable | RowState::Forbidden => theme.error(),
         };
-        let why = row.why.clone().unwrap_or_else(|| {
-            row.first_batch().map_or_else(
-                || row.credentials.first().map_or_else(|| "-".into(), |c| format!("{}: {}", c.secret, c.reason)),
-                |batch| format!("{} {} {}", batch.application, batch.phase, batch.reason),
-            )
-        });
+        let why = row.why_text();
         let cells = RowCells::new(vec![
             Line::from(row.context.clone()),
             Line::from(row.namespace_text().to_string()),
