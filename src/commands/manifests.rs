@@ -36,21 +36,6 @@ pub fn render(namespace: &str, image: &str, extra: &[String]) -> String {
 
 pub use crate::engine::config::INSTALL_NAMESPACE as DEFAULT_NAMESPACE;
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_daemon_args_are_found_and_extended() {
-        let plain = super::render("capdeck-system", "img", &[]);
-        assert!(plain.contains(super::DAEMON_ARGS), "the template has the daemon's args as DAEMON_ARGS says");
-        let extra = ["--notify-secret".to_string(), "capdeck-system/notify:url".to_string()];
-        let with = super::render("capdeck-system", "img", &extra);
-        assert!(
-            with.contains(r#"args: ["--daemon","--health-addr","0.0.0.0:8080","-A","--notify-secret","capdeck-system/notify:url"]"#),
-            "{with}"
-        );
-    }
-}
-
 pub fn run(namespace: Option<&str>, args: &ManifestsArgs) -> anyhow::Result<ExitCode> {
     let namespace = namespace.unwrap_or(DEFAULT_NAMESPACE);
     let valid = |name: &str| {
@@ -70,4 +55,19 @@ pub fn run(namespace: Option<&str>, args: &ManifestsArgs) -> anyhow::Result<Exit
     }
     std::io::stdout().lock().write_all(render(namespace, &args.image, &extra).as_bytes())?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_daemon_args_are_found_and_extended() {
+        let plain = super::render("capdeck-system", "img", &[]);
+        assert!(plain.contains(super::DAEMON_ARGS), "the template has the daemon's args as DAEMON_ARGS says");
+        let extra = ["--notify-secret".to_string(), "capdeck-system/notify:url".to_string()];
+        let with = super::render("capdeck-system", "img", &extra);
+        assert!(
+            with.contains(r#"args: ["--daemon","--health-addr","0.0.0.0:8080","-A","--notify-secret","capdeck-system/notify:url"]"#),
+            "{with}"
+        );
+    }
 }
