@@ -125,8 +125,9 @@ pub struct ConsoleArgs {
     /// with --contexts]
     #[arg(long, value_enum, value_name = "VIEW")]
     pub view: Option<StartView>,
-    /// Also read these kube contexts, every 30s, for the fleet view (`:fleet`): `all` or names
-    /// separated by commas. Without it `:fleet` reads every context once opened
+    /// The contexts of the fleet view (`:fleet`, opened at start): `all` or names separated by
+    /// commas. They are read every 30s while the view is shown. Without it `:fleet` reads every
+    /// context of the kubeconfig
     #[arg(long, value_name = "all|NAME,...", conflicts_with_all = ["demo", "daemon"])]
     pub contexts: Option<crate::fleet::ContextList>,
 }

@@ -115,6 +115,8 @@ pub struct FleetRow {
     pub stalled: Vec<String>,
     /// Who leads the engine in this context, or why that is not known.
     pub leader: String,
+    /// What else to know about the context: objects left out, credentials not checked.
+    pub notes: Vec<String>,
 }
 
 impl FleetRow {
@@ -128,6 +130,7 @@ impl FleetRow {
             credentials: Vec::new(),
             stalled: Vec::new(),
             leader: "-".into(),
+            notes: Vec::new(),
         }
     }
 
@@ -190,7 +193,7 @@ impl FleetRow {
         match (self.first_batch(), self.credentials.first()) {
             (Some(batch), _) => format!("{} {} ({})", batch.name, batch.phase, batch.reason),
             (None, Some(credential)) => format!("{} {}: {}", credential.secret, credential.verdict, credential.reason),
-            (None, None) => "-".into(),
+            (None, None) => self.notes.first().cloned().unwrap_or_else(|| "-".into()),
         }
     }
 

@@ -397,6 +397,9 @@ struct Runtime<'a> {
     tx: mpsc::UnboundedSender<Envelope>,
     /// The task reading the fleet, once started.
     fleet: Option<JoinHandle<()>>,
+    /// Whether the fleet view is on screen: the fleet is read only then (each read lists every
+    /// context's batches and applications and reads their binding Secrets).
+    fleet_shown: watch::Sender<bool>,
 }
 
 impl Runtime<'_> {
@@ -464,8 +467,9 @@ impl Runtime<'_> {
         }
     }
 
-    /// Read the fleet now and every `FLEET_INTERVAL` (once started, for the console's life; the
-    /// messages carry generation 0, so a context switch does not drop them).
+    /// Read the fleet now and every `FLEET_INTERVAL` while the fleet view is shown (once started,
+    /// for the console's life; the messages carry generation 0, so a context switch does not drop
+    /// them).
     fn watch_fleet(&mut self) {
         if self.fleet.is_some() {
             return;
@@ -474,8 +478,12 @@ impl Runtime<'_> {
         let contexts = self.options.contexts.clone().unwrap_or(crate::fleet::ContextList::All);
         let fleet = self.options.fleet.clone();
         let tx = self.tx.clone();
+        let mut shown = self.fleet_shown.subscribe();
         self.fleet = Some(tokio::spawn(async move {
             loop {
+                if shown.wait_for(|shown| *shown).await.is_err() {
+                    return;
+                }
                 let names = contexts.resolve(cluster.context_names());
                 let rows = if names.is_empty() {
                     vec![crate::fleet::FleetRow::problem(
@@ -661,7 +669,8 @@ where
     app.session.scope = scope.label();
     let live = Live::start(connection, scope, &options, &tx, 1);
     let ticker = start_ticker(tx.clone());
-    let mut runtime = Runtime { options: &options, live, generation: 1, tx, fleet: None };
+    let (fleet_shown, _) = watch::channel(app.route.view == super::app::ViewKind::Fleet);
+    let mut runtime = Runtime { options: &options, live, generation: 1, tx, fleet: None, fleet_shown };
     if options.contexts.is_some() {
         app.fleet_watched = true;
         runtime.watch_fleet();
@@ -685,6 +694,10 @@ where
         if app.quit {
             break;
         }
+        runtime.fleet_shown.send_if_modified(|shown| {
+            let now = app.route.view == super::app::ViewKind::Fleet;
+            std::mem::replace(shown, now) != now
+        });
         let frame = terminal.draw(|frame| super::draw::draw(frame, &app))?;
         first_frames.drawn(app.snapshot.synced);
         if let Some(frames) = &frames {

@@ -33,6 +33,8 @@ const FIELD_MANAGER: &str = "capdeck-notify";
 /// A Failed batch is announced only this long after it failed: enabling notifications must not
 /// announce last month's failures.
 const RECENT: i64 = 3600;
+/// How long a burst of store changes may settle before the notifier looks.
+const SETTLE: Duration = Duration::from_millis(500);
 /// Credential verdicts change with time alone: look again this often.
 const RECHECK: Duration = Duration::from_secs(30);
 
@@ -222,7 +224,10 @@ impl Notifier {
         loop {
             tokio::select! {
                 () = cancel.cancelled() => return,
-                _ = changes.changed() => {}
+                _ = changes.changed() => {
+                    // A rollout changes the stores many times a second: look once it settles.
+                    tokio::time::sleep(SETTLE).await;
+                }
                 _ = leader.changed() => {}
                 () = tokio::time::sleep(RECHECK) => {}
             }

@@ -70,72 +70,134 @@ pub async fn read_fleet(cluster: &ClusterArgs, contexts: &[String], options: &Fl
 }
 
 async fn read_one(cluster: &ClusterArgs, context: &str, options: &FleetOptions) -> Vec<FleetRow> {
-    match tokio::time::timeout(options.timeout, read_context(cluster, context, options)).await {
-        Ok(Ok(rows)) => rows,
-        Ok(Err(Unread(state, why))) => vec![FleetRow::problem(context, state, why)],
-        Err(_) => vec![FleetRow::problem(
-            context,
-            RowState::Unreachable,
-            format!(
-                "no answer within {} (is the cluster up? a longer --timeout waits more)",
-                crate::output::human_duration(i64::try_from(options.timeout.as_secs()).unwrap_or(i64::MAX))
-            ),
-        )],
+    let deadline = tokio::time::Instant::now() + options.timeout;
+    match read_context(cluster, context, options, deadline).await {
+        Ok(rows) => rows,
+        Err(Unread(state, why)) => vec![FleetRow::problem(context, state, why)],
     }
 }
 
-async fn read_context(cluster: &ClusterArgs, context: &str, options: &FleetOptions) -> Result<Vec<FleetRow>, Unread> {
-    let mut cluster = cluster.clone();
-    cluster.context = Some(context.to_string());
-    let connection = cluster.connect().await.map_err(|error| Unread(RowState::Unreachable, error.to_string()))?;
-    let client = &connection.client;
-    let scope = options.namespace.clone().map_or(Scope::All, Scope::Namespace);
-    let batches_api: kube::Api<RotationBatch> = scope.api(client);
-    let apps_api: kube::Api<CAPApplication> = scope.api(client);
-    let params = ListParams::default();
-    let (batches, apps, bindings) = tokio::join!(
-        batches_api.list(&params),
-        apps_api.list(&params),
-        crate::cluster::list_service_bindings(client, &scope),
-    );
-    let batches: Vec<Arc<RotationBatch>> = match batches {
-        Ok(list) => list.items.into_iter().map(Arc::new).collect(),
-        // No RotationBatch kind: capdeck never ran here, so nothing of it is open.
-        Err(kube::Error::Api(status)) if status.code == 404 => Vec::new(),
-        Err(error) => return Err(Unread::from_kube("cannot list RotationBatches", &error)),
-    };
-    let applications: Vec<Arc<CAPApplication>> = match apps {
-        Ok(list) => list.items.into_iter().map(Arc::new).collect(),
-        Err(kube::Error::Api(status)) if status.code == 404 => Vec::new(),
-        Err(error) => return Err(Unread::from_kube("cannot list CAPApplications", &error)),
-    };
-    // Without ServiceBindings the verdicts say "unknown"; that is not a reason to drop the row.
-    let bindings = bindings.unwrap_or_default();
-    let secrets = binding_secrets(client, &applications).await;
-    let lease = crate::engine::config::LeaseSettings {
-        namespace: options.lease_namespace.clone().unwrap_or_else(|| connection.default_namespace.clone()),
-        name: options.lease_name.clone(),
-        ..crate::engine::config::LeaseSettings::default()
-    };
-    let leader = match crate::engine::lease::holder(client, &lease).await {
-        Ok(holder) => leader_text(&holder),
-        Err(error) => format!("unknown ({error})"),
-    };
+fn no_answer(options: &FleetOptions) -> String {
+    format!(
+        "no answer within {} (is the cluster up? a longer --timeout waits more)",
+        crate::output::human_duration(i64::try_from(options.timeout.as_secs()).unwrap_or(i64::MAX))
+    )
+}
+
+/// What a context must answer for its rows: its batches, applications, ServiceBindings and Lease.
+struct Essentials {
+    client: kube::Client,
+    applications: Vec<Arc<CAPApplication>>,
+    batches: Vec<Arc<RotationBatch>>,
+    bindings: Option<Vec<ServiceBinding>>,
+    leader: String,
+    notes: Vec<String>,
+}
+
+async fn read_context(
+    cluster: &ClusterArgs,
+    context: &str,
+    options: &FleetOptions,
+    deadline: tokio::time::Instant,
+) -> Result<Vec<FleetRow>, Unread> {
+    let essentials = tokio::time::timeout_at(deadline, read_essentials(cluster, context, options))
+        .await
+        .map_err(|_| Unread(RowState::Unreachable, no_answer(options)))??;
+    let Essentials { client, applications, batches, bindings, leader, mut notes } = essentials;
+    // The binding Secrets (for the credential verdicts) get what is left of the time: a big
+    // context that answers is not "unreachable" because its Secrets take long.
+    let secrets = tokio::time::timeout_at(deadline, binding_secrets(&client, &applications)).await;
+    let credentials_checked = secrets.is_ok();
+    if secrets.is_err() {
+        notes.push(format!(
+            "credentials not checked: the binding Secrets of {} were not read within {} (capdeck credentials \
+             --context {context} -A reads them all)",
+            crate::output::count(applications.len(), "application"),
+            crate::output::human_duration(i64::try_from(options.timeout.as_secs()).unwrap_or(i64::MAX))
+        ));
+    }
     let manifests = Manifests {
         applications,
         batches,
-        secrets,
+        secrets: secrets.unwrap_or_default(),
         service_bindings: bindings.clone().unwrap_or_default(),
         ..Manifests::default()
     };
     let inputs = Inputs {
         manifests: &manifests,
         bindings_known: bindings.is_some(),
+        credentials_checked,
         leader,
+        notes,
         now: Timestamp::now(),
         timing: options.timing,
     };
     Ok(rows(context, &inputs))
+}
+
+async fn read_essentials(cluster: &ClusterArgs, context: &str, options: &FleetOptions) -> Result<Essentials, Unread> {
+    let mut cluster = cluster.clone();
+    cluster.context = Some(context.to_string());
+    let connection = cluster.connect().await.map_err(|error| Unread(RowState::Unreachable, error.to_string()))?;
+    let client = connection.client.clone();
+    let scope = options.namespace.clone().map_or(Scope::All, Scope::Namespace);
+    let (batches, applications, bindings) = tokio::join!(
+        list_lenient::<RotationBatch>(&client, &scope, "RotationBatches"),
+        list_lenient::<CAPApplication>(&client, &scope, "CAPApplications"),
+        crate::cluster::list_service_bindings(&client, &scope),
+    );
+    let (batches, mut notes) = batches?;
+    let (applications, more) = applications?;
+    notes.extend(more);
+    // Without ServiceBindings the verdicts say "unknown"; that is not a reason to drop the row.
+    let bindings = bindings.unwrap_or_default();
+    let lease = crate::engine::config::LeaseSettings {
+        namespace: options.lease_namespace.clone().unwrap_or_else(|| connection.default_namespace.clone()),
+        name: options.lease_name.clone(),
+        ..crate::engine::config::LeaseSettings::default()
+    };
+    let leader = match crate::engine::lease::holder(&client, &lease).await {
+        Ok(holder) => leader_text(&holder),
+        Err(error) => format!("unknown ({error})"),
+    };
+    Ok(Essentials { client, applications, batches, bindings, leader, notes })
+}
+
+/// Every object of a kind that decodes, and a note for those that do not (one malformed object
+/// must not hide a context). A kind the server does not serve is empty: nothing of it is open.
+async fn list_lenient<K>(client: &kube::Client, scope: &Scope, what: &str) -> Result<(Vec<Arc<K>>, Vec<String>), Unread>
+where
+    K: kube::Resource<DynamicType = ()> + serde::de::DeserializeOwned,
+{
+    let resource = kube::api::ApiResource::erase::<K>(&());
+    let api: kube::Api<kube::api::DynamicObject> = match scope {
+        Scope::All => kube::Api::all_with(client.clone(), &resource),
+        Scope::Namespace(namespace) => kube::Api::namespaced_with(client.clone(), namespace, &resource),
+    };
+    let list = match api.list(&ListParams::default()).await {
+        Ok(list) => list,
+        Err(kube::Error::Api(status)) if status.code == 404 => return Ok((Vec::new(), Vec::new())),
+        Err(error) => return Err(Unread::from_kube(&format!("cannot list {what}"), &error)),
+    };
+    let mut bad = Vec::new();
+    let mut items = Vec::new();
+    for object in list.items {
+        let name = format!(
+            "{}/{}",
+            object.metadata.namespace.clone().unwrap_or_default(),
+            object.metadata.name.clone().unwrap_or_default()
+        );
+        match serde_json::to_value(object).and_then(serde_json::from_value::<K>) {
+            Ok(decoded) => items.push(Arc::new(decoded)),
+            Err(_) => bad.push(name),
+        }
+    }
+    let notes = if bad.is_empty() {
+        Vec::new()
+    } else {
+        vec![format!("{} {what} do not decode and are left out: {} (capdeck doctor)", bad.len(), bad.join(", "))]
+    };
+    Ok((items, notes))
 }
 
 /// The binding Secrets the applications consume, read concurrently (a few at a time).
@@ -178,7 +240,11 @@ fn leader_text(holder: &crate::engine::lease::Holder) -> String {
 pub(super) struct Inputs<'a> {
     pub manifests: &'a Manifests,
     pub bindings_known: bool,
+    /// Whether the binding Secrets were read (else no credential verdicts).
+    pub credentials_checked: bool,
     pub leader: String,
+    /// What the rows of this context should say besides (left-out objects, unchecked credentials).
+    pub notes: Vec<String>,
     pub now: Timestamp,
     pub timing: Timing,
 }
@@ -199,6 +265,7 @@ fn row_in<'m>(
         credentials: Vec::new(),
         stalled: Vec::new(),
         leader: leader.to_string(),
+        notes: Vec::new(),
     })
 }
 
@@ -254,15 +321,17 @@ pub(super) fn rows(context: &str, inputs: &Inputs<'_>) -> Vec<FleetRow> {
             }
         }
     }
-    let overview = crate::credentials::overview(&crate::credentials::Inputs {
-        applications: &manifests.applications,
-        secrets: manifests,
-        bindings,
-        batches: &manifests.batches,
-        now: inputs.now,
-        timing: inputs.timing,
+    let overview = inputs.credentials_checked.then(|| {
+        crate::credentials::overview(&crate::credentials::Inputs {
+            applications: &manifests.applications,
+            secrets: manifests,
+            bindings,
+            batches: &manifests.batches,
+            now: inputs.now,
+            timing: inputs.timing,
+        })
     });
-    for report in overview.credentials {
+    for report in overview.into_iter().flat_map(|overview| overview.credentials) {
         if matches!(report.verdict, Verdict::AtRisk | Verdict::Unsafe) {
             row_in(&mut by_namespace, context, &report.namespace, leader).credentials.push(CredentialRisk {
                 secret: report.secret.clone(),
@@ -271,13 +340,17 @@ pub(super) fn rows(context: &str, inputs: &Inputs<'_>) -> Vec<FleetRow> {
             });
         }
     }
-    if by_namespace.is_empty() {
+    let mut rows: Vec<FleetRow> = by_namespace.into_values().collect();
+    if rows.is_empty() {
         let mut clear = FleetRow::problem(context, RowState::Clear, String::new());
         clear.why = None;
         clear.leader = inputs.leader.clone();
-        return vec![clear];
+        rows.push(clear);
     }
-    by_namespace.into_values().collect()
+    for row in &mut rows {
+        row.notes.clone_from(&inputs.notes);
+    }
+    rows
 }
 
 #[cfg(test)]
@@ -308,7 +381,9 @@ mod tests {
         Inputs {
             manifests,
             bindings_known: false,
+            credentials_checked: true,
             leader: "engine-a".into(),
+            notes: Vec::new(),
             now: at(NOW),
             timing: Timing { window: Duration::from_secs(3600), expected_rollout: Duration::from_secs(900) },
         }
@@ -346,6 +421,28 @@ mod tests {
         );
         assert_eq!(rows[0].stalled, vec!["hr-b/srv".to_string()]);
         assert!(rows.iter().all(|row| row.leader == "engine-a" && row.context == "prod"));
+    }
+
+    /// Secrets not read in time: no verdicts (not "missing", hence unsafe), and every row says so.
+    #[test]
+    fn unchecked_credentials_are_a_note_not_a_verdict() {
+        let app: Arc<CAPApplication> = Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": "shop", "namespace": "shop"},
+                "spec": {"btpAppName": "shop", "providerSubaccountId": "p",
+                         "btp": {"services": [{"name": "uaa", "class": "xsuaa", "secret": "shop-uaa"}]}},
+            }))
+            .expect("app"),
+        );
+        let manifests = Manifests { applications: vec![app], ..Manifests::default() };
+        let checked = rows("prod", &inputs(&manifests));
+        assert_eq!(checked[0].credentials_text(), "1 unsafe", "a missing Secret is unsafe when read: {checked:?}");
+        let mut unchecked = inputs(&manifests);
+        unchecked.credentials_checked = false;
+        unchecked.notes = vec!["credentials not checked: …".into()];
+        let rows = rows("prod", &unchecked);
+        assert_eq!((rows.len(), rows[0].state, rows[0].credentials_text()), (1, RowState::Clear, "-".to_string()));
+        assert_eq!(rows[0].why_text(), "credentials not checked: …");
     }
 
     #[test]

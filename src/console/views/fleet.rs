@@ -108,6 +108,9 @@ impl ViewSpec for Fleet {
         for stalled in &row.stalled {
             lines.push(format!("stalled         {stalled}"));
         }
+        for note in &row.notes {
+            lines.push(format!("note            {note}"));
+        }
         if row.state.is_read() {
             lines.push(String::new());
             lines.push("Enter switches the console to this context and namespace.".into());
