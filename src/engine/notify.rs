@@ -264,7 +264,7 @@ impl Notifier {
     async fn record(&self, due: &Due) -> Option<Payload> {
         let api: Api<RotationBatch> = Api::namespaced(self.client.clone(), &due.namespace);
         for _ in 0..3 {
-            let batch = match api.get_opt(&due.batch).await {
+            let batch = match read_batch(&api, &due.batch).await {
                 Ok(Some(batch)) => batch,
                 Ok(None) => return None,
                 Err(error) => {
@@ -329,11 +329,18 @@ impl Notifier {
     }
 }
 
+/// One batch, fresh from the API server: a LIST by name, as the engine's ClusterRole lists
+/// RotationBatches and does not GET them.
+async fn read_batch(api: &Api<RotationBatch>, name: &str) -> Result<Option<RotationBatch>, kube::Error> {
+    let params = kube::api::ListParams::default().fields(&format!("metadata.name={name}"));
+    Ok(api.list(&params).await?.items.into_iter().next())
+}
+
 /// Add a host that did not accept a notification to its record (for `capdeck doctor`).
 async fn note_failed(client: &kube::Client, due: &Due, host: &str) {
     let api: Api<RotationBatch> = Api::namespaced(client.clone(), &due.namespace);
     for _ in 0..3 {
-        let Ok(Some(batch)) = api.get_opt(&due.batch).await else { return };
+        let Ok(Some(batch)) = read_batch(&api, &due.batch).await else { return };
         let mut notifications = records(&batch).to_vec();
         let Some(record) = notifications.iter_mut().find(|record| record.key == due.key) else { return };
         if record.failed.iter().any(|failed| failed == host) {

@@ -266,7 +266,15 @@ async fn the_deploy_rbac_lists_exactly_the_requests_the_engine_makes() {
     sandbox.load(crd).expect("ServiceBinding CRD");
     sandbox.simulate_workloads(Default::default(), tokio_util::sync::CancellationToken::new());
     sandbox.clear_requests();
-    let engine = RunningEngine::start(sandbox.client(), test_config("engine-a")).await;
+    // With a notification receiver (that cannot be reached): recording and noting the failure
+    // are requests of their own.
+    let mut config = test_config("engine-a");
+    config.notify = capdeck::engine::config::NotifyConfig {
+        targets: vec![capdeck::engine::config::NotifyTarget::parse("http://127.0.0.1:9/hook").expect("url")],
+        cluster: "rbac".into(),
+        ..Default::default()
+    };
+    let engine = RunningEngine::start(sandbox.client(), config).await;
     engine.wait_for_role(Role::Leader).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     // Two rotations in one window: the batch's spec is updated to carry both.
@@ -281,6 +289,16 @@ async fn the_deploy_rbac_lists_exactly_the_requests_the_engine_makes() {
         tokio::time::sleep(Duration::from_secs(40)).await;
     }
     engine.stop().await;
+    // Deliveries run on their own: let the last one finish its tries.
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    // Both batches' approval waits (storm guard) were announced, the receiver's failure noted.
+    let records: Vec<(String, Vec<String>)> = batches(&sandbox, "bookshop")
+        .into_iter()
+        .flat_map(|batch| batch.status.map(|status| status.notifications).unwrap_or_default())
+        .map(|record| (record.event, record.failed))
+        .collect();
+    let failed = ("AwaitingApproval".to_string(), vec!["127.0.0.1".to_string()]);
+    assert_eq!(records, vec![failed.clone(), failed]);
 
     let used: BTreeSet<(String, String, String)> = sandbox
         .requests()
