@@ -150,7 +150,10 @@ async fn read_essentials(cluster: &ClusterArgs, context: &str, options: &FleetOp
     let (applications, more) = applications?;
     notes.extend(more);
     // Without ServiceBindings the verdicts say "unknown"; that is not a reason to drop the row.
-    let bindings = bindings.unwrap_or_default();
+    let bindings = bindings.unwrap_or_else(|why| {
+        notes.push(format!("ServiceBindings not read ({why}): credential verdicts are unknown"));
+        None
+    });
     let lease = crate::engine::config::LeaseSettings {
         namespace: options.lease_namespace.clone().unwrap_or_else(|| connection.default_namespace.clone()),
         name: options.lease_name.clone(),

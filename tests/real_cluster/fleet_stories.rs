@@ -123,6 +123,7 @@ pub async fn fleet_shows_every_context_and_says_why_one_is_unreachable(backend: 
         .await
         .expect("capdeck fleet runs");
     let elapsed = started.elapsed();
+    eprintln!("capdeck fleet over 5 contexts (2 silent, 4s timeout) on {}: {elapsed:?}", backend.label());
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "contexts could not be read: exit 1\n{stdout}\n{stderr}");
