@@ -44,7 +44,7 @@ async fn silent_server() -> (u16, tokio::task::JoinHandle<()>) {
 
 /// The world's kubeconfig with more contexts: each (name, server) shares the world's user and
 /// certificate authority. The world's own context stays current and is named `here`.
-fn kubeconfig_with(world: &World, extra: &[(&str, String)], dir: &Path) -> PathBuf {
+fn kubeconfig_with(world: &World, extra: &[(&str, String)], second: &str, dir: &Path) -> PathBuf {
     let text = std::fs::read_to_string(&world.admin_kubeconfig).expect("kubeconfig");
     let mut config: Value = serde_saphyr::from_str(&text).expect("kubeconfig parses");
     let current = config["current-context"].as_str().expect("current context").to_string();
@@ -70,6 +70,12 @@ fn kubeconfig_with(world: &World, extra: &[(&str, String)], dir: &Path) -> PathB
         named["cluster"] = json!(name);
         contexts.push(json!({"name": name, "context": named}));
     }
+    // A second control plane: a sandbox over HTTP, with a user of its own.
+    clusters.push(json!({"name": "second", "cluster": {"server": second}}));
+    contexts.push(json!({"name": "second", "context": {"cluster": "second", "user": "second-admin"}}));
+    let mut users = config["users"].as_array().cloned().unwrap_or_default();
+    users.push(json!({"name": "second-admin", "user": {"token": "capdeck-sandbox"}}));
+    config["users"] = json!(users);
     config["clusters"] = json!(clusters);
     config["contexts"] = json!(contexts);
     config["current-context"] = json!("here");
@@ -103,6 +109,10 @@ pub async fn fleet_shows_every_context_and_says_why_one_is_unreachable(backend: 
     world.rotate_secret("bookshop-uaa").await;
     let batch = wait_phase(&world, "bookshop", BatchPhase::AwaitingApproval, LONG).await;
 
+    // The second control plane: the demo's applications, no capdeck engine running there.
+    let second = capdeck::sandbox::Sandbox::default();
+    second.load_demo().expect("demo seed");
+    let second_served = second.serve("127.0.0.1:0".parse().expect("address")).await.expect("serve");
     let (silent, silent_task) = silent_server().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let down = format!("{}://127.0.0.1:{}", scheme(&world), closed_port());
@@ -112,40 +122,60 @@ pub async fn fleet_shows_every_context_and_says_why_one_is_unreachable(backend: 
     let kubeconfig = kubeconfig_with(
         &world,
         &[("down", down), ("hangs", hangs.clone()), ("hangs-too", hangs), ("there", there)],
+        &second_served.url,
         dir.path(),
     );
     let started = std::time::Instant::now();
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_capdeck"))
-        .args(["fleet", "--timeout", "4s", "-o", "json", "-n", &world.ns, "--lease-namespace", &world.ns])
+        .args(["fleet", "--timeout", "4s", "-o", "json", "--lease-namespace", &world.ns])
         .arg("--kubeconfig")
         .arg(&kubeconfig)
         .output()
         .await
         .expect("capdeck fleet runs");
     let elapsed = started.elapsed();
-    eprintln!("capdeck fleet over 5 contexts (2 silent, 4s timeout) on {}: {elapsed:?}", backend.label());
+    eprintln!("capdeck fleet over 6 contexts (2 silent, 4s timeout) on {}: {elapsed:?}", backend.label());
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "contexts could not be read: exit 1\n{stdout}\n{stderr}");
-    assert!(stderr.contains("3 of 5 context(s) could not be read: down, hangs, hangs-too"), "{stderr}");
+    assert!(stderr.contains("3 of 6 context(s) could not be read: down, hangs, hangs-too"), "{stderr}");
     let document: Value = serde_json::from_str(&stdout).expect("json");
-    let rows: BTreeMap<String, Value> = document["fleet"]
-        .as_array()
-        .expect("rows")
-        .iter()
-        .map(|row| (row["context"].as_str().unwrap_or_default().to_string(), row.clone()))
-        .collect();
-    assert_eq!(rows.keys().cloned().collect::<Vec<_>>(), ["down", "hangs", "hangs-too", "here", "there"], "{stdout}");
-    assert_eq!(rows["there"]["batches"], rows["here"]["batches"], "one server, two names");
-    let here = &rows["here"];
-    assert_eq!((here["state"].as_str(), here["namespace"].as_str()), (Some("open"), Some(world.ns.as_str())));
+    let all: Vec<Value> = document["fleet"].as_array().cloned().expect("rows");
+    let of = |context: &str| -> Vec<&Value> { all.iter().filter(|row| row["context"] == context).collect() };
+    let contexts: std::collections::BTreeSet<&str> = all.iter().filter_map(|row| row["context"].as_str()).collect();
+    assert_eq!(contexts.into_iter().collect::<Vec<_>>(), ["down", "hangs", "hangs-too", "here", "second", "there"]);
+    // The world's namespace (the shared kube-apiserver has other stories' namespaces too).
+    let in_world = |context: &str| -> Value {
+        of(context).into_iter().find(|row| row["namespace"] == world.ns.as_str()).cloned().unwrap_or_default()
+    };
+    let here = in_world("here");
+    assert_eq!(here["state"], "open", "{stdout}");
     assert_eq!(here["leader"], "engine-a");
     assert_eq!(here["batches"][0]["name"].as_str(), Some(batch.name_any().as_str()), "{here}");
     assert_eq!(here["batches"][0]["phase"], "AwaitingApproval");
-    let why = |context: &str| rows[context]["why"].as_str().unwrap_or_default().to_string();
-    assert_eq!(rows["down"]["state"], "unreachable");
+    assert_eq!(in_world("there")["batches"], here["batches"], "one server, two names");
+    // The second control plane: the demo's Secrets with credentials at risk, and no engine.
+    let second_rows = of("second");
+    assert!(!second_rows.is_empty() && second_rows.iter().all(|row| row["leader"] == "no leader"), "{stdout}");
+    let second_open: Vec<(&str, &str, &str)> = second_rows
+        .iter()
+        .flat_map(|row| {
+            row["credentials"].as_array().into_iter().flatten().map(|c| {
+                (
+                    row["namespace"].as_str().unwrap_or(""),
+                    c["secret"].as_str().unwrap_or(""),
+                    c["verdict"].as_str().unwrap_or(""),
+                )
+            })
+        })
+        .collect();
+    // The demo's bookshop binding keeps old credentials shorter than a 1h window and a 15m rollout.
+    assert_eq!(second_open, [("cap-shop", "bookshop-uaa-bind", "unsafe")], "{stdout}");
+    let why = |context: &str| of(context).first().and_then(|row| row["why"].as_str()).unwrap_or_default().to_string();
+    let state = |context: &str| of(context).first().map(|row| row["state"].clone()).unwrap_or_default();
+    assert_eq!((of("down").len(), state("down")), (1, json!("unreachable")));
     assert!(why("down").contains("cannot reach the API server"), "{}", why("down"));
-    assert_eq!(rows["hangs"]["state"], "unreachable");
+    assert_eq!(state("hangs"), "unreachable");
     assert!(why("hangs").starts_with("no answer within 4s"), "{}", why("hangs"));
     assert!(why("hangs-too").starts_with("no answer within 4s"), "{}", why("hangs-too"));
     // Read one after the other, the two silent contexts alone would take 8 s.
@@ -153,8 +183,9 @@ pub async fn fleet_shows_every_context_and_says_why_one_is_unreachable(backend: 
 
     let mut console = Console::start_fleet(&kubeconfig, &world.ns, (80, 24), capdeck::fleet::ContextList::All).await;
     let screen = console
-        .until("the fleet's five rows", |s| {
+        .until("the fleet's contexts", |s| {
             s.contains("here")
+                && s.contains("second")
                 && s.contains("there")
                 && s.contains("down")
                 && s.contains("hangs-too")
