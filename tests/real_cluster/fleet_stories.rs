@@ -2,7 +2,6 @@
 //! answers), and notifications from the leading engine to receivers on loopback — one that
 //! answers 500 and then 200, one that always fails, one that hangs — across a leader change.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
