@@ -43,7 +43,7 @@ async fn silent_server() -> (u16, tokio::task::JoinHandle<()>) {
 
 /// The world's kubeconfig with more contexts: each (name, server) shares the world's user and
 /// certificate authority. The world's own context stays current and is named `here`.
-fn kubeconfig_with(world: &World, extra: &[(&str, String)], second: &str, dir: &Path) -> PathBuf {
+fn kubeconfig_with(world: &World, extra: &[(&str, String)], sandboxes: &[(&str, &str)], dir: &Path) -> PathBuf {
     let text = std::fs::read_to_string(&world.admin_kubeconfig).expect("kubeconfig");
     let mut config: Value = serde_saphyr::from_str(&text).expect("kubeconfig parses");
     let current = config["current-context"].as_str().expect("current context").to_string();
@@ -69,11 +69,13 @@ fn kubeconfig_with(world: &World, extra: &[(&str, String)], second: &str, dir: &
         named["cluster"] = json!(name);
         contexts.push(json!({"name": name, "context": named}));
     }
-    // A second control plane: a sandbox over HTTP, with a user of its own.
-    clusters.push(json!({"name": "second", "cluster": {"server": second}}));
-    contexts.push(json!({"name": "second", "context": {"cluster": "second", "user": "second-admin"}}));
+    // More control planes: sandboxes over HTTP, each with a user of its own.
     let mut users = config["users"].as_array().cloned().unwrap_or_default();
-    users.push(json!({"name": "second-admin", "user": {"token": "capdeck-sandbox"}}));
+    for (name, url) in sandboxes {
+        clusters.push(json!({"name": name, "cluster": {"server": url}}));
+        contexts.push(json!({"name": name, "context": {"cluster": name, "user": format!("{name}-admin")}}));
+        users.push(json!({"name": format!("{name}-admin"), "user": {"token": "capdeck-sandbox"}}));
+    }
     config["users"] = json!(users);
     config["clusters"] = json!(clusters);
     config["contexts"] = json!(contexts);
@@ -95,11 +97,12 @@ fn scheme(world: &World) -> &'static str {
     if text.contains("https://") { "https" } else { "http" }
 }
 
-/// `capdeck fleet` over three contexts — the world (a batch awaiting approval, its engine
-/// leading), a closed port and a server that never answers: every context is a row, the two
-/// that cannot be read say why, and the contexts are read at once (two that each take the whole
-/// timeout do not take twice as long). The console's fleet view at 80×24 shows the same, and
-/// Enter on the world's row opens its batch there.
+/// `capdeck fleet` over seven contexts: the world (a batch awaiting approval, its engine leading)
+/// under two names, a second control plane (a demo sandbox, no engine: its unsafe credentials), a
+/// third that refuses the RotationBatches (forbidden), a closed port and two servers that never
+/// answer. Every context is a row, those that cannot be read say why, and the contexts are read
+/// at once (the two silent ones do not take twice the timeout). The console's fleet view at 80×24
+/// shows the same, and Enter on the world's other name switches context onto its batch.
 pub async fn fleet_shows_every_context_and_says_why_one_is_unreachable(backend: Backend) {
     let world = World::new(backend, "fleet").await;
     load_current(&world, &AppOptions { manual: true, ..AppOptions::default() }).await;
@@ -112,6 +115,11 @@ pub async fn fleet_shows_every_context_and_says_why_one_is_unreachable(backend: 
     let second = capdeck::sandbox::Sandbox::default();
     second.load_demo().expect("demo seed");
     let second_served = second.serve("127.0.0.1:0".parse().expect("address")).await.expect("serve");
+    // A third that refuses this user the RotationBatches.
+    let locked = capdeck::sandbox::Sandbox::default();
+    locked.install_crds();
+    locked.deny("list:rotationbatches".parse().expect("deny rule"));
+    let locked_served = locked.serve("127.0.0.1:0".parse().expect("address")).await.expect("serve");
     let (silent, silent_task) = silent_server().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let down = format!("{}://127.0.0.1:{}", scheme(&world), closed_port());
@@ -121,7 +129,7 @@ pub async fn fleet_shows_every_context_and_says_why_one_is_unreachable(backend: 
     let kubeconfig = kubeconfig_with(
         &world,
         &[("down", down), ("hangs", hangs.clone()), ("hangs-too", hangs), ("there", there)],
-        &second_served.url,
+        &[("second", &second_served.url), ("locked", &locked_served.url)],
         dir.path(),
     );
     let started = std::time::Instant::now();
@@ -133,16 +141,19 @@ pub async fn fleet_shows_every_context_and_says_why_one_is_unreachable(backend: 
         .await
         .expect("capdeck fleet runs");
     let elapsed = started.elapsed();
-    eprintln!("capdeck fleet over 6 contexts (2 silent, 4s timeout) on {}: {elapsed:?}", backend.label());
+    eprintln!("capdeck fleet over 7 contexts (2 silent, 4s timeout) on {}: {elapsed:?}", backend.label());
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "contexts could not be read: exit 1\n{stdout}\n{stderr}");
-    assert!(stderr.contains("3 of 6 context(s) could not be read: down, hangs, hangs-too"), "{stderr}");
+    assert!(stderr.contains("4 of 7 context(s) could not be read: down, hangs, hangs-too, locked"), "{stderr}");
     let document: Value = serde_json::from_str(&stdout).expect("json");
     let all: Vec<Value> = document["fleet"].as_array().cloned().expect("rows");
     let of = |context: &str| -> Vec<&Value> { all.iter().filter(|row| row["context"] == context).collect() };
     let contexts: std::collections::BTreeSet<&str> = all.iter().filter_map(|row| row["context"].as_str()).collect();
-    assert_eq!(contexts.into_iter().collect::<Vec<_>>(), ["down", "hangs", "hangs-too", "here", "second", "there"]);
+    assert_eq!(
+        contexts.into_iter().collect::<Vec<_>>(),
+        ["down", "hangs", "hangs-too", "here", "locked", "second", "there"]
+    );
     // The world's namespace (the shared kube-apiserver has other stories' namespaces too).
     let in_world = |context: &str| -> Value {
         of(context).into_iter().find(|row| row["namespace"] == world.ns.as_str()).cloned().unwrap_or_default()
@@ -177,6 +188,8 @@ pub async fn fleet_shows_every_context_and_says_why_one_is_unreachable(backend: 
     assert_eq!(state("hangs"), "unreachable");
     assert!(why("hangs").starts_with("no answer within 4s"), "{}", why("hangs"));
     assert!(why("hangs-too").starts_with("no answer within 4s"), "{}", why("hangs-too"));
+    assert_eq!(state("locked"), "forbidden");
+    assert!(why("locked").starts_with("cannot list RotationBatches: forbidden:"), "{}", why("locked"));
     // Read one after the other, the two silent contexts alone would take 8 s.
     assert!(elapsed < Duration::from_secs(8), "contexts read concurrently: {elapsed:?}");
 
