@@ -64,3 +64,28 @@ pub async fn deliver(sender: &Sender, target: &NotifyTarget, body: Vec<u8>, retr
     }
     Err(format!("{last} ({} tries)", retry.attempts.max(1)))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// What a failed delivery says (it goes into the WARN line) never has the URL's path or query.
+    #[tokio::test]
+    async fn a_failure_names_what_happened_not_the_url() {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = closed.local_addr().expect("address").port();
+        drop(closed);
+        let target =
+            NotifyTarget::parse(&format!("http://127.0.0.1:{port}/T0/secret-path?token=secret-query")).expect("target");
+        let retry = RetryPolicy {
+            attempts: 2,
+            attempt_timeout: Duration::from_secs(5),
+            first_backoff: Duration::from_millis(10),
+        };
+        let sender = Sender::new().expect("sender");
+        let error = deliver(&sender, &target, b"{}".to_vec(), retry).await.expect_err("nothing listens");
+        assert_eq!(error, "cannot connect (2 tries)");
+    }
+}
