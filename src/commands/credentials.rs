@@ -5,7 +5,6 @@ use std::io::Write as _;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ListParams;
 
@@ -16,7 +15,6 @@ use crate::cluster::{ClusterArgs, describe_error};
 use crate::credentials::{CredentialsOverview, Inputs, Timing, human_signed, overview};
 use crate::manifest::Manifests;
 use crate::output::Table;
-use crate::plan::SecretLookup;
 
 pub async fn run(cluster: &ClusterArgs, args: &CredentialsArgs) -> anyhow::Result<ExitCode> {
     args.output.refuse_name("credentials").map_err(|error| super::UsageError(error.to_string()))?;
@@ -122,22 +120,7 @@ async fn live(cluster: &ClusterArgs) -> anyhow::Result<(Manifests, bool)> {
         Err(kube::Error::Api(status)) if status.code == 404 => Vec::new(),
         Err(error) => anyhow::bail!("cannot list RotationBatches: {}", describe_error(&error)),
     };
-    for app in &manifests.applications {
-        let namespace = app.metadata.namespace.clone().unwrap_or_default();
-        let secrets: kube::Api<Secret> = kube::Api::namespaced(client.clone(), &namespace);
-        for service in &app.spec.btp.services {
-            let key = (namespace.clone(), service.secret.clone());
-            if manifests.secrets.contains_key(&key) {
-                continue;
-            }
-            let lookup = match secrets.get_opt(&service.secret).await {
-                Ok(Some(secret)) => SecretLookup::Found(Arc::new(secret)),
-                Ok(None) => SecretLookup::Missing,
-                Err(error) => SecretLookup::Malformed(format!("cannot be read: {}", describe_error(&error))),
-            };
-            manifests.secrets.insert(key, lookup);
-        }
-    }
+    manifests.secrets = crate::fleet::binding_secrets(client, &manifests.applications).await;
     let known = match crate::cluster::list_service_bindings(client, &scope).await {
         Ok(Some(bindings)) => {
             manifests.service_bindings = bindings;

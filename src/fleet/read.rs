@@ -203,8 +203,9 @@ where
     Ok((items, notes))
 }
 
-/// The binding Secrets the applications consume, read concurrently (a few at a time).
-async fn binding_secrets(
+/// The binding Secrets the applications consume, read concurrently (a few at a time); also
+/// `capdeck credentials`' reading.
+pub async fn binding_secrets(
     client: &kube::Client,
     applications: &[Arc<CAPApplication>],
 ) -> std::collections::HashMap<(String, String), SecretLookup> {
