@@ -238,7 +238,7 @@ parsed, 2 for usage errors.")]
     /// Print the CustomResourceDefinitions capdeck knows (CAP Operator kinds and RotationBatch)
     #[command(long_about = "Print the CustomResourceDefinitions of every kind capdeck knows: the CAP \
 Operator's sme.sap.com/v1alpha1 kinds and capdeck.dev/v1alpha1 RotationBatch.\n\n\
-Example: capdeck crds | kubectl apply -f -")]
+Example: capdeck crds | kubectl apply --server-side -f -")]
     Crds(CrdsArgs),
     /// Run the sandbox cluster: an in-memory Kubernetes API server for kubectl and capdeck
     #[command(long_about = "Run the sandbox cluster: an in-memory Kubernetes API server that kubectl, kube-rs \
@@ -454,7 +454,7 @@ pub struct ForceArgs {
 #[command(long_about = "Print the manifests to run `capdeck --daemon` in a cluster: ServiceAccount, a \
 least-privilege ClusterRole and binding, a Role for the leader-election Lease, the Deployment and the \
 metrics Service. The namespace comes from --namespace/-n (default capdeck-system).\n\n\
-Example: capdeck crds | kubectl apply -f - && capdeck manifests -n capdeck-system | kubectl apply -f -")]
+Example: capdeck crds | kubectl apply --server-side -f - && capdeck manifests -n capdeck-system | kubectl apply -f -")]
 pub struct ManifestsArgs {
     /// Container image to run
     #[arg(long, value_name = "IMAGE", default_value = "ghcr.io/capdeck/capdeck:0.1.0")]
@@ -644,12 +644,14 @@ pub struct CredentialsArgs {
     /// Read manifests (file or directory; repeatable) instead of the cluster
     #[arg(short = 'f', long = "filename", value_name = "PATH")]
     pub files: Vec<PathBuf>,
-    /// The batch window the engine uses (its --rollout-delay / ROLLOUT_DELAY)
-    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = crate::engine::config::parse_go_duration)]
-    pub rollout_delay: std::time::Duration,
-    /// How long rolling a batch's Deployments is expected to take
-    #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = crate::engine::config::parse_go_duration)]
-    pub expected_rollout: std::time::Duration,
+    /// The batch window to judge with [default: the leading engine's, which it publishes on its
+    /// Lease; else 1h]
+    #[arg(long, value_name = "DURATION", value_parser = crate::engine::config::parse_go_duration)]
+    pub rollout_delay: Option<std::time::Duration>,
+    /// How long rolling a batch's Deployments is expected to take [default: the leading engine's;
+    /// else 15m]
+    #[arg(long, value_name = "DURATION", value_parser = crate::engine::config::parse_go_duration)]
+    pub expected_rollout: Option<std::time::Duration>,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -668,12 +670,15 @@ pub struct FleetArgs {
     /// Name of capdeck's engine Lease
     #[arg(long, value_name = "NAME", default_value = "capdeck-engine")]
     pub lease_name: String,
-    /// The batch window the engines use, for the credential verdicts (their --rollout-delay)
-    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = crate::engine::config::parse_go_duration)]
-    pub rollout_delay: std::time::Duration,
-    /// How long rolling a batch's Deployments is expected to take
-    #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = crate::engine::config::parse_go_duration)]
-    pub expected_rollout: std::time::Duration,
+    /// The batch window to judge each context's credentials with [default: that context's leading
+    /// engine's, which it publishes on its
+    /// Lease; else 1h]
+    #[arg(long, value_name = "DURATION", value_parser = crate::engine::config::parse_go_duration)]
+    pub rollout_delay: Option<std::time::Duration>,
+    /// How long rolling a batch's Deployments is expected to take [default: the leading engine's;
+    /// else 15m]
+    #[arg(long, value_name = "DURATION", value_parser = crate::engine::config::parse_go_duration)]
+    pub expected_rollout: Option<std::time::Duration>,
     #[command(flatten)]
     pub output: OutputArgs,
 }

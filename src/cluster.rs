@@ -2,6 +2,7 @@
 //! (SelfSubjectReview), what they may do (SelfSubjectAccessReview), and the reflector stores
 //! that the engine and the console share.
 
+pub mod leader;
 pub mod stores;
 
 use std::path::PathBuf;
@@ -157,8 +158,10 @@ impl ClusterArgs {
         };
         let server = config.cluster_url.to_string();
         let default_namespace = config.default_namespace.clone();
-        let client = kube::Client::try_from(config)
-            .map_err(|error| ConnectError::Client { server: server.clone(), message: error.to_string() })?;
+        let client = kube::Client::try_from(config).map_err(|error| ConnectError::Client {
+            server: server.clone(),
+            message: describe_client_error(&error, &context),
+        })?;
         Ok(Connection { client, context, server, default_namespace })
     }
 }
@@ -257,7 +260,42 @@ pub fn is_transient(error: &kube::Error) -> bool {
     }
 }
 
+/// Whether rustls refused a certificate for being X.509 v1 (webpki's `UnsupportedCertVersion`):
+/// `openssl x509 -req` without `-extfile` makes one, and kubectl (Go) accepts it.
+fn is_x509_v1(error: &kube::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = source {
+        if let Some(rustls::Error::InvalidCertificate(rustls::CertificateError::Other(other))) =
+            current.downcast_ref::<rustls::Error>()
+            && other.to_string().contains("UnsupportedCertVersion")
+        {
+            return true;
+        }
+        source = current.source();
+    }
+    // Another rustls version in the chain would not downcast: its text still names the cause.
+    error.to_string().contains("UnsupportedCertVersion")
+}
+
+/// Why a client cannot be built from the kubeconfig of `context`, with the fix.
+fn describe_client_error(error: &kube::Error, context: &str) -> String {
+    if is_x509_v1(error) {
+        return format!(
+            "the client certificate in kubeconfig context {context:?} is X.509 v1, which kubectl accepts but \
+             rustls refuses (it needs v3): re-issue it with extensions, e.g. `openssl x509 -req ... -extfile \
+             <(printf 'extendedKeyUsage=clientAuth')`, or use a token ({error})"
+        );
+    }
+    error.to_string()
+}
+
 pub fn describe_error(error: &kube::Error) -> String {
+    if is_x509_v1(error) {
+        return format!(
+            "a certificate in the TLS handshake is X.509 v1, which rustls refuses (it needs v3): re-issue the API \
+             server's certificate (or the client certificate in the kubeconfig) with extensions ({error})"
+        );
+    }
     match error {
         kube::Error::Api(status) => match status.code {
             401 => format!("unauthorized: {} (are your kubeconfig credentials still valid?)", status.message),

@@ -172,6 +172,43 @@ pub struct Timing {
     pub expected_rollout: Duration,
 }
 
+impl Timing {
+    /// Without flags and without a leader's word: the engine's defaults (ROLLOUT_DELAY's 1h, as
+    /// upstream; 15m to roll), which `engine::config` takes from here.
+    pub const DEFAULT: Self = Self { window: Duration::from_secs(3600), expected_rollout: Duration::from_secs(15 * 60) };
+
+    fn text(self) -> String {
+        format!(
+            "window {}, expected rollout {}",
+            crate::api::go_duration::humanize(self.window),
+            crate::api::go_duration::humanize(self.expected_rollout)
+        )
+    }
+}
+
+/// Which window and expected rollout judge the credentials, and a line saying which: a flag
+/// given (`Some`) wins, then the settings the leading engine published on its Lease, then the
+/// defaults. An observer's verdict is then the leader's.
+pub fn choose_timing(
+    window_flag: Option<Duration>,
+    expected_flag: Option<Duration>,
+    leader: Option<&crate::cluster::leader::PublishedSettings>,
+) -> (Timing, String) {
+    let base = leader.map_or(Timing::DEFAULT, |settings| Timing {
+        window: settings.rollout_delay(),
+        expected_rollout: settings.expected_rollout(),
+    });
+    let chosen =
+        Timing { window: window_flag.unwrap_or(base.window), expected_rollout: expected_flag.unwrap_or(base.expected_rollout) };
+    let source = match (leader, window_flag.is_some() || expected_flag.is_some()) {
+        (Some(_), false) => format!("the leading engine's settings ({})", chosen.text()),
+        (Some(_), true) => format!("{} from your flags, not the leading engine's ({})", chosen.text(), base.text()),
+        (None, false) => format!("the defaults ({}): no leading engine publishes its settings", chosen.text()),
+        (None, true) => format!("{} (flags and defaults; no leading engine publishes its settings)", chosen.text()),
+    };
+    (chosen, source)
+}
+
 /// The objects the answer is made of.
 pub struct Inputs<'a> {
     pub applications: &'a [Arc<CAPApplication>],
@@ -335,6 +372,20 @@ fn open_batch<'a>(inputs: &'a Inputs<'_>, namespace: &str, secret: &str) -> Opti
         .min_by_key(|batch| batch.spec.window_end.0)
 }
 
+/// When `binding` last rotated, whatever fields it has: `status.lastCredentialsRotationTime`,
+/// else the newest of its old copies (sap-btp-service-operator makes one at each rotation), else
+/// its `creationTimestamp` (docs/CREDENTIALS.md).
+fn latest_rotation(bindings: &[ServiceBinding], binding: &ServiceBinding) -> Timestamp {
+    let recorded = binding.status.as_ref().and_then(|status| status.last_credentials_rotation_time.as_ref());
+    let newest_copy = bindings
+        .iter()
+        .filter(|old| old.namespace() == binding.namespace() && old.rotation_of() == Some(binding.name()))
+        .filter_map(|old| old.metadata.creation_timestamp.as_ref())
+        .max_by_key(|time| time.0);
+    let created = binding.metadata.creation_timestamp.as_ref();
+    [recorded, newest_copy, created].into_iter().flatten().map(|time| time.0).max().unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
 /// When a finished batch rolled `secret` out after `since`, the pods hold the new credentials.
 fn rolled_out_since(inputs: &Inputs<'_>, namespace: &str, secret: &str, since: Timestamp) -> bool {
     inputs.batches.iter().any(|batch| {
@@ -493,9 +544,7 @@ fn judge(inputs: &Inputs<'_>, binding: Option<&ServiceBinding>, report: &mut Cre
                         .as_ref()
                         .and_then(|status| status.last_credentials_rotation_time.as_ref())
                         .map(|time| time.0);
-                    if let Some(observed) = observed
-                        && rolled_out_since(inputs, &report.namespace, &report.secret, observed)
-                    {
+                    if rolled_out_since(inputs, &report.namespace, &report.secret, latest_rotation(inputs.bindings.unwrap_or_default(), binding)) {
                         report.reasons.push("rolled out since the rotation: pods hold the new credentials".into());
                         report.verdict = verdict;
                         report.margin_seconds = None;
@@ -737,6 +786,29 @@ mod tests {
     /// Certificates in a credential value: expired is unsafe whatever the rotation says, close
     /// to expiry at-risk; the key and the date are named, never the certificate.
     #[test]
+    fn verdicts_use_the_leaders_settings_unless_a_flag_says_otherwise() {
+        let leader = crate::cluster::leader::PublishedSettings {
+            rollout_delay_seconds: 30,
+            expected_rollout_seconds: 600,
+            approval: "auto".into(),
+            max_parallel_rollouts: 5,
+            min_rollout_interval_seconds: 600,
+        };
+        let five = Some(Duration::from_secs(300));
+        let cases = [
+            (None, None, Some(&leader), (30, 600), "the leading engine's settings"),
+            (None, five, Some(&leader), (30, 300), "from your flags, not the leading engine's (window 30s"),
+            (None, None, None, (3600, 900), "the defaults"),
+            (five, None, None, (300, 900), "flags and defaults"),
+        ];
+        for (window, expected, settings, (w, e), says) in cases {
+            let (timing, source) = choose_timing(window, expected, settings);
+            assert_eq!((timing.window.as_secs(), timing.expected_rollout.as_secs()), (w, e), "{source}");
+            assert!(source.contains(says), "{source}");
+        }
+    }
+
+    #[test]
     fn certificates_in_credentials_are_judged_by_their_not_after() {
         let with_certificate = |until: i64| {
             let credentials = json!({"clientid": "sb-1", "certificate": certificate(-30 * 24 * HOUR, until)});
@@ -862,6 +934,34 @@ mod tests {
                 Verdict::Ok,
                 None,
                 "pods hold the new credentials",
+            ),
+            (
+                "rolled out since the rotation, the binding lacking lastCredentialsRotationTime",
+                vec![
+                    app(),
+                    metadata_secret(),
+                    binding(enabled.clone(), None),
+                    old_binding(-2 * HOUR - 60, "2h30m", false),
+                    batch("Succeeded", -2 * HOUR + 30, -HOUR),
+                ],
+                true,
+                Verdict::Ok,
+                None,
+                "pods hold the new credentials",
+            ),
+            (
+                "a batch that rolled out before the latest rotation does not count",
+                vec![
+                    app(),
+                    metadata_secret(),
+                    binding(enabled.clone(), None),
+                    old_binding(-2 * HOUR - 60, "2h30m", false),
+                    batch("Succeeded", -3 * HOUR, -3 * HOUR + 60),
+                ],
+                true,
+                Verdict::Unsafe,
+                Some(30 * 60 - 60 - HOUR - 900),
+                "after the old credentials may be revoked",
             ),
             (
                 "automatic rotation off",

@@ -53,20 +53,16 @@ async fn ready(State(health): State<Health>) -> Response {
         Role::Leader => (StatusCode::OK, "ok (leader)\n").into_response(),
         // Observing is ready only while somebody else leads: otherwise rotations go unhandled.
         Role::Observer => {
-            let holder = crate::engine::lease::holder(&health.client, &health.lease).await;
-            match holder {
-                Ok(crate::engine::lease::Holder::Renewing { identity, renewed_ago }) => {
-                    (StatusCode::OK, format!("ok (observer; leader: {identity}, renewed {renewed_ago}s ago)\n"))
-                        .into_response()
-                }
-                Ok(other) => (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    format!("not ready: this engine observes and {other}; rotations are not being handled\n"),
+            let fallback = [(health.lease.namespace.clone(), health.lease.name.clone())];
+            match crate::cluster::leader::find(&health.client, &health.stores.scope, &fallback).await {
+                crate::cluster::leader::LeaderView::Leads { identity, lease, renewed_ago, .. } => (
+                    StatusCode::OK,
+                    format!("ok (observer; leader: {identity} in {lease}, renewed {renewed_ago}s ago)\n"),
                 )
                     .into_response(),
-                Err(error) => (
+                other => (
                     StatusCode::SERVICE_UNAVAILABLE,
-                    format!("not ready: this engine observes and cannot read the lease: {error}\n"),
+                    format!("not ready: this engine observes and {other}; rotations are not being handled\n"),
                 )
                     .into_response(),
             }

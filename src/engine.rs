@@ -19,6 +19,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::stores::Stores;
+use crate::cluster::leader::EngineScope;
 use config::{EngineConfig, EngineMode};
 use metrics::Metrics;
 use reconcile::Reconciler;
@@ -130,7 +131,13 @@ async fn run(
             None
         }
         EngineMode::Auto | EngineMode::Lead => {
-            Some(tokio::spawn(lead(client.clone(), config.clone(), leader_tx.clone(), cancel.clone())))
+            Some(tokio::spawn(lead(
+                client.clone(),
+                config.clone(),
+                EngineScope::of(&stores.scope),
+                leader_tx.clone(),
+                cancel.clone(),
+            )))
         }
     });
     // Notifications have a task of their own: a slow receiver never slows a pass.
@@ -206,15 +213,87 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Hold the lease while we can; publish leadership to `leader`. On cancellation the lease is
-/// released so another engine can take over at once.
+/// Hold the lease while we can and no other engine leads an overlapping scope (wherever its
+/// Lease lives); publish leadership to `leader`. On cancellation the lease is released so another
+/// engine can take over at once.
 async fn lead(
     client: kube::Client,
     config: EngineConfig,
+    scope: EngineScope,
     leader: watch::Sender<Option<bool>>,
     cancel: CancellationToken,
 ) {
-    let manager = loop {
+    let recheck = Duration::from_secs(config.lease.duration_seconds.max(1));
+    let mut reported: Option<String> = None;
+    loop {
+        // Another engine leading an overlapping scope keeps this one an observer.
+        let wait = match lease::other_leader(&client, &config.lease, &scope).await {
+            Ok(None) => None,
+            Ok(Some(other)) => {
+                let holder = other.renewing().map(|(identity, _)| identity.to_string()).unwrap_or_default();
+                if reported.replace(other.key()).as_deref() != Some(other.key().as_str()) {
+                    tracing::warn!(leader = %holder, lease = %other.key(), scope = %other.scope,
+                        "another capdeck engine leads an overlapping scope; this engine observes while it does");
+                }
+                Some(recheck)
+            }
+            Err(error) => {
+                if reported.replace(error.to_string()).as_deref() != Some(error.to_string().as_str()) {
+                    tracing::error!(%error, "not leading");
+                }
+                Some(Duration::from_secs(10))
+            }
+        };
+        if let Some(wait) = wait {
+            leader.send_if_modified(|known| known.replace(false) != Some(false));
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                () = tokio::time::sleep(wait) => continue,
+            }
+        }
+        reported = None;
+        let Some(manager) = lease_manager(&client, &config, &leader, &cancel).await else { return };
+        let (state, task) = manager.watch().await;
+        let outcome = hold(&client, &config, &scope, &leader, state, &cancel).await;
+        leader.send_replace(Some(false));
+        match tokio::time::timeout(Duration::from_secs(5), task).await {
+            Ok(Ok(Ok(_))) => tracing::info!("lease released"),
+            Ok(Ok(Err(error))) => tracing::warn!(%error, "could not release the lease"),
+            _ => tracing::warn!("lease release did not finish"),
+        }
+        match outcome {
+            Held::Cancelled => return,
+            // Two engines that checked at the same moment both step back; a random pause lets one go first.
+            Held::SteppedBack => {
+                use rand::RngExt as _;
+                let jitter = Duration::from_millis(rand::rng().random_range(0..recheck.as_millis().max(1) as u64));
+                tokio::select! {
+                    () = cancel.cancelled() => return,
+                    () = tokio::time::sleep(jitter) => {}
+                }
+            }
+            Held::Lost => {}
+        }
+    }
+}
+
+/// How holding the lease ended.
+enum Held {
+    Cancelled,
+    /// Another engine leads an overlapping scope: we released ours.
+    SteppedBack,
+    /// The lease task ended.
+    Lost,
+}
+
+/// Build the lease manager, retrying while the Lease cannot be used. `None`: cancelled.
+async fn lease_manager(
+    client: &kube::Client,
+    config: &EngineConfig,
+    leader: &watch::Sender<Option<bool>>,
+    cancel: &CancellationToken,
+) -> Option<kube_lease_manager::LeaseManager> {
+    loop {
         let built = LeaseManagerBuilder::new(client.clone(), &config.lease.name)
             .with_namespace(&config.lease.namespace)
             .with_identity(&config.identity)
@@ -224,39 +303,90 @@ async fn lead(
             .build()
             .await;
         match built {
-            Ok(manager) => break manager,
+            Ok(manager) => return Some(manager),
             Err(error) => {
                 tracing::error!(%error, namespace = %config.lease.namespace, lease = %config.lease.name, "cannot use the lease; observing until it works");
                 // Known not to lead: observe (and say so) while retrying.
-                leader.send_if_modified(|known| known.replace(false).is_none());
+                leader.send_if_modified(|known| known.replace(false) != Some(false));
                 tokio::select! {
-                    () = cancel.cancelled() => return,
+                    () = cancel.cancelled() => return None,
                     () = tokio::time::sleep(Duration::from_secs(10)) => {}
                 }
             }
         }
-    };
-    let (mut state, task) = manager.watch().await;
-    leader.send_replace(Some(*state.borrow_and_update()));
-    loop {
+    }
+}
+
+/// While the lease manager runs: lead when we hold the lease and, marked as leading, still see
+/// no other leader (two engines that mark at once both see each other and both step back).
+/// Dropping `state` on return releases the lease.
+async fn hold(
+    client: &kube::Client,
+    config: &EngineConfig,
+    scope: &EngineScope,
+    leader: &watch::Sender<Option<bool>>,
+    mut state: watch::Receiver<bool>,
+    cancel: &CancellationToken,
+) -> Held {
+    let recheck = Duration::from_secs(config.lease.duration_seconds.max(1));
+    let settings = config.published_settings();
+    let own_key = format!("{}/{}", config.lease.namespace, config.lease.name);
+    let mut leading = false;
+    let mut holding = *state.borrow_and_update();
+    let outcome = loop {
+        if holding && !leading {
+            if let Err(error) = lease::mark(client, &config.lease, scope, &settings, Some(&config.identity)).await {
+                tracing::warn!(error = %crate::cluster::describe_error(&error), "cannot mark the lease as leading; retrying");
+            } else {
+                match lease::other_leader(client, &config.lease, scope).await {
+                    Ok(None) => {
+                        leading = true;
+                        tracing::info!(identity = %config.identity, lease = %own_key, %scope, "leading");
+                        leader.send_replace(Some(true));
+                    }
+                    Ok(Some(other)) => {
+                        tracing::warn!(lease = %other.key(), "another capdeck engine leads an overlapping scope; stepping back");
+                        break Held::SteppedBack;
+                    }
+                    Err(error) => {
+                        tracing::error!(%error, "not leading");
+                        break Held::SteppedBack;
+                    }
+                }
+            }
+        } else if !holding {
+            if leading {
+                tracing::info!(identity = %config.identity, "lost the lease");
+            }
+            leading = false;
+            leader.send_if_modified(|known| known.replace(false) != Some(false));
+        }
         tokio::select! {
-            () = cancel.cancelled() => break,
+            () = cancel.cancelled() => break Held::Cancelled,
             changed = state.changed() => {
                 if changed.is_err() {
-                    break;
+                    break Held::Lost;
                 }
-                let holding = *state.borrow_and_update();
-                tracing::info!(leader = holding, identity = %config.identity, "lease state changed");
-                leader.send_replace(Some(holding));
+                holding = *state.borrow_and_update();
+            }
+            // While leading (or retrying the mark), look again: only a lost write could let two
+            // engines lead; then the one whose Lease sorts first stays.
+            () = tokio::time::sleep(recheck), if holding => {
+                if leading
+                    && let Ok(Some(other)) = lease::other_leader(client, &config.lease, scope).await
+                    && other.key() < own_key
+                {
+                    tracing::warn!(lease = %other.key(), "another capdeck engine leads an overlapping scope; stepping back");
+                    break Held::SteppedBack;
+                }
             }
         }
-    }
+    };
     leader.send_replace(Some(false));
-    // Dropping the receiver makes the lease task release the lease.
-    drop(state);
-    match tokio::time::timeout(Duration::from_secs(5), task).await {
-        Ok(Ok(Ok(_))) => tracing::info!("lease released"),
-        Ok(Ok(Err(error))) => tracing::warn!(%error, "could not release the lease"),
-        _ => tracing::warn!("lease release did not finish"),
+    if leading || matches!(outcome, Held::SteppedBack) {
+        // Best effort: the mark means nothing once the lease is released anyway.
+        let _ = lease::mark(client, &config.lease, scope, &settings, None).await;
     }
+    drop(state);
+    outcome
 }

@@ -12,13 +12,14 @@ use crate::api::RotationBatch;
 use crate::api::service_binding::GROUP;
 use crate::cli::CredentialsArgs;
 use crate::cluster::{ClusterArgs, describe_error};
-use crate::credentials::{CredentialsOverview, Inputs, Timing, human_signed, overview};
+use crate::cluster::leader::PublishedSettings;
+use crate::credentials::{CredentialsOverview, Inputs, choose_timing, human_signed, overview};
 use crate::manifest::Manifests;
 use crate::output::Table;
 
 pub async fn run(cluster: &ClusterArgs, args: &CredentialsArgs) -> anyhow::Result<ExitCode> {
     args.output.refuse_name("credentials").map_err(|error| super::UsageError(error.to_string()))?;
-    let (manifests, bindings_known) = if args.files.is_empty() {
+    let (manifests, bindings_known, leader_settings) = if args.files.is_empty() {
         live(cluster).await?
     } else {
         match crate::manifest::load(&args.files) {
@@ -28,7 +29,7 @@ pub async fn run(cluster: &ClusterArgs, args: &CredentialsArgs) -> anyhow::Resul
                 }
                 // In manifests, ServiceBinding information exists when some binding is there.
                 let known = !manifests.service_bindings.is_empty();
-                (manifests, known)
+                (manifests, known, None)
             }
             Err(error) => {
                 eprintln!("error: {error}");
@@ -36,6 +37,7 @@ pub async fn run(cluster: &ClusterArgs, args: &CredentialsArgs) -> anyhow::Resul
             }
         }
     };
+    let (timing, timing_source) = choose_timing(args.rollout_delay, args.expected_rollout, leader_settings.as_ref());
     let now = Timestamp::now();
     let result = overview(&Inputs {
         applications: &manifests.applications,
@@ -43,7 +45,7 @@ pub async fn run(cluster: &ClusterArgs, args: &CredentialsArgs) -> anyhow::Resul
         bindings: bindings_known.then_some(manifests.service_bindings.as_slice()),
         batches: &manifests.batches,
         now,
-        timing: Timing { window: args.rollout_delay, expected_rollout: args.expected_rollout },
+        timing,
     });
     let document = serde_json::to_value(&result)?;
     let text = crate::output::render_object(&args.output, "credentials", &document, |wide, headers| {
@@ -54,6 +56,7 @@ pub async fn run(cluster: &ClusterArgs, args: &CredentialsArgs) -> anyhow::Resul
         eprintln!("No CAPApplication consumes a binding Secret here.");
     }
     std::io::stdout().lock().write_all(text.as_bytes())?;
+    eprintln!("note: margins judged with {timing_source}");
     if !result.service_bindings_known {
         eprintln!(
             "note: no ServiceBinding information (the {GROUP} CRD is not installed, or not readable with these \
@@ -106,10 +109,13 @@ fn table(result: &CredentialsOverview, now: Timestamp, wide: bool, headers: bool
 }
 
 /// The objects from the cluster, gathered into the shape manifests have.
-async fn live(cluster: &ClusterArgs) -> anyhow::Result<(Manifests, bool)> {
+/// The objects in the cluster, whether ServiceBindings are known, and the leading engine's
+/// published settings (what the engine decides with).
+async fn live(cluster: &ClusterArgs) -> anyhow::Result<(Manifests, bool, Option<PublishedSettings>)> {
     let connection = cluster.connect().await?;
     let scope = cluster.scope(&connection);
     let client = &connection.client;
+    let leader = crate::cluster::leader::find(client, &scope, &[]).await;
     let mut manifests = Manifests {
         applications: super::tenants::list(client, &scope, "CAPApplication").await?,
         ..Manifests::default()
@@ -132,5 +138,5 @@ async fn live(cluster: &ClusterArgs) -> anyhow::Result<(Manifests, bool)> {
             false
         }
     };
-    Ok((manifests, known))
+    Ok((manifests, known, leader.settings().cloned()))
 }

@@ -18,7 +18,7 @@ use crate::api::{CAPApplication, CAPApplicationVersion, CAPTenant};
 use crate::cli::{DoctorArgs, EngineArgs};
 use crate::cluster::{ClusterArgs, Connection, Scope, can_i, describe_error};
 use crate::engine::config::humanize;
-use crate::engine::lease::Holder;
+use crate::cluster::leader::{Holder, LeaderView};
 use crate::output::Table;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -97,7 +97,7 @@ pub async fn run(cluster: &ClusterArgs, engine: &EngineArgs, args: &DoctorArgs) 
     findings.extend(crd_findings);
     findings.extend(permissions(&connection, &scope).await);
     let (config, delay_warning) = engine.config(&connection.default_namespace);
-    findings.extend(lease(&connection, &config.lease).await);
+    findings.extend(lease(&connection, &config.lease, &scope).await);
     findings.extend(go_operator(&connection, &scope).await);
     if crds_missing {
         findings.push(finding("binding secrets", Status::Warn, "not checked until the CRDs are installed"));
@@ -288,7 +288,7 @@ async fn permissions(connection: &Connection, scope: &Scope) -> Vec<Finding> {
     }
 }
 
-async fn lease(connection: &Connection, lease: &crate::engine::config::LeaseSettings) -> Vec<Finding> {
+async fn lease(connection: &Connection, lease: &crate::engine::config::LeaseSettings, scope: &Scope) -> Vec<Finding> {
     let namespaces: Api<Namespace> = Api::all(connection.client.clone());
     let mut out = Vec::new();
     if let Ok(None) = namespaces.get_opt(&lease.namespace).await {
@@ -314,26 +314,36 @@ async fn lease(connection: &Connection, lease: &crate::engine::config::LeaseSett
             ));
         }
     }
-    match crate::engine::lease::holder(&connection.client, lease).await {
-        Ok(Holder::Renewing { identity, renewed_ago }) => out.push(finding(
+    if !can_i(&connection.client, "list", "coordination.k8s.io", "leases", None).await {
+        out.push(finding(
+            "lease",
+            Status::Warn,
+            "you may not list leases.coordination.k8s.io in all namespaces: capdeck finds the engine that leads \
+             by its Lease wherever it lives, and an engine run as you will not lead without making sure no other \
+             does",
+        ));
+    }
+    let fallback = [(lease.namespace.clone(), lease.name.clone())];
+    match crate::cluster::leader::find(&connection.client, scope, &fallback).await {
+        LeaderView::Leads { lease, identity, renewed_ago, scope: led, settings } => out.push(finding(
             "leader",
             Status::Ok,
-            format!("{identity} holds {}/{} (renewed {renewed_ago}s ago)", lease.namespace, lease.name),
+            format!(
+                "{identity} leads {led} (lease {lease}, renewed {renewed_ago}s ago){}",
+                settings.map(|settings| format!("; its settings: {}", settings.summary())).unwrap_or_default()
+            ),
         )),
-        Ok(other) => out.push(finding(
+        LeaderView::Nobody { detail } => out.push(finding(
             "leader",
             Status::Fail,
             format!(
-                "lease {}/{}: {other}: rotations are not being handled — start the daemon \
-                 (capdeck manifests | kubectl apply -f -)",
-                lease.namespace, lease.name
+                "nobody leads {}: {detail} — start the daemon (capdeck manifests | kubectl apply -f -)",
+                scope.label()
             ),
         )),
-        Err(error) => out.push(finding(
-            "leader",
-            Status::Warn,
-            format!("cannot read lease {}/{}: {error}", lease.namespace, lease.name),
-        )),
+        LeaderView::CannotLook { reason } => {
+            out.push(finding("leader", Status::Warn, format!("cannot tell who leads {}: {reason}", scope.label())))
+        }
     }
     out
 }

@@ -8,7 +8,6 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::cli::FleetArgs;
 use crate::cluster::ClusterArgs;
-use crate::credentials::Timing;
 use crate::fleet::{FleetOptions, read_fleet};
 
 pub async fn run(cluster: &ClusterArgs, args: &FleetArgs) -> anyhow::Result<ExitCode> {
@@ -22,7 +21,8 @@ pub async fn run(cluster: &ClusterArgs, args: &FleetArgs) -> anyhow::Result<Exit
     }
     let options = FleetOptions {
         timeout: args.timeout,
-        timing: Timing { window: args.rollout_delay, expected_rollout: args.expected_rollout },
+        window: args.rollout_delay,
+        expected_rollout: args.expected_rollout,
         lease_namespace: args.lease_namespace.clone(),
         lease_name: args.lease_name.clone(),
         namespace: if cluster.all_namespaces { None } else { cluster.namespace.clone() },

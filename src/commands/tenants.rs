@@ -25,7 +25,7 @@ where
     match api.list(&ListParams::default()).await {
         Ok(list) => Ok(list.items.into_iter().map(Arc::new).collect()),
         Err(kube::Error::Api(status)) if status.code == 404 => anyhow::bail!(
-            "the cluster has no {what} kind: install the CAP Operator's CRDs (or `capdeck crds | kubectl apply -f -`)"
+            "the cluster has no {what} kind: install the CAP Operator's CRDs (or `capdeck crds | kubectl apply --server-side -f -`)"
         ),
         Err(error) => anyhow::bail!("cannot list {what}s: {}", describe_error(&error)),
     }

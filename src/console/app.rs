@@ -179,7 +179,7 @@ pub struct App {
     pub session: Session,
     pub role: Role,
     /// Who holds the engine's Lease (polled while the console runs), or why it is unknown.
-    pub leader: Option<Result<crate::engine::lease::Holder, String>>,
+    pub leader: Option<crate::cluster::leader::LeaderView>,
     /// The attached engine's last failed write, while it lasts.
     pub write_failure: Option<String>,
     /// The Lease (`ns/name`) of a Go CAP Operator that is running, if one is.
@@ -282,7 +282,7 @@ impl App {
     /// What the header says after the role: who leads when this console does not, and that
     /// nobody handles rotations when nobody does.
     pub fn leader_note(&self) -> Option<(String, super::app::Severity)> {
-        use crate::engine::lease::Holder;
+        use crate::cluster::leader::LeaderView;
         if self.role == Role::Leader && self.write_failure.is_some() {
             return Some(("✗ writes failing (see messages)".to_string(), Severity::Error));
         }
@@ -293,12 +293,16 @@ impl App {
             return None;
         }
         match self.leader.as_ref()? {
-            Ok(Holder::Renewing { identity, renewed_ago }) => {
-                Some((format!("(leader: {identity}, renewed {renewed_ago}s ago)"), Severity::Info))
+            LeaderView::Leads { identity, lease, renewed_ago, .. } => {
+                Some((format!("(leader: {identity} in {lease}, renewed {renewed_ago}s ago)"), Severity::Info))
             }
-            Ok(_) => Some(("— no leader: rotations are not being handled".to_string(), Severity::Warning)),
-            // The banner says why the API cannot be read; the header stays short.
-            Err(_) => Some(("(leader unknown)".to_string(), Severity::Warning)),
+            LeaderView::Nobody { .. } => {
+                Some(("— no leader: rotations are not being handled".to_string(), Severity::Warning))
+            }
+            // The help screen and `capdeck doctor` say why; the header stays short.
+            LeaderView::CannotLook { .. } => {
+                Some(("(leader unknown: you may not read capdeck's Leases)".to_string(), Severity::Warning))
+            }
         }
     }
 

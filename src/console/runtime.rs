@@ -67,8 +67,11 @@ struct Live {
     view: Option<(Stores, CancellationToken)>,
     forwarders: Vec<JoinHandle<()>>,
     lease: crate::engine::config::LeaseSettings,
-    /// The engine's window and expected rollout, for the Credentials view's margins.
-    timing: crate::credentials::Timing,
+    /// The window and expected rollout of the Credentials view's margins: the leading engine's
+    /// published settings, else this console's engine's (set by [`forward_leader`]).
+    timing: watch::Sender<crate::credentials::Timing>,
+    /// This console's engine's own, for when no leader publishes settings.
+    own_timing: crate::credentials::Timing,
 }
 
 impl Live {
@@ -86,7 +89,8 @@ impl Live {
             config.mode = EngineMode::Observe;
         }
         let lease = config.lease.clone();
-        let timing = config.credential_timing();
+        let own_timing = config.credential_timing();
+        let timing = watch::Sender::new(own_timing);
         let engine = crate::engine::spawn(
             connection.client.clone(),
             stores.clone(),
@@ -104,10 +108,16 @@ impl Live {
             forwarders: Vec::new(),
             lease: lease.clone(),
             timing,
+            own_timing,
         };
         live.forwarders.push(forward_role(engine.role.clone(), tx.clone(), generation));
         live.forwarders.push(forward_write_failure(engine.write_failure.clone(), tx.clone(), generation));
-        live.forwarders.push(forward_leader(live.connection.client.clone(), lease, tx.clone(), generation));
+        live.forwarders.push(forward_leader(
+            live.connection.client.clone(),
+            LeaderWatch { lease, scope: live.scope.clone(), timing: live.timing.clone(), own: own_timing },
+            tx.clone(),
+            generation,
+        ));
         live.forwarders.push(forward_go_operator(live.connection.client.clone(), tx.clone(), generation));
         live.forwarders.push(forward_identity(live.connection.client.clone(), tx.clone(), generation));
         live.engine = Some(engine);
@@ -124,7 +134,7 @@ impl Live {
         let stores = self.view_stores().clone();
         let cancel = self.view.as_ref().map_or_else(|| self.cancel.clone(), |(_, cancel)| cancel.clone());
         self.forwarders.push(forward_connection(stores.connection(), tx.clone(), generation));
-        self.forwarders.push(tokio::spawn(snapshots(stores, self.timing, tx.clone(), generation, cancel)));
+        self.forwarders.push(tokio::spawn(snapshots(stores, self.timing.subscribe(), tx.clone(), generation, cancel)));
     }
 
     /// `:ns`: new view stores in `scope`; the engine keeps its own.
@@ -147,7 +157,12 @@ impl Live {
         }
         self.forwarders.push(forward_leader(
             self.connection.client.clone(),
-            self.lease.clone(),
+            LeaderWatch {
+                lease: self.lease.clone(),
+                scope: self.scope.clone(),
+                timing: self.timing.clone(),
+                own: self.own_timing,
+            },
             tx.clone(),
             generation,
         ));
@@ -183,53 +198,85 @@ fn forward_write_failure(
     })
 }
 
-/// Who holds the Lease: a watch on that one Lease (no polling, so the console at rest still
-/// only watches), re-evaluated every second so "renewed Ns ago" stays true.
+/// What [`forward_leader`] watches for, and the margins' settings it keeps up to date.
+struct LeaderWatch {
+    lease: crate::engine::config::LeaseSettings,
+    scope: Scope,
+    timing: watch::Sender<crate::credentials::Timing>,
+    own: crate::credentials::Timing,
+}
+
+/// Which engine leads what the console shows: a watch on every capdeck engine Lease (by label,
+/// all namespaces; no polling, so the console at rest still only watches), re-evaluated every
+/// second so "renewed Ns ago" stays true. A user who may not list Leases cluster-wide gets the
+/// well-known places read with GETs every 10 s instead ([`crate::cluster::leader::find`]).
 fn forward_leader(
     client: kube::Client,
-    lease: crate::engine::config::LeaseSettings,
+    watching: LeaderWatch,
     tx: mpsc::UnboundedSender<Envelope>,
     generation: u64,
 ) -> JoinHandle<()> {
+    use crate::cluster::leader::{ENGINE_LABEL, EngineLease, LeaderView, find, leader_among};
     use kube::runtime::{WatchStreamExt as _, watcher};
+    let LeaderWatch { lease, scope, timing, own } = watching;
+    // The margins follow the leader's settings; this console's own when nobody publishes any.
+    let send = move |view: LeaderView| {
+        let chosen = view.settings().map_or(own, |settings| crate::credentials::Timing {
+            window: settings.rollout_delay(),
+            expected_rollout: settings.expected_rollout(),
+        });
+        timing.send_if_modified(|current| std::mem::replace(current, chosen) != chosen);
+        tx.send((generation, Msg::Leader(view))).is_ok()
+    };
     tokio::spawn(async move {
-        let api: kube::Api<k8s_openapi::api::coordination::v1::Lease> = kube::Api::namespaced(client, &lease.namespace);
-        let config = watcher::Config::default().fields(&format!("metadata.name={}", lease.name));
+        let api: kube::Api<k8s_openapi::api::coordination::v1::Lease> = kube::Api::all(client.clone());
+        let config = watcher::Config::default().labels(&format!("{ENGINE_LABEL}=true"));
         let mut stream = watcher(api, config).default_backoff().boxed();
-        let mut current = None;
+        let mut leases = std::collections::BTreeMap::new();
         let mut known = false;
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         loop {
-            let holder = tokio::select! {
+            tokio::select! {
                 event = stream.next() => match event {
                     Some(Ok(watcher::Event::Apply(found) | watcher::Event::InitApply(found))) => {
-                        current = Some(found);
-                        known = true;
+                        let key = (kube::ResourceExt::namespace(&found).unwrap_or_default(), kube::ResourceExt::name_any(&found));
+                        leases.insert(key, found);
                         continue;
                     }
-                    Some(Ok(watcher::Event::Delete(_))) => {
-                        current = None;
-                        Ok(crate::engine::lease::holder_of(None, Timestamp::now()))
+                    Some(Ok(watcher::Event::Delete(gone))) => {
+                        leases.remove(&(kube::ResourceExt::namespace(&gone).unwrap_or_default(), kube::ResourceExt::name_any(&gone)));
                     }
                     Some(Ok(watcher::Event::Init)) => {
-                        current = None;
+                        leases.clear();
                         continue;
                     }
-                    Some(Ok(watcher::Event::InitDone)) => {
-                        known = true;
-                        Ok(crate::engine::lease::holder_of(current.as_ref(), Timestamp::now()))
-                    }
-                    Some(Err(error)) => Err(error.to_string()),
+                    Some(Ok(watcher::Event::InitDone)) => known = true,
+                    Some(Err(
+                        watcher::Error::InitialListFailed(kube::Error::Api(status))
+                        | watcher::Error::WatchStartFailed(kube::Error::Api(status)),
+                    )) if status.code == 403 => break,
+                    Some(Err(_)) => continue,
                     None => return,
                 },
                 _ = tick.tick() => {
                     if !known {
                         continue;
                     }
-                    Ok(crate::engine::lease::holder_of(current.as_ref(), Timestamp::now()))
                 }
-            };
-            if tx.send((generation, Msg::Leader(holder))).is_err() {
+            }
+            let now = Timestamp::now();
+            let seen: Vec<EngineLease> = leases.values().map(|found| EngineLease::from_lease(found, now)).collect();
+            if !send(leader_among(&seen, &scope)) {
+                return;
+            }
+        }
+        // Not allowed to list Leases in all namespaces: read the well-known places.
+        drop(stream);
+        let fallback = [(lease.namespace.clone(), lease.name.clone())];
+        let mut poll = tokio::time::interval(Duration::from_secs(10));
+        loop {
+            poll.tick().await;
+            if !send(find(&client, &scope, &fallback).await) {
                 return;
             }
         }
@@ -347,7 +394,7 @@ fn event_time(event: &Event) -> Option<Timestamp> {
 /// while, and the async workers are the attached engine's too.
 async fn snapshots(
     stores: Stores,
-    timing: crate::credentials::Timing,
+    mut timing: watch::Receiver<crate::credentials::Timing>,
     tx: mpsc::UnboundedSender<Envelope>,
     generation: u64,
     cancel: CancellationToken,
@@ -357,11 +404,12 @@ async fn snapshots(
     loop {
         let started = std::time::Instant::now();
         let building = stores.clone();
+        let timing_now = *timing.borrow_and_update();
         let built = tokio::task::spawn_blocking(move || {
             let mut events: Vec<Arc<Event>> = building.events.as_ref().map(|store| store.state()).unwrap_or_default();
             events.sort_by_key(|event| std::cmp::Reverse(event_time(event)));
             events.truncate(EVENTS_KEPT);
-            readmodel::snapshot(&building, &events, timing)
+            readmodel::snapshot(&building, &events, timing_now)
         })
         .await;
         match built {
@@ -379,6 +427,11 @@ async fn snapshots(
         tokio::select! {
             () = cancel.cancelled() => return,
             changed = changes.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+            changed = timing.changed() => {
                 if changed.is_err() {
                     return;
                 }
@@ -776,7 +829,6 @@ pub async fn run_terminal(
              give them to `capdeck --daemon`)"
         );
     }
-    let options_timing = config.credential_timing();
     let scope = cluster.scope(&connection);
     let mut app = App::new(
         Session {
@@ -810,7 +862,6 @@ pub async fn run_terminal(
         started: setup.started,
         contexts: setup.contexts,
         fleet: crate::fleet::FleetOptions {
-            timing: options_timing,
             lease_namespace: engine.lease_namespace.clone(),
             lease_name: engine.lease_name.clone(),
             namespace: None,

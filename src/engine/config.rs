@@ -7,7 +7,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::api::{ANNOTATION_APPROVAL, CAPApplication};
 
-pub const DEFAULT_ROLLOUT_DELAY: Duration = Duration::from_secs(3600);
+pub const DEFAULT_ROLLOUT_DELAY: Duration = crate::credentials::Timing::DEFAULT.window;
 pub const MIN_ROLLOUT_DELAY: Duration = Duration::from_secs(30);
 
 /// The rollout delay from `ROLLOUT_DELAY` / `--rollout-delay`, with upstream's rules: unset →
@@ -276,7 +276,7 @@ impl Default for RetryPolicy {
 }
 
 /// The expected rollout time unless `--expected-rollout` says otherwise.
-pub const DEFAULT_EXPECTED_ROLLOUT: Duration = Duration::from_secs(15 * 60);
+pub const DEFAULT_EXPECTED_ROLLOUT: Duration = crate::credentials::Timing::DEFAULT.expected_rollout;
 
 impl Default for EngineConfig {
     fn default() -> Self {
@@ -300,6 +300,17 @@ impl Default for EngineConfig {
 
 impl EngineConfig {
     /// The window and expected rollout that credential margins are measured against.
+    /// What this engine decides with, for its Lease (observers judge with the same numbers).
+    pub fn published_settings(&self) -> crate::cluster::leader::PublishedSettings {
+        crate::cluster::leader::PublishedSettings {
+            rollout_delay_seconds: self.rollout_delay.as_secs(),
+            expected_rollout_seconds: self.expected_rollout.as_secs(),
+            approval: self.approval.label().into(),
+            max_parallel_rollouts: self.max_parallel_rollouts,
+            min_rollout_interval_seconds: self.min_rollout_interval.as_secs(),
+        }
+    }
+
     pub fn credential_timing(&self) -> crate::credentials::Timing {
         crate::credentials::Timing { window: self.rollout_delay, expected_rollout: self.expected_rollout }
     }

@@ -52,28 +52,11 @@ pub async fn preflight(client: &kube::Client, lease: &LeaseSettings, identity: &
     }
 }
 
-/// Who holds the Lease now.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Holder {
-    /// Held and renewed within its duration.
-    Renewing { identity: String, renewed_ago: i64 },
-    /// Held, but not renewed for longer than its duration: its holder is gone.
-    Expired { identity: String, renewed_ago: i64 },
-    /// Released or never taken.
-    Nobody,
-}
-
-impl std::fmt::Display for Holder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Renewing { identity, renewed_ago } => write!(f, "{identity} leads (renewed {renewed_ago}s ago)"),
-            Self::Expired { identity, renewed_ago } => {
-                write!(f, "nobody leads (the lease of {identity} expired; last renewed {renewed_ago}s ago)")
-            }
-            Self::Nobody => write!(f, "nobody leads (the lease is free)"),
-        }
-    }
-}
+pub use crate::cluster::leader::{GO_OPERATOR_LEASE, Holder, holder_of};
+use crate::cluster::leader::{
+    ENGINE_LABEL, EngineLease, EngineScope, LEADING_ANNOTATION, PublishedSettings, SCOPE_ANNOTATION,
+    SETTINGS_ANNOTATION,
+};
 
 /// Read the Lease and say who holds it. A missing Lease is `Nobody`.
 pub async fn holder(client: &kube::Client, lease: &LeaseSettings) -> Result<Holder, crate::cluster::ApiError> {
@@ -82,61 +65,74 @@ pub async fn holder(client: &kube::Client, lease: &LeaseSettings) -> Result<Hold
     Ok(holder_of(found.as_ref(), Timestamp::now()))
 }
 
-/// The Lease the Go CAP Operator leads with (`cmd/controller/main.go`, `LeaseLockName`), in its
-/// `POD_NAMESPACE`.
-pub const GO_OPERATOR_LEASE: &str = "capoperator-lease-lock";
+/// The field manager of the marks: one for every engine, so a later holder overwrites them.
+const MARKS_MANAGER: &str = "capdeck-engine-marks";
 
-/// The pure part of `holder`.
-pub fn holder_of(lease: Option<&Lease>, now: Timestamp) -> Holder {
-    let Some(spec) = lease.and_then(|l| l.spec.as_ref()) else { return Holder::Nobody };
-    let Some(identity) = spec.holder_identity.clone().filter(|h| !h.is_empty()) else { return Holder::Nobody };
-    let Some(renewed) = spec.renew_time.as_ref().or(spec.acquire_time.as_ref()) else { return Holder::Nobody };
-    let renewed_ago = now.as_second() - renewed.0.as_second();
-    let duration = i64::from(spec.lease_duration_seconds.unwrap_or(15));
-    if renewed_ago <= duration {
-        Holder::Renewing { identity, renewed_ago: renewed_ago.max(0) }
-    } else {
-        Holder::Expired { identity, renewed_ago }
-    }
+/// Put capdeck's marks on our Lease (the label, our scope and settings) and say whether we lead.
+/// Only the holder calls it.
+pub async fn mark(
+    client: &kube::Client,
+    lease: &LeaseSettings,
+    scope: &EngineScope,
+    settings: &PublishedSettings,
+    leading: Option<&str>,
+) -> Result<(), kube::Error> {
+    let api: Api<Lease> = Api::namespaced(client.clone(), &lease.namespace);
+    let body = json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {
+            "name": lease.name,
+            "labels": {ENGINE_LABEL: "true"},
+            "annotations": {
+                SCOPE_ANNOTATION: scope.text(),
+                SETTINGS_ANNOTATION: serde_json::to_string(settings).unwrap_or_default(),
+                LEADING_ANNOTATION: leading.unwrap_or(""),
+            },
+        },
+    });
+    api.patch(&lease.name, &PatchParams::apply(MARKS_MANAGER).force(), &Patch::Apply(&body)).await.map(|_| ())
+}
+
+/// Another engine that leads a scope overlapping ours, from a Lease other than ours. Reading
+/// Leases in all namespaces is what makes "one leader per cluster" checkable: without it this
+/// engine must not lead.
+pub async fn other_leader(
+    client: &kube::Client,
+    lease: &LeaseSettings,
+    scope: &EngineScope,
+) -> Result<Option<EngineLease>, OtherLeaderCheck> {
+    let leases = crate::cluster::leader::engine_leases(client).await.map_err(|error| OtherLeaderCheck {
+        namespace: lease.namespace.clone(),
+        message: crate::cluster::describe_error(&error),
+    })?;
+    Ok(other_among(leases, lease, scope))
+}
+
+/// The pure part of [`other_leader`].
+pub fn other_among(leases: Vec<EngineLease>, lease: &LeaseSettings, scope: &EngineScope) -> Option<EngineLease> {
+    leases
+        .into_iter()
+        .filter(|other| !(other.namespace == lease.namespace && other.name == lease.name))
+        .filter(|other| other.scope.overlaps(scope) && other.leads())
+        .min_by_key(EngineLease::key)
+}
+
+/// Why an engine could not make sure that no other engine leads.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cannot make sure no other capdeck engine leads ({message}): an engine must list \
+     leases.coordination.k8s.io in all namespaces before it leads (the ClusterRole `capdeck manifests` prints \
+     grants it); observing until it can"
+)]
+pub struct OtherLeaderCheck {
+    pub namespace: String,
+    pub message: String,
 }
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::coordination::v1::LeaseSpec;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-
     use super::*;
-
-    fn lease(holder: Option<&str>, renewed_ago: Option<i64>, duration: i32, now: Timestamp) -> Lease {
-        Lease {
-            spec: Some(LeaseSpec {
-                holder_identity: holder.map(str::to_string),
-                renew_time: renewed_ago.map(|ago| {
-                    MicroTime(now.checked_sub(k8s_openapi::jiff::SignedDuration::from_secs(ago)).expect("time"))
-                }),
-                lease_duration_seconds: Some(duration),
-                ..LeaseSpec::default()
-            }),
-            ..Lease::default()
-        }
-    }
-
-    #[test]
-    fn a_lease_is_held_only_while_renewed_within_its_duration() {
-        let now = Timestamp::now();
-        let cases = [
-            (None, Holder::Nobody),
-            (Some(lease(None, None, 15, now)), Holder::Nobody),
-            (Some(lease(Some(""), Some(1), 15, now)), Holder::Nobody),
-            (Some(lease(Some("a"), None, 15, now)), Holder::Nobody),
-            (Some(lease(Some("a"), Some(3), 15, now)), Holder::Renewing { identity: "a".into(), renewed_ago: 3 }),
-            (Some(lease(Some("a"), Some(15), 15, now)), Holder::Renewing { identity: "a".into(), renewed_ago: 15 }),
-            (Some(lease(Some("a"), Some(16), 15, now)), Holder::Expired { identity: "a".into(), renewed_ago: 16 }),
-        ];
-        for (lease, expected) in cases {
-            assert_eq!(holder_of(lease.as_ref(), now), expected, "{lease:?}");
-        }
-    }
 
     #[test]
     fn problems_name_the_fix() {
@@ -146,5 +142,35 @@ mod tests {
             LeaseProblem::Forbidden { namespace: "ops".into(), name: "capdeck-engine".into(), message: "no".into() }
                 .to_string();
         assert!(forbidden.contains("leases.coordination.k8s.io") && forbidden.contains("--lease-namespace"));
+    }
+
+    fn engine_lease(namespace: &str, scope: EngineScope, leads: bool) -> EngineLease {
+        EngineLease {
+            namespace: namespace.into(),
+            name: "capdeck-engine".into(),
+            scope,
+            holder: Holder::Renewing { identity: format!("{namespace}-engine"), renewed_ago: 1 },
+            leading_mark: leads.then(|| format!("{namespace}-engine")),
+            settings: None,
+        }
+    }
+
+    #[test]
+    fn only_another_lease_leading_an_overlapping_scope_stops_an_engine() {
+        let mine = LeaseSettings { namespace: "default".into(), ..LeaseSettings::default() };
+        let all = EngineScope::All;
+        let hr = EngineScope::Namespace("cap-hr".into());
+        let shop = EngineScope::Namespace("cap-shop".into());
+        let cases = [
+            ("the installed daemon leads everything", vec![engine_lease("capdeck-system", all.clone(), true)], &hr, true),
+            ("our own lease is not another engine", vec![engine_lease("default", all.clone(), true)], &all, false),
+            ("a holder still checking does not lead yet", vec![engine_lease("capdeck-system", all.clone(), false)], &all, false),
+            ("another namespace's engine", vec![engine_lease("team", shop.clone(), true)], &hr, false),
+            ("the same namespace's engine", vec![engine_lease("team", hr.clone(), true)], &hr, true),
+            ("a namespaced leader blocks an all-namespaces engine", vec![engine_lease("team", shop, true)], &all, true),
+        ];
+        for (what, leases, scope, stopped) in cases {
+            assert_eq!(other_among(leases, &mine, scope).is_some(), stopped, "{what}");
+        }
     }
 }

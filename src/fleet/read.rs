@@ -26,8 +26,10 @@ use crate::plan::SecretLookup;
 pub struct FleetOptions {
     /// Each context's own limit (connect and every request).
     pub timeout: Duration,
-    /// The engine's window and expected rollout, for the credential verdicts.
-    pub timing: Timing,
+    /// The window and expected rollout given as flags; each context's leading engine's published
+    /// settings otherwise (`crate::credentials::choose_timing`).
+    pub window: Option<Duration>,
+    pub expected_rollout: Option<Duration>,
     /// The engine's Lease: its namespace (`None`: each context's default namespace) and name.
     pub lease_namespace: Option<String>,
     pub lease_name: String,
@@ -39,10 +41,8 @@ impl Default for FleetOptions {
     fn default() -> Self {
         Self {
             timeout: Duration::from_secs(5),
-            timing: Timing {
-                window: crate::engine::config::DEFAULT_ROLLOUT_DELAY,
-                expected_rollout: crate::engine::config::DEFAULT_EXPECTED_ROLLOUT,
-            },
+            window: None,
+            expected_rollout: None,
             lease_namespace: None,
             lease_name: crate::engine::config::LeaseSettings::default().name,
             namespace: None,
@@ -91,6 +91,8 @@ struct Essentials {
     batches: Vec<Arc<RotationBatch>>,
     bindings: Option<Vec<ServiceBinding>>,
     leader: String,
+    /// What the leading engine published: its verdicts are the ones to show.
+    leader_settings: Option<crate::cluster::leader::PublishedSettings>,
     notes: Vec<String>,
 }
 
@@ -103,7 +105,12 @@ async fn read_context(
     let essentials = tokio::time::timeout_at(deadline, read_essentials(cluster, context, options))
         .await
         .map_err(|_| Unread(RowState::Unreachable, no_answer(options)))??;
-    let Essentials { client, applications, batches, bindings, leader, mut notes } = essentials;
+    let Essentials { client, applications, batches, bindings, leader, leader_settings, mut notes } = essentials;
+    let (timing, timing_source) =
+        crate::credentials::choose_timing(options.window, options.expected_rollout, leader_settings.as_ref());
+    if leader_settings.is_some() && (options.window.is_some() || options.expected_rollout.is_some()) {
+        notes.push(format!("credentials judged with {timing_source}"));
+    }
     // The binding Secrets (for the credential verdicts) get what is left of the time: a big
     // context that answers is not "unreachable" because its Secrets take long.
     let secrets = tokio::time::timeout_at(deadline, binding_secrets(&client, &applications)).await;
@@ -130,7 +137,7 @@ async fn read_context(
         leader,
         notes,
         now: Timestamp::now(),
-        timing: options.timing,
+        timing,
     };
     Ok(rows(context, &inputs))
 }
@@ -154,16 +161,14 @@ async fn read_essentials(cluster: &ClusterArgs, context: &str, options: &FleetOp
         notes.push(format!("ServiceBindings not read ({why}): credential verdicts are unknown"));
         None
     });
-    let lease = crate::engine::config::LeaseSettings {
-        namespace: options.lease_namespace.clone().unwrap_or_else(|| connection.default_namespace.clone()),
-        name: options.lease_name.clone(),
-        ..crate::engine::config::LeaseSettings::default()
-    };
-    let leader = match crate::engine::lease::holder(&client, &lease).await {
-        Ok(holder) => leader_text(&holder),
-        Err(error) => format!("unknown ({error})"),
-    };
-    Ok(Essentials { client, applications, batches, bindings, leader, notes })
+    let fallback = [(
+        options.lease_namespace.clone().unwrap_or_else(|| connection.default_namespace.clone()),
+        options.lease_name.clone(),
+    )];
+    let found = crate::cluster::leader::find(&client, &scope, &fallback).await;
+    let leader = found.short();
+    let leader_settings = found.settings().cloned();
+    Ok(Essentials { client, applications, batches, bindings, leader, leader_settings, notes })
 }
 
 /// Every object of a kind that decodes, and a note for those that do not (one malformed object
@@ -229,15 +234,6 @@ pub async fn binding_secrets(
         .buffer_unordered(8)
         .collect()
         .await
-}
-
-fn leader_text(holder: &crate::engine::lease::Holder) -> String {
-    use crate::engine::lease::Holder;
-    match holder {
-        Holder::Renewing { identity, .. } => identity.clone(),
-        Holder::Expired { identity, renewed_ago } => format!("no leader ({identity} expired {renewed_ago}s ago)"),
-        Holder::Nobody => "no leader".into(),
-    }
 }
 
 /// What one context's rows are made of.

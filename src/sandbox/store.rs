@@ -109,6 +109,22 @@ impl ApiError {
             .with_details(resource, name)
     }
 
+    /// kube-apiserver's `field.ErrorList` answer for one field: the message names the Kind (not
+    /// the resource), and the details carry the cause, from which kubectl prints its
+    /// `The Kind "name" is invalid: field: message` line.
+    pub fn invalid_field(resource: &ResourceType, name: &str, field: &str, reason: &str, message: &str) -> Self {
+        let qualified_kind = if resource.group.is_empty() {
+            resource.kind.clone()
+        } else {
+            format!("{}.{}", resource.kind, resource.group)
+        };
+        let mut error =
+            Self::new(422, "Invalid", format!("{qualified_kind} \"{name}\" is invalid: {field}: {message}"));
+        error.details = Some(json!({"name": name, "group": resource.group, "kind": resource.kind,
+            "causes": [{"reason": reason, "message": message, "field": field}]}));
+        error
+    }
+
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)
     }
@@ -223,6 +239,30 @@ fn meta_str<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
 
 pub fn resource_version(object: &Value) -> Option<u64> {
     meta_str(object, "resourceVersion").and_then(|rv| rv.parse().ok())
+}
+
+/// kube-apiserver's `TotalAnnotationSizeLimitB`: 256 KiB over all keys and values.
+pub const ANNOTATIONS_SIZE_LIMIT: usize = 256 * 1024;
+
+/// kube-apiserver's `ValidateAnnotationsSize`: the sum of `len(key) + len(value)` in bytes must not
+/// exceed 256 KiB. Client-side `kubectl apply` copies the whole object into an annotation, so a
+/// large CRD fails here and needs `--server-side`.
+fn check_annotations_size(resource: &ResourceType, name: &str, object: &Value) -> Result<(), ApiError> {
+    let total: usize = object
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .map(|annotations| annotations.iter().map(|(key, value)| key.len() + value.as_str().map_or(0, str::len)).sum())
+        .unwrap_or(0);
+    if total > ANNOTATIONS_SIZE_LIMIT {
+        return Err(ApiError::invalid_field(
+            resource,
+            name,
+            "metadata.annotations",
+            "FieldValueTooLong",
+            &format!("Too long: may not be more than {ANNOTATIONS_SIZE_LIMIT} bytes"),
+        ));
+    }
+    Ok(())
 }
 
 /// A valid DNS subdomain name (what most Kubernetes names must be).
@@ -506,6 +546,7 @@ impl Store {
         if self.objects.contains_key(&key) {
             return Err(ApiError::already_exists(resource, &name));
         }
+        check_annotations_size(resource, &name, &body)?;
         let now = now_rfc3339();
         let metadata = metadata_mut(&mut body);
         metadata.insert("uid".into(), Value::String(new_uid()));
@@ -645,6 +686,7 @@ impl Store {
         options: &WriteOptions,
         write: OwnedWrite,
     ) -> Result<Object, ApiError> {
+        check_annotations_size(resource, name, &updated)?;
         normalise_secret(resource, &mut updated)?;
         default_deployment(resource, &mut updated);
         let generation = existing.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);

@@ -277,6 +277,11 @@ impl RunningEngine {
         self.handle.as_ref().map_or(Role::Observer, |h| *h.role.borrow())
     }
 
+    /// The engine's role as it changes (for monitors that sample two engines at once).
+    pub fn roles(&self) -> tokio::sync::watch::Receiver<Role> {
+        self.handle.as_ref().map_or_else(|| tokio::sync::watch::channel(Role::Observer).1, |h| h.role.clone())
+    }
+
     pub async fn wait_for_role(&self, role: Role) {
         self.wait_for_role_within(role, Duration::from_secs(120)).await;
     }
