@@ -175,7 +175,8 @@ pub struct Timing {
 impl Timing {
     /// Without flags and without a leader's word: the engine's defaults (ROLLOUT_DELAY's 1h, as
     /// upstream; 15m to roll), which `engine::config` takes from here.
-    pub const DEFAULT: Self = Self { window: Duration::from_secs(3600), expected_rollout: Duration::from_secs(15 * 60) };
+    pub const DEFAULT: Self =
+        Self { window: Duration::from_secs(3600), expected_rollout: Duration::from_secs(15 * 60) };
 
     fn text(self) -> String {
         format!(
@@ -198,8 +199,10 @@ pub fn choose_timing(
         window: settings.rollout_delay(),
         expected_rollout: settings.expected_rollout(),
     });
-    let chosen =
-        Timing { window: window_flag.unwrap_or(base.window), expected_rollout: expected_flag.unwrap_or(base.expected_rollout) };
+    let chosen = Timing {
+        window: window_flag.unwrap_or(base.window),
+        expected_rollout: expected_flag.unwrap_or(base.expected_rollout),
+    };
     let source = match (leader, window_flag.is_some() || expected_flag.is_some()) {
         (Some(_), false) => format!("the leading engine's settings ({})", chosen.text()),
         (Some(_), true) => format!("{} from your flags, not the leading engine's ({})", chosen.text(), base.text()),
@@ -544,7 +547,12 @@ fn judge(inputs: &Inputs<'_>, binding: Option<&ServiceBinding>, report: &mut Cre
                         .as_ref()
                         .and_then(|status| status.last_credentials_rotation_time.as_ref())
                         .map(|time| time.0);
-                    if rolled_out_since(inputs, &report.namespace, &report.secret, latest_rotation(inputs.bindings.unwrap_or_default(), binding)) {
+                    if rolled_out_since(
+                        inputs,
+                        &report.namespace,
+                        &report.secret,
+                        latest_rotation(inputs.bindings.unwrap_or_default(), binding),
+                    ) {
                         report.reasons.push("rolled out since the rotation: pods hold the new credentials".into());
                         report.verdict = verdict;
                         report.margin_seconds = None;

@@ -18,8 +18,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::stores::Stores;
 use crate::cluster::leader::EngineScope;
+use crate::cluster::stores::Stores;
 use config::{EngineConfig, EngineMode};
 use metrics::Metrics;
 use reconcile::Reconciler;
@@ -130,15 +130,13 @@ async fn run(
             leader_tx.send_replace(Some(false));
             None
         }
-        EngineMode::Auto | EngineMode::Lead => {
-            Some(tokio::spawn(lead(
-                client.clone(),
-                config.clone(),
-                EngineScope::of(&stores.scope),
-                leader_tx.clone(),
-                cancel.clone(),
-            )))
-        }
+        EngineMode::Auto | EngineMode::Lead => Some(tokio::spawn(lead(
+            client.clone(),
+            config.clone(),
+            EngineScope::of(&stores.scope),
+            leader_tx.clone(),
+            cancel.clone(),
+        ))),
     });
     // Notifications have a task of their own: a slow receiver never slows a pass.
     let _notifier = AbortOnDrop((!config.notify.targets.is_empty()).then(|| {

@@ -87,6 +87,7 @@ fn all_stories() -> Vec<(&'static str, Story, &'static [Backend])> {
         process_stories::crds_are_accepted_and_kubectl_shows_their_columns,
         process_stories::daemon_as_the_manifests_service_account_completes_a_rotation only real,
         process_stories::doctor_on_a_healthy_and_a_broken_setup,
+        process_stories::an_installed_daemon_is_found_and_a_console_never_leads_beside_it,
         process_stories::console_approves_as_the_user_and_refuses_without_permission,
         process_stories::credentials_report_margins_and_verdicts,
         process_stories::pods_pane_shows_replicasets_pods_and_checks_log_permission,

@@ -213,11 +213,21 @@ impl EngineLease {
 /// Who leads, as a console header, `doctor` or `fleet` says it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LeaderView {
-    Leads { lease: String, identity: String, renewed_ago: i64, scope: EngineScope, settings: Option<PublishedSettings> },
+    Leads {
+        lease: String,
+        identity: String,
+        renewed_ago: i64,
+        scope: EngineScope,
+        settings: Option<PublishedSettings>,
+    },
     /// Nobody leads what the viewer sees; `detail` says what was found (an expired Lease, none).
-    Nobody { detail: String },
+    Nobody {
+        detail: String,
+    },
     /// The viewer may not read where the leader would be: nothing is known.
-    CannotLook { reason: String },
+    CannotLook {
+        reason: String,
+    },
 }
 
 impl LeaderView {
@@ -346,7 +356,9 @@ pub async fn find(client: &kube::Client, scope: &Scope, fallback: &[(String, Str
                 ),
             }
         }
-        Err(error) => LeaderView::CannotLook { reason: format!("cannot list Leases: {}", super::describe_error(&error)) },
+        Err(error) => {
+            LeaderView::CannotLook { reason: format!("cannot list Leases: {}", super::describe_error(&error)) }
+        }
     }
 }
 
@@ -415,10 +427,30 @@ mod tests {
         let other_ns = engine("team-a", "cap-hr", Some(("team-a-engine", 1)), Some("team-a-engine"));
         let stale_mark = engine("capdeck-system", "*", Some(("daemon-2", 1)), Some("daemon-1"));
         let cases: Vec<(&str, Vec<EngineLease>, &Scope, &str)> = vec![
-            ("the daemon in capdeck-system leads a laptop's default view", vec![daemon.clone()], &shop, "daemon-1 leads"),
-            ("a marked leader wins over one still checking", vec![laptop_waiting.clone(), daemon.clone()], &all, "daemon-1"),
-            ("an expired lease is nobody, and says whose", vec![expired], &all, "nobody leads: the lease capdeck-system"),
-            ("an engine of another namespace does not lead this one", vec![other_ns.clone()], &shop, "no capdeck engine"),
+            (
+                "the daemon in capdeck-system leads a laptop's default view",
+                vec![daemon.clone()],
+                &shop,
+                "daemon-1 leads",
+            ),
+            (
+                "a marked leader wins over one still checking",
+                vec![laptop_waiting.clone(), daemon.clone()],
+                &all,
+                "daemon-1",
+            ),
+            (
+                "an expired lease is nobody, and says whose",
+                vec![expired],
+                &all,
+                "nobody leads: the lease capdeck-system",
+            ),
+            (
+                "an engine of another namespace does not lead this one",
+                vec![other_ns.clone()],
+                &shop,
+                "no capdeck engine",
+            ),
             ("it does lead its own namespace", vec![other_ns], &hr, "team-a-engine leads"),
             ("a mark left by a former holder is not leading", vec![stale_mark], &all, "has not started leading"),
             ("no lease at all", vec![], &all, "no capdeck engine runs"),
@@ -450,6 +482,9 @@ mod tests {
         };
         let json = serde_json::to_string(&settings).expect("json");
         assert_eq!(serde_json::from_str::<PublishedSettings>(&json).expect("back"), settings);
-        assert_eq!(settings.summary(), "window 30s, expected rollout 15m, approval manual, 5 at once, min interval 10m");
+        assert_eq!(
+            settings.summary(),
+            "window 30s, expected rollout 15m, approval manual, 5 at once, min interval 10m"
+        );
     }
 }

@@ -16,9 +16,9 @@ use serde_json::{Value, json};
 
 use crate::api::{CAPApplication, CAPApplicationVersion, CAPTenant};
 use crate::cli::{DoctorArgs, EngineArgs};
+use crate::cluster::leader::{Holder, LeaderView};
 use crate::cluster::{ClusterArgs, Connection, Scope, can_i, describe_error};
 use crate::engine::config::humanize;
-use crate::cluster::leader::{Holder, LeaderView};
 use crate::output::Table;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -176,10 +176,19 @@ async fn notifications(connection: &Connection, scope: &Scope, engine: &EngineAr
         return finding(
             CHECK,
             Status::Ok,
-            format!("{receivers}none sent in the last 24h (the daemon sends them with --notify or --notify-secret)"),
+            format!(
+                "{receivers}none sent in the last 24h in {} (the daemon sends them with --notify or \
+                 --notify-secret{})",
+                scope.label(),
+                if matches!(scope, Scope::All) { "" } else { "; -A reads every namespace" }
+            ),
         );
     }
-    finding(CHECK, Status::Ok, format!("{receivers}{} sent in the last 24h, every one delivered", health.recorded))
+    finding(
+        CHECK,
+        Status::Ok,
+        format!("{receivers}{} sent in the last 24h in {}, every one delivered", health.recorded, scope.label()),
+    )
 }
 
 /// ServiceBindings whose old credentials may be revoked before a batch can have rolled.
@@ -200,9 +209,10 @@ async fn service_binding_ttls(connection: &Connection, scope: &Scope, window: st
                     "credentials",
                     Status::Ok,
                     format!(
-                        "{} ServiceBinding(s): every rotatedBindingTTL outlasts the window and a rollout (capdeck \
-                         credentials shows the margins)",
-                        bindings.iter().filter(|binding| !binding.is_stale()).count()
+                        "{} ServiceBinding(s) in {}: every rotatedBindingTTL outlasts the window and a rollout \
+                         (capdeck credentials shows the margins)",
+                        bindings.iter().filter(|binding| !binding.is_stale()).count(),
+                        scope.label()
                     ),
                 )]
             } else {
@@ -481,7 +491,11 @@ async fn binding_secrets(connection: &Connection, scope: &Scope) -> Vec<Finding>
         vec![finding(
             "binding secrets",
             Status::Ok,
-            format!("{} binding Secret(s) of {opted} opted-in application(s) are readable", secrets.len()),
+            format!(
+                "{} binding Secret(s) of {opted} opted-in application(s) in {} are readable",
+                secrets.len(),
+                scope.label()
+            ),
         )]
     } else {
         problems

@@ -52,11 +52,11 @@ pub async fn preflight(client: &kube::Client, lease: &LeaseSettings, identity: &
     }
 }
 
-pub use crate::cluster::leader::{GO_OPERATOR_LEASE, Holder, holder_of};
 use crate::cluster::leader::{
     ENGINE_LABEL, EngineLease, EngineScope, LEADING_ANNOTATION, PublishedSettings, SCOPE_ANNOTATION,
     SETTINGS_ANNOTATION,
 };
+pub use crate::cluster::leader::{GO_OPERATOR_LEASE, Holder, holder_of};
 
 /// Read the Lease and say who holds it. A missing Lease is `Nobody`.
 pub async fn holder(client: &kube::Client, lease: &LeaseSettings) -> Result<Holder, crate::cluster::ApiError> {
@@ -162,9 +162,19 @@ mod tests {
         let hr = EngineScope::Namespace("cap-hr".into());
         let shop = EngineScope::Namespace("cap-shop".into());
         let cases = [
-            ("the installed daemon leads everything", vec![engine_lease("capdeck-system", all.clone(), true)], &hr, true),
+            (
+                "the installed daemon leads everything",
+                vec![engine_lease("capdeck-system", all.clone(), true)],
+                &hr,
+                true,
+            ),
             ("our own lease is not another engine", vec![engine_lease("default", all.clone(), true)], &all, false),
-            ("a holder still checking does not lead yet", vec![engine_lease("capdeck-system", all.clone(), false)], &all, false),
+            (
+                "a holder still checking does not lead yet",
+                vec![engine_lease("capdeck-system", all.clone(), false)],
+                &all,
+                false,
+            ),
             ("another namespace's engine", vec![engine_lease("team", shop.clone(), true)], &hr, false),
             ("the same namespace's engine", vec![engine_lease("team", hr.clone(), true)], &hr, true),
             ("a namespaced leader blocks an all-namespaces engine", vec![engine_lease("team", shop, true)], &all, true),

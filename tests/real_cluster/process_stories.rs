@@ -28,6 +28,17 @@ pub struct Daemon {
 
 impl Daemon {
     pub fn start(kubeconfig: &std::path::Path, ns: &str, dir: &std::path::Path, extra: &[&str]) -> Daemon {
+        Self::start_leasing(kubeconfig, ns, ns, dir, extra)
+    }
+
+    /// A daemon writing in `ns` with its Lease in `lease_ns` (as installed: its own namespace).
+    pub fn start_leasing(
+        kubeconfig: &std::path::Path,
+        ns: &str,
+        lease_ns: &str,
+        dir: &std::path::Path,
+        extra: &[&str],
+    ) -> Daemon {
         let port = free_port();
         let log = dir.join(format!("daemon-{port}.log"));
         let mut args: Vec<String> = vec![
@@ -37,7 +48,7 @@ impl Daemon {
             "-n".into(),
             ns.into(),
             "--lease-namespace".into(),
-            ns.into(),
+            lease_ns.into(),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
         let child = Command::new(env!("CARGO_BIN_EXE_capdeck"))
@@ -242,22 +253,7 @@ pub async fn daemon_as_the_manifests_service_account_completes_a_rotation(backen
     load_current(&world, &AppOptions::default()).await;
     let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
     let system = format!("{}-system", world.ns);
-    let output = capdeck(&world.admin_kubeconfig, &["manifests", "-n", &system]);
-    let (manifests, stderr) = text(&output);
-    assert!(output.status.success(), "{stderr}");
-    let plane = world.plane();
-    plane
-        .kubectl_apply(&format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {system}\n---\n{manifests}"))
-        .expect("apply manifests");
-    // The Lease lives in the daemon's namespace; give its Role's namespace to --lease-namespace.
-    let output = plane
-        .kubectl()
-        .args(["create", "token", "capdeck", "-n", &system, "--duration=1h"])
-        .output()
-        .expect("kubectl create token");
-    let (token, stderr) = text(&output);
-    assert!(output.status.success(), "create token: {stderr}");
-    let kubeconfig = plane.write_token_kubeconfig(&format!("sa-{}", world.ns), token.trim()).expect("kubeconfig");
+    let kubeconfig = install_as_service_account(&world, &system);
     let dir = tempfile::tempdir().expect("dir");
     let port = free_port();
     let log = dir.path().join("daemon.log");
@@ -302,6 +298,101 @@ pub async fn daemon_as_the_manifests_service_account_completes_a_rotation(backen
     faker.stop().await;
 }
 
+/// `capdeck manifests -n SYSTEM` applied with kubectl, and a kubeconfig with the token of its
+/// ServiceAccount (kube-apiserver only: the sandbox has no RBAC objects or tokens).
+fn install_as_service_account(world: &World, system: &str) -> std::path::PathBuf {
+    let output = capdeck(&world.admin_kubeconfig, &["manifests", "-n", system]);
+    let (manifests, stderr) = text(&output);
+    assert!(output.status.success(), "{stderr}");
+    let plane = world.plane();
+    plane
+        .kubectl_apply(&format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {system}\n---\n{manifests}"))
+        .expect("apply manifests");
+    let output = plane
+        .kubectl()
+        .args(["create", "token", "capdeck", "-n", system, "--duration=1h"])
+        .output()
+        .expect("kubectl create token");
+    let (token, stderr) = text(&output);
+    assert!(output.status.success(), "create token: {stderr}");
+    plane.write_token_kubeconfig(&format!("sa-{}", world.ns), token.trim()).expect("kubeconfig")
+}
+
+/// The installed daemon (`capdeck manifests`: its Lease in its own namespace) is found by a
+/// laptop's `doctor`, `fleet`, `credentials` and console with default flags (their own Lease
+/// place is the context's namespace), and a console told to lead beside it observes and names
+/// it: one engine leads, whatever Lease place each was given.
+pub async fn an_installed_daemon_is_found_and_a_console_never_leads_beside_it(backend: Backend) {
+    use crate::common::console::Console;
+    use capdeck::cluster::leader::{EngineScope, engine_leases};
+    use capdeck::engine::config::EngineMode;
+    let world = World::new(backend, "one-leader").await;
+    load_current(&world, &AppOptions::default()).await;
+    let ns = world.ns.clone();
+    let system = format!("{ns}-system");
+    let kubeconfig = match backend {
+        Backend::KubeApiserver => install_as_service_account(&world, &system),
+        Backend::Sandbox => {
+            world
+                .apply_objects(vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": system}})])
+                .await;
+            world.admin_kubeconfig.clone()
+        }
+    };
+    let dir = tempfile::tempdir().expect("dir");
+    let mut daemon = Daemon::start_leasing(&kubeconfig, &ns, &system, dir.path(), &["--rollout-delay", "30s"]);
+    eventually("the installed daemon leads", LONG, || async {
+        match http_get(&format!("{}/readyz", daemon.health)).await {
+            Some((200, body)) if body.contains("leader") => Ok(()),
+            other => Err(format!("{other:?}; log: {}", daemon.log())),
+        }
+    })
+    .await;
+    let lease = format!("{system}/capdeck-engine");
+
+    let output = capdeck(&world.admin_kubeconfig, &["doctor", "-n", &ns]);
+    let (stdout, stderr) = text(&output);
+    let leader = stdout.lines().find(|line| line.starts_with("leader")).unwrap_or_default();
+    assert!(
+        leader.contains(" ok ") && leader.contains(&format!("leads namespace {ns} (lease {lease}")),
+        "doctor names the daemon and where its Lease is:\n{stdout}{stderr}"
+    );
+    assert!(leader.contains("window 30s"), "and the settings it decides with: {leader}");
+
+    let output = capdeck(&world.admin_kubeconfig, &["fleet", "-n", &ns, "-o", "json"]);
+    let (stdout, stderr) = text(&output);
+    let fleet: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("fleet -o json: {e}: {stdout}{stderr}"));
+    let rows = fleet["fleet"].as_array().cloned().unwrap_or_default();
+    assert!(
+        !rows.is_empty() && rows.iter().all(|row| row["leader"].as_str().is_some_and(|l| l.contains(&lease))),
+        "{fleet}"
+    );
+
+    let output = capdeck(&world.admin_kubeconfig, &["credentials", "-n", &ns]);
+    let (_, stderr) = text(&output);
+    assert!(stderr.contains("the leading engine's settings (window 30s"), "{stderr}");
+
+    // A console told to lead beside it observes and says who leads.
+    let mut console = Console::start_in(&world.admin_kubeconfig, &ns, false, EngineMode::Lead).await;
+    let screen = console.shows("engine Observer").await;
+    assert!(screen.contains(&format!("in {lease}")), "{screen}");
+    // Over several renewals exactly one Lease leads this namespace: the daemon's.
+    let here = EngineScope::Namespace(ns.clone());
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let leading: Vec<String> = engine_leases(&world.client)
+            .await
+            .expect("list leases")
+            .into_iter()
+            .filter(|found| found.leads() && found.scope.overlaps(&here))
+            .map(|found| found.key())
+            .collect();
+        assert_eq!(leading, vec![lease.clone()]);
+    }
+    console.quit().await;
+    assert!(daemon.terminate().success());
+}
+
 /// `capdeck doctor` on a healthy namespace (exit 0, the leader named), with a Go CAP Operator
 /// running beside opted-in applications (a warning naming both), and on a broken setup (no lease
 /// namespace: exit 1 with the fix; a user without `patch rotationbatches`: one line for it).
@@ -321,9 +412,14 @@ pub async fn doctor_on_a_healthy_and_a_broken_setup(backend: Backend) {
     let (code, report) = doctor(&world.admin_kubeconfig, &[]);
     assert_eq!(code, Some(0), "{report}");
     for needle in
-        ["rotationbatches.capdeck.dev installed", "daemon-doctor holds", "binding Secret(s)", "Nothing blocks"]
+        ["rotationbatches.capdeck.dev installed", "daemon-doctor leads", "binding Secret(s)", "Nothing blocks"]
     {
         assert!(report.contains(needle), "no {needle:?} in:\n{report}");
+    }
+    // Each count says the scope it was read in (another namespace's notifications are not "none").
+    for check in ["notifications", "binding secrets"] {
+        let line = report.lines().find(|line| line.starts_with(check)).unwrap_or_default();
+        assert!(line.contains(&format!("in namespace {ns}")), "{check} names its scope: {line}");
     }
     // JSON for scripts: one object.
     let (_, json_text) = doctor(&world.admin_kubeconfig, &["-o", "json"]);
@@ -567,6 +663,21 @@ pub async fn credentials_report_margins_and_verdicts(backend: Backend) {
     let output = capdeck(&world.admin_kubeconfig, &["batches", "-n", &ns, "-o", "json"]);
     let listed: Value = serde_json::from_str(&text(&output).0).expect("json");
     assert!(listed["items"][0]["oldCredentialsRevocableAt"].as_str().is_some_and(|t| t.ends_with('Z')), "{listed}");
+
+    // The batch rolled out (Succeeded): the pods hold the new credentials, so uaa-bind is ok —
+    // though its ServiceBinding has no status.lastCredentialsRotationTime (its newest old copy and
+    // creationTimestamp say when it rotated).
+    world
+        .apply_objects(vec![json!({"apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
+            "metadata": {"name": "bookshop-q7x2m", "namespace": ns},
+            "spec": {"application": "bookshop", "windowEnd": k8s_openapi::jiff::Timestamp::now().to_string(),
+                     "secrets": [{"name": "uaa-bind", "service": "uaa", "dataHash": "h",
+                                  "rotatedAt": k8s_openapi::jiff::Timestamp::now().to_string()}]},
+            "status": {"phase": "Succeeded", "completedAt": k8s_openapi::jiff::Timestamp::now().to_string()}})])
+        .await;
+    let (stdout, stderr) = credentials(&["-o", "json"]);
+    assert!(verdicts(&stdout).contains(&("uaa-bind".into(), "ok".into())), "{stdout}");
+    assert!(stderr.contains("margins judged with the defaults"), "no engine leads here: {stderr}");
 
     // doctor: a binding whose TTL is shorter than ROLLOUT_DELAY + a progress deadline.
     world

@@ -470,9 +470,9 @@ async fn engines_with_different_lease_places_never_lead_the_same_namespaces_at_o
         assert_eq!((daemon.role(), laptop.role()), (Role::Leader, Role::Observer));
     }
     let held = |namespace: &str| {
-        sandbox
-            .get("coordination.k8s.io", "leases", namespace, "capdeck-engine")
-            .and_then(|lease| lease.pointer("/spec/holderIdentity").and_then(serde_json::Value::as_str).map(str::to_string))
+        sandbox.get("coordination.k8s.io", "leases", namespace, "capdeck-engine").and_then(|lease| {
+            lease.pointer("/spec/holderIdentity").and_then(serde_json::Value::as_str).map(str::to_string)
+        })
     };
     assert_eq!(held("default"), None, "the laptop's engine never took its Lease");
     assert_eq!(held("capdeck-system").as_deref(), Some("daemon"));
