@@ -291,3 +291,34 @@ async fn a_pods_log_is_read_with_its_credentials_masked() {
     simulation.cancel();
     served.stop().await;
 }
+
+/// A user who may not read capdeck's Leases is told so — in the console's header and by
+/// `capdeck doctor` — never "nobody leads"; and an engine that cannot make sure that no other
+/// engine leads does not lead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_lease_reads_nobody_claims_that_nobody_leads() {
+    let world = world("alice").await;
+    world.sandbox.deny("list:leases".parse::<DenyRule>().expect("rule"));
+    world.sandbox.deny("get:leases".parse::<DenyRule>().expect("rule"));
+    let engine =
+        common::fixtures::RunningEngine::start(world.sandbox.client(), common::fixtures::test_config("would-lead")).await;
+    engine.wait_for_role(capdeck::engine::Role::Observer).await;
+    let mut console = Console::start(&world.kubeconfig, false, EngineMode::Observe).await;
+    let screen = console.shows("leader unknown").await;
+    assert!(!screen.contains("no leader"), "{screen}");
+    console.quit().await;
+    let output = assert_cmd::Command::cargo_bin("capdeck")
+        .expect("bin")
+        .env("KUBECONFIG", &world.kubeconfig)
+        .args(["doctor"])
+        .output()
+        .expect("doctor runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let leader = stdout.lines().find(|line| line.starts_with("leader")).unwrap_or_default();
+    assert!(
+        leader.contains("warn") && leader.contains("cannot tell who leads") && leader.contains("may not list leases"),
+        "{stdout}"
+    );
+    assert_eq!(engine.role(), capdeck::engine::Role::Observer, "it never led");
+    engine.stop().await;
+}
