@@ -944,34 +944,6 @@ mod tests {
                 "pods hold the new credentials",
             ),
             (
-                "rolled out since the rotation, the binding lacking lastCredentialsRotationTime",
-                vec![
-                    app(),
-                    metadata_secret(),
-                    binding(enabled.clone(), None),
-                    old_binding(-2 * HOUR - 60, "2h30m", false),
-                    batch("Succeeded", -2 * HOUR + 30, -HOUR),
-                ],
-                true,
-                Verdict::Ok,
-                None,
-                "pods hold the new credentials",
-            ),
-            (
-                "a batch that rolled out before the latest rotation does not count",
-                vec![
-                    app(),
-                    metadata_secret(),
-                    binding(enabled.clone(), None),
-                    old_binding(-2 * HOUR - 60, "2h30m", false),
-                    batch("Succeeded", -3 * HOUR, -3 * HOUR + 60),
-                ],
-                true,
-                Verdict::Unsafe,
-                Some(30 * 60 - 60 - HOUR - 900),
-                "after the old credentials may be revoked",
-            ),
-            (
                 "automatic rotation off",
                 vec![app(), metadata_secret(), binding(json!({"enabled": false}), None)],
                 true,
@@ -1016,6 +988,45 @@ mod tests {
                 "secretRootKey",
             ),
             ("the Secret is missing", vec![app()], true, Verdict::Unsafe, None, "does not exist"),
+        ];
+        check_verdicts(cases);
+    }
+
+    /// A Secret rolled out after its latest rotation is ok whatever fields its binding has: the
+    /// rotation's time comes from `lastCredentialsRotationTime`, else the newest old copy, else
+    /// the binding's creation (a batch forced to Succeeded once stayed "unsafe" here).
+    #[test]
+    fn a_rollout_after_the_latest_rotation_is_ok_without_last_rotation_time() {
+        let enabled = json!({"enabled": true});
+        let cases: Vec<Case> = vec![
+            (
+                "rolled out since the rotation, the binding lacking lastCredentialsRotationTime",
+                vec![
+                    app(),
+                    metadata_secret(),
+                    binding(enabled.clone(), None),
+                    old_binding(-2 * HOUR - 60, "2h30m", false),
+                    batch("Succeeded", -2 * HOUR + 30, -HOUR),
+                ],
+                true,
+                Verdict::Ok,
+                None,
+                "pods hold the new credentials",
+            ),
+            (
+                "a batch that rolled out before the latest rotation does not count",
+                vec![
+                    app(),
+                    metadata_secret(),
+                    binding(enabled.clone(), None),
+                    old_binding(-2 * HOUR - 60, "2h30m", false),
+                    batch("Succeeded", -3 * HOUR, -3 * HOUR + 60),
+                ],
+                true,
+                Verdict::Unsafe,
+                Some(30 * 60 - 60 - HOUR - 900),
+                "after the old credentials may be revoked",
+            ),
         ];
         check_verdicts(cases);
     }
