@@ -195,6 +195,8 @@ pub struct App {
     pub viewport_rows: usize,
     /// The terminal's height (from the last resize), for scrolling the popups.
     pub viewport_height: u16,
+    /// The terminal's width (from the last resize), for the help's wrapped lines.
+    pub viewport_width: u16,
     /// `w`: every column at its natural width (wide-only ones too), scrolled with ←/→.
     pub wide: bool,
     /// Columns scrolled off to the left in the wide mode.
@@ -258,6 +260,7 @@ impl App {
             burst_guard: None,
             viewport_rows: 20,
             viewport_height: 24,
+            viewport_width: 80,
             wide: false,
             column_offset: 0,
             sorts: HashMap::new(),

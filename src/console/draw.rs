@@ -22,28 +22,24 @@ pub fn draw(frame: &mut Frame, app: &App) {
     let theme = &app.theme;
     let area = frame.area();
     frame.render_widget(Block::default().style(theme.base()), area);
-    // Short terminals drop the tab bar and the title line to keep rows visible (the banner stays).
-    let compact = area.height < COMPACT_BELOW;
-    let [header, tabs, title, table, footer] = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Length(u16::from(!compact || !app.connection.is_connected())),
-        Constraint::Length(u16::from(!compact)),
-        Constraint::Min(0),
-        Constraint::Length(footer_rows(app, area.width, area.height)),
-    ])
-    .areas(area);
+    let [header, tabs, title, table, footer] = screen_areas(app, area);
+    let rows = rows_on_screen(app, table);
+    let plan = plan_columns(app, table, &rows);
     draw_header(frame, app, header);
     if app.connection.is_connected() {
         draw_tabs(frame, app, tabs);
     } else {
         draw_banner(frame, app, tabs);
     }
-    draw_title(frame, app, title);
-    draw_table(frame, app, table);
+    draw_title(frame, app, title, &plan);
+    draw_table(frame, app, table, rows, &plan);
     draw_footer(frame, app, footer);
     match &app.overlay {
         Overlay::None => {}
-        Overlay::Help { scroll } => draw_text_popup(frame, theme, "Help", &help::lines(app), *scroll, area),
+        Overlay::Help { scroll } => {
+            let lines = help::lines(app, popup_text_width(area.width));
+            draw_text_popup(frame, theme, "Help", &lines, *scroll, area);
+        }
         Overlay::Detail { title, lines, scroll } | Overlay::Yaml { title, lines, scroll } => {
             let lines: Vec<Line> = lines.iter().map(|line| Line::raw(line.as_str())).collect();
             draw_text_popup(frame, theme, title, &lines, *scroll, area);
@@ -77,6 +73,27 @@ pub fn draw(frame: &mut Frame, app: &App) {
     if let Input::Command(text) = &app.input {
         draw_picker(frame, app, text, footer);
     }
+}
+
+/// The screen's areas: header, tab bar (or banner), title line, table, footer.
+fn screen_areas(app: &App, area: Rect) -> [Rect; 5] {
+    // Short terminals drop the tab bar and the title line to keep rows visible (the banner stays).
+    let compact = area.height < COMPACT_BELOW;
+    Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(u16::from(!compact || !app.connection.is_connected())),
+        Constraint::Length(u16::from(!compact)),
+        Constraint::Min(0),
+        Constraint::Length(footer_rows(app, area.width, area.height)),
+    ])
+    .areas(area)
+}
+
+/// Where the table goes on a terminal of `screen`'s size, and its columns as drawn: which show,
+/// how wide (their widths never add up to more than the table's).
+pub fn table_columns(app: &App, screen: Rect) -> (Rect, table::ColumnPlan) {
+    let [_, _, _, area, _] = screen_areas(app, screen);
+    (area, plan_columns(app, area, &rows_on_screen(app, area)))
 }
 
 /// The picker above the command line: what `:ns`, `:ctx`, `:sort`, `:theme` (or a command word)
@@ -240,7 +257,7 @@ fn draw_banner(frame: &mut Frame, app: &App, area: Rect) {
     frame.render_widget(Paragraph::new(line), area);
 }
 
-fn draw_title(frame: &mut Frame, app: &App, area: Rect) {
+fn draw_title(frame: &mut Frame, app: &App, area: Rect, plan: &table::ColumnPlan) {
     let theme = &app.theme;
     let total = row_count(&app.snapshot, app.route.view);
     let mut spans = vec![
@@ -252,6 +269,9 @@ fn draw_title(frame: &mut Frame, app: &App, area: Rect) {
     }
     if !app.filter.is_empty() {
         spans.push(Span::styled(format!(" · /{}", app.filter), theme.warning()));
+    }
+    if app.wide {
+        spans.push(Span::styled(format!(" · {}", strings::wide_note(plan.left, plan.right)), theme.info()));
     }
     if let Some(error) = &app.filter_error {
         spans.push(Span::styled(format!(" · {error}"), theme.error()));
@@ -265,19 +285,18 @@ fn draw_title(frame: &mut Frame, app: &App, area: Rect) {
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
 }
 
-fn draw_table(frame: &mut Frame, app: &App, area: Rect) {
-    let theme = &app.theme;
-    let view = app.route.view;
-    let columns = views::columns(view);
+/// The cells of the rows on screen (only those are built).
+fn rows_on_screen(app: &App, area: Rect) -> Vec<views::RowCells> {
     let body_rows = usize::from(area.height.saturating_sub(1));
-    let header_style = theme.muted().add_modifier(Modifier::BOLD);
-    let cursor = app.cursor();
-    let offset = cursor.offset.min(app.visible.len().saturating_sub(1));
+    let offset = app.cursor().offset.min(app.visible.len().saturating_sub(1));
     let end = (offset + body_rows).min(app.visible.len());
-    let rows: Vec<views::RowCells> =
-        app.visible[offset..end].iter().filter_map(|&index| views::cells(app, view, index)).collect();
-    // Column widths follow what is on screen (header included).
-    let sort = app.sorts.get(&view);
+    app.visible[offset.min(end)..end].iter().filter_map(|&index| views::cells(app, app.route.view, index)).collect()
+}
+
+/// The columns for the rows on screen: their widths follow what is on screen (header included).
+fn plan_columns(app: &App, area: Rect, rows: &[views::RowCells]) -> table::ColumnPlan {
+    let columns = views::columns(app.route.view);
+    let sort = app.sorts.get(&app.route.view);
     let natural: Vec<u16> = (0..columns.len())
         .map(|column| {
             // The sorted column's header carries its ▲/▼.
@@ -291,7 +310,18 @@ fn draw_table(frame: &mut Frame, app: &App, area: Rect) {
                 .max(header)
         })
         .collect();
-    let plan = table::plan(columns, &natural, area.width, app.wide, app.column_offset);
+    table::plan(columns, &natural, area.width, app.wide, app.column_offset)
+}
+
+fn draw_table(frame: &mut Frame, app: &App, area: Rect, rows: Vec<views::RowCells>, plan: &table::ColumnPlan) {
+    let theme = &app.theme;
+    let view = app.route.view;
+    let columns = views::columns(view);
+    let body_rows = usize::from(area.height.saturating_sub(1));
+    let header_style = theme.muted().add_modifier(Modifier::BOLD);
+    let cursor = app.cursor();
+    let offset = cursor.offset.min(app.visible.len().saturating_sub(1));
+    let sort = app.sorts.get(&view);
     let widths: Vec<Constraint> = plan.shown.iter().map(|(_, width)| Constraint::Length(*width)).collect();
     let header = Row::new(plan.shown.iter().map(|(column, width)| {
         match sort {
@@ -462,7 +492,8 @@ fn key_hints(app: &App, width: u16) -> Line<'static> {
         [Action::Help, Action::Quit].into_iter().filter_map(|a| hint(a, true)).collect();
     let gap = 2;
     let width_of = |spans: &[Span<'static>]| spans.iter().map(Span::width).sum::<usize>() + gap;
-    let mut room = usize::from(width).saturating_sub(1 + fixed.iter().map(|h| width_of(h)).sum::<usize>());
+    // The line is ` ` + the hints + a gap between two: the last hint needs no gap after it.
+    let mut room = (usize::from(width) + gap).saturating_sub(1 + fixed.iter().map(|h| width_of(h)).sum::<usize>());
     if let Some(help) = fixed.first() {
         hints.push(help.clone());
     }
@@ -493,6 +524,13 @@ fn centered(area: Rect, percent_x: u16, percent_y: u16, min_width: u16, min_heig
     let width = part(area.width, percent_x).max(min_width).min(area.width);
     let height = part(area.height, percent_y).max(min_height).min(area.height);
     Rect { x: area.x + (area.width - width) / 2, y: area.y + (area.height - height) / 2, width, height }
+}
+
+/// The width of the text inside a text popup (help, detail, YAML) on a terminal this wide:
+/// the popup less its borders and padding.
+pub fn popup_text_width(screen_width: u16) -> usize {
+    let popup = centered(Rect::new(0, 0, screen_width, 1), POPUP_PERCENT, POPUP_PERCENT_Y, 40, 1);
+    usize::from(popup.width.saturating_sub(4))
 }
 
 fn popup_block<'a>(theme: &Theme, title: &'a str, hint: String) -> Block<'a> {

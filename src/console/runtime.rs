@@ -614,9 +614,13 @@ impl Runtime<'_> {
             .collect();
         let values = crate::readmodel::pods::credential_values(secrets.iter().map(|s| s.as_ref()));
         tokio::spawn(async move {
-            let lines = crate::readmodel::pods::log(&client, &namespace, &pod, container.as_deref())
-                .await
-                .map(|lines| crate::readmodel::pods::mask(lines, &values));
+            let lines = match crate::readmodel::pods::log(&client, &namespace, &pod, container.as_deref()).await {
+                // Masking builds a matcher over every value's forms: off the async workers.
+                Ok(lines) => tokio::task::spawn_blocking(move || crate::readmodel::pods::mask(lines, &values))
+                    .await
+                    .map_err(|error| format!("cannot mask the log of Pod {namespace}/{pod}: {error}")),
+                Err(error) => Err(error),
+            };
             let _ = tx.send((generation, Msg::PodLog { namespace, pod, lines }));
         });
     }

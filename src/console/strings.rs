@@ -55,6 +55,17 @@ pub const LOGS_WHERE: &str = "l shows a Pod's log in the Pods pane: Enter on a r
 pub const SELECT_A_POD: &str = "select a Pod (not a ReplicaSet) to read its log";
 pub const INVALID_OBJECTS: &str = "objects that do not decode (see d on a row or the log)";
 
+/// The title line in the wide mode (`w`): how many columns ←/→ would show.
+pub fn wide_note(left: usize, right: usize) -> String {
+    let plural = |n: usize| if n == 1 { "column" } else { "columns" };
+    match (left, right) {
+        (0, 0) => "wide: every column".to_string(),
+        (0, right) => format!("wide: {right} more {} →", plural(right)),
+        (left, 0) => format!("wide: ← {left} more {}", plural(left)),
+        (left, right) => format!("wide: ← {left} more · {right} more {} →", plural(right)),
+    }
+}
+
 /// The label of an action in hints and help.
 pub fn action_label(action: Action) -> &'static str {
     match action {

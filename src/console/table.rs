@@ -39,32 +39,35 @@ impl Column {
 /// Space between two columns.
 pub const SPACING: u16 = 1;
 
-/// Which columns show and how wide, for `width` cells of terminal.
+/// Which columns show and how wide, for `width` cells of terminal. The widths never add up to
+/// more than `width`, so every cut is made by [`fit`], with its `…`, never by the terminal edge.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ColumnPlan {
     /// (index into the view's columns, width), left to right.
     pub shown: Vec<(usize, u16)>,
     /// Columns left out to fit (their headers), for the title line.
     pub hidden: Vec<&'static str>,
+    /// Wide mode: columns scrolled off to the left, and columns past the right edge (→ shows them).
+    pub left: usize,
+    pub right: usize,
 }
 
 /// Plan the columns. `natural[i]` is the widest cell (header included) of column `i` among the
-/// rows on screen. `wide`: every column at its natural width, starting at column `offset` (the
-/// horizontal scroll); otherwise low-priority columns are dropped until the rest fit.
+/// rows on screen. `wide`: every column at its full width, uncut, from column `offset` (the
+/// horizontal scroll) as far as whole columns fit; otherwise low-priority columns are dropped
+/// until the rest fit, and what still does not fit is taken from the widest cells, of the
+/// droppable columns first.
 pub fn plan(columns: &[Column], natural: &[u16], width: u16, wide: bool, offset: usize) -> ColumnPlan {
+    let content = |index: usize| natural.get(index).copied().unwrap_or(0).max(text_width(columns[index].header));
     // What the column's cells (and header) need, capped by its maximum unless it is whole.
     let natural_of = |index: usize| {
         let column = &columns[index];
-        let content = natural.get(index).copied().unwrap_or(0).max(text_width(column.header));
-        if column.whole { content } else { content.min(column.max.max(column.min)) }
+        if column.whole { content(index) } else { content(index).min(column.max.max(column.min)) }
     };
     let mut candidates: Vec<usize> = (0..columns.len()).filter(|&i| wide || !columns[i].wide_only).collect();
     let mut hidden = Vec::new();
     if wide {
-        let skip = offset.min(candidates.len().saturating_sub(1));
-        hidden.extend(candidates.drain(..skip).map(|i| columns[i].header));
-        let shown = candidates.into_iter().map(|i| (i, natural_of(i))).collect();
-        return ColumnPlan { shown, hidden };
+        return plan_wide(columns, &candidates, &content, width, offset);
     }
     let needed = |set: &[usize], widths: &dyn Fn(usize) -> u16| -> u32 {
         set.iter().map(|&i| u32::from(widths(i))).sum::<u32>() + u32::from(SPACING) * set.len().saturating_sub(1) as u32
@@ -86,32 +89,74 @@ pub fn plan(columns: &[Column], natural: &[u16], width: u16, wide: bool, offset:
         };
         hidden.push(columns[candidates.remove(position)].header);
     }
-    // Start at the minimum; hand out the rest up to each column's natural width, the most
-    // important columns first.
-    let mut widths: Vec<u16> = candidates.iter().map(|&i| min_of(i)).collect();
-    // Only columns that are never dropped are left and they still do not fit: take from the
-    // widest, one cell at a time, so each is cut with `…` rather than clipped by the table.
+    // Start at the natural widths and take what does not fit from the widest column, one cell
+    // at a time, down to its minimum (among equals the least important, rightmost, gives first):
+    // a long message loses its tail before a short version loses its meaning. The columns that
+    // are never dropped (priority 0: names, states) give way only when the others are at their
+    // minimum.
+    let mut widths: Vec<u16> = candidates.iter().map(|&i| natural_of(i)).collect();
     let spacing = u32::from(SPACING) * u32::try_from(widths.len().saturating_sub(1)).unwrap_or(0);
-    let mut over = (widths.iter().map(|&w| u32::from(w)).sum::<u32>() + spacing).saturating_sub(u32::from(width));
+    let used = |widths: &[u16]| widths.iter().map(|&w| u32::from(w)).sum::<u32>() + spacing;
+    let mut over = used(&widths).saturating_sub(u32::from(width));
+    for lowest_priority in [1, 0] {
+        while over > 0 {
+            let Some(widest) = (0..widths.len())
+                .filter(|&position| {
+                    let column = candidates[position];
+                    columns[column].priority >= lowest_priority && widths[position] > min_of(column)
+                })
+                .max_by_key(|&position| (widths[position], columns[candidates[position]].priority, position))
+            else {
+                break;
+            };
+            widths[widest] -= 1;
+            over -= 1;
+        }
+    }
+    // Only columns that are never dropped are left and even their minimums do not fit: take
+    // from the widest, one cell at a time, so each is cut with `…` rather than clipped.
     while over > 0 {
         let Some(widest) = widths.iter_mut().filter(|w| **w > 1).max_by_key(|w| **w) else { break };
         *widest -= 1;
         over -= 1;
     }
-    let mut spare = u32::from(width).saturating_sub(needed(&candidates, &min_of));
-    let mut by_importance: Vec<usize> = (0..candidates.len()).collect();
-    by_importance.sort_by_key(|&position| (columns[candidates[position]].priority, position));
-    for position in by_importance {
-        let slot = &mut widths[position];
-        let grow = u32::from(natural_of(candidates[position]).saturating_sub(*slot)).min(spare);
-        *slot += u16::try_from(grow).unwrap_or(0);
-        spare -= grow;
-    }
     // What is left goes to the last column (its text is often a message).
+    let spare = u32::from(width).saturating_sub(used(&widths));
     if let Some(last) = widths.last_mut() {
         *last = last.saturating_add(u16::try_from(spare).unwrap_or(u16::MAX));
     }
-    ColumnPlan { shown: candidates.into_iter().zip(widths).collect(), hidden }
+    ColumnPlan { shown: candidates.into_iter().zip(widths).collect(), hidden, left: 0, right: 0 }
+}
+
+/// The wide mode: from column `offset`, every column at its full width while whole columns fit;
+/// the first one shown is cut (with `…`) only when it alone is wider than the terminal.
+fn plan_wide(
+    columns: &[Column],
+    candidates: &[usize],
+    content: &dyn Fn(usize) -> u16,
+    width: u16,
+    offset: usize,
+) -> ColumnPlan {
+    let skip = offset.min(candidates.len().saturating_sub(1));
+    let mut shown = Vec::new();
+    let mut used: u32 = 0;
+    for &index in &candidates[skip..] {
+        let gap = if shown.is_empty() { 0 } else { u32::from(SPACING) };
+        let full = u32::from(content(index));
+        if shown.is_empty() {
+            shown.push((index, u16::try_from(full.min(u32::from(width))).unwrap_or(width)));
+            used = full.min(u32::from(width));
+        } else if used + gap + full <= u32::from(width) {
+            shown.push((index, content(index)));
+            used += gap + full;
+        } else {
+            break;
+        }
+    }
+    let right = candidates.len() - skip - shown.len();
+    let hidden =
+        candidates[..skip].iter().chain(&candidates[skip + shown.len()..]).map(|&i| columns[i].header).collect();
+    ColumnPlan { shown, hidden, left: skip, right }
 }
 
 pub fn text_width(text: &str) -> u16 {
@@ -194,15 +239,51 @@ mod tests {
     }
 
     #[test]
-    fn wide_mode_shows_everything_and_scrolls_by_column() {
+    fn wide_mode_shows_whole_columns_and_scrolls_by_column() {
         let natural = [8, 15, 16, 5, 40, 7];
-        let all = plan(COLUMNS, &natural, 40, true, 0);
-        assert_eq!(all.shown.len(), 6);
+        let all = plan(COLUMNS, &natural, 200, true, 0);
+        assert_eq!(all.shown.len(), 6, "wide-only columns too");
+        assert_eq!(all.shown[4], (4, 40), "every column at its full width");
+        // 40 cells: the columns that fit whole, and how many more are to the right.
+        let narrow = plan(COLUMNS, &natural, 40, true, 0);
+        assert_eq!(narrow.shown, [(0, 9), (1, 15)], "PHASE (16) would not fit whole");
+        assert_eq!((narrow.left, narrow.right), (0, 4));
         let scrolled = plan(COLUMNS, &natural, 40, true, 2);
-        assert_eq!(scrolled.shown.first().map(|(i, _)| *i), Some(2));
-        assert_eq!(scrolled.hidden, ["NAMESPACE", "NAME"]);
+        assert_eq!(scrolled.shown, [(2, 16), (3, 5)]);
+        assert_eq!(scrolled.hidden, ["NAMESPACE", "NAME", "MESSAGE", "TENANTS"]);
+        assert_eq!((scrolled.left, scrolled.right), (2, 2));
+        // A column wider than the terminal is the only one shown, cut to the terminal (with `…`).
+        let message = plan(COLUMNS, &natural, 30, true, 4);
+        assert_eq!(message.shown, [(4, 30)]);
         let too_far = plan(COLUMNS, &natural, 40, true, 99);
-        assert_eq!(too_far.shown.len(), 1, "the last column stays");
+        assert_eq!(too_far.shown, [(5, 7)], "the last column stays");
+    }
+
+    /// Issue 31: `w` at 80 columns made the table wider than the terminal, which clipped cells
+    /// with no `…`. Whatever the width and scroll, the columns never need more than the terminal.
+    #[test]
+    fn no_plan_is_wider_than_the_terminal() {
+        let natural = [8, 15, 16, 5, 40, 7];
+        for width in 12..=120 {
+            for (wide, offset) in [(false, 0), (true, 0), (true, 1), (true, 3), (true, 5)] {
+                let plan = plan(COLUMNS, &natural, width, wide, offset);
+                let used: u16 = plan.shown.iter().map(|(_, w)| w).sum::<u16>()
+                    + SPACING * (plan.shown.len() as u16).saturating_sub(1);
+                assert!(used <= width, "{width} cells, wide {wide}, offset {offset}: {used} used ({plan:?})");
+            }
+        }
+    }
+
+    /// Issue 31: at 120 columns the rollouts' VERSION (15 cells) was cut to `hr-por…` while the
+    /// message took the rest. The message, the widest, gives up its tail first.
+    #[test]
+    fn the_widest_cells_give_way_first() {
+        let rollouts = crate::console::views::columns(crate::console::app::ViewKind::Rollouts);
+        // NAMESPACE BATCH DEPLOYMENT VERSION ACTION STATE PROGRESS MESSAGE, as in the demo.
+        let natural = [9, 15, 26, 15, 9, 8, 14, 85];
+        let plan = plan(rollouts, &natural, 120, false, 0);
+        let widths: Vec<u16> = plan.shown.iter().map(|(_, w)| *w).collect();
+        assert_eq!(widths, [9, 15, 26, 15, 9, 8, 14, 17], "only MESSAGE is cut");
     }
 
     #[test]

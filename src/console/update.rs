@@ -125,9 +125,10 @@ const FLASH_ERROR_SECONDS: i64 = 20;
 pub fn update(app: &mut App, msg: Msg) -> Vec<Command> {
     match msg {
         Msg::Key(key) => handle_key(app, &key, std::time::Instant::now()),
-        Msg::Resize { height, .. } => {
+        Msg::Resize { width, height } => {
             app.viewport_rows = usize::from(height.saturating_sub(super::queries::chrome_rows(height))).max(1);
             app.viewport_height = height;
+            app.viewport_width = width;
             clamp(app);
             Vec::new()
         }
@@ -491,7 +492,9 @@ pub fn handle_key(app: &mut App, key: &KeyEvent, at: std::time::Instant) -> Vec<
             }
             // Keep the scroll inside the text, so ↑ after G moves at once.
             let lines = match &app.overlay {
-                Overlay::Help { .. } => super::help::lines(app).len(),
+                Overlay::Help { .. } => {
+                    super::help::lines(app, super::draw::popup_text_width(app.viewport_width)).len()
+                }
                 Overlay::Detail { lines, .. } | Overlay::Yaml { lines, .. } => lines.len(),
                 Overlay::None | Overlay::Dialog(_) | Overlay::Pods(_) => 0,
             };
@@ -724,6 +727,51 @@ fn open_detail(app: &mut App) -> Vec<Command> {
     commands
 }
 
+/// What a key does to the `/` or `:` line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LineEdit {
+    Type(char),
+    /// Backspace, Ctrl-H.
+    DeleteChar,
+    /// Ctrl-W: the word before the cursor (and the spaces after it).
+    DeleteWord,
+    /// Ctrl-U: everything before the cursor (the cursor is always at the end).
+    Clear,
+}
+
+/// The edit a key makes on an input line, as in a shell; `None` for keys that are no edit. A
+/// Ctrl chord never types its letter (Ctrl+Alt with a symbol does: that is AltGr on Windows).
+fn line_edit(key: &KeyEvent) -> Option<LineEdit> {
+    let control = key.modifiers.contains(KeyModifiers::CONTROL);
+    let altgr = |ch: char| key.modifiers.contains(KeyModifiers::ALT) && !ch.is_ascii_alphanumeric();
+    match key.code {
+        KeyCode::Backspace => Some(LineEdit::DeleteChar),
+        KeyCode::Char(ch) if control && !altgr(ch) => match ch.to_ascii_lowercase() {
+            'h' => Some(LineEdit::DeleteChar),
+            'w' => Some(LineEdit::DeleteWord),
+            'u' => Some(LineEdit::Clear),
+            _ => None,
+        },
+        KeyCode::Char(ch) => Some(LineEdit::Type(ch)),
+        _ => None,
+    }
+}
+
+fn apply_edit(text: &mut String, edit: LineEdit) {
+    match edit {
+        LineEdit::Type(ch) => text.push(ch),
+        LineEdit::DeleteChar => {
+            text.pop();
+        }
+        LineEdit::DeleteWord => {
+            let word_end = text.trim_end().len();
+            let word_start = text[..word_end].rfind(char::is_whitespace).map_or(0, |space| space + 1);
+            text.truncate(word_start);
+        }
+        LineEdit::Clear => text.clear(),
+    }
+}
+
 fn input_key(app: &mut App, key: &KeyEvent) -> Vec<Command> {
     let ctrl_c = key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL);
     match (&mut app.input, key.code) {
@@ -736,20 +784,14 @@ fn input_key(app: &mut App, key: &KeyEvent) -> Vec<Command> {
             refresh(app);
         }
         (Input::Filter(_), KeyCode::Enter) => app.input = Input::None,
-        (Input::Filter(text), KeyCode::Backspace) => {
-            text.pop();
-            app.filter = text.clone();
-            refresh(app);
-        }
-        (Input::Filter(text), KeyCode::Char(ch)) => {
-            text.push(ch);
-            app.filter = text.clone();
-            refresh(app);
+        (Input::Filter(text), _) => {
+            if let Some(edit) = line_edit(key) {
+                apply_edit(text, edit);
+                app.filter = text.clone();
+                refresh(app);
+            }
         }
         (Input::Command(_), KeyCode::Esc) => app.input = Input::None,
-        (Input::Command(text), KeyCode::Backspace) => {
-            text.pop();
-        }
         (Input::Command(text), KeyCode::Tab | KeyCode::BackTab) => {
             let text = text.clone();
             let next = match complete(app, &text) {
@@ -779,14 +821,16 @@ fn input_key(app: &mut App, key: &KeyEvent) -> Vec<Command> {
             app.input = Input::None;
             return run_command(app, &line);
         }
-        (Input::Command(text), KeyCode::Char(ch)) => {
-            text.push(ch);
-            // `:ns ` opens the namespace picker: ask the API server what exists.
-            if text == "ns " {
-                return vec![Command::ListNamespaces];
+        (Input::Command(text), _) => {
+            if let Some(edit) = line_edit(key) {
+                apply_edit(text, edit);
+                // `:ns ` opens the namespace picker: ask the API server what exists.
+                if matches!(edit, LineEdit::Type(_)) && text == "ns " {
+                    return vec![Command::ListNamespaces];
+                }
             }
         }
-        _ => {}
+        (Input::None, _) => {}
     }
     Vec::new()
 }
@@ -1348,6 +1392,53 @@ mod tests {
         assert_eq!(complete(&app, "ns x"), None, "no namespace starts with x");
     }
 
+    /// Issue 31: Ctrl-U, Ctrl-W and Ctrl-H typed their letter into the `/` and `:` lines. They
+    /// edit as in a shell; no Ctrl chord types a letter (AltGr symbols, Ctrl+Alt on Windows, do).
+    #[test]
+    fn ctrl_keys_edit_the_filter_and_command_lines() {
+        let with = |code: KeyCode, modifiers: KeyModifiers| KeyEvent::new(code, modifiers);
+        let ctrl_key = |ch: char| with(KeyCode::Char(ch), KeyModifiers::CONTROL);
+        let altgr = KeyModifiers::CONTROL | KeyModifiers::ALT;
+        // (line before, key, line after)
+        let cases: &[(&str, KeyEvent, &str)] = &[
+            ("ns cap-hr", ctrl_key('u'), ""),
+            ("ns cap-hr", ctrl_key('w'), "ns "),
+            ("sort -age  ", ctrl_key('w'), "sort "),
+            ("batches", ctrl_key('w'), ""),
+            ("", ctrl_key('w'), ""),
+            ("ns cap-hr", ctrl_key('h'), "ns cap-h"),
+            ("ns cap-hr", with(KeyCode::Backspace, KeyModifiers::NONE), "ns cap-h"),
+            ("", ctrl_key('h'), ""),
+            ("ns", ctrl_key('a'), "ns"),
+            ("ns", ctrl_key('e'), "ns"),
+            ("ns", ctrl_key('k'), "ns"),
+            ("ns", with(KeyCode::Char('U'), KeyModifiers::CONTROL | KeyModifiers::SHIFT), ""),
+            ("ns", with(KeyCode::Char('x'), altgr), "ns"),
+            ("hr", with(KeyCode::Char('|'), altgr), "hr|"),
+            ("hr", with(KeyCode::Char('-'), KeyModifiers::NONE), "hr-"),
+        ];
+        for (before, key, after) in cases {
+            let mut app = app();
+            app.input = Input::Command((*before).to_string());
+            handle_key(&mut app, key, next_key_time());
+            assert_eq!(app.input, Input::Command((*after).to_string()), ":{before} then {key:?}");
+            let mut app = self::app();
+            app.input = Input::Filter((*before).to_string());
+            app.filter = (*before).to_string();
+            handle_key(&mut app, key, next_key_time());
+            assert_eq!(app.input, Input::Filter((*after).to_string()), "/{before} then {key:?}");
+            assert_eq!(app.filter, *after, "the filter follows the line: /{before} then {key:?}");
+        }
+        // Ctrl-C still leaves the line; Ctrl-W to `:ns ` leaves the picker's text for Tab.
+        let mut app = app();
+        typed(&mut app, ":ctx prod");
+        ctrl(&mut app, 'w');
+        assert_eq!(app.input, Input::Command("ctx ".into()));
+        ctrl(&mut app, 'c');
+        assert_eq!(app.input, Input::None);
+        assert!(!app.quit);
+    }
+
     #[test]
     fn colon_commands_for_session_theme_help_and_quit() {
         let mut app = app();
@@ -1377,7 +1468,7 @@ mod tests {
         let mut app = app();
         // 15 rows: the help pane shows 10 lines of its text at a time.
         update(&mut app, Msg::Resize { width: 80, height: 15 });
-        let help_lines = crate::console::help::lines(&app).len();
+        let help_lines = crate::console::help::lines(&app, crate::console::draw::popup_text_width(80)).len();
         let last = help_lines - crate::console::queries::popup_rows(15);
         assert!(last > app.viewport_rows + 1, "the help is longer than two pages at 80×15 ({help_lines} lines)");
         press(&mut app, KeyCode::Char('?'));

@@ -535,3 +535,98 @@ fn pods_pane_and_a_pod_log() {
     key(&mut app, KeyCode::Char('G'));
     assert!(render(&mut app, 80, 24).contains("(attempt 40)"));
 }
+
+/// Every cell of the table as drawn on a `width`×`height` terminal is whole or cut with `…`:
+/// the columns never need more than the terminal, whose edge would clip with no `…`.
+fn assert_cells_whole_or_cut_with_an_ellipsis(app: &mut App, width: u16, height: u16, what: &str) {
+    use capdeck::console::{draw::table_columns, table::SPACING, views};
+    let terminal = draw_on(app, width, height);
+    let buffer = terminal.backend().buffer();
+    let (area, plan) = table_columns(app, ratatui::layout::Rect::new(0, 0, width, height));
+    let used: u16 = plan.shown.iter().map(|(_, w)| w + SPACING).sum::<u16>().saturating_sub(SPACING);
+    assert!(used <= area.width, "{what}: the columns need {used} of {} cells: {plan:?}", area.width);
+    let columns = views::columns(app.route.view);
+    let mut lines = vec![(area.y, columns.iter().map(|c| c.header.to_string()).collect::<Vec<_>>())];
+    let on_screen = app.visible.iter().skip(app.cursor().offset).take(usize::from(area.height.saturating_sub(1)));
+    for (row, &index) in on_screen.enumerate() {
+        let cells = views::cells(app, app.route.view, index).expect("a row");
+        lines.push((area.y + 1 + row as u16, cells.cells.iter().map(ToString::to_string).collect()));
+    }
+    for (y, texts) in lines {
+        let mut x = area.x;
+        for &(column, w) in &plan.shown {
+            let drawn: String = (x..x + w).map(|x| buffer[(x, y)].symbol()).collect();
+            let (drawn, full) = (drawn.trim_end(), texts[column].trim_end());
+            let cut_well = drawn.strip_suffix('…').is_some_and(|kept| full.starts_with(kept));
+            assert!(
+                drawn == full || cut_well,
+                "{what}: {} at row {y} shows {drawn:?} of {full:?}",
+                columns[column].header
+            );
+            x += w + SPACING;
+        }
+    }
+}
+
+/// Issue 31: `w` (every column at full width) at 80×24 made the table wider than the terminal,
+/// which cut `AwaitingApproval` to `AwaitingA` with no `…`. Now the wide mode shows the columns
+/// that fit whole, says how many more ←/→ show, and no cell anywhere is cut without `…`.
+#[test]
+fn wide_mode_never_cuts_without_an_ellipsis_at_80x24() {
+    let mut app = sample_app();
+    let now = app.now;
+    update(&mut app, Msg::Fleet(sample_fleet(now)));
+    for view in ["apps", "versions", "tenants", "ops", "batches", "rollouts", "events", "credentials", "fleet"] {
+        keys(&mut app, &format!(":{view}\n"));
+        for (width, height) in [(80, 24), (60, 15), (120, 24)] {
+            assert_cells_whole_or_cut_with_an_ellipsis(&mut app, width, height, &format!(":{view} at {width}"));
+        }
+        keys(&mut app, "w");
+        for scroll in 0..capdeck::console::views::columns(app.route.view).len() {
+            let what = format!(":{view} wide, scrolled {scroll} →");
+            assert_cells_whole_or_cut_with_an_ellipsis(&mut app, 80, 24, &what);
+            assert_cells_whole_or_cut_with_an_ellipsis(&mut app, 20, 5, &what);
+            key(&mut app, KeyCode::Right);
+        }
+        keys(&mut app, "w");
+    }
+    keys(&mut app, ":apps\nw");
+    let screen = render(&mut app, 80, 24);
+    insta::assert_snapshot!("wide_applications_80x24", screen);
+    assert!(screen.contains("wide: 1 more column →"), "{screen}");
+    for _ in 0..3 {
+        key(&mut app, KeyCode::Right);
+    }
+    let scrolled = render(&mut app, 80, 24);
+    assert!(scrolled.contains("AwaitingApproval · 13s ago"), "→ shows the batch column whole: {scrolled}");
+    assert!(scrolled.contains("wide: ← 3 more columns"), "{scrolled}");
+}
+
+/// Issue 31: at 120 columns the rollouts' VERSION and ACTION were cut (`hr-por…`, `Unchan…`)
+/// while the message took the room, the key hints left out `w wide`, and the help's long lines
+/// ran past its border. Now only the message gives way; the hints and the help fit.
+#[test]
+fn nothing_but_a_long_message_is_cut_at_120_columns() {
+    let mut app = sample_app();
+    keys(&mut app, ":rollouts\n");
+    let screen = render(&mut app, 120, 14);
+    insta::assert_snapshot!("view_rollouts_120x14", screen);
+    for whole in ["hr-portal-2-3-0 ", "travel-1-2-0 ", "bookshop-1-10-0 ", "Unchanged", "VCAP_SERVICES"] {
+        assert!(screen.contains(whole), "{whole} whole: {screen}");
+    }
+    assert_cells_whole_or_cut_with_an_ellipsis(&mut app, 120, 14, ":rollouts");
+    let footer = screen.lines().last().unwrap_or_default();
+    assert!(footer.contains("x cancel  d detail  y yaml  w wide  q quit"), "every key hint: {footer}");
+
+    key(&mut app, KeyCode::Char('?'));
+    let width = capdeck::console::draw::popup_text_width(120);
+    for line in capdeck::console::help::lines(&app, width) {
+        assert!(line.width() <= width, "a help line wider than the pane ({width}): {line}");
+    }
+    let help = render(&mut app, 120, 48);
+    // The longest: why undo is disabled, which ran past the border.
+    assert!(help.contains("can be undone)"), "{help}");
+    key(&mut app, KeyCode::Char('G'));
+    let end = render(&mut app, 120, 48);
+    assert!(end.contains("on its batch)"), "the :fleet line's end: {end}");
+}
