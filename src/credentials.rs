@@ -178,7 +178,8 @@ impl Timing {
     pub const DEFAULT: Self =
         Self { window: Duration::from_secs(3600), expected_rollout: Duration::from_secs(15 * 60) };
 
-    fn text(self) -> String {
+    /// `window 30s, expected rollout 15m`.
+    pub fn text(self) -> String {
         format!(
             "window {}, expected rollout {}",
             crate::api::go_duration::humanize(self.window),

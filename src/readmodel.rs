@@ -223,6 +223,8 @@ pub struct Snapshot {
     /// Every kube context the fleet view reads (`:fleet`, `--contexts`): a source of its own,
     /// carried from snapshot to snapshot.
     pub fleet: Vec<crate::fleet::FleetRow>,
+    /// The window and expected rollout the credential margins were judged with.
+    pub credential_timing: Option<Timing>,
 }
 
 fn state_of(status: Option<&GenericStatus>, state: String) -> (bool, String) {
@@ -309,7 +311,7 @@ pub fn snapshot(stores: &Stores, events: &[Arc<Event>], timing: Timing) -> Snaps
         timing,
     })
     .credentials;
-    build(Sources {
+    let mut snapshot = build(Sources {
         synced: stores.is_ready(),
         apps: &applications,
         versions: &stores.versions.state(),
@@ -321,7 +323,9 @@ pub fn snapshot(stores: &Stores, events: &[Arc<Event>], timing: Timing) -> Snaps
         secret_keys: &keys,
         service_bindings: bindings.as_deref(),
         credentials,
-    })
+    });
+    snapshot.credential_timing = Some(timing);
+    snapshot
 }
 
 type Key = (String, String);
@@ -422,6 +426,7 @@ pub fn build(sources: Sources<'_>) -> Snapshot {
         credentials: sources.credentials,
         invalid: sources.invalid,
         fleet: Vec::new(),
+        credential_timing: None,
     }
 }
 

@@ -273,6 +273,14 @@ fn draw_title(frame: &mut Frame, app: &App, area: Rect, plan: &table::ColumnPlan
     if app.wide {
         spans.push(Span::styled(format!(" · {}", strings::wide_note(plan.left, plan.right)), theme.info()));
     }
+    if app.route.view == ViewKind::Credentials
+        && let Some(timing) = app.snapshot.credential_timing
+    {
+        let the_leaders = app.leader.as_ref().and_then(|leader| leader.settings()).is_some_and(|settings| {
+            settings.rollout_delay() == timing.window && settings.expected_rollout() == timing.expected_rollout
+        });
+        spans.push(Span::styled(format!(" · {}", strings::margins_note(timing, the_leaders)), theme.muted()));
+    }
     if let Some(error) = &app.filter_error {
         spans.push(Span::styled(format!(" · {error}"), theme.error()));
     }

@@ -192,3 +192,12 @@ pub const COMMANDS_HELP: &[(&str, &str)] = &[
     (":theme NAME", "switch the colour theme"),
     (":help  :q", "help, quit"),
 ];
+
+/// The Credentials view's title note: which settings judged the margins.
+pub fn margins_note(timing: crate::credentials::Timing, the_leaders: bool) -> String {
+    format!(
+        "margins: {}{}",
+        timing.text(),
+        if the_leaders { " (the leading engine's)" } else { " (this console's engine)" }
+    )
+}

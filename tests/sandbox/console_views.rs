@@ -163,6 +163,36 @@ fn credentials_view_colours_verdicts_and_details_the_deadline() {
     assert!(screen.contains("policy          every 168h, old kept 4h"), "{screen}");
 }
 
+/// The Credentials view says which settings judged its margins: the leading engine's when it
+/// published them (an observing console judges as the leader does), else its own engine's.
+#[test]
+fn credentials_view_says_which_settings_judged_the_margins() {
+    use capdeck::cluster::leader::{EngineScope, LeaderView, PublishedSettings};
+    let mut app = sample_app();
+    keys(&mut app, ":creds\n");
+    let timing = capdeck::credentials::Timing {
+        window: std::time::Duration::from_secs(30),
+        expected_rollout: std::time::Duration::from_secs(900),
+    };
+    std::sync::Arc::make_mut(&mut app.snapshot).credential_timing = Some(timing);
+    assert!(render(&mut app, 160, 32).contains("margins: window 30s, expected rollout 15m (this console's engine)"));
+    app.leader = Some(LeaderView::Leads {
+        lease: "capdeck-system/capdeck-engine".into(),
+        identity: "daemon-1".into(),
+        renewed_ago: 1,
+        scope: EngineScope::All,
+        settings: Some(PublishedSettings {
+            rollout_delay_seconds: 30,
+            expected_rollout_seconds: 900,
+            approval: "auto".into(),
+            max_parallel_rollouts: 5,
+            min_rollout_interval_seconds: 600,
+        }),
+    });
+    let screen = render(&mut app, 160, 32);
+    assert!(screen.contains("margins: window 30s, expected rollout 15m (the leading engine's)"), "{screen}");
+}
+
 /// Styles, not only text: a stalled rollout row in the error colour, a write key struck through
 /// while it is not allowed, the wide mode with horizontal scrolling.
 #[test]
