@@ -662,7 +662,7 @@ pub struct FleetArgs {
     #[arg(long, value_name = "all|NAME,...", default_value = "all")]
     pub contexts: crate::fleet::ContextList,
     /// How long each context may take to answer (Go duration)
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = crate::engine::config::parse_go_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = crate::fleet::parse_timeout)]
     pub timeout: std::time::Duration,
     /// Namespace of capdeck's engine Lease in each context [default: the context's namespace]
     #[arg(long, value_name = "NS")]
@@ -680,7 +680,7 @@ pub struct FleetArgs {
     #[arg(long, value_name = "DURATION", value_parser = crate::engine::config::parse_go_duration)]
     pub expected_rollout: Option<std::time::Duration>,
     #[command(flatten)]
-    pub output: OutputArgs,
+    pub output: crate::output::DocumentOutputArgs,
 }
 
 #[derive(Debug, Args)]

@@ -249,7 +249,6 @@ pub async fn list_service_bindings(
 #[error("{}", describe_error(.0))]
 pub struct ApiError(#[source] pub kube::Error);
 
-/// A short, actionable description of a kube error for people.
 /// Whether retrying the same request later can succeed without anyone changing anything: the
 /// API server was unreachable, busy, failing, or the object changed under us.
 pub fn is_transient(error: &kube::Error) -> bool {
@@ -260,21 +259,36 @@ pub fn is_transient(error: &kube::Error) -> bool {
     }
 }
 
-/// Whether rustls refused a certificate for being X.509 v1 (webpki's `UnsupportedCertVersion`):
-/// `openssl x509 -req` without `-extfile` makes one, and kubectl (Go) accepts it.
-fn is_x509_v1(error: &kube::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(current) = source {
-        if let Some(rustls::Error::InvalidCertificate(rustls::CertificateError::Other(other))) =
-            current.downcast_ref::<rustls::Error>()
-            && other.to_string().contains("UnsupportedCertVersion")
-        {
-            return true;
+/// The causes of `error`, outermost first: its `source()` chain, also into the error an
+/// `std::io::Error` wraps (whose own `source()` skips it), which is where hyper-rustls puts a TLS
+/// failure.
+fn causes<'a>(error: &'a (dyn std::error::Error + 'static)) -> Vec<&'a (dyn std::error::Error + 'static)> {
+    let mut found = Vec::new();
+    let mut next = Some(error);
+    while let Some(current) = next {
+        found.push(current);
+        if found.len() > 32 {
+            break;
         }
-        source = current.source();
+        next = match current.downcast_ref::<std::io::Error>().and_then(std::io::Error::get_ref) {
+            Some(inner) => Some(inner),
+            None => current.source(),
+        };
     }
-    // Another rustls version in the chain would not downcast: its text still names the cause.
-    error.to_string().contains("UnsupportedCertVersion")
+    found
+}
+
+/// Whether rustls refused a certificate for being X.509 v1 (webpki's `UnsupportedCertVersion`):
+/// `openssl x509 -req` without `-extfile` makes one, and kubectl (Go) accepts it. At client build
+/// for the client certificate, in the TLS handshake for the server's.
+fn is_x509_v1(error: &kube::Error) -> bool {
+    causes(error).into_iter().any(|cause| {
+        matches!(
+            cause.downcast_ref::<rustls::Error>(),
+            Some(rustls::Error::InvalidCertificate(rustls::CertificateError::Other(other)))
+                if other.to_string().contains("UnsupportedCertVersion")
+        ) || cause.to_string().contains("UnsupportedCertVersion")
+    })
 }
 
 /// Why a client cannot be built from the kubeconfig of `context`, with the fix.
@@ -283,18 +297,91 @@ fn describe_client_error(error: &kube::Error, context: &str) -> String {
         return format!(
             "the client certificate in kubeconfig context {context:?} is X.509 v1, which kubectl accepts but \
              rustls refuses (it needs v3): re-issue it with extensions, e.g. `openssl x509 -req ... -extfile \
-             <(printf 'extendedKeyUsage=clientAuth')`, or use a token ({error})"
+             <(printf 'extendedKeyUsage=clientAuth')`, or use a token"
         );
     }
     error.to_string()
 }
 
+/// Why a request never reached the API server, in a few words (`connection refused`, `DNS lookup
+/// failed: …`, `TLS: …`, `timed out`); `None` when the error is not about reaching it.
+pub fn unreachable_cause(error: &kube::Error) -> Option<String> {
+    use std::io::ErrorKind;
+    if !matches!(error, kube::Error::HyperError(_) | kube::Error::Service(_)) {
+        return None;
+    }
+    if is_x509_v1(error) {
+        return Some(
+            "TLS: a certificate in the handshake is X.509 v1, which rustls refuses (it needs v3): re-issue the API \
+             server's certificate (or the kubeconfig's client certificate) with extensions"
+                .into(),
+        );
+    }
+    let causes = causes(error);
+    for cause in &causes {
+        if let Some(tls) = cause.downcast_ref::<rustls::Error>() {
+            return Some(describe_tls(tls));
+        }
+    }
+    for (index, cause) in causes.iter().enumerate() {
+        // hyper-util's connector names the step: `dns error` wraps the resolver's io::Error.
+        if cause.to_string() == "dns error" {
+            let detail = causes.get(index + 1).map(|inner| format!(": {}", strip_os_error(&inner.to_string())));
+            return Some(format!("DNS lookup failed{}", detail.unwrap_or_default()));
+        }
+    }
+    for cause in &causes {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            return Some(match io.kind() {
+                ErrorKind::ConnectionRefused => "connection refused".into(),
+                ErrorKind::TimedOut => "timed out".into(),
+                ErrorKind::ConnectionReset => "connection reset by the server".into(),
+                ErrorKind::ConnectionAborted => "connection aborted".into(),
+                ErrorKind::HostUnreachable => "host unreachable".into(),
+                ErrorKind::NetworkUnreachable => "network unreachable".into(),
+                ErrorKind::UnexpectedEof => "the server closed the connection".into(),
+                _ => strip_os_error(&io.to_string()),
+            });
+        }
+    }
+    // The deepest cause says most (`client error (Connect)` says least).
+    causes.last().map(|cause| cause.to_string())
+}
+
+/// `Connection refused (os error 111)` → `Connection refused`.
+fn strip_os_error(text: &str) -> String {
+    match text.rfind(" (os error ") {
+        Some(at) if text.ends_with(')') => text[..at].to_string(),
+        _ => text.to_string(),
+    }
+}
+
+/// A TLS failure in words, with what to check.
+fn describe_tls(error: &rustls::Error) -> String {
+    use rustls::CertificateError;
+    match error {
+        rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer) => {
+            "TLS: the server's certificate is not signed by a CA the kubeconfig trusts (certificate-authority-data)"
+                .into()
+        }
+        rustls::Error::InvalidCertificate(CertificateError::Expired | CertificateError::ExpiredContext { .. }) => {
+            "TLS: the server's certificate has expired".into()
+        }
+        rustls::Error::InvalidCertificate(
+            CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+        ) => "TLS: the server's certificate is not valid for this host name (the kubeconfig's server)".into(),
+        rustls::Error::AlertReceived(alert) => format!("TLS: the server ended the handshake ({alert:?})"),
+        other => format!("TLS: {other}"),
+    }
+}
+
+/// A short, actionable description of a kube error for people.
 pub fn describe_error(error: &kube::Error) -> String {
     if is_x509_v1(error) {
-        return format!(
-            "a certificate in the TLS handshake is X.509 v1, which rustls refuses (it needs v3): re-issue the API \
-             server's certificate (or the client certificate in the kubeconfig) with extensions ({error})"
-        );
+        return "a certificate in the TLS handshake is X.509 v1, which rustls refuses (it needs v3): re-issue the \
+                API server's certificate (or the client certificate in the kubeconfig) with extensions, e.g. \
+                `openssl x509 -req ... -extfile <(printf 'extendedKeyUsage=clientAuth')`"
+            .into();
     }
     match error {
         kube::Error::Api(status) => match status.code {
@@ -304,9 +391,10 @@ pub fn describe_error(error: &kube::Error) -> String {
             409 => format!("conflict: {} (someone else changed it; re-read and try again)", status.message),
             _ => format!("{} ({} {})", status.message, status.code, status.reason),
         },
-        kube::Error::HyperError(_) | kube::Error::Service(_) => {
-            format!("cannot reach the API server: {error} (is the cluster up and the kubeconfig right?)")
-        }
+        kube::Error::HyperError(_) | kube::Error::Service(_) => format!(
+            "cannot reach the API server: {} (is the cluster up and the kubeconfig right?)",
+            unreachable_cause(error).unwrap_or_else(|| error.to_string())
+        ),
         other => other.to_string(),
     }
 }
@@ -317,6 +405,133 @@ mod tests {
 
     fn api(code: u16) -> kube::Error {
         kube::Error::Api(kube::core::Status::failure("x", "Reason").with_code(code).boxed())
+    }
+
+    /// A list over `config`, to get the error a user would get.
+    async fn list_error(config: kube::Config) -> kube::Error {
+        let client = kube::Client::try_from(config).expect("client");
+        let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client);
+        api.list(&kube::api::ListParams::default()).await.expect_err("nobody answers")
+    }
+
+    fn closed_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("address").port()
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_named_not_dumped() {
+        for scheme in ["http", "https"] {
+            let url = format!("{scheme}://127.0.0.1:{}", closed_port());
+            let error = list_error(kube::Config::new(url.parse().expect("url"))).await;
+            assert_eq!(unreachable_cause(&error).as_deref(), Some("connection refused"), "{scheme}: {error:?}");
+            assert_eq!(
+                describe_error(&error),
+                "cannot reach the API server: connection refused (is the cluster up and the kubeconfig right?)"
+            );
+        }
+        assert_eq!(unreachable_cause(&api(500)), None, "the server answered");
+    }
+
+    /// One DER element at `at`: (tag, content start, end).
+    fn der_element(der: &[u8], at: usize) -> (u8, usize, usize) {
+        let first = der[at + 1];
+        let (length, header) = if first < 0x80 {
+            (usize::from(first), 2)
+        } else {
+            let count = usize::from(first & 0x7f);
+            (der[at + 2..at + 2 + count].iter().fold(0, |sum, byte| (sum << 8) | usize::from(*byte)), 2 + count)
+        };
+        (der[at], at + header, at + header + length)
+    }
+
+    fn der_wrap(tag: u8, content: &[u8]) -> Vec<u8> {
+        let length = content.len();
+        let mut out = vec![tag];
+        if length < 0x80 {
+            out.push(u8::try_from(length).expect("short"));
+        } else {
+            let bytes: Vec<u8> = length.to_be_bytes().into_iter().skip_while(|byte| *byte == 0).collect();
+            out.push(0x80 | u8::try_from(bytes.len()).expect("length of length"));
+            out.extend(bytes);
+        }
+        out.extend_from_slice(content);
+        out
+    }
+
+    /// A serving certificate for 127.0.0.1 made X.509 v1: rcgen's v3 without `[0] version` and
+    /// `[3] extensions`, signed again.
+    fn v1_serving_certificate() -> (Vec<u8>, rcgen::KeyPair) {
+        use rcgen::SigningKey as _;
+        let key = rcgen::KeyPair::generate().expect("key");
+        let params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).expect("params");
+        let der = params.self_signed(&key).expect("certificate").der().to_vec();
+        let (_, certificate, _) = der_element(&der, 0);
+        let (_, tbs_content, tbs_end) = der_element(&der, certificate);
+        let (_, _, algorithm_end) = der_element(&der, tbs_end);
+        let mut fields = Vec::new();
+        let mut at = tbs_content;
+        while at < tbs_end {
+            let (tag, _, end) = der_element(&der, at);
+            if tag != 0xa0 && tag != 0xa3 {
+                fields.extend_from_slice(&der[at..end]);
+            }
+            at = end;
+        }
+        let tbs = der_wrap(0x30, &fields);
+        let mut bits = vec![0u8];
+        bits.extend(key.sign(&tbs).expect("sign"));
+        let mut body = tbs;
+        body.extend_from_slice(&der[tbs_end..algorithm_end]);
+        body.extend(der_wrap(0x03, &bits));
+        (der_wrap(0x30, &body), key)
+    }
+
+    #[derive(Debug)]
+    struct Fixed(std::sync::Arc<rustls::sign::CertifiedKey>);
+
+    impl rustls::server::ResolvesServerCert for Fixed {
+        fn resolve(&self, _: rustls::server::ClientHello<'_>) -> Option<std::sync::Arc<rustls::sign::CertifiedKey>> {
+            Some(self.0.clone())
+        }
+    }
+
+    /// An API server whose own certificate is X.509 v1: the client builds, and the request fails
+    /// in the TLS handshake, deep inside hyper's error — still named with the fix.
+    #[tokio::test]
+    async fn a_v1_server_certificate_is_found_in_the_handshake_error() {
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+        let (der, key) = v1_serving_certificate();
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let signing = rustls::crypto::ring::sign::any_supported_type(&PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
+            key.serialize_der(),
+        )))
+        .expect("signing key");
+        // `CertifiedKey::new` does not parse the certificate (`with_single_cert` would refuse v1).
+        let certified = rustls::sign::CertifiedKey::new(vec![CertificateDer::from(der.clone())], signing);
+        let server = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_no_client_auth()
+            .with_cert_resolver(std::sync::Arc::new(Fixed(std::sync::Arc::new(certified))));
+        let server = std::sync::Arc::new(server);
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let Ok(connection) = rustls::ServerConnection::new(server.clone()) else { return };
+                let mut tls = rustls::StreamOwned::new(connection, stream);
+                let _ = std::io::Read::read(&mut tls, &mut [0u8; 64]);
+            }
+        });
+        let mut config = kube::Config::new(format!("https://127.0.0.1:{port}").parse().expect("url"));
+        config.root_cert = Some(vec![der]);
+        let error = list_error(config).await;
+        let text = describe_error(&error);
+        assert!(
+            text.contains("X.509 v1") && text.contains("re-issue the API server's certificate"),
+            "{text}: {error:?}"
+        );
+        assert!(unreachable_cause(&error).is_some_and(|cause| cause.contains("X.509 v1")), "{error:?}");
     }
 
     #[test]

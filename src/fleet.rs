@@ -44,6 +44,17 @@ impl ContextList {
     }
 }
 
+/// `--timeout`: a Go duration above zero (`0s` would give every context no time to answer).
+pub fn parse_timeout(text: &str) -> Result<std::time::Duration, String> {
+    let timeout = crate::engine::config::parse_go_duration(text).map_err(|error| error.to_string())?;
+    if timeout.is_zero() {
+        return Err(format!(
+            "{text:?} gives every context no time to answer: use a duration above zero, such as 5s or 1m"
+        ));
+    }
+    Ok(timeout)
+}
+
 /// How a context answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -162,6 +173,25 @@ impl FleetRow {
         revocable.or_else(|| self.batches.iter().map(|batch| batch.window_end).min())
     }
 
+    /// The deadline labelled with what it is, from `now`: `old credentials revoked in 41m` (or
+    /// `old credentials revocable since 5m ago`), else `window ends in 3m` / `window ended 6m55s
+    /// ago` — a window end in the past is no missed deadline, so it must not read like one.
+    pub fn deadline_text(&self, now: Timestamp) -> String {
+        let revocable = self.batches.iter().filter_map(|batch| batch.old_credentials_revocable).min();
+        if let Some(at) = revocable {
+            return if at >= now {
+                format!("old credentials revoked {}", countdown(at, now))
+            } else {
+                format!("old credentials revocable since {}", countdown(at, now))
+            };
+        }
+        match self.batches.iter().map(|batch| batch.window_end).min() {
+            Some(at) if at > now => format!("window ends {}", countdown(at, now)),
+            Some(at) => format!("window ended {}", countdown(at, now)),
+            None => "-".into(),
+        }
+    }
+
     /// `3 at-risk, 1 unsafe` or `-`.
     pub fn credentials_text(&self) -> String {
         let at_risk = self.credentials.iter().filter(|c| c.verdict == "at-risk").count();
@@ -225,7 +255,7 @@ pub fn table(rows: &[FleetRow], now: Timestamp, wide: bool, headers: bool) -> St
             row.namespace_text().to_string(),
             row.state.as_str().to_string(),
             if row.state.is_read() { row.summary() } else { "-".into() },
-            row.deadline().map_or_else(|| "-".into(), |at| countdown(at, now)),
+            row.deadline_text(now),
             row.credentials_text(),
             row.why_text(),
             if row.stalled.is_empty() { "-".into() } else { row.stalled.len().to_string() },
@@ -245,6 +275,16 @@ mod tests {
         assert_eq!("a, b,,c".parse::<ContextList>(), Ok(ContextList::Named(vec!["a".into(), "b".into(), "c".into()])));
         assert!(" , ".parse::<ContextList>().is_err());
         assert_eq!(ContextList::All.resolve(vec!["x".into(), "y".into()]), vec!["x".to_string(), "y".to_string()]);
+    }
+
+    #[test]
+    fn a_timeout_must_be_above_zero() {
+        assert_eq!(parse_timeout("5s"), Ok(std::time::Duration::from_secs(5)));
+        assert_eq!(parse_timeout("250ms"), Ok(std::time::Duration::from_millis(250)));
+        for zero in ["0s", "0", "0m0s"] {
+            assert!(parse_timeout(zero).is_err_and(|why| why.contains("above zero")), "{zero}");
+        }
+        assert!(parse_timeout("5").is_err(), "a unit is needed");
     }
 
     #[test]
@@ -268,6 +308,11 @@ mod tests {
         assert_eq!(row.deadline(), Some(at(100)));
         assert_eq!(countdown(at(3640), at(40)), "in 60m");
         assert_eq!(countdown(at(40), at(3640)), "60m ago");
+        assert_eq!(row.deadline_text(at(50)), "window ends in 50s");
+        assert_eq!(row.deadline_text(at(515)), "window ended 6m55s ago", "what ended, not a missed deadline");
+        row.batches = vec![batch("b2", "AwaitingApproval", 200, Some(2660))];
+        assert_eq!(row.deadline_text(at(200)), "old credentials revoked in 41m");
+        assert_eq!(row.deadline_text(at(2960)), "old credentials revocable since 5m ago");
         let unreachable = FleetRow::problem("eu", RowState::Unreachable, "no answer within 5s".into());
         let text = table(&[unreachable], at(0), true, true);
         assert!(text.contains("unreachable") && text.contains("no answer within 5s"), "{text}");

@@ -55,6 +55,44 @@ impl OutputArgs {
     }
 }
 
+/// `-o` of commands that print one document rather than a list of objects: no `name`, so
+/// `--help` offers only what works.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum DocumentFormat {
+    /// Aligned columns for people.
+    #[default]
+    Table,
+    /// The table with more columns.
+    Wide,
+    /// One JSON document for scripts.
+    Json,
+    /// The JSON document as YAML.
+    Yaml,
+}
+
+/// `-o FORMAT` and `--no-headers` of a command that prints one document (`fleet`).
+#[derive(Clone, Copy, Debug, Default, clap::Args)]
+pub struct DocumentOutputArgs {
+    /// Output format: table, wide (more columns), json, yaml
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = DocumentFormat::Table)]
+    pub format: DocumentFormat,
+    /// Leave out the table's header line
+    #[arg(long)]
+    pub no_headers: bool,
+}
+
+impl From<DocumentOutputArgs> for OutputArgs {
+    fn from(args: DocumentOutputArgs) -> Self {
+        let format = match args.format {
+            DocumentFormat::Table => OutputFormat::Table,
+            DocumentFormat::Wide => OutputFormat::Wide,
+            DocumentFormat::Json => OutputFormat::Json,
+            DocumentFormat::Yaml => OutputFormat::Yaml,
+        };
+        Self { format, no_headers: args.no_headers }
+    }
+}
+
 /// A format this command does not print (a usage error).
 #[derive(Debug, thiserror::Error)]
 #[error("`{command}` does not print -o {format}; use one of: {supported}")]

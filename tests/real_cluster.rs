@@ -25,6 +25,8 @@ mod faker;
 mod fault_stories;
 #[path = "real_cluster/fleet_stories.rs"]
 mod fleet_stories;
+#[path = "real_cluster/install_stories.rs"]
+mod install_stories;
 #[path = "real_cluster/kubectl_compat.rs"]
 mod kubectl_compat;
 #[path = "real_cluster/process_stories.rs"]
@@ -97,6 +99,7 @@ fn all_stories() -> Vec<(&'static str, Story, &'static [Backend])> {
         fault_stories::lease_taken_by_another_holder_stops_writes,
         fleet_stories::fleet_shows_every_context_and_says_why_one_is_unreachable,
         fleet_stories::notifications_reach_a_loopback_receiver_once_across_a_leader_change,
+        install_stories::crds_install_as_the_help_says_and_client_side_apply_is_refused,
     ]
 }
 

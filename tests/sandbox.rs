@@ -43,3 +43,5 @@ mod sandbox_api;
 mod sandbox_gaps;
 #[path = "sandbox/security.rs"]
 mod security;
+#[path = "sandbox/small_breaks.rs"]
+mod small_breaks;

@@ -19,6 +19,23 @@ async fn connect(cluster: &ClusterArgs) -> anyhow::Result<Connection> {
     Ok(cluster.connect().await?)
 }
 
+/// When a namespaced list came back empty: whether that is because the namespace does not exist
+/// (`-n nope`), as a note for the person. Nothing when it exists, when the namespace may not be
+/// read (forbidden says nothing about existence), or on any other error.
+pub(crate) async fn missing_namespace(connection: &Connection, scope: &crate::cluster::Scope) -> Option<String> {
+    let crate::cluster::Scope::Namespace(namespace) = scope else {
+        return None;
+    };
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(connection.client.clone());
+    match namespaces.get(namespace).await {
+        Err(kube::Error::Api(status)) if status.code == 404 => Some(format!(
+            "Namespace {namespace:?} does not exist in context {} (kubectl get namespaces lists them).",
+            connection.context
+        )),
+        _ => None,
+    }
+}
+
 fn batch_json(batch: &RotationBatch) -> Value {
     let status = batch.status.clone().unwrap_or_default();
     let condition = status.conditions.iter().find(|c| c.type_ == crate::api::common::READY);
@@ -69,10 +86,18 @@ pub async fn list(cluster: &ClusterArgs, args: &BatchesArgs) -> anyhow::Result<E
     let printable = printable(&batches, &deadlines, Timestamp::now());
     let text =
         printable.render(&args.output, "batches").map_err(|error| crate::commands::UsageError(error.to_string()))?;
+    let missing = if batches.is_empty() { missing_namespace(&connection, &scope).await } else { None };
     if printable.table.is_empty() && matches!(args.output.format, OutputFormat::Table | OutputFormat::Wide) {
         // Like kubectl: "nothing found" is a note for the person, not output for a pipe.
-        eprintln!("No rotation batches in {}.", scope.label());
+        eprintln!(
+            "No rotation batches in {}.{}",
+            scope.label(),
+            missing.map(|note| format!(" {note}")).unwrap_or_default()
+        );
     } else {
+        if let Some(note) = missing {
+            eprintln!("note: {note}");
+        }
         std::io::stdout().lock().write_all(text.as_bytes())?;
     }
     if args.watch {

@@ -11,7 +11,8 @@ use crate::cluster::ClusterArgs;
 use crate::fleet::{FleetOptions, read_fleet};
 
 pub async fn run(cluster: &ClusterArgs, args: &FleetArgs) -> anyhow::Result<ExitCode> {
-    args.output.refuse_name("fleet").map_err(|error| super::UsageError(error.to_string()))?;
+    // `-o name` is no value of fleet's `-o` (DocumentFormat): clap refuses it with the list.
+    let output = crate::output::OutputArgs::from(args.output);
     let contexts = args.contexts.resolve(cluster.context_names());
     if contexts.is_empty() {
         anyhow::bail!(
@@ -30,7 +31,7 @@ pub async fn run(cluster: &ClusterArgs, args: &FleetArgs) -> anyhow::Result<Exit
     let rows = read_fleet(cluster, &contexts, &options).await;
     let now = Timestamp::now();
     let document = serde_json::json!({ "fleet": rows });
-    let text = crate::output::render_object(&args.output, "fleet", &document, |wide, headers| {
+    let text = crate::output::render_object(&output, "fleet", &document, |wide, headers| {
         crate::fleet::table(&rows, now, wide, headers)
     })
     .map_err(|error| super::UsageError(error.to_string()))?;

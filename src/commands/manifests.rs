@@ -36,6 +36,14 @@ pub fn render(namespace: &str, image: &str, extra: &[String]) -> String {
 
 pub use crate::engine::config::INSTALL_NAMESPACE as DEFAULT_NAMESPACE;
 
+/// `--notify-secret` without `--cluster-name`: whoever reads the messages of several clusters
+/// cannot tell them apart.
+fn missing_cluster_name_warning() -> String {
+    "warning: --notify-secret without --cluster-name: the daemon's notifications will name this cluster \
+     `in-cluster` (a Pod has no kubeconfig context); add --cluster-name NAME (e.g. --cluster-name prod-eu10)"
+        .into()
+}
+
 pub fn run(namespace: Option<&str>, args: &ManifestsArgs) -> anyhow::Result<ExitCode> {
     let namespace = namespace.unwrap_or(DEFAULT_NAMESPACE);
     let valid = |name: &str| {
@@ -52,6 +60,10 @@ pub fn run(namespace: Option<&str>, args: &ManifestsArgs) -> anyhow::Result<Exit
     }
     if let Some(name) = &args.cluster_name {
         extra.extend(["--cluster-name".to_string(), name.clone()]);
+    } else if !args.notify_secret.is_empty() {
+        // In a Pod there is no kubeconfig context: the daemon calls its cluster what
+        // `ClusterArgs::connect` calls an in-cluster connection, and every message says so.
+        eprintln!("{}", missing_cluster_name_warning());
     }
     std::io::stdout().lock().write_all(render(namespace, &args.image, &extra).as_bytes())?;
     Ok(ExitCode::SUCCESS)

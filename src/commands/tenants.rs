@@ -97,9 +97,14 @@ pub async fn run(cluster: &ClusterArgs, args: &TenantsArgs) -> anyhow::Result<Ex
     );
     let text =
         printable.render(&args.output, "tenants").map_err(|error| crate::commands::UsageError(error.to_string()))?;
+    let missing =
+        if snapshot.tenants.is_empty() { super::batches::missing_namespace(&connection, &scope).await } else { None };
     if rows.is_empty() && matches!(args.output.format, OutputFormat::Table | OutputFormat::Wide) {
-        eprintln!("No tenants in {}.", scope.label());
+        eprintln!("No tenants in {}.{}", scope.label(), missing.map(|note| format!(" {note}")).unwrap_or_default());
         return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(note) = missing {
+        eprintln!("note: {note}");
     }
     std::io::stdout().lock().write_all(text.as_bytes())?;
     Ok(ExitCode::SUCCESS)

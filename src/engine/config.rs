@@ -19,21 +19,19 @@ pub fn parse_rollout_delay(value: Option<&str>) -> (Duration, Option<String>) {
         return (DEFAULT_ROLLOUT_DELAY, None);
     };
     let text = raw.trim();
-    // Go's time.ParseDuration refuses an empty string; kube's parser would read it as zero.
-    let parsed: Result<kube::core::Duration, String> = if text.is_empty() {
-        Err("empty value".into())
-    } else {
-        text.parse::<kube::core::Duration>().map_err(|e| e.to_string())
-    };
+    // Go's time.ParseDuration refuses an empty string; kube's parser would read it as zero. Its
+    // own words ("cannot parse float from empty string" for `abc`) say nothing to a person.
+    let parsed: Option<kube::core::Duration> =
+        if text.is_empty() { None } else { text.parse::<kube::core::Duration>().ok() };
     match parsed {
-        Err(error) => (
+        None => (
             DEFAULT_ROLLOUT_DELAY,
             Some(format!(
-                "Invalid ROLLOUT_DELAY value {raw:?} ({error}); using default {}",
+                "ROLLOUT_DELAY={raw:?} is not a duration (use a Go duration such as 30s, 15m, 1h); using {}",
                 humanize(DEFAULT_ROLLOUT_DELAY)
             )),
         ),
-        Ok(duration) => {
+        Some(duration) => {
             // Converting to std::time::Duration drops the sign: check it first.
             let delay = (!duration.is_negative()).then(|| Duration::from(duration));
             match delay {
@@ -347,6 +345,11 @@ mod tests {
             assert_eq!(error.is_some(), logs, "{input:?}: {error:?}");
         }
         assert_eq!(parse_rollout_delay(Some("1d")).0, DEFAULT_ROLLOUT_DELAY, "no days in Go durations");
+        assert_eq!(
+            parse_rollout_delay(Some("abc")).1.as_deref(),
+            Some(r#"ROLLOUT_DELAY="abc" is not a duration (use a Go duration such as 30s, 15m, 1h); using 1h"#),
+            "the value, what is expected and the fallback, not the parser's words"
+        );
         assert_eq!(
             parse_go_duration("-10m").map_err(|e| e.to_string()),
             Err("\"-10m\" must not be negative".to_string())

@@ -54,12 +54,22 @@ impl Default for FleetOptions {
 struct Unread(RowState, String);
 
 impl Unread {
-    fn from_kube(what: &str, error: &kube::Error) -> Self {
+    /// `server` is named when the request never reached it: `cannot connect to URL: cause`.
+    fn from_kube(what: &str, error: &kube::Error, server: &str) -> Self {
         let state = match error {
             kube::Error::Api(status) if matches!(status.code, 401 | 403) => RowState::Forbidden,
             _ => RowState::Unreachable,
         };
-        Self(state, format!("{what}: {}", describe_error(error)))
+        match crate::cluster::unreachable_cause(error) {
+            Some(cause) => Self(
+                state,
+                format!(
+                    "cannot connect to {}: {cause} (is the cluster up and the kubeconfig right?)",
+                    server.trim_end_matches('/')
+                ),
+            ),
+            None => Self(state, format!("{what}: {}", describe_error(error))),
+        }
     }
 }
 
@@ -148,9 +158,10 @@ async fn read_essentials(cluster: &ClusterArgs, context: &str, options: &FleetOp
     let connection = cluster.connect().await.map_err(|error| Unread(RowState::Unreachable, error.to_string()))?;
     let client = connection.client.clone();
     let scope = options.namespace.clone().map_or(Scope::All, Scope::Namespace);
+    let server = connection.server.as_str();
     let (batches, applications, bindings) = tokio::join!(
-        list_lenient::<RotationBatch>(&client, &scope, "RotationBatches"),
-        list_lenient::<CAPApplication>(&client, &scope, "CAPApplications"),
+        list_lenient::<RotationBatch>(&client, &scope, "RotationBatches", server),
+        list_lenient::<CAPApplication>(&client, &scope, "CAPApplications", server),
         crate::cluster::list_service_bindings(&client, &scope),
     );
     let (batches, mut notes) = batches?;
@@ -173,7 +184,12 @@ async fn read_essentials(cluster: &ClusterArgs, context: &str, options: &FleetOp
 
 /// Every object of a kind that decodes, and a note for those that do not (one malformed object
 /// must not hide a context). A kind the server does not serve is empty: nothing of it is open.
-async fn list_lenient<K>(client: &kube::Client, scope: &Scope, what: &str) -> Result<(Vec<Arc<K>>, Vec<String>), Unread>
+async fn list_lenient<K>(
+    client: &kube::Client,
+    scope: &Scope,
+    what: &str,
+    server: &str,
+) -> Result<(Vec<Arc<K>>, Vec<String>), Unread>
 where
     K: kube::Resource<DynamicType = ()> + serde::de::DeserializeOwned,
 {
@@ -185,7 +201,7 @@ where
     let list = match api.list(&ListParams::default()).await {
         Ok(list) => list,
         Err(kube::Error::Api(status)) if status.code == 404 => return Ok((Vec::new(), Vec::new())),
-        Err(error) => return Err(Unread::from_kube(&format!("cannot list {what}"), &error)),
+        Err(error) => return Err(Unread::from_kube(&format!("cannot list {what}"), &error, server)),
     };
     let mut bad = Vec::new();
     let mut items = Vec::new();
@@ -249,6 +265,22 @@ pub(super) struct Inputs<'a> {
     pub timing: Timing,
 }
 
+/// Whether a Failed batch still needs someone: its Pods may still crash-loop however many batches
+/// the application opened since. It stops needing one when a later batch of the same application
+/// succeeded (that rollout replaced what failed), when it is undone (or being undone), or while a
+/// retry is pending (the engine has it); a retry that failed again needs someone again.
+fn failure_unresolved(batch: &RotationBatch, batches: &[Arc<RotationBatch>]) -> bool {
+    if batch.spec.undo.is_some() || batch.retry_pending() {
+        return false;
+    }
+    !batches.iter().any(|other| {
+        other.namespace() == batch.namespace()
+            && other.spec.application == batch.spec.application
+            && other.metadata.creation_timestamp > batch.metadata.creation_timestamp
+            && other.phase() == BatchPhase::Succeeded
+    })
+}
+
 /// The row of `namespace`, made when first needed.
 fn row_in<'m>(
     rows: &'m mut BTreeMap<String, FleetRow>,
@@ -279,13 +311,8 @@ pub(super) fn rows(context: &str, inputs: &Inputs<'_>) -> Vec<FleetRow> {
     for batch in &manifests.batches {
         let namespace = batch.namespace().unwrap_or_default();
         let phase = batch.phase();
-        let newest_of_app = !manifests.batches.iter().any(|other| {
-            other.namespace() == batch.namespace()
-                && other.spec.application == batch.spec.application
-                && other.metadata.creation_timestamp > batch.metadata.creation_timestamp
-        });
         let waits = matches!(phase, BatchPhase::AwaitingApproval | BatchPhase::Held)
-            || (phase == BatchPhase::Failed && newest_of_app);
+            || (phase == BatchPhase::Failed && failure_unresolved(batch, &manifests.batches));
         if waits {
             let reason = batch
                 .status
@@ -404,6 +431,7 @@ mod tests {
                 batch("hr", "hr-b", "other", NOW - 50, rolling),
                 batch("travel", "travel-a", "travel", NOW - 50, phase("Failed", "RolloutFailed")),
                 batch("done", "done-a", "done", NOW - 50, phase("Succeeded", "Succeeded")),
+                batch("done", "done-old", "done", NOW - 900, phase("Failed", "RolloutFailed")),
             ],
             ..Manifests::default()
         };
@@ -414,10 +442,11 @@ mod tests {
             summary,
             vec![
                 ("hr".to_string(), "1 held".to_string(), 1),
-                ("shop".to_string(), "1 awaiting".to_string(), 0),
+                ("shop".to_string(), "1 awaiting, 1 failed".to_string(), 0),
                 ("travel".to_string(), "1 failed".to_string(), 0),
             ],
-            "shop-old failed before shop-a opened: not open; done-a succeeded"
+            "shop-old failed and nothing of shop succeeded since: still open (its Pods may crash-loop); \
+             done-old was followed by done-a, which succeeded; done-a is closed"
         );
         assert_eq!(rows[0].stalled, vec!["hr-b/srv".to_string()]);
         assert!(rows.iter().all(|row| row.leader == "engine-a" && row.context == "prod"));
@@ -443,6 +472,52 @@ mod tests {
         let rows = rows("prod", &unchecked);
         assert_eq!((rows.len(), rows[0].state, rows[0].credentials_text()), (1, RowState::Clear, "-".to_string()));
         assert_eq!(rows[0].why_text(), "credentials not checked: …");
+    }
+
+    /// travel-kvntt in the demo: Failed, then a newer batch of travel opened. It stays until a
+    /// later batch of travel succeeds, or it is retried or undone.
+    #[test]
+    fn a_failed_batch_stays_until_resolved() {
+        let failed =
+            json!({"phase": "Failed", "conditions": [{"type": "Ready", "status": "False", "reason": "RolloutFailed"}]});
+        let collecting = json!({"phase": "Collecting"});
+        let succeeded = json!({"phase": "Succeeded"});
+        let open = |batches: Vec<Arc<RotationBatch>>| {
+            let manifests = Manifests { batches, ..Manifests::default() };
+            rows("prod", &inputs(&manifests))
+                .iter()
+                .flat_map(|row| row.batches.iter().map(|b| b.name.clone()))
+                .collect::<Vec<_>>()
+        };
+        let kvntt = || batch("travel", "travel-kvntt", "travel", NOW - 600, failed.clone());
+        assert_eq!(
+            open(vec![kvntt(), batch("travel", "travel-next", "travel", NOW - 60, collecting.clone())]),
+            ["travel-kvntt"]
+        );
+        assert!(open(vec![kvntt(), batch("travel", "travel-next", "travel", NOW - 60, succeeded.clone())]).is_empty());
+        assert_eq!(
+            open(vec![kvntt(), batch("travel", "travel-older", "travel", NOW - 6000, succeeded)]),
+            ["travel-kvntt"],
+            "only a later success resolves it"
+        );
+        let with_spec = |extra: serde_json::Value, status: serde_json::Value| {
+            let mut value = serde_json::to_value(&*kvntt()).expect("json");
+            for (key, field) in extra.as_object().into_iter().flatten() {
+                value["spec"][key] = field.clone();
+            }
+            value["status"] = status;
+            Arc::new(serde_json::from_value::<RotationBatch>(value).expect("batch"))
+        };
+        let action = json!({"by": "dave", "at": at(NOW - 30).to_string(), "reason": "CHG-1"});
+        assert!(open(vec![with_spec(json!({"undo": action}), failed.clone())]).is_empty(), "undone");
+        assert!(open(vec![with_spec(json!({"retry": action}), failed.clone())]).is_empty(), "a retry pending");
+        let mut retried_again = failed.clone();
+        retried_again["retriedAt"] = json!(at(NOW - 30).to_string());
+        assert_eq!(
+            open(vec![with_spec(json!({"retry": action}), retried_again)]),
+            ["travel-kvntt"],
+            "the retry was carried out and failed again"
+        );
     }
 
     #[test]

@@ -280,7 +280,7 @@ async fn a_rollout_delay_of_banana_is_reported_and_an_hour_is_used() {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     let text = loop {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
-        if text.contains("Invalid ROLLOUT_DELAY") && text.contains("engine") {
+        if text.contains("ROLLOUT_DELAY=") && text.contains("is not a duration") && text.contains("engine") {
             break text;
         }
         if std::time::Instant::now() > deadline {
