@@ -192,6 +192,16 @@ impl FleetRow {
         }
     }
 
+    /// [`Self::deadline_text`] for a narrow column: `creds in 41m`, `creds 5m ago`, `window in
+    /// 3m`, `window 6m55s ago` (the console's fleet view; `d` has the long form).
+    pub fn deadline_short(&self, now: Timestamp) -> String {
+        self.deadline_text(now)
+            .replacen("old credentials revoked ", "creds ", 1)
+            .replacen("old credentials revocable since ", "creds ", 1)
+            .replacen("window ends ", "window ", 1)
+            .replacen("window ended ", "window ", 1)
+    }
+
     /// `3 at-risk, 1 unsafe` or `-`.
     pub fn credentials_text(&self) -> String {
         let at_risk = self.credentials.iter().filter(|c| c.verdict == "at-risk").count();
@@ -310,9 +320,11 @@ mod tests {
         assert_eq!(countdown(at(40), at(3640)), "60m ago");
         assert_eq!(row.deadline_text(at(50)), "window ends in 50s");
         assert_eq!(row.deadline_text(at(515)), "window ended 6m55s ago", "what ended, not a missed deadline");
+        assert_eq!(row.deadline_short(at(515)), "window 6m55s ago", "the console's narrow column");
         row.batches = vec![batch("b2", "AwaitingApproval", 200, Some(2660))];
         assert_eq!(row.deadline_text(at(200)), "old credentials revoked in 41m");
         assert_eq!(row.deadline_text(at(2960)), "old credentials revocable since 5m ago");
+        assert_eq!(row.deadline_short(at(200)), "creds in 41m");
         let unreachable = FleetRow::problem("eu", RowState::Unreachable, "no answer within 5s".into());
         let text = table(&[unreachable], at(0), true, true);
         assert!(text.contains("unreachable") && text.contains("no answer within 5s"), "{text}");

@@ -25,7 +25,7 @@ impl ViewSpec for Fleet {
         Column::new("NAMESPACE", 0, 9, 20),
         Column::new("STATE", 0, 11, 11),
         Column::new("BATCHES", 0, 10, 30),
-        Column::new("DEADLINE", 1, 8, 12),
+        Column::new("DEADLINE", 1, 8, 18),
         Column::new("CREDENTIALS", 1, 11, 22),
         Column::new("STALLED", 3, 7, 7),
         Column::new("LEADER", 3, 10, 30),
@@ -62,7 +62,8 @@ impl ViewSpec for Fleet {
             Line::from(row.namespace_text().to_string()),
             Line::from(Span::styled(row.state.as_str(), state_colour)),
             Line::from(if row.state.is_read() { row.summary() } else { "-".into() }),
-            Line::from(row.deadline().map_or_else(|| "-".into(), |at| countdown(at, app.now))),
+            // Labelled: a window end in the past is no missed deadline (`window ended 6m55s ago`).
+            Line::from(row.deadline_short(app.now)),
             Line::from(Span::styled(
                 row.credentials_text(),
                 if row.credentials.iter().any(|c| c.verdict == "unsafe") {
