@@ -9,11 +9,11 @@ fn main() -> ExitCode {
         Err(error) if capdeck::commands::is_broken_pipe(&error) => ExitCode::SUCCESS,
         Err(error) => match error.downcast_ref::<capdeck::commands::UsageError>() {
             Some(usage) => {
-                eprintln!("error: {usage}\n\nFor more information, try '--help'.");
+                capdeck::safe_eprintln!("error: {usage}\n\nFor more information, try '--help'.");
                 ExitCode::from(2)
             }
             None => {
-                eprintln!("error: {error:#}");
+                capdeck::safe_eprintln!("error: {error:#}");
                 ExitCode::from(1)
             }
         },

@@ -124,7 +124,7 @@ impl Printable {
             OutputFormat::Json => json(&self.document),
             OutputFormat::Yaml => yaml(&self.document),
             OutputFormat::Name => match &self.names {
-                Some(names) => names.iter().map(|name| format!("{name}\n")).collect(),
+                Some(names) => names.iter().map(|name| format!("{}\n", terminal_safe(name, false))).collect(),
                 None => {
                     return Err(UnsupportedFormat {
                         command: command.into(),
@@ -146,8 +146,8 @@ pub fn render_object(
     table: impl FnOnce(bool, bool) -> String,
 ) -> Result<String, UnsupportedFormat> {
     Ok(match output.format {
-        OutputFormat::Table => table(false, !output.no_headers),
-        OutputFormat::Wide => table(true, !output.no_headers),
+        OutputFormat::Table => terminal_safe(&table(false, !output.no_headers), true).into_owned(),
+        OutputFormat::Wide => terminal_safe(&table(true, !output.no_headers), true).into_owned(),
         OutputFormat::Json => json(document),
         OutputFormat::Yaml => yaml(document),
         OutputFormat::Name => {
@@ -183,8 +183,9 @@ impl Table {
         }
     }
 
+    /// A row; every cell is made [`terminal_safe`] (one line, no control characters).
     pub fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
+        self.rows.push(cells.into_iter().map(|cell| terminal_safe(&cell, false).into_owned()).collect());
     }
 
     pub fn is_empty(&self) -> bool {
@@ -231,6 +232,59 @@ pub fn yaml(value: &serde_json::Value) -> String {
     serde_saphyr::to_string(value).unwrap_or_else(|error| format!("# cannot print as YAML: {error}\n"))
 }
 
+/// `text` fit for a terminal: every C0 and C1 control character (and DEL) shown as a visible
+/// escape (`\x1b`, `\x9b`) instead of being sent, so cluster data — a reason, a tenant's
+/// subdomain, a Lease holder, a context name — can never move the cursor, retitle the window,
+/// clear the screen or write the clipboard (OSC 52). `keep_newlines` keeps `\n` for multi-line
+/// text; a table cell escapes it too. JSON and YAML need none of this: their encoders escape.
+pub fn terminal_safe(text: &str, keep_newlines: bool) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| (c.is_control() && !(keep_newlines && c == '\n')) || c == '\u{7f}';
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            let _ = write!(out, "\\x{:02x}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// `eprintln!` whose text is [`terminal_safe`]: errors and notes quote cluster data (names,
+/// reasons, context names) too.
+#[macro_export]
+macro_rules! safe_eprintln {
+    ($($arg:tt)*) => {
+        eprintln!("{}", $crate::output::terminal_safe(&format!($($arg)*), true))
+    };
+}
+
+/// A writer that makes everything it passes on [`terminal_safe`] (newlines kept): stdout of the
+/// commands that print text built from cluster data.
+pub struct SafeOut<W: std::io::Write>(pub W);
+
+impl<W: std::io::Write> std::io::Write for SafeOut<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        self.0.write_all(terminal_safe(&text, true).as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+/// Print `text` on stdout, [`terminal_safe`] (JSON and YAML pass unchanged: their encoders
+/// already escape every control character).
+pub fn print(text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    SafeOut(std::io::stdout().lock()).write_all(text.as_bytes())
+}
+
 /// What replaces a value people must not see (a Secret value, an env value, a credential in a
 /// log line).
 pub const MASK: &str = "•••";
@@ -244,12 +298,58 @@ pub fn count(n: usize, singular: &str) -> String {
 pub fn json(value: &serde_json::Value) -> String {
     let mut text = serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".into());
     text.push('\n');
-    text
+    escape_c1(&text)
+}
+
+/// serde_json escapes C0 controls in strings but passes DEL and the C1 controls (U+0080–U+009F,
+/// one of them a CSI) through raw: escape those as `\u00XX` too. Outside strings JSON is ASCII
+/// without them, so this changes no structure and the document reads back exactly.
+fn escape_c1(text: &str) -> String {
+    if !text.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if c.is_control() && c != '\n' && c != '\t' {
+            let _ = write!(out, "\\u{:04x}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_never_reach_the_terminal() {
+        let hostile = "x\u{1b}]0;pwned\u{7}\u{1b}[2J\u{1b}]52;c;SGVsbG8=\u{7}\rOVER\u{9b}31m\u{7f}";
+        let safe = terminal_safe(hostile, false);
+        assert_eq!(safe, "x\\x1b]0;pwned\\x07\\x1b[2J\\x1b]52;c;SGVsbG8=\\x07\\x0dOVER\\x9b31m\\x7f");
+        assert!(!safe.chars().any(char::is_control));
+        assert_eq!(terminal_safe("a\nb", true), "a\nb", "multi-line text keeps its lines");
+        assert_eq!(terminal_safe("a\nb", false), "a\\x0ab", "a cell is one line");
+        assert!(matches!(terminal_safe("plain · ünïcode", false), std::borrow::Cow::Borrowed(_)));
+        let mut table = Table::new(&["NAME", "BY"]);
+        table.row(vec!["b".into(), hostile.into()]);
+        assert!(!table.render_with(true, true).chars().any(|c| c.is_control() && c != '\n'));
+        let mut out = Vec::new();
+        std::io::Write::write_all(&mut SafeOut(&mut out), format!("{hostile}\n").as_bytes()).expect("write");
+        let written = String::from_utf8(out).expect("utf-8");
+        assert!(!written.chars().any(|c| c.is_control() && c != '\n'), "{written}");
+        // JSON and YAML carry the value exactly, with no control character on the wire.
+        let document = serde_json::json!({"by": hostile});
+        for text in [json(&document), yaml(&document)] {
+            assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "{text}");
+            assert_eq!(terminal_safe(&text, true), text, "printing leaves it unchanged");
+        }
+        let back: serde_json::Value = serde_json::from_str(&json(&document)).expect("json");
+        assert_eq!(back, document);
+        let back: serde_json::Value = serde_saphyr::from_str(&yaml(&document)).expect("yaml");
+        assert_eq!(back, document);
+    }
 
     #[test]
     fn columns_align_to_the_widest_cell() {

@@ -9,6 +9,8 @@ mod common;
 
 #[path = "sandbox/bad_input.rs"]
 mod bad_input;
+#[path = "sandbox/bounded_input.rs"]
+mod bounded_input;
 #[path = "sandbox/cli_batches.rs"]
 mod cli_batches;
 #[path = "sandbox/cli_credentials.rs"]
@@ -33,6 +35,8 @@ mod engine;
 mod faults;
 #[path = "sandbox/fuzz_props.rs"]
 mod fuzz_props;
+#[path = "sandbox/hostile_output.rs"]
+mod hostile_output;
 #[path = "sandbox/gojson_oracle.rs"]
 mod gojson_oracle;
 #[path = "sandbox/gojson_props.rs"]

@@ -89,16 +89,16 @@ pub async fn list(cluster: &ClusterArgs, args: &BatchesArgs) -> anyhow::Result<E
     let missing = if batches.is_empty() { missing_namespace(&connection, &scope).await } else { None };
     if printable.table.is_empty() && matches!(args.output.format, OutputFormat::Table | OutputFormat::Wide) {
         // Like kubectl: "nothing found" is a note for the person, not output for a pipe.
-        eprintln!(
+        crate::safe_eprintln!(
             "No rotation batches in {}.{}",
             scope.label(),
             missing.map(|note| format!(" {note}")).unwrap_or_default()
         );
     } else {
         if let Some(note) = missing {
-            eprintln!("note: {note}");
+            crate::safe_eprintln!("note: {note}");
         }
-        std::io::stdout().lock().write_all(text.as_bytes())?;
+        crate::output::print(&text)?;
     }
     if args.watch {
         let printed = batches.iter().map(|b| (b.namespace(), b.name_any(), b.resource_version())).collect();
@@ -138,7 +138,7 @@ async fn watch(
             Some(Ok(watcher::Event::Apply(batch) | watcher::Event::Delete(batch))) => batch,
             Some(Ok(_)) => continue,
             Some(Err(error)) => {
-                eprintln!("watch interrupted, resuming: {error}");
+                crate::safe_eprintln!("watch interrupted, resuming: {error}");
                 continue;
             }
         };
@@ -150,7 +150,7 @@ async fn watch(
             OutputFormat::Yaml => format!("---\n{}", crate::output::yaml(&batch_json(&batch))),
             _ => line.render(&quiet, "batches").map_err(|error| crate::commands::UsageError(error.to_string()))?,
         };
-        let mut stdout = std::io::stdout().lock();
+        let mut stdout = crate::output::SafeOut(std::io::stdout().lock());
         stdout.write_all(text.as_bytes())?;
         stdout.flush()?;
     }
@@ -159,6 +159,7 @@ async fn watch(
 /// The batches in every output form.
 /// `deadlines[i]`: when old credentials of batch `i`'s Secrets may be revoked, if known.
 fn printable(batches: &[RotationBatch], deadlines: &[Option<Timestamp>], now: Timestamp) -> Printable {
+    use crate::api::common::{MAX_REASON, MAX_USER, bounded};
     let mut table = Table::with_wide(
         &[
             "NAMESPACE",
@@ -191,7 +192,7 @@ fn printable(batches: &[RotationBatch], deadlines: &[Option<Timestamp>], now: Ti
             window_text(batch.spec.window_end.0, now),
             batch.progress_text(),
             batch.spec.secrets.len().to_string(),
-            batch.approval_text(),
+            bounded(&batch.approval_text(), MAX_USER + 16).into_owned(),
             age,
             deadline(index).map_or_else(
                 || "-".into(),
@@ -199,7 +200,8 @@ fn printable(batches: &[RotationBatch], deadlines: &[Option<Timestamp>], now: Ti
             ),
             status.tenants.map_or_else(|| "-".into(), |n| n.to_string()),
             condition.map_or_else(|| "-".into(), |c| c.reason.clone()),
-            condition.map_or_else(|| "-".into(), |c| c.message.clone()),
+            // Spec text quoted in status (an object older than the CRD's limits may hold 1 MB).
+            condition.map_or_else(|| "-".into(), |c| bounded(&c.message, MAX_REASON + 256).into_owned()),
         ]);
     }
     Printable::list(
@@ -261,7 +263,7 @@ pub async fn action(cluster: &ClusterArgs, args: &BatchActionArgs, action: Batch
     }
     // Every write records who made it; one nobody can be named for is refused (as in the console).
     let Some(user) = whoami(&connection.client).await else {
-        eprintln!(
+        crate::safe_eprintln!(
             "error: cannot {} {namespace}/{name}: the API server at {} did not say who you are (SelfSubjectReview \
              failed), and capdeck records every approver; check `kubectl auth whoami`",
             action.verb(),
@@ -271,13 +273,13 @@ pub async fn action(cluster: &ClusterArgs, args: &BatchActionArgs, action: Batch
     };
     match act(&connection.client, &namespace, &name, action, &user, Some(&args.reason), Timestamp::now()).await {
         Ok(report) => {
-            let mut out = std::io::stdout().lock();
+            let mut out = crate::output::SafeOut(std::io::stdout().lock());
             writeln!(out, "{}/{}: {}", report.namespace, report.batch, report.summary)?;
             writeln!(out, "reason: {}", args.reason)?;
             Ok(ExitCode::SUCCESS)
         }
         Err(error) => {
-            eprintln!("error: cannot {} {namespace}/{name}: {error}", action.verb());
+            crate::safe_eprintln!("error: cannot {} {namespace}/{name}: {error}", action.verb());
             Ok(ExitCode::from(1))
         }
     }
@@ -295,13 +297,13 @@ async fn dry_run(
     let batch = match api.get_opt(name).await {
         Ok(Some(batch)) => batch,
         Ok(None) => {
-            eprintln!("error: rotation batch {namespace}/{name} not found (capdeck batches -A lists them)");
+            crate::safe_eprintln!("error: rotation batch {namespace}/{name} not found (capdeck batches -A lists them)");
             return Ok(ExitCode::from(1));
         }
         Err(error) => anyhow::bail!("cannot read rotation batch {namespace}/{name}: {}", describe_error(&error)),
     };
     if let Some(refusal) = action.refusal(&batch) {
-        eprintln!("error: cannot {} {namespace}/{name}: {refusal}", action.verb());
+        crate::safe_eprintln!("error: cannot {} {namespace}/{name}: {refusal}", action.verb());
         return Ok(ExitCode::from(1));
     }
     let (heading, restarts): (&str, Vec<&crate::api::rotation_batch::BatchDeployment>) = match action {
@@ -329,7 +331,7 @@ async fn dry_run(
             .collect(),
         Err(error) => anyhow::bail!("cannot list tenants in {namespace}: {}", describe_error(&error)),
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::output::SafeOut(std::io::stdout().lock());
     writeln!(
         out,
         "{} {namespace}/{name} ({}, application {}) — dry run, nothing written",

@@ -11,7 +11,7 @@ pub fn run(cluster: &ClusterArgs, engine: &EngineArgs, args: &ConsoleArgs) -> an
     let mut setup = match crate::console::ConsoleSetup::resolve(args) {
         Ok(setup) => setup,
         Err(error) => {
-            eprintln!("capdeck: {error}");
+            crate::safe_eprintln!("capdeck: {error}");
             return Ok(ExitCode::from(2));
         }
     };
@@ -29,7 +29,7 @@ pub fn run(cluster: &ClusterArgs, engine: &EngineArgs, args: &ConsoleArgs) -> an
     match result {
         Ok(code) => Ok(code),
         Err(error) => {
-            eprintln!("capdeck: {error:#}");
+            crate::safe_eprintln!("capdeck: {error:#}");
             Ok(ExitCode::from(1))
         }
     }

@@ -1,7 +1,6 @@
 //! `capdeck credentials [-n NS | -A] [-f PATH ...] [-o table|wide|json|yaml]`: when each consumed
 //! binding Secret's credentials rotate, when the old ones die, and whether a batch ends first.
 
-use std::io::Write as _;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -25,14 +24,14 @@ pub async fn run(cluster: &ClusterArgs, args: &CredentialsArgs) -> anyhow::Resul
         match crate::manifest::load(&args.files) {
             Ok(manifests) => {
                 for problem in &manifests.problems {
-                    eprintln!("warning: {}", problem.message);
+                    crate::safe_eprintln!("warning: {}", problem.message);
                 }
                 // In manifests, ServiceBinding information exists when some binding is there.
                 let known = !manifests.service_bindings.is_empty();
                 (manifests, known, None)
             }
             Err(error) => {
-                eprintln!("error: {error}");
+                crate::safe_eprintln!("error: {error}");
                 return Ok(ExitCode::from(1));
             }
         }
@@ -53,18 +52,18 @@ pub async fn run(cluster: &ClusterArgs, args: &CredentialsArgs) -> anyhow::Resul
     })
     .map_err(|error| super::UsageError(error.to_string()))?;
     if result.credentials.is_empty() && !matches!(args.output.format, crate::output::OutputFormat::Json) {
-        eprintln!("No CAPApplication consumes a binding Secret here.");
+        crate::safe_eprintln!("No CAPApplication consumes a binding Secret here.");
     }
-    std::io::stdout().lock().write_all(text.as_bytes())?;
-    eprintln!("note: margins judged with {timing_source}");
+    crate::output::print(&text)?;
+    crate::safe_eprintln!("note: margins judged with {timing_source}");
     if !result.service_bindings_known {
-        eprintln!(
+        crate::safe_eprintln!(
             "note: no ServiceBinding information (the {GROUP} CRD is not installed, or not readable with these \
              credentials): rotation times and old credentials are unknown"
         );
     }
     if result.due_within_24h > 1 {
-        eprintln!("note: {} bindings rotate within 24h: expect as many batches", result.due_within_24h);
+        crate::safe_eprintln!("note: {} bindings rotate within 24h: expect as many batches", result.due_within_24h);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -134,7 +133,7 @@ async fn live(cluster: &ClusterArgs) -> anyhow::Result<(Manifests, bool, Option<
         }
         Ok(None) => false,
         Err(why) => {
-            eprintln!("warning: cannot list ServiceBindings: {why}");
+            crate::safe_eprintln!("warning: cannot list ServiceBindings: {why}");
             false
         }
     };

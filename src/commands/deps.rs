@@ -1,7 +1,6 @@
 //! `capdeck deps --app NS/NAME [-f PATH...]`: the subscription dependencies of an application.
 
 use std::collections::HashMap;
-use std::io::Write as _;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -46,7 +45,7 @@ pub async fn run(cluster: &ClusterArgs, args: &DepsArgs) -> anyhow::Result<ExitC
         let manifests = match crate::manifest::load(&args.files) {
             Ok(manifests) => manifests,
             Err(error) => {
-                eprintln!("error: {error}");
+                crate::safe_eprintln!("error: {error}");
                 return Ok(ExitCode::from(1));
             }
         };
@@ -67,7 +66,7 @@ pub async fn run(cluster: &ClusterArgs, args: &DepsArgs) -> anyhow::Result<ExitC
         _ => crate::output::render_object(&args.output, "deps", &document, |_wide, headers| table(&report, headers))
             .map_err(|error| crate::commands::UsageError(error.to_string()))?,
     };
-    std::io::stdout().lock().write_all(text.as_bytes())?;
+    crate::output::print(&text)?;
     Ok(ExitCode::SUCCESS)
 }
 

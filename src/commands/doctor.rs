@@ -2,7 +2,6 @@
 //! the Lease and its holder, a Go CAP Operator rolling the same Deployments, binding Secrets
 //! capdeck cannot read, the effective ROLLOUT_DELAY. One line per finding; exit 1 when one blocks.
 
-use std::io::Write as _;
 use std::process::ExitCode;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -131,7 +130,7 @@ pub async fn run(cluster: &ClusterArgs, engine: &EngineArgs, args: &DoctorArgs) 
         out
     })
     .map_err(|error| crate::commands::UsageError(error.to_string()))?;
-    std::io::stdout().lock().write_all(text.as_bytes())?;
+    crate::output::print(&text)?;
     Ok(if blocking { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 

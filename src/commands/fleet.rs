@@ -1,7 +1,6 @@
 //! `capdeck fleet [--contexts all|a,b] [--timeout 5s] [-o table|wide|json|yaml]`: what is open
 //! in every kube context.
 
-use std::io::Write as _;
 use std::process::ExitCode;
 
 use k8s_openapi::jiff::Timestamp;
@@ -35,11 +34,11 @@ pub async fn run(cluster: &ClusterArgs, args: &FleetArgs) -> anyhow::Result<Exit
         crate::fleet::table(&rows, now, wide, headers)
     })
     .map_err(|error| super::UsageError(error.to_string()))?;
-    std::io::stdout().lock().write_all(text.as_bytes())?;
+    crate::output::print(&text)?;
     let unread: Vec<&str> = rows.iter().filter(|row| !row.state.is_read()).map(|row| row.context.as_str()).collect();
     if unread.is_empty() {
         return Ok(ExitCode::SUCCESS);
     }
-    eprintln!("error: {} of {} context(s) could not be read: {}", unread.len(), contexts.len(), unread.join(", "));
+    crate::safe_eprintln!("error: {} of {} context(s) could not be read: {}", unread.len(), contexts.len(), unread.join(", "));
     Ok(ExitCode::from(1))
 }

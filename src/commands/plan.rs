@@ -1,6 +1,5 @@
 //! `capdeck plan -f PATH`: the start-up re-check computed offline from manifests.
 
-use std::io::Write as _;
 use std::process::ExitCode;
 
 use serde_json::{Value, json};
@@ -15,13 +14,13 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     let manifests = match manifest::load(&args.files) {
         Ok(manifests) => manifests,
         Err(error) => {
-            eprintln!("error: {error}");
+            crate::safe_eprintln!("error: {error}");
             return Ok(ExitCode::from(1));
         }
     };
     if manifests.objects == 0 {
         let paths: Vec<String> = args.files.iter().map(|p| p.display().to_string()).collect();
-        eprintln!(
+        crate::safe_eprintln!(
             "warning: no Kubernetes objects read from {} ({} manifest file(s) found: *.yaml, *.yml, *.json)",
             paths.join(", "),
             manifests.files
@@ -53,7 +52,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
         plan_table(&plan, args.show_secrets, opted_out, wide, headers)
     })
     .map_err(|error| crate::commands::UsageError(error.to_string()))?;
-    std::io::stdout().lock().write_all(text.as_bytes())?;
+    crate::output::print(&text)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,7 +1,6 @@
 //! `capdeck tenants [-n NS | -A] [--app NAME]`: CAPTenants with their versions, upgrade strategy
 //! and running operation — the console's tenant view, for scripts.
 
-use std::io::Write as _;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -100,12 +99,12 @@ pub async fn run(cluster: &ClusterArgs, args: &TenantsArgs) -> anyhow::Result<Ex
     let missing =
         if snapshot.tenants.is_empty() { super::batches::missing_namespace(&connection, &scope).await } else { None };
     if rows.is_empty() && matches!(args.output.format, OutputFormat::Table | OutputFormat::Wide) {
-        eprintln!("No tenants in {}.{}", scope.label(), missing.map(|note| format!(" {note}")).unwrap_or_default());
+        crate::safe_eprintln!("No tenants in {}.{}", scope.label(), missing.map(|note| format!(" {note}")).unwrap_or_default());
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(note) = missing {
-        eprintln!("note: {note}");
+        crate::safe_eprintln!("note: {note}");
     }
-    std::io::stdout().lock().write_all(text.as_bytes())?;
+    crate::output::print(&text)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,107 @@
+//! Cluster data never drives the operator's terminal through the CLI: every field a table, wide
+//! or name output prints is fed a hostile value (escape sequences that retitle the window, clear
+//! the screen, write the clipboard with OSC 52, a carriage return and a C1 CSI), and no control
+//! character but the newline reaches stdout or stderr. JSON stays exact.
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+use crate::common;
+use capdeck::sandbox::Sandbox;
+
+/// What an attacker with patch rights on one object writes into it.
+const HOSTILE: &str = "x\u{1b}]0;pwned\u{7}\u{1b}[2J\u{1b}]52;c;SGVsbG8=\u{7}\rOVER\u{9b}31m";
+
+fn run(kubeconfig: &std::path::Path, args: &[&str]) -> (String, String, Option<i32>) {
+    let output = assert_cmd::Command::cargo_bin("capdeck")
+        .expect("bin")
+        .env("KUBECONFIG", kubeconfig)
+        .args(args)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .expect("runs");
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+        output.status.code(),
+    )
+}
+
+fn assert_terminal_safe(what: &str, (stdout, stderr, code): &(String, String, Option<i32>)) {
+    for (stream, text) in [("stdout", stdout), ("stderr", stderr)] {
+        let bad: Vec<char> = text.chars().filter(|c| c.is_control() && *c != '\n').collect();
+        assert!(bad.is_empty(), "{what} ({stream}, exit {code:?}) sent control characters {bad:?}:\n{text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_control_character_from_cluster_data_reaches_the_terminal() {
+    let sandbox = Sandbox::default();
+    sandbox.load_demo().expect("demo seed");
+    let b64 = |text: &str| base64::engine::general_purpose::STANDARD.encode(text);
+    let mut secret = sandbox.get("", "secrets", "cap-shop", "bookshop-uaa-bind").expect("binding Secret");
+    secret["data"]["xsappname"] = json!(b64(HOSTILE));
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    sandbox
+        .load([
+            secret,
+            json!({"apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
+                   "metadata": {"name": "bookshop-h0st1", "namespace": "cap-shop"},
+                   "spec": {"application": "bookshop", "windowEnd": now,
+                            "secrets": [{"name": "bookshop-uaa-bind", "service": "uaa", "dataHash": "h", "rotatedAt": now}],
+                            "hold": {"by": HOSTILE, "at": now, "reason": HOSTILE}},
+                   "status": {"phase": "Held"}}),
+            json!({"apiVersion": "sme.sap.com/v1alpha1", "kind": "CAPTenant",
+                   "metadata": {"name": "bookshop-hostile", "namespace": "cap-shop"},
+                   "spec": {"capApplicationInstance": "bookshop", "subDomain": HOSTILE, "tenantId": HOSTILE,
+                            "version": "1.10.0", "versionUpgradeStrategy": "always"},
+                   "status": {"state": HOSTILE}}),
+            json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                   "metadata": {"name": "capdeck-engine", "namespace": "default",
+                                "labels": {"capdeck.dev/engine": "true"},
+                                "annotations": {"capdeck.dev/scope": "*", "capdeck.dev/leading": HOSTILE}},
+                   "spec": {"holderIdentity": HOSTILE, "leaseDurationSeconds": 3600, "renewTime": k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()}}),
+        ])
+        .expect("hostile objects");
+    let (_served, dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sandbox-admin").await;
+    // A kubeconfig whose context name is hostile too (JSON is YAML: the escapes are exact).
+    let mut config: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(&kubeconfig).expect("kubeconfig")).expect("yaml");
+    config["contexts"][0]["name"] = json!(HOSTILE);
+    config["current-context"] = json!(HOSTILE);
+    let hostile_kubeconfig = dir.path().join("hostile-kubeconfig");
+    // serde_json leaves C1 characters raw, which YAML refuses: escape them as JSON may.
+    let text = serde_json::to_string(&config).expect("json").replace('\u{9b}', "\\u009b");
+    std::fs::write(&hostile_kubeconfig, text).expect("write");
+
+    let batches = run(&kubeconfig, &["batches", "-A", "-o", "wide"]);
+    assert!(batches.0.contains("pwned"), "the hold's author is printed, escaped: {}", batches.0);
+    assert_terminal_safe("batches -A -o wide", &batches);
+    assert_terminal_safe("batches -A -o name", &run(&kubeconfig, &["batches", "-A", "-o", "name"]));
+    let tenants = run(&kubeconfig, &["tenants", "-A", "-o", "wide"]);
+    assert!(tenants.0.contains("pwned"), "{}", tenants.0);
+    assert_terminal_safe("tenants -A", &tenants);
+    assert_terminal_safe("deps", &run(&kubeconfig, &["deps", "--app", "cap-shop/bookshop"]));
+    let doctor = run(&kubeconfig, &["doctor", "-A"]);
+    assert!(doctor.0.contains("pwned"), "the Lease holder is printed, escaped: {}", doctor.0);
+    assert_terminal_safe("doctor", &doctor);
+    let fleet = run(&hostile_kubeconfig, &["fleet", "-o", "wide"]);
+    assert!(fleet.0.contains("pwned"), "{}{}", fleet.0, fleet.1);
+    assert_terminal_safe("fleet -o wide", &fleet);
+    assert_terminal_safe("credentials", &run(&kubeconfig, &["credentials", "-A", "-o", "wide"]));
+    // JSON stays exact: the value comes back byte for byte.
+    let (json_text, _, _) = run(&kubeconfig, &["batches", "-n", "cap-shop", "-o", "json"]);
+    assert!(!json_text.contains('\u{1b}'), "JSON escapes it");
+    let parsed: Value = serde_json::from_str(&json_text).expect("json");
+    let held_by: Vec<&str> = parsed["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|item| item.pointer("/hold/by").and_then(Value::as_str))
+        .collect();
+    assert!(held_by.contains(&HOSTILE), "{json_text}");
+    assert_terminal_safe(
+        "release (the action's summary)",
+        &run(&kubeconfig, &["release", "cap-shop/bookshop-h0st1", "--reason", "go on"]),
+    );
+}
