@@ -91,14 +91,27 @@ pub enum ConnectError {
 }
 
 impl ClusterArgs {
-    /// The contexts of the kubeconfig `connect` would read (for `:ctx` completion); empty when
-    /// there is none or it does not parse — `connect` says why.
-    pub fn context_names(&self) -> Vec<String> {
+    /// The contexts of the kubeconfig `connect` would read (for `:ctx` completion and the fleet).
+    /// A kubeconfig that does not parse is an error naming the file and the line, never its text.
+    pub fn context_names(&self) -> Result<Vec<String>, ConnectError> {
         let kubeconfig = match &self.kubeconfig {
             Some(path) => Kubeconfig::read_from(path),
             None => Kubeconfig::read(),
         };
-        kubeconfig.map(|config| config.contexts.into_iter().map(|named| named.name).collect()).unwrap_or_default()
+        match kubeconfig {
+            Ok(config) => Ok(config.contexts.into_iter().map(|named| named.name).collect()),
+            Err(kube::config::KubeconfigError::FindPath) => Ok(Vec::new()),
+            Err(kube::config::KubeconfigError::ReadConfig(io, _)) if io.kind() == std::io::ErrorKind::NotFound => {
+                Ok(Vec::new())
+            }
+            Err(error) => Err(ConnectError::Kubeconfig {
+                path: self.kubeconfig.as_ref().map_or_else(
+                    || std::env::var("KUBECONFIG").unwrap_or_else(|_| "~/.kube/config".into()),
+                    |path| path.display().to_string(),
+                ),
+                message: without_echoed_input(&error.to_string()),
+            }),
+        }
     }
 
     pub fn scope(&self, connection: &Connection) -> Scope {
@@ -116,7 +129,7 @@ impl ClusterArgs {
             Some(path) => {
                 let kubeconfig = Kubeconfig::read_from(path).map_err(|error| ConnectError::Kubeconfig {
                     path: path.display().to_string(),
-                    message: error.to_string(),
+                    message: without_echoed_input(&error.to_string()),
                 })?;
                 let context = self.context.clone().or_else(|| kubeconfig.current_context.clone()).unwrap_or_default();
                 if !kubeconfig.contexts.iter().any(|named| named.name == context) {
@@ -124,7 +137,7 @@ impl ClusterArgs {
                 }
                 let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
                     .await
-                    .map_err(|error| ConnectError::Config(error.to_string()))?;
+                    .map_err(|error| ConnectError::Config(without_echoed_input(&error.to_string())))?;
                 (config, context)
             }
             None => match kube::Config::from_kubeconfig(&options).await {
@@ -150,7 +163,7 @@ impl ClusterArgs {
                             KubeconfigError::ReadConfig(io, _) if io.kind() == std::io::ErrorKind::NotFound => {
                                 ConnectError::NoConfig
                             }
-                            other => ConnectError::Config(other.to_string()),
+                            other => ConnectError::Config(without_echoed_input(&other.to_string())),
                         });
                     }
                 },
@@ -300,7 +313,7 @@ fn describe_client_error(error: &kube::Error, context: &str) -> String {
              <(printf 'extendedKeyUsage=clientAuth')`, or use a token"
         );
     }
-    error.to_string()
+    without_echoed_input(&error.to_string())
 }
 
 /// Why a request never reached the API server, in a few words (`connection refused`, `DNS lookup
@@ -376,7 +389,24 @@ fn describe_tls(error: &rustls::Error) -> String {
 }
 
 /// A short, actionable description of a kube error for people.
+/// Parsers quote the input around a problem: a kubeconfig's YAML error shows the lines near it
+/// (a `token:`, a `client-key-data:`), an exec plugin's bad output its JSON (`"token":"…"`). Keep
+/// where and what (file, line, column, the problem) and never the input: the quoted source after
+/// the first line goes, and so does anything in quotes on it.
+pub fn without_echoed_input(message: &str) -> String {
+    static QUOTED: std::sync::LazyLock<Option<regex::Regex>> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r#""(?:[^"\\]|\\.)*"|`[^`]*`"#).ok());
+    let first = message.split('\n').next().unwrap_or_default().trim_end();
+    match QUOTED.as_ref() {
+        Some(quoted) => quoted.replace_all(first, "\"…\"").into_owned(),
+        None => first.to_string(),
+    }
+}
+
 pub fn describe_error(error: &kube::Error) -> String {
+    if let kube::Error::Auth(_) = error {
+        return format!("cannot get credentials from the kubeconfig: {}", without_echoed_input(&error.to_string()));
+    }
     if is_x509_v1(error) {
         return "a certificate in the TLS handshake is X.509 v1, which rustls refuses (it needs v3): re-issue the \
                 API server's certificate (or the client certificate in the kubeconfig) with extensions, e.g. \

@@ -12,7 +12,7 @@ use crate::fleet::{FleetOptions, read_fleet};
 pub async fn run(cluster: &ClusterArgs, args: &FleetArgs) -> anyhow::Result<ExitCode> {
     // `-o name` is no value of fleet's `-o` (DocumentFormat): clap refuses it with the list.
     let output = crate::output::OutputArgs::from(args.output);
-    let contexts = args.contexts.resolve(cluster.context_names());
+    let contexts = args.contexts.resolve(cluster.context_names()?);
     if contexts.is_empty() {
         anyhow::bail!(
             "the kubeconfig has no contexts to read (set KUBECONFIG or pass --kubeconfig; kubectl config get-contexts \

@@ -537,7 +537,7 @@ impl Runtime<'_> {
                 if shown.wait_for(|shown| *shown).await.is_err() {
                     return;
                 }
-                let names = contexts.resolve(cluster.context_names());
+                let names = contexts.resolve(cluster.context_names().unwrap_or_default());
                 let rows = if names.is_empty() {
                     vec![crate::fleet::FleetRow::problem(
                         "-",
@@ -736,7 +736,7 @@ where
     let mut pending: VecDeque<Msg> = VecDeque::from([
         Msg::Tick(Timestamp::now()),
         Msg::Resize { width: size.width, height: size.height },
-        Msg::Contexts(options.cluster.context_names()),
+        Msg::Contexts(options.cluster.context_names().unwrap_or_default()),
     ]);
     let shutdown = hangup_or_shutdown();
     tokio::pin!(shutdown);

@@ -105,3 +105,52 @@ async fn no_control_character_from_cluster_data_reaches_the_terminal() {
         &run(&kubeconfig, &["release", "cap-shop/bookshop-h0st1", "--reason", "go on"]),
     );
 }
+
+/// Errors never echo credentials: a kubeconfig with a YAML error next to its `token:` and
+/// `client-key-data:`, and an exec plugin whose ExecCredential has a trailing word. Every command
+/// that connects (and the daemon's JSON log) names the file or plugin, the line and the problem,
+/// and never prints the input around it.
+#[test]
+fn errors_never_echo_credentials() {
+    const KUBECONFIG_TOKEN: &str = "KC-TOKEN-SECRET-5678";
+    const KEY_DATA: &str = "LS0tLS1CRUdJTiBQUklWQVRFIEtFWS0tLS0t";
+    const EXEC_TOKEN: &str = "EXEC-TOKEN-SECRET-1234";
+    let dir = tempfile::tempdir().expect("dir");
+    let head = "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:9\n\
+                contexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user:\n";
+    let broken = dir.path().join("broken-kubeconfig");
+    std::fs::write(&broken, format!("{head}    token: {KUBECONFIG_TOKEN}\n    client-key-data: \"{KEY_DATA}\n"))
+        .expect("write");
+    let exec = dir.path().join("exec-kubeconfig");
+    let credential = format!(
+        r#"{{"apiVersion":"client.authentication.k8s.io/v1beta1","kind":"ExecCredential","status":{{"token":"{EXEC_TOKEN}"}}}} trailing"#
+    );
+    std::fs::write(
+        &exec,
+        format!(
+            "{head}    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n      command: sh\n      args: [\"-c\", {}]\n",
+            serde_json::to_string(&format!("echo '{credential}'")).expect("json")
+        ),
+    )
+    .expect("write");
+    for (kubeconfig, markers, says) in [
+        (&broken, &[KUBECONFIG_TOKEN, KEY_DATA][..], "line 18 column 1: invalid indentation"),
+        (&exec, &[EXEC_TOKEN][..], "failed to parse auth exec output"),
+    ] {
+        for args in [
+            &["batches"][..],
+            &["doctor"],
+            &["fleet"],
+            &["tenants", "-A"],
+            &["--daemon", "--health-addr", "127.0.0.1:0"],
+        ] {
+            let (stdout, stderr, code) = run(kubeconfig, args);
+            let all = format!("{stdout}{stderr}");
+            for marker in markers {
+                assert!(!all.contains(marker), "{args:?} with {} printed a credential:\n{all}", kubeconfig.display());
+            }
+            assert!(all.contains(says), "{args:?} names the line and the problem:\n{all}");
+            assert_ne!(code, Some(0), "{args:?}: {all}");
+        }
+    }
+}
