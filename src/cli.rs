@@ -43,6 +43,98 @@ pub struct Cli {
     /// Where the daemon serves /healthz, /readyz and /metrics
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8080", env = "CAPDECK_HEALTH_ADDR")]
     pub health_addr: std::net::SocketAddr,
+    /// Where `--readonly` came from, when it is on (set by `parse_checked`).
+    #[arg(skip)]
+    pub readonly_from: Option<ReadonlyFrom>,
+}
+
+/// What runs: each front end uses some groups of the top-level flags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrontEnd {
+    Console,
+    Daemon,
+    Subcommand,
+}
+
+/// The top-level flags by the struct that defines them (derived from the clap definitions).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlagGroup {
+    /// `EngineArgs`: the engine of the console and the daemon.
+    Engine,
+    /// `ConsoleArgs`, but for read-only and the config file (which say "never write").
+    Console,
+    /// `--readonly` and `--config`: every front end honours read-only.
+    Everywhere,
+    /// `--daemon` and `--health-addr`.
+    Daemon,
+    /// `--help`, `--version` and the cluster flags (checked apart).
+    Other,
+}
+
+impl FlagGroup {
+    pub fn of(id: &str) -> Self {
+        fn ids<A: clap::Args>() -> Vec<String> {
+            A::augment_args(clap::Command::new("ids")).get_arguments().map(|arg| arg.get_id().to_string()).collect()
+        }
+        if id == "readonly" || id == "config" {
+            Self::Everywhere
+        } else if ids::<EngineArgs>().iter().any(|known| known == id) {
+            Self::Engine
+        } else if ids::<ConsoleArgs>().iter().any(|known| known == id) {
+            Self::Console
+        } else if id == "daemon" || id == "health_addr" {
+            Self::Daemon
+        } else {
+            Self::Other
+        }
+    }
+}
+
+impl FrontEnd {
+    /// Which flag groups this front end uses (the refusals follow this table).
+    pub fn uses(self, group: FlagGroup) -> bool {
+        match (self, group) {
+            (_, FlagGroup::Everywhere | FlagGroup::Other) => true,
+            (Self::Console, FlagGroup::Engine | FlagGroup::Console) => true,
+            (Self::Daemon, FlagGroup::Engine | FlagGroup::Daemon) => true,
+            _ => false,
+        }
+    }
+}
+
+/// Whether subcommand `name` uses cluster flag `id` (the others never reach a cluster;
+/// `manifests` takes -n as the namespace it installs into).
+fn uses_cluster_flag(name: &str, id: &str) -> bool {
+    match name {
+        "crds" | "plan" | "completion" | "version" | "sandbox" | "bench" => false,
+        "manifests" => id == "namespace",
+        _ => true,
+    }
+}
+
+/// Where read-only came from: every write says which, and how to lift it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReadonlyFrom {
+    Flag,
+    Env,
+    File(PathBuf),
+}
+
+impl ReadonlyFrom {
+    /// `--readonly was given`, and how to lift it.
+    pub fn describe(&self) -> (String, String) {
+        match self {
+            Self::Flag => ("--readonly was given".into(), "run it without --readonly".into()),
+            Self::Env => (
+                "CAPDECK_READONLY=true is set in the environment".into(),
+                "unset CAPDECK_READONLY (or set it to false)".into(),
+            ),
+            Self::File(path) => (
+                format!("readonly = true in {}", path.display()),
+                "remove that line, or point --config at another file".into(),
+            ),
+        }
+    }
 }
 
 impl Cli {
@@ -52,39 +144,77 @@ impl Cli {
         I: IntoIterator<Item = T>,
         T: Into<std::ffi::OsString> + Clone,
     {
+        use clap::parser::ValueSource;
         use clap::{CommandFactory as _, FromArgMatches as _};
-        let matches = Self::command().try_get_matches_from(args)?;
-        let cli = Self::from_arg_matches(&matches)?;
-        if let Some((subcommand, _)) = matches.subcommand() {
-            // Engine flags before a subcommand would be silently ignored: say where they go.
-            let engine_flags = [
-                "rollout_delay",
-                "approval",
-                "max_parallel_rollouts",
-                "min_rollout_interval",
-                "mode",
-                "lease_namespace",
-                "lease_name",
-                "notify",
-                "notify_secret",
-                "cluster_name",
-            ];
-            if let Some(flag) =
-                engine_flags.iter().find(|id| matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine))
-            {
-                let long = Self::command()
-                    .get_arguments()
-                    .find(|arg| arg.get_id() == *flag)
-                    .and_then(|arg| arg.get_long().map(str::to_string))
-                    .unwrap_or_else(|| flag.replace('_', "-"));
-                return Err(Self::command().error(
-                    clap::error::ErrorKind::ArgumentConflict,
-                    format!(
-                        "--{long} configures the engine of the console and the daemon; `{subcommand}` runs no engine{}",
-                        if subcommand == "doctor" { " (put it after `doctor` to check those settings)" } else { "" }
-                    ),
-                ));
+        let command = Self::command();
+        let matches = command.clone().try_get_matches_from(args)?;
+        let mut cli = Self::from_arg_matches(&matches)?;
+        let usage = |message: String| Self::command().error(clap::error::ErrorKind::ArgumentConflict, message);
+        cli.readonly_from = match matches.value_source("readonly") {
+            Some(ValueSource::CommandLine) => Some(ReadonlyFrom::Flag),
+            Some(ValueSource::EnvVariable) if cli.console.readonly => Some(ReadonlyFrom::Env),
+            _ => None,
+        };
+        let runs = match (&cli.command, cli.daemon) {
+            (Some(_), _) => FrontEnd::Subcommand,
+            (None, true) => FrontEnd::Daemon,
+            (None, false) => FrontEnd::Console,
+        };
+        // Every flag given on the command line is used by what runs, or refused with where it
+        // belongs (flags from the environment are settings, never refused).
+        for arg in command.get_arguments().filter(|arg| !arg.is_global_set()) {
+            let id = arg.get_id().as_str();
+            // `--daemon` with a subcommand has its own message below.
+            if id == "daemon" || matches.value_source(id) != Some(ValueSource::CommandLine) {
+                continue;
             }
+            let group = FlagGroup::of(id);
+            if runs.uses(group) {
+                continue;
+            }
+            let long = format!("--{}", arg.get_long().unwrap_or(id));
+            let subcommand = matches.subcommand_name();
+            let after = subcommand.and_then(|name| command.find_subcommand(name)).is_some_and(|sub| {
+                sub.get_arguments().any(|other| other.get_long().is_some() && other.get_long() == arg.get_long())
+            });
+            let where_ = match subcommand {
+                Some(name) => format!("`{name}`"),
+                None if cli.daemon => "--daemon".to_string(),
+                None => "the console".to_string(),
+            };
+            return Err(usage(match (group, subcommand) {
+                (_, Some(name)) if after => {
+                    format!(
+                        "{long} goes after the subcommand: `capdeck {name} {long} ...` (before it, it would be ignored)"
+                    )
+                }
+                (FlagGroup::Engine, _) => {
+                    format!("{long} configures the engine of the console and the daemon; {where_} runs no engine")
+                }
+                (FlagGroup::Console, _) => format!("{long} is a console flag; {where_} opens no console"),
+                _ => format!("{long} is for --daemon; {where_} is not the daemon"),
+            }));
+        }
+        // Cluster flags are global: a subcommand that never reaches a cluster refuses them.
+        if let Some((name, sub)) = matches.subcommand()
+            && let Some(ignored) = ["kubeconfig", "context", "namespace", "all_namespaces"]
+                .into_iter()
+                .find(|id| sub.value_source(id) == Some(ValueSource::CommandLine) && !uses_cluster_flag(name, id))
+        {
+            let long = command
+                .get_arguments()
+                .find(|arg| arg.get_id() == ignored)
+                .and_then(|arg| arg.get_long())
+                .unwrap_or(ignored)
+                .to_string();
+            return Err(usage(format!("--{long} is not used by `{name}`, which does not read a cluster")));
+        }
+        if cli.readonly_from.is_some() && cli.engine.mode == EngineMode::Lead && runs != FrontEnd::Subcommand {
+            return Err(usage(
+                "--readonly never writes, and --engine lead would write: choose one (the console observes when \
+                 read-only)"
+                    .into(),
+            ));
         }
         if cli.daemon && cli.command.is_some() {
             return Err(Self::command()
@@ -433,12 +563,7 @@ fn go_duration_text(text: &str) -> Result<String, String> {
 
 /// A reason is an explanation: blank text is none.
 fn non_blank(text: &str) -> Result<String, String> {
-    let trimmed = text.trim();
-    if trimmed.is_empty() {
-        Err("a reason must say why (it is recorded with your name)".into())
-    } else {
-        Ok(trimmed.into())
-    }
+    crate::api::common::check_reason(text)
 }
 
 #[derive(Debug, Args)]
@@ -703,6 +828,110 @@ mod tests {
     use clap::CommandFactory;
 
     use super::*;
+
+    /// The shortest valid command line of every subcommand (derived names; a new subcommand with
+    /// required arguments fails here until it is given one).
+    pub fn minimal(name: &str) -> Vec<&'static str> {
+        match name {
+            "plan" => vec!["plan", "-f", "x.yaml"],
+            "approve" | "force" | "hold" | "release" | "cancel" | "retry" | "undo" => {
+                vec![leak(name), "ns/batch", "--reason", "why"]
+            }
+            "deps" => vec!["deps", "--app", "ns/app"],
+            "completion" => vec!["completion", "bash"],
+            "bench" => vec!["bench", "engine"],
+            other => vec![leak(other)],
+        }
+    }
+
+    fn leak(text: &str) -> &'static str {
+        Box::leak(text.to_string().into_boxed_str())
+    }
+
+    /// A valid value for a top-level flag, from its possible values or its value name.
+    fn sample(arg: &clap::Arg) -> Option<String> {
+        if !arg.get_action().takes_values() {
+            return None;
+        }
+        if let Some(value) = arg.get_possible_values().iter().find(|value| value.get_name() != "auto") {
+            return Some(value.get_name().to_string());
+        }
+        let name = arg.get_value_names().and_then(|names| names.first()).map(ToString::to_string).unwrap_or_default();
+        Some(
+            match name.as_str() {
+                "DURATION" => "30s",
+                "N" => "3",
+                "BOOL" => "false",
+                "ADDR" => "127.0.0.1:1",
+                "MIN-MAX|off" => "off",
+                "all|NAME,..." => "all",
+                "[FORMAT=]URL" => "http://127.0.0.1:9/hook",
+                "NS/NAME:KEY" => "ns/notify:url",
+                _ => "x",
+            }
+            .to_string(),
+        )
+    }
+
+    /// Every top-level flag against every subcommand, `--daemon` and the console: each is used
+    /// (the front end's table says so and it parses) or refused with exit code 2 and a message
+    /// that names the flag and where it belongs. Flags and subcommands come from clap, so a new
+    /// one is walked too.
+    #[test]
+    fn every_flag_is_used_or_refused_with_where_it_belongs() {
+        let command = Cli::command();
+        let mut fronts: Vec<(FrontEnd, Vec<&'static str>)> =
+            vec![(FrontEnd::Console, vec![]), (FrontEnd::Daemon, vec!["--daemon"])];
+        for sub in command.get_subcommands() {
+            fronts.push((FrontEnd::Subcommand, minimal(sub.get_name())));
+        }
+        let mut walked = 0;
+        for arg in command.get_arguments().filter(|arg| !arg.is_global_set()) {
+            let id = arg.get_id().as_str();
+            let Some(long) = arg.get_long() else { continue };
+            if matches!(id, "help" | "version" | "daemon") {
+                continue;
+            }
+            let group = FlagGroup::of(id);
+            assert_ne!(group, FlagGroup::Other, "--{long} belongs to no group");
+            for (front, rest) in &fronts {
+                let mut argv = vec!["capdeck".to_string(), format!("--{long}")];
+                argv.extend(sample(arg));
+                // The demo rotation needs the demo; the demo is the console.
+                if id == "demo_rotation" {
+                    argv.push("--demo".into());
+                }
+                argv.extend(rest.iter().map(ToString::to_string));
+                let parsed = Cli::parse_checked(&argv);
+                let clash = matches!(id, "demo" | "demo_rotation" | "contexts") && *front == FrontEnd::Daemon;
+                if front.uses(group) && !clash {
+                    assert!(parsed.is_ok(), "{}: {:?}", argv.join(" "), parsed.err().map(|e| e.to_string()));
+                } else {
+                    let error = parsed.expect_err(&argv.join(" "));
+                    assert_eq!(error.exit_code(), 2, "{}", argv.join(" "));
+                    let text = error.to_string();
+                    // `--demo-rotation` comes with `--demo`, which is named first.
+                    let named = if id == "demo_rotation" { "--demo".to_string() } else { format!("--{long}") };
+                    assert!(text.contains(&named) || clash, "{}: {text}", argv.join(" "));
+                }
+                walked += 1;
+            }
+        }
+        assert!(walked > 300, "walked {walked} combinations");
+        // The worst case: the same flag before the subcommand must not give another verdict.
+        let error =
+            Cli::parse_checked(["capdeck", "--expected-rollout", "5m", "credentials", "-A"]).expect_err("refused");
+        assert!(error.to_string().contains("`capdeck credentials --expected-rollout ...`"), "{error}");
+        let error = Cli::parse_checked(["capdeck", "--rollout-delay", "30s", "fleet"]).expect_err("refused");
+        assert!(error.to_string().contains("goes after the subcommand"), "{error}");
+        let error = Cli::parse_checked(["capdeck", "-n", "x", "crds"]).expect_err("crds reads no cluster");
+        assert_eq!(error.exit_code(), 2);
+        assert!(Cli::parse_checked(["capdeck", "-n", "x", "manifests"]).is_ok(), "manifests installs into -n");
+        let error = Cli::parse_checked(["capdeck", "--readonly", "--engine", "lead"]).expect_err("a usage error");
+        assert_eq!(error.exit_code(), 2);
+        let cli = Cli::parse_checked(["capdeck", "--readonly", "hold", "ns/b", "--reason", "x"]).expect("parses");
+        assert_eq!(cli.readonly_from, Some(ReadonlyFrom::Flag), "the write is refused at run time, naming the flag");
+    }
 
     #[test]
     fn cli_definition_is_consistent() {

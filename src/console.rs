@@ -37,6 +37,19 @@ pub enum SetupError {
     Keys { file: Option<String>, message: String },
 }
 
+/// The console's config file: `--config PATH`, else `$XDG_CONFIG_HOME/capdeck/config.toml`.
+pub fn config_file(args: &ConsoleArgs) -> Option<PathBuf> {
+    args.config.clone().or_else(|| config::config_dir().map(|dir| dir.join("config.toml")))
+}
+
+/// Whether the config file says `readonly = true` (the CLI and the daemon honour it too). A
+/// file that cannot be read or parsed is an error naming it: a write must not go ahead because
+/// the file that forbids it has a typo.
+pub fn readonly_in_config(args: &ConsoleArgs) -> Result<Option<PathBuf>, String> {
+    let Some(path) = config_file(args) else { return Ok(None) };
+    Ok(config::ConsoleConfig::load(&path)?.readonly.then_some(path))
+}
+
 /// Everything the console needs to start, resolved from flags and the config file.
 pub struct ConsoleSetup {
     pub theme: theme::Theme,
@@ -56,11 +69,7 @@ impl ConsoleSetup {
     /// Read the config file and apply the flags. Errors name the file or flag at fault.
     pub fn resolve(args: &ConsoleArgs) -> Result<Self, SetupError> {
         let dir = config::config_dir();
-        let file = match (&args.config, &dir) {
-            (Some(path), _) => Some(path.clone()),
-            (None, Some(dir)) => Some(dir.join("config.toml")),
-            (None, None) => None,
-        };
+        let file = config_file(args);
         let settings = match &file {
             Some(path) => config::ConsoleConfig::load(path).map_err(SetupError::Config)?,
             None => config::ConsoleConfig::default(),

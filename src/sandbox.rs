@@ -12,6 +12,7 @@ pub mod ownership;
 pub mod patch;
 mod proto;
 pub mod registry;
+pub mod schema;
 pub mod selectors;
 pub mod simulate;
 pub mod store;

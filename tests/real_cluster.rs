@@ -13,6 +13,8 @@
 #[allow(unused_imports, unused_macros)]
 mod common;
 
+#[path = "real_cluster/bounded_stories.rs"]
+mod bounded_stories;
 #[path = "real_cluster/control_plane.rs"]
 mod control_plane;
 #[path = "real_cluster/differential.rs"]
@@ -100,6 +102,7 @@ fn all_stories() -> Vec<(&'static str, Story, &'static [Backend])> {
         fleet_stories::fleet_shows_every_context_and_says_why_one_is_unreachable,
         fleet_stories::notifications_reach_a_loopback_receiver_once_across_a_leader_change,
         install_stories::crds_install_as_the_help_says_and_client_side_apply_is_refused,
+        bounded_stories::overlong_and_nul_reasons_are_refused_by_the_api,
     ]
 }
 

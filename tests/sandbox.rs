@@ -41,6 +41,8 @@ mod hostile_output;
 mod gojson_oracle;
 #[path = "sandbox/gojson_props.rs"]
 mod gojson_props;
+#[path = "sandbox/promises.rs"]
+mod promises;
 #[path = "sandbox/sandbox_api.rs"]
 mod sandbox_api;
 #[path = "sandbox/sandbox_gaps.rs"]

@@ -58,6 +58,52 @@ pub fn is_ready(status: Option<&GenericStatus>) -> bool {
     status.is_some_and(GenericStatus::is_ready)
 }
 
+/// The longest reason (characters) a user may give a batch action; the CRD schema's `maxLength`
+/// on every reason field says the same, so the API server refuses longer ones too.
+pub const MAX_REASON: usize = 1024;
+/// The longest user name (`by`, `approvedBy`) the CRD accepts, in characters.
+pub const MAX_USER: usize = 512;
+/// The CRD schema's pattern for reasons and user names: no NUL character (`\x00` is understood by
+/// Go's RE2, which kube-apiserver uses, and by the regex crate).
+pub const NO_NUL_PATTERN: &str = r"^[^\x00]*$";
+
+/// A reason as recorded: trimmed, not blank, at most [`MAX_REASON`] characters, and no control
+/// character other than tab and newline. The error says the limit and what was wrong.
+pub fn check_reason(text: &str) -> Result<String, String> {
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Err("a reason must say why (it is recorded with your name)".into());
+    }
+    if let Some(bad) = trimmed.chars().find(|c| c.is_control() && *c != '\t' && *c != '\n') {
+        return Err(format!(
+            "a reason may not contain control characters (found U+{:04X}); write plain text",
+            u32::from(bad)
+        ));
+    }
+    let length = trimmed.chars().count();
+    if length > MAX_REASON {
+        return Err(format!("a reason may be at most {MAX_REASON} characters (this one has {length}); shorten it"));
+    }
+    Ok(trimmed.into())
+}
+
+/// Text copied from a spec (or any outside source) into status, logs or a table: at most `max`
+/// characters (then `…`), control characters other than tab and newline replaced by `�`.
+pub fn bounded(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    let clean = |c: char| !c.is_control() || c == '\t' || c == '\n';
+    let mut chars = text.char_indices();
+    let cut = chars.nth(max).map(|(index, _)| index);
+    if cut.is_none() && text.chars().all(clean) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let kept = &text[..cut.unwrap_or(text.len())];
+    let mut out: String = kept.chars().map(|c| if clean(c) { c } else { '\u{FFFD}' }).collect();
+    if cut.is_some() {
+        out.push('…');
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,5 +126,19 @@ mod tests {
         let decoded = status(serde_json::json!([{"type": "Ready"}, {"status": "Maybe"}]));
         assert_eq!(decoded.conditions.len(), 2);
         assert_eq!(decoded.conditions[1].status, ConditionStatus::Other("Maybe".into()));
+    }
+    #[test]
+    fn reasons_are_checked_and_bounded() {
+        assert_eq!(check_reason("  rollout window  ").as_deref(), Ok("rollout window"));
+        assert!(check_reason("   ").is_err());
+        let long = "x".repeat(MAX_REASON + 1);
+        let error = check_reason(&long).expect_err("too long");
+        assert!(error.contains("1024") && error.contains("1025"), "{error}");
+        assert!(check_reason(&"é".repeat(MAX_REASON)).is_ok(), "characters, not bytes");
+        assert!(check_reason("a\0b").expect_err("NUL").contains("U+0000"));
+        assert_eq!(bounded("short", 10), "short");
+        assert_eq!(bounded("a\0b", 10), "a\u{FFFD}b");
+        assert_eq!(bounded(&"y".repeat(20), 5), "yyyyy…");
+        assert_eq!(bounded(&"é".repeat(1_000_000), MAX_REASON).chars().count(), MAX_REASON + 1);
     }
 }

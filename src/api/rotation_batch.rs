@@ -80,19 +80,23 @@ pub struct Approval {
     #[serde(default)]
     pub required: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = super::common::MAX_USER), regex(pattern = super::common::NO_NUL_PATTERN))]
     pub approved_by: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approved_at: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = super::common::MAX_REASON), regex(pattern = super::common::NO_NUL_PATTERN))]
     pub reason: Option<String>,
 }
 
 /// Who did something to the batch, when and why (the user comes from SelfSubjectReview).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct UserAction {
+    #[schemars(length(max = super::common::MAX_USER), regex(pattern = super::common::NO_NUL_PATTERN))]
     pub by: String,
     pub at: Time,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = super::common::MAX_REASON), regex(pattern = super::common::NO_NUL_PATTERN))]
     pub reason: Option<String>,
 }
 

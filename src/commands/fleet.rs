@@ -39,6 +39,11 @@ pub async fn run(cluster: &ClusterArgs, args: &FleetArgs) -> anyhow::Result<Exit
     if unread.is_empty() {
         return Ok(ExitCode::SUCCESS);
     }
-    crate::safe_eprintln!("error: {} of {} context(s) could not be read: {}", unread.len(), contexts.len(), unread.join(", "));
+    crate::safe_eprintln!(
+        "error: {} of {} context(s) could not be read: {}",
+        unread.len(),
+        contexts.len(),
+        unread.join(", ")
+    );
     Ok(ExitCode::from(1))
 }

@@ -99,7 +99,11 @@ pub async fn run(cluster: &ClusterArgs, args: &TenantsArgs) -> anyhow::Result<Ex
     let missing =
         if snapshot.tenants.is_empty() { super::batches::missing_namespace(&connection, &scope).await } else { None };
     if rows.is_empty() && matches!(args.output.format, OutputFormat::Table | OutputFormat::Wide) {
-        crate::safe_eprintln!("No tenants in {}.{}", scope.label(), missing.map(|note| format!(" {note}")).unwrap_or_default());
+        crate::safe_eprintln!(
+            "No tenants in {}.{}",
+            scope.label(),
+            missing.map(|note| format!(" {note}")).unwrap_or_default()
+        );
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(note) = missing {

@@ -983,6 +983,14 @@ fn dialog_key(app: &mut App, key: &KeyEvent, at: std::time::Instant) -> Vec<Comm
                 dialog.error = Some(strings::REASON_REQUIRED.to_string());
                 return Vec::new();
             }
+            // The CLI's check (and the CRD's limit): too long or a control character stays here.
+            let reason = match crate::api::common::check_reason(&reason) {
+                Ok(reason) => reason,
+                Err(error) => {
+                    dialog.error = Some(error);
+                    return Vec::new();
+                }
+            };
             let action = match dialog.action {
                 BatchAction::Force { .. } => BatchAction::Force { approve: dialog.approve_too.unwrap_or(false) },
                 other => other,
@@ -998,6 +1006,16 @@ fn dialog_key(app: &mut App, key: &KeyEvent, at: std::time::Instant) -> Vec<Comm
             app.burst_guard = Some(at);
             flash(app, Level::Info, text);
             vec![command]
+        }
+        KeyCode::Char(_)
+            if dialog.reason.lines().iter().map(|line| line.chars().count() + 1).sum::<usize>()
+                > crate::api::common::MAX_REASON =>
+        {
+            dialog.error = Some(format!(
+                "a reason may be at most {} characters: this one is full",
+                crate::api::common::MAX_REASON
+            ));
+            Vec::new()
         }
         _ => {
             dialog.error = None;
@@ -1646,6 +1664,23 @@ mod tests {
         let commands = typed(&mut app, "freeze\n");
         assert!(
             matches!(&commands[..], [Command::Act { action: BatchAction::Hold, reason: Some(r), .. }] if r == "freeze")
+        );
+    }
+
+    #[test]
+    fn the_reason_dialog_stops_at_the_limit_and_says_so() {
+        let mut app = app();
+        goto_batch(&mut app, "travel-tdv6j");
+        press(&mut app, KeyCode::Char('h'));
+        let _ = typed(&mut app, &"x".repeat(crate::api::common::MAX_REASON + 5));
+        assert!(
+            matches!(&app.overlay, Overlay::Dialog(d) if d.error.as_deref().is_some_and(|e| e.contains("1024"))),
+            "the dialog says the reason is full"
+        );
+        let commands = press(&mut app, KeyCode::Enter);
+        assert!(
+            matches!(&commands[..], [Command::Act { reason: Some(r), .. }] if r.chars().count() == crate::api::common::MAX_REASON),
+            "the reason sent is cut at the limit"
         );
     }
 

@@ -420,10 +420,17 @@ impl Writes {
 
     /// An Event on the CAPApplication (`events.k8s.io/v1`). Failures are logged, never fatal.
     pub async fn event(&self, app: &CAPApplication, warning: bool, reason: &str, note: String) {
+        // The note quotes spec text: control characters replaced, and at most 1 kB (bytes, as
+        // events.k8s.io validates it), cut at a character boundary.
+        let note = crate::api::common::bounded(&note, EVENT_NOTE_LIMIT);
+        let mut end = note.len().min(EVENT_NOTE_LIMIT);
+        while !note.is_char_boundary(end) {
+            end -= 1;
+        }
         let event = Event {
             type_: if warning { EventType::Warning } else { EventType::Normal },
             reason: reason.into(),
-            note: Some(note.chars().take(1024).collect()),
+            note: Some(note[..end].to_string()),
             action: "CredentialRollout".into(),
             secondary: None,
         };
@@ -433,3 +440,6 @@ impl Writes {
         }
     }
 }
+
+/// events.k8s.io/v1 `note`: at most 1 kB.
+const EVENT_NOTE_LIMIT: usize = 1024;

@@ -275,6 +275,31 @@ fn valid_name(name: &str) -> bool {
 }
 
 impl Store {
+    /// A custom resource against its CRD's `openAPIV3Schema` (`maxLength`, `pattern`): 422 with
+    /// kube-apiserver's wording, the first violation only.
+    fn check_schema(
+        &self,
+        resource: &ResourceType,
+        name: &str,
+        object: &Value,
+        old: Option<&Value>,
+    ) -> Result<(), ApiError> {
+        let Some(crd_name) = &resource.crd else { return Ok(()) };
+        let key = ObjectKey {
+            group: "apiextensions.k8s.io".into(),
+            plural: "customresourcedefinitions".into(),
+            namespace: String::new(),
+            name: crd_name.clone(),
+        };
+        let Some(crd) = self.objects.get(&key) else { return Ok(()) };
+        match super::schema::validate(crd, &resource.version, object, old).into_iter().next() {
+            Some(violation) => {
+                Err(ApiError::invalid_field(resource, name, &violation.field, violation.reason, &violation.message))
+            }
+            None => Ok(()),
+        }
+    }
+
     pub fn new(history_limit: usize, watch_buffer: usize) -> Self {
         let (events, _) = broadcast::channel(watch_buffer.max(16));
         Self {
@@ -547,6 +572,7 @@ impl Store {
             return Err(ApiError::already_exists(resource, &name));
         }
         check_annotations_size(resource, &name, &body)?;
+        self.check_schema(resource, &name, &body, None)?;
         let now = now_rfc3339();
         let metadata = metadata_mut(&mut body);
         metadata.insert("uid".into(), Value::String(new_uid()));
@@ -687,6 +713,7 @@ impl Store {
         write: OwnedWrite,
     ) -> Result<Object, ApiError> {
         check_annotations_size(resource, name, &updated)?;
+        self.check_schema(resource, name, &updated, Some(&existing))?;
         normalise_secret(resource, &mut updated)?;
         default_deployment(resource, &mut updated);
         let generation = existing.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);

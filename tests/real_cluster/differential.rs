@@ -314,6 +314,22 @@ async fn observe(world: &World) -> BTreeMap<String, String> {
     }
     note("list.paging", format!("{total} items in {pages} pages"));
 
+    // CRD schema validation (issue 32 §6): maxLength counts characters, pattern refuses a NUL.
+    let batches = format!("/apis/capdeck.dev/v1alpha1/namespaces/{}/rotationbatches", world.ns);
+    for (key, reason) in [
+        ("crd.max_length", "x".repeat(1025)),
+        ("crd.pattern", "a\u{0}b".to_string()),
+        ("crd.at_limit", "é".repeat(1024)),
+    ] {
+        let batch = json!({"apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
+            "metadata": {"name": key.replace(['.', '_'], "-")},
+            "spec": {"application": "a", "windowEnd": "2026-01-01T00:00:00Z",
+                     "hold": {"by": "alice", "at": "2026-01-01T00:00:00Z", "reason": reason}}});
+        let answer = p.json(Method::POST, &batches, Some(batch)).await;
+        let message = answer.1.get("message").and_then(Value::as_str).unwrap_or("-").to_string();
+        note(key, format!("{} {message}", answer.0));
+    }
+
     // Delete: the answer and a second delete.
     let deleted = p.json(Method::DELETE, &p.cm("page-0"), None).await;
     note(

@@ -1,11 +1,12 @@
 //! Small pure edits of a batch's status, shared by the decision and the rollout effects.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::common::{Condition, ConditionStatus, READY};
+use crate::api::common::{Condition, ConditionStatus, MAX_REASON, MAX_USER, READY, bounded};
 use crate::api::rotation_batch::{BatchDeployment, DeploymentAction, DeploymentRolloutState, UserAction};
 use crate::api::{BatchPhase, RotationBatchStatus};
 use crate::plan::{AppPlan, PlanAction, ProblemKind};
@@ -14,7 +15,10 @@ pub(super) fn format_time(time: Timestamp) -> String {
     time.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
-/// Set the Ready condition; its transition time moves only when status or reason change.
+/// The longest condition message (characters): a reason quoted whole, with room for its context.
+pub(super) const MAX_CONDITION_MESSAGE: usize = MAX_REASON + 256;
+
+/// Set the Ready condition (its message bounded, control characters replaced); its transition time moves only when status or reason change.
 pub(super) fn set_condition(
     status: &mut RotationBatchStatus,
     ready: bool,
@@ -22,6 +26,11 @@ pub(super) fn set_condition(
     message: String,
     now: Timestamp,
 ) {
+    // Messages quote spec text (reasons, names): bounded, whatever an old object holds.
+    let message = match bounded(&message, MAX_CONDITION_MESSAGE) {
+        Cow::Borrowed(_) => message,
+        Cow::Owned(text) => text,
+    };
     let condition_status = if ready { ConditionStatus::True } else { ConditionStatus::False };
     let existing = status.conditions.iter_mut().find(|condition| condition.type_ == READY);
     match existing {
@@ -70,8 +79,10 @@ pub(super) fn finish(status: &mut RotationBatchStatus, phase: BatchPhase, why: &
 
 pub(super) fn user_action_text(action: &UserAction, verb: &str) -> String {
     match &action.reason {
-        Some(reason) if !reason.is_empty() => format!("{verb} by {}: {reason}", action.by),
-        _ => format!("{verb} by {}", action.by),
+        Some(reason) if !reason.is_empty() => {
+            format!("{verb} by {}: {}", bounded(&action.by, MAX_USER), bounded(reason, MAX_REASON))
+        }
+        _ => format!("{verb} by {}", bounded(&action.by, MAX_USER)),
     }
 }
 
