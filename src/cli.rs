@@ -93,12 +93,12 @@ impl FlagGroup {
 impl FrontEnd {
     /// Which flag groups this front end uses (the refusals follow this table).
     pub fn uses(self, group: FlagGroup) -> bool {
-        match (self, group) {
-            (_, FlagGroup::Everywhere | FlagGroup::Other) => true,
-            (Self::Console, FlagGroup::Engine | FlagGroup::Console) => true,
-            (Self::Daemon, FlagGroup::Engine | FlagGroup::Daemon) => true,
-            _ => false,
-        }
+        matches!(
+            (self, group),
+            (_, FlagGroup::Everywhere | FlagGroup::Other)
+                | (Self::Console, FlagGroup::Engine | FlagGroup::Console)
+                | (Self::Daemon, FlagGroup::Engine | FlagGroup::Daemon)
+        )
     }
 }
 

@@ -35,12 +35,12 @@ mod engine;
 mod faults;
 #[path = "sandbox/fuzz_props.rs"]
 mod fuzz_props;
-#[path = "sandbox/hostile_output.rs"]
-mod hostile_output;
 #[path = "sandbox/gojson_oracle.rs"]
 mod gojson_oracle;
 #[path = "sandbox/gojson_props.rs"]
 mod gojson_props;
+#[path = "sandbox/hostile_output.rs"]
+mod hostile_output;
 #[path = "sandbox/promises.rs"]
 mod promises;
 #[path = "sandbox/sandbox_api.rs"]

@@ -160,7 +160,10 @@ pub async fn fleet_shows_every_context_and_says_why_one_is_unreachable(backend: 
     };
     let here = in_world("here");
     assert_eq!(here["state"], "open", "{stdout}");
-    assert!(here["leader"].as_str().is_some_and(|leader| leader.starts_with("engine-a (")), "who leads and where: {here}");
+    assert!(
+        here["leader"].as_str().is_some_and(|leader| leader.starts_with("engine-a (")),
+        "who leads and where: {here}"
+    );
     assert_eq!(here["batches"][0]["name"].as_str(), Some(batch.name_any().as_str()), "{here}");
     assert_eq!(here["batches"][0]["phase"], "AwaitingApproval");
     assert_eq!(in_world("there")["batches"], here["batches"], "one server, two names");

@@ -301,7 +301,8 @@ async fn without_lease_reads_nobody_claims_that_nobody_leads() {
     world.sandbox.deny("list:leases".parse::<DenyRule>().expect("rule"));
     world.sandbox.deny("get:leases".parse::<DenyRule>().expect("rule"));
     let engine =
-        common::fixtures::RunningEngine::start(world.sandbox.client(), common::fixtures::test_config("would-lead")).await;
+        common::fixtures::RunningEngine::start(world.sandbox.client(), common::fixtures::test_config("would-lead"))
+            .await;
     engine.wait_for_role(capdeck::engine::Role::Observer).await;
     let mut console = Console::start(&world.kubeconfig, false, EngineMode::Observe).await;
     let screen = console.shows("leader unknown").await;
