@@ -108,6 +108,8 @@ fn uses_cluster_flag(name: &str, id: &str) -> bool {
     match name {
         "crds" | "plan" | "completion" | "version" | "sandbox" | "bench" => false,
         "manifests" => id == "namespace",
+        // The fleet reads many contexts: --contexts, not --context.
+        "fleet" => id != "context",
         _ => true,
     }
 }
@@ -207,14 +209,21 @@ impl Cli {
                 .and_then(|arg| arg.get_long())
                 .unwrap_or(ignored)
                 .to_string();
-            return Err(usage(format!("--{long} is not used by `{name}`, which does not read a cluster")));
+            return Err(usage(if name == "fleet" {
+                format!("--{long} is not used by `fleet`: it reads the contexts --contexts names (all by default)")
+            } else {
+                format!("--{long} is not used by `{name}`, which does not read a cluster")
+            }));
         }
-        if cli.readonly_from.is_some() && cli.engine.mode == EngineMode::Lead && runs != FrontEnd::Subcommand {
-            return Err(usage(
-                "--readonly never writes, and --engine lead would write: choose one (the console observes when \
-                 read-only)"
-                    .into(),
-            ));
+        if let Some(from) = &cli.readonly_from
+            && cli.engine.mode == EngineMode::Lead
+            && runs != FrontEnd::Subcommand
+        {
+            let (source, _) = from.describe();
+            return Err(usage(format!(
+                "read-only ({source}) never writes, and --engine lead would write: choose one (the console \
+                 observes when read-only)"
+            )));
         }
         if cli.daemon && cli.command.is_some() {
             return Err(Self::command()
@@ -242,8 +251,9 @@ pub struct ConsoleArgs {
     /// durations (`20s-40s`), or `off` (the three rotations at start still happen)
     #[arg(long, value_name = "MIN-MAX|off", default_value = "20s-40s", requires = "demo", value_parser = parse_rotation)]
     pub demo_rotation: DemoRotation,
-    /// Never write: batch keys are disabled and the attached engine only observes
-    #[arg(long, env = "CAPDECK_READONLY")]
+    /// Never write from this machine: the console's batch keys, the batch commands and --daemon
+    /// refuse (CAPDECK_READONLY takes true/false, 1/0, yes/no, on/off)
+    #[arg(long, env = "CAPDECK_READONLY", value_parser = clap::builder::BoolishValueParser::new())]
     pub readonly: bool,
     /// Colour theme: dark, light, high-contrast, or a file name in $XDG_CONFIG_HOME/capdeck/themes/
     #[arg(long, value_name = "NAME")]

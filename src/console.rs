@@ -47,6 +47,10 @@ pub fn config_file(args: &ConsoleArgs) -> Option<PathBuf> {
 /// the file that forbids it has a typo.
 pub fn readonly_in_config(args: &ConsoleArgs) -> Result<Option<PathBuf>, String> {
     let Some(path) = config_file(args) else { return Ok(None) };
+    // A file named with --config must be there: a typo in its path must not let writes through.
+    if args.config.is_some() && !path.exists() {
+        return Err(format!("{}: no such file (given with --config)", path.display()));
+    }
     Ok(config::ConsoleConfig::load(&path)?.readonly.then_some(path))
 }
 

@@ -238,14 +238,23 @@ pub fn yaml(value: &serde_json::Value) -> String {
 /// clear the screen or write the clipboard (OSC 52). `keep_newlines` keeps `\n` for multi-line
 /// text; a table cell escapes it too. JSON and YAML need none of this: their encoders escape.
 pub fn terminal_safe(text: &str, keep_newlines: bool) -> std::borrow::Cow<'_, str> {
-    let unsafe_char = |c: char| (c.is_control() && !(keep_newlines && c == '\n')) || c == '\u{7f}';
+    // Also the invisible and bidirectional format characters: an override (U+202E) reverses how
+    // the rest of the line reads, a zero-width space hides in a name.
+    let unsafe_char = |c: char| {
+        (c.is_control() && !(keep_newlines && c == '\n'))
+            || matches!(c, '\u{7f}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+    };
     if !text.chars().any(unsafe_char) {
         return std::borrow::Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
         if unsafe_char(c) {
-            let _ = write!(out, "\\x{:02x}", u32::from(c));
+            if u32::from(c) < 0x100 {
+                let _ = write!(out, "\\x{:02x}", u32::from(c));
+            } else {
+                let _ = write!(out, "\\u{{{:04x}}}", u32::from(c));
+            }
         } else {
             out.push(c);
         }
@@ -332,6 +341,11 @@ mod tests {
         assert_eq!(terminal_safe("a\nb", true), "a\nb", "multi-line text keeps its lines");
         assert_eq!(terminal_safe("a\nb", false), "a\\x0ab", "a cell is one line");
         assert!(matches!(terminal_safe("plain · ünïcode", false), std::borrow::Cow::Borrowed(_)));
+        assert_eq!(
+            terminal_safe("eve\u{202e}gnp.exe\u{200b}", false),
+            "eve\\u{202e}gnp.exe\\u{200b}",
+            "bidi, invisible"
+        );
         let mut table = Table::new(&["NAME", "BY"]);
         table.row(vec!["b".into(), hostile.into()]);
         assert!(!table.render_with(true, true).chars().any(|c| c.is_control() && c != '\n'));

@@ -289,8 +289,9 @@ pub fn leader_among(leases: &[EngineLease], scope: &Scope) -> LeaderView {
         .iter()
         .find_map(|lease| match &lease.holder {
             Holder::Expired { identity, renewed_ago } => Some(format!(
-                "the lease {} of {identity} expired (last renewed {renewed_ago}s ago); rotations are not being handled",
-                lease.key()
+                "the lease {} of {identity} expired (last renewed {renewed_ago}s ago); rotations are not being handled (is the daemon running? kubectl -n {} get pods)",
+                lease.key(),
+                lease.namespace
             )),
             Holder::Renewing { identity, .. } => Some(format!(
                 "{identity} holds the lease {} but has not started leading (another engine leads a wider scope, or it \
@@ -303,7 +304,7 @@ pub fn leader_among(leases: &[EngineLease], scope: &Scope) -> LeaderView {
             if relevant.is_empty() {
                 "no capdeck engine runs for this scope (install one: capdeck manifests | kubectl apply -f -)".into()
             } else {
-                "every capdeck engine lease is free; rotations are not being handled".into()
+                "every capdeck engine lease is free; rotations are not being handled (start the daemon: capdeck manifests | kubectl apply -f -)".into()
             }
         });
     LeaderView::Nobody { detail }

@@ -342,14 +342,9 @@ async fn lease(connection: &Connection, lease: &crate::engine::config::LeaseSett
                 settings.map(|settings| format!("; its settings: {}", settings.summary())).unwrap_or_default()
             ),
         )),
-        LeaderView::Nobody { detail } => out.push(finding(
-            "leader",
-            Status::Fail,
-            format!(
-                "nobody leads {}: {detail} — start the daemon (capdeck manifests | kubectl apply -f -)",
-                scope.label()
-            ),
-        )),
+        LeaderView::Nobody { detail } => {
+            out.push(finding("leader", Status::Fail, format!("nobody leads {}: {detail}", scope.label())))
+        }
         LeaderView::CannotLook { reason } => {
             out.push(finding("leader", Status::Warn, format!("cannot tell who leads {}: {reason}", scope.label())))
         }

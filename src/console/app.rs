@@ -285,27 +285,17 @@ impl App {
     /// What the header says after the role: who leads when this console does not, and that
     /// nobody handles rotations when nobody does.
     pub fn leader_note(&self) -> Option<(String, super::app::Severity)> {
-        use crate::cluster::leader::LeaderView;
         if self.role == Role::Leader && self.write_failure.is_some() {
             return Some(("✗ writes failing (see messages)".to_string(), Severity::Error));
         }
-        if let Some(warning) = self.go_operator_warning() {
-            return Some((warning, Severity::Warning));
-        }
-        if self.role == Role::Leader {
-            return None;
-        }
-        match self.leader.as_ref()? {
-            LeaderView::Leads { identity, lease, renewed_ago, .. } => {
-                Some((format!("(leader: {identity} in {lease}, renewed {renewed_ago}s ago)"), Severity::Info))
-            }
-            LeaderView::Nobody { .. } => {
-                Some(("— no leader: rotations are not being handled".to_string(), Severity::Warning))
-            }
-            // The help screen and `capdeck doctor` say why; the header stays short.
-            LeaderView::CannotLook { .. } => {
-                Some(("(leader unknown: you may not read capdeck's Leases)".to_string(), Severity::Warning))
-            }
+        let warning = self.go_operator_warning();
+        let leader = if self.role == Role::Leader { None } else { self.leader.as_ref().map(leader_text) };
+        // An observer names the leader even while it warns about the Go CAP Operator.
+        match (leader, warning) {
+            // The warning first: on a narrow header it is what must not be cut.
+            (Some((text, _)), Some(warning)) => Some((format!("{warning} {text}"), Severity::Warning)),
+            (None, Some(warning)) => Some((warning, Severity::Warning)),
+            (leader, None) => leader,
         }
     }
 
@@ -315,5 +305,20 @@ impl App {
         self.go_operator.as_ref()?;
         let both = self.snapshot.apps.iter().filter(|a| a.opt_in == crate::readmodel::OptIn::Spec).count();
         (both > 0).then(|| format!("⚠ Go CAP Operator also rolls {both} app(s): capdeck doctor"))
+    }
+}
+
+/// The header's words for who leads, when this console does not.
+fn leader_text(leader: &crate::cluster::leader::LeaderView) -> (String, Severity) {
+    use crate::cluster::leader::LeaderView;
+    match leader {
+        LeaderView::Leads { identity, lease, renewed_ago, .. } => {
+            (format!("(leader: {identity} in {lease}, renewed {renewed_ago}s ago)"), Severity::Info)
+        }
+        LeaderView::Nobody { .. } => ("— no leader: rotations are not being handled".to_string(), Severity::Warning),
+        // The help screen and `capdeck doctor` say why; the header stays short.
+        LeaderView::CannotLook { .. } => {
+            ("(leader unknown: you may not read capdeck's Leases)".to_string(), Severity::Warning)
+        }
     }
 }
