@@ -268,11 +268,10 @@ impl std::fmt::Display for LeaderView {
 /// The pure part of [`find`]: among the engine Leases seen, the one leading what `scope` shows.
 pub fn leader_among(leases: &[EngineLease], scope: &Scope) -> LeaderView {
     let relevant: Vec<&EngineLease> = leases.iter().filter(|lease| lease.scope.covers_view(scope)).collect();
-    // Marked leaders first; an engine of an older capdeck (no mark) that renews still writes.
+    // Only a holder that marked its Lease leading writes; one without the mark is still checking.
     let leader = relevant
         .iter()
         .filter(|lease| lease.leads())
-        .chain(relevant.iter().filter(|lease| lease.leading_mark.is_none() && lease.renewing().is_some()))
         .min_by_key(|lease| (lease.scope != EngineScope::All, lease.key()));
     if let Some(lease) = leader
         && let Some((identity, renewed_ago)) = lease.renewing()

@@ -101,6 +101,7 @@ struct Essentials {
     batches: Vec<Arc<RotationBatch>>,
     bindings: Option<Vec<ServiceBinding>>,
     leader: String,
+    leaders: BTreeMap<String, String>,
     /// What the leading engine published: its verdicts are the ones to show.
     leader_settings: Option<crate::cluster::leader::PublishedSettings>,
     notes: Vec<String>,
@@ -115,7 +116,8 @@ async fn read_context(
     let essentials = tokio::time::timeout_at(deadline, read_essentials(cluster, context, options))
         .await
         .map_err(|_| Unread(RowState::Unreachable, no_answer(options)))??;
-    let Essentials { client, applications, batches, bindings, leader, leader_settings, mut notes } = essentials;
+    let Essentials { client, applications, batches, bindings, leader, leaders, leader_settings, mut notes } =
+        essentials;
     let (timing, timing_source) =
         crate::credentials::choose_timing(options.window, options.expected_rollout, leader_settings.as_ref());
     if leader_settings.is_some() && (options.window.is_some() || options.expected_rollout.is_some()) {
@@ -145,6 +147,7 @@ async fn read_context(
         bindings_known: bindings.is_some(),
         credentials_checked,
         leader,
+        leaders,
         notes,
         now: Timestamp::now(),
         timing,
@@ -179,7 +182,18 @@ async fn read_essentials(cluster: &ClusterArgs, context: &str, options: &FleetOp
     let found = crate::cluster::leader::find(&client, &scope, &fallback).await;
     let leader = found.short();
     let leader_settings = found.settings().cloned();
-    Ok(Essentials { client, applications, batches, bindings, leader, leader_settings, notes })
+    // Each namespace's row names the engine that leads it (engines of single namespaces may lead
+    // side by side in one context).
+    let mut leaders = BTreeMap::new();
+    if let Ok(leases) = crate::cluster::leader::engine_leases(&client).await {
+        let namespaces =
+            applications.iter().filter_map(|app| app.namespace()).chain(batches.iter().filter_map(|b| b.namespace()));
+        for namespace in namespaces {
+            let here = crate::cluster::leader::leader_among(&leases, &Scope::Namespace(namespace.clone()));
+            leaders.insert(namespace, here.short());
+        }
+    }
+    Ok(Essentials { client, applications, batches, bindings, leader, leaders, leader_settings, notes })
 }
 
 /// Every object of a kind that decodes, and a note for those that do not (one malformed object
@@ -259,6 +273,8 @@ pub(super) struct Inputs<'a> {
     /// Whether the binding Secrets were read (else no credential verdicts).
     pub credentials_checked: bool,
     pub leader: String,
+    /// Per namespace, when engines of single namespaces lead there: the row names its own leader.
+    pub leaders: BTreeMap<String, String>,
     /// What the rows of this context should say besides (left-out objects, unchecked credentials).
     pub notes: Vec<String>,
     pub now: Timestamp,
@@ -375,6 +391,9 @@ pub(super) fn rows(context: &str, inputs: &Inputs<'_>) -> Vec<FleetRow> {
         rows.push(clear);
     }
     for row in &mut rows {
+        if let Some(leader) = row.namespace.as_ref().and_then(|namespace| inputs.leaders.get(namespace)) {
+            row.leader.clone_from(leader);
+        }
         row.notes.clone_from(&inputs.notes);
     }
     rows
@@ -410,6 +429,7 @@ mod tests {
             bindings_known: false,
             credentials_checked: true,
             leader: "engine-a".into(),
+            leaders: BTreeMap::new(),
             notes: Vec::new(),
             now: at(NOW),
             timing: Timing { window: Duration::from_secs(3600), expected_rollout: Duration::from_secs(900) },
