@@ -13,6 +13,8 @@
 #[allow(unused_imports, unused_macros)]
 mod common;
 
+#[path = "real_cluster/attribution_stories.rs"]
+mod attribution_stories;
 #[path = "real_cluster/bounded_stories.rs"]
 mod bounded_stories;
 #[path = "real_cluster/control_plane.rs"]
@@ -103,6 +105,8 @@ fn all_stories() -> Vec<(&'static str, Story, &'static [Backend])> {
         fleet_stories::notifications_reach_a_loopback_receiver_once_across_a_leader_change,
         install_stories::crds_install_as_the_help_says_and_client_side_apply_is_refused,
         bounded_stories::overlong_and_nul_reasons_are_refused_by_the_api,
+        attribution_stories::a_kubectl_forged_approval_or_hold_drives_nothing,
+        attribution_stories::the_admission_policy_refuses_an_attribution_in_another_name only real,
     ]
 }
 

@@ -282,7 +282,32 @@ pub mod reason {
     pub const UNDONE: &str = "Undone";
 }
 
+/// Conditions beside `Ready` that say an attribution in the spec is not honoured: the server's
+/// `managedFields` name a writer other than capdeck's own (`kubectl patch`, `kubectl edit`, ...).
+/// Present (status `False`) while refused; removed once honoured or gone.
+pub mod attribution {
+    /// `spec.approval.approvedBy` was not written by `capdeck approve` (or the console).
+    pub const APPROVAL_HONOURED: &str = "ApprovalHonoured";
+    /// `spec.hold.by` was not written by `capdeck hold` (or the console).
+    pub const HOLD_HONOURED: &str = "HoldHonoured";
+    /// The reason of the `ApprovalHonoured` condition and of its Warning Event.
+    pub const APPROVAL_NOT_HONOURED: &str = "ApprovalNotHonoured";
+    /// The reason of the `HoldHonoured` condition and of its Warning Event.
+    pub const HOLD_NOT_HONOURED: &str = "HoldNotHonoured";
+}
+
 impl RotationBatch {
+    /// Whether the engine recorded that it does not honour this attribution (one of the
+    /// `attribution` condition types).
+    pub fn attribution_refused(&self, condition_type: &str) -> bool {
+        self.status.as_ref().is_some_and(|status| {
+            status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == condition_type && c.status == super::common::ConditionStatus::False)
+        })
+    }
+
     /// The Deployments this batch restarts (known once its window ended).
     pub fn restarts(&self) -> impl Iterator<Item = &BatchDeployment> {
         self.status.iter().flat_map(|s| s.deployments.iter()).filter(|d| d.action == DeploymentAction::Restart)
@@ -291,7 +316,9 @@ impl RotationBatch {
     /// `held by bob`, `approved by alice`, `required`, `required: storm guard`, `auto`. A batch
     /// that waits for an approval never says `auto`, whatever made it wait.
     pub fn approval_text(&self) -> String {
-        if let Some(hold) = &self.spec.hold {
+        if let Some(hold) = &self.spec.hold
+            && !self.attribution_refused(attribution::HOLD_HONOURED)
+        {
             return format!("held by {}", hold.by);
         }
         let waiting_reason = self
@@ -300,7 +327,11 @@ impl RotationBatch {
             .filter(|status| status.phase == BatchPhase::AwaitingApproval)
             .and_then(|status| status.conditions.iter().find(|c| c.type_ == super::common::READY))
             .map(|condition| condition.reason.as_str());
+        let approval_refused = self.attribution_refused(attribution::APPROVAL_HONOURED);
         match (&self.spec.approval, waiting_reason) {
+            (Some(Approval { approved_by: Some(by), .. }), _) if approval_refused => {
+                format!("approval by {by} not honoured")
+            }
             (Some(Approval { approved_by: Some(by), .. }), _) => format!("approved by {by}"),
             (_, Some(reason::STORM_GUARD)) => "required: storm guard".into(),
             (_, Some(reason::CREDENTIALS_EXPIRING)) => "required: credentials expiring".into(),
@@ -391,5 +422,32 @@ mod tests {
         assert_eq!(auto.approval_text(), "auto");
         let held = batch(json!({"hold": {"by": "bob", "at": "2026-11-23T10:00:00Z"}}), "Held", "Held");
         assert_eq!(held.approval_text(), "held by bob");
+        // What the engine does not honour (kubectl wrote it) is not shown as if it were.
+        let refused = |mut batch: RotationBatch, type_: &str| {
+            if let Some(status) = batch.status.as_mut() {
+                status.conditions.push(super::super::common::Condition {
+                    type_: type_.into(),
+                    status: super::super::common::ConditionStatus::False,
+                    reason: "NotHonoured".into(),
+                    ..Default::default()
+                });
+            }
+            batch
+        };
+        let forged = batch(
+            json!({"approval": {"required": true, "approvedBy": "ceo@example.com"}}),
+            "AwaitingApproval",
+            "AwaitingApproval",
+        );
+        assert_eq!(
+            refused(forged, attribution::APPROVAL_HONOURED).approval_text(),
+            "approval by ceo@example.com not honoured"
+        );
+        let forged_hold = batch(
+            json!({"approval": {"required": true}, "hold": {"by": "ceo@example.com", "at": "2026-11-23T10:00:00Z"}}),
+            "AwaitingApproval",
+            "AwaitingApproval",
+        );
+        assert_eq!(refused(forged_hold, attribution::HOLD_HONOURED).approval_text(), "required");
     }
 }

@@ -16,6 +16,7 @@ pub const FILES: &[(&str, &str)] = &[
     ("rolebinding.yaml", include_str!("../../assets/deploy/rolebinding.yaml")),
     ("deployment.yaml", include_str!("../../assets/deploy/deployment.yaml")),
     ("service.yaml", include_str!("../../assets/deploy/service.yaml")),
+    ("admissionpolicy.yaml", include_str!("../../assets/deploy/admissionpolicy.yaml")),
 ];
 
 /// The daemon's arguments in the Deployment; `extra` follows the defaults.

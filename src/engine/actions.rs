@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::api::rotation_batch::{Approval, BatchDeployment, UserAction, reason};
 use crate::api::{BatchPhase, RotationBatch};
+use crate::engine::reconcile::decide::{Attributed, attribution_check};
 
 pub const FIELD_MANAGER: &str = "capdeck-console";
 
@@ -59,6 +60,7 @@ impl BatchAction {
             Self::Approve | Self::Force { approve: true } => {
                 if let Some(by) = batch.spec.approval.as_ref().and_then(|a| a.approved_by.as_ref())
                     && self == Self::Approve
+                    && !not_honoured(batch, Attributed::Approval)
                 {
                     return Some(format!("batch {name} is already approved by {by}"));
                 }
@@ -72,12 +74,28 @@ impl BatchAction {
                     batch.status.as_ref().is_some_and(|s| !s.deployments.is_empty() || s.rollout_started_at.is_some());
                 (batch.spec.force.is_some() || evaluated).then(|| format!("batch {name}'s window has already ended"))
             }
-            Self::Hold => batch.spec.hold.as_ref().map(|hold| format!("batch {name} is already held by {}", hold.by)),
+            Self::Hold => batch
+                .spec
+                .hold
+                .as_ref()
+                .filter(|_| !not_honoured(batch, Attributed::Hold))
+                .map(|hold| format!("batch {name} is already held by {}", hold.by)),
             Self::Release => (batch.spec.hold.is_none() && !halted_by_failure_guard(batch))
                 .then(|| format!("batch {name} is not held")),
             Self::Cancel => None,
             Self::Retry | Self::Undo => None,
         }
+    }
+}
+
+/// An approval or a hold the engine does not honour (not written by capdeck: `kubectl patch`)
+/// is no reason to refuse approving or holding: capdeck's write replaces it. Judged from the
+/// batch's managedFields when it was read with them, else from the engine's condition.
+fn not_honoured(batch: &RotationBatch, field: Attributed) -> bool {
+    if batch.metadata.managed_fields.is_some() {
+        attribution_check(batch, field).is_err()
+    } else {
+        batch.attribution_refused(field.condition_type())
     }
 }
 
@@ -189,6 +207,18 @@ fn spec_patch(batch: &RotationBatch, action: BatchAction, by: &str, now: Timesta
     json!({"metadata": {"resourceVersion": batch.resource_version()}, "spec": spec})
 }
 
+/// The write that removes an attribution this action replaces and the engine does not honour.
+fn clear_unhonoured(batch: &RotationBatch, action: BatchAction) -> Option<Value> {
+    let spec = match action {
+        BatchAction::Approve | BatchAction::Force { approve: true } if not_honoured(batch, Attributed::Approval) => {
+            json!({"approval": {"approvedBy": null}})
+        }
+        BatchAction::Hold if not_honoured(batch, Attributed::Hold) => json!({"hold": null}),
+        _ => return None,
+    };
+    Some(json!({"metadata": {"resourceVersion": batch.resource_version()}, "spec": spec}))
+}
+
 fn summary(action: BatchAction, batch: &RotationBatch, by: &str) -> String {
     let name = batch.name_any();
     let phase = batch.phase();
@@ -248,8 +278,20 @@ pub async fn act(
         if let Some(refusal) = action.refusal(&batch) {
             return Err(ActionError::Refused(refusal));
         }
-        let patch = spec_patch(&batch, action, by, now, reason);
         let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
+        // An approval or a hold the engine does not honour is cleared first: the server moves a
+        // field's ownership only when its value changes, and the same name written again by
+        // capdeck must become capdeck's.
+        let mut version = batch.resource_version();
+        if let Some(clear) = clear_unhonoured(&batch, action) {
+            match api.patch(name, &params, &Patch::Merge(clear)).await {
+                Ok(cleared) => version = cleared.resource_version(),
+                Err(kube::Error::Api(status)) if status.code == 409 => continue,
+                Err(error) => return Err(ActionError::Api(crate::cluster::describe_error(&error))),
+            }
+        }
+        let mut patch = spec_patch(&batch, action, by, now, reason);
+        patch["metadata"]["resourceVersion"] = json!(version);
         match api.patch(name, &params, &Patch::Merge(patch)).await {
             Ok(_) => {
                 return Ok(ActionReport {

@@ -21,6 +21,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
@@ -35,7 +36,7 @@ use crate::cluster::stores::Stores;
 use crate::credentials::{batch_margin_seconds, batch_revocation, seconds};
 use crate::plan::{CapIndex, ObjectLookup, Rotated, SecretLookup, plan_application};
 use backoff::Backoff;
-use decide::{Decision, DecisionContext, apply, decide, rollout_outcome, skip_reasons};
+use decide::{Attributed, Decision, DecisionContext, apply, decide, record_attribution, rollout_outcome, skip_reasons};
 use status::{condition_reason, finish, is_active, is_done, ready_condition, user_action_text};
 
 type AppKey = (String, String);
@@ -78,6 +79,9 @@ pub struct Reconciler {
     batch_backoff: Backoff<AppKey>,
     /// Applications whose rotations could not be put into a batch.
     opening_backoff: Backoff<AppKey>,
+    /// The managedFields of batches whose approval or hold the engine checks (the stores strip
+    /// them), by the resourceVersion they were read at.
+    managed_fields: HashMap<AppKey, (String, Vec<ManagedFieldsEntry>)>,
 }
 
 impl ObjectLookup for Stores {
@@ -118,6 +122,7 @@ impl Reconciler {
             rolling: 0,
             batch_backoff: Backoff::default(),
             opening_backoff: Backoff::default(),
+            managed_fields: HashMap::new(),
         }
     }
 
@@ -207,6 +212,7 @@ impl Reconciler {
         self.batch_backoff.forget_except(&open.iter().map(|b| batch_key(b)).collect());
         let open_keys: BTreeSet<AppKey> = open.iter().map(|b| batch_key(b)).collect();
         self.pods_checked.retain(|(namespace, batch, _), _| open_keys.contains(&(namespace.clone(), batch.clone())));
+        self.managed_fields.retain(|key, _| open_keys.contains(key));
         for batch in open {
             let key = batch_key(&batch);
             if self.batch_backoff.waiting(&key, instant) {
@@ -227,11 +233,13 @@ impl Reconciler {
         let mut wake: Option<Duration> = None;
         for batch in self.open_batches() {
             let status = batch.status.clone().unwrap_or_default();
+            // A hold the engine does not honour (its condition says so) holds nothing.
+            let held = batch.spec.hold.is_some() && !batch.attribution_refused(Attributed::Hold.condition_type());
             let candidate = if status.deployments.iter().any(|d| !is_done(d)) && status.rollout_started_at.is_some() {
                 Some(self.config.progress_interval)
-            } else if status.deployments.is_empty() && batch.spec.hold.is_none() {
+            } else if status.deployments.is_empty() && !held {
                 Some(self.config.clock.until(batch.spec.window_end.0).max(Duration::from_millis(10)))
-            } else if status.rollout_started_at.is_none() && batch.spec.hold.is_none() {
+            } else if status.rollout_started_at.is_none() && !held {
                 // Waiting for an approval: its margin shrinks with every second; escalate when it
                 // drops below one expected rollout (revocation − 2 × expected rollout).
                 bindings
@@ -283,9 +291,14 @@ impl Reconciler {
         now: Timestamp,
         bindings: Option<&[ServiceBinding]>,
     ) {
+        let Some(attributed) = self.with_managed_fields(batch).await else { return };
+        let batch = &attributed;
         let old = batch.status.clone().unwrap_or_default();
         let mut status = old.clone();
         status.observed_generation = batch.metadata.generation;
+        if batch.metadata.managed_fields.is_some() {
+            record_attribution(batch, &mut status, now);
+        }
         self.track_progress(batch, &mut status).await;
         let namespace = batch.namespace().unwrap_or_default();
         let app = self.application(&namespace, &batch.spec.application);
@@ -320,6 +333,8 @@ impl Reconciler {
                 }
                 spec_update = evaluation.approval_required.map(|required| {
                     let mut update = (**batch).clone();
+                    // The server keeps its own record of who wrote what.
+                    update.metadata.managed_fields = None;
                     update.spec.approval.get_or_insert_with(Default::default).required = required;
                     update
                 });
@@ -350,6 +365,47 @@ impl Reconciler {
             }
         }
         self.write_status(batch, &old, status, spec_update).await;
+    }
+
+    /// The batch with its managedFields when the decision takes an approval or a hold from it
+    /// (`decide::attribution_check`): the stores strip them, so they are read live — by `list`
+    /// with a name selector, the verb the engine has — once per resourceVersion. `None` when they
+    /// cannot be known this pass (the read failed, or the store is behind the server: the watch
+    /// brings the newer batch and another pass); the batch is driven next time.
+    async fn with_managed_fields(&mut self, batch: &Arc<RotationBatch>) -> Option<Arc<RotationBatch>> {
+        let approval_pending = batch.spec.approval.as_ref().is_some_and(|a| a.approved_by.is_some())
+            && batch.status.as_ref().is_none_or(|s| s.rollout_started_at.is_none());
+        if batch.spec.hold.is_none() && !approval_pending {
+            return Some(batch.clone());
+        }
+        let key = batch_key(batch);
+        let version = batch.resource_version().unwrap_or_default();
+        let fields = match self.managed_fields.get(&key) {
+            Some((read_at, fields)) if *read_at == version => fields.clone(),
+            _ => {
+                let (namespace, name) = &key;
+                let api: kube::Api<RotationBatch> = kube::Api::namespaced(self.writes.client().clone(), namespace);
+                let params = kube::api::ListParams::default().fields(&format!("metadata.name={name}"));
+                let live = match api.list_metadata(&params).await {
+                    Ok(list) => list.items.into_iter().next(),
+                    Err(error) => {
+                        tracing::warn!(namespace = %namespace, batch = %name, error = %crate::cluster::describe_error(&error),
+                            "could not read who wrote the batch's approval or hold (its managedFields); retrying");
+                        return None;
+                    }
+                };
+                let live = live?;
+                if live.resource_version().unwrap_or_default() != version {
+                    return None;
+                }
+                let fields = live.metadata.managed_fields.unwrap_or_default();
+                self.managed_fields.insert(key, (version, fields.clone()));
+                fields
+            }
+        };
+        let mut attributed = (**batch).clone();
+        attributed.metadata.managed_fields = Some(fields);
+        Some(Arc::new(attributed))
     }
 
     /// Write a changed status (progress-only changes at most every `--progress-interval`), then
@@ -391,6 +447,19 @@ impl Reconciler {
         };
         self.progress_written.insert(key.clone(), tokio::time::Instant::now());
         self.awaited.insert(key.clone(), written.resource_version().unwrap_or_default());
+        // An approval or a hold the engine does not honour: said once per refusal, in the log
+        // and as a Warning Event (the condition stays on the batch).
+        for field in Attributed::ALL {
+            let refusal = |status: &RotationBatchStatus| {
+                status.conditions.iter().find(|c| c.type_ == field.condition_type()).map(|c| c.message.clone())
+            };
+            if let Some(message) = refusal(&status).filter(|message| refusal(old).as_ref() != Some(message)) {
+                tracing::warn!(namespace = %namespace, batch = %name, reason = field.refusal_reason(), "batch {name}: {message}");
+                if let Some(app) = self.application(&namespace, &batch.spec.application) {
+                    self.writes.event(&app, true, field.refusal_reason(), format!("batch {name}: {message}")).await;
+                }
+            }
+        }
         if let Some(mut update) = spec_update {
             update.metadata.resource_version = written.metadata.resource_version.clone();
             match self.writes.replace_batch(&update).await {

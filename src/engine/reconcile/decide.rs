@@ -24,7 +24,8 @@ use super::status::{
     MISSING_DEPLOYMENT, batch_deployments, condition_reason, finish, is_active, is_done, is_queued, progress_summary,
     ready_condition, set_condition, user_action_text,
 };
-use crate::api::rotation_batch::{BatchDeployment, DeploymentAction, DeploymentRolloutState, reason};
+use crate::api::common::{Condition, ConditionStatus, bounded};
+use crate::api::rotation_batch::{BatchDeployment, DeploymentAction, DeploymentRolloutState, attribution, reason};
 use crate::api::{BatchPhase, CAPApplication, RotationBatch, RotationBatchStatus};
 use crate::credentials::{batch_margin_seconds, human_signed, seconds};
 use crate::engine::config::{ApprovalPolicy, humanize};
@@ -157,6 +158,157 @@ impl Decision {
     }
 }
 
+/// An attribution in the spec that drives the engine: who approved, who held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Attributed {
+    /// `spec.approval.approvedBy`
+    Approval,
+    /// `spec.hold.by`
+    Hold,
+}
+
+impl Attributed {
+    pub const ALL: [Attributed; 2] = [Attributed::Approval, Attributed::Hold];
+
+    /// The field's path below `spec`.
+    fn path(self) -> [&'static str; 2] {
+        match self {
+            Self::Approval => ["approval", "approvedBy"],
+            Self::Hold => ["hold", "by"],
+        }
+    }
+
+    fn by(self, batch: &RotationBatch) -> Option<&str> {
+        match self {
+            Self::Approval => batch.spec.approval.as_ref().and_then(|a| a.approved_by.as_deref()),
+            Self::Hold => batch.spec.hold.as_ref().map(|hold| hold.by.as_str()),
+        }
+    }
+
+    /// The condition that says the engine does not honour it.
+    pub fn condition_type(self) -> &'static str {
+        match self {
+            Self::Approval => attribution::APPROVAL_HONOURED,
+            Self::Hold => attribution::HOLD_HONOURED,
+        }
+    }
+
+    /// Field managers whose write of this attribution the engine takes: capdeck's actions
+    /// (`capdeck approve`/`hold`, the console) — and for a hold the engine itself, which carries
+    /// the hold of a superseded batch into the batch that replaces it.
+    fn trusted(self, manager: &str) -> bool {
+        manager == crate::engine::actions::FIELD_MANAGER
+            || (self == Self::Hold && manager == crate::engine::writes::FIELD_MANAGER)
+    }
+
+    /// The reason of that condition and of the Warning Event that says it.
+    pub fn refusal_reason(self) -> &'static str {
+        match self {
+            Self::Approval => attribution::APPROVAL_NOT_HONOURED,
+            Self::Hold => attribution::HOLD_NOT_HONOURED,
+        }
+    }
+
+    fn noun(self) -> &'static str {
+        match self {
+            Self::Approval => "approval",
+            Self::Hold => "hold",
+        }
+    }
+
+    fn verb(self) -> &'static str {
+        match self {
+            Self::Approval => "approve",
+            Self::Hold => "hold",
+        }
+    }
+}
+
+/// Whether the engine honours an attribution in the batch's spec: only when the API server's
+/// record (`metadata.managedFields`) says capdeck's own field manager wrote the field, so an
+/// approval or a hold written with `kubectl patch`/`edit`/`apply` — whatever name it carries —
+/// never drives the engine. `Ok` also when the field is not set. `Err`: why not, and the fix.
+///
+/// The manager name is chosen by the client (`--field-manager`): this stops casual forgery and
+/// says so on the batch; the ValidatingAdmissionPolicy of `capdeck manifests` is the enforcement.
+pub fn attribution_check(batch: &RotationBatch, field: Attributed) -> Result<(), String> {
+    let Some(by) = field.by(batch) else { return Ok(()) };
+    let by = bounded(by, crate::api::common::MAX_USER);
+    let (noun, verb) = (field.noun(), field.verb());
+    let target = format!("{}/{}", batch.namespace().unwrap_or_default(), batch.name_any());
+    let fix = format!("{verb} with capdeck {verb} {target}");
+    let refused = |why: String| Err(format!("{noun} by {by} {why}: not honoured; {fix}"));
+    let [object, leaf] = field.path();
+    let owners: Vec<&str> = batch
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|entry| {
+            entry.fields_v1.as_ref().is_some_and(|fields| {
+                fields
+                    .0
+                    .get("f:spec")
+                    .and_then(|spec| spec.get(format!("f:{object}")))
+                    .and_then(|o| o.get(format!("f:{leaf}")))
+                    .is_some()
+            })
+        })
+        .map(|entry| entry.manager.as_deref().unwrap_or_default())
+        .collect();
+    if owners.is_empty() {
+        return refused(format!("has no writer in the batch's managedFields (spec.{object}.{leaf})"));
+    }
+    // Several managers own a field only when each applied (server-side) the same value: one of
+    // them being capdeck means capdeck wrote this value and nobody changed it since.
+    if owners.iter().any(|manager| field.trusted(manager)) {
+        return Ok(());
+    }
+    match owners.first() {
+        None => Ok(()),
+        Some(manager) => {
+            let manager =
+                if manager.is_empty() { "a client without a field manager".into() } else { bounded(manager, 128) };
+            refused(format!("was written by {manager}, not by capdeck {verb}"))
+        }
+    }
+}
+
+/// Record on the status which attributions are not honoured (a condition each, `False`, reason
+/// `ApprovalNotHonoured` or `HoldNotHonoured`), and drop the condition of one honoured again or gone. Only for a batch
+/// whose managedFields were read.
+pub fn record_attribution(batch: &RotationBatch, status: &mut RotationBatchStatus, now: Timestamp) {
+    for field in Attributed::ALL {
+        let type_ = field.condition_type();
+        match attribution_check(batch, field) {
+            Ok(()) => status.conditions.retain(|c| c.type_ != type_),
+            Err(message) => {
+                let message = bounded(&message, super::status::MAX_CONDITION_MESSAGE).into_owned();
+                match status.conditions.iter_mut().find(|c| c.type_ == type_) {
+                    Some(condition)
+                        if condition.message == message
+                            && condition.status == ConditionStatus::False
+                            && condition.reason == field.refusal_reason() => {}
+                    Some(condition) => {
+                        condition.status = ConditionStatus::False;
+                        condition.reason = field.refusal_reason().into();
+                        condition.message = message;
+                        condition.last_transition_time = Some(Time(now));
+                    }
+                    None => status.conditions.push(Condition {
+                        type_: type_.into(),
+                        status: ConditionStatus::False,
+                        observed_generation: batch.metadata.generation,
+                        last_transition_time: Some(Time(now)),
+                        reason: field.refusal_reason().into(),
+                        message,
+                    }),
+                }
+            }
+        }
+    }
+}
+
 /// Decide the next step of an open batch whose rolling Deployments `status` already follows.
 /// `plan` is called only when the window has ended and the batch is evaluated.
 pub fn decide(
@@ -195,7 +347,10 @@ pub fn decide(
         }
         return Decision::Undo { message };
     }
-    if let Some(hold) = &batch.spec.hold {
+    // An approval or a hold counts only when capdeck wrote it (`attribution_check`); a refused one
+    // is said in its own condition (`record_attribution`) and the batch goes on as without it.
+    let honoured = |field| attribution_check(batch, field).is_ok();
+    if let Some(hold) = batch.spec.hold.as_ref().filter(|_| honoured(Attributed::Hold)) {
         let mut message = user_action_text(hold, "held");
         if still_rolling > 0 {
             message.push_str("; Deployments already rolling finish, nothing new starts");
@@ -220,7 +375,8 @@ pub fn decide(
             Guard::Clear => Decision::Roll,
         };
     }
-    let approved = batch.spec.approval.as_ref().is_some_and(|a| a.approved_by.is_some());
+    let approved =
+        batch.spec.approval.as_ref().is_some_and(|a| a.approved_by.is_some()) && honoured(Attributed::Approval);
     let expiring = credentials_expiring(batch, context);
     if !status.deployments.is_empty() {
         // Evaluated earlier and waiting for an approval.
@@ -235,7 +391,7 @@ pub fn decide(
         let approval_waited = ready_condition(status)
             .and_then(|c| c.last_transition_time.as_ref())
             .map(|entered| context.now.duration_since(entered.0).as_secs_f64().max(0.0));
-        return Decision::Start(Start { approval_waited, ..start(batch) });
+        return Decision::Start(Start { approval_waited, ..start(batch, approved) });
     }
     let window_open = batch.spec.force.is_none() && context.now < batch.spec.window_end.0;
     if window_open && expiring.is_none() {
@@ -419,15 +575,20 @@ fn evaluate(
             approval_waited: None,
         })
     } else {
-        Gate::Start(start(batch))
+        Gate::Start(start(batch, approved))
     };
     Evaluation { deployments, tenants: plan.tenants, approval_required, gate }
 }
 
-/// Why the rollout starts: forced, approved (by whom, why) or the window simply ended.
-fn start(batch: &RotationBatch) -> Start {
-    let approval =
-        batch.spec.approval.as_ref().and_then(|a| a.approved_by.as_ref().map(|by| (by, a.reason.as_deref())));
+/// Why the rollout starts: forced, approved (by whom, why; an approval that is not honoured is
+/// not named) or the window simply ended.
+fn start(batch: &RotationBatch, approved: bool) -> Start {
+    let approval = batch
+        .spec
+        .approval
+        .as_ref()
+        .filter(|_| approved)
+        .and_then(|a| a.approved_by.as_ref().map(|by| (by, a.reason.as_deref())));
     let (reason, message) = match (&batch.spec.force, approval) {
         (Some(force), _) => (reason::FORCED, user_action_text(force, "window ended early: forced")),
         (None, Some((by, Some(text)))) if !text.is_empty() => (reason::APPROVED, format!("approved by {by}: {text}")),
@@ -647,6 +808,10 @@ mod tests {
         Retry,
         /// `capdeck undo` by erin.
         Undo,
+        /// `kubectl patch` wrote `spec.approval.approvedBy: ceo@example.com` (manual policy).
+        ForgedApproval,
+        /// `kubectl patch` wrote `spec.hold.by: ceo@example.com`.
+        ForgedHold,
     }
 
     fn deployment(name: &str, state: &str) -> Value {
@@ -714,11 +879,36 @@ mod tests {
             Factor::Released => spec["released"] = action("bob"),
             Factor::Retry => spec["retry"] = action("erin"),
             Factor::Undo => spec["undo"] = action("erin"),
+            Factor::ForgedApproval => {
+                spec["approval"] = json!({"required": true, "approvedBy": "ceo@example.com", "reason": "forged"})
+            }
+            Factor::ForgedHold => spec["hold"] = action("ceo@example.com"),
             _ => {}
         }
+        // The server's record: capdeck wrote every user action, but what kubectl patch forged.
+        let forged = matches!(factor, Factor::ForgedApproval | Factor::ForgedHold);
+        let mut by_capdeck = serde_json::Map::new();
+        let mut by_kubectl = serde_json::Map::new();
+        for (field, value) in spec.as_object().into_iter().flatten() {
+            let Some(object) = value.as_object().filter(|_| field != "secrets") else { continue };
+            let leaves: serde_json::Map<String, Value> = object.keys().map(|k| (format!("f:{k}"), json!({}))).collect();
+            let forged_here =
+                forged && (field == "approval" || (field == "hold" && matches!(factor, Factor::ForgedHold)));
+            let target = if forged_here { &mut by_kubectl } else { &mut by_capdeck };
+            target.insert(format!("f:{field}"), Value::Object(leaves));
+        }
+        let entry = |manager: &str, fields: serde_json::Map<String, Value>| {
+            json!({"manager": manager, "operation": "Update", "apiVersion": "capdeck.dev/v1alpha1", "time": NOW,
+                   "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": fields}})
+        };
+        let managed = vec![
+            entry("capdeck-engine", serde_json::Map::from_iter([("f:application".to_string(), json!({}))])),
+            entry("capdeck-console", by_capdeck),
+            entry("kubectl-patch", by_kubectl),
+        ];
         serde_json::from_value(json!({
             "apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
-            "metadata": {"name": "app-x7k2q", "namespace": "ns"},
+            "metadata": {"name": "app-x7k2q", "namespace": "ns", "managedFields": managed},
             "spec": spec, "status": status,
         }))
         .expect("batch")
@@ -795,7 +985,10 @@ mod tests {
         };
         let context = DecisionContext {
             now,
-            approval_default: if matches!(factor, F::ManualPolicy | F::Approval | F::CredentialsExpiringManual) {
+            approval_default: if matches!(
+                factor,
+                F::ManualPolicy | F::Approval | F::CredentialsExpiringManual | F::ForgedApproval
+            ) {
                 ApprovalPolicy::Manual
             } else {
                 ApprovalPolicy::Auto
@@ -928,6 +1121,15 @@ mod tests {
             (Phase::Failed, F::Undo, P::Failed, why::UNDONE, false),
             (Phase::Held, F::Undo, P::Held, why::UNDONE, false),
             (Phase::Failed, F::Cancel, P::Cancelled, why::CANCELLED, false),
+            // An approval or a hold kubectl wrote (not capdeck) drives nothing: the batch waits
+            // for an approval, a hold does not hold.
+            (Phase::Collecting, F::ForgedApproval, P::Collecting, why::WINDOW_OPEN, false),
+            (Phase::WindowEnded, F::ForgedApproval, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
+            (Phase::AwaitingApproval, F::ForgedApproval, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
+            (Phase::Collecting, F::ForgedHold, P::Collecting, why::WINDOW_OPEN, false),
+            (Phase::AwaitingApproval, F::ForgedHold, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
+            (Phase::RollingOut, F::ForgedHold, P::RollingOut, why::ROLLING_OUT, true),
+            (Phase::WindowEnded, F::ForgedHold, P::RollingOut, why::ROLLING_OUT, true),
         ];
         let mut failures = Vec::new();
         for (phase, factor, expected_phase, expected_reason, expected_rolls) in table {
@@ -941,6 +1143,173 @@ mod tests {
             }
         }
         assert!(failures.is_empty(), "{} of {} cases differ:\n{}", failures.len(), table.len(), failures.join("\n"));
+    }
+
+    /// A batch `b` in `ns` whose spec is `spec` and whose managedFields are `managed`
+    /// (manager, FieldsV1 below `f:spec`); `None`: no managedFields at all.
+    fn recorded(spec: Value, managed: Option<&[(&str, Value)]>) -> RotationBatch {
+        let mut object = json!({"apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
+                                "metadata": {"name": "b", "namespace": "ns"},
+                                "spec": {"application": "app", "windowEnd": NOW}});
+        if let (Some(target), Some(extra)) = (object["spec"].as_object_mut(), spec.as_object()) {
+            target.extend(extra.clone());
+        }
+        if let Some(managed) = managed {
+            object["metadata"]["managedFields"] = managed
+                .iter()
+                .map(|(manager, fields)| {
+                    json!({"manager": manager, "operation": "Update", "apiVersion": "capdeck.dev/v1alpha1",
+                           "time": NOW, "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": fields}})
+                })
+                .collect();
+        }
+        serde_json::from_value(object).expect("batch")
+    }
+
+    /// What the server's record of an attribution's writer makes of it: honoured only when
+    /// capdeck's field manager wrote it.
+    #[test]
+    fn an_attribution_is_honoured_only_when_capdeck_wrote_it() {
+        let approval = json!({"approval": {"required": true, "approvedBy": "ceo@example.com", "reason": "forged"}});
+        let hold = json!({"hold": {"by": "ceo@example.com", "at": NOW}});
+        let approved_by = json!({"f:approval": {".": {}, "f:approvedBy": {}, "f:approvedAt": {}, "f:reason": {}}});
+        let required_only = json!({"f:approval": {".": {}, "f:required": {}}});
+        let held_by = json!({"f:hold": {".": {}, "f:by": {}, "f:at": {}}});
+        let forged_approval = "approval by ceo@example.com was written by kubectl-patch, not by capdeck approve: not \
+                               honoured; approve with capdeck approve ns/b";
+        let no_writer = "approval by ceo@example.com has no writer in the batch's managedFields \
+                         (spec.approval.approvedBy): not honoured; approve with capdeck approve ns/b";
+        type Case<'a> = (&'a str, Value, Option<Vec<(&'a str, Value)>>, Attributed, Result<(), &'a str>);
+        let cases: Vec<Case> = vec![
+            (
+                "capdeck approve",
+                approval.clone(),
+                Some(vec![("capdeck-console", approved_by.clone())]),
+                Attributed::Approval,
+                Ok(()),
+            ),
+            (
+                "kubectl patch",
+                approval.clone(),
+                Some(vec![("kubectl-patch", approved_by.clone())]),
+                Attributed::Approval,
+                Err(forged_approval),
+            ),
+            (
+                "kubectl edit, beside the engine's requirement",
+                approval.clone(),
+                Some(vec![("capdeck-engine", required_only.clone()), ("kubectl-edit", approved_by.clone())]),
+                Attributed::Approval,
+                Err("approval by ceo@example.com was written by kubectl-edit, not by capdeck approve: not honoured; \
+                     approve with capdeck approve ns/b"),
+            ),
+            (
+                "the engine never approves",
+                approval.clone(),
+                Some(vec![("capdeck-engine", approved_by.clone())]),
+                Attributed::Approval,
+                Err("approval by ceo@example.com was written by capdeck-engine, not by capdeck approve: not \
+                     honoured; approve with capdeck approve ns/b"),
+            ),
+            (
+                "a client that named no manager",
+                approval.clone(),
+                Some(vec![("", approved_by.clone())]),
+                Attributed::Approval,
+                Err("approval by ceo@example.com was written by a client without a field manager, not by capdeck \
+                     approve: not honoured; approve with capdeck approve ns/b"),
+            ),
+            (
+                "the same value applied server-side by capdeck and kubectl: capdeck wrote it",
+                approval.clone(),
+                Some(vec![("kubectl", approved_by.clone()), ("capdeck-console", approved_by.clone())]),
+                Attributed::Approval,
+                Ok(()),
+            ),
+            ("managedFields stripped ([{}])", approval.clone(), None, Attributed::Approval, Err(no_writer)),
+            (
+                "nobody owns approvedBy",
+                approval.clone(),
+                Some(vec![("capdeck-console", required_only.clone())]),
+                Attributed::Approval,
+                Err(no_writer),
+            ),
+            ("no approval", json!({}), Some(vec![]), Attributed::Approval, Ok(())),
+            ("capdeck hold", hold.clone(), Some(vec![("capdeck-console", held_by.clone())]), Attributed::Hold, Ok(())),
+            (
+                "a hold the engine carried into the batch that superseded the held one",
+                hold.clone(),
+                Some(vec![("capdeck-engine", held_by.clone())]),
+                Attributed::Hold,
+                Ok(()),
+            ),
+            (
+                "kubectl patch of a hold",
+                hold.clone(),
+                Some(vec![("capdeck-console", approved_by.clone()), ("kubectl-patch", held_by.clone())]),
+                Attributed::Hold,
+                Err("hold by ceo@example.com was written by kubectl-patch, not by capdeck hold: not honoured; hold \
+                     with capdeck hold ns/b"),
+            ),
+            ("no hold", approval.clone(), None, Attributed::Hold, Ok(())),
+        ];
+        let mut failures = Vec::new();
+        for (case, spec, managed, field, expected) in cases {
+            let batch = recorded(spec, managed.as_deref());
+            let got = attribution_check(&batch, field);
+            if got.as_ref().map(|_| ()).map_err(String::as_str) != expected {
+                failures.push(format!("{case}: expected {expected:?}, got {got:?}"));
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+
+    /// A refused attribution is a condition of its own (the Ready condition is the phase's),
+    /// recorded once and removed once capdeck writes the field.
+    #[test]
+    fn a_refused_attribution_is_recorded_once_and_cleared_when_capdeck_writes_it() {
+        let now: Timestamp = NOW.parse().expect("time");
+        let spec = json!({"approval": {"required": true, "approvedBy": "ceo@example.com"},
+                          "hold": {"by": "alice", "at": NOW}});
+        let approved_by = json!({"f:approval": {"f:approvedBy": {}}});
+        let forged = recorded(
+            spec.clone(),
+            Some(&[("kubectl-patch", approved_by.clone()), ("capdeck-console", json!({"f:hold": {"f:by": {}}}))]),
+        );
+        let mut status = RotationBatchStatus::default();
+        record_attribution(&forged, &mut status, now);
+        let types: Vec<(&str, &ConditionStatus, &str)> =
+            status.conditions.iter().map(|c| (c.type_.as_str(), &c.status, c.reason.as_str())).collect();
+        assert_eq!(types, [("ApprovalHonoured", &ConditionStatus::False, "ApprovalNotHonoured")]);
+        assert!(status.conditions[0].message.starts_with("approval by ceo@example.com was written by kubectl-patch"));
+        let later = now.checked_add(SignedDuration::from_mins(1)).expect("time");
+        let before = status.clone();
+        record_attribution(&forged, &mut status, later);
+        assert_eq!(status, before, "the same refusal changes nothing (no new transition, no new Event)");
+        let honoured = recorded(
+            spec,
+            Some(&[("capdeck-console", json!({"f:approval": {"f:approvedBy": {}}, "f:hold": {"f:by": {}}}))]),
+        );
+        record_attribution(&honoured, &mut status, later);
+        assert!(status.conditions.is_empty(), "{:?}", status.conditions);
+    }
+
+    /// A forged approval is never named as the reason a rollout starts.
+    #[test]
+    fn a_rollout_never_starts_in_the_name_of_a_forged_approval() {
+        let mut batch = batch(Phase::WindowEnded, F::ForgedApproval);
+        let status = batch.status.clone().unwrap_or_default();
+        let app = application(F::Nothing);
+        let decision = decide(&batch, &status, app.as_ref(), || plan(F::Nothing), &plain_context(None));
+        let Decision::Evaluate(Evaluation { gate: Gate::Start(start), .. }) = &decision else { panic!("{decision:?}") };
+        assert_eq!((start.reason, start.message.as_str()), (why::ROLLING_OUT, "window ended; rolling out"));
+        // The same approval written by capdeck is named.
+        batch.metadata.managed_fields = Some(vec![serde_json::from_value(json!({"manager": "capdeck-console",
+            "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:approval": {"f:approvedBy": {}}}}}))
+        .expect("entry")]);
+        let decision = decide(&batch, &status, app.as_ref(), || plan(F::Nothing), &plain_context(None));
+        let Decision::Evaluate(Evaluation { gate: Gate::Start(start), .. }) = &decision else { panic!("{decision:?}") };
+        assert_eq!(start.message, "approved by ceo@example.com: forged");
     }
 
     /// A retry queues the stalled Deployment to be restarted (it had its new Secret), reopens the
