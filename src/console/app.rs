@@ -313,7 +313,11 @@ fn leader_text(leader: &crate::cluster::leader::LeaderView) -> (String, Severity
     use crate::cluster::leader::LeaderView;
     match leader {
         LeaderView::Leads { identity, lease, renewed_ago, .. } => {
-            (format!("(leader: {identity} in {lease}, renewed {renewed_ago}s ago)"), Severity::Info)
+            // The Lease's namespace is where it is; its name only when it is not the default
+            // (the header is short of room).
+            let place =
+                lease.strip_suffix(&format!("/{}", crate::cluster::leader::DEFAULT_LEASE_NAME)).unwrap_or(lease);
+            (format!("(leader: {identity} in {place}, renewed {renewed_ago}s ago)"), Severity::Info)
         }
         LeaderView::Nobody { .. } => ("— no leader: rotations are not being handled".to_string(), Severity::Warning),
         // The help screen and `capdeck doctor` say why; the header stays short.
