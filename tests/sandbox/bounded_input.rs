@@ -17,7 +17,12 @@ use crate::common::fixtures::{AppOptions, NS, RunningEngine, batches, current_sa
 fn batch(name: &str, reason: &str) -> Value {
     json!({
         "apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
-        "metadata": {"name": name, "namespace": NS, "labels": {"capdeck.dev/application": "bookshop"}},
+        // Written by `capdeck hold` (its field manager owns spec.hold), as the engine requires.
+        "metadata": {"name": name, "namespace": NS, "labels": {"capdeck.dev/application": "bookshop"},
+                     "managedFields": [{"manager": capdeck::engine::actions::FIELD_MANAGER, "operation": "Update",
+                                        "apiVersion": "capdeck.dev/v1alpha1", "time": "2026-01-01T00:00:00Z",
+                                        "fieldsType": "FieldsV1",
+                                        "fieldsV1": {"f:spec": {"f:hold": {".": {}, "f:by": {}, "f:at": {}, "f:reason": {}}}}}]},
         "spec": {"application": "bookshop", "windowEnd": "2026-01-01T00:00:00Z",
                  "hold": {"by": "alice", "at": "2026-01-01T00:00:00Z", "reason": reason}},
     })

@@ -320,12 +320,25 @@ fn manifests_render_for_a_namespace() {
             "Role",
             "RoleBinding",
             "Deployment",
-            "Service"
+            "Service",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding"
         ]
     );
     assert_eq!(documents[0]["metadata"]["name"], "ops");
     for document in &documents {
-        if !matches!(document["kind"].as_str(), Some("ClusterRole" | "ClusterRoleBinding" | "Namespace")) {
+        // Cluster-scoped kinds have no namespace (the admission policy names the engine's
+        // ServiceAccount in `ops` inside its expression).
+        if !matches!(
+            document["kind"].as_str(),
+            Some(
+                "ClusterRole"
+                    | "ClusterRoleBinding"
+                    | "Namespace"
+                    | "ValidatingAdmissionPolicy"
+                    | "ValidatingAdmissionPolicyBinding"
+            )
+        ) {
             assert_eq!(document["metadata"]["namespace"], "ops", "{document}");
         }
     }
