@@ -326,7 +326,10 @@ pub async fn an_installed_daemon_is_found_and_a_console_never_leads_beside_it(ba
     use crate::common::console::Console;
     use capdeck::cluster::leader::{EngineScope, engine_leases};
     use capdeck::engine::config::EngineMode;
-    let world = World::new(backend, "one-leader").await;
+    // A control plane of its own: `capdeck manifests` binds the cluster-wide ClusterRoleBinding
+    // `capdeck` to its namespace's ServiceAccount, which would take it from the other story that
+    // applies the manifests on the shared plane.
+    let world = World::dedicated(backend, "one-leader", crate::control_plane::Profile::Standard).await;
     load_current(&world, &AppOptions::default()).await;
     let ns = world.ns.clone();
     let system = format!("{ns}-system");
