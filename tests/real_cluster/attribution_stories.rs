@@ -10,29 +10,16 @@ use std::time::Duration;
 
 use capdeck::api::rotation_batch::attribution;
 use capdeck::api::{BatchPhase, RotationBatch};
-use capdeck::engine::Role;
-use kube::ResourceExt as _;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use crate::common::fixtures::AppOptions;
 use crate::control_plane::Profile;
-use crate::faker::Faker;
-use crate::setup::{Engine, EngineExt as _, capdeck, engine_config, load_current, text, wait_phase};
+use crate::setup::{capdeck, text, wait_phase};
 use crate::world::{Backend, World, eventually};
 
 const LONG: Duration = Duration::from_secs(60);
 
-/// A manual application, the status faker, a leading engine, and a batch awaiting approval.
-async fn awaiting(world: &World) -> (Engine, Faker, String) {
-    load_current(world, &AppOptions { manual: true, ..AppOptions::default() }).await;
-    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
-    let engine = Engine::on(world, engine_config(world, "engine-a")).await;
-    engine.wait_role(Role::Leader, LONG).await;
-    world.rotate_secret("bookshop-uaa").await;
-    let batch = wait_phase(world, "bookshop", BatchPhase::AwaitingApproval, LONG).await;
-    (engine, faker, batch.name_any())
-}
+use crate::process_stories::awaiting_batch as awaiting;
 
 /// `kubectl patch rb NAME --type merge -p PATCH` as `kubeconfig`'s user: the built kubectl on
 /// kube-apiserver; on the sandbox the same request kubectl sends (a merge patch, field manager

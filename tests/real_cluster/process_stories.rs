@@ -153,7 +153,8 @@ pub async fn daemon_readme_flow_readyz_metrics_json_logs_sigterm(backend: Backen
     faker.stop().await;
 }
 
-async fn awaiting_batch(world: &World) -> (Engine, Faker, String) {
+/// A manual application, the status faker, a leading engine, and a batch awaiting approval.
+pub async fn awaiting_batch(world: &World) -> (Engine, Faker, String) {
     load_current(world, &AppOptions { manual: true, ..AppOptions::default() }).await;
     let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
     let engine = Engine::on(world, engine_config(world, "engine-a")).await;
