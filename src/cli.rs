@@ -108,8 +108,8 @@ fn uses_cluster_flag(name: &str, id: &str) -> bool {
     match name {
         "crds" | "plan" | "completion" | "version" | "sandbox" | "bench" => false,
         "manifests" => id == "namespace",
-        // The fleet reads many contexts: --contexts, not --context.
-        "fleet" => id != "context",
+        // The fleet reads many contexts: --contexts, not --context; each within --timeout.
+        "fleet" => id != "context" && id != "request_timeout",
         _ => true,
     }
 }
@@ -199,7 +199,7 @@ impl Cli {
         }
         // Cluster flags are global: a subcommand that never reaches a cluster refuses them.
         if let Some((name, sub)) = matches.subcommand()
-            && let Some(ignored) = ["kubeconfig", "context", "namespace", "all_namespaces"]
+            && let Some(ignored) = ["kubeconfig", "context", "namespace", "all_namespaces", "request_timeout"]
                 .into_iter()
                 .find(|id| sub.value_source(id) == Some(ValueSource::CommandLine) && !uses_cluster_flag(name, id))
         {
@@ -209,7 +209,10 @@ impl Cli {
                 .and_then(|arg| arg.get_long())
                 .unwrap_or(ignored)
                 .to_string();
-            return Err(usage(if name == "fleet" {
+            return Err(usage(if name == "fleet" && ignored == "request_timeout" {
+                "--request-timeout is not used by `fleet`: each context is read within --timeout (5s by default)"
+                    .to_string()
+            } else if name == "fleet" {
                 format!("--{long} is not used by `fleet`: it reads the contexts --contexts names (all by default)")
             } else {
                 format!("--{long} is not used by `{name}`, which does not read a cluster")
@@ -937,6 +940,21 @@ mod tests {
         let error = Cli::parse_checked(["capdeck", "-n", "x", "crds"]).expect_err("crds reads no cluster");
         assert_eq!(error.exit_code(), 2);
         assert!(Cli::parse_checked(["capdeck", "-n", "x", "manifests"]).is_ok(), "manifests installs into -n");
+        // --request-timeout: every command that reads a cluster, the console and the daemon; the
+        // fleet has its own --timeout.
+        for argv in [
+            &["capdeck", "--request-timeout", "5s", "batches"][..],
+            &["capdeck", "--request-timeout", "0"],
+            &["capdeck", "--daemon", "--request-timeout", "1m"],
+        ] {
+            assert!(Cli::parse_checked(argv).is_ok(), "{argv:?}");
+        }
+        let error =
+            Cli::parse_checked(["capdeck", "fleet", "--request-timeout", "5s"]).expect_err("fleet has --timeout");
+        assert!(error.to_string().contains("--timeout"), "{error}");
+        let error =
+            Cli::parse_checked(["capdeck", "crds", "--request-timeout", "5s"]).expect_err("crds reads no cluster");
+        assert!(error.to_string().contains("--request-timeout"), "{error}");
         let error = Cli::parse_checked(["capdeck", "--readonly", "--engine", "lead"]).expect_err("a usage error");
         assert_eq!(error.exit_code(), 2);
         let cli = Cli::parse_checked(["capdeck", "--readonly", "hold", "ns/b", "--reason", "x"]).expect("parses");

@@ -2,6 +2,7 @@
 //! (SelfSubjectReview), what they may do (SelfSubjectAccessReview), and the reflector stores
 //! that the engine and the console share.
 
+pub mod deadline;
 pub mod leader;
 pub mod stores;
 
@@ -61,6 +62,20 @@ pub struct ClusterArgs {
     /// Look at every namespace
     #[arg(short = 'A', long, global = true)]
     pub all_namespaces: bool,
+    /// How long to wait for the API server to begin answering a request, and for an exec
+    /// credential plugin, before giving up (kubectl's flag; 0 waits forever). The console's and
+    /// the daemon's watches are bounded until they begin; `fleet` has --timeout instead
+    #[arg(long, global = true, value_name = "DURATION", default_value = "30s",
+          value_parser = deadline::parse_request_timeout)]
+    pub request_timeout: deadline::RequestTimeout,
+}
+
+/// What the connection is for: one-shot requests also bound each read of an answer's body; a
+/// watch's body may rightly stay quiet for minutes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Requests {
+    OneShot,
+    Watching,
 }
 
 /// A client plus what it points at.
@@ -88,6 +103,9 @@ pub enum ConnectError {
     Config(String),
     #[error("cannot build a client for {server}: {message}")]
     Client { server: String, message: String },
+    // The plugin's error in the text, not as a source: `{:#}` would print it twice.
+    #[error("cannot connect to {server}: {plugin}")]
+    Plugin { server: String, plugin: deadline::PluginTimedOut },
 }
 
 impl ClusterArgs {
@@ -122,8 +140,14 @@ impl ClusterArgs {
         }
     }
 
-    /// Connect as kubectl would: explicit kubeconfig, $KUBECONFIG, ~/.kube/config, in-cluster.
+    /// Connect for one-shot requests (see `connect_for`).
     pub async fn connect(&self) -> Result<Connection, ConnectError> {
+        self.connect_for(Requests::OneShot).await
+    }
+
+    /// Connect as kubectl would: explicit kubeconfig, $KUBECONFIG, ~/.kube/config, in-cluster;
+    /// every request within `--request-timeout` (`deadline`).
+    pub async fn connect_for(&self, requests: Requests) -> Result<Connection, ConnectError> {
         let options = KubeConfigOptions { context: self.context.clone(), ..KubeConfigOptions::default() };
         let (config, context) = match &self.kubeconfig {
             Some(path) => {
@@ -171,9 +195,21 @@ impl ClusterArgs {
         };
         let server = config.cluster_url.to_string();
         let default_namespace = config.default_namespace.clone();
-        let client = kube::Client::try_from(config).map_err(|error| ConnectError::Client {
-            server: server.clone(),
-            message: describe_client_error(&error, &context),
+        let mut config = config;
+        if let (Requests::OneShot, Some(after)) = (requests, self.request_timeout.after) {
+            // Each read of a body that stalls after its answer began. A second longer than the
+            // answer deadline, so that a server silent from the start gets the deadline's error,
+            // which names it.
+            config.read_timeout = Some(after + std::time::Duration::from_secs(1));
+            // From when the request is written, not from when its pooled connection went idle.
+            config.reset_reader_on_write = true;
+        }
+        let client = deadline::build_client(config, self.request_timeout).await.map_err(|error| match error {
+            deadline::BuildError::PluginTimedOut(plugin) => ConnectError::Plugin { server: server.clone(), plugin },
+            deadline::BuildError::Kube(error) => {
+                ConnectError::Client { server: server.clone(), message: describe_client_error(&error, &context) }
+            }
+            deadline::BuildError::Thread(message) => ConnectError::Client { server: server.clone(), message },
         })?;
         Ok(Connection { client, context, server, default_namespace })
     }
@@ -182,9 +218,21 @@ impl ClusterArgs {
 /// Who the API server says we are (what `kubectl auth whoami` shows). `None` when the server
 /// does not answer SelfSubjectReview.
 pub async fn whoami(client: &kube::Client) -> Option<String> {
+    who_am_i(client).await.ok()
+}
+
+/// `whoami`, or why the server did not say (described, with what to check).
+pub async fn who_am_i(client: &kube::Client) -> Result<String, String> {
     let reviews: Api<SelfSubjectReview> = Api::all(client.clone());
-    let review = reviews.create(&PostParams::default(), &SelfSubjectReview::default()).await.ok()?;
-    review.status?.user_info?.username
+    let review = reviews
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await
+        .map_err(|error| format!("SelfSubjectReview failed: {}", describe_error(&error)))?;
+    review
+        .status
+        .and_then(|status| status.user_info)
+        .and_then(|user| user.username)
+        .ok_or_else(|| "its SelfSubjectReview named no user".to_string())
 }
 
 /// Whether we may `verb` the resource (SelfSubjectAccessReview). Errors count as "no".
@@ -332,6 +380,13 @@ pub fn unreachable_cause(error: &kube::Error) -> Option<String> {
     }
     let causes = causes(error);
     for cause in &causes {
+        if let Some(no_answer) = cause.downcast_ref::<deadline::NoAnswer>() {
+            return Some(format!(
+                "no answer within {} ({})",
+                crate::api::go_duration::humanize(no_answer.after),
+                no_answer.flag
+            ));
+        }
         if let Some(tls) = cause.downcast_ref::<rustls::Error>() {
             return Some(describe_tls(tls));
         }
@@ -403,6 +458,11 @@ pub fn without_echoed_input(message: &str) -> String {
     }
 }
 
+/// The answer deadline's error, when that is why `error` happened.
+pub fn no_answer(error: &kube::Error) -> Option<&deadline::NoAnswer> {
+    causes(error).into_iter().find_map(|cause| cause.downcast_ref::<deadline::NoAnswer>())
+}
+
 pub fn describe_error(error: &kube::Error) -> String {
     if let kube::Error::Auth(_) = error {
         return format!("cannot get credentials from the kubeconfig: {}", without_echoed_input(&error.to_string()));
@@ -421,10 +481,17 @@ pub fn describe_error(error: &kube::Error) -> String {
             409 => format!("conflict: {} (someone else changed it; re-read and try again)", status.message),
             _ => format!("{} ({} {})", status.message, status.code, status.reason),
         },
-        kube::Error::HyperError(_) | kube::Error::Service(_) => format!(
-            "cannot reach the API server: {} (is the cluster up and the kubeconfig right?)",
-            unreachable_cause(error).unwrap_or_else(|| error.to_string())
-        ),
+        kube::Error::HyperError(_) | kube::Error::Service(_) => {
+            if let Some(no_answer) =
+                causes(error).into_iter().find_map(|cause| cause.downcast_ref::<deadline::NoAnswer>())
+            {
+                return format!("{no_answer}: is it up, and not overloaded? (a longer {} waits more)", no_answer.flag);
+            }
+            format!(
+                "cannot reach the API server: {} (is the cluster up and the kubeconfig right?)",
+                unreachable_cause(error).unwrap_or_else(|| error.to_string())
+            )
+        }
         other => other.to_string(),
     }
 }

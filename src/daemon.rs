@@ -14,31 +14,53 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::EngineArgs;
+use crate::cluster::deadline::RequestTimeout;
 use crate::cluster::stores::Stores;
-use crate::cluster::{ClusterArgs, Scope};
+use crate::cluster::{ClusterArgs, Connection, Requests, Scope};
 use crate::engine::Role;
 use crate::engine::metrics::Metrics;
 
-/// What the health endpoints look at.
+/// What the health endpoints look at once the engine runs.
 #[derive(Clone)]
 pub struct Health {
     pub stores: Stores,
     pub role: watch::Receiver<Role>,
-    pub metrics: Metrics,
     /// To name the leader when this engine observes (and to see that nobody leads).
     pub client: kube::Client,
     pub lease: crate::engine::config::LeaseSettings,
 }
 
-pub fn router(health: Health) -> Router {
+/// Where the daemon is: `/healthz` answers from the first moment, `/readyz` says why not yet.
+#[derive(Clone)]
+pub enum Phase {
+    /// Not running the engine yet: what it waits for, in words.
+    Starting(String),
+    Running(Box<Health>),
+}
+
+/// What the endpoints answer from.
+#[derive(Clone)]
+struct Served {
+    phase: watch::Receiver<Phase>,
+    metrics: Metrics,
+}
+
+fn router(phase: watch::Receiver<Phase>, metrics: Metrics) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
-        .route("/metrics", get(metrics))
-        .with_state(health)
+        .route("/metrics", get(serve_metrics))
+        .with_state(Served { phase, metrics })
 }
 
-async fn ready(State(health): State<Health>) -> Response {
+async fn ready(State(served): State<Served>) -> Response {
+    let phase = served.phase.borrow().clone();
+    let health = match phase {
+        Phase::Starting(why) => {
+            return (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}\n")).into_response();
+        }
+        Phase::Running(health) => health,
+    };
     let role = *health.role.borrow();
     if !health.stores.is_ready() {
         let missing = health.stores.missing_kinds();
@@ -70,8 +92,8 @@ async fn ready(State(health): State<Health>) -> Response {
     }
 }
 
-async fn metrics(State(health): State<Health>) -> Response {
-    let mut response = health.metrics.encode().into_response();
+async fn serve_metrics(State(served): State<Served>) -> Response {
+    let mut response = served.metrics.encode().into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
@@ -97,27 +119,22 @@ fn notify_hosts(notify: &crate::engine::config::NotifyConfig) -> String {
     format!("{} as cluster {:?}", hosts.join(", "), notify.cluster)
 }
 
-/// JSON logs on stdout; `RUST_LOG` filters (default `info`).
-pub fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .json()
-        .with_current_span(false)
-        .with_env_filter(filter)
-        .with_writer(std::io::stdout)
-        .try_init();
-}
-
-pub async fn run(cluster: &ClusterArgs, engine: &EngineArgs, health_addr: SocketAddr) -> anyhow::Result<ExitCode> {
-    init_logging();
-    let connection = match cluster.connect().await {
+/// Connect, wait for the API server's first answer, read the notification settings and check
+/// the Lease: what the engine needs, or the exit code when something is wrong that waiting cannot
+/// fix (said in the log, and on stderr, with the fix).
+async fn start(
+    cluster: &ClusterArgs,
+    engine: &EngineArgs,
+    phase: &watch::Sender<Phase>,
+) -> Result<(Connection, Scope, crate::engine::config::EngineConfig), ExitCode> {
+    let connection = match cluster.connect_for(Requests::Watching).await {
         Ok(connection) => connection,
         Err(error) => {
             tracing::error!(%error, "cannot reach the cluster");
-            return Ok(ExitCode::from(1));
+            return Err(ExitCode::from(1));
         }
     };
+    first_answer(&connection, cluster.request_timeout, phase).await;
     let scope = match &cluster.namespace {
         Some(namespace) if !cluster.all_namespaces => Scope::Namespace(namespace.clone()),
         _ => Scope::All,
@@ -126,21 +143,27 @@ pub async fn run(cluster: &ClusterArgs, engine: &EngineArgs, health_addr: Socket
     if let Some(error) = delay_error {
         tracing::warn!("{error}");
     }
+    phase.send_replace(Phase::Starting(format!("reading the notification settings from {}", connection.server)));
     config.notify = match engine.notify_config(&connection.client, &connection.context).await {
         Ok(notify) => notify,
         Err(error) => {
             tracing::error!("{error}");
             eprintln!("error: {error}");
-            return Ok(ExitCode::from(1));
+            return Err(ExitCode::from(1));
         }
     };
     // Fail at start-up, with the fix, rather than observe forever while /readyz says ok.
-    if config.mode != crate::engine::config::EngineMode::Observe
-        && let Err(problem) = crate::engine::lease::preflight(&connection.client, &config.lease, &config.identity).await
-    {
-        tracing::error!(server = %connection.server, "{problem}");
-        eprintln!("error: {problem}");
-        return Ok(ExitCode::from(1));
+    if config.mode != crate::engine::config::EngineMode::Observe {
+        phase.send_replace(Phase::Starting(format!(
+            "checking that it may write Lease {}/{}",
+            config.lease.namespace, config.lease.name
+        )));
+        if let Err(problem) = crate::engine::lease::preflight(&connection.client, &config.lease, &config.identity).await
+        {
+            tracing::error!(server = %connection.server, "{problem}");
+            eprintln!("error: {problem}");
+            return Err(ExitCode::from(1));
+        }
     }
     tracing::info!(
         context = %connection.context,
@@ -155,33 +178,110 @@ pub async fn run(cluster: &ClusterArgs, engine: &EngineArgs, health_addr: Socket
         notify = %notify_hosts(&config.notify),
         "starting capdeck daemon"
     );
-    let cancel = CancellationToken::new();
-    let (stores, tasks) = Stores::start(&connection.client, scope, cancel.clone());
-    let metrics = Metrics::new();
-    let lease_settings = config.lease.clone();
-    let handle =
-        crate::engine::spawn(connection.client.clone(), stores.clone(), config, metrics.clone(), cancel.clone());
-    let health = Health {
-        stores: stores.clone(),
-        role: handle.role.clone(),
-        metrics,
-        client: connection.client.clone(),
-        lease: lease_settings,
+    Ok((connection, scope, config))
+}
+
+/// Ask `/version` until the API server answers (any answer, a refusal too: it is there), saying
+/// in `/readyz` and the log what is wrong meanwhile. Retries back off to 30 s; the log says so on
+/// the first failure and every tenth, and once when it answers.
+async fn first_answer(connection: &Connection, timeout: RequestTimeout, phase: &watch::Sender<Phase>) {
+    let server = connection.server.trim_end_matches('/').to_string();
+    let waits = match timeout.after {
+        Some(after) => format!("each try waits up to {}", crate::engine::config::humanize(after)),
+        None => "--request-timeout 0: it waits forever".into(),
     };
+    phase.send_replace(Phase::Starting(format!("connecting to {server}: waiting for its first answer ({waits})")));
+    tracing::info!(server = %server, context = %connection.context, "connecting to the API server");
+    let started = std::time::Instant::now();
+    let mut attempts: u32 = 0;
+    loop {
+        match connection.client.apiserver_version().await {
+            Ok(_) | Err(kube::Error::Api(_)) => {
+                if attempts > 0 {
+                    tracing::info!(
+                        server = %server,
+                        after = %crate::engine::config::humanize(std::time::Duration::from_secs(started.elapsed().as_secs())),
+                        "the API server answers"
+                    );
+                }
+                return;
+            }
+            Err(error) => {
+                attempts += 1;
+                let why = crate::cluster::describe_error(&error);
+                let retry = std::time::Duration::from_secs(2u64.saturating_pow(attempts.min(5)).min(30));
+                let elapsed =
+                    crate::engine::config::humanize(std::time::Duration::from_secs(started.elapsed().as_secs()));
+                phase.send_replace(Phase::Starting(format!(
+                    "still connecting to {server} ({elapsed}, {attempts} tries): {why}"
+                )));
+                if attempts == 1 || attempts.is_multiple_of(10) {
+                    tracing::warn!(server = %server, attempts, error = %why, "still connecting to the API server; retrying");
+                } else {
+                    tracing::debug!(server = %server, attempts, error = %why, "still connecting to the API server");
+                }
+                tokio::time::sleep(retry).await;
+            }
+        }
+    }
+}
+
+/// JSON logs on stdout; `RUST_LOG` filters (default `info`).
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .with_current_span(false)
+        .with_env_filter(filter)
+        .with_writer(std::io::stdout)
+        .try_init();
+}
+
+pub async fn run(cluster: &ClusterArgs, engine: &EngineArgs, health_addr: SocketAddr) -> anyhow::Result<ExitCode> {
+    init_logging();
+    let metrics = Metrics::new();
+    let (phase, phases) = watch::channel(Phase::Starting("reading the kubeconfig".into()));
+    // Serve first: a daemon still connecting is alive (/healthz), and /readyz says what it waits for.
     let listener = match tokio::net::TcpListener::bind(health_addr).await {
         Ok(listener) => listener,
         Err(error) => {
             tracing::error!(%error, address = %health_addr, "cannot listen for health and metrics");
-            cancel.cancel();
-            handle.join().await;
             return Ok(ExitCode::from(1));
         }
     };
     tracing::info!(address = %listener.local_addr().unwrap_or(health_addr), "serving /healthz /readyz /metrics");
+    let cancel = CancellationToken::new();
     let server_cancel = cancel.clone();
+    let app = router(phases, metrics.clone());
     let server = tokio::spawn(async move {
-        let _ = axum::serve(listener, router(health)).with_graceful_shutdown(server_cancel.cancelled_owned()).await;
+        let _ = axum::serve(listener, app).with_graceful_shutdown(server_cancel.cancelled_owned()).await;
     });
+    let started = tokio::select! {
+        started = start(cluster, engine, &phase) => started,
+        () = crate::process::shutdown_signal() => {
+            tracing::info!("stopped before the engine started");
+            Err(ExitCode::SUCCESS)
+        }
+    };
+    let (connection, scope, config) = match started {
+        Ok(started) => started,
+        Err(code) => {
+            cancel.cancel();
+            let _ = server.await;
+            return Ok(code);
+        }
+    };
+    let (stores, tasks) = Stores::start(&connection.client, scope, cancel.clone());
+    let lease_settings = config.lease.clone();
+    let handle =
+        crate::engine::spawn(connection.client.clone(), stores.clone(), config, metrics.clone(), cancel.clone());
+    phase.send_replace(Phase::Running(Box::new(Health {
+        stores: stores.clone(),
+        role: handle.role.clone(),
+        client: connection.client.clone(),
+        lease: lease_settings,
+    })));
     let mut connection_state = stores.connection();
     let server_url = connection.server.clone();
     let watch_connection = tokio::spawn(async move {

@@ -58,6 +58,7 @@ pub async fn run(
         context: None,
         namespace: cluster.namespace.clone(),
         all_namespaces: cluster.namespace.is_none(),
+        request_timeout: cluster.request_timeout,
     };
     let mut engine = engine.clone();
     engine.rollout_delay = Some(DEMO_WINDOW.into());

@@ -19,6 +19,8 @@ mod attribution_stories;
 mod bounded_stories;
 #[path = "real_cluster/control_plane.rs"]
 mod control_plane;
+#[path = "real_cluster/deadline_stories.rs"]
+mod deadline_stories;
 #[path = "real_cluster/differential.rs"]
 mod differential;
 #[path = "real_cluster/engine_stories.rs"]
@@ -105,7 +107,9 @@ fn all_stories() -> Vec<(&'static str, Story, &'static [Backend])> {
         fleet_stories::notifications_reach_a_loopback_receiver_once_across_a_leader_change,
         install_stories::crds_install_as_the_help_says_and_client_side_apply_is_refused,
         bounded_stories::overlong_and_nul_reasons_are_refused_by_the_api,
+        deadline_stories::an_exec_plugin_that_hangs_is_given_up_on_and_a_slow_one_connects,
         attribution_stories::a_kubectl_forged_approval_or_hold_drives_nothing,
+        attribution_stories::a_forged_hold_is_not_carried_into_the_batch_that_supersedes_it,
         attribution_stories::the_admission_policy_refuses_an_attribution_in_another_name only real,
     ]
 }

@@ -41,6 +41,8 @@ mod gojson_oracle;
 mod gojson_props;
 #[path = "sandbox/hostile_output.rs"]
 mod hostile_output;
+#[path = "sandbox/nothing_hangs.rs"]
+mod nothing_hangs;
 #[path = "sandbox/promises.rs"]
 mod promises;
 #[path = "sandbox/sandbox_api.rs"]

@@ -177,9 +177,8 @@ async fn live(args: &BenchConsoleArgs, report: &mut serde_json::Map<String, Valu
     let dir = tempfile_dir()?;
     let kubeconfig = dir.join("kubeconfig");
     let (_child, _url) = spawn_sandbox(&["--seed", "demo"], &kubeconfig)?;
-    let cluster =
-        ClusterArgs { kubeconfig: Some(kubeconfig.clone()), context: None, namespace: None, all_namespaces: true };
-    let connection = cluster.connect().await?;
+    let cluster = ClusterArgs { kubeconfig: Some(kubeconfig.clone()), all_namespaces: true, ..ClusterArgs::default() };
+    let connection = cluster.connect_for(crate::cluster::Requests::Watching).await?;
     create_tenants(&connection.client, args.tenants).await?;
 
     let session = Session {

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::api::RotationBatch;
 use crate::cli::{BatchActionArgs, BatchesArgs};
-use crate::cluster::{ClusterArgs, Connection, describe_error, whoami};
+use crate::cluster::{ClusterArgs, Connection, Requests, describe_error, who_am_i};
 use crate::engine::actions::{BatchAction, act};
 use crate::output::{OutputArgs, OutputFormat, Printable, Table, human_duration, window_text};
 
@@ -60,7 +60,9 @@ fn batch_json(batch: &RotationBatch) -> Value {
 }
 
 pub async fn list(cluster: &ClusterArgs, args: &BatchesArgs) -> anyhow::Result<ExitCode> {
-    let connection = connect(cluster).await?;
+    // `-w`'s watch may rightly stay quiet for minutes: only the start of each answer is bounded.
+    let requests = if args.watch { Requests::Watching } else { Requests::OneShot };
+    let connection = cluster.connect_for(requests).await?;
     let scope = cluster.scope(&connection);
     let api: Api<RotationBatch> = scope.api(&connection.client);
     let mut batches = match api.list(&ListParams::default()).await {
@@ -262,14 +264,17 @@ pub async fn action(cluster: &ClusterArgs, args: &BatchActionArgs, action: Batch
         return dry_run(&connection, &namespace, &name, action).await;
     }
     // Every write records who made it; one nobody can be named for is refused (as in the console).
-    let Some(user) = whoami(&connection.client).await else {
-        crate::safe_eprintln!(
-            "error: cannot {} {namespace}/{name}: the API server at {} did not say who you are (SelfSubjectReview \
-             failed), and capdeck records every approver; check `kubectl auth whoami`",
-            action.verb(),
-            connection.server
-        );
-        return Ok(ExitCode::from(1));
+    let user = match who_am_i(&connection.client).await {
+        Ok(user) => user,
+        Err(why) => {
+            crate::safe_eprintln!(
+                "error: cannot {} {namespace}/{name}: the API server at {} did not say who you are ({why}), and \
+                 capdeck records every approver; check `kubectl auth whoami`",
+                action.verb(),
+                connection.server
+            );
+            return Ok(ExitCode::from(1));
+        }
     };
     match act(&connection.client, &namespace, &name, action, &user, Some(&args.reason), Timestamp::now()).await {
         Ok(report) => {

@@ -67,6 +67,47 @@ const ENGINE_NEEDS: &[(&str, &str, &str)] = &[
     ("update", "apps", "deployments"),
     ("create", "events.k8s.io", "events"),
 ];
+
+/// The checks that ask the API server, once it answers.
+async fn checks(connection: &Connection, scope: &Scope, engine: &EngineArgs) -> Vec<Finding> {
+    let mut out = Vec::new();
+    match crate::cluster::who_am_i(&connection.client).await {
+        Ok(user) => out.push(finding("identity", Status::Ok, format!("the API server says you are {user}"))),
+        Err(why) => out.push(finding(
+            "identity",
+            Status::Fail,
+            format!(
+                "the API server at {} does not say who you are ({why}): check that it is up and that the \
+                 credentials of context {} are valid (kubectl auth whoami)",
+                connection.server, connection.context
+            ),
+        )),
+    }
+    let crd_findings = crds(connection).await;
+    let crds_missing = crd_findings.iter().any(|f| f.status == Status::Fail);
+    out.extend(crd_findings);
+    out.extend(permissions(connection, scope).await);
+    let (config, delay_warning) = engine.config(&connection.default_namespace);
+    out.extend(lease(connection, &config.lease, scope).await);
+    out.extend(go_operator(connection, scope).await);
+    if crds_missing {
+        out.push(finding("binding secrets", Status::Warn, "not checked until the CRDs are installed"));
+    } else {
+        out.extend(binding_secrets(connection, scope).await);
+    }
+    out.extend(service_binding_ttls(connection, scope, config.rollout_delay).await);
+    out.push(notifications(connection, scope, engine).await);
+    out.push(match delay_warning {
+        Some(warning) => finding("rollout delay", Status::Warn, warning),
+        None => finding(
+            "rollout delay",
+            Status::Ok,
+            format!("{} (--rollout-delay, else $ROLLOUT_DELAY, else 1h)", humanize(config.rollout_delay)),
+        ),
+    });
+    out
+}
+
 const CONSOLE_NEEDS: &[(&str, &str, &str)] = &[("patch", "capdeck.dev", "rotationbatches")];
 const LEASE_NEEDS: &[&str] = &["get", "create", "patch"];
 
@@ -79,41 +120,16 @@ pub async fn run(cluster: &ClusterArgs, engine: &EngineArgs, args: &DoctorArgs) 
         Status::Ok,
         format!("{} at {} ({})", connection.context, connection.server, scope.label()),
     )];
-    match crate::cluster::whoami(&connection.client).await {
-        Some(user) => findings.push(finding("identity", Status::Ok, format!("the API server says you are {user}"))),
-        None => findings.push(finding(
-            "identity",
-            Status::Fail,
-            format!(
-                "the API server at {} does not answer (or refuses) SelfSubjectReview: check that it is up and \
-                 that the credentials of context {} are valid (kubectl auth whoami)",
-                connection.server, connection.context
-            ),
-        )),
-    }
-    let crd_findings = crds(&connection).await;
-    let crds_missing = crd_findings.iter().any(|f| f.status == Status::Fail);
-    findings.extend(crd_findings);
-    findings.extend(permissions(&connection, &scope).await);
-    let (config, delay_warning) = engine.config(&connection.default_namespace);
-    findings.extend(lease(&connection, &config.lease, &scope).await);
-    findings.extend(go_operator(&connection, &scope).await);
-    if crds_missing {
-        findings.push(finding("binding secrets", Status::Warn, "not checked until the CRDs are installed"));
+    // Every other check asks the API server: one that does not answer would make each of them a
+    // false verdict ("you may not …"), after a deadline each.
+    if let Err(error) = connection.client.apiserver_version().await
+        && !matches!(error, kube::Error::Api(_))
+    {
+        findings.push(finding("api server", Status::Fail, describe_error(&error)));
+        findings.push(finding("other checks", Status::Warn, "not run: each of them asks the API server"));
     } else {
-        findings.extend(binding_secrets(&connection, &scope).await);
+        findings.extend(checks(&connection, &scope, engine).await);
     }
-    findings.extend(service_binding_ttls(&connection, &scope, config.rollout_delay).await);
-    findings.push(notifications(&connection, &scope, engine).await);
-    findings.push(match delay_warning {
-        Some(warning) => finding("rollout delay", Status::Warn, warning),
-        None => finding(
-            "rollout delay",
-            Status::Ok,
-            format!("{} (--rollout-delay, else $ROLLOUT_DELAY, else 1h)", humanize(config.rollout_delay)),
-        ),
-    });
-
     let blocking = findings.iter().any(|f| f.status == Status::Fail);
     let document = json!({"findings": findings, "ok": !blocking});
     let text = crate::output::render_object(&args.output, "doctor", &document, |_wide, headers| {

@@ -664,7 +664,7 @@ impl Runtime<'_> {
             cluster.all_namespaces = false;
             cluster.namespace = Some(namespace);
         }
-        let connection = cluster.connect().await?;
+        let connection = cluster.connect_for(crate::cluster::Requests::Watching).await?;
         let scope = cluster.scope(&connection);
         self.generation += 1;
         pending.push_back(Msg::Switched { context: connection.context.clone(), scope: scope.label() });
@@ -821,7 +821,7 @@ pub async fn run_terminal(
     setup: ConsoleSetup,
     demo_kubeconfig: Option<String>,
 ) -> anyhow::Result<ExitCode> {
-    let connection = cluster.connect().await?;
+    let connection = connect_saying_why(&cluster).await?;
     let (mut config, delay_error) = engine.config(&connection.default_namespace);
     config.mode = console_mode(config.mode);
     if config.mode == crate::engine::config::EngineMode::Lead {
@@ -879,6 +879,29 @@ pub async fn run_terminal(
     let result = run_console(&mut terminal, app, options, connection, inputs, None).await;
     reader.abort();
     result.map(|()| ExitCode::SUCCESS)
+}
+
+/// Connect before the console takes the screen; when that takes more than a second (an exec
+/// credential plugin waiting for a login, most likely), say on the terminal what it waits for
+/// and for how long, rather than leave it blank.
+async fn connect_saying_why(cluster: &ClusterArgs) -> Result<crate::cluster::Connection, crate::cluster::ConnectError> {
+    let connecting = cluster.connect_for(crate::cluster::Requests::Watching);
+    tokio::pin!(connecting);
+    tokio::select! {
+        connected = &mut connecting => return connected,
+        () = tokio::time::sleep(Duration::from_secs(1)) => {}
+    }
+    let context =
+        cluster.context.as_deref().map_or_else(|| "the current context".to_string(), |name| format!("context {name}"));
+    let limit = match cluster.request_timeout.after {
+        Some(after) => format!("giving up after {} (--request-timeout)", crate::engine::config::humanize(after)),
+        None => "without a deadline (--request-timeout 0)".to_string(),
+    };
+    crate::safe_eprintln!(
+        "capdeck: connecting to {context}: waiting for its credentials (an exec credential plugin may be asking you \
+         to log in), {limit}…"
+    );
+    connecting.await
 }
 
 /// A console observes unless told to lead (`--engine lead`; `--demo` does): an SRE's terminal

@@ -60,6 +60,16 @@ impl Unread {
             kube::Error::Api(status) if matches!(status.code, 401 | 403) => RowState::Forbidden,
             _ => RowState::Unreachable,
         };
+        if let Some(no_answer) = crate::cluster::no_answer(error) {
+            return Self(
+                state,
+                format!(
+                    "no answer within {} from {} (is the cluster up? a longer --timeout waits more)",
+                    crate::api::go_duration::humanize(no_answer.after),
+                    no_answer.server
+                ),
+            );
+        }
         match crate::cluster::unreachable_cause(error) {
             Some(cause) => Self(
                 state,
@@ -113,9 +123,12 @@ async fn read_context(
     options: &FleetOptions,
     deadline: tokio::time::Instant,
 ) -> Result<Vec<FleetRow>, Unread> {
-    let essentials = tokio::time::timeout_at(deadline, read_essentials(cluster, context, options))
-        .await
-        .map_err(|_| Unread(RowState::Unreachable, no_answer(options)))??;
+    // A second more than --timeout for the whole: connecting and each request have the deadline
+    // themselves, and their errors say more (which plugin, which server) than "no answer".
+    let essentials =
+        tokio::time::timeout_at(deadline + Duration::from_secs(1), read_essentials(cluster, context, options))
+            .await
+            .map_err(|_| Unread(RowState::Unreachable, no_answer(options)))??;
     let Essentials { client, applications, batches, bindings, leader, leaders, leader_settings, mut notes } =
         essentials;
     let (timing, timing_source) =
@@ -158,6 +171,9 @@ async fn read_context(
 async fn read_essentials(cluster: &ClusterArgs, context: &str, options: &FleetOptions) -> Result<Essentials, Unread> {
     let mut cluster = cluster.clone();
     cluster.context = Some(context.to_string());
+    // An exec credential plugin and each request get the fleet's --timeout.
+    cluster.request_timeout =
+        crate::cluster::deadline::RequestTimeout { after: Some(options.timeout), flag: "--timeout" };
     let connection = cluster.connect().await.map_err(|error| Unread(RowState::Unreachable, error.to_string()))?;
     let client = connection.client.clone();
     let scope = options.namespace.clone().map_or(Scope::All, Scope::Namespace);

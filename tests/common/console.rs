@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use capdeck::cluster::{ClusterArgs, Connection};
+use capdeck::cluster::{ClusterArgs, Connection, Requests};
 use capdeck::console::app::{App, Session};
 use capdeck::console::keymap::Keymap;
 use capdeck::console::runtime::{Options, run_console};
@@ -45,8 +45,9 @@ impl Console {
             context: None,
             namespace: None,
             all_namespaces: true,
+            ..ClusterArgs::default()
         };
-        let connection = cluster.connect().await.expect("connect");
+        let connection = cluster.connect_for(Requests::Watching).await.expect("connect");
         Self::start_on(connection, cluster, readonly, mode)
     }
 
@@ -57,8 +58,9 @@ impl Console {
             context: None,
             namespace: Some(namespace.to_string()),
             all_namespaces: false,
+            ..ClusterArgs::default()
         };
-        let connection = cluster.connect().await.expect("connect");
+        let connection = cluster.connect_for(Requests::Watching).await.expect("connect");
         Self::start_on(connection, cluster, readonly, mode)
     }
 
@@ -70,7 +72,7 @@ impl Console {
             server: "in-process".into(),
             default_namespace: "default".into(),
         };
-        let cluster = ClusterArgs { kubeconfig: None, context: None, namespace: None, all_namespaces: true };
+        let cluster = ClusterArgs { all_namespaces: true, ..ClusterArgs::default() };
         Self::start_on(connection, cluster, true, EngineMode::Observe)
     }
 
@@ -87,8 +89,9 @@ impl Console {
             context: None,
             namespace: Some(namespace.to_string()),
             all_namespaces: false,
+            ..ClusterArgs::default()
         };
-        let connection = cluster.connect().await.expect("connect");
+        let connection = cluster.connect_for(Requests::Watching).await.expect("connect");
         let fleet = capdeck::fleet::FleetOptions {
             timeout: Duration::from_secs(4),
             lease_namespace: Some(namespace.to_string()),

@@ -159,6 +159,63 @@ pub async fn a_kubectl_forged_approval_or_hold_drives_nothing(backend: Backend) 
     faker.stop().await;
 }
 
+/// A forged hold is not carried into the batch that supersedes the held one (the engine writes
+/// the carried hold under its own field manager, so carrying it would make it honoured); a hold
+/// written with `capdeck hold` is.
+pub async fn a_forged_hold_is_not_carried_into_the_batch_that_supersedes_it(backend: Backend) {
+    let world = World::new(backend, "forged-carry").await;
+    let (engine, faker, name) = awaiting(&world).await;
+    let forged_hold =
+        json!({"spec": {"hold": {"by": "ceo@example.com", "at": "2026-11-25T08:00:00Z", "reason": "forged"}}});
+    kubectl_patch(&world, &world.admin_kubeconfig, &name, &forged_hold).await.expect("kubectl patch (no policy)");
+    refusal(&world, &name, attribution::HOLD_HONOURED, attribution::HOLD_NOT_HONOURED).await;
+    world.rotate_secret("bookshop-uaa").await;
+    let found = std::sync::Mutex::new(None);
+    eventually("a new batch supersedes the one with the forged hold", LONG, || async {
+        let batches = world.batches("bookshop").await;
+        match batches.last() {
+            Some(newest)
+                if newest.metadata.name.as_deref() != Some(name.as_str())
+                    && newest.phase() == BatchPhase::AwaitingApproval =>
+            {
+                *found.lock().expect("lock") = Some(newest.clone());
+                Ok(())
+            }
+            _ => Err(crate::setup::describe(&batches)),
+        }
+    })
+    .await;
+    let newer = found.into_inner().expect("lock").expect("the newer batch");
+    assert_eq!(batch(&world, &name).await.phase(), BatchPhase::Superseded);
+    assert!(newer.spec.hold.is_none(), "the forged hold is not carried: {:?}", newer.spec.hold);
+
+    // alice's own hold, with capdeck: carried, and still honoured.
+    world.grant("alice", "capdeck.dev", &["rotationbatches"], &["get", "list", "watch", "patch"], &[]).await;
+    let alice = world.kubeconfig_for("alice");
+    let newer_name = newer.metadata.name.clone().expect("name");
+    let output = capdeck(&alice, &["hold", &format!("{}/{newer_name}", world.ns), "--reason", "freeze"]);
+    assert!(output.status.success(), "{:?}", text(&output));
+    wait_phase(&world, "bookshop", BatchPhase::Held, LONG).await;
+    world.rotate_secret("bookshop-uaa").await;
+    eventually("the newest batch carries alice's hold and is held", LONG, || async {
+        let batches = world.batches("bookshop").await;
+        match batches.last() {
+            Some(newest)
+                if newest.metadata.name.as_deref() != Some(newer_name.as_str())
+                    && newest.phase() == BatchPhase::Held
+                    && newest.spec.hold.as_ref().map(|hold| hold.by.as_str()) == Some("alice")
+                    && !newest.attribution_refused(attribution::HOLD_HONOURED) =>
+            {
+                Ok(())
+            }
+            _ => Err(crate::setup::describe(&batches)),
+        }
+    })
+    .await;
+    engine.stop().await;
+    faker.stop().await;
+}
+
 /// The admission policy of `capdeck manifests`, installed as shipped on a control plane of its
 /// own (it binds cluster-wide): on kube-apiserver 1.34 mallory, who may patch
 /// batches, cannot write an approval or a hold in someone else's name with kubectl; in her own

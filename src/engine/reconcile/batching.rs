@@ -41,6 +41,25 @@ pub fn placement(open: &[Arc<RotationBatch>]) -> Placement<'_> {
 }
 
 impl Reconciler {
+    /// The hold the new batch carries from those it supersedes: one the engine honours
+    /// (`decide::attribution_check`), never a forged one, which the new batch would otherwise make
+    /// the engine's own. `Some(None)`: nothing to carry; `None`: who wrote it cannot be read now
+    /// (the batch opens on a later pass).
+    async fn hold_to_carry(
+        &mut self,
+        superseded: &[&RotationBatch],
+    ) -> Option<Option<crate::api::rotation_batch::UserAction>> {
+        let Some(held) = superseded.iter().find(|batch| batch.spec.hold.is_some()) else { return Some(None) };
+        let attributed = self.with_managed_fields(&Arc::new((*held).clone())).await?;
+        match super::decide::attribution_check(&attributed, super::decide::Attributed::Hold) {
+            Ok(()) => Some(held.spec.hold.clone()),
+            Err(why) => {
+                tracing::warn!(batch = %held.name_any(), "the batch that supersedes it does not carry its hold: {why}");
+                Some(None)
+            }
+        }
+    }
+
     /// Put pending rotations into batches. Applications whose last attempt failed wait for
     /// their own backoff; the others go on.
     pub(super) async fn open_or_join(&mut self, now: Timestamp) {
@@ -114,7 +133,7 @@ impl Reconciler {
             }
         }
         secrets.extend(rotated.clone());
-        let hold = superseded.iter().find_map(|b| b.spec.hold.clone());
+        let Some(hold) = self.hold_to_carry(superseded).await else { return false };
         let window = k8s_openapi::jiff::SignedDuration::try_from(self.config.rollout_delay).unwrap_or_default();
         let window_end = now.checked_add(window).unwrap_or(now);
         let required = ApprovalPolicy::for_application(app, self.config.approval) == ApprovalPolicy::Manual;
