@@ -114,6 +114,18 @@ fn uses_cluster_flag(name: &str, id: &str) -> bool {
     }
 }
 
+/// A Kubernetes object name (a Lease's): refused at parse time, not by the API server later.
+fn parse_object_name(text: &str) -> Result<String, String> {
+    if crate::api::common::is_dns_subdomain(text) {
+        Ok(text.to_string())
+    } else {
+        Err(format!(
+            "{text:?} is not a Kubernetes object name: lower-case letters, digits, '-' and '.', starting and ending \
+             with a letter or digit (such as capdeck-engine)"
+        ))
+    }
+}
+
 /// Where read-only came from: every write says which, and how to lift it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ReadonlyFrom {
@@ -351,7 +363,7 @@ pub struct EngineArgs {
     #[arg(long, value_name = "NS", env = "POD_NAMESPACE")]
     pub lease_namespace: Option<String>,
     /// Name of the leader-election Lease
-    #[arg(long, value_name = "NAME", default_value = "capdeck-engine")]
+    #[arg(long, value_name = "NAME", default_value = "capdeck-engine", value_parser = parse_object_name)]
     pub lease_name: String,
     /// Send a notification to this webhook when a batch awaits approval, is held by the failure
     /// guard or failed, and when credentials become at risk or unsafe and safe again (the leading
@@ -770,8 +782,8 @@ pub struct DepsArgs {
 
 #[derive(Debug, Args)]
 pub struct TenantsArgs {
-    /// Only the tenants of this CAPApplication
-    #[arg(long, value_name = "NAME")]
+    /// Only the tenants of this CAPApplication (NAME in the -n/-A scope, or NAMESPACE/NAME)
+    #[arg(long, value_name = "[NAMESPACE/]NAME")]
     pub app: Option<String>,
     #[command(flatten)]
     pub output: OutputArgs,
@@ -806,7 +818,7 @@ pub struct FleetArgs {
     #[arg(long, value_name = "NS")]
     pub lease_namespace: Option<String>,
     /// Name of capdeck's engine Lease
-    #[arg(long, value_name = "NAME", default_value = "capdeck-engine")]
+    #[arg(long, value_name = "NAME", default_value = "capdeck-engine", value_parser = parse_object_name)]
     pub lease_name: String,
     /// The batch window to judge each context's credentials with [default: that context's leading
     /// engine's, which it publishes on its
@@ -955,6 +967,11 @@ mod tests {
         let error =
             Cli::parse_checked(["capdeck", "crds", "--request-timeout", "5s"]).expect_err("crds reads no cluster");
         assert!(error.to_string().contains("--request-timeout"), "{error}");
+        for bad in ["", "Capdeck", "a/b", "engine-"] {
+            let error = Cli::parse_checked(["capdeck", "doctor", "--lease-name", bad]).expect_err("not an object name");
+            assert_eq!(error.exit_code(), 2, "{bad:?}");
+            assert!(error.to_string().contains("not a Kubernetes object name"), "{error}");
+        }
         let error = Cli::parse_checked(["capdeck", "--readonly", "--engine", "lead"]).expect_err("a usage error");
         assert_eq!(error.exit_code(), 2);
         let cli = Cli::parse_checked(["capdeck", "--readonly", "hold", "ns/b", "--reason", "x"]).expect("parses");

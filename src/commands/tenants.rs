@@ -49,15 +49,37 @@ fn tenant_json(row: &TenantRow) -> Value {
 
 pub async fn run(cluster: &ClusterArgs, args: &TenantsArgs) -> anyhow::Result<ExitCode> {
     let connection = cluster.connect().await?;
-    let scope = cluster.scope(&connection);
+    // `--app NS/NAME` names its namespace; `--app NAME` is looked up in the scope of -n/-A.
+    let (scope, app) =
+        match args.app.as_deref().map(|app| app.split_once('/').map_or((None, app), |(ns, name)| (Some(ns), name))) {
+            Some((Some(namespace), name)) => {
+                if let Some(other) = cluster.namespace.as_deref().filter(|other| *other != namespace) {
+                    return Err(crate::commands::UsageError(format!(
+                        "--app {namespace}/{name} and -n {other} name different namespaces: give one"
+                    ))
+                    .into());
+                }
+                (Scope::Namespace(namespace.to_string()), Some(name.to_string()))
+            }
+            Some((None, name)) => (cluster.scope(&connection), Some(name.to_string())),
+            None => (cluster.scope(&connection), None),
+        };
     let client = &connection.client;
     let tenants: Vec<Arc<CAPTenant>> = list(client, &scope, "CAPTenant").await?;
     let apps: Vec<Arc<CAPApplication>> = list(client, &scope, "CAPApplication").await?;
     let versions: Vec<Arc<CAPApplicationVersion>> = list(client, &scope, "CAPApplicationVersion").await?;
     let operations: Vec<Arc<CAPTenantOperation>> = list(client, &scope, "CAPTenantOperation").await?;
+    if let Some(name) = &app
+        && !apps.iter().any(|application| application.metadata.name.as_deref() == Some(name.as_str()))
+    {
+        anyhow::bail!(
+            "there is no CAPApplication {name} in {} (capdeck tenants -A lists the tenants of every application)",
+            scope.label()
+        );
+    }
     let snapshot = readmodel::build(Sources::cap_objects(&apps, &versions, &tenants, &operations));
     let rows: Vec<&TenantRow> =
-        snapshot.tenants.iter().filter(|row| args.app.as_ref().is_none_or(|app| &row.application == app)).collect();
+        snapshot.tenants.iter().filter(|row| app.as_ref().is_none_or(|app| &row.application == app)).collect();
     let mut table = Table::with_wide(
         &[
             "NAMESPACE",

@@ -14,6 +14,7 @@ use super::ownership;
 use super::patch::{PatchType, apply_patch};
 use super::registry::{Registry, ResourceType, from_crd};
 use super::selectors::Selectors;
+use crate::api::common::is_dns_subdomain as valid_name;
 
 pub type Object = Arc<Value>;
 
@@ -263,15 +264,6 @@ fn check_annotations_size(resource: &ResourceType, name: &str, object: &Value) -
         ));
     }
     Ok(())
-}
-
-/// A valid DNS subdomain name (what most Kubernetes names must be).
-fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 253
-        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
 }
 
 impl Store {

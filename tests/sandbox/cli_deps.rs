@@ -95,5 +95,24 @@ async fn live_deps_and_tenants_on_the_demo_cluster() {
     let only_hr = run(&["tenants", "-A", "--app", "hr-portal"]);
     assert!(only_hr.lines().skip(1).all(|line| line.contains("hr-portal")), "{only_hr}");
     assert!(only_hr.starts_with("NAMESPACE"), "{only_hr}");
+    // NAMESPACE/NAME names the namespace; an application that is not there is an error, not "no tenants".
+    let bookshop = run(&["tenants", "--app", "cap-shop/bookshop"]);
+    assert!(
+        bookshop.lines().skip(1).all(|line| line.contains("bookshop")) && bookshop.lines().count() > 1,
+        "{bookshop}"
+    );
+    for (args, said) in [
+        (&["tenants", "-A", "--app", "nosuch"][..], "there is no CAPApplication nosuch in all namespaces"),
+        (&["tenants", "--app", "cap-shop/nosuch"], "there is no CAPApplication nosuch in namespace cap-shop"),
+    ] {
+        let output = std::process::Command::new(assert_cmd::cargo::cargo_bin("capdeck"))
+            .args(args)
+            .env("KUBECONFIG", &kubeconfig)
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(said), "{args:?}: {stderr}");
+    }
     served.stop().await;
 }
