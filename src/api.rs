@@ -1,7 +1,9 @@
 //! Rust types of the custom resources capdeck reads and writes.
 
+pub mod approval;
 pub mod cap;
 pub mod common;
+pub mod container;
 pub mod crds;
 pub mod deployment_view;
 pub mod go_duration;

@@ -20,7 +20,7 @@ use crate::engine::config::EngineMode;
 use crate::process::runtime;
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    use crate::engine::actions::BatchAction;
+    use crate::actions::BatchAction;
     if let Some(refused) = refuse_if_readonly(&cli)? {
         return Ok(refused);
     }

@@ -2,7 +2,6 @@
 //! It runs headless in the cluster (`capdeck --daemon`) or attached to the console; only the
 //! holder of the Lease writes, every other engine observes.
 
-pub mod actions;
 pub mod config;
 pub mod lease;
 pub mod metrics;

@@ -46,7 +46,7 @@ impl ContextList {
 
 /// `--timeout`: a Go duration above zero (`0s` would give every context no time to answer).
 pub fn parse_timeout(text: &str) -> Result<std::time::Duration, String> {
-    let timeout = crate::engine::config::parse_go_duration(text).map_err(|error| error.to_string())?;
+    let timeout = crate::api::go_duration::parse_go_duration(text).map_err(|error| error.to_string())?;
     if timeout.is_zero() {
         return Err(format!(
             "{text:?} gives every context no time to answer: use a duration above zero, such as 5s or 1m"

@@ -3,6 +3,7 @@
 // No function in src/ is longer than 150 lines (clippy.toml); the tests under tests/ may be.
 #![deny(clippy::too_many_lines)]
 
+pub mod actions;
 pub mod api;
 pub mod bench;
 pub mod cli;

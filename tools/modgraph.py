@@ -20,7 +20,8 @@ LAYERS = [
     ["api", "output", "process"],  # types of the CRDs and upstream objects; printing; runtime and signals
     ["vcap", "cluster"],  # the VCAP_SERVICES format; kube client, stores, error descriptions
     ["plan"],  # the pure planner: which Deployment needs which payload
-    ["manifest", "deps", "credentials"],  # objects from files; subscription dependencies; credential safety
+    # objects from files; subscription dependencies; credential safety; the user's batch actions
+    ["manifest", "deps", "credentials", "actions"],
     ["engine", "sandbox"],  # the reconcile engine; the embedded API server (never imports the engine)
     ["fleet"],  # every kube context at once: what is open where
     ["readmodel"],  # rows for the console and `capdeck tenants`
@@ -32,6 +33,9 @@ LAYERS = [
 ]
 # Same-layer edges that are allowed (none today).
 PEERS: set[tuple[str, str]] = set()
+# Edges the layers would allow but that must not exist: what the views and the fleet show is read
+# from the cluster and `api`, never from the engine's internals (its config, its reconcile code).
+FORBIDDEN: set[tuple[str, str]] = {("readmodel", "engine"), ("fleet", "engine")}
 
 ROOT = Path(__file__).resolve().parent.parent / "src"
 
@@ -163,6 +167,8 @@ def upward(edges: dict[str, set[str]]) -> list[str]:
         for target in sorted(targets):
             if target not in layer:
                 problems.append(f"{target}: not in a layer (used by {source})")
+            elif (source, target) in FORBIDDEN:
+                problems.append(f"{source} -> {target} (forbidden: see FORBIDDEN in tools/modgraph.py)")
             elif layer[target] > layer[source] or (
                 layer[target] == layer[source] and (source, target) not in PEERS
             ):
@@ -187,7 +193,7 @@ def main(argv: list[str]) -> int:
         print(f"{source:10} -> {', '.join(sorted(targets)) or '(nothing)'}")
     found = cycles(edges)
     up = [] if inside else upward(edges)
-    print(f"\n{sum(len(t) for t in edges.values())} edges, {len(found)} cycles, {len(up)} upward edges")
+    print(f"\n{sum(len(t) for t in edges.values())} edges, {len(found)} cycles, {len(up)} upward or forbidden edges")
     for cycle in found:
         print(f"cycle: {' <-> '.join(cycle)}")
     for problem in up:

@@ -285,16 +285,7 @@ pub mod reason {
 /// Conditions beside `Ready` that say an attribution in the spec is not honoured: the server's
 /// `managedFields` name a writer other than capdeck's own (`kubectl patch`, `kubectl edit`, ...).
 /// Present (status `False`) while refused; removed once honoured or gone.
-pub mod attribution {
-    /// `spec.approval.approvedBy` was not written by `capdeck approve` (or the console).
-    pub const APPROVAL_HONOURED: &str = "ApprovalHonoured";
-    /// `spec.hold.by` was not written by `capdeck hold` (or the console).
-    pub const HOLD_HONOURED: &str = "HoldHonoured";
-    /// The reason of the `ApprovalHonoured` condition and of its Warning Event.
-    pub const APPROVAL_NOT_HONOURED: &str = "ApprovalNotHonoured";
-    /// The reason of the `HoldHonoured` condition and of its Warning Event.
-    pub const HOLD_NOT_HONOURED: &str = "HoldNotHonoured";
-}
+pub mod attribution;
 
 impl RotationBatch {
     /// Whether the engine recorded that it does not honour this attribution (one of the

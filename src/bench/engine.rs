@@ -10,13 +10,13 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::{SandboxChild, child_rss_mb, peak_rss_mb, round, rss_mb, spawn_sandbox, tempfile_dir};
+use crate::actions::{BatchAction, act};
 use crate::api::{BatchPhase, RotationBatch};
 use crate::bench::synthetic::{app_name, binding_name, namespace_of};
 use crate::cli::BenchEngineArgs;
 use crate::cluster::Scope;
 use crate::cluster::stores::Stores;
 use crate::engine::Role;
-use crate::engine::actions::{BatchAction, act};
 use crate::engine::config::{EngineConfig, EngineMode, LeaseSettings};
 use crate::engine::metrics::{Metrics, WriteLabels};
 use crate::plan::{CapIndex, PlanAction, Rotated, plan_application};

@@ -9,10 +9,10 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
+use crate::actions::{BatchAction, act};
 use crate::api::RotationBatch;
 use crate::cli::{BatchActionArgs, BatchesArgs};
 use crate::cluster::{ClusterArgs, Connection, Requests, describe_error, who_am_i};
-use crate::engine::actions::{BatchAction, act};
 use crate::output::{OutputArgs, OutputFormat, Printable, Table, human_duration, window_text};
 
 async fn connect(cluster: &ClusterArgs) -> anyhow::Result<Connection> {

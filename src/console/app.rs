@@ -8,9 +8,9 @@ use ratatui_textarea::TextArea;
 
 use super::keymap::Keymap;
 use super::theme::Theme;
+use crate::actions::BatchAction;
 use crate::cluster::stores::ConnectionState;
 use crate::engine::Role;
-use crate::engine::actions::BatchAction;
 use crate::readmodel::Snapshot;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

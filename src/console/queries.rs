@@ -6,7 +6,7 @@ use super::app::{Access, App, ViewKind};
 use super::keymap::Action;
 use super::strings;
 use super::views::view;
-use crate::engine::actions::BatchAction;
+use crate::actions::BatchAction;
 use crate::readmodel::Snapshot;
 
 pub fn row_count(snapshot: &Snapshot, kind: ViewKind) -> usize {

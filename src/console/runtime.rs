@@ -560,24 +560,18 @@ impl Runtime<'_> {
         user: Option<String>,
         namespace: String,
         batch: String,
-        action: crate::engine::actions::BatchAction,
+        action: crate::actions::BatchAction,
         reason: Option<String>,
     ) {
         let client = self.live.connection.client.clone();
         let tx = self.tx.clone();
         tokio::spawn(async move {
             let result = match user {
-                Some(user) => crate::engine::actions::act(
-                    &client,
-                    &namespace,
-                    &batch,
-                    action,
-                    &user,
-                    reason.as_deref(),
-                    Timestamp::now(),
-                )
-                .await
-                .map_err(|error| format!("{} {namespace}/{batch}: {error}", action.verb())),
+                Some(user) => {
+                    crate::actions::act(&client, &namespace, &batch, action, &user, reason.as_deref(), Timestamp::now())
+                        .await
+                        .map_err(|error| format!("{} {namespace}/{batch}: {error}", action.verb()))
+                }
                 None => Err(format!("{} {namespace}/{batch}: {}", action.verb(), super::strings::NO_IDENTITY)),
             };
             let _ = tx.send((0, Msg::ActionDone(result)));

@@ -1,8 +1,8 @@
 //! Every sentence the console shows, in one place.
 
 use super::keymap::Action;
+use crate::actions::BatchAction;
 use crate::api::BatchPhase;
-use crate::engine::actions::BatchAction;
 
 pub const RECONNECTED: &str = "API server reachable again; views are live";
 pub const NO_YAML: &str = "this row has no object to show as YAML";

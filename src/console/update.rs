@@ -15,9 +15,9 @@ use super::queries::{batch_action, complete, picker, selected_batch, selected_in
 use super::strings;
 use super::theme::Theme;
 use super::views::view;
+use crate::actions::{ActionReport, BatchAction};
 use crate::cluster::stores::ConnectionState;
 use crate::engine::Role;
-use crate::engine::actions::{ActionReport, BatchAction};
 use crate::readmodel::Snapshot;
 use crate::readmodel::pods::RowKind;
 

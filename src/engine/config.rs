@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::{ANNOTATION_APPROVAL, CAPApplication};
+pub use crate::api::approval::ApprovalPolicy;
 
 pub const DEFAULT_ROLLOUT_DELAY: Duration = crate::credentials::Timing::DEFAULT.window;
 pub const MIN_ROLLOUT_DELAY: Duration = Duration::from_secs(30);
@@ -52,39 +52,6 @@ pub use crate::api::go_duration::{GoDurationError, humanize, parse_go_duration};
 
 /// The namespace `capdeck manifests` installs into (and the demo's lease lives in).
 pub const INSTALL_NAMESPACE: &str = "capdeck-system";
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum ApprovalPolicy {
-    /// Roll out when the window ends (upstream behaviour).
-    #[default]
-    Auto,
-    /// Wait for `capdeck approve` (or `a` in the console).
-    Manual,
-}
-
-impl ApprovalPolicy {
-    pub fn label(self) -> &'static str {
-        match self {
-            Self::Auto => "auto",
-            Self::Manual => "manual",
-        }
-    }
-
-    /// The application's policy: its `capdeck.dev/approval` annotation, else the default.
-    pub fn for_application(app: &CAPApplication, default: Self) -> Self {
-        match app
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(ANNOTATION_APPROVAL))
-            .map(|v| v.trim().to_ascii_lowercase())
-        {
-            Some(value) if value == "manual" => Self::Manual,
-            Some(value) if value == "auto" => Self::Auto,
-            _ => default,
-        }
-    }
-}
 
 /// Whether this engine may take the lease.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -355,19 +322,6 @@ mod tests {
             Err("\"-10m\" must not be negative".to_string())
         );
         assert_eq!(parse_go_duration("10m"), Ok(Duration::from_secs(600)));
-    }
-
-    #[test]
-    fn approval_policy_from_annotation_or_default() {
-        let mut app: CAPApplication = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "a"}, "spec": {"btpAppName": "a", "providerSubaccountId": "p", "btp": {"services": []}}
-        }))
-        .expect("app");
-        assert_eq!(ApprovalPolicy::for_application(&app, ApprovalPolicy::Auto), ApprovalPolicy::Auto);
-        app.metadata.annotations = Some([(ANNOTATION_APPROVAL.to_string(), "Manual".to_string())].into());
-        assert_eq!(ApprovalPolicy::for_application(&app, ApprovalPolicy::Auto), ApprovalPolicy::Manual);
-        app.metadata.annotations = Some([(ANNOTATION_APPROVAL.to_string(), "auto".to_string())].into());
-        assert_eq!(ApprovalPolicy::for_application(&app, ApprovalPolicy::Manual), ApprovalPolicy::Auto);
     }
 
     #[test]

@@ -21,7 +21,7 @@ use crate::api::{
 };
 use crate::vcap::{VcapPayload, secret_owner_hash};
 
-pub const FIELD_MANAGER: &str = "capdeck-engine";
+pub const FIELD_MANAGER: &str = crate::api::rotation_batch::attribution::ENGINE_FIELD_MANAGER;
 /// Label on VCAP Secrets capdeck creates: the batch that created it.
 pub const LABEL_BATCH: &str = "capdeck.dev/rotation-batch";
 /// Annotation on VCAP Secrets capdeck creates: the Secret the Deployment used before.

@@ -44,7 +44,7 @@ impl Default for FleetOptions {
             window: None,
             expected_rollout: None,
             lease_namespace: None,
-            lease_name: crate::engine::config::LeaseSettings::default().name,
+            lease_name: crate::cluster::leader::DEFAULT_LEASE_NAME.to_string(),
             namespace: None,
         }
     }

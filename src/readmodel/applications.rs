@@ -5,8 +5,8 @@ use std::sync::Arc;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
+use crate::api::approval::ApprovalPolicy;
 use crate::api::{ANNOTATION_ROLLOUT, BatchPhase, CAPApplication};
-use crate::engine::config::ApprovalPolicy;
 use crate::plan::latest_ready_version;
 
 use super::{Index, SecretKeys, key};

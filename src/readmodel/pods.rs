@@ -9,8 +9,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, LogParams};
 
+use crate::api::container::termination_text;
 use crate::cluster::describe_error;
-use crate::engine::reconcile::pods::termination_text;
 
 /// How many log lines `l` shows.
 pub const LOG_LINES: i64 = 100;

@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
+use capdeck::actions::{BatchAction, act};
 use capdeck::api::BatchPhase;
 use capdeck::api::rotation_batch::{DeploymentAction, DeploymentRolloutState};
 use capdeck::engine::Role;
-use capdeck::engine::actions::{BatchAction, act};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt as _;
 

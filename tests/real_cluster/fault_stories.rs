@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
+use capdeck::actions::{ActionError, BatchAction, act};
 use capdeck::api::BatchPhase;
 use capdeck::engine::Role;
-use capdeck::engine::actions::{ActionError, BatchAction, act};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt as _;

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use capdeck::actions::{BatchAction, act};
 use capdeck::api::BatchPhase;
 use capdeck::engine::Role;
-use capdeck::engine::actions::{BatchAction, act};
 use capdeck::engine::config::{NotifyConfig, NotifyTarget, RetryPolicy};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt as _;

@@ -19,7 +19,7 @@ fn batch(name: &str, reason: &str) -> Value {
         "apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
         // Written by `capdeck hold` (its field manager owns spec.hold), as the engine requires.
         "metadata": {"name": name, "namespace": NS, "labels": {"capdeck.dev/application": "bookshop"},
-                     "managedFields": [{"manager": capdeck::engine::actions::FIELD_MANAGER, "operation": "Update",
+                     "managedFields": [{"manager": capdeck::actions::FIELD_MANAGER, "operation": "Update",
                                         "apiVersion": "capdeck.dev/v1alpha1", "time": "2026-01-01T00:00:00Z",
                                         "fieldsType": "FieldsV1",
                                         "fieldsV1": {"f:spec": {"f:hold": {".": {}, "f:by": {}, "f:at": {}, "f:reason": {}}}}}]},

@@ -8,10 +8,10 @@ use crate::common::fixtures::{
     AppOptions, EngineWorld, NS, RunningEngine, application, assert_two_rolled_once, batches, current_sandbox,
     make_current, phase_of, real_time_config, test_config, vcap_of, vcap_payload, wait_phase, workload_writes,
 };
+use capdeck::actions::{BatchAction, act};
 use capdeck::api::BatchPhase;
 use capdeck::api::rotation_batch::{DeploymentAction, DeploymentRolloutState};
 use capdeck::engine::Role;
-use capdeck::engine::actions::{BatchAction, act};
 use capdeck::sandbox::Sandbox;
 use kube::ResourceExt;
 

@@ -296,9 +296,9 @@ async fn daemon_process_killed_mid_rollout_and_restarted() {
     let batch = batches(&sandbox, "bookshop").pop().expect("batch");
     let name = kube::ResourceExt::name_any(&batch);
     let client = sandbox.client();
-    let force = capdeck::engine::actions::BatchAction::Force { approve: true };
+    let force = capdeck::actions::BatchAction::Force { approve: true };
     let now = k8s_openapi::jiff::Timestamp::now();
-    capdeck::engine::actions::act(&client, NS, &name, force, "sre", Some("fault test"), now).await.expect("forced");
+    capdeck::actions::act(&client, NS, &name, force, "sre", Some("fault test"), now).await.expect("forced");
     let updates = || workload_writes(&sandbox).iter().filter(|w| *w == "update deployments").count();
     eventually("first Deployment updated", Duration::from_secs(60), || async { updates() == 1 }).await;
     // The pass writes the Deployment first and the batch's status after it: wait for both.

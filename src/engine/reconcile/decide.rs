@@ -25,7 +25,8 @@ use super::status::{
     ready_condition, set_condition, user_action_text,
 };
 use crate::api::common::{Condition, ConditionStatus, bounded};
-use crate::api::rotation_batch::{BatchDeployment, DeploymentAction, DeploymentRolloutState, attribution, reason};
+pub use crate::api::rotation_batch::attribution::{Attributed, attribution_check};
+use crate::api::rotation_batch::{BatchDeployment, DeploymentAction, DeploymentRolloutState, reason};
 use crate::api::{BatchPhase, CAPApplication, RotationBatch, RotationBatchStatus};
 use crate::credentials::{batch_margin_seconds, human_signed, seconds};
 use crate::engine::config::{ApprovalPolicy, humanize};
@@ -155,122 +156,6 @@ impl Decision {
                 | Self::Start(_)
                 | Self::Evaluate(Evaluation { gate: Gate::Start(_), .. })
         )
-    }
-}
-
-/// An attribution in the spec that drives the engine: who approved, who held.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Attributed {
-    /// `spec.approval.approvedBy`
-    Approval,
-    /// `spec.hold.by`
-    Hold,
-}
-
-impl Attributed {
-    pub const ALL: [Attributed; 2] = [Attributed::Approval, Attributed::Hold];
-
-    /// The field's path below `spec`.
-    fn path(self) -> [&'static str; 2] {
-        match self {
-            Self::Approval => ["approval", "approvedBy"],
-            Self::Hold => ["hold", "by"],
-        }
-    }
-
-    fn by(self, batch: &RotationBatch) -> Option<&str> {
-        match self {
-            Self::Approval => batch.spec.approval.as_ref().and_then(|a| a.approved_by.as_deref()),
-            Self::Hold => batch.spec.hold.as_ref().map(|hold| hold.by.as_str()),
-        }
-    }
-
-    /// The condition that says the engine does not honour it.
-    pub fn condition_type(self) -> &'static str {
-        match self {
-            Self::Approval => attribution::APPROVAL_HONOURED,
-            Self::Hold => attribution::HOLD_HONOURED,
-        }
-    }
-
-    /// Field managers whose write of this attribution the engine takes: capdeck's actions
-    /// (`capdeck approve`/`hold`, the console) — and for a hold the engine itself, which carries
-    /// the hold of a superseded batch into the batch that replaces it.
-    fn trusted(self, manager: &str) -> bool {
-        manager == crate::engine::actions::FIELD_MANAGER
-            || (self == Self::Hold && manager == crate::engine::writes::FIELD_MANAGER)
-    }
-
-    /// The reason of that condition and of the Warning Event that says it.
-    pub fn refusal_reason(self) -> &'static str {
-        match self {
-            Self::Approval => attribution::APPROVAL_NOT_HONOURED,
-            Self::Hold => attribution::HOLD_NOT_HONOURED,
-        }
-    }
-
-    fn noun(self) -> &'static str {
-        match self {
-            Self::Approval => "approval",
-            Self::Hold => "hold",
-        }
-    }
-
-    fn verb(self) -> &'static str {
-        match self {
-            Self::Approval => "approve",
-            Self::Hold => "hold",
-        }
-    }
-}
-
-/// Whether the engine honours an attribution in the batch's spec: only when the API server's
-/// record (`metadata.managedFields`) says capdeck's own field manager wrote the field, so an
-/// approval or a hold written with `kubectl patch`/`edit`/`apply` — whatever name it carries —
-/// never drives the engine. `Ok` also when the field is not set. `Err`: why not, and the fix.
-///
-/// The manager name is chosen by the client (`--field-manager`): this stops casual forgery and
-/// says so on the batch; the ValidatingAdmissionPolicy of `capdeck manifests` is the enforcement.
-pub fn attribution_check(batch: &RotationBatch, field: Attributed) -> Result<(), String> {
-    let Some(by) = field.by(batch) else { return Ok(()) };
-    let by = bounded(by, crate::api::common::MAX_USER);
-    let (noun, verb) = (field.noun(), field.verb());
-    let target = format!("{}/{}", batch.namespace().unwrap_or_default(), batch.name_any());
-    let fix = format!("{verb} with capdeck {verb} {target}");
-    let refused = |why: String| Err(format!("{noun} by {by} {why}: not honoured; {fix}"));
-    let [object, leaf] = field.path();
-    let owners: Vec<&str> = batch
-        .metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter(|entry| {
-            entry.fields_v1.as_ref().is_some_and(|fields| {
-                fields
-                    .0
-                    .get("f:spec")
-                    .and_then(|spec| spec.get(format!("f:{object}")))
-                    .and_then(|o| o.get(format!("f:{leaf}")))
-                    .is_some()
-            })
-        })
-        .map(|entry| entry.manager.as_deref().unwrap_or_default())
-        .collect();
-    if owners.is_empty() {
-        return refused(format!("has no writer in the batch's managedFields (spec.{object}.{leaf})"));
-    }
-    // Several managers own a field only when each applied (server-side) the same value: one of
-    // them being capdeck means capdeck wrote this value and nobody changed it since.
-    if owners.iter().any(|manager| field.trusted(manager)) {
-        return Ok(());
-    }
-    match owners.first() {
-        None => Ok(()),
-        Some(manager) => {
-            let manager =
-                if manager.is_empty() { "a client without a field manager".into() } else { bounded(manager, 128) };
-            refused(format!("was written by {manager}, not by capdeck {verb}"))
-        }
     }
 }
 
@@ -733,6 +618,7 @@ mod tests {
     use k8s_openapi::jiff::SignedDuration;
 
     use super::*;
+    use crate::api::rotation_batch::attribution::tests::recorded;
     use crate::api::rotation_batch::reason as why;
     use crate::plan::{DeploymentPlan, PlanAction, Problem};
     use crate::vcap::VcapPayload;
@@ -1143,125 +1029,6 @@ mod tests {
             }
         }
         assert!(failures.is_empty(), "{} of {} cases differ:\n{}", failures.len(), table.len(), failures.join("\n"));
-    }
-
-    /// A batch `b` in `ns` whose spec is `spec` and whose managedFields are `managed`
-    /// (manager, FieldsV1 below `f:spec`); `None`: no managedFields at all.
-    fn recorded(spec: Value, managed: Option<&[(&str, Value)]>) -> RotationBatch {
-        let mut object = json!({"apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
-                                "metadata": {"name": "b", "namespace": "ns"},
-                                "spec": {"application": "app", "windowEnd": NOW}});
-        if let (Some(target), Some(extra)) = (object["spec"].as_object_mut(), spec.as_object()) {
-            target.extend(extra.clone());
-        }
-        if let Some(managed) = managed {
-            object["metadata"]["managedFields"] = managed
-                .iter()
-                .map(|(manager, fields)| {
-                    json!({"manager": manager, "operation": "Update", "apiVersion": "capdeck.dev/v1alpha1",
-                           "time": NOW, "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": fields}})
-                })
-                .collect();
-        }
-        serde_json::from_value(object).expect("batch")
-    }
-
-    /// What the server's record of an attribution's writer makes of it: honoured only when
-    /// capdeck's field manager wrote it.
-    #[test]
-    fn an_attribution_is_honoured_only_when_capdeck_wrote_it() {
-        let approval = json!({"approval": {"required": true, "approvedBy": "ceo@example.com", "reason": "forged"}});
-        let hold = json!({"hold": {"by": "ceo@example.com", "at": NOW}});
-        let approved_by = json!({"f:approval": {".": {}, "f:approvedBy": {}, "f:approvedAt": {}, "f:reason": {}}});
-        let required_only = json!({"f:approval": {".": {}, "f:required": {}}});
-        let held_by = json!({"f:hold": {".": {}, "f:by": {}, "f:at": {}}});
-        let forged_approval = "approval by ceo@example.com was written by kubectl-patch, not by capdeck approve: not \
-                               honoured; approve with capdeck approve ns/b";
-        let no_writer = "approval by ceo@example.com has no writer in the batch's managedFields \
-                         (spec.approval.approvedBy): not honoured; approve with capdeck approve ns/b";
-        type Case<'a> = (&'a str, Value, Option<Vec<(&'a str, Value)>>, Attributed, Result<(), &'a str>);
-        let cases: Vec<Case> = vec![
-            (
-                "capdeck approve",
-                approval.clone(),
-                Some(vec![("capdeck-console", approved_by.clone())]),
-                Attributed::Approval,
-                Ok(()),
-            ),
-            (
-                "kubectl patch",
-                approval.clone(),
-                Some(vec![("kubectl-patch", approved_by.clone())]),
-                Attributed::Approval,
-                Err(forged_approval),
-            ),
-            (
-                "kubectl edit, beside the engine's requirement",
-                approval.clone(),
-                Some(vec![("capdeck-engine", required_only.clone()), ("kubectl-edit", approved_by.clone())]),
-                Attributed::Approval,
-                Err("approval by ceo@example.com was written by kubectl-edit, not by capdeck approve: not honoured; \
-                     approve with capdeck approve ns/b"),
-            ),
-            (
-                "the engine never approves",
-                approval.clone(),
-                Some(vec![("capdeck-engine", approved_by.clone())]),
-                Attributed::Approval,
-                Err("approval by ceo@example.com was written by capdeck-engine, not by capdeck approve: not \
-                     honoured; approve with capdeck approve ns/b"),
-            ),
-            (
-                "a client that named no manager",
-                approval.clone(),
-                Some(vec![("", approved_by.clone())]),
-                Attributed::Approval,
-                Err("approval by ceo@example.com was written by a client without a field manager, not by capdeck \
-                     approve: not honoured; approve with capdeck approve ns/b"),
-            ),
-            (
-                "the same value applied server-side by capdeck and kubectl: capdeck wrote it",
-                approval.clone(),
-                Some(vec![("kubectl", approved_by.clone()), ("capdeck-console", approved_by.clone())]),
-                Attributed::Approval,
-                Ok(()),
-            ),
-            ("managedFields stripped ([{}])", approval.clone(), None, Attributed::Approval, Err(no_writer)),
-            (
-                "nobody owns approvedBy",
-                approval.clone(),
-                Some(vec![("capdeck-console", required_only.clone())]),
-                Attributed::Approval,
-                Err(no_writer),
-            ),
-            ("no approval", json!({}), Some(vec![]), Attributed::Approval, Ok(())),
-            ("capdeck hold", hold.clone(), Some(vec![("capdeck-console", held_by.clone())]), Attributed::Hold, Ok(())),
-            (
-                "a hold the engine carried into the batch that superseded the held one",
-                hold.clone(),
-                Some(vec![("capdeck-engine", held_by.clone())]),
-                Attributed::Hold,
-                Ok(()),
-            ),
-            (
-                "kubectl patch of a hold",
-                hold.clone(),
-                Some(vec![("capdeck-console", approved_by.clone()), ("kubectl-patch", held_by.clone())]),
-                Attributed::Hold,
-                Err("hold by ceo@example.com was written by kubectl-patch, not by capdeck hold: not honoured; hold \
-                     with capdeck hold ns/b"),
-            ),
-            ("no hold", approval.clone(), None, Attributed::Hold, Ok(())),
-        ];
-        let mut failures = Vec::new();
-        for (case, spec, managed, field, expected) in cases {
-            let batch = recorded(spec, managed.as_deref());
-            let got = attribution_check(&batch, field);
-            if got.as_ref().map(|_| ()).map_err(String::as_str) != expected {
-                failures.push(format!("{case}: expected {expected:?}, got {got:?}"));
-            }
-        }
-        assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 
     /// A refused attribution is a condition of its own (the Ready condition is the phase's),

@@ -2,6 +2,7 @@
 //! the batch's new VCAP Secret) tell that a rollout fails long before its progress deadline.
 //! Pure: the reconciler lists the Pods (only while the Deployment rolls) and asks here.
 
+use crate::api::container::termination_text;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
@@ -84,12 +85,6 @@ pub fn pod_failure(pods: &[&Pod], now: Timestamp, readiness_timeout: Duration) -
 /// `; last terminated: Error (exit code 1)`, when the container has terminated before.
 fn last_termination(container: &ContainerStatus) -> String {
     termination_text(container).map(|text| format!("; last terminated: {text}")).unwrap_or_default()
-}
-
-/// `Error (exit code 1)`: how the container last terminated, if it did.
-pub fn termination_text(container: &ContainerStatus) -> Option<String> {
-    let terminated = container.last_state.as_ref().and_then(|state| state.terminated.as_ref())?;
-    Some(format!("{} (exit code {})", terminated.reason.as_deref().unwrap_or("unknown"), terminated.exit_code))
 }
 
 #[cfg(test)]

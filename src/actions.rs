@@ -8,11 +8,11 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
+use crate::api::rotation_batch::attribution::{Attributed, attribution_check};
 use crate::api::rotation_batch::{Approval, BatchDeployment, UserAction, reason};
 use crate::api::{BatchPhase, RotationBatch};
-use crate::engine::reconcile::decide::{Attributed, attribution_check};
 
-pub const FIELD_MANAGER: &str = "capdeck-console";
+pub const FIELD_MANAGER: &str = crate::api::rotation_batch::attribution::ACTIONS_FIELD_MANAGER;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BatchAction {
