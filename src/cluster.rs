@@ -193,7 +193,7 @@ impl ClusterArgs {
                 },
             },
         };
-        let server = config.cluster_url.to_string();
+        let server = without_userinfo(&config.cluster_url.to_string());
         let default_namespace = config.default_namespace.clone();
         let mut config = config;
         if let (Requests::OneShot, Some(after)) = (requests, self.request_timeout.after) {
@@ -206,10 +206,15 @@ impl ClusterArgs {
         }
         let client = deadline::build_client(config, self.request_timeout).await.map_err(|error| match error {
             deadline::BuildError::PluginTimedOut(plugin) => ConnectError::Plugin { server: server.clone(), plugin },
-            deadline::BuildError::Kube(error) => {
-                ConnectError::Client { server: server.clone(), message: describe_client_error(&error, &context) }
+            deadline::BuildError::Kube(error, plugin) => {
+                let mut message = describe_client_error(&error, &context);
+                if let (kube::Error::Auth(_), Some(plugin)) = (&error, plugin) {
+                    message = format!("the exec credential plugin {plugin:?}: {message}");
+                }
+                ConnectError::Client { server: server.clone(), message }
             }
             deadline::BuildError::Thread(message) => ConnectError::Client { server: server.clone(), message },
+            invalid @ deadline::BuildError::InvalidToken => ConnectError::Config(invalid.to_string()),
         })?;
         Ok(Connection { client, context, server, default_namespace })
     }
@@ -381,11 +386,7 @@ pub fn unreachable_cause(error: &kube::Error) -> Option<String> {
     let causes = causes(error);
     for cause in &causes {
         if let Some(no_answer) = cause.downcast_ref::<deadline::NoAnswer>() {
-            return Some(format!(
-                "no answer within {} ({})",
-                crate::api::go_duration::humanize(no_answer.after),
-                no_answer.flag
-            ));
+            return Some(format!("no answer within {} ({})", deadline::shown(no_answer.after), no_answer.flag));
         }
         if let Some(tls) = cause.downcast_ref::<rustls::Error>() {
             return Some(describe_tls(tls));
@@ -452,9 +453,21 @@ pub fn without_echoed_input(message: &str) -> String {
     static QUOTED: std::sync::LazyLock<Option<regex::Regex>> =
         std::sync::LazyLock::new(|| regex::Regex::new(r#""(?:[^"\\]|\\.)*"|`[^`]*`"#).ok());
     let first = message.split('\n').next().unwrap_or_default().trim_end();
-    match QUOTED.as_ref() {
+    let unquoted = match QUOTED.as_ref() {
         Some(quoted) => quoted.replace_all(first, "\"…\"").into_owned(),
         None => first.to_string(),
+    };
+    without_userinfo(&unquoted)
+}
+
+/// URLs with their user info masked: a kubeconfig's `server: https://admin:PW@host` or
+/// `proxy-url` is named in errors, logs, `/readyz` and tables as `https://…@host`.
+pub fn without_userinfo(text: &str) -> String {
+    static USERINFO: std::sync::LazyLock<Option<regex::Regex>> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]*@").ok());
+    match USERINFO.as_ref() {
+        Some(userinfo) => userinfo.replace_all(text, "${1}…@").into_owned(),
+        None => text.to_string(),
     }
 }
 
@@ -464,6 +477,10 @@ pub fn no_answer(error: &kube::Error) -> Option<&deadline::NoAnswer> {
 }
 
 pub fn describe_error(error: &kube::Error) -> String {
+    without_userinfo(&describe(error))
+}
+
+fn describe(error: &kube::Error) -> String {
     if let kube::Error::Auth(_) = error {
         return format!("cannot get credentials from the kubeconfig: {}", without_echoed_input(&error.to_string()));
     }
@@ -513,6 +530,24 @@ mod tests {
 
     fn closed_port() -> u16 {
         std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("address").port()
+    }
+
+    #[test]
+    fn user_info_in_urls_is_masked() {
+        let cases = [
+            ("https://admin:SECRET@10.0.0.1:6443/", "https://…@10.0.0.1:6443/"),
+            (
+                "cannot connect to http://u:SECRET@127.0.0.1:1: refused",
+                "cannot connect to http://…@127.0.0.1:1: refused",
+            ),
+            ("configured proxy socks5://user@proxy:1080/ requires", "configured proxy socks5://…@proxy:1080/ requires"),
+            ("https://10.0.0.1:6443/api?x=a@b", "https://10.0.0.1:6443/api?x=a@b"),
+            ("mail alice@example.com", "mail alice@example.com"),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(without_userinfo(text), expected, "{text}");
+        }
+        assert_eq!(without_echoed_input("bad proxy http://u:SECRET@p:2/ here"), "bad proxy http://…@p:2/ here");
     }
 
     #[tokio::test]

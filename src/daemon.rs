@@ -53,7 +53,17 @@ fn router(phase: watch::Receiver<Phase>, metrics: Metrics) -> Router {
         .with_state(Served { phase, metrics })
 }
 
+/// `/readyz`: names (a leader's identity, a server) come from the cluster, and people read the
+/// answer in a terminal (`curl`): no control character gets through.
 async fn ready(State(served): State<Served>) -> Response {
+    let response = readiness(served).await;
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 64 * 1024).await.map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
+    let text = text.unwrap_or_default();
+    (parts.status, crate::output::terminal_safe(&text, true).into_owned()).into_response()
+}
+
+async fn readiness(served: Served) -> Response {
     let phase = served.phase.borrow().clone();
     let health = match phase {
         Phase::Starting(why) => {
@@ -127,11 +137,23 @@ async fn start(
     engine: &EngineArgs,
     phase: &watch::Sender<Phase>,
 ) -> Result<(Connection, Scope, crate::engine::config::EngineConfig), ExitCode> {
-    let connection = match cluster.connect_for(Requests::Watching).await {
-        Ok(connection) => connection,
-        Err(error) => {
-            tracing::error!(%error, "cannot reach the cluster");
-            return Err(ExitCode::from(1));
+    // An exec credential plugin that gives nothing in time may give it later (a token service
+    // that is down): try again, saying so; any other kubeconfig problem needs a person.
+    let mut tries: u32 = 0;
+    let connection = loop {
+        match cluster.connect_for(Requests::Watching).await {
+            Ok(connection) => break connection,
+            Err(error @ crate::cluster::ConnectError::Plugin { .. }) => {
+                tries += 1;
+                let why = error.to_string();
+                phase.send_replace(Phase::Starting(format!("still connecting ({tries} tries): {why}")));
+                tracing::warn!(tries, error = %why, "no credentials yet; retrying");
+                tokio::time::sleep(std::time::Duration::from_secs(2u64.saturating_pow(tries.min(5)).min(30))).await;
+            }
+            Err(error) => {
+                tracing::error!(%error, "cannot reach the cluster");
+                return Err(ExitCode::from(1));
+            }
         }
     };
     first_answer(&connection, cluster.request_timeout, phase).await;
@@ -187,7 +209,7 @@ async fn start(
 async fn first_answer(connection: &Connection, timeout: RequestTimeout, phase: &watch::Sender<Phase>) {
     let server = connection.server.trim_end_matches('/').to_string();
     let waits = match timeout.after {
-        Some(after) => format!("each try waits up to {}", crate::engine::config::humanize(after)),
+        Some(after) => format!("each try waits up to {}", crate::cluster::deadline::shown(after)),
         None => "--request-timeout 0: it waits forever".into(),
     };
     phase.send_replace(Phase::Starting(format!("connecting to {server}: waiting for its first answer ({waits})")));
@@ -234,8 +256,27 @@ pub fn init_logging() {
         .json()
         .with_current_span(false)
         .with_env_filter(filter)
-        .with_writer(std::io::stdout)
+        .with_writer(|| EscapingWriter(std::io::stdout()))
         .try_init();
+}
+
+/// The JSON log's writer: tracing's JSON escapes C0 controls but passes DEL, C1 (an 8-bit CSI)
+/// and the bidirectional format characters raw, and people read the log with `kubectl logs` in a
+/// terminal. Each event arrives as one line in one write: escaped as `\uXXXX`, it stays the same
+/// JSON.
+struct EscapingWriter<W>(W);
+
+impl<W: std::io::Write> std::io::Write for EscapingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match std::str::from_utf8(buf) {
+            Ok(text) => self.0.write_all(crate::output::escape_c1(text).as_bytes()).map(|()| buf.len()),
+            Err(_) => self.0.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
 }
 
 pub async fn run(cluster: &ClusterArgs, engine: &EngineArgs, health_addr: SocketAddr) -> anyhow::Result<ExitCode> {
@@ -340,4 +381,34 @@ pub async fn run(cluster: &ClusterArgs, engine: &EngineArgs, health_addr: Socket
     let _ = server.await;
     tracing::info!("stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOSTILE: &str = "x\u{1b}]0;pwned\u{7}\rOVER\u{9b}31m\u{7f}a\u{202e}b";
+
+    #[test]
+    fn the_json_log_escapes_what_tracing_leaves_raw() {
+        use std::io::Write as _;
+        let line = format!("{}\n", serde_json::json!({"leader": HOSTILE}));
+        let mut out = Vec::new();
+        EscapingWriter(&mut out).write_all(line.as_bytes()).expect("write");
+        let text = String::from_utf8(out).expect("utf-8");
+        assert!(!text.trim_end().chars().any(|c| c.is_control() || c == '\u{202e}'), "{text:?}");
+        let read: serde_json::Value = serde_json::from_str(&text).expect("still JSON");
+        assert_eq!(read["leader"], HOSTILE, "the same value");
+    }
+
+    #[tokio::test]
+    async fn readyz_never_passes_control_characters() {
+        let (_phase, phases) = watch::channel(Phase::Starting(format!("still connecting to {HOSTILE}")));
+        let response = ready(State(Served { phase: phases, metrics: Metrics::new() })).await;
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let body = axum::body::to_bytes(response.into_body(), 1 << 16).await.expect("body");
+        let text = String::from_utf8(body.to_vec()).expect("utf-8");
+        assert!(!text.trim_end().chars().any(|c| c.is_control() || c == '\u{202e}'), "{text:?}");
+        assert!(text.starts_with("not ready: still connecting to x\\x1b]0;pwned"), "{text}");
+    }
 }

@@ -238,28 +238,35 @@ pub fn yaml(value: &serde_json::Value) -> String {
 /// clear the screen or write the clipboard (OSC 52). `keep_newlines` keeps `\n` for multi-line
 /// text; a table cell escapes it too. JSON and YAML need none of this: their encoders escape.
 pub fn terminal_safe(text: &str, keep_newlines: bool) -> std::borrow::Cow<'_, str> {
-    // Also the invisible and bidirectional format characters: an override (U+202E) reverses how
-    // the rest of the line reads, a zero-width space hides in a name.
-    let unsafe_char = |c: char| {
-        (c.is_control() && !(keep_newlines && c == '\n'))
-            || matches!(c, '\u{7f}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
-    };
+    let unsafe_char = |c: char| (c.is_control() && !(keep_newlines && c == '\n')) || is_format_character(c);
     if !text.chars().any(unsafe_char) {
         return std::borrow::Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
         if unsafe_char(c) {
+            // Both spellings are escapes a YAML double-quoted string reads back exactly too.
             if u32::from(c) < 0x100 {
                 let _ = write!(out, "\\x{:02x}", u32::from(c));
             } else {
-                let _ = write!(out, "\\u{{{:04x}}}", u32::from(c));
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
             }
         } else {
             out.push(c);
         }
     }
     std::borrow::Cow::Owned(out)
+}
+
+/// The invisible and bidirectional format characters: an override (U+202E) reverses how the rest
+/// of the line reads, a zero-width space hides in a name. All in the Basic Multilingual Plane.
+fn is_format_character(c: char) -> bool {
+    matches!(c, '\u{7f}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+}
+
+/// One JSON document on one line (`-w` streams), escaped as [`json`] escapes.
+pub fn json_line<T: serde::Serialize>(value: &T) -> serde_json::Result<String> {
+    Ok(format!("{}\n", escape_c1(&serde_json::to_string(value)?)))
 }
 
 /// `eprintln!` whose text is [`terminal_safe`]: errors and notes quote cluster data (names,
@@ -311,15 +318,16 @@ pub fn json(value: &serde_json::Value) -> String {
 }
 
 /// serde_json escapes C0 controls in strings but passes DEL and the C1 controls (U+0080–U+009F,
-/// one of them a CSI) through raw: escape those as `\u00XX` too. Outside strings JSON is ASCII
+/// one of them a CSI) and the format characters through raw: escape those as `\uXXXX` too. Outside strings JSON is ASCII
 /// without them, so this changes no structure and the document reads back exactly.
-fn escape_c1(text: &str) -> String {
-    if !text.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+pub fn escape_c1(text: &str) -> String {
+    let escaped = |c: char| (c.is_control() && c != '\n' && c != '\t') || is_format_character(c);
+    if !text.chars().any(escaped) {
         return text.to_string();
     }
     let mut out = String::with_capacity(text.len() + 16);
     for c in text.chars() {
-        if c.is_control() && c != '\n' && c != '\t' {
+        if escaped(c) {
             let _ = write!(out, "\\u{:04x}", u32::from(c));
         } else {
             out.push(c);
@@ -332,6 +340,24 @@ fn escape_c1(text: &str) -> String {
 mod tests {
     use super::*;
 
+    /// JSON and YAML documents go through the terminal filter on their way out too: what they
+    /// print must read back as the same document, whatever the strings hold.
+    #[test]
+    fn documents_read_back_exactly_after_the_terminal_filter() {
+        let hostile =
+            "x\u{1b}]0;pwned\u{7}\rOVER\u{9b}31m\u{7f}\u{85}a\u{202e}b\u{200b}c\u{feff}d\u{2028}e\u{2066}\tf\ng";
+        let value = serde_json::json!({"name": hostile, "list": [hostile, "plain"], hostile: 1});
+        let printed = terminal_safe(&json(&value), true).into_owned();
+        assert!(!printed.chars().any(|c| c.is_control() && c != '\n'), "{printed}");
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&printed).expect("json reads back"), value);
+        let line = terminal_safe(&json_line(&value).expect("json"), true).into_owned();
+        assert_eq!(line.lines().count(), 1, "{line}");
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&line).expect("json line reads back"), value);
+        let printed = terminal_safe(&yaml(&value), true).into_owned();
+        assert!(!printed.chars().any(|c| c.is_control() && c != '\n'), "{printed}");
+        assert_eq!(serde_saphyr::from_str::<serde_json::Value>(&printed).expect("yaml reads back"), value, "{printed}");
+    }
+
     #[test]
     fn control_characters_never_reach_the_terminal() {
         let hostile = "x\u{1b}]0;pwned\u{7}\u{1b}[2J\u{1b}]52;c;SGVsbG8=\u{7}\rOVER\u{9b}31m\u{7f}";
@@ -341,11 +367,7 @@ mod tests {
         assert_eq!(terminal_safe("a\nb", true), "a\nb", "multi-line text keeps its lines");
         assert_eq!(terminal_safe("a\nb", false), "a\\x0ab", "a cell is one line");
         assert!(matches!(terminal_safe("plain · ünïcode", false), std::borrow::Cow::Borrowed(_)));
-        assert_eq!(
-            terminal_safe("eve\u{202e}gnp.exe\u{200b}", false),
-            "eve\\u{202e}gnp.exe\\u{200b}",
-            "bidi, invisible"
-        );
+        assert_eq!(terminal_safe("eve\u{202e}gnp.exe\u{200b}", false), "eve\\u202egnp.exe\\u200b", "bidi, invisible");
         let mut table = Table::new(&["NAME", "BY"]);
         table.row(vec!["b".into(), hostile.into()]);
         assert!(!table.render_with(true, true).chars().any(|c| c.is_control() && c != '\n'));

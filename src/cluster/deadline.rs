@@ -39,14 +39,27 @@ pub fn parse_request_timeout(text: &str) -> Result<RequestTimeout, String> {
     if let Ok(seconds) = text.parse::<u64>() {
         return Ok(RequestTimeout::new((seconds > 0).then(|| Duration::from_secs(seconds))));
     }
-    let duration = crate::api::go_duration::parse_go_duration(text)
-        .map_err(|error| format!("{error} (use a duration such as 30s or 2m, or 0 to wait forever)"))?;
+    let duration = crate::api::go_duration::parse_go_duration(text).map_err(|_| {
+        format!("{text:?} is not a duration: use one such as 30s or 2m, a number of seconds, or 0 to wait forever")
+    })?;
     Ok(RequestTimeout::new((!duration.is_zero()).then_some(duration)))
+}
+
+/// A deadline as people read it: `30s`, `2m`, and `1.5s` or `500ms` rather than rounded down.
+pub fn shown(after: Duration) -> String {
+    if after.subsec_nanos() == 0 {
+        return crate::api::go_duration::humanize(after);
+    }
+    if after < Duration::from_secs(1) {
+        return format!("{}ms", after.as_millis());
+    }
+    let seconds = format!("{:.3}", after.as_secs_f64());
+    format!("{}s", seconds.trim_end_matches('0').trim_end_matches('.'))
 }
 
 /// The API server did not begin to answer in time.
 #[derive(Debug, thiserror::Error)]
-#[error("no answer from the API server at {server} within {} ({flag})", crate::api::go_duration::humanize(*.after))]
+#[error("no answer from the API server at {server} within {} ({flag})", shown(*.after))]
 pub struct NoAnswer {
     pub server: String,
     pub after: Duration,
@@ -58,7 +71,7 @@ pub struct NoAnswer {
 #[error(
     "the exec credential plugin {command:?} of the kubeconfig's user gave no credentials within {}: run it \
      yourself to see why (it may wait for a login), or give it longer with {flag}",
-    crate::api::go_duration::humanize(*.after)
+    shown(*.after)
 )]
 pub struct PluginTimedOut {
     pub command: String,
@@ -127,7 +140,14 @@ pub fn exec_plugin(config: &kube::Config) -> Option<String> {
 /// exits: on a thread of its own, so the deadline can give up on it (the plugin is left to finish
 /// by itself; it is not ours to kill).
 pub async fn build_client(config: kube::Config, timeout: RequestTimeout) -> Result<kube::Client, BuildError> {
-    let server = config.cluster_url.to_string().trim_end_matches('/').to_string();
+    // kube turns the token into a header and panics if it cannot be one (a line break in it).
+    if let Some(token) = &config.auth_info.token {
+        use secrecy::ExposeSecret as _;
+        if hyper::header::HeaderValue::from_str(&format!("Bearer {}", token.expose_secret())).is_err() {
+            return Err(BuildError::InvalidToken);
+        }
+    }
+    let server = super::without_userinfo(config.cluster_url.to_string().trim_end_matches('/'));
     let plugin = exec_plugin(&config);
     let runtime = tokio::runtime::Handle::current();
     let (sender, built) = tokio::sync::oneshot::channel();
@@ -143,7 +163,7 @@ pub async fn build_client(config: kube::Config, timeout: RequestTimeout) -> Resu
             Ok(built) => built,
             Err(_) => {
                 return Err(BuildError::PluginTimedOut(PluginTimedOut {
-                    command: plugin.unwrap_or_else(|| "(none)".into()),
+                    command: plugin.clone().unwrap_or_else(|| "(none)".into()),
                     after,
                     flag: timeout.flag,
                 }));
@@ -152,7 +172,7 @@ pub async fn build_client(config: kube::Config, timeout: RequestTimeout) -> Resu
         None => built.await,
     }
     .map_err(|_| BuildError::Thread("the thread building the client ended without an answer".into()))?
-    .map_err(BuildError::Kube)?;
+    .map_err(|error| BuildError::Kube(error, plugin.clone()))?;
     Ok(match timeout.after {
         Some(after) => builder.with_layer(&AnswerDeadline { after, server, flag: timeout.flag }).build(),
         None => builder.build(),
@@ -163,10 +183,16 @@ pub async fn build_client(config: kube::Config, timeout: RequestTimeout) -> Resu
 pub enum BuildError {
     #[error(transparent)]
     PluginTimedOut(PluginTimedOut),
+    /// kube's error, and the exec plugin's command if the kubeconfig has one.
     #[error("{0}")]
-    Kube(kube::Error),
+    Kube(kube::Error, Option<String>),
     #[error("cannot build the client: {0}")]
     Thread(String),
+    #[error(
+        "the kubeconfig user's token cannot be sent as an HTTP header (it holds a line break or another control \
+         character): check its `token:`"
+    )]
+    InvalidToken,
 }
 
 #[cfg(test)]
@@ -186,7 +212,12 @@ mod tests {
             assert_eq!(parse_request_timeout(text), Ok(RequestTimeout::new(expected)), "{text}");
         }
         let refused = parse_request_timeout("soon").expect_err("not a duration");
-        assert!(refused.contains("30s") && refused.contains("0 to wait forever"), "{refused}");
+        assert!(
+            refused.starts_with("\"soon\" is not a duration") && refused.contains("0 to wait forever"),
+            "{refused}"
+        );
+        let shown_as: Vec<String> = [1500, 500, 30_000, 120_000].map(|ms| shown(Duration::from_millis(ms))).into();
+        assert_eq!(shown_as, ["1.5s", "500ms", "30s", "2m"]);
         assert!(parse_request_timeout("-5s").is_err(), "negative");
     }
 }

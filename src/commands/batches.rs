@@ -148,7 +148,7 @@ async fn watch(
         let quiet = OutputArgs { format: output.format, no_headers: true };
         let text = match output.format {
             // One compact document per change, like `kubectl get -w -o json` streams objects.
-            OutputFormat::Json => format!("{}\n", serde_json::to_string(&batch_json(&batch))?),
+            OutputFormat::Json => crate::output::json_line(&batch_json(&batch))?,
             OutputFormat::Yaml => format!("---\n{}", crate::output::yaml(&batch_json(&batch))),
             _ => line.render(&quiet, "batches").map_err(|error| crate::commands::UsageError(error.to_string()))?,
         };

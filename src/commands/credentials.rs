@@ -114,11 +114,12 @@ async fn live(cluster: &ClusterArgs) -> anyhow::Result<(Manifests, bool, Option<
     let connection = cluster.connect().await?;
     let scope = cluster.scope(&connection);
     let client = &connection.client;
-    let leader = crate::cluster::leader::find(client, &scope, &[]).await;
-    let mut manifests = Manifests {
-        applications: super::tenants::list(client, &scope, "CAPApplication").await?,
-        ..Manifests::default()
-    };
+    // At once: a server that does not answer costs one --request-timeout, not one per request.
+    let (leader, applications) = tokio::join!(
+        crate::cluster::leader::find(client, &scope, &[]),
+        super::tenants::list(client, &scope, "CAPApplication")
+    );
+    let mut manifests = Manifests { applications: applications?, ..Manifests::default() };
     let batches: kube::Api<RotationBatch> = scope.api(client);
     manifests.batches = match batches.list(&ListParams::default()).await {
         Ok(list) => list.items.into_iter().map(Arc::new).collect(),

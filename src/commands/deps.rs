@@ -62,7 +62,7 @@ pub async fn run(cluster: &ClusterArgs, args: &DepsArgs) -> anyhow::Result<ExitC
     // -o json is exactly the subscription server's answer (an array), as documented.
     let document = serde_json::to_value(&report.dependencies)?;
     let text = match args.output.format {
-        OutputFormat::Json => format!("{}\n", serde_json::to_string(&report.dependencies)?),
+        OutputFormat::Json => crate::output::json_line(&report.dependencies)?,
         _ => crate::output::render_object(&args.output, "deps", &document, |_wide, headers| table(&report, headers))
             .map_err(|error| crate::commands::UsageError(error.to_string()))?,
     };

@@ -888,7 +888,7 @@ async fn connect_saying_why(cluster: &ClusterArgs) -> Result<crate::cluster::Con
     let context =
         cluster.context.as_deref().map_or_else(|| "the current context".to_string(), |name| format!("context {name}"));
     let limit = match cluster.request_timeout.after {
-        Some(after) => format!("giving up after {} (--request-timeout)", crate::engine::config::humanize(after)),
+        Some(after) => format!("giving up after {} (--request-timeout)", crate::cluster::deadline::shown(after)),
         None => "without a deadline (--request-timeout 0)".to_string(),
     };
     crate::safe_eprintln!(

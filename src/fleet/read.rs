@@ -65,7 +65,7 @@ impl Unread {
                 state,
                 format!(
                     "no answer within {} from {} (is the cluster up? a longer --timeout waits more)",
-                    crate::api::go_duration::humanize(no_answer.after),
+                    crate::cluster::deadline::shown(no_answer.after),
                     no_answer.server
                 ),
             );

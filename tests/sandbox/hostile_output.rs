@@ -154,3 +154,61 @@ fn errors_never_echo_credentials() {
         }
     }
 }
+
+/// clap quotes a refused value in its error: a hostile `--reason` reaches the terminal escaped,
+/// and a long one shortened (it was echoed whole, 2,000 characters on one line).
+#[test]
+fn a_usage_error_never_echoes_control_characters_or_a_flood() {
+    let nowhere = std::path::Path::new("/nonexistent/kubeconfig");
+    let refused = run(nowhere, &["hold", "ns/b", "--reason", &format!("{HOSTILE}\u{85}")]);
+    assert_eq!(refused.2, Some(2), "{refused:?}");
+    assert_terminal_safe("a refused hostile --reason", &refused);
+    assert!(refused.1.contains("\\x0dOVER\\x9b31m\\x85"), "the value is shown, escaped: {}", refused.1);
+    let long = "x".repeat(2000);
+    let refused = run(nowhere, &["hold", "ns/b", "--reason", &long]);
+    assert_eq!(refused.2, Some(2), "{refused:?}");
+    assert!(refused.1.lines().all(|line| line.chars().count() < 400), "{}", refused.1);
+    assert!(refused.1.contains("(2000 characters)") && refused.1.contains("at most 1024"), "{}", refused.1);
+}
+
+/// A kubeconfig's URLs may carry a password (`server: http://admin:PW@host`, `proxy-url`) and a
+/// token may hold a line break: neither reaches output, and nothing panics.
+#[test]
+fn user_info_in_kubeconfig_urls_and_broken_tokens_never_reach_output() {
+    const MARKER: &str = "URL-SECRET-4321";
+    let dir = tempfile::tempdir().expect("dir");
+    let kubeconfig = |name: &str, cluster: &str, user: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(
+            &path,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n{cluster}contexts:\n- name: c\n  \
+                 context:\n    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user:\n{user}"
+            ),
+        )
+        .expect("write");
+        path
+    };
+    let with_password =
+        kubeconfig("password", &format!("    server: http://admin:{MARKER}@127.0.0.1:1\n"), "    token: t\n");
+    let with_proxy = kubeconfig(
+        "proxy",
+        &format!("    server: http://127.0.0.1:1\n    proxy-url: http://u:{MARKER}@127.0.0.1:2\n"),
+        "    token: t\n",
+    );
+    let broken_token =
+        kubeconfig("token", "    server: http://127.0.0.1:1\n", &format!("    token: \"{MARKER}\\nx\"\n"));
+    for config in [&with_password, &with_proxy, &broken_token] {
+        for args in [&["batches", "-A"][..], &["doctor"], &["fleet"], &["doctor", "-o", "json"]] {
+            let (stdout, stderr, code) = run(config, args);
+            let said = format!("{stdout}{stderr}");
+            assert_ne!(code, Some(0), "{args:?}: {said}");
+            assert!(!said.contains(MARKER), "{} {args:?} printed the secret: {said}", config.display());
+            assert!(!said.contains("panicked"), "{said}");
+        }
+    }
+    let (_, stderr, _) = run(&broken_token, &["batches", "-A"]);
+    assert!(stderr.contains("token cannot be sent as an HTTP header"), "{stderr}");
+    let (stdout, _, _) = run(&with_password, &["doctor"]);
+    assert!(stdout.contains("http://…@127.0.0.1:1"), "the server is still named: {stdout}");
+}
