@@ -106,23 +106,36 @@ impl Live {
             engine_stores: stores,
             view: None,
             forwarders: Vec::new(),
-            lease: lease.clone(),
+            lease,
             timing,
             own_timing,
         };
-        live.forwarders.push(forward_role(engine.role.clone(), tx.clone(), generation));
-        live.forwarders.push(forward_write_failure(engine.write_failure.clone(), tx.clone(), generation));
-        live.forwarders.push(forward_leader(
-            live.connection.client.clone(),
-            LeaderWatch { lease, scope: live.scope.clone(), timing: live.timing.clone(), own: own_timing },
+        live.engine = Some(engine);
+        live.start_forwarders(tx, generation);
+        live
+    }
+
+    /// The tasks that feed the UI for this connection and scope (after a `:ns` again): the
+    /// engine's role and write failures, who leads, the Go operator, who the user is, the view.
+    fn start_forwarders(&mut self, tx: &mpsc::UnboundedSender<Envelope>, generation: u64) {
+        if let Some(engine) = &self.engine {
+            self.forwarders.push(forward_role(engine.role.clone(), tx.clone(), generation));
+            self.forwarders.push(forward_write_failure(engine.write_failure.clone(), tx.clone(), generation));
+        }
+        self.forwarders.push(forward_leader(
+            self.connection.client.clone(),
+            LeaderWatch {
+                lease: self.lease.clone(),
+                scope: self.scope.clone(),
+                timing: self.timing.clone(),
+                own: self.own_timing,
+            },
             tx.clone(),
             generation,
         ));
-        live.forwarders.push(forward_go_operator(live.connection.client.clone(), tx.clone(), generation));
-        live.forwarders.push(forward_identity(live.connection.client.clone(), tx.clone(), generation));
-        live.engine = Some(engine);
-        live.start_view(tx, generation);
-        live
+        self.forwarders.push(forward_go_operator(self.connection.client.clone(), tx.clone(), generation));
+        self.forwarders.push(forward_identity(self.connection.client.clone(), tx.clone(), generation));
+        self.start_view(tx, generation);
     }
 
     fn view_stores(&self) -> &Stores {
@@ -151,24 +164,7 @@ impl Live {
             self.view = Some((stores, cancel));
         }
         self.scope = scope;
-        if let Some(engine) = &self.engine {
-            self.forwarders.push(forward_role(engine.role.clone(), tx.clone(), generation));
-            self.forwarders.push(forward_write_failure(engine.write_failure.clone(), tx.clone(), generation));
-        }
-        self.forwarders.push(forward_leader(
-            self.connection.client.clone(),
-            LeaderWatch {
-                lease: self.lease.clone(),
-                scope: self.scope.clone(),
-                timing: self.timing.clone(),
-                own: self.own_timing,
-            },
-            tx.clone(),
-            generation,
-        ));
-        self.forwarders.push(forward_go_operator(self.connection.client.clone(), tx.clone(), generation));
-        self.forwarders.push(forward_identity(self.connection.client.clone(), tx.clone(), generation));
-        self.start_view(tx, generation);
+        self.start_forwarders(tx, generation);
     }
 
     /// Stop everything; the engine finishes in-flight writes and releases its lease.
