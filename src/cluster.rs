@@ -499,9 +499,7 @@ fn describe(error: &kube::Error) -> String {
             _ => format!("{} ({} {})", status.message, status.code, status.reason),
         },
         kube::Error::HyperError(_) | kube::Error::Service(_) => {
-            if let Some(no_answer) =
-                causes(error).into_iter().find_map(|cause| cause.downcast_ref::<deadline::NoAnswer>())
-            {
+            if let Some(no_answer) = no_answer(error) {
                 return format!("{no_answer}: is it up, and not overloaded? (a longer {} waits more)", no_answer.flag);
             }
             format!(

@@ -6,7 +6,6 @@
 //! as a problem and the rest goes on. Messages never quote Secret values: YAML error snippets are
 //! cut to their first line and Secret decoding errors name only the key.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -16,7 +15,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::api::{CAPApplication, CAPApplicationVersion, CAPTenant, CAPTenantOperation, DeploymentView, RotationBatch};
-use crate::plan::{ObjectLookup, Problem, ProblemKind, SecretLookup};
+use crate::lookup::{ObjectLookup, Objects, SecretLookup};
+use crate::plan::{Problem, ProblemKind};
 
 /// Why a manifest path could not be read. Always names the file.
 #[derive(Debug, thiserror::Error)]
@@ -32,8 +32,6 @@ impl LoadError {
     }
 }
 
-type Key = (String, String);
-
 /// Everything read from the manifests.
 #[derive(Default)]
 pub struct Manifests {
@@ -42,8 +40,8 @@ pub struct Manifests {
     pub tenants: Vec<Arc<CAPTenant>>,
     pub operations: Vec<Arc<CAPTenantOperation>>,
     pub batches: Vec<Arc<RotationBatch>>,
-    pub secrets: HashMap<Key, SecretLookup>,
-    pub deployments: HashMap<Key, Arc<DeploymentView>>,
+    /// The Secrets (a malformed one as `SecretLookup::Malformed`) and the Deployments.
+    pub lookup: Objects,
     /// sap-btp-service-operator ServiceBindings (`services.cloud.sap.com`).
     pub service_bindings: Vec<crate::api::service_binding::ServiceBinding>,
     /// Objects that could not be decoded.
@@ -56,11 +54,11 @@ pub struct Manifests {
 
 impl ObjectLookup for Manifests {
     fn secret(&self, namespace: &str, name: &str) -> SecretLookup {
-        self.secrets.get(&(namespace.to_string(), name.to_string())).cloned().unwrap_or(SecretLookup::Missing)
+        self.lookup.secret(namespace, name)
     }
 
     fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<DeploymentView>> {
-        self.deployments.get(&(namespace.to_string(), name.to_string())).cloned()
+        self.lookup.deployment(namespace, name)
     }
 }
 
@@ -235,7 +233,7 @@ impl Manifests {
                     Ok(secret) => SecretLookup::Found(Arc::new(secret)),
                     Err(message) => SecretLookup::Malformed(message),
                 };
-                self.secrets.insert((namespace, name), lookup);
+                self.lookup.secrets.insert((namespace, name), lookup);
             }
             (version, "ServiceBinding") if version.starts_with("services.cloud.sap.com/") => {
                 if let Some(binding) = self.decode_plain(&label, &namespace, document) {
@@ -244,7 +242,7 @@ impl Manifests {
             }
             ("apps/v1", "Deployment") => {
                 if let Some(deployment) = self.decode::<DeploymentView>(&label, &namespace, None, document) {
-                    self.deployments.insert((namespace, name), deployment);
+                    self.lookup.deployments.insert((namespace, name), deployment);
                 }
             }
             _ => self.ignored += 1,

@@ -15,72 +15,10 @@ use kube::ResourceExt;
 use serde::Serialize;
 
 use crate::api::{
-    CAPApplication, CAPApplicationVersion, CAPTenant, DeploymentView, ServiceInfo, VCAP_SERVICES_KEY, WorkloadDetails,
+    CAPApplication, CAPApplicationVersion, DeploymentView, ServiceInfo, VCAP_SERVICES_KEY, WorkloadDetails,
 };
+pub use crate::lookup::{CapIndex, ObjectLookup, SecretLookup};
 use crate::vcap::{self, EntryError, SecretData, VcapPayload, gojson::GoMap};
-
-/// What the planner can find out about a Secret.
-#[derive(Clone, Debug)]
-pub enum SecretLookup {
-    Found(Arc<Secret>),
-    /// The object exists but could not be decoded (e.g. invalid base64 in a manifest).
-    Malformed(String),
-    Missing,
-}
-
-/// Point reads the planner needs besides the CAP objects. The engine answers from its reflector
-/// stores, `capdeck plan` from the manifests it loaded.
-pub trait ObjectLookup {
-    fn secret(&self, namespace: &str, name: &str) -> SecretLookup;
-    fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<DeploymentView>>;
-}
-
-/// The CAP objects, indexed by the application they belong to (`spec.capApplicationInstance`
-/// in the same namespace).
-#[derive(Default)]
-pub struct CapIndex {
-    applications: Vec<Arc<CAPApplication>>,
-    versions: HashMap<(String, String), Vec<Arc<CAPApplicationVersion>>>,
-    versions_by_name: HashMap<(String, String), Arc<CAPApplicationVersion>>,
-    tenants: HashMap<(String, String), Vec<Arc<CAPTenant>>>,
-}
-
-impl CapIndex {
-    pub fn new(
-        applications: Vec<Arc<CAPApplication>>,
-        versions: impl IntoIterator<Item = Arc<CAPApplicationVersion>>,
-        tenants: impl IntoIterator<Item = Arc<CAPTenant>>,
-    ) -> Self {
-        let mut index = Self { applications, ..Self::default() };
-        for version in versions {
-            let namespace = version.namespace().unwrap_or_default();
-            index.versions_by_name.insert((namespace.clone(), version.name_any()), version.clone());
-            index.versions.entry((namespace, version.spec.cap_application_instance.clone())).or_default().push(version);
-        }
-        for tenant in tenants {
-            let key = (tenant.namespace().unwrap_or_default(), tenant.spec.cap_application_instance.clone());
-            index.tenants.entry(key).or_default().push(tenant);
-        }
-        index.applications.sort_by_key(|app| (app.namespace(), app.name_any()));
-        index
-    }
-
-    pub fn applications(&self) -> &[Arc<CAPApplication>] {
-        &self.applications
-    }
-
-    pub fn versions_of(&self, app: &CAPApplication) -> &[Arc<CAPApplicationVersion>] {
-        self.versions.get(&(app.namespace().unwrap_or_default(), app.name_any())).map_or(&[], Vec::as_slice)
-    }
-
-    pub fn tenants_of(&self, app: &CAPApplication) -> &[Arc<CAPTenant>] {
-        self.tenants.get(&(app.namespace().unwrap_or_default(), app.name_any())).map_or(&[], Vec::as_slice)
-    }
-
-    pub fn version(&self, namespace: &str, name: &str) -> Option<&Arc<CAPApplicationVersion>> {
-        self.versions_by_name.get(&(namespace.to_string(), name.to_string()))
-    }
-}
 
 /// Which binding Secrets count as rotated.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -567,6 +505,7 @@ mod plan_tests {
     use serde_json::{Value, json};
 
     use super::*;
+    use crate::api::CAPTenant;
 
     const NS: &str = "ns";
 

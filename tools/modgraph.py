@@ -18,6 +18,7 @@ from pathlib import Path
 # Lowest first. A module uses modules of lower layers; same-layer use needs an entry in PEERS.
 LAYERS = [
     ["api", "output", "process"],  # types of the CRDs and upstream objects; printing; runtime and signals
+    ["lookup"],  # point lookups of Secrets and Deployments, the CAP objects by application
     ["vcap", "cluster"],  # the VCAP_SERVICES format; kube client, stores, error descriptions
     ["plan"],  # the pure planner: which Deployment needs which payload
     # objects from files; subscription dependencies; credential safety; the user's batch actions

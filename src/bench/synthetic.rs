@@ -2,7 +2,6 @@
 //! version with D Deployment workloads (each consuming every service), a Ready tenant, and
 //! Deployments whose VCAP Secrets are current — plus U Secrets nobody references.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use base64::Engine as _;
@@ -11,7 +10,8 @@ use serde_json::{Value, json};
 
 use crate::api::{CAPApplication, CAPApplicationVersion, CAPTenant, DeploymentView};
 use crate::cli::SyntheticSize;
-use crate::plan::{CapIndex, ObjectLookup, SecretLookup, plan_all};
+use crate::lookup::Objects;
+use crate::plan::{CapIndex, plan_all};
 use crate::sandbox::Sandbox;
 use crate::vcap::secret_owner_hash;
 
@@ -34,20 +34,6 @@ fn b64(text: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(text)
 }
 
-struct Lookup {
-    secrets: HashMap<(String, String), Arc<Secret>>,
-    deployments: HashMap<(String, String), Arc<DeploymentView>>,
-}
-
-impl ObjectLookup for Lookup {
-    fn secret(&self, namespace: &str, name: &str) -> SecretLookup {
-        self.secrets.get(&(namespace.into(), name.into())).cloned().map_or(SecretLookup::Missing, SecretLookup::Found)
-    }
-    fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<DeploymentView>> {
-        self.deployments.get(&(namespace.into(), name.into())).cloned()
-    }
-}
-
 fn typed<K: serde::de::DeserializeOwned>(value: &Value) -> Result<Arc<K>, crate::sandbox::LoadError> {
     serde_json::from_value(value.clone())
         .map(Arc::new)
@@ -68,8 +54,7 @@ pub fn seed(sandbox: &Sandbox, size: SyntheticSize) -> Result<usize, crate::sand
     let mut apps = Vec::new();
     let mut versions = Vec::new();
     let mut tenants = Vec::new();
-    let mut secrets = HashMap::new();
-    let mut deployments = HashMap::new();
+    let mut lookup = Objects::default();
     for app in 0..size.apps {
         let namespace = namespace_of(app);
         let name = app_name(app);
@@ -105,19 +90,18 @@ pub fn seed(sandbox: &Sandbox, size: SyntheticSize) -> Result<usize, crate::sand
                 "type": "Opaque", "data": {"credentials": b64(&credentials)}});
             sandbox.load([secret.clone()])?;
             count += 1;
-            secrets.insert((namespace.clone(), binding_name(app, service)), typed::<Secret>(&secret)?);
+            lookup.add_secret(typed::<Secret>(&secret)?);
         }
         for d in 0..size.deployments_per_app {
             let deployment = format!("{cav}-w{d}");
             let object = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": deployment, "namespace": namespace},
                 "spec": {"replicas": 2, "selector": {"matchLabels": {"app": deployment}},
                          "template": {"metadata": {"labels": {"app": deployment}}, "spec": {"containers": [{"name": "main", "image": "i"}]}}}});
-            deployments.insert((namespace.clone(), deployment), typed::<DeploymentView>(&object)?);
+            lookup.add_deployment(typed::<DeploymentView>(&object)?);
         }
     }
     // Current VCAP Secrets, as the Go operator would have written them.
     let index = CapIndex::new(apps, versions, tenants);
-    let lookup = Lookup { secrets, deployments };
     let plan = plan_all(&index, &lookup);
     for planned in plan.deployments {
         let secret = format!("{}-cur01", planned.deployment);

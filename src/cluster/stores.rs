@@ -758,3 +758,16 @@ fn api_status(error: &watcher::Error) -> Option<u16> {
         _ => None,
     }
 }
+/// The engine's planner reads the cluster through the stores.
+impl crate::lookup::ObjectLookup for Stores {
+    fn secret(&self, namespace: &str, name: &str) -> crate::lookup::SecretLookup {
+        match Stores::secret(self, namespace, name) {
+            Some(secret) => crate::lookup::SecretLookup::Found(secret),
+            None => crate::lookup::SecretLookup::Missing,
+        }
+    }
+
+    fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<crate::api::DeploymentView>> {
+        Stores::deployment(self, namespace, name)
+    }
+}

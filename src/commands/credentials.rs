@@ -126,7 +126,7 @@ async fn live(cluster: &ClusterArgs) -> anyhow::Result<(Manifests, bool, Option<
         Err(kube::Error::Api(status)) if status.code == 404 => Vec::new(),
         Err(error) => anyhow::bail!("cannot list RotationBatches: {}", describe_error(&error)),
     };
-    manifests.secrets = crate::fleet::binding_secrets(client, &manifests.applications).await;
+    manifests.lookup.secrets = crate::fleet::binding_secrets(client, &manifests.applications).await;
     let known = match crate::cluster::list_service_bindings(client, &scope).await {
         Ok(Some(bindings)) => {
             manifests.service_bindings = bindings;

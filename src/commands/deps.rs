@@ -1,30 +1,17 @@
 //! `capdeck deps --app NS/NAME [-f PATH...]`: the subscription dependencies of an application.
 
-use std::collections::HashMap;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 
-use crate::api::{CAPApplication, DeploymentView};
+use crate::api::CAPApplication;
 use crate::cli::DepsArgs;
 use crate::cluster::{ClusterArgs, describe_error};
 use crate::deps::{Dependency, DependencyReport, dependencies};
+use crate::lookup::{Objects, SecretLookup};
 use crate::output::{OutputFormat, Table};
-use crate::plan::{ObjectLookup, SecretLookup};
-
-/// Secrets read from the cluster for one application.
-struct FetchedSecrets(HashMap<String, SecretLookup>);
-
-impl ObjectLookup for FetchedSecrets {
-    fn secret(&self, _: &str, name: &str) -> SecretLookup {
-        self.0.get(name).cloned().unwrap_or(SecretLookup::Missing)
-    }
-    fn deployment(&self, _: &str, _: &str) -> Option<Arc<DeploymentView>> {
-        None
-    }
-}
 
 pub async fn run(cluster: &ClusterArgs, args: &DepsArgs) -> anyhow::Result<ExitCode> {
     args.output.refuse_name("deps").map_err(|error| crate::commands::UsageError(error.to_string()))?;
@@ -79,16 +66,16 @@ async fn live(cluster: &ClusterArgs, namespace: &str, name: &str) -> anyhow::Res
         Err(error) => anyhow::bail!("cannot read CAPApplication {namespace}/{name}: {}", describe_error(&error)),
     };
     let secrets: Api<Secret> = Api::namespaced(connection.client.clone(), namespace);
-    let mut fetched = HashMap::new();
+    let mut fetched = Objects::default();
     for service in &app.spec.btp.services {
         let lookup = match secrets.get_opt(&service.secret).await {
             Ok(Some(secret)) => SecretLookup::Found(Arc::new(secret)),
             Ok(None) => SecretLookup::Missing,
             Err(error) => SecretLookup::Malformed(format!("cannot be read: {}", describe_error(&error))),
         };
-        fetched.insert(service.secret.clone(), lookup);
+        fetched.secrets.insert((namespace.to_string(), service.secret.clone()), lookup);
     }
-    Ok(dependencies(&app, &FetchedSecrets(fetched)))
+    Ok(dependencies(&app, &fetched))
 }
 
 /// The table shows every column already; `-o wide` prints the same.

@@ -1,13 +1,12 @@
 //! Fixed console data at a fixed moment: the demo seed plus rotation batches and Events in the
 //! states worth seeing. The console's snapshot tests and `capdeck bench console` draw it.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::lookup::ObjectLookup as _;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::Timestamp;
-use kube::ResourceExt as _;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
@@ -37,7 +36,8 @@ pub struct SampleObjects {
     pub operations: Vec<Arc<CAPTenantOperation>>,
     pub batches: Vec<Arc<RotationBatch>>,
     pub events: Vec<Arc<Event>>,
-    pub secrets: HashMap<(String, String), Arc<Secret>>,
+    /// The Secrets (no Deployments: the sample draws no rollouts' Pods).
+    pub lookup: crate::lookup::Objects,
     pub service_bindings: Vec<ServiceBinding>,
 }
 
@@ -45,15 +45,12 @@ fn decode<K: DeserializeOwned>(value: Value) -> Result<Arc<K>, String> {
     serde_json::from_value(value).map(Arc::new).map_err(|error| error.to_string())
 }
 
-impl crate::plan::ObjectLookup for SampleObjects {
-    fn secret(&self, namespace: &str, name: &str) -> crate::plan::SecretLookup {
-        self.secrets
-            .get(&(namespace.to_string(), name.to_string()))
-            .cloned()
-            .map_or(crate::plan::SecretLookup::Missing, crate::plan::SecretLookup::Found)
+impl crate::lookup::ObjectLookup for SampleObjects {
+    fn secret(&self, namespace: &str, name: &str) -> crate::lookup::SecretLookup {
+        self.lookup.secret(namespace, name)
     }
-    fn deployment(&self, _: &str, _: &str) -> Option<Arc<crate::api::DeploymentView>> {
-        None
+    fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<crate::api::DeploymentView>> {
+        self.lookup.deployment(namespace, name)
     }
 }
 
@@ -90,8 +87,7 @@ impl SampleObjects {
             "CAPTenantOperation" => self.operations.push(decode(document)?),
             "RotationBatch" => self.batches.push(decode(document)?),
             "Secret" => {
-                let secret: Arc<Secret> = decode(document)?;
-                self.secrets.insert((secret.namespace().unwrap_or_default(), secret.name_any()), secret);
+                self.lookup.add_secret(decode::<Secret>(document)?);
             }
             _ => {}
         }
@@ -160,8 +156,9 @@ impl SampleObjects {
     }
 
     pub fn snapshot(&self) -> Snapshot {
-        let keys = |namespace: &str, name: &str| {
-            self.secrets.get(&(namespace.to_string(), name.to_string())).map(|secret| readmodel::secret_keys(secret))
+        let keys = |namespace: &str, name: &str| match self.lookup.secret(namespace, name) {
+            crate::lookup::SecretLookup::Found(secret) => Some(readmodel::secret_keys(&secret)),
+            _ => None,
         };
         let credentials = crate::credentials::overview(&crate::credentials::Inputs {
             applications: &self.apps,

@@ -34,7 +34,7 @@ use crate::api::service_binding::ServiceBinding;
 use crate::api::{ANNOTATION_ROLLED_AT, BatchPhase, CAPApplication, RotationBatch, RotationBatchStatus};
 use crate::cluster::stores::Stores;
 use crate::credentials::{batch_margin_seconds, batch_revocation, seconds};
-use crate::plan::{CapIndex, ObjectLookup, Rotated, SecretLookup, plan_application};
+use crate::plan::{CapIndex, Rotated, plan_application};
 use backoff::Backoff;
 use decide::{Attributed, Decision, DecisionContext, apply, decide, record_attribution, rollout_outcome, skip_reasons};
 use status::{condition_reason, finish, is_active, is_done, ready_condition, user_action_text};
@@ -82,19 +82,6 @@ pub struct Reconciler {
     /// The managedFields of batches whose approval or hold the engine checks (the stores strip
     /// them), by the resourceVersion they were read at.
     managed_fields: HashMap<AppKey, (String, Vec<ManagedFieldsEntry>)>,
-}
-
-impl ObjectLookup for Stores {
-    fn secret(&self, namespace: &str, name: &str) -> SecretLookup {
-        match Stores::secret(self, namespace, name) {
-            Some(secret) => SecretLookup::Found(secret),
-            None => SecretLookup::Missing,
-        }
-    }
-
-    fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<crate::api::DeploymentView>> {
-        Stores::deployment(self, namespace, name)
-    }
 }
 
 fn batch_key(batch: &RotationBatch) -> AppKey {

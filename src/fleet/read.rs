@@ -151,7 +151,7 @@ async fn read_context(
     let manifests = Manifests {
         applications,
         batches,
-        secrets: secrets.unwrap_or_default(),
+        lookup: crate::lookup::Objects { secrets: secrets.unwrap_or_default(), ..Default::default() },
         service_bindings: bindings.clone().unwrap_or_default(),
         ..Manifests::default()
     };

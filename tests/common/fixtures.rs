@@ -12,7 +12,8 @@ use capdeck::cluster::stores::{StoreTasks, Stores};
 use capdeck::engine::config::{Clock, EngineConfig, EngineMode, LeaseSettings};
 use capdeck::engine::metrics::Metrics;
 use capdeck::engine::{EngineHandle, Role};
-use capdeck::plan::{CapIndex, ObjectLookup, SecretLookup, plan_all};
+use capdeck::lookup::Objects;
+use capdeck::plan::{CapIndex, plan_all};
 use capdeck::sandbox::Sandbox;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt as _;
@@ -106,21 +107,6 @@ pub fn application(options: &AppOptions) -> Vec<Value> {
     objects
 }
 
-/// What the sandbox holds, as a planner lookup.
-struct SandboxLookup {
-    secrets: HashMap<(String, String), Arc<Secret>>,
-    deployments: HashMap<(String, String), Arc<DeploymentView>>,
-}
-
-impl ObjectLookup for SandboxLookup {
-    fn secret(&self, namespace: &str, name: &str) -> SecretLookup {
-        self.secrets.get(&(namespace.into(), name.into())).cloned().map_or(SecretLookup::Missing, SecretLookup::Found)
-    }
-    fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<DeploymentView>> {
-        self.deployments.get(&(namespace.into(), name.into())).cloned()
-    }
-}
-
 fn decode<K: serde::de::DeserializeOwned>(values: Vec<Value>) -> Vec<Arc<K>> {
     values.into_iter().filter_map(|v| serde_json::from_value(v).ok()).map(Arc::new).collect()
 }
@@ -170,18 +156,13 @@ impl EngineWorld {
 /// Give every affected Deployment a VCAP Secret with exactly its current payload (as the Go
 /// operator would have), so the engine starts with nothing to do.
 pub fn make_current(sandbox: &Sandbox) {
-    let lookup = SandboxLookup {
-        secrets: sandbox
-            .list("", "secrets")
-            .into_iter()
-            .filter_map(|v| Some((key_of(&v), Arc::new(serde_json::from_value(v).ok()?))))
-            .collect(),
-        deployments: sandbox
-            .list("apps", "deployments")
-            .into_iter()
-            .filter_map(|v| Some((key_of(&v), Arc::new(serde_json::from_value(v).ok()?))))
-            .collect(),
-    };
+    let mut lookup = Objects::default();
+    for secret in decode::<Secret>(sandbox.list("", "secrets")) {
+        lookup.add_secret(secret);
+    }
+    for deployment in decode::<DeploymentView>(sandbox.list("apps", "deployments")) {
+        lookup.add_deployment(deployment);
+    }
     // Plan as if every application opted in, so opted-out ones start current too.
     let apps: Vec<Arc<CAPApplication>> = decode::<CAPApplication>(sandbox.list("sme.sap.com", "capapplications"))
         .into_iter()

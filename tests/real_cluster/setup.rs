@@ -11,7 +11,8 @@ use capdeck::api::{BatchPhase, CAPApplication, CAPApplicationVersion, CAPTenant,
 use capdeck::cluster::Scope;
 use capdeck::engine::Role;
 use capdeck::engine::config::{Clock, EngineConfig, EngineMode, LeaseSettings};
-use capdeck::plan::{CapIndex, ObjectLookup, SecretLookup, plan_all};
+use capdeck::lookup::Objects;
+use capdeck::plan::{CapIndex, plan_all};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt as _;
 use serde_json::{Value, json};
@@ -36,20 +37,6 @@ pub fn current_application(options: &AppOptions, ns: &str) -> Vec<Value> {
     objects
 }
 
-struct JsonLookup {
-    secrets: HashMap<(String, String), Arc<Secret>>,
-    deployments: HashMap<(String, String), Arc<DeploymentView>>,
-}
-
-impl ObjectLookup for JsonLookup {
-    fn secret(&self, namespace: &str, name: &str) -> SecretLookup {
-        self.secrets.get(&(namespace.into(), name.into())).cloned().map_or(SecretLookup::Missing, SecretLookup::Found)
-    }
-    fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<DeploymentView>> {
-        self.deployments.get(&(namespace.into(), name.into())).cloned()
-    }
-}
-
 fn key_of(value: &Value) -> (String, String) {
     let text = |p: &str| value.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string();
     (text("/metadata/namespace"), text("/metadata/name"))
@@ -64,13 +51,13 @@ fn of_kind<K: serde::de::DeserializeOwned>(objects: &[Value], kind: &str) -> Vec
 }
 
 fn make_current(objects: &mut Vec<Value>) {
-    let lookup = JsonLookup {
-        secrets: of_kind::<Secret>(objects, "Secret").into_iter().map(|(v, s)| (key_of(&v), Arc::new(s))).collect(),
-        deployments: of_kind::<DeploymentView>(objects, "Deployment")
-            .into_iter()
-            .map(|(v, d)| (key_of(&v), Arc::new(d)))
-            .collect(),
-    };
+    let mut lookup = Objects::default();
+    for (_, secret) in of_kind::<Secret>(objects, "Secret") {
+        lookup.add_secret(Arc::new(secret));
+    }
+    for (_, deployment) in of_kind::<DeploymentView>(objects, "Deployment") {
+        lookup.add_deployment(Arc::new(deployment));
+    }
     let apps = of_kind::<CAPApplication>(objects, "CAPApplication")
         .into_iter()
         .map(|(_, mut app)| {

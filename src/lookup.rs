@@ -1,0 +1,109 @@
+//! The world the planner and the credential checks read, as point lookups: the `ObjectLookup`
+//! trait (a Secret, a Deployment by namespace and name), what a Secret lookup finds
+//! (`SecretLookup`), the CAP objects indexed by application (`CapIndex`), and `Objects`, the one
+//! in-memory implementation (manifests, the demo's sample, `deps`, the benchmarks' seed, tests).
+//! The engine answers from its reflector stores (`cluster::stores`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+
+use crate::api::{CAPApplication, CAPApplicationVersion, CAPTenant, DeploymentView};
+
+/// What the planner can find out about a Secret.
+#[derive(Clone, Debug)]
+pub enum SecretLookup {
+    Found(Arc<Secret>),
+    /// The object exists but could not be decoded (e.g. invalid base64 in a manifest).
+    Malformed(String),
+    Missing,
+}
+
+/// Point reads the planner needs besides the CAP objects. The engine answers from its reflector
+/// stores, `capdeck plan` from the manifests it loaded.
+pub trait ObjectLookup {
+    fn secret(&self, namespace: &str, name: &str) -> SecretLookup;
+    fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<DeploymentView>>;
+}
+
+/// The CAP objects, indexed by the application they belong to (`spec.capApplicationInstance`
+/// in the same namespace).
+#[derive(Default)]
+pub struct CapIndex {
+    applications: Vec<Arc<CAPApplication>>,
+    versions: HashMap<(String, String), Vec<Arc<CAPApplicationVersion>>>,
+    versions_by_name: HashMap<(String, String), Arc<CAPApplicationVersion>>,
+    tenants: HashMap<(String, String), Vec<Arc<CAPTenant>>>,
+}
+
+impl CapIndex {
+    pub fn new(
+        applications: Vec<Arc<CAPApplication>>,
+        versions: impl IntoIterator<Item = Arc<CAPApplicationVersion>>,
+        tenants: impl IntoIterator<Item = Arc<CAPTenant>>,
+    ) -> Self {
+        let mut index = Self { applications, ..Self::default() };
+        for version in versions {
+            let namespace = version.namespace().unwrap_or_default();
+            index.versions_by_name.insert((namespace.clone(), version.name_any()), version.clone());
+            index.versions.entry((namespace, version.spec.cap_application_instance.clone())).or_default().push(version);
+        }
+        for tenant in tenants {
+            let key = (tenant.namespace().unwrap_or_default(), tenant.spec.cap_application_instance.clone());
+            index.tenants.entry(key).or_default().push(tenant);
+        }
+        index.applications.sort_by_key(|app| (app.namespace(), app.name_any()));
+        index
+    }
+
+    pub fn applications(&self) -> &[Arc<CAPApplication>] {
+        &self.applications
+    }
+
+    pub fn versions_of(&self, app: &CAPApplication) -> &[Arc<CAPApplicationVersion>] {
+        self.versions.get(&(app.namespace().unwrap_or_default(), app.name_any())).map_or(&[], Vec::as_slice)
+    }
+
+    pub fn tenants_of(&self, app: &CAPApplication) -> &[Arc<CAPTenant>] {
+        self.tenants.get(&(app.namespace().unwrap_or_default(), app.name_any())).map_or(&[], Vec::as_slice)
+    }
+
+    pub fn version(&self, namespace: &str, name: &str) -> Option<&Arc<CAPApplicationVersion>> {
+        self.versions_by_name.get(&(namespace.to_string(), name.to_string()))
+    }
+}
+
+/// Secrets and Deployments held in memory, by (namespace, name).
+#[derive(Clone, Debug, Default)]
+pub struct Objects {
+    pub secrets: HashMap<(String, String), SecretLookup>,
+    pub deployments: HashMap<(String, String), Arc<DeploymentView>>,
+}
+
+impl Objects {
+    /// Add a Secret under its own namespace and name.
+    pub fn add_secret(&mut self, secret: Arc<Secret>) {
+        self.secrets.insert((secret.namespace().unwrap_or_default(), secret.name_any()), SecretLookup::Found(secret));
+    }
+
+    /// Add a Deployment under its own namespace and name.
+    pub fn add_deployment(&mut self, deployment: Arc<DeploymentView>) {
+        let key = (
+            deployment.metadata.namespace.clone().unwrap_or_default(),
+            deployment.metadata.name.clone().unwrap_or_default(),
+        );
+        self.deployments.insert(key, deployment);
+    }
+}
+
+impl ObjectLookup for Objects {
+    fn secret(&self, namespace: &str, name: &str) -> SecretLookup {
+        self.secrets.get(&(namespace.to_string(), name.to_string())).cloned().unwrap_or(SecretLookup::Missing)
+    }
+
+    fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<DeploymentView>> {
+        self.deployments.get(&(namespace.to_string(), name.to_string())).cloned()
+    }
+}
