@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use crate::lookup::ObjectLookup as _;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::Timestamp;
@@ -16,6 +15,7 @@ use crate::console::app::{Access, App, Session};
 use crate::console::keymap::Keymap;
 use crate::console::theme::Theme;
 use crate::engine::Role;
+use crate::lookup::ObjectLookup as _;
 use crate::readmodel::{self, Snapshot, Sources};
 
 /// The sample's "now": 2026-11-20 09:00:00 UTC.
