@@ -2,6 +2,7 @@
 
 pub mod approval;
 pub mod cap;
+pub mod change_window;
 pub mod common;
 pub mod container;
 pub mod crds;
