@@ -298,13 +298,16 @@ mod tests {
             .collect()
     }
 
+    /// Openings as RFC 3339 (opens, closes) pairs.
+    type Openings = Vec<(String, String)>;
+
     fn pair(opens: &str, closes: &str) -> (String, String) {
         (opens.to_string(), closes.to_string())
     }
 
     #[test]
     fn next_openings_across_dst_half_hour_zones_midnight_overlaps_and_whole_days() {
-        let table: [(&str, &str, &str, Vec<(String, String)>); 9] = [
+        let table: [(&str, &str, &str, Openings); 9] = [
             (
                 "Berlin, last Sunday of March: 01:00 CET to 04:00 CEST is two hours",
                 "Sun 01:00-04:00 Europe/Berlin",
