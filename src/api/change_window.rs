@@ -278,6 +278,123 @@ fn quote(text: &str) -> String {
     }
 }
 
+/// Where the change windows that apply to an application come from: the most specific wins.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WindowSource {
+    /// The `capdeck.dev/change-windows` annotation of the CAPApplication `namespace/name`.
+    Application { namespace: String, name: String },
+    /// The annotation of the Namespace.
+    Namespace { name: String },
+    /// The engine's `--change-windows` flag.
+    Cluster,
+}
+
+impl fmt::Display for WindowSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Application { namespace, name } => {
+                write!(f, "annotation {ANNOTATION_CHANGE_WINDOWS} of CAPApplication {namespace}/{name}")
+            }
+            Self::Namespace { name } => write!(f, "annotation {ANNOTATION_CHANGE_WINDOWS} of Namespace {name}"),
+            Self::Cluster => write!(f, "the engine's --change-windows"),
+        }
+    }
+}
+
+/// The change windows in force for one application, or why they cannot be read.
+#[derive(Clone, Debug)]
+pub struct AppliedWindows {
+    pub source: WindowSource,
+    pub windows: Result<ChangeWindows, WindowError>,
+}
+
+impl AppliedWindows {
+    /// The application's annotation, else its namespace's, else the cluster's; `None` when no
+    /// level sets any (the batch may roll at any hour). A blank annotation is no windows at that
+    /// level, so a namespace can lift the cluster's windows only by setting its own.
+    pub fn resolve(
+        application: (&str, &str, Option<&str>),
+        namespace_annotation: Option<&str>,
+        cluster: Option<&ChangeWindows>,
+    ) -> Option<Self> {
+        let (namespace, name, app_annotation) = application;
+        if let Some(text) = app_annotation.filter(|t| !t.trim().is_empty()) {
+            let source = WindowSource::Application { namespace: namespace.to_string(), name: name.to_string() };
+            return Some(Self { source, windows: ChangeWindows::parse(text) });
+        }
+        if let Some(text) = namespace_annotation.filter(|t| !t.trim().is_empty()) {
+            let source = WindowSource::Namespace { name: namespace.to_string() };
+            return Some(Self { source, windows: ChangeWindows::parse(text) });
+        }
+        cluster.map(|windows| Self { source: WindowSource::Cluster, windows: Ok(windows.clone()) })
+    }
+
+    /// Why a batch of this application is held: the annotation, the object, the problem and the fix.
+    pub fn unreadable(&self) -> Option<String> {
+        let error = self.windows.as_ref().err()?;
+        let fix = match &self.source {
+            WindowSource::Application { namespace, name } => {
+                format!(
+                    "kubectl annotate capapplication -n {namespace} {name} --overwrite {ANNOTATION_CHANGE_WINDOWS}='Mon-Fri 22:00-05:00 Europe/Berlin'"
+                )
+            }
+            WindowSource::Namespace { name } => {
+                format!(
+                    "kubectl annotate namespace {name} --overwrite {ANNOTATION_CHANGE_WINDOWS}='Mon-Fri 22:00-05:00 Europe/Berlin'"
+                )
+            }
+            WindowSource::Cluster => "correct --change-windows".to_string(),
+        };
+        Some(format!("the {} cannot be read: {error}; nothing rolls until it is fixed: {fix}", self.source))
+    }
+}
+
+/// What the windows and a freeze say about starting a rollout at `now`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowGate {
+    /// Inside a window (or none applies) and not frozen: roll.
+    Open,
+    /// Outside a window: wait until `opens`, which is early enough for the old credentials.
+    OutsideWindow { opens: Timestamp },
+    /// Frozen until `until`; the rollout may start at `starts` (the first opening after it).
+    Frozen { until: Timestamp, starts: Timestamp },
+    /// Waiting until `starts` would leave less than the expected rollout before the old
+    /// credentials may be revoked at `revocation`: a person decides now.
+    DeadlineFirst { starts: Timestamp, revocation: Timestamp, frozen: bool },
+}
+
+/// The gate in front of a rollout: the freeze first (nothing starts before its end), then the
+/// windows (the first opening at or after that), then the deadline: when the start this gives is
+/// later than the old credentials' revocation less the expected rollout, waiting is not safe.
+pub fn window_gate(
+    now: Timestamp,
+    windows: Option<&ChangeWindows>,
+    frozen_until: Option<Timestamp>,
+    revocation: Option<Timestamp>,
+    expected_rollout: std::time::Duration,
+) -> WindowGate {
+    let frozen_until = frozen_until.filter(|until| *until > now);
+    let earliest = frozen_until.unwrap_or(now);
+    let starts = match windows.map(|w| w.state_at(earliest)) {
+        Some(WindowState::Closed { opens }) => opens,
+        Some(WindowState::Open { .. }) | None => earliest,
+    };
+    if starts <= now {
+        return WindowGate::Open;
+    }
+    let margin = jiff::SignedDuration::try_from(expected_rollout).unwrap_or(jiff::SignedDuration::MAX);
+    let latest_safe_start = revocation.and_then(|r| r.checked_sub(margin).ok());
+    if let (Some(latest), Some(revocation)) = (latest_safe_start, revocation)
+        && starts > latest
+    {
+        return WindowGate::DeadlineFirst { starts, revocation, frozen: frozen_until.is_some() };
+    }
+    match frozen_until {
+        Some(until) => WindowGate::Frozen { until, starts },
+        None => WindowGate::OutsideWindow { opens: starts },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -474,5 +591,94 @@ mod tests {
         let long = format!("Mon 22:00-05:00 {}", "X".repeat(500));
         let said = ChangeWindows::parse(&long).expect_err("unknown zone").to_string();
         assert!(said.chars().count() < 300, "a long value is quoted shortened: {said}");
+    }
+
+    #[test]
+    fn the_gate_waits_for_a_window_or_a_freeze_unless_the_old_credentials_die_first() {
+        use std::time::Duration;
+        let nights = windows("Mon-Fri 22:00-05:00 UTC");
+        let now = at("2026-11-25T12:00:00Z");
+        let opens = at("2026-11-25T22:00:00Z");
+        let hour = Duration::from_secs(3600);
+        let in_hours = |h: i64| now.checked_add(jiff::SignedDuration::from_hours(h)).expect("time");
+        let table = [
+            ("no windows, no freeze", None, None, None, WindowGate::Open),
+            ("inside a window", Some(windows("Mon-Sun 00:00-24:00 UTC")), None, None, WindowGate::Open),
+            ("outside, no known revocation", Some(nights.clone()), None, None, WindowGate::OutsideWindow { opens }),
+            (
+                "outside, revocation after the opening plus the rollout",
+                Some(nights.clone()),
+                None,
+                Some(in_hours(11)),
+                WindowGate::OutsideWindow { opens },
+            ),
+            (
+                "outside, revocation before the opening plus the rollout",
+                Some(nights.clone()),
+                None,
+                Some(in_hours(10)),
+                WindowGate::DeadlineFirst { starts: opens, revocation: in_hours(10), frozen: false },
+            ),
+            (
+                "frozen, no windows: starts when the freeze ends",
+                None,
+                Some(in_hours(3)),
+                None,
+                WindowGate::Frozen { until: in_hours(3), starts: in_hours(3) },
+            ),
+            (
+                "frozen past tonight's opening: starts inside it, at the freeze's end",
+                Some(nights.clone()),
+                Some(in_hours(12)),
+                None,
+                WindowGate::Frozen { until: in_hours(12), starts: in_hours(12) },
+            ),
+            (
+                "frozen into the day: starts at the next night's opening",
+                Some(nights.clone()),
+                Some(in_hours(20)),
+                None,
+                WindowGate::Frozen { until: in_hours(20), starts: at("2026-11-26T22:00:00Z") },
+            ),
+            (
+                "a freeze that outlives the old credentials",
+                None,
+                Some(in_hours(5)),
+                Some(in_hours(5)),
+                WindowGate::DeadlineFirst { starts: in_hours(5), revocation: in_hours(5), frozen: true },
+            ),
+            ("a freeze that ended", None, Some(in_hours(-1)), Some(in_hours(1)), WindowGate::Open),
+        ];
+        for (why, windows, frozen, revocation, expected) in table {
+            assert_eq!(window_gate(now, windows.as_ref(), frozen, revocation, hour), expected, "{why}");
+        }
+    }
+
+    #[test]
+    fn the_most_specific_level_wins_and_an_unreadable_one_says_where_and_how_to_fix_it() {
+        let cluster = windows("Sat 00:00-24:00 UTC");
+        let app = ("shop", "bookshop", Some("Mon 22:00-23:00 UTC"));
+        let applied = AppliedWindows::resolve(app, Some("Tue 22:00-23:00 UTC"), Some(&cluster)).expect("applies");
+        assert_eq!(applied.source, WindowSource::Application { namespace: "shop".into(), name: "bookshop".into() });
+        let applied =
+            AppliedWindows::resolve(("shop", "bookshop", Some(" ")), Some("Tue 22:00-23:00 UTC"), Some(&cluster))
+                .expect("applies");
+        assert_eq!(applied.source, WindowSource::Namespace { name: "shop".into() });
+        assert_eq!(applied.windows.as_ref().map(ChangeWindows::text).ok(), Some("Tue 22:00-23:00 UTC"));
+        let applied = AppliedWindows::resolve(("shop", "bookshop", None), None, Some(&cluster)).expect("applies");
+        assert_eq!(applied.source, WindowSource::Cluster);
+        assert!(applied.unreadable().is_none());
+        assert!(AppliedWindows::resolve(("shop", "bookshop", None), None, None).is_none());
+        let broken = AppliedWindows::resolve(("shop", "bookshop", Some("Mon 25:00-26:00 UTC")), None, Some(&cluster))
+            .expect("applies");
+        assert_eq!(
+            broken.unreadable().as_deref(),
+            Some(
+                "the annotation capdeck.dev/change-windows of CAPApplication shop/bookshop cannot be read: range 1 \
+                 (\"Mon 25:00-26:00 UTC\"): \"25:00\" is not a time of day HH:MM (00:00 to 23:59, or 24:00 as an end); \
+                 nothing rolls until it is fixed: kubectl annotate capapplication -n shop bookshop --overwrite \
+                 capdeck.dev/change-windows='Mon-Fri 22:00-05:00 Europe/Berlin'"
+            )
+        );
     }
 }
