@@ -118,31 +118,6 @@ fn uses_cluster_flag(name: &str, id: &str) -> bool {
     }
 }
 
-/// Print clap's verdict and exit with its code. `--help` and `--version` as clap prints them;
-/// errors quote what was typed (a `--reason` pasted from a ticket): made terminal-safe, and a
-/// quoted value that long shortened, so a usage error can neither drive the terminal nor flood it.
-pub fn exit_with(error: &clap::Error) -> ! {
-    if !error.use_stderr() {
-        error.exit();
-    }
-    const LONGEST_VALUE: usize = 120;
-    let text = error.render().to_string();
-    let safe = crate::output::terminal_safe(&text, true);
-    let long_value = regex::Regex::new(r"'([^'\n]{200,})'").ok();
-    let shown = match long_value {
-        Some(long_value) => long_value
-            .replace_all(&safe, |quoted: &regex::Captures<'_>| {
-                let value = &quoted[1];
-                let head: String = value.chars().take(LONGEST_VALUE).collect();
-                format!("'{head}…' ({} characters)", value.chars().count())
-            })
-            .into_owned(),
-        None => safe.into_owned(),
-    };
-    eprint!("{shown}");
-    std::process::exit(error.exit_code());
-}
-
 /// A Kubernetes object name (a Lease's): refused at parse time, not by the API server later.
 fn parse_object_name(text: &str) -> Result<String, String> {
     if crate::api::common::is_dns_subdomain(text) {

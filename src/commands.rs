@@ -95,6 +95,31 @@ fn version(args: &crate::cli::VersionArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Print clap's verdict and exit with its code. `--help` and `--version` as clap prints them;
+/// errors quote what was typed (a `--reason` pasted from a ticket): made terminal-safe, and a
+/// quoted value that long shortened, so a usage error can neither drive the terminal nor flood it.
+pub fn exit_with(error: &clap::Error) -> ! {
+    if !error.use_stderr() {
+        error.exit();
+    }
+    const LONGEST_VALUE: usize = 120;
+    let text = error.render().to_string();
+    let safe = crate::output::terminal_safe(&text, true);
+    let long_value = regex::Regex::new(r"'([^'\n]{200,})'").ok();
+    let shown = match long_value {
+        Some(long_value) => long_value
+            .replace_all(&safe, |quoted: &regex::Captures<'_>| {
+                let value = &quoted[1];
+                let head: String = value.chars().take(LONGEST_VALUE).collect();
+                format!("'{head}…' ({} characters)", value.chars().count())
+            })
+            .into_owned(),
+        None => safe.into_owned(),
+    };
+    eprint!("{shown}");
+    std::process::exit(error.exit_code());
+}
+
 /// A mistake in how a command was called (exit code 2, like clap's own usage errors).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]

@@ -49,3 +49,48 @@ fn with_window(args: &EngineArgs, raw: Option<&str>) -> EngineSettings {
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use clap::Parser as _;
+
+    use super::*;
+    use crate::cli::Cli;
+
+    fn engine_args(argv: &[&str]) -> EngineArgs {
+        Cli::try_parse_from(argv).expect("parses").engine
+    }
+
+    #[test]
+    fn the_flags_become_the_engine_config_and_the_connection_names_the_lease_namespace() {
+        let argv = ["capdeck", "--rollout-delay", "5m", "--lease-name", "mine", "--max-parallel-rollouts", "2"];
+        let settings = engine_settings(&engine_args(&argv));
+        let (config, warning) = settings.config("team-a");
+        assert_eq!((config.rollout_delay, warning), (Duration::from_secs(300), None));
+        assert_eq!(config.lease.name, "mine");
+        assert_eq!(config.max_parallel_rollouts, 2);
+        // $POD_NAMESPACE is --lease-namespace's environment variable.
+        if std::env::var_os("POD_NAMESPACE").is_none() {
+            assert_eq!(config.lease.namespace, "team-a", "the connection's namespace, as kubectl's -n");
+        }
+        let settings = engine_settings(&engine_args(&["capdeck", "--lease-namespace", "ops"]));
+        assert_eq!(settings.config("team-a").0.lease.namespace, "ops");
+        assert!(settings.notify.is_empty());
+        let settings = engine_settings(&engine_args(&["capdeck", "--notify-secret", "ops/hook:url"]));
+        assert!(!settings.notify.is_empty());
+    }
+
+    #[test]
+    fn the_demo_has_its_window_and_lease_namespace_and_leads_unless_told_to_observe() {
+        let argv = ["capdeck", "--engine", "auto", "--rollout-delay", "5m", "--lease-namespace", "ops"];
+        let settings = demo_engine_settings(&engine_args(&argv));
+        let (config, warning) = settings.config("default");
+        assert_eq!((config.rollout_delay, warning), (Duration::from_secs(30), None));
+        assert_eq!(config.lease.namespace, INSTALL_NAMESPACE);
+        assert_eq!(config.mode, EngineMode::Lead);
+        let observing = demo_engine_settings(&engine_args(&["capdeck", "--engine", "observe"]));
+        assert_eq!(observing.base.mode, EngineMode::Observe);
+    }
+}
