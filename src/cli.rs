@@ -1,4 +1,8 @@
-//! The command line: clap derive types only. `commands` runs them.
+//! The command line: clap's types only. The derive structs and enums, their value parsers, and
+//! `parse_checked` with the flag table it walks (`FlagGroup`, `FrontEnd`), which checks a command
+//! line against these same definitions so that a flag nothing would use is a usage error (exit 2)
+//! before anything runs. Reading the environment, files and Secrets, and building each front
+//! end's config from these types, is `commands`' work.
 
 use std::path::PathBuf;
 
@@ -114,31 +118,6 @@ fn uses_cluster_flag(name: &str, id: &str) -> bool {
     }
 }
 
-/// Print clap's verdict and exit with its code. `--help` and `--version` as clap prints them;
-/// errors quote what was typed (a `--reason` pasted from a ticket): made terminal-safe, and a
-/// quoted value that long shortened, so a usage error can neither drive the terminal nor flood it.
-pub fn exit_with(error: &clap::Error) -> ! {
-    if !error.use_stderr() {
-        error.exit();
-    }
-    const LONGEST_VALUE: usize = 120;
-    let text = error.render().to_string();
-    let safe = crate::output::terminal_safe(&text, true);
-    let long_value = regex::Regex::new(r"'([^'\n]{200,})'").ok();
-    let shown = match long_value {
-        Some(long_value) => long_value
-            .replace_all(&safe, |quoted: &regex::Captures<'_>| {
-                let value = &quoted[1];
-                let head: String = value.chars().take(LONGEST_VALUE).collect();
-                format!("'{head}…' ({} characters)", value.chars().count())
-            })
-            .into_owned(),
-        None => safe.into_owned(),
-    };
-    eprint!("{shown}");
-    std::process::exit(error.exit_code());
-}
-
 /// A Kubernetes object name (a Lease's): refused at parse time, not by the API server later.
 fn parse_object_name(text: &str) -> Result<String, String> {
     if crate::api::common::is_dns_subdomain(text) {
@@ -151,26 +130,22 @@ fn parse_object_name(text: &str) -> Result<String, String> {
     }
 }
 
-/// Where read-only came from: every write says which, and how to lift it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Which of clap's sources turned `--readonly` on: the command line or `$CAPDECK_READONLY`
+/// (`commands` adds the config file). Every write says which, and how to lift it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReadonlyFrom {
     Flag,
     Env,
-    File(PathBuf),
 }
 
 impl ReadonlyFrom {
     /// `--readonly was given`, and how to lift it.
-    pub fn describe(&self) -> (String, String) {
+    pub fn describe(self) -> (String, String) {
         match self {
             Self::Flag => ("--readonly was given".into(), "run it without --readonly".into()),
             Self::Env => (
                 "CAPDECK_READONLY=true is set in the environment".into(),
                 "unset CAPDECK_READONLY (or set it to false)".into(),
-            ),
-            Self::File(path) => (
-                format!("readonly = true in {}", path.display()),
-                "remove that line, or point --config at another file".into(),
             ),
         }
     }
@@ -255,7 +230,7 @@ impl Cli {
                 format!("--{long} is not used by `{name}`, which does not read a cluster")
             }));
         }
-        if let Some(from) = &cli.readonly_from
+        if let Some(from) = cli.readonly_from
             && cli.engine.mode == EngineMode::Lead
             && runs != FrontEnd::Subcommand
         {
@@ -534,49 +509,6 @@ pub struct DoctorArgs {
     /// The engine settings to check (as the daemon would get them)
     #[command(flatten)]
     pub engine: EngineArgs,
-}
-
-impl EngineArgs {
-    /// The notification settings: `--notify` URLs checked, `--notify-secret` keys read (with
-    /// `client`), the cluster named after `context` unless `--cluster-name` says otherwise.
-    pub async fn notify_config(
-        &self,
-        client: &kube::Client,
-        context: &str,
-    ) -> Result<crate::engine::config::NotifyConfig, String> {
-        let targets = crate::engine::notify::targets(client, &self.notify, &self.notify_secret).await?;
-        Ok(crate::engine::config::NotifyConfig {
-            targets,
-            cluster: self.cluster_name.clone().unwrap_or_else(|| context.to_string()),
-            ..crate::engine::config::NotifyConfig::default()
-        })
-    }
-
-    /// The engine configuration (the Lease in `default_namespace` unless a flag or $POD_NAMESPACE
-    /// says otherwise), plus the ROLLOUT_DELAY warning to log if the value was bad.
-    pub fn config(&self, default_namespace: &str) -> (crate::engine::config::EngineConfig, Option<String>) {
-        // The flag was checked by clap; the environment keeps the CAP Operator's lenient rules.
-        let from_env = std::env::var("ROLLOUT_DELAY").ok();
-        let raw = self.rollout_delay.as_deref().or(from_env.as_deref());
-        let (rollout_delay, delay_error) = crate::engine::config::parse_rollout_delay(raw);
-        let config = crate::engine::config::EngineConfig {
-            rollout_delay,
-            approval: self.approval,
-            max_parallel_rollouts: usize::try_from(self.max_parallel_rollouts).unwrap_or(usize::MAX),
-            min_rollout_interval: self.min_rollout_interval,
-            expected_rollout: self.expected_rollout,
-            halt_on_failure: self.halt_on_failure,
-            readiness_timeout: self.readiness_timeout,
-            mode: self.mode,
-            lease: crate::engine::config::LeaseSettings {
-                namespace: self.lease_namespace.clone().unwrap_or_else(|| default_namespace.to_string()),
-                name: self.lease_name.clone(),
-                ..crate::engine::config::LeaseSettings::default()
-            },
-            ..crate::engine::config::EngineConfig::default()
-        };
-        (config, delay_error)
-    }
 }
 
 #[derive(Debug, Args)]

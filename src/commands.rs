@@ -7,17 +7,20 @@ mod crds;
 mod credentials;
 mod deps;
 mod doctor;
+mod engine_config;
 mod fleet;
 pub mod manifests;
 mod plan;
+mod readonly;
 mod sandbox;
 mod tenants;
 
 use std::process::ExitCode;
 
-use crate::cli::{Cli, Command, ReadonlyFrom};
-use crate::engine::config::EngineMode;
+use crate::cli::{Cli, Command};
 use crate::process::runtime;
+use readonly::refuse_if_readonly;
+pub use readonly::writes;
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     use crate::actions::BatchAction;
@@ -25,7 +28,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         return Ok(refused);
     }
     if cli.daemon {
-        return runtime()?.block_on(crate::daemon::run(&cli.cluster, &cli.engine, cli.health_addr));
+        let config = crate::daemon::DaemonConfig {
+            engine: engine_config::engine_settings(&cli.engine),
+            health_addr: cli.health_addr,
+        };
+        return runtime()?.block_on(crate::daemon::run(&cli.cluster, config));
     }
     match cli.command {
         Some(Command::Batches(args)) => runtime()?.block_on(batches::list(&cli.cluster, &args)),
@@ -46,7 +53,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Tenants(args)) => runtime()?.block_on(tenants::run(&cli.cluster, &args)),
         Some(Command::Credentials(args)) => runtime()?.block_on(credentials::run(&cli.cluster, &args)),
         Some(Command::Fleet(args)) => runtime()?.block_on(fleet::run(&cli.cluster, &args)),
-        Some(Command::Doctor(args)) => runtime()?.block_on(doctor::run(&cli.cluster, &args.engine, &args)),
+        Some(Command::Doctor(args)) => {
+            runtime()?.block_on(doctor::run(&cli.cluster, &engine_config::engine_settings(&args.engine), &args))
+        }
         Some(Command::Crds(args)) => crds::run(&args),
         Some(Command::Sandbox(args)) => runtime()?.block_on(sandbox::run(args)),
         Some(Command::Bench(command)) => runtime()?.block_on(bench::run(command)),
@@ -62,59 +71,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Version(args)) => version(&args),
         None => console::run(&cli.cluster, &cli.engine, &cli.console),
     }
-}
-
-/// Where read-only comes from, if it is on: the flag or `$CAPDECK_READONLY` (clap said which),
-/// else `readonly = true` in the console's config file, which says "never write from this
-/// machine" for every command.
-fn readonly(cli: &Cli) -> anyhow::Result<Option<ReadonlyFrom>> {
-    if let Some(from) = &cli.readonly_from {
-        return Ok(Some(from.clone()));
-    }
-    crate::console::readonly_in_config(&cli.console)
-        .map(|file| file.map(ReadonlyFrom::File))
-        .map_err(|error| anyhow::anyhow!("cannot read the config file, which may make capdeck read-only: {error}"))
-}
-
-/// What this invocation would write, if anything: every write path is named here, so a new one
-/// cannot forget read-only (`commands::tests` walks them all).
-pub fn writes(cli: &Cli) -> Option<String> {
-    if cli.daemon {
-        return Some("`capdeck --daemon` (it leads: RotationBatches, VCAP Secrets, Deployments)".into());
-    }
-    let action = |verb: &str, args: &crate::cli::BatchActionArgs| {
-        (!args.dry_run).then(|| format!("`capdeck {verb} {}` (it writes the batch's spec)", args.batch))
-    };
-    match &cli.command {
-        Some(Command::Approve(args)) => action("approve", args),
-        Some(Command::Force(args)) => action("force", &args.target),
-        Some(Command::Hold(args)) => action("hold", args),
-        Some(Command::Release(args)) => action("release", args),
-        Some(Command::Cancel(args)) => action("cancel", args),
-        Some(Command::Retry(args)) => action("retry", args),
-        Some(Command::Undo(args)) => action("undo", args),
-        _ => None,
-    }
-}
-
-/// Refuse a write while read-only is on (exit 1, naming where read-only came from and how to
-/// lift it); the console told to lead while read-only is a usage error (exit 2).
-fn refuse_if_readonly(cli: &Cli) -> anyhow::Result<Option<ExitCode>> {
-    let console_leads = cli.command.is_none() && !cli.daemon && cli.engine.mode == EngineMode::Lead;
-    let Some(what) = writes(cli) else {
-        if console_leads && let Some(ReadonlyFrom::File(path)) = readonly(cli)? {
-            return Err(UsageError(format!(
-                "readonly = true in {} never writes, and --engine lead would write: choose one",
-                path.display()
-            ))
-            .into());
-        }
-        return Ok(None);
-    };
-    let Some(from) = readonly(cli)? else { return Ok(None) };
-    let (source, lift) = from.describe();
-    crate::safe_eprintln!("error: read-only ({source}): {what} would write to the cluster; to write, {lift}");
-    Ok(Some(ExitCode::from(1)))
 }
 
 /// `capdeck version`: like `kubectl version --client`.
@@ -137,6 +93,31 @@ fn version(args: &crate::cli::VersionArgs) -> anyhow::Result<ExitCode> {
     .map_err(|error| UsageError(error.to_string()))?;
     std::io::stdout().lock().write_all(text.as_bytes())?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Print clap's verdict and exit with its code. `--help` and `--version` as clap prints them;
+/// errors quote what was typed (a `--reason` pasted from a ticket): made terminal-safe, and a
+/// quoted value that long shortened, so a usage error can neither drive the terminal nor flood it.
+pub fn exit_with(error: &clap::Error) -> ! {
+    if !error.use_stderr() {
+        error.exit();
+    }
+    const LONGEST_VALUE: usize = 120;
+    let text = error.render().to_string();
+    let safe = crate::output::terminal_safe(&text, true);
+    let long_value = regex::Regex::new(r"'([^'\n]{200,})'").ok();
+    let shown = match long_value {
+        Some(long_value) => long_value
+            .replace_all(&safe, |quoted: &regex::Captures<'_>| {
+                let value = &quoted[1];
+                let head: String = value.chars().take(LONGEST_VALUE).collect();
+                format!("'{head}…' ({} characters)", value.chars().count())
+            })
+            .into_owned(),
+        None => safe.into_owned(),
+    };
+    eprint!("{shown}");
+    std::process::exit(error.exit_code());
 }
 
 /// A mistake in how a command was called (exit code 2, like clap's own usage errors).

@@ -21,8 +21,6 @@ pub mod views;
 
 use std::path::PathBuf;
 
-use crate::cli::ConsoleArgs;
-
 /// Why the console cannot start with this configuration (each message names the file or flag).
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
@@ -37,24 +35,7 @@ pub enum SetupError {
     Keys { file: Option<String>, message: String },
 }
 
-/// The console's config file: `--config PATH`, else `$XDG_CONFIG_HOME/capdeck/config.toml`.
-pub fn config_file(args: &ConsoleArgs) -> Option<PathBuf> {
-    args.config.clone().or_else(|| config::config_dir().map(|dir| dir.join("config.toml")))
-}
-
-/// Whether the config file says `readonly = true` (the CLI and the daemon honour it too). A
-/// file that cannot be read or parsed is an error naming it: a write must not go ahead because
-/// the file that forbids it has a typo.
-pub fn readonly_in_config(args: &ConsoleArgs) -> Result<Option<PathBuf>, String> {
-    let Some(path) = config_file(args) else { return Ok(None) };
-    // A file named with --config must be there: a typo in its path must not let writes through.
-    if args.config.is_some() && !path.exists() {
-        return Err(format!("{}: no such file (given with --config)", path.display()));
-    }
-    Ok(config::ConsoleConfig::load(&path)?.readonly.then_some(path))
-}
-
-/// Everything the console needs to start, resolved from flags and the config file.
+/// Everything the console needs to start: its flags and its config file, resolved by `commands`.
 pub struct ConsoleSetup {
     pub theme: theme::Theme,
     pub theme_names: Vec<String>,
@@ -67,36 +48,6 @@ pub struct ConsoleSetup {
     pub view: Option<app::ViewKind>,
     /// `--contexts`: the fleet view's contexts, read from the start.
     pub contexts: Option<crate::fleet::ContextList>,
-}
-
-impl ConsoleSetup {
-    /// Read the config file and apply the flags. Errors name the file or flag at fault.
-    pub fn resolve(args: &ConsoleArgs) -> Result<Self, SetupError> {
-        let dir = config::config_dir();
-        let file = config_file(args);
-        let settings = match &file {
-            Some(path) => config::ConsoleConfig::load(path).map_err(SetupError::Config)?,
-            None => config::ConsoleConfig::default(),
-        };
-        let user_theme_dir = dir.map(|dir| dir.join("themes"));
-        let theme_name = args.theme.clone().or(settings.theme.clone()).unwrap_or_else(|| "dark".into());
-        let theme = theme::Theme::load(&theme_name, user_theme_dir.as_deref()).map_err(SetupError::Theme)?;
-        let keymap = keymap::Keymap::with_overrides(&settings.keys).map_err(|message| SetupError::Keys {
-            file: file.as_ref().map(|path| path.display().to_string()),
-            message,
-        })?;
-        Ok(Self {
-            theme,
-            theme_names: theme::Theme::names(user_theme_dir.as_deref()),
-            keymap,
-            readonly: args.readonly || settings.readonly,
-            log_file: None,
-            user_theme_dir,
-            started: std::time::Instant::now(),
-            view: args.view.map(views::start_view),
-            contexts: args.contexts.clone(),
-        })
-    }
 }
 
 /// Log to a daily rolling file (stdout is the terminal). Returns the file's directory and a

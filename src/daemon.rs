@@ -13,12 +13,12 @@ use axum::routing::get;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::EngineArgs;
 use crate::cluster::deadline::RequestTimeout;
 use crate::cluster::stores::Stores;
 use crate::cluster::{ClusterArgs, Connection, Requests, Scope};
 use crate::engine::Role;
 use crate::engine::metrics::Metrics;
+use crate::engine::settings::EngineSettings;
 
 /// What the health endpoints look at once the engine runs.
 #[derive(Clone)]
@@ -134,7 +134,7 @@ fn notify_hosts(notify: &crate::engine::config::NotifyConfig) -> String {
 /// fix (said in the log, and on stderr, with the fix).
 async fn start(
     cluster: &ClusterArgs,
-    engine: &EngineArgs,
+    engine: &EngineSettings,
     phase: &watch::Sender<Phase>,
 ) -> Result<(Connection, Scope, crate::engine::config::EngineConfig), ExitCode> {
     // An exec credential plugin that gives nothing in time may give it later (a token service
@@ -279,7 +279,15 @@ impl<W: std::io::Write> std::io::Write for EscapingWriter<W> {
     }
 }
 
-pub async fn run(cluster: &ClusterArgs, engine: &EngineArgs, health_addr: SocketAddr) -> anyhow::Result<ExitCode> {
+/// What the daemon runs with, built by `commands`.
+pub struct DaemonConfig {
+    pub engine: EngineSettings,
+    /// Where it serves /healthz, /readyz and /metrics.
+    pub health_addr: SocketAddr,
+}
+
+pub async fn run(cluster: &ClusterArgs, config: DaemonConfig) -> anyhow::Result<ExitCode> {
+    let DaemonConfig { engine, health_addr } = config;
     init_logging();
     let metrics = Metrics::new();
     let (phase, phases) = watch::channel(Phase::Starting("reading the kubeconfig".into()));
@@ -299,7 +307,7 @@ pub async fn run(cluster: &ClusterArgs, engine: &EngineArgs, health_addr: Socket
         let _ = axum::serve(listener, app).with_graceful_shutdown(server_cancel.cancelled_owned()).await;
     });
     let started = tokio::select! {
-        started = start(cluster, engine, &phase) => started,
+        started = start(cluster, &engine, &phase) => started,
         () = crate::process::shutdown_signal() => {
             tracing::info!("stopped before the engine started");
             Err(ExitCode::SUCCESS)

@@ -11,10 +11,9 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::EngineArgs;
 use crate::cluster::ClusterArgs;
 use crate::console::ConsoleSetup;
-use crate::engine::config::EngineMode;
+use crate::engine::settings::EngineSettings;
 use crate::sandbox::simulate::WorkloadSimulation;
 use crate::sandbox::{Sandbox, write_kubeconfig};
 
@@ -30,12 +29,15 @@ pub fn kubeconfig_path() -> std::path::PathBuf {
     std::env::temp_dir().join(format!("capdeck-demo-{}", std::process::id())).join("kubeconfig")
 }
 
-pub async fn run(
-    cluster: &ClusterArgs,
-    engine: &EngineArgs,
-    setup: ConsoleSetup,
-    rotation: Option<(Duration, Duration)>,
-) -> anyhow::Result<ExitCode> {
+/// What the demo runs with, built by `commands`: the engine with the demo's window, its Lease in
+/// the install namespace, leading unless told to observe.
+pub struct DemoConfig {
+    pub engine: EngineSettings,
+    /// How often the credential rotator rotates a random binding Secret (`None`: it does not).
+    pub rotation: Option<(Duration, Duration)>,
+}
+
+pub async fn run(cluster: &ClusterArgs, config: DemoConfig, setup: ConsoleSetup) -> anyhow::Result<ExitCode> {
     let sandbox = Sandbox::default();
     sandbox.load_demo().map_err(|error| anyhow::anyhow!("the demo seed does not load: {error}"))?;
     let served = sandbox.serve(([127, 0, 0, 1], 0).into()).await.context("cannot listen on 127.0.0.1")?;
@@ -51,7 +53,7 @@ pub async fn run(
             tracing::warn!(namespace, secret, "demo: secret to rotate at start is missing");
         }
     }
-    let rotator = rotation.map(|(min, max)| sandbox.rotate_credentials(min, max, cancel.clone()));
+    let rotator = config.rotation.map(|(min, max)| sandbox.rotate_credentials(min, max, cancel.clone()));
 
     let cluster = ClusterArgs {
         kubeconfig: Some(kubeconfig.clone()),
@@ -60,14 +62,9 @@ pub async fn run(
         all_namespaces: cluster.namespace.is_none(),
         request_timeout: cluster.request_timeout,
     };
-    let mut engine = engine.clone();
-    engine.rollout_delay = Some(DEMO_WINDOW.into());
-    engine.lease_namespace = Some(crate::engine::config::INSTALL_NAMESPACE.into());
-    if engine.mode == EngineMode::Auto {
-        engine.mode = EngineMode::Lead;
-    }
     let result =
-        crate::console::runtime::run_terminal(cluster, engine, setup, Some(kubeconfig.display().to_string())).await;
+        crate::console::runtime::run_terminal(cluster, config.engine, setup, Some(kubeconfig.display().to_string()))
+            .await;
     cancel.cancel();
     let _ = simulation.await;
     if let Some(rotator) = rotator {

@@ -8,6 +8,7 @@ pub mod metrics;
 pub mod notify;
 pub mod progress;
 pub mod reconcile;
+pub mod settings;
 pub mod writes;
 
 use std::time::Duration;

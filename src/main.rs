@@ -2,8 +2,8 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     // clap exits with 2 on usage errors and 0 for --help/--version.
-    let cli =
-        capdeck::cli::Cli::parse_checked(std::env::args_os()).unwrap_or_else(|error| capdeck::cli::exit_with(&error));
+    let cli = capdeck::cli::Cli::parse_checked(std::env::args_os())
+        .unwrap_or_else(|error| capdeck::commands::exit_with(&error));
     match capdeck::commands::run(cli) {
         Ok(code) => code,
         // `capdeck crds | head -1`: the reader left, which is no failure of ours.

@@ -8,7 +8,8 @@
 
 An edge A -> B means a file of module A names `crate::B` (or, inside a module, `super::B`).
 Modules sit in layers (LAYERS below, lowest first); a module may use its own layer's peers only
-where PEERS allows it, and lower layers freely. Anything else is an upward edge. CI runs this.
+where PEERS allows it, and lower layers freely. Anything else is an upward edge; FORBIDDEN and
+ONLY_USED_BY close some edges the layers would allow. CI runs this.
 """
 
 import re
@@ -26,7 +27,7 @@ LAYERS = [
     ["engine", "sandbox"],  # the reconcile engine; the embedded API server (never imports the engine)
     ["fleet"],  # every kube context at once: what is open where
     ["readmodel"],  # rows for the console and `capdeck tenants`
-    ["cli"],  # argument types
+    ["cli"],  # clap argument types, read by `commands` only (ONLY_USED_BY)
     ["daemon", "console"],  # front ends
     ["demo"],  # composition root of `--demo`: sandbox + engine + console
     ["bench"],
@@ -37,6 +38,11 @@ PEERS: set[tuple[str, str]] = set()
 # Edges the layers would allow but that must not exist: what the views and the fleet show is read
 # from the cluster and `api`, never from the engine's internals (its config, its reconcile code).
 FORBIDDEN: set[tuple[str, str]] = {("readmodel", "engine"), ("fleet", "engine")}
+# Modules only the named ones may use, whatever the layers allow. The command line is turned into
+# each front end's own config in `commands` (and parsed in main.rs, which is not in the graph):
+# the front ends (console, daemon, demo), the engine and the benchmarks take those configs, never
+# clap's types.
+ONLY_USED_BY: dict[str, set[str]] = {"cli": {"commands"}}
 
 ROOT = Path(__file__).resolve().parent.parent / "src"
 
@@ -170,6 +176,9 @@ def upward(edges: dict[str, set[str]]) -> list[str]:
                 problems.append(f"{target}: not in a layer (used by {source})")
             elif (source, target) in FORBIDDEN:
                 problems.append(f"{source} -> {target} (forbidden: see FORBIDDEN in tools/modgraph.py)")
+            elif target in ONLY_USED_BY and source not in ONLY_USED_BY[target]:
+                users = ", ".join(sorted(ONLY_USED_BY[target]))
+                problems.append(f"{source} -> {target} (only {users} may use {target}: see ONLY_USED_BY in tools/modgraph.py)")
             elif layer[target] > layer[source] or (
                 layer[target] == layer[source] and (source, target) not in PEERS
             ):

@@ -26,7 +26,6 @@ use tokio::sync::{mpsc, watch};
 
 use super::{cpu_time, percentile_ms, round, rss_mb, spawn_sandbox, tempfile_dir};
 use crate::api::CAPTenant;
-use crate::cli::BenchConsoleArgs;
 use crate::cluster::ClusterArgs;
 use crate::console::app::{App, Session};
 use crate::console::keymap::Keymap;
@@ -35,6 +34,14 @@ use crate::console::theme::Theme;
 use crate::console::update::{Msg, update};
 use crate::demo::sample::{self, SampleObjects};
 use crate::engine::config::{EngineConfig, EngineMode, LeaseSettings};
+
+/// What `capdeck bench console` measures with.
+pub struct ConsoleBench {
+    /// Tenants added to the demo data.
+    pub tenants: usize,
+    /// How long to measure the live console at rest (0 skips the live part).
+    pub idle_seconds: u64,
+}
 
 const WIDTH: u16 = 200;
 const HEIGHT: u16 = 60;
@@ -47,7 +54,7 @@ fn key(code: KeyCode) -> Msg {
     Msg::Key(KeyEvent::new(code, KeyModifiers::NONE))
 }
 
-pub async fn run(args: &BenchConsoleArgs) -> anyhow::Result<Value> {
+pub async fn run(args: &ConsoleBench) -> anyhow::Result<Value> {
     let mut report = serde_json::Map::new();
     report.insert("tenants".into(), json!(args.tenants));
     // Live first, so its rss_mb is not inflated by the in-process part's allocations.
@@ -58,7 +65,7 @@ pub async fn run(args: &BenchConsoleArgs) -> anyhow::Result<Value> {
     Ok(Value::Object(report))
 }
 
-fn in_process(args: &BenchConsoleArgs, report: &mut serde_json::Map<String, Value>) -> anyhow::Result<()> {
+fn in_process(args: &ConsoleBench, report: &mut serde_json::Map<String, Value>) -> anyhow::Result<()> {
     let mut objects = SampleObjects::demo().map_err(|error| anyhow::anyhow!("sample data: {error}"))?;
     objects.add_proportional(args.tenants);
 
@@ -173,7 +180,7 @@ fn kubectl_get_tenants(kubeconfig: &std::path::Path) -> Option<(f64, Option<f64>
     Some((elapsed, rss))
 }
 
-async fn live(args: &BenchConsoleArgs, report: &mut serde_json::Map<String, Value>) -> anyhow::Result<()> {
+async fn live(args: &ConsoleBench, report: &mut serde_json::Map<String, Value>) -> anyhow::Result<()> {
     let dir = tempfile_dir()?;
     let kubeconfig = dir.join("kubeconfig");
     let (_child, _url) = spawn_sandbox(&["--seed", "demo"], &kubeconfig)?;

@@ -13,13 +13,27 @@ use super::{SandboxChild, child_rss_mb, peak_rss_mb, round, rss_mb, spawn_sandbo
 use crate::actions::{BatchAction, act};
 use crate::api::{BatchPhase, RotationBatch};
 use crate::bench::synthetic::{app_name, binding_name, namespace_of};
-use crate::cli::BenchEngineArgs;
 use crate::cluster::Scope;
 use crate::cluster::stores::Stores;
 use crate::engine::Role;
 use crate::engine::config::{EngineConfig, EngineMode, LeaseSettings};
 use crate::engine::metrics::{Metrics, WriteLabels};
 use crate::plan::{CapIndex, PlanAction, Rotated, plan_application};
+
+/// What `capdeck bench engine` measures with.
+pub struct EngineBench {
+    pub apps: usize,
+    /// Deployments per application (each consumes every service).
+    pub deployments_per_app: usize,
+    /// Services (binding Secrets) per application.
+    pub services_per_app: usize,
+    /// Secrets nobody references.
+    pub unreferenced_secrets: usize,
+    /// Binding Secrets to rotate (one per application, first service).
+    pub rotate: usize,
+    /// Simulated rollout pace, replicas per second.
+    pub pace: f64,
+}
 
 fn writes(metrics: &Metrics, verb: &str, resource: &str) -> u64 {
     metrics.api_writes.get_or_create(&WriteLabels { verb: verb.into(), resource: resource.into() }).get()
@@ -57,7 +71,7 @@ async fn wait_for(what: &str, limit: Duration, mut check: impl FnMut() -> bool) 
     Ok(started.elapsed())
 }
 
-fn start_sandbox(args: &BenchEngineArgs, kubeconfig: &std::path::Path) -> anyhow::Result<(SandboxChild, String)> {
+fn start_sandbox(args: &EngineBench, kubeconfig: &std::path::Path) -> anyhow::Result<(SandboxChild, String)> {
     let synthetic =
         format!("{}:{}:{}:{}", args.apps, args.deployments_per_app, args.services_per_app, args.unreferenced_secrets);
     spawn_sandbox(&["--simulate-workloads", "--pace", &args.pace.to_string(), "--synthetic", &synthetic], kubeconfig)
@@ -75,7 +89,7 @@ fn startup_recheck(stores: &Stores) -> (usize, usize) {
     (planned_deployments, out_of_date)
 }
 
-pub async fn run(args: &BenchEngineArgs, max_parallel_rollouts: usize) -> anyhow::Result<Value> {
+pub async fn run(args: &EngineBench, max_parallel_rollouts: usize) -> anyhow::Result<Value> {
     anyhow::ensure!(
         args.apps > 0 && args.deployments_per_app > 0 && args.services_per_app > 0,
         "--apps, --deployments-per-app and --services-per-app must be at least 1"

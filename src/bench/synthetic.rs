@@ -9,11 +9,20 @@ use k8s_openapi::api::core::v1::Secret;
 use serde_json::{Value, json};
 
 use crate::api::{CAPApplication, CAPApplicationVersion, CAPTenant, DeploymentView};
-use crate::cli::SyntheticSize;
 use crate::lookup::Objects;
 use crate::plan::{CapIndex, plan_all};
 use crate::sandbox::Sandbox;
 use crate::vcap::secret_owner_hash;
+
+/// The size of the seed: APPS applications with DEPLOYMENTS Deployments and SERVICES binding
+/// Secrets each, and UNREFERENCED Secrets nobody uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SeedSize {
+    pub apps: usize,
+    pub deployments_per_app: usize,
+    pub services_per_app: usize,
+    pub unreferenced_secrets: usize,
+}
 
 /// Applications per namespace (namespaces `bench-000`, `bench-001`, ...).
 const APPS_PER_NAMESPACE: usize = 100;
@@ -41,7 +50,7 @@ fn typed<K: serde::de::DeserializeOwned>(value: &Value) -> Result<Arc<K>, crate:
 }
 
 /// Seed `sandbox` (CRDs included). Returns how many objects were loaded.
-pub fn seed(sandbox: &Sandbox, size: SyntheticSize) -> Result<usize, crate::sandbox::LoadError> {
+pub fn seed(sandbox: &Sandbox, size: SeedSize) -> Result<usize, crate::sandbox::LoadError> {
     sandbox.install_crds();
     let mut count = 0;
     let namespaces = size.apps.div_ceil(APPS_PER_NAMESPACE).max(1);

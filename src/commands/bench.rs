@@ -22,9 +22,20 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
         }
         BenchCommand::Engine(args) => {
             let parallel = usize::try_from(args.max_parallel_rollouts).unwrap_or(usize::MAX);
-            (bench::engine::run(&args, parallel).await?, args.output)
+            let engine = bench::engine::EngineBench {
+                apps: args.apps,
+                deployments_per_app: args.deployments_per_app,
+                services_per_app: args.services_per_app,
+                unreferenced_secrets: args.unreferenced_secrets,
+                rotate: args.rotate,
+                pace: args.pace,
+            };
+            (bench::engine::run(&engine, parallel).await?, args.output)
         }
-        BenchCommand::Console(args) => (bench::console::run(&args).await?, args.output),
+        BenchCommand::Console(args) => {
+            let console = bench::console::ConsoleBench { tenants: args.tenants, idle_seconds: args.idle_seconds };
+            (bench::console::run(&console).await?, args.output)
+        }
     };
     let text = crate::output::render_object(&output, "bench", &report, |_wide, headers| report_table(&report, headers))
         .map_err(|error| crate::commands::UsageError(error.to_string()))?;

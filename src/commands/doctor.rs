@@ -14,10 +14,11 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::api::{CAPApplication, CAPApplicationVersion, CAPTenant};
-use crate::cli::{DoctorArgs, EngineArgs};
+use crate::cli::DoctorArgs;
 use crate::cluster::leader::{Holder, LeaderView};
 use crate::cluster::{ClusterArgs, Connection, Scope, can_i, describe_error};
 use crate::engine::config::humanize;
+use crate::engine::settings::EngineSettings;
 use crate::output::Table;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -69,7 +70,7 @@ const ENGINE_NEEDS: &[(&str, &str, &str)] = &[
 ];
 
 /// The checks that ask the API server, once it answers.
-async fn checks(connection: &Connection, scope: &Scope, engine: &EngineArgs) -> Vec<Finding> {
+async fn checks(connection: &Connection, scope: &Scope, engine: &EngineSettings) -> Vec<Finding> {
     let mut out = Vec::new();
     match crate::cluster::who_am_i(&connection.client).await {
         Ok(user) => out.push(finding("identity", Status::Ok, format!("the API server says you are {user}"))),
@@ -111,7 +112,7 @@ async fn checks(connection: &Connection, scope: &Scope, engine: &EngineArgs) -> 
 const CONSOLE_NEEDS: &[(&str, &str, &str)] = &[("patch", "capdeck.dev", "rotationbatches")];
 const LEASE_NEEDS: &[&str] = &["get", "create", "patch"];
 
-pub async fn run(cluster: &ClusterArgs, engine: &EngineArgs, args: &DoctorArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(cluster: &ClusterArgs, engine: &EngineSettings, args: &DoctorArgs) -> anyhow::Result<ExitCode> {
     args.output.refuse_name("doctor").map_err(|error| crate::commands::UsageError(error.to_string()))?;
     let connection = cluster.connect().await?;
     let scope = cluster.scope(&connection);
@@ -152,7 +153,7 @@ pub async fn run(cluster: &ClusterArgs, engine: &EngineArgs, args: &DoctorArgs) 
 
 /// Notifications: the receivers given after `doctor` can be read, and what the records on the
 /// batches say about the last 24 hours (the engine notes every receiver that did not accept one).
-async fn notifications(connection: &Connection, scope: &Scope, engine: &EngineArgs) -> Finding {
+async fn notifications(connection: &Connection, scope: &Scope, engine: &EngineSettings) -> Finding {
     const CHECK: &str = "notifications";
     let configured = match engine.notify_config(&connection.client, &connection.context).await {
         Ok(notify) => notify.targets.len(),

@@ -19,6 +19,12 @@ pub async fn run(args: SandboxArgs) -> anyhow::Result<ExitCode> {
         Sandbox::new(SandboxConfig { user: args.user.clone(), deny: args.deny.clone(), ..SandboxConfig::default() });
     match (args.synthetic, args.seed) {
         (Some(size), _) => {
+            let size = crate::bench::synthetic::SeedSize {
+                apps: size.apps,
+                deployments_per_app: size.deployments_per_app,
+                services_per_app: size.services_per_app,
+                unreferenced_secrets: size.unreferenced_secrets,
+            };
             crate::bench::synthetic::seed(&sandbox, size)
                 .map_err(|error| anyhow::anyhow!("the synthetic seed does not load: {error}"))?;
         }

@@ -20,11 +20,11 @@ use tokio_util::sync::CancellationToken;
 use super::ConsoleSetup;
 use super::app::{App, Session};
 use super::update::{Command, Msg, update};
-use crate::cli::EngineArgs;
 use crate::cluster::stores::Stores;
 use crate::cluster::{ClusterArgs, Connection, Scope, can_i, whoami};
 use crate::engine::config::{EngineConfig, EngineMode};
 use crate::engine::metrics::Metrics;
+use crate::engine::settings::EngineSettings;
 use crate::engine::{EngineHandle, Role};
 use crate::readmodel;
 
@@ -807,7 +807,7 @@ impl Drop for RestoreTerminal {
 /// The console on the real terminal.
 pub async fn run_terminal(
     cluster: ClusterArgs,
-    engine: EngineArgs,
+    engine: EngineSettings,
     setup: ConsoleSetup,
     demo_kubeconfig: Option<String>,
 ) -> anyhow::Result<ExitCode> {
@@ -817,7 +817,7 @@ pub async fn run_terminal(
     if config.mode == crate::engine::config::EngineMode::Lead {
         config.notify =
             engine.notify_config(&connection.client, &connection.context).await.map_err(anyhow::Error::msg)?;
-    } else if !engine.notify.is_empty() || !engine.notify_secret.is_empty() {
+    } else if !engine.notify.is_empty() {
         anyhow::bail!(
             "--notify and --notify-secret need an engine that may lead: this console observes (add --engine lead, or \
              give them to `capdeck --daemon`)"
@@ -857,7 +857,7 @@ pub async fn run_terminal(
         contexts: setup.contexts,
         fleet: crate::fleet::FleetOptions {
             lease_namespace: engine.lease_namespace.clone(),
-            lease_name: engine.lease_name.clone(),
+            lease_name: engine.base.lease.name.clone(),
             namespace: None,
             ..crate::fleet::FleetOptions::default()
         },

@@ -195,22 +195,6 @@ pub fn view(kind: ViewKind) -> &'static dyn View {
     }
 }
 
-/// The view `--view` names.
-pub fn start_view(view: crate::cli::StartView) -> ViewKind {
-    use crate::cli::StartView;
-    match view {
-        StartView::Apps => ViewKind::Applications,
-        StartView::Versions => ViewKind::Versions,
-        StartView::Tenants => ViewKind::Tenants,
-        StartView::Ops => ViewKind::Operations,
-        StartView::Batches => ViewKind::Batches,
-        StartView::Rollouts => ViewKind::Rollouts,
-        StartView::Events => ViewKind::Events,
-        StartView::Credentials => ViewKind::Credentials,
-        StartView::Fleet => ViewKind::Fleet,
-    }
-}
-
 /// The columns of a view, left to right.
 pub fn columns(kind: ViewKind) -> &'static [Column] {
     view(kind).columns()
@@ -309,25 +293,4 @@ pub fn revocable(at: k8s_openapi::jiff::Timestamp, now: k8s_openapi::jiff::Times
 pub fn window(end: k8s_openapi::jiff::Timestamp, now: k8s_openapi::jiff::Timestamp) -> String {
     let seconds = end.as_second() - now.as_second();
     if seconds > 0 { format!("in {}", relative(seconds)) } else { format!("{} ago", relative(-seconds)) }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_start_view_opens_the_view_its_command_name_opens() {
-        use clap::ValueEnum as _;
-        let mut opened = Vec::new();
-        for &arg in crate::cli::StartView::value_variants() {
-            let name = arg.to_possible_value().expect("every variant has a name").get_name().to_string();
-            let kind = start_view(arg);
-            assert!(
-                view(kind).aliases().contains(&name.as_str()),
-                "--view {name} opens {kind:?}, whose commands differ"
-            );
-            opened.push(kind);
-        }
-        assert_eq!(opened, ViewKind::ALL, "--view names every view once, in order");
-    }
 }
