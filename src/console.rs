@@ -8,16 +8,20 @@ pub mod app;
 pub mod config;
 pub mod details;
 pub mod draw;
-pub mod help;
 pub mod keymap;
-pub mod pods;
+pub mod message;
+pub mod overlay;
 pub mod queries;
+pub mod row_filter;
 pub mod runtime;
 pub mod strings;
 pub mod table;
 pub mod theme;
 pub mod update;
 pub mod views;
+
+#[cfg(test)]
+mod testing;
 
 use std::path::PathBuf;
 
