@@ -1,4 +1,5 @@
-//! Drawing: a pure function of `&App`. Only the rows on screen are turned into table cells.
+//! Drawing: a pure function of `&App`: the header, tabs, table and footer here, the overlays by
+//! their own `draw` (`overlay/`). Only the rows on screen are turned into table cells.
 //! Every size works, down to 1×1: areas come from the layout and text is clipped, never indexed.
 
 use ratatui::Frame;

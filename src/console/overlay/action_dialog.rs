@@ -180,7 +180,7 @@ mod tests {
     use crate::console::app::Level;
     use crate::console::overlay::Overlay;
     use crate::console::strings;
-    use crate::console::testing::{app, ctrl, goto_batch, press, press_at, typed};
+    use crate::console::update::testing::{app, ctrl, goto_batch, press, press_at, typed};
     use crate::console::update::{Command, Msg, update};
     use crate::demo::sample::{self, SampleObjects};
 

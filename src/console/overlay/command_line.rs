@@ -145,8 +145,8 @@ mod tests {
     use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
     use crate::console::overlay::command_line::Input;
-    use crate::console::testing::{app, ctrl, next_key_time, press, typed};
     use crate::console::update::handle_key;
+    use crate::console::update::testing::{app, ctrl, next_key_time, press, typed};
 
     #[test]
     fn slash_filters_as_you_type_and_keeps_or_clears() {

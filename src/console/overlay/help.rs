@@ -158,7 +158,7 @@ mod tests {
     use crate::console::overlay::help::HelpPane;
     use crate::console::overlay::text_pane::TextPane;
     use crate::console::strings;
-    use crate::console::testing::{app, press, typed};
+    use crate::console::update::testing::{app, press, typed};
     use crate::console::update::{Msg, update};
 
     use crate::console::keymap::{Action, Keymap};

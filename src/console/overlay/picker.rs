@@ -100,7 +100,7 @@ mod tests {
     use crate::console::app::ViewKind;
     use crate::console::overlay::command_line::Input;
     use crate::console::queries::{complete, picker};
-    use crate::console::testing::{app, press, typed};
+    use crate::console::update::testing::{app, press, typed};
     use crate::console::update::{Msg, update};
 
     #[test]

@@ -289,7 +289,7 @@ mod tests {
     use crate::console::overlay::Overlay;
     use crate::console::overlay::pods::PodsPane;
     use crate::console::strings;
-    use crate::console::testing::{app, press};
+    use crate::console::update::testing::{app, press};
     use crate::console::update::{Command, Msg, update};
     use crate::readmodel::pods::RowKind;
 
