@@ -1,17 +1,19 @@
 //! The console: a keyboard-driven TUI over the cluster.
 //!
 //! One owner of the UI state (`App`, in the UI task); watch tasks, the engine and command tasks
-//! talk to it through one typed channel of `Msg`. `update` is the only place state changes and
-//! returns `Command`s for the runtime; `draw` is a pure function of `&App`.
+//! talk to it through one typed channel of `Msg`. `update` dispatches each one (a key to the open
+//! overlay, a component in `overlay/`, or to the view) and returns `Command`s for the runtime;
+//! `draw` is a pure function of `&App`.
 
 pub mod app;
 pub mod config;
 pub mod details;
 pub mod draw;
-pub mod help;
 pub mod keymap;
-pub mod pods;
+pub mod message;
+pub mod overlay;
 pub mod queries;
+pub mod row_filter;
 pub mod runtime;
 pub mod strings;
 pub mod table;

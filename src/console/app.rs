@@ -4,11 +4,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use k8s_openapi::jiff::Timestamp;
-use ratatui_textarea::TextArea;
 
 use super::keymap::Keymap;
+use super::overlay::Overlay;
+use super::overlay::command_line::Input;
 use super::theme::Theme;
-use crate::actions::BatchAction;
 use crate::cluster::stores::ConnectionState;
 use crate::engine::Role;
 use crate::readmodel::Snapshot;
@@ -89,57 +89,31 @@ pub struct Flash {
     pub at: Timestamp,
 }
 
-/// The confirm dialog of a batch action.
-pub struct ActionDialog {
-    pub action: BatchAction,
-    /// The batch's phase when the dialog opened.
-    pub phase: crate::api::BatchPhase,
-    pub namespace: String,
-    pub batch: String,
-    /// One-line summary of the batch (phase, application, deployments).
-    pub summary: String,
-    pub reason: TextArea<'static>,
-    /// For force on a batch that needs an approval: approve in the same write.
-    pub approve_too: Option<bool>,
-    /// Why Enter did not confirm (an empty reason), shown in the dialog.
-    pub error: Option<String>,
-    /// The Deployments the action will restart and the tenants they serve (a preview).
-    pub preview: Vec<String>,
-}
-
-pub enum Overlay {
-    None,
-    Help {
-        scroll: usize,
-    },
-    Detail {
-        title: String,
-        lines: Vec<String>,
-        scroll: usize,
-    },
-    Yaml {
-        title: String,
-        lines: Vec<String>,
-        scroll: usize,
-    },
-    Dialog(Box<ActionDialog>),
-    /// A Deployment's ReplicaSets and Pods (Enter on a rollout row), and a Pod's log.
-    Pods(Box<super::pods::PodsPane>),
-}
-
-/// The `/` filter or `:` command being typed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Input {
-    None,
-    Filter(String),
-    Command(String),
-}
-
 /// A view's sort: by which column (index into its columns), which way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sort {
     pub column: usize,
     pub descending: bool,
+}
+
+impl Sort {
+    /// `s`: by the next of `columns` columns, ascending; after the last, unsorted.
+    pub fn next(current: Option<Self>, columns: usize) -> Option<Self> {
+        let column = match current {
+            None => 0,
+            Some(sort) if sort.column + 1 < columns => sort.column + 1,
+            Some(_) => return None,
+        };
+        Some(Self { column, descending: false })
+    }
+
+    /// `S`: the other way round (unsorted: the first column, descending).
+    pub fn reversed(current: Option<Self>) -> Self {
+        match current {
+            Some(sort) => Self { descending: !sort.descending, ..sort },
+            None => Self { column: 0, descending: true },
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,22 +1,20 @@
-//! Drawing: a pure function of `&App`. Only the rows on screen are turned into table cells.
+//! Drawing: a pure function of `&App`: the header, tabs, table and footer here, the overlays by
+//! their own `draw` (`overlay/`). Only the rows on screen are turned into table cells.
 //! Every size works, down to 1×1: areas come from the layout and text is clipped, never indexed.
 
 use ratatui::Frame;
-use ratatui::layout::{Alignment, Constraint, Layout, Rect};
+use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Cell, Clear, Padding, Paragraph, Row, Table, TableState, Wrap};
+use ratatui::widgets::{Block, Cell, Paragraph, Row, Table, TableState};
 
-use super::app::{App, Input, Level, Overlay, ViewKind};
+use super::app::{App, Level, ViewKind};
 use super::keymap::Action;
-use super::pods::{LogPane, PodsPane};
-use super::queries::{COMPACT_BELOW, complete, footer_rows, picker, row_count, write_blocked};
-use super::queries::{POPUP_MIN_HEIGHT, POPUP_PERCENT, POPUP_PERCENT_Y, popup_rows};
+use super::overlay::command_line::Input;
+use super::overlay::{Overlay, picker};
+use super::queries::{self, COMPACT_BELOW, footer_rows, row_count, write_blocked};
 use super::strings;
-use super::theme::Theme;
-use super::{help, table, views};
-use crate::readmodel::pods::{PodRow, RowKind};
-use k8s_openapi::jiff::Timestamp;
+use super::{table, views};
 
 pub fn draw(frame: &mut Frame, app: &App) {
     let theme = &app.theme;
@@ -36,42 +34,13 @@ pub fn draw(frame: &mut Frame, app: &App) {
     draw_footer(frame, app, footer);
     match &app.overlay {
         Overlay::None => {}
-        Overlay::Help { scroll } => {
-            let lines = help::lines(app, popup_text_width(area.width));
-            draw_text_popup(frame, theme, "Help", &lines, *scroll, area);
-        }
-        Overlay::Detail { title, lines, scroll } | Overlay::Yaml { title, lines, scroll } => {
-            let lines: Vec<Line> = lines.iter().map(|line| Line::raw(line.as_str())).collect();
-            draw_text_popup(frame, theme, title, &lines, *scroll, area);
-        }
-        Overlay::Dialog(_) => draw_dialog(frame, app, area),
-        Overlay::Pods(pane) => {
-            let popup = centered(area, PANE_PERCENT, POPUP_PERCENT_Y, 40, POPUP_MIN_HEIGHT);
-            // Inside the borders and the padding.
-            let width = usize::from(popup.width.saturating_sub(4)).max(10);
-            let rows = popup_rows(area.height);
-            let (title, lines, scroll) = match &pane.log {
-                Some(log) => {
-                    let (lines, scroll) = log_lines(log, theme, width, rows);
-                    (log.title(), lines, scroll)
-                }
-                None => {
-                    let (lines, selected) = pods_lines(pane, theme, app.now, width);
-                    // Keep the selected line in view (the header scrolls away only when it must).
-                    (pane.title(), lines, selected.saturating_sub(rows.saturating_sub(1)))
-                }
-            };
-            frame.render_widget(Clear, popup);
-            let end = (scroll + rows).min(lines.len());
-            let visible: Vec<Line> = lines[scroll.min(end)..end].to_vec();
-            frame.render_widget(
-                Paragraph::new(visible).block(popup_block(theme, &title, strings::POPUP_HINT.to_string())),
-                popup,
-            );
-        }
+        Overlay::Help(help) => help.draw(frame, area, &queries::help_text(app)),
+        Overlay::Detail(pane) | Overlay::Yaml(pane) => pane.draw(frame, area, theme),
+        Overlay::Dialog(dialog) => dialog.draw(frame, area, theme),
+        Overlay::Pods(pane) => pane.draw(frame, area, theme, app.now),
     }
     if let Input::Command(text) = &app.input {
-        draw_picker(frame, app, text, footer);
+        picker::draw(frame, theme, &queries::picker(app, text), text, queries::picker_note(app, text), footer);
     }
 }
 
@@ -94,52 +63,6 @@ fn screen_areas(app: &App, area: Rect) -> [Rect; 5] {
 pub fn table_columns(app: &App, screen: Rect) -> (Rect, table::ColumnPlan) {
     let [_, _, _, area, _] = screen_areas(app, screen);
     (area, plan_columns(app, area, &rows_on_screen(app, area)))
-}
-
-/// The picker above the command line: what `:ns`, `:ctx`, `:sort`, `:theme` (or a command word)
-/// can become, the one Tab lands on next highlighted.
-fn draw_picker(frame: &mut Frame, app: &App, text: &str, footer: Rect) {
-    const SHOWN: usize = 8;
-    let theme = &app.theme;
-    let list = picker(app, text);
-    if list.is_empty() || (list.len() == 1 && list[0] == text) {
-        return;
-    }
-    let note = match (&app.namespaces, text.starts_with("ns ")) {
-        (Some(Err(why)), true) => Some(format!("{} ({why})", strings::NAMESPACES_FROM_VIEW)),
-        (None, true) => Some(strings::NAMESPACES_LOADING.to_string()),
-        _ => None,
-    };
-    let selected = list.iter().position(|candidate| candidate == text).unwrap_or(0);
-    let start = selected.saturating_sub(SHOWN - 1);
-    let value = |candidate: &str| candidate.split_once(' ').map_or(candidate, |(_, value)| value).to_string();
-    let mut lines: Vec<Line> = list
-        .iter()
-        .enumerate()
-        .skip(start)
-        .take(SHOWN)
-        .map(|(index, candidate)| {
-            let style = if index == selected && list[index] == text { theme.selection() } else { theme.base() };
-            Line::from(Span::styled(format!(" {} ", value(candidate)), style))
-        })
-        .collect();
-    let more = list.len().saturating_sub(start + SHOWN);
-    if more > 0 {
-        lines.push(Line::from(Span::styled(format!(" … {more} more (type to narrow)"), theme.muted())));
-    }
-    if let Some(note) = note {
-        lines.push(Line::from(Span::styled(format!(" {note}"), theme.muted())));
-    }
-    let width = lines.iter().map(Line::width).max().unwrap_or(0).saturating_add(2);
-    let width = u16::try_from(width).unwrap_or(u16::MAX).min(footer.width);
-    let height = u16::try_from(lines.len() + 2).unwrap_or(u16::MAX).min(footer.y);
-    if width < 4 || height < 3 {
-        return;
-    }
-    let area = Rect { x: footer.x, y: footer.y - height, width, height };
-    frame.render_widget(Clear, area);
-    let block = Block::default().borders(Borders::ALL).border_style(theme.border()).style(theme.base());
-    frame.render_widget(Paragraph::new(lines).block(block), area);
 }
 
 fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
@@ -384,65 +307,56 @@ fn draw_table(frame: &mut Frame, app: &App, area: Rect, rows: Vec<views::RowCell
 
 fn draw_footer(frame: &mut Frame, app: &App, area: Rect) {
     let theme = &app.theme;
-    let line = match &app.input {
-        Input::Filter(text) => Line::from(vec![
-            Span::styled(strings::FILTER_PROMPT, theme.accent()),
-            Span::raw(text.clone()),
-            Span::styled("█", theme.accent()),
-            Span::styled("  Enter keep · Esc clear", theme.muted()),
-        ]),
-        Input::Command(text) => {
-            let hint = complete(app, text).filter(|c| c != text).map(|c| format!("  Tab → {c}")).unwrap_or_default();
-            Line::from(vec![
-                Span::styled(strings::COMMAND_PROMPT, theme.accent()),
-                Span::raw(text.clone()),
-                Span::styled("█", theme.accent()),
-                Span::styled(hint, theme.muted()),
-            ])
-        }
-        Input::None => match &app.flash {
-            Some(flash) => {
-                let style = match flash.level {
-                    Level::Info => theme.info(),
-                    Level::Warning => theme.warning(),
-                    Level::Error => theme.error(),
-                };
-                // The message, wrapped over the footer's rows (cut with … past them), and
-                // `q quit` kept at the end of the last row.
-                let quit = app.keymap.keys(Action::Quit).first().map(|key| key.label()).unwrap_or_default();
-                let tail = vec![Span::styled(quit, theme.accent()), Span::styled(" quit", theme.muted())];
-                let tail_width: u16 = tail.iter().map(|span| span.width() as u16).sum::<u16>() + 3;
-                let rows = usize::from(area.height.max(1));
-                let width = usize::from(area.width.max(1));
-                // Cut into rows at character boundaries (a word wrap could push `q quit` out).
-                let room = u16::try_from((width * rows).saturating_sub(usize::from(tail_width))).unwrap_or(u16::MAX);
-                let message = table::fit(Line::raw(format!(" {}", flash.text)), room).to_string();
-                let mut lines: Vec<Line> = Vec::new();
-                let (mut row, mut row_width) = (String::new(), 0);
-                for ch in message.chars() {
-                    let ch_width = table::unicode_width(ch);
-                    if row_width + ch_width > width {
-                        lines.push(Line::from(Span::styled(std::mem::take(&mut row), style)));
-                        row_width = 0;
-                    }
-                    row.push(ch);
-                    row_width += ch_width;
-                }
-                let last_room = width.saturating_sub(usize::from(tail_width));
-                if row_width > last_room {
+    if app.input != Input::None {
+        let completion = match &app.input {
+            Input::Command(text) => queries::complete(app, text),
+            Input::Filter(_) | Input::None => None,
+        };
+        app.input.draw(frame, area, theme, completion.as_deref());
+        return;
+    }
+    let line = match &app.flash {
+        Some(flash) => {
+            let style = match flash.level {
+                Level::Info => theme.info(),
+                Level::Warning => theme.warning(),
+                Level::Error => theme.error(),
+            };
+            // The message, wrapped over the footer's rows (cut with … past them), and
+            // `q quit` kept at the end of the last row.
+            let quit = app.keymap.keys(Action::Quit).first().map(|key| key.label()).unwrap_or_default();
+            let tail = vec![Span::styled(quit, theme.accent()), Span::styled(" quit", theme.muted())];
+            let tail_width: u16 = tail.iter().map(|span| span.width() as u16).sum::<u16>() + 3;
+            let rows = usize::from(area.height.max(1));
+            let width = usize::from(area.width.max(1));
+            // Cut into rows at character boundaries (a word wrap could push `q quit` out).
+            let room = u16::try_from((width * rows).saturating_sub(usize::from(tail_width))).unwrap_or(u16::MAX);
+            let message = table::fit(Line::raw(format!(" {}", flash.text)), room).to_string();
+            let mut lines: Vec<Line> = Vec::new();
+            let (mut row, mut row_width) = (String::new(), 0);
+            for ch in message.chars() {
+                let ch_width = table::unicode_width(ch);
+                if row_width + ch_width > width {
                     lines.push(Line::from(Span::styled(std::mem::take(&mut row), style)));
                     row_width = 0;
                 }
-                let pad = last_room.saturating_sub(row_width);
-                let mut last = vec![Span::styled(row, style), Span::raw(" ".repeat(pad + 2))];
-                last.extend(tail);
-                lines.push(Line::from(last));
-                let skip = lines.len().saturating_sub(rows);
-                frame.render_widget(Paragraph::new(lines.into_iter().skip(skip).collect::<Vec<_>>()), area);
-                return;
+                row.push(ch);
+                row_width += ch_width;
             }
-            None => key_hints(app, area.width),
-        },
+            let last_room = width.saturating_sub(usize::from(tail_width));
+            if row_width > last_room {
+                lines.push(Line::from(Span::styled(std::mem::take(&mut row), style)));
+                row_width = 0;
+            }
+            let pad = last_room.saturating_sub(row_width);
+            let mut last = vec![Span::styled(row, style), Span::raw(" ".repeat(pad + 2))];
+            last.extend(tail);
+            lines.push(Line::from(last));
+            let skip = lines.len().saturating_sub(rows);
+            frame.render_widget(Paragraph::new(lines.into_iter().skip(skip).collect::<Vec<_>>()), area);
+            return;
+        }
+        None => key_hints(app, area.width),
     };
     frame.render_widget(Paragraph::new(line), area);
 }
@@ -523,199 +437,4 @@ fn key_hints(app: &App, width: u16) -> Line<'static> {
         spans.extend(hint);
     }
     Line::from(spans)
-}
-
-/// A popup `percent_x`% × `percent_y`% of `area`, centred, at least 1×1 when `area` is.
-fn centered(area: Rect, percent_x: u16, percent_y: u16, min_width: u16, min_height: u16) -> Rect {
-    let part =
-        |length: u16, percent: u16| u16::try_from(u32::from(length) * u32::from(percent) / 100).unwrap_or(length);
-    let width = part(area.width, percent_x).max(min_width).min(area.width);
-    let height = part(area.height, percent_y).max(min_height).min(area.height);
-    Rect { x: area.x + (area.width - width) / 2, y: area.y + (area.height - height) / 2, width, height }
-}
-
-/// The width of the text inside a text popup (help, detail, YAML) on a terminal this wide:
-/// the popup less its borders and padding.
-pub fn popup_text_width(screen_width: u16) -> usize {
-    let popup = centered(Rect::new(0, 0, screen_width, 1), POPUP_PERCENT, POPUP_PERCENT_Y, 40, 1);
-    usize::from(popup.width.saturating_sub(4))
-}
-
-fn popup_block<'a>(theme: &Theme, title: &'a str, hint: String) -> Block<'a> {
-    Block::default()
-        .borders(Borders::ALL)
-        .border_style(theme.accent())
-        .title(Span::styled(format!(" {title} "), theme.accent()))
-        .title_bottom(Line::from(Span::styled(format!(" {hint} "), theme.muted())).alignment(Alignment::Right))
-        .padding(Padding::horizontal(1))
-        .style(theme.base())
-}
-
-fn draw_text_popup(frame: &mut Frame, theme: &Theme, title: &str, lines: &[Line], scroll: usize, area: Rect) {
-    let popup = centered(area, POPUP_PERCENT, POPUP_PERCENT_Y, 40, POPUP_MIN_HEIGHT);
-    frame.render_widget(Clear, popup);
-    let inner_height = popup_rows(area.height);
-    let scroll = scroll.min(lines.len().saturating_sub(inner_height));
-    let end = (scroll + inner_height).min(lines.len());
-    let visible: Vec<Line> = lines[scroll.min(end)..end].to_vec();
-    frame.render_widget(
-        Paragraph::new(visible).block(popup_block(theme, title, strings::POPUP_HINT.to_string())),
-        popup,
-    );
-}
-
-fn draw_dialog(frame: &mut Frame, app: &App, area: Rect) {
-    let Overlay::Dialog(dialog) = &app.overlay else { return };
-    let theme = &app.theme;
-    let (title, explanation) = strings::dialog_text(dialog.action, &dialog.phase);
-    let popup = centered(area, 70, 0, 50, 17);
-    frame.render_widget(Clear, popup);
-    let hint = match dialog.approve_too {
-        Some(_) => format!("{} · {}", strings::DIALOG_HINT, strings::DIALOG_TOGGLE_HINT),
-        None => strings::DIALOG_HINT.to_string(),
-    };
-    let block = popup_block(theme, title, hint);
-    let inner = block.inner(popup);
-    frame.render_widget(block, popup);
-    // Restarts, tenants served, and (when known) the old credentials' deadline.
-    let preview_height = u16::try_from(dialog.preview.len()).unwrap_or(u16::MAX);
-    let [heading, summary, preview, explain, toggle, label, reason, error] = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Length(1),
-        Constraint::Length(preview_height),
-        Constraint::Length(2),
-        Constraint::Length(1),
-        Constraint::Length(1),
-        Constraint::Min(1),
-        Constraint::Length(1),
-    ])
-    .areas(inner);
-    frame.render_widget(
-        Paragraph::new(Line::from(vec![
-            Span::styled(format!("{} ", dialog.action.verb()), theme.accent()),
-            Span::raw(format!("{}/{}", dialog.namespace, dialog.batch)),
-        ])),
-        heading,
-    );
-    frame.render_widget(
-        Paragraph::new(table::fit(Line::raw(dialog.summary.clone()), summary.width)).style(theme.muted()),
-        summary,
-    );
-    let preview_lines: Vec<Line> = dialog
-        .preview
-        .iter()
-        .map(|line| {
-            let fitted = table::fit(Line::raw(line.clone()), preview.width);
-            if line.starts_with(strings::OLD_CREDENTIALS) { fitted.style(theme.warning()) } else { fitted }
-        })
-        .collect();
-    frame.render_widget(Paragraph::new(preview_lines), preview);
-    frame.render_widget(Paragraph::new(explanation).wrap(Wrap { trim: true }), explain);
-    if let Some(why) = &dialog.error {
-        frame.render_widget(Paragraph::new(why.as_str()).style(theme.error()), error);
-    }
-    if let Some(approve) = dialog.approve_too {
-        let mark = if approve { "[x]" } else { "[ ]" };
-        frame.render_widget(
-            Paragraph::new(format!("{mark} also approve (the batch needs an approval)")).style(theme.warning()),
-            toggle,
-        );
-    }
-    frame.render_widget(Paragraph::new("Reason:").style(theme.accent()), label);
-    let field = Block::default().borders(Borders::ALL).border_style(theme.border());
-    let field_inner = field.inner(reason);
-    frame.render_widget(field, reason);
-    frame.render_widget(&dialog.reason, field_inner);
-}
-
-// ----- the Pods pane ---------------------------------------------------------------------------
-
-/// The Pods pane's popup is wider than the others: Pod names are long and the last
-/// termination is the point.
-const PANE_PERCENT: u16 = 98;
-
-/// The Pods pane's text for `width` columns: a header, one line per ReplicaSet and Pod (the
-/// selected one highlighted; its last termination or VCAP Secret on a line of its own when the
-/// row is too wide), and the keys; and the index of the selected line, to keep it in view.
-fn pods_lines(pane: &PodsPane, theme: &Theme, now: Timestamp, width: usize) -> (Vec<Line<'static>>, usize) {
-    let keys = || Line::styled(strings::PODS_KEYS, theme.muted());
-    let rows = match &pane.rows {
-        None => return (vec![Line::raw(strings::PODS_LOADING)], 0),
-        Some(Err(error)) => return (vec![Line::styled(error.clone(), theme.error()), Line::raw(""), keys()], 0),
-        Some(Ok(rows)) if rows.is_empty() => return (vec![Line::raw(strings::NO_PODS), Line::raw(""), keys()], 0),
-        Some(Ok(rows)) => rows,
-    };
-    let name = |row: &PodRow| match row.kind {
-        RowKind::ReplicaSet => row.name.clone(),
-        RowKind::Pod => format!("  {}", row.name),
-    };
-    let name_width = rows.iter().map(|row| name(row).chars().count()).max().unwrap_or(4).max(4);
-    let status_width = rows.iter().map(|row| row.status.chars().count()).max().unwrap_or(6).max(6);
-    let columns = |name: &str, status: &str, ready: &str, restarts: &str, age: &str| {
-        format!("{name:name_width$}  {status:status_width$}  {ready:>5}  {restarts:>8}  {age:>5}")
-    };
-    let header = format!("{}  LAST TERMINATION / VCAP SECRET", columns("NAME", "STATUS", "READY", "RESTARTS", "AGE"));
-    let mut lines = vec![Line::styled(header, theme.header())];
-    let mut selected_line = 1;
-    for (index, row) in rows.iter().enumerate() {
-        let age = row.created.map_or_else(|| "-".into(), |t| views::relative(now.as_second() - t.as_second()));
-        let last = match row.kind {
-            RowKind::ReplicaSet => row.secret.as_ref().map(|s| format!("reads {s}")).unwrap_or_default(),
-            RowKind::Pod => row.last_termination.clone().unwrap_or_default(),
-        };
-        let text = columns(&name(row), &row.status, &row.ready, &row.restarts.to_string(), &age);
-        let style =
-            if index == pane.selected { theme.selection() } else { views::state_style(theme, pod_state_word(row)) };
-        if index == pane.selected {
-            selected_line = lines.len();
-        }
-        if last.is_empty() || text.chars().count() + 2 + last.chars().count() <= width {
-            lines.push(Line::from(Span::styled(format!("{text}  {last}").trim_end().to_string(), style)));
-        } else {
-            lines.push(Line::from(Span::styled(text, style)));
-            lines.push(Line::from(Span::styled(format!("    ↳ {last}"), theme.muted())));
-        }
-    }
-    lines.push(Line::raw(""));
-    lines.push(keys());
-    (lines, selected_line)
-}
-
-/// The state word that picks a Pods pane row's colour.
-fn pod_state_word(row: &PodRow) -> &'static str {
-    match (row.kind, row.status.as_str()) {
-        (RowKind::ReplicaSet, "current") => "Rolling",
-        (RowKind::ReplicaSet, _) => "-",
-        (RowKind::Pod, "Running") if row.ready.split_once('/').is_some_and(|(a, b)| a == b) => "Ready",
-        (RowKind::Pod, "Running" | "Pending" | "ContainerCreating" | "Terminating") => "Processing",
-        (RowKind::Pod, "Succeeded") => "Completed",
-        (RowKind::Pod, _) => "Failed",
-    }
-}
-
-/// A log's lines cut to `width` (a long line continues on the next), and where to start
-/// showing them: its scroll (counted in the log's own lines), or the end while it follows it.
-fn log_lines(log: &LogPane, theme: &Theme, width: usize, rows: usize) -> (Vec<Line<'static>>, usize) {
-    let text = match &log.lines {
-        None => return (vec![Line::raw(strings::LOG_LOADING)], 0),
-        Some(Err(error)) => return (vec![Line::styled(error.clone(), theme.error())], 0),
-        Some(Ok(lines)) if lines.is_empty() => return (vec![Line::raw(strings::LOG_EMPTY)], 0),
-        Some(Ok(lines)) => lines,
-    };
-    let mut lines = Vec::new();
-    let mut scroll = 0;
-    for (index, line) in text.iter().enumerate() {
-        if Some(index) == log.scroll {
-            scroll = lines.len();
-        }
-        let chars: Vec<char> = line.chars().collect();
-        if chars.is_empty() {
-            lines.push(Line::raw(""));
-        }
-        for chunk in chars.chunks(width.max(1)) {
-            lines.push(Line::raw(chunk.iter().collect::<String>()));
-        }
-    }
-    let last = lines.len().saturating_sub(rows);
-    (lines, if log.scroll.is_some() { scroll.min(last) } else { last })
 }

@@ -1,13 +1,16 @@
 //! Read-only questions about the console's state, asked by `update` (to act), `draw` (to show)
 //! and `details`: which row is selected, which write a key would make and why it is blocked,
-//! how many rows a view has, how the command line completes. Nothing here changes state.
+//! how many rows a view has, how the command line completes, what the help and a dialog's
+//! preview say. Nothing here changes state.
 
 use super::app::{Access, App, ViewKind};
 use super::keymap::Action;
+use super::overlay::help::{self, HelpText};
+use super::overlay::picker::{self, Choices};
 use super::strings;
 use super::views::view;
 use crate::actions::BatchAction;
-use crate::readmodel::Snapshot;
+use crate::readmodel::{BatchRow, Snapshot};
 
 pub fn row_count(snapshot: &Snapshot, kind: ViewKind) -> usize {
     view(kind).len(snapshot)
@@ -112,19 +115,61 @@ pub fn namespaces(app: &App) -> Vec<String> {
 /// Complete the command line: the one candidate, else the candidates' longest common prefix
 /// when it is longer than what is typed.
 pub fn complete(app: &App, text: &str) -> Option<String> {
-    let candidates = candidates(app, text);
-    match candidates.as_slice() {
-        [] => None,
-        [one] => Some(one.clone()),
-        many => {
-            let first = &many[0];
-            let common = (0..first.len())
-                .take_while(|&i| many.iter().all(|c| c.as_bytes().get(i) == first.as_bytes().get(i)))
-                .count();
-            let common = (0..=common).rev().find(|&i| first.is_char_boundary(i)).unwrap_or(0);
-            (common > text.len()).then(|| first[..common].to_string())
-        }
+    picker::complete(&candidates(app, text), text)
+}
+
+/// What the command line `text` can become, for Tab.
+pub fn choices(app: &App, text: &str) -> Choices {
+    Choices { candidates: candidates(app, text), list: picker(app, text) }
+}
+
+/// Where the `:ns` picker's list comes from, when it is not the API server's answer.
+pub fn picker_note(app: &App, text: &str) -> Option<String> {
+    match (&app.namespaces, text.starts_with("ns ")) {
+        (Some(Err(why)), true) => Some(format!("{} ({why})", strings::NAMESPACES_FROM_VIEW)),
+        (None, true) => Some(strings::NAMESPACES_LOADING.to_string()),
+        _ => None,
     }
+}
+
+/// What the help says about this session.
+pub fn help_text(app: &App) -> HelpText<'_> {
+    HelpText {
+        theme: &app.theme,
+        keymap: &app.keymap,
+        disabled: Action::ALL
+            .iter()
+            .filter(|action| action.writes())
+            .filter_map(|&action| Some((action, write_blocked(app, action)?)))
+            .collect(),
+        session: format!("context {} · {} · engine {}", app.session.context, app.session.scope, app.role_label()),
+        themes: format!("theme {} (themes: {})", app.theme.name, app.theme_names.join(", ")),
+        demo_kubeconfig: app.session.demo_kubeconfig.as_deref(),
+    }
+}
+
+/// The help's lines, wrapped to `width` cells.
+pub fn help_lines(app: &App, width: usize) -> Vec<ratatui::text::Line<'static>> {
+    help::lines(&help_text(app), width)
+}
+
+/// What a batch action touches: the Deployments the batch restarts and the tenants they serve.
+/// And, when known, when the old credentials of its Secrets die (the deadline the decision meets).
+pub fn dialog_preview(app: &App, row: &BatchRow, verb: BatchAction) -> Vec<String> {
+    let names = |keep: fn(&crate::api::rotation_batch::BatchDeployment) -> bool| -> Vec<String> {
+        row.object.restarts().filter(|d| keep(d)).map(|d| d.name.clone()).collect()
+    };
+    let (what, deployments) = match verb {
+        BatchAction::Retry => ("restarts again", names(|d| d.retriable())),
+        BatchAction::Undo => ("goes back", names(|d| d.undoable())),
+        _ => ("restarts", names(|_| true)),
+    };
+    let tenants = super::views::tenants_served(&app.snapshot, row);
+    let mut lines = vec![strings::preview_line(what, &deployments), strings::preview_line("tenants served", &tenants)];
+    if let Some(revocable) = row.old_credentials_revocable {
+        lines.push(format!("{} {}", strings::OLD_CREDENTIALS, super::views::revocable(revocable, app.now)));
+    }
+    lines
 }
 
 /// Terminals shorter than this get the compact layout.
@@ -135,24 +180,15 @@ pub fn chrome_rows(height: u16) -> u16 {
     if height < COMPACT_BELOW { 3 } else { 5 }
 }
 
-/// The text popups (help, detail, YAML): this share of the terminal, at least this high.
-pub const POPUP_PERCENT: u16 = 90;
-pub const POPUP_PERCENT_Y: u16 = 85;
-pub const POPUP_MIN_HEIGHT: u16 = 8;
-
-/// Text rows inside a popup on a terminal `height` rows high (its border takes two).
-pub fn popup_rows(height: u16) -> usize {
-    let part = u16::try_from(u32::from(height) * u32::from(POPUP_PERCENT_Y) / 100).unwrap_or(height);
-    usize::from(part.max(POPUP_MIN_HEIGHT).min(height).saturating_sub(2))
-}
-
 /// Most lines a footer message wraps to.
 pub const FOOTER_MAX_ROWS: u16 = 3;
 
 /// Footer rows for a terminal `width` columns wide and `height` rows high: a long message wraps
 /// (up to `FOOTER_MAX_ROWS`, never on a short terminal), anything else takes one line.
 pub fn footer_rows(app: &App, width: u16, height: u16) -> u16 {
-    let Some(flash) = app.flash.as_ref().filter(|_| app.input == super::app::Input::None) else { return 1 };
+    let Some(flash) = app.flash.as_ref().filter(|_| app.input == super::overlay::command_line::Input::None) else {
+        return 1;
+    };
     if height < COMPACT_BELOW || width == 0 {
         return 1;
     }

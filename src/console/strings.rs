@@ -43,9 +43,15 @@ pub const POPUP_HINT: &str = "Esc close · j/k scroll";
 pub const DIALOG_HINT: &str = "Enter confirm · Esc cancel";
 pub const DIALOG_TOGGLE_HINT: &str = "Tab toggle approve";
 pub const FILTER_PROMPT: &str = "/";
+pub const FILTER_HINT: &str = "Enter keep · Esc clear";
 pub const NAMESPACES_FROM_VIEW: &str = "the namespaces of the objects in view; the API server would not list them";
 pub const NAMESPACES_LOADING: &str = "asking the API server for the namespaces…";
 pub const COMMAND_PROMPT: &str = ":";
+
+/// The `:` line's hint: what Tab completes it to.
+pub fn tab_hint(completion: &str) -> String {
+    format!("Tab → {completion}")
+}
 pub const PODS_LOADING: &str = "reading the Deployment's ReplicaSets and Pods…";
 pub const NO_PODS: &str = "no ReplicaSet or Pod of this Deployment (its selector matches none)";
 pub const PODS_KEYS: &str = "j/k select · l the Pod's log · Esc back (read again every 5 s)";
@@ -200,4 +206,15 @@ pub fn margins_note(timing: crate::credentials::Timing, the_leaders: bool) -> St
         timing.text(),
         if the_leaders { " (the leading engine's)" } else { " (this console's engine)" }
     )
+}
+
+/// The console's one relative-time format: kubectl's age (`45s`, `5m30s`, `3h`, `2d4h`), except
+/// that a minute or more is never written in seconds (`1m53s`, not `113s`), so two cells side by
+/// side read alike.
+pub fn relative(seconds: i64) -> String {
+    match seconds {
+        60..=119 if seconds % 60 == 0 => "1m".into(),
+        60..=119 => format!("1m{}s", seconds - 60),
+        _ => crate::output::human_duration(seconds),
+    }
 }

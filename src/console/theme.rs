@@ -129,6 +129,23 @@ impl Theme {
     }
 }
 
+/// The style of a state word: green when fine, yellow when waiting on someone, red when broken.
+pub fn state_style(theme: &Theme, state: &str) -> Style {
+    match state {
+        "Ready" | "Succeeded" | "Complete" | "Provisioned" | "Completed" | "Normal" | "NoChange" => theme.ok(),
+        "Error" | "Failed" | "ProvisioningError" | "UpgradeError" | "DeletionError" | "Warning" => theme.error(),
+        "Stalled" => theme.error().add_modifier(Modifier::REVERSED),
+        "AwaitingApproval" | "Held" | "Processing" | "Provisioning" | "Upgrading" | "Rolling" | "RollingOut"
+        | "Collecting" | "Queued" | "Deleting" | "Undone" => theme.warning(),
+        "Cancelled" | "Superseded" | "-" | "unknown" => theme.muted(),
+        // Credential verdicts (the Credentials view).
+        "ok" => theme.ok(),
+        "at-risk" => theme.warning(),
+        "unsafe" => theme.error(),
+        _ => theme.base(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,7 +2,7 @@
 //! priorities and width bounds, see `table`), the cells of a row and their styles, the row's key,
 //! search text and sort keys, where Enter leads, the detail pane and the YAML — lives in one
 //! file under `views/`. Adding a view is that file, a `ViewKind` variant and one line in
-//! [`view`]. The severities here are the only place a state word gets its colour.
+//! [`view`]. A state word gets its colour in one place, `theme::state_style`.
 
 mod applications;
 mod batches;
@@ -15,17 +15,18 @@ mod rollouts;
 mod tenants;
 mod versions;
 
-use ratatui::style::{Modifier, Style};
+use ratatui::style::Style;
 use ratatui::text::Line;
 use serde_json::Value;
 
 use super::app::{App, Focus, Route, ViewKind};
+use super::strings::relative;
 use super::table::Column;
-use super::theme::Theme;
-use crate::output::human_duration;
+use super::theme::state_style;
 use crate::readmodel::Snapshot;
 
 pub use detail_lines::tenants_served;
+pub use fleet::fleet_row_route;
 
 /// The cells of one row and the row's own style (a stalled rollout is red as a whole).
 pub struct RowCells {
@@ -244,34 +245,6 @@ impl SortKey {
 /// The sort key of an AGE column: older is greater, as a larger age.
 fn age_key(time: Option<k8s_openapi::jiff::Timestamp>) -> SortKey {
     SortKey::Number(time.map_or(i64::MIN, |t| -t.as_second()))
-}
-
-/// The style of a state word: green when fine, yellow when waiting on someone, red when broken.
-pub fn state_style(theme: &Theme, state: &str) -> Style {
-    match state {
-        "Ready" | "Succeeded" | "Complete" | "Provisioned" | "Completed" | "Normal" | "NoChange" => theme.ok(),
-        "Error" | "Failed" | "ProvisioningError" | "UpgradeError" | "DeletionError" | "Warning" => theme.error(),
-        "Stalled" => theme.error().add_modifier(Modifier::REVERSED),
-        "AwaitingApproval" | "Held" | "Processing" | "Provisioning" | "Upgrading" | "Rolling" | "RollingOut"
-        | "Collecting" | "Queued" | "Deleting" | "Undone" => theme.warning(),
-        "Cancelled" | "Superseded" | "-" | "unknown" => theme.muted(),
-        // Credential verdicts (the Credentials view).
-        "ok" => theme.ok(),
-        "at-risk" => theme.warning(),
-        "unsafe" => theme.error(),
-        _ => theme.base(),
-    }
-}
-
-/// The console's one relative-time format: kubectl's age (`45s`, `5m30s`, `3h`, `2d4h`), except
-/// that a minute or more is never written in seconds (`1m53s`, not `113s`), so two cells side by
-/// side read alike.
-pub fn relative(seconds: i64) -> String {
-    match seconds {
-        60..=119 if seconds % 60 == 0 => "1m".into(),
-        60..=119 => format!("1m{}s", seconds - 60),
-        _ => human_duration(seconds),
-    }
 }
 
 /// How long ago, in the one relative-time format.

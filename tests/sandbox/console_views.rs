@@ -649,8 +649,8 @@ fn nothing_but_a_long_message_is_cut_at_120_columns() {
     assert!(footer.contains("x cancel  d detail  y yaml  w wide  q quit"), "every key hint: {footer}");
 
     key(&mut app, KeyCode::Char('?'));
-    let width = capdeck::console::draw::popup_text_width(120);
-    for line in capdeck::console::help::lines(&app, width) {
+    let width = capdeck::console::overlay::popup_text_width(120);
+    for line in capdeck::console::queries::help_lines(&app, width) {
         assert!(line.width() <= width, "a help line wider than the pane ({width}): {line}");
     }
     let help = render(&mut app, 120, 48);

@@ -5,12 +5,25 @@
 use ratatui::text::{Line, Span};
 
 use super::{RowCells, SortKey, ViewSpec, state_style};
-use crate::console::app::App;
+use crate::console::app::{App, Focus, Route, ViewKind};
 use crate::console::table::Column;
 use crate::fleet::{FleetRow, RowState, countdown};
 use crate::readmodel::Snapshot;
 
 pub struct Fleet;
+
+/// Where Enter on a (read) fleet row opens, once in its context and namespace: the row's batch,
+/// else its credentials, else the batches.
+pub fn fleet_row_route(row: &FleetRow) -> Route {
+    match (row.first_batch(), &row.namespace) {
+        (Some(batch), Some(namespace)) => Route {
+            view: ViewKind::Batches,
+            focus: Some(Focus::Batch { namespace: namespace.clone(), name: batch.name.clone() }),
+        },
+        (None, Some(_)) if !row.credentials.is_empty() => Route { view: ViewKind::Credentials, focus: None },
+        _ => Route { view: ViewKind::Batches, focus: None },
+    }
+}
 
 const DEADLINE: usize = 4;
 

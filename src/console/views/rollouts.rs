@@ -1,5 +1,5 @@
 //! One row per Deployment a batch restarts or leaves alone, with its progress. Enter shows the
-//! Deployment's ReplicaSets and Pods (`console::pods`), `d` the detail; the batch keys act on
+//! Deployment's ReplicaSets and Pods (`console::overlay::pods`), `d` the detail; the batch keys act on
 //! the row's batch.
 
 use ratatui::text::{Line, Span};
