@@ -110,7 +110,7 @@ impl FrontEnd {
 /// `manifests` takes -n as the namespace it installs into).
 fn uses_cluster_flag(name: &str, id: &str) -> bool {
     match name {
-        "crds" | "plan" | "completion" | "version" | "sandbox" | "bench" => false,
+        "crds" | "plan" | "completion" | "version" | "sandbox" | "bench" | "windows" => false,
         "manifests" => id == "namespace",
         // The fleet reads many contexts: --contexts, not --context; each within --timeout.
         "fleet" => id != "context" && id != "request_timeout",
@@ -480,6 +480,16 @@ Exit codes: 0 when every context was read, 1 when one or more could not be, 2 fo
 Examples:\n  capdeck fleet\n  capdeck fleet --contexts prod-eu,prod-us -o json\n  capdeck --contexts all   (the console, \
 on its fleet view)")]
     Fleet(FleetArgs),
+    /// Check change windows and print their next openings, offline (docs/WINDOWS.md)
+    #[command(long_about = "Check change windows as written in the capdeck.dev/change-windows annotation (of a \
+CAPApplication or a Namespace) or in --change-windows, and print whether they are open now and their next \
+openings. Weekly ranges in an IANA time zone, separated by ';': DAYS HH:MM-HH:MM ZONE. A range whose end is not \
+after its start ends the next day; 24:00 is the end of a day. See docs/WINDOWS.md.\n\n\
+Exit codes: 0 when the windows parse, 1 when they do not (the error names the range and what is wrong), 2 for \
+usage errors.\n\n\
+Examples:\n  capdeck windows 'Mon-Fri 22:00-05:00 Europe/Berlin; Sat-Sun 00:00-24:00 Europe/Berlin'\n  \
+capdeck windows 'Sun 01:00-04:00 Europe/Berlin' --at 2026-03-28T12:00:00Z --next 2 -o json")]
+    Windows(WindowsArgs),
     /// Print a shell completion script: bash, zsh, fish, elvish or powershell
     #[command(
         long_about = "Print a shell completion script for capdeck.\n\nExamples:\n  source <(capdeck completion bash)\n  capdeck completion zsh > \"${fpath[1]}/_capdeck\"\n  capdeck completion fish > ~/.config/fish/completions/capdeck.fish"
@@ -791,6 +801,28 @@ pub struct FleetArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct WindowsArgs {
+    /// The change windows, e.g. 'Mon-Fri 22:00-05:00 Europe/Berlin'
+    #[arg(value_name = "WINDOWS")]
+    pub windows: String,
+    /// How many openings to list
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=100))]
+    pub next: u16,
+    /// Judge at this instant (RFC 3339, e.g. 2026-03-28T12:00:00Z) instead of now
+    #[arg(long, value_name = "TIME")]
+    pub at: Option<jiff::Timestamp>,
+    /// Output format
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = WindowsFormat::Table)]
+    pub output: WindowsFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum WindowsFormat {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Args)]
 pub struct CrdsArgs {
     /// Output format of the definitions
     #[arg(short = 'o', long = "output", value_enum, default_value_t = CrdFormat::Yaml)]
@@ -821,6 +853,7 @@ mod tests {
             }
             "deps" => vec!["deps", "--app", "ns/app"],
             "completion" => vec!["completion", "bash"],
+            "windows" => vec!["windows", "Mon 22:00-23:00 UTC"],
             "bench" => vec!["bench", "engine"],
             other => vec![leak(other)],
         }

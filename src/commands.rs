@@ -14,6 +14,7 @@ mod plan;
 mod readonly;
 mod sandbox;
 mod tenants;
+mod windows;
 
 use std::process::ExitCode;
 
@@ -57,6 +58,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             runtime()?.block_on(doctor::run(&cli.cluster, &engine_config::engine_settings(&args.engine), &args))
         }
         Some(Command::Crds(args)) => crds::run(&args),
+        Some(Command::Windows(args)) => windows::run(&args),
         Some(Command::Sandbox(args)) => runtime()?.block_on(sandbox::run(args)),
         Some(Command::Bench(command)) => runtime()?.block_on(bench::run(command)),
         Some(Command::Completion(args)) => {
