@@ -126,17 +126,10 @@ pub async fn rotation_rolls_out_then_deletes_previous_secrets(backend: Backend) 
         secret.pointer("/metadata/labels/sme.sap.com~1secret-owner-hash").and_then(|v| v.as_str()),
         Some(capdeck::vcap::secret_owner_hash(&w.ns, "bookshop-v1", "bookshop-v1-srv").as_str())
     );
-    // Previous Secrets are gone once the rollout completed.
-    eventually("previous VCAP Secrets deleted", LONG, || async {
-        let mut still = Vec::new();
-        for name in [&before_srv, &before_router] {
-            if w.secret(name).await.is_some() {
-                still.push(name.clone());
-            }
-        }
-        if still.is_empty() { Ok(()) } else { Err(format!("{still:?}")) }
-    })
-    .await;
+    // Previous Secrets are gone only now, after completion (each Deployment's before its batch is
+    // Succeeded).
+    assert!(w.secret(&before_srv).await.is_none(), "{before_srv} kept");
+    assert!(w.secret(&before_router).await.is_none(), "{before_router} kept");
     // Writes per rotated Deployment: create Secret, update Deployment, delete old Secret.
     let writes = r.engine.workload_writes();
     let count = |k: &str| writes.get(k).copied().unwrap_or(0);
@@ -412,7 +405,7 @@ pub async fn a_stalled_deployment_fails_the_batch_and_keeps_its_previous_secret(
     let srv = status.deployments.iter().find(|d| d.name == "bookshop-v1-srv").expect("srv");
     assert_eq!(srv.state, Some(DeploymentRolloutState::Stalled));
     assert!(w.secret(&srv_before).await.is_some(), "old pods still use it");
-    eventually("the healthy rollout cleaned up", LONG, || async { w.secret(&router_before).await.is_none() }).await;
+    assert!(w.secret(&router_before).await.is_none(), "the healthy rollout cleaned up");
     r.stop().await;
 }
 
