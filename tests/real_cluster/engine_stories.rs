@@ -14,6 +14,7 @@ use kube::ResourceExt as _;
 
 use crate::common::fixtures::AppOptions;
 use crate::common::story_world::StoryWorld as _;
+use crate::control_plane::Profile;
 use crate::faker::Faker;
 use crate::setup::{Engine, EngineExt as _, engine_config, install_service_binding_crd, load_current, service_binding};
 use crate::world::{Backend, World, eventually};
@@ -834,6 +835,77 @@ pub async fn engines_of_different_namespaces_both_lead(backend: Backend) {
     hr.wait_for_role_within(Role::Leader, LONG).await;
     shop.stop().await;
     hr.stop().await;
+}
+
+/// Two engines told different Lease places (the installed daemon's `capdeck-system`, a laptop
+/// console's `default`) never lead at once where their scopes overlap: the second observes while
+/// the first leads, takes over when it stops, and an engine of one namespace observes beside them
+/// (its scope overlaps theirs). A monitor samples both roles throughout (an invariant, not a
+/// timing). Engines over every namespace: on a control plane of their own, away from the other
+/// stories' namespaces.
+pub async fn engines_with_different_lease_places_never_lead_the_same_namespaces_at_once(backend: Backend) {
+    let world = World::dedicated(backend, "lease-places", Profile::Standard).await;
+    load_current(&world, &AppOptions::default()).await;
+    world
+        .apply_objects(vec![
+            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "capdeck-system"}}),
+        ])
+        .await;
+    let config = |identity: &str, namespace: &str| {
+        let mut config = engine_config(&world, identity);
+        config.lease.namespace = namespace.into();
+        config
+    };
+    let daemon = Engine::start(world.client.clone(), config("daemon", "capdeck-system")).await;
+    daemon.wait_for_role_within(Role::Leader, LONG).await;
+    let laptop = Engine::start(world.client.clone(), config("laptop", "default")).await;
+    let both = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let monitor = {
+        let (daemon_role, laptop_role, both) = (daemon.roles(), laptop.roles(), both.clone());
+        tokio::spawn(async move {
+            loop {
+                if *daemon_role.borrow() == Role::Leader && *laptop_role.borrow() == Role::Leader {
+                    both.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+    };
+    laptop.wait_for_role_within(Role::Observer, LONG).await;
+    // Over several lease renewals (10 s leases) and re-checks it stays so; its own Lease is never
+    // taken.
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!((daemon.role(), laptop.role()), (Role::Leader, Role::Observer));
+    }
+    assert_eq!(lease_holder(&world, "default").await, None, "the laptop's engine never took its Lease");
+    assert_eq!(lease_holder(&world, "capdeck-system").await.as_deref(), Some("daemon"));
+    // An engine of one namespace overlaps the daemon's all namespaces: it observes too.
+    let scope = capdeck::cluster::Scope::Namespace("elsewhere".into());
+    let other = Engine::start_in(world.client.clone(), scope, config("team", "default")).await;
+    other.wait_for_role_within(Role::Observer, LONG).await;
+    // The daemon stops (its Lease released): exactly one of the others takes over.
+    daemon.stop().await;
+    eventually("one engine leads after the daemon stopped", LONG, || async {
+        laptop.role() == Role::Leader || other.role() == Role::Leader
+    })
+    .await;
+    // Once the all-namespaces laptop leads, the namespaced one keeps observing (overlap).
+    if laptop.role() == Role::Leader {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(other.role(), Role::Observer);
+    }
+    monitor.abort();
+    assert!(!both.load(std::sync::atomic::Ordering::SeqCst), "the daemon and the laptop led at the same time");
+    laptop.stop().await;
+    other.stop().await;
+}
+
+/// Who holds the engines' Lease in `namespace`, if anyone.
+async fn lease_holder(world: &World, namespace: &str) -> Option<String> {
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(world.client.clone(), namespace);
+    leases.get_opt("capdeck-engine").await.expect("lease").and_then(|lease| lease.spec?.holder_identity)
 }
 
 /// After a graceful stop (lease released) the next engine leads — the sandbox once kept the old
