@@ -1,13 +1,13 @@
-//! The engine's stories on a world: the same body on the sandbox and on kube-apiserver. The
-//! stories the sandbox suite once told on its own (rollout, start-up, approval, force, hold,
-//! cancel, storm guard, two engines) are told here once, with the assertions of both tellings.
+//! The engine's stories on a world: the same body on the sandbox and on kube-apiserver. Those the
+//! sandbox suite also told (rollout, start-up, approval, force, hold, cancel, storm guard, two
+//! engines) are told here once, with the assertions of both tellings; the sandbox suite keeps
+//! only the stories that need its fault injection or request log (docs/TESTING.md).
 
 use std::time::Duration;
 
 use capdeck::actions::{BatchAction, act};
-use capdeck::api::BatchPhase;
-use capdeck::api::RotationBatch;
 use capdeck::api::rotation_batch::{DeploymentAction, DeploymentRolloutState};
+use capdeck::api::{BatchPhase, RotationBatch};
 use capdeck::engine::Role;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt as _;
