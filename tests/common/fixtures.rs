@@ -20,6 +20,8 @@ use kube::ResourceExt as _;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::story_world::{StoryWorld, oldest_first};
+
 pub const NS: &str = "shop";
 
 fn b64(text: &str) -> String {
@@ -254,6 +256,17 @@ impl RunningEngine {
         self.handle.as_ref().map(|h| h.metrics.encode()).unwrap_or_default()
     }
 
+    /// The engine's successful writes by verb and resource (`"update deployments"` → 2), from
+    /// its metrics.
+    pub fn writes(&self) -> HashMap<String, u64> {
+        parse_writes(&self.metrics_text())
+    }
+
+    /// Its writes to workloads, Secrets and batches only (no Events).
+    pub fn workload_writes(&self) -> HashMap<String, u64> {
+        self.writes().into_iter().filter(|(k, _)| !k.ends_with(" events")).collect()
+    }
+
     pub fn role(&self) -> Role {
         self.handle.as_ref().map_or(Role::Observer, |h| *h.role.borrow())
     }
@@ -303,6 +316,25 @@ impl RunningEngine {
     }
 }
 
+/// `capdeck_api_writes_total{verb="update",resource="deployments"} 2` lines, as a map.
+pub fn parse_writes(metrics: &str) -> HashMap<String, u64> {
+    let mut writes = HashMap::new();
+    for line in metrics.lines().filter(|l| l.starts_with("capdeck_api_writes_total{")) {
+        let label = |name: &str| {
+            line.split(&format!("{name}=\""))
+                .nth(1)
+                .and_then(|rest| rest.split('"').next())
+                .unwrap_or_default()
+                .to_string()
+        };
+        let count: u64 = line.rsplit(' ').next().and_then(|n| n.parse::<f64>().ok()).unwrap_or(0.0) as u64;
+        if count > 0 {
+            writes.insert(format!("{} {}", label("verb"), label("resource")), count);
+        }
+    }
+    writes
+}
+
 /// Every batch in the sandbox.
 pub fn batches_all(sandbox: &Sandbox) -> Vec<RotationBatch> {
     sandbox
@@ -312,74 +344,25 @@ pub fn batches_all(sandbox: &Sandbox) -> Vec<RotationBatch> {
         .collect()
 }
 
-/// The batches of `app`, oldest first. Ordered by window end (the engine's clock, which follows
-/// paused tokio time), not creationTimestamp (wall-clock seconds: every paused test runs within
-/// one of them). Both have whole-second resolution, so on a tie a superseded batch counts as
-/// older than the rest (it always predates its successor).
-pub fn batches(sandbox: &Sandbox, app: &str) -> Vec<RotationBatch> {
-    let mut list: Vec<RotationBatch> = batches_all(sandbox).into_iter().filter(|b| b.spec.application == app).collect();
-    list.sort_by_key(|b| {
-        (b.spec.window_end.0, b.phase() != capdeck::api::BatchPhase::Superseded, b.metadata.name.clone())
-    });
-    list
-}
-
-/// The phase of `app`'s newest batch.
-pub fn phase_of(sandbox: &Sandbox, app: &str) -> Option<BatchPhase> {
-    batches(sandbox, app).last().map(|b| b.phase())
-}
-
-/// Wait (tokio time) until `app`'s newest batch is in `phase`; on timeout, show every batch.
-pub async fn wait_phase(sandbox: &Sandbox, app: &str, phase: BatchPhase, limit: Duration) {
-    let deadline = tokio::time::Instant::now() + limit;
-    while phase_of(sandbox, app) != Some(phase.clone()) {
-        if tokio::time::Instant::now() >= deadline {
-            let seen: Vec<String> = batches(sandbox, app)
-                .iter()
-                .map(|b| {
-                    let status = b.status.clone().unwrap_or_default();
-                    let condition =
-                        status.conditions.first().map(|c| format!("{}: {}", c.reason, c.message)).unwrap_or_default();
-                    format!(
-                        "{} {} [{condition}] {:?}",
-                        b.name_any(),
-                        b.phase(),
-                        status.deployments.iter().map(|d| (&d.name, &d.state, &d.message)).collect::<Vec<_>>()
-                    )
-                })
-                .collect();
-            panic!("timed out waiting for {app} batch {phase}; batches: {seen:#?}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+/// The sandbox in process as a story's world: its applications in `NS`.
+impl StoryWorld for Sandbox {
+    async fn batches(&self, app: &str) -> Vec<RotationBatch> {
+        oldest_first(batches_all(self).into_iter().filter(|b| b.spec.application == app).collect())
     }
-}
 
-/// The VCAP Secret a Deployment's first container uses.
-pub fn vcap_of(sandbox: &Sandbox, deployment: &str) -> String {
-    sandbox
-        .get("apps", "deployments", NS, deployment)
-        .and_then(|d| {
-            d.pointer("/spec/template/spec/containers/0/envFrom/0/secretRef/name")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        })
-        .unwrap_or_default()
-}
+    async fn deployment(&self, name: &str) -> Option<Value> {
+        self.get("apps", "deployments", NS, name)
+    }
 
-/// The decoded VCAP_SERVICES of a Secret.
-pub fn vcap_payload(sandbox: &Sandbox, secret: &str) -> String {
-    sandbox
-        .get("", "secrets", NS, secret)
-        .and_then(|s| s.pointer("/data/VCAP_SERVICES").and_then(Value::as_str).map(str::to_string))
-        .and_then(|text| base64::engine::general_purpose::STANDARD.decode(text).ok())
-        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
-        .unwrap_or_default()
+    async fn secret(&self, name: &str) -> Option<Value> {
+        self.get("", "secrets", NS, name)
+    }
 }
 
 /// Both Deployments of the default fixture rolled once per rotated batch: a new VCAP Secret
 /// created, the Deployment updated, the old VCAP Secret deleted — two of each.
 pub fn assert_two_rolled_once(sandbox: &Sandbox) {
-    let writes = workload_writes(sandbox);
+    let writes = logged_workload_writes(sandbox);
     let count = |what: &str| writes.iter().filter(|w| w.as_str() == what).count();
     assert_eq!(
         (count("create secrets"), count("update deployments"), count("delete secrets")),
@@ -388,8 +371,10 @@ pub fn assert_two_rolled_once(sandbox: &Sandbox) {
     );
 }
 
-/// Successful writes to these resources (excluding leases and events) since the log was cleared.
-pub fn workload_writes(sandbox: &Sandbox) -> Vec<String> {
+/// Successful writes to Secrets, Deployments and batches (no Leases, no Events) in the sandbox's
+/// request log since it was cleared: every client's, subresources named — what the engine's own
+/// count (`RunningEngine::workload_writes`) cannot show.
+pub fn logged_workload_writes(sandbox: &Sandbox) -> Vec<String> {
     sandbox
         .writes()
         .into_iter()

@@ -160,6 +160,7 @@ impl Drop for KillOnDrop {
 pub mod console;
 pub mod fixtures;
 pub mod invariants;
+pub mod story_world;
 
 /// `GET url` (plain HTTP on loopback, like `curl -s`): status and body, `None` while nothing
 /// answers. Written out so the sandbox world needs no curl.

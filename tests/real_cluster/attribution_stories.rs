@@ -13,8 +13,9 @@ use capdeck::api::{BatchPhase, RotationBatch};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
+use crate::common::story_world::StoryWorld as _;
 use crate::control_plane::Profile;
-use crate::setup::{capdeck, text, wait_phase};
+use crate::setup::{capdeck, text};
 use crate::world::{Backend, World, eventually};
 
 const LONG: Duration = Duration::from_secs(60);
@@ -118,12 +119,12 @@ pub async fn a_kubectl_forged_approval_or_hold_drives_nothing(backend: Backend) 
     let output = capdeck(&alice, &["hold", &target, "--reason", "freeze"]);
     let (stdout, stderr) = text(&output);
     assert!(output.status.success(), "{stdout}{stderr}");
-    let held = wait_phase(&world, "bookshop", BatchPhase::Held, LONG).await;
+    let held = world.wait_phase("bookshop", BatchPhase::Held, LONG).await;
     assert_eq!(held.spec.hold.as_ref().map(|h| h.by.as_str()), Some("alice"));
     assert!(!held.attribution_refused(attribution::HOLD_HONOURED), "{:?}", held.status);
     let output = capdeck(&alice, &["release", &target, "--reason", "thaw"]);
     assert!(output.status.success(), "{:?}", text(&output));
-    wait_phase(&world, "bookshop", BatchPhase::AwaitingApproval, LONG).await;
+    world.wait_phase("bookshop", BatchPhase::AwaitingApproval, LONG).await;
 
     // An approval in someone else's name: not honoured, the batch keeps waiting and says why.
     let forged = json!({"spec": {"approval": {"approvedBy": "ceo@example.com", "reason": "forged"}}});
@@ -152,7 +153,7 @@ pub async fn a_kubectl_forged_approval_or_hold_drives_nothing(backend: Backend) 
     let output = capdeck(&alice, &["approve", &target, "--reason", "CHG-7"]);
     let (stdout, stderr) = text(&output);
     assert!(output.status.success(), "{stdout}{stderr}");
-    let done = wait_phase(&world, "bookshop", BatchPhase::Succeeded, LONG).await;
+    let done = world.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     assert_eq!(done.spec.approval.as_ref().and_then(|a| a.approved_by.as_deref()), Some("alice"));
     assert!(!done.attribution_refused(attribution::APPROVAL_HONOURED), "{:?}", done.status);
     engine.stop().await;
@@ -181,7 +182,7 @@ pub async fn a_forged_hold_is_not_carried_into_the_batch_that_supersedes_it(back
                 *found.lock().expect("lock") = Some(newest.clone());
                 Ok(())
             }
-            _ => Err(crate::setup::describe(&batches)),
+            _ => Err(crate::common::story_world::describe(&batches)),
         }
     })
     .await;
@@ -195,7 +196,7 @@ pub async fn a_forged_hold_is_not_carried_into_the_batch_that_supersedes_it(back
     let newer_name = newer.metadata.name.clone().expect("name");
     let output = capdeck(&alice, &["hold", &format!("{}/{newer_name}", world.ns), "--reason", "freeze"]);
     assert!(output.status.success(), "{:?}", text(&output));
-    wait_phase(&world, "bookshop", BatchPhase::Held, LONG).await;
+    world.wait_phase("bookshop", BatchPhase::Held, LONG).await;
     world.rotate_secret("bookshop-uaa").await;
     eventually("the newest batch carries alice's hold and is held", LONG, || async {
         let batches = world.batches("bookshop").await;
@@ -208,7 +209,7 @@ pub async fn a_forged_hold_is_not_carried_into_the_batch_that_supersedes_it(back
             {
                 Ok(())
             }
-            _ => Err(crate::setup::describe(&batches)),
+            _ => Err(crate::common::story_world::describe(&batches)),
         }
     })
     .await;
@@ -298,7 +299,7 @@ pub async fn the_admission_policy_refuses_an_attribution_in_another_name(backend
     let output = capdeck(&world.kubeconfig_for("alice"), &["approve", &target, "--reason", "CHG-7"]);
     let (stdout, stderr) = text(&output);
     assert!(output.status.success(), "{stdout}{stderr}");
-    let done = wait_phase(&world, "bookshop", BatchPhase::Succeeded, LONG).await;
+    let done = world.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     assert_eq!(done.spec.approval.as_ref().and_then(|a| a.approved_by.as_deref()), Some("alice"));
     engine.stop().await;
     faker.stop().await;

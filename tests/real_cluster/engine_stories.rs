@@ -1,23 +1,27 @@
-//! The engine's stories on a world: the same body on the sandbox and on kube-apiserver.
+//! The engine's stories on a world: the same body on the sandbox and on kube-apiserver. Those the
+//! sandbox suite also told (rollout, start-up, approval, force, hold, cancel, storm guard, two
+//! engines) are told here once, with the assertions of both tellings; the sandbox suite keeps
+//! only the stories that need its fault injection or request log (docs/TESTING.md).
 
 use std::time::Duration;
 
 use capdeck::actions::{BatchAction, act};
-use capdeck::api::BatchPhase;
 use capdeck::api::rotation_batch::{DeploymentAction, DeploymentRolloutState};
+use capdeck::api::{BatchPhase, RotationBatch};
 use capdeck::engine::Role;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt as _;
 
 use crate::common::fixtures::AppOptions;
+use crate::common::story_world::StoryWorld as _;
+use crate::control_plane::Profile;
 use crate::faker::Faker;
-use crate::setup::{
-    Engine, EngineExt as _, engine_config, install_service_binding_crd, load_current, service_binding, wait_phase,
-    workload_writes,
-};
+use crate::setup::{Engine, EngineExt as _, engine_config, install_service_binding_crd, load_current, service_binding};
 use crate::world::{Backend, World, eventually};
 
 const LONG: Duration = Duration::from_secs(60);
+/// The window of the stories that do not choose their own.
+const WINDOW: Duration = Duration::from_secs(2);
 
 struct Running {
     world: World,
@@ -26,28 +30,30 @@ struct Running {
 }
 
 async fn running(backend: Backend, test: &str, options: &AppOptions) -> Running {
-    running_with(backend, test, options, Duration::from_secs(2)).await
+    running_with(backend, test, options, WINDOW).await
 }
 
 async fn running_with(backend: Backend, test: &str, options: &AppOptions, window: Duration) -> Running {
-    running_configured(backend, test, options, |config| config.rollout_delay = window).await
+    running_configured(backend, test, std::slice::from_ref(options), |config| config.rollout_delay = window).await
 }
 
-/// A world with the application loaded, the status faker, and a leading engine whose settings
+/// A world with the applications loaded, the status faker, and a leading engine whose settings
 /// (a 2 s window unless changed) `configure` adjusts.
 async fn running_configured(
     backend: Backend,
     test: &str,
-    options: &AppOptions,
+    apps: &[AppOptions],
     configure: impl FnOnce(&mut capdeck::engine::config::EngineConfig),
 ) -> Running {
     let world = World::new(backend, test).await;
-    load_current(&world, options).await;
+    for options in apps {
+        load_current(&world, options).await;
+    }
     let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
     let mut config = engine_config(&world, "engine-a");
     configure(&mut config);
     let engine = Engine::on(&world, config).await;
-    engine.wait_role(Role::Leader, LONG).await;
+    engine.wait_for_role_within(Role::Leader, LONG).await;
     Running { world, engine, faker }
 }
 
@@ -58,8 +64,19 @@ impl Running {
     }
 }
 
+/// Let `batch`'s window end and the engine make a few passes after it (every 200 ms): what
+/// paused time did in the sandbox suite by sleeping minutes past the window.
+async fn past_the_window(batch: &RotationBatch) {
+    let left = batch.spec.window_end.0.as_second() - Timestamp::now().as_second();
+    let left = Duration::from_secs(u64::try_from(left.max(0)).unwrap_or(0));
+    tokio::time::sleep(left + 2 * WINDOW).await;
+}
+
 /// Rotation → batch → window → rollout → Succeeded → the previous VCAP Secrets deleted, at
-/// exactly three writes per rotated Deployment.
+/// exactly three writes per rotated Deployment. A second rotation inside the window joins the
+/// batch and nothing rolls while it is open; every container and initContainer ends on a new
+/// VCAP Secret that carries the rotated credentials, is owned by the version and labelled like
+/// upstream's; Events on the application tell the story.
 pub async fn rotation_rolls_out_then_deletes_previous_secrets(backend: Backend) {
     // A 10 s window: the story checks the batch while it collects, and on a loaded machine a 2 s
     // window once passed between two polls (Collecting → Succeeded unseen).
@@ -70,11 +87,22 @@ pub async fn rotation_rolls_out_then_deletes_previous_secrets(backend: Backend) 
     assert!(before_srv.ends_with("-go001"), "{before_srv}");
 
     w.rotate_secret("bookshop-uaa").await;
-    let batch = wait_phase(w, "bookshop", BatchPhase::Collecting, LONG).await;
+    let batch = w.wait_phase("bookshop", BatchPhase::Collecting, LONG).await;
     assert_eq!(batch.spec.secrets.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), vec!["bookshop-uaa"]);
-    let batch = wait_phase(w, "bookshop", BatchPhase::Succeeded, LONG).await;
+    assert_eq!(batch.labels().get("capdeck.dev/application").map(String::as_str), Some("bookshop"));
+    assert_eq!(w.vcap_of("bookshop-v1-srv").await, before_srv, "nothing rolls while the window is open");
+    // A second rotation inside the window joins the same batch.
+    w.rotate_secret("bookshop-db").await;
+    eventually("db joins the batch", LONG, || async {
+        w.batches("bookshop").await.last().is_some_and(|b| b.spec.secrets.len() == 2)
+    })
+    .await;
+    assert_eq!(w.batches("bookshop").await.len(), 1);
+
+    let batch = w.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     let status = batch.status.clone().expect("status");
     assert_eq!(status.progress.as_deref(), Some("2/2"));
+    assert_eq!(status.tenants, Some(1));
     for deployment in &status.deployments {
         assert_eq!(deployment.action, DeploymentAction::Restart);
         assert_eq!(deployment.state, Some(DeploymentRolloutState::Complete), "{deployment:?}");
@@ -82,103 +110,147 @@ pub async fn rotation_rolls_out_then_deletes_previous_secrets(backend: Backend) 
     let after_srv = w.vcap_of("bookshop-v1-srv").await;
     assert!(after_srv.starts_with("bookshop-v1-srv-") && after_srv != before_srv, "{after_srv}");
     assert_ne!(w.vcap_of("bookshop-v1-router").await, before_router);
-    // Previous Secrets are gone once the rollout completed.
-    eventually("previous VCAP Secrets deleted", LONG, || async {
-        let left: Vec<String> = [&before_srv, &before_router]
-            .into_iter()
-            .filter(|name| !name.is_empty())
-            .map(|n| n.to_string())
-            .collect::<Vec<_>>();
-        let mut still = Vec::new();
-        for name in left {
-            if w.get("v1", "Secret", &name).await.is_some() {
-                still.push(name);
-            }
-        }
-        if still.is_empty() { Ok(()) } else { Err(format!("{still:?}")) }
-    })
-    .await;
-    let writes = workload_writes(&r.engine.writes());
+    // Every container and initContainer points at the new Secret, which holds the new credentials.
+    let deployment = w.deployment("bookshop-v1-srv").await.expect("deployment");
+    assert_eq!(
+        deployment.pointer("/spec/template/spec/initContainers/0/envFrom/0/secretRef/name").and_then(|v| v.as_str()),
+        Some(after_srv.as_str())
+    );
+    assert!(w.vcap_payload(&after_srv).await.contains("rotated-"), "the new payload carries the rotated credential");
+    // The new Secret is owned by the version and labelled like upstream's.
+    let secret = w.secret(&after_srv).await.expect("secret");
+    assert_eq!(
+        secret.pointer("/metadata/ownerReferences/0/kind").and_then(|v| v.as_str()),
+        Some("CAPApplicationVersion")
+    );
+    assert_eq!(
+        secret.pointer("/metadata/labels/sme.sap.com~1secret-owner-hash").and_then(|v| v.as_str()),
+        Some(capdeck::vcap::secret_owner_hash(&w.ns, "bookshop-v1", "bookshop-v1-srv").as_str())
+    );
+    // Previous Secrets are gone only now, after completion (each Deployment's before its batch is
+    // Succeeded).
+    assert!(w.secret(&before_srv).await.is_none(), "{before_srv} kept");
+    assert!(w.secret(&before_router).await.is_none(), "{before_router} kept");
+    // Writes per rotated Deployment: create Secret, update Deployment, delete old Secret.
+    let writes = r.engine.workload_writes();
     let count = |k: &str| writes.get(k).copied().unwrap_or(0);
     assert_eq!(
         (count("create secrets"), count("update deployments"), count("delete secrets")),
         (2, 2, 2),
         "{writes:#?}"
     );
+    // Events on the application tell the story.
+    eventually("the rollout's Events", LONG, || async {
+        let reasons: Vec<String> = events_of(w).await.into_iter().map(|(_, reason, _)| reason).collect();
+        let missing: Vec<&str> = ["WindowOpen", "RollingOut", "RolloutComplete"]
+            .into_iter()
+            .filter(|wanted| !reasons.iter().any(|r| r == wanted))
+            .collect();
+        if missing.is_empty() { Ok(()) } else { Err(format!("missing {missing:?} in {reasons:?}")) }
+    })
+    .await;
     r.stop().await;
 }
 
-/// An engine starting on a cluster where everything is current writes nothing.
+/// An engine starting on a cluster where everything is current (two applications) writes
+/// nothing, in its first pass and for windows after it.
 pub async fn start_up_with_everything_current_writes_nothing(backend: Backend) {
-    let r = running(backend, "start-up-current", &AppOptions::default()).await;
+    let apps = [AppOptions::default(), AppOptions { name: "other", ..AppOptions::default() }];
+    let r = running_configured(backend, "start-up-current", &apps, |_| {}).await;
     // The start-up re-check runs in the first pass as leader, which writes whatever it opens.
     r.engine.wait_for_first_pass_as_leader().await;
-    let writes = workload_writes(&r.engine.writes());
+    // Later passes (every 200 ms) past a few windows open nothing either.
+    tokio::time::sleep(3 * WINDOW).await;
+    let writes = r.engine.workload_writes();
     assert!(writes.is_empty(), "start-up wrote: {writes:#?}");
     assert!(r.world.batches("bookshop").await.is_empty());
+    assert!(r.world.batches("other").await.is_empty());
     r.stop().await;
 }
 
-/// A manual-policy batch waits for an approval; `act` approves it and it rolls.
+/// A manual-policy batch waits for an approval, past its window, with nothing rolled and every
+/// Deployment queued; `act` approves it and it rolls; a second approval is refused.
 pub async fn manual_approval_then_rolls(backend: Backend) {
     let r = running(backend, "manual-approval", &AppOptions { manual: true, ..AppOptions::default() }).await;
     let w = &r.world;
+    let before = w.vcap_of("bookshop-v1-srv").await;
     w.rotate_secret("bookshop-uaa").await;
-    let batch = wait_phase(w, "bookshop", BatchPhase::AwaitingApproval, LONG).await;
+    let batch = w.wait_phase("bookshop", BatchPhase::AwaitingApproval, LONG).await;
+    past_the_window(&batch).await;
+    assert_eq!(w.phase_of("bookshop").await, Some(BatchPhase::AwaitingApproval));
+    assert_eq!(w.vcap_of("bookshop-v1-srv").await, before, "nothing rolls without approval");
+    let batch = w.batches("bookshop").await.pop().expect("batch");
+    assert!(batch.spec.approval.as_ref().is_some_and(|a| a.required));
+    let status = batch.status.clone().expect("status");
+    assert_eq!(status.conditions.first().map(|c| c.reason.as_str()), Some("AwaitingApproval"), "{status:?}");
+    assert_eq!(status.deployments.iter().filter(|d| d.state == Some(DeploymentRolloutState::Queued)).count(), 2);
+
     let report =
         act(&w.client, &w.ns, &batch.name_any(), BatchAction::Approve, "alice", Some("CHG-1"), Timestamp::now())
             .await
             .expect("approve");
     assert_eq!(report.by, "alice");
-    let batch = wait_phase(w, "bookshop", BatchPhase::Succeeded, LONG).await;
+    assert_eq!(report.phase_before, BatchPhase::AwaitingApproval);
+    let batch = w.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     let approval = batch.spec.approval.clone().expect("approval");
     assert_eq!(approval.approved_by.as_deref(), Some("alice"));
     assert_eq!(approval.reason.as_deref(), Some("CHG-1"));
+    assert_ne!(w.vcap_of("bookshop-v1-srv").await, before);
+    // A second approval is refused, not applied twice.
+    let again = act(&w.client, &w.ns, &batch.name_any(), BatchAction::Approve, "bob", None, Timestamp::now()).await;
+    assert!(again.is_err(), "a second approval was applied");
     r.stop().await;
 }
 
-/// Force ends the window at once (with approval, a manual batch rolls immediately).
-pub async fn force_with_approval_rolls_at_once(backend: Backend) {
-    let options = AppOptions { manual: true, ..AppOptions::default() };
-    let world = World::new(backend, "force").await;
-    load_current(&world, &options).await;
-    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
-    let mut config = engine_config(&world, "engine-a");
-    config.rollout_delay = Duration::from_secs(3600);
-    let engine = Engine::on(&world, config).await;
-    engine.wait_role(Role::Leader, LONG).await;
-    world.rotate_secret("bookshop-uaa").await;
-    let batch = wait_phase(&world, "bookshop", BatchPhase::Collecting, LONG).await;
-    act(
-        &world.client,
-        &world.ns,
-        &batch.name_any(),
-        BatchAction::Force { approve: true },
-        "alice",
-        Some("hotfix"),
-        Timestamp::now(),
-    )
-    .await
-    .expect("force");
-    let batch = wait_phase(&world, "bookshop", BatchPhase::Succeeded, LONG).await;
+/// Force ends the window at once, under a 1 h window: an automatic batch rolls long before it
+/// would have ended (its rollout starts before the window's end), and a manual batch forced with
+/// an approval rolls immediately too.
+pub async fn force_ends_the_window_now_and_with_approval_rolls_a_manual_batch(backend: Backend) {
+    let apps = [AppOptions::default(), AppOptions { name: "orders", manual: true, ..AppOptions::default() }];
+    let r =
+        running_configured(backend, "force", &apps, |config| config.rollout_delay = Duration::from_secs(3600)).await;
+    let w = &r.world;
+    w.rotate_secret("bookshop-uaa").await;
+    let batch = w.wait_phase("bookshop", BatchPhase::Collecting, LONG).await;
+    let force = BatchAction::Force { approve: false };
+    act(&w.client, &w.ns, &batch.name_any(), force, "alice", Some("incident 42"), Timestamp::now())
+        .await
+        .expect("force");
+    let batch = w.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     assert_eq!(batch.spec.force.as_ref().map(|f| f.by.as_str()), Some("alice"));
-    engine.stop().await;
-    faker.stop().await;
+    let started = batch.status.as_ref().and_then(|s| s.rollout_started_at.clone()).expect("rollout started");
+    assert!(started.0 < batch.spec.window_end.0, "rolled before the 1 h window would have ended");
+
+    w.rotate_secret("orders-uaa").await;
+    let batch = w.wait_phase("orders", BatchPhase::Collecting, LONG).await;
+    let force = BatchAction::Force { approve: true };
+    act(&w.client, &w.ns, &batch.name_any(), force, "alice", Some("hotfix"), Timestamp::now()).await.expect("force");
+    let batch = w.wait_phase("orders", BatchPhase::Succeeded, LONG).await;
+    assert_eq!(batch.spec.force.as_ref().map(|f| f.by.as_str()), Some("alice"));
+    r.stop().await;
 }
 
-/// Hold keeps a batch from rolling; release lets it go on.
+/// Hold keeps a batch from rolling: held, it stays so past its window and after an approval
+/// (Held wins), with nothing rolled; a second hold is refused; release lets it go on.
 pub async fn hold_then_release(backend: Backend) {
     let r = running(backend, "hold-release", &AppOptions { manual: true, ..AppOptions::default() }).await;
     let w = &r.world;
+    let before = w.vcap_of("bookshop-v1-srv").await;
     w.rotate_secret("bookshop-uaa").await;
-    let batch = wait_phase(w, "bookshop", BatchPhase::AwaitingApproval, LONG).await;
+    let batch = w.wait_phase("bookshop", BatchPhase::AwaitingApproval, LONG).await;
     let name = batch.name_any();
-    act(&w.client, &w.ns, &name, BatchAction::Hold, "alice", Some("freeze"), Timestamp::now()).await.expect("hold");
-    wait_phase(w, "bookshop", BatchPhase::Held, LONG).await;
+    act(&w.client, &w.ns, &name, BatchAction::Hold, "bob", Some("release freeze"), Timestamp::now())
+        .await
+        .expect("hold");
+    let held = w.wait_phase("bookshop", BatchPhase::Held, LONG).await;
+    let message = held.status.as_ref().and_then(|s| s.conditions.first()).map(|c| c.message.clone());
+    assert!(message.as_deref().is_some_and(|m| m.contains("held by bob: release freeze")), "{message:?}");
+    let refused = act(&w.client, &w.ns, &name, BatchAction::Hold, "carol", None, Timestamp::now()).await;
+    assert!(refused.is_err(), "holding twice is refused");
     act(&w.client, &w.ns, &name, BatchAction::Approve, "alice", Some("ok"), Timestamp::now()).await.expect("approve");
     // Held wins over the approval: once the engine has observed the spec with the approval
     // (status.observedGeneration caught up), the batch is still held.
-    crate::common::eventually("the engine observes the approval", LONG, || async {
+    eventually("the engine observes the approval", LONG, || async {
         let batch = w.batches("bookshop").await.into_iter().find(|b| b.name_any() == name);
         let observed = batch.as_ref().and_then(|b| b.status.as_ref()).and_then(|s| s.observed_generation);
         let generation = batch.as_ref().and_then(|b| b.metadata.generation);
@@ -190,40 +262,182 @@ pub async fn hold_then_release(backend: Backend) {
         }
     })
     .await;
-    assert_eq!(w.batches("bookshop").await.last().map(|b| b.phase()), Some(BatchPhase::Held));
-    act(&w.client, &w.ns, &name, BatchAction::Release, "alice", Some("go"), Timestamp::now()).await.expect("release");
-    wait_phase(w, "bookshop", BatchPhase::Succeeded, LONG).await;
+    // Approved and past its window, the batch is still frozen.
+    past_the_window(&held).await;
+    assert_eq!(w.phase_of("bookshop").await, Some(BatchPhase::Held));
+    assert_eq!(w.vcap_of("bookshop-v1-srv").await, before, "nothing rolls while held");
+    act(&w.client, &w.ns, &name, BatchAction::Release, "bob", Some("go"), Timestamp::now()).await.expect("release");
+    w.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
+    assert_ne!(w.vcap_of("bookshop-v1-srv").await, before);
     r.stop().await;
 }
 
-/// Cancel ends a batch; nothing rolls.
+/// Cancel ends a batch: nothing rolls, past its window too, no Deployment is updated, and the
+/// cancelled batch refuses further actions.
 pub async fn cancel_rolls_nothing(backend: Backend) {
     let r = running(backend, "cancel", &AppOptions { manual: true, ..AppOptions::default() }).await;
     let w = &r.world;
     let before = w.vcap_of("bookshop-v1-srv").await;
     w.rotate_secret("bookshop-uaa").await;
-    let batch = wait_phase(w, "bookshop", BatchPhase::AwaitingApproval, LONG).await;
-    act(&w.client, &w.ns, &batch.name_any(), BatchAction::Cancel, "alice", Some("wrong secret"), Timestamp::now())
+    let batch = w.wait_phase("bookshop", BatchPhase::AwaitingApproval, LONG).await;
+    let name = batch.name_any();
+    act(&w.client, &w.ns, &name, BatchAction::Cancel, "alice", Some("wrong secret"), Timestamp::now())
         .await
         .expect("cancel");
-    wait_phase(w, "bookshop", BatchPhase::Cancelled, LONG).await;
+    let cancelled = w.wait_phase("bookshop", BatchPhase::Cancelled, LONG).await;
+    past_the_window(&cancelled).await;
     assert_eq!(w.vcap_of("bookshop-v1-srv").await, before);
-    let writes = workload_writes(&r.engine.writes());
+    let writes = r.engine.workload_writes();
     assert!(!writes.contains_key("update deployments"), "{writes:#?}");
+    assert!(
+        act(&w.client, &w.ns, &name, BatchAction::Approve, "bob", None, Timestamp::now()).await.is_err(),
+        "terminal batches refuse actions"
+    );
     r.stop().await;
 }
 
-/// A second rotation shortly after a rollout needs an approval (storm guard).
+/// A second rotation shortly after a rollout needs an approval (storm guard), naming the
+/// Deployment that rolled recently; approved, it rolls.
 pub async fn storm_guard_asks_for_approval(backend: Backend) {
     let r = running(backend, "storm-guard", &AppOptions::default()).await;
     let w = &r.world;
     w.rotate_secret("bookshop-uaa").await;
-    wait_phase(w, "bookshop", BatchPhase::Succeeded, LONG).await;
+    w.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     w.rotate_secret("bookshop-uaa").await;
-    let batch = wait_phase(w, "bookshop", BatchPhase::AwaitingApproval, LONG).await;
-    let message =
-        batch.status.as_ref().and_then(|s| s.conditions.first()).map(|c| c.message.clone()).unwrap_or_default();
-    assert!(message.contains("storm guard"), "{message}");
+    eventually("a second batch", LONG, || async { w.batches("bookshop").await.len() == 2 }).await;
+    let batch = w.wait_phase("bookshop", BatchPhase::AwaitingApproval, LONG).await;
+    let condition = batch.status.as_ref().and_then(|s| s.conditions.first()).cloned().expect("condition");
+    assert_eq!(condition.reason, "StormGuard", "{condition:?}");
+    assert!(condition.message.contains("storm guard"), "{}", condition.message);
+    assert!(condition.message.contains("bookshop-v1-srv"), "{}", condition.message);
+    act(&w.client, &w.ns, &batch.name_any(), BatchAction::Approve, "alice", Some("intended"), Timestamp::now())
+        .await
+        .expect("approve");
+    w.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
+    r.stop().await;
+}
+
+/// While no engine ran, a consumed Secret rotated: the start-up re-check opens one batch for the
+/// Deployments now out of date and rolls them. It cannot know which input changed, only that the
+/// payload differs: the batch lists every Secret those Deployments consume.
+pub async fn start_up_recheck_opens_a_batch_only_for_real_differences(backend: Backend) {
+    let world = World::new(backend, "start-up-recheck").await;
+    load_current(&world, &AppOptions::default()).await;
+    world.rotate_secret("bookshop-uaa").await;
+    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let engine = Engine::on(&world, engine_config(&world, "engine-a")).await;
+    engine.wait_for_role_within(Role::Leader, LONG).await;
+    let batch = world.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
+    assert_eq!(
+        batch.spec.secrets.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+        vec!["bookshop-db", "bookshop-uaa"]
+    );
+    assert_eq!(world.batches("bookshop").await.len(), 1);
+    assert_eq!(batch.status.and_then(|s| s.progress).as_deref(), Some("2/2"));
+    engine.stop().await;
+    faker.stop().await;
+}
+
+/// Force on a manual batch ends its window but still needs an approval; a new rotation then
+/// supersedes the waiting batch (the newer one carries both rotations), and force given with an
+/// approval rolls that one.
+pub async fn force_on_a_manual_batch_still_needs_an_approval_unless_given_with_it(backend: Backend) {
+    let options = AppOptions { manual: true, ..AppOptions::default() };
+    let r = running_with(backend, "force-manual", &options, Duration::from_secs(3600)).await;
+    let w = &r.world;
+    w.rotate_secret("bookshop-uaa").await;
+    let batch = w.wait_phase("bookshop", BatchPhase::Collecting, LONG).await;
+    let force = BatchAction::Force { approve: false };
+    act(&w.client, &w.ns, &batch.name_any(), force, "alice", None, Timestamp::now()).await.expect("force");
+    w.wait_phase("bookshop", BatchPhase::AwaitingApproval, LONG).await;
+    w.rotate_secret("bookshop-db").await;
+    // The new rotation supersedes the batch that waits for approval.
+    eventually("superseded", LONG, || async {
+        w.batches("bookshop").await.first().is_some_and(|b| b.phase() == BatchPhase::Superseded)
+    })
+    .await;
+    let batches = w.batches("bookshop").await;
+    let newer = batches.last().expect("newer");
+    assert_eq!(newer.spec.secrets.len(), 2, "carries the old rotation and the new one");
+    assert_eq!(batches[0].status.as_ref().and_then(|s| s.superseded_by.clone()), Some(newer.name_any()));
+    let force = BatchAction::Force { approve: true };
+    act(&w.client, &w.ns, &newer.name_any(), force, "alice", None, Timestamp::now()).await.expect("force+approve");
+    w.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
+    r.stop().await;
+}
+
+/// A cancel while Deployments roll (one at a time): the one rolling finishes, the queued one is
+/// never started.
+pub async fn cancel_mid_rollout_lets_rolling_deployments_finish_and_starts_nothing_new(backend: Backend) {
+    let world = World::new(backend, "cancel-mid-rollout").await;
+    load_current(&world, &AppOptions::default()).await;
+    // Slow rollouts, so the cancel lands while the first Deployment rolls.
+    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_secs(3));
+    let mut config = engine_config(&world, "engine-a");
+    config.max_parallel_rollouts = 1;
+    let engine = Engine::on(&world, config).await;
+    engine.wait_for_role_within(Role::Leader, LONG).await;
+    world.rotate_secret("bookshop-uaa").await;
+    let batch = world.wait_phase("bookshop", BatchPhase::RollingOut, LONG).await;
+    act(&world.client, &world.ns, &batch.name_any(), BatchAction::Cancel, "alice", None, Timestamp::now())
+        .await
+        .expect("cancel");
+    let batch = world.wait_phase("bookshop", BatchPhase::Cancelled, LONG).await;
+    let status = batch.status.expect("status");
+    let states: Vec<Option<DeploymentRolloutState>> = status.deployments.iter().map(|d| d.state.clone()).collect();
+    assert_eq!(states.iter().filter(|s| **s == Some(DeploymentRolloutState::Complete)).count(), 1, "{states:?}");
+    assert_eq!(states.iter().filter(|s| **s == Some(DeploymentRolloutState::Queued)).count(), 1, "{states:?}");
+    engine.stop().await;
+    faker.stop().await;
+}
+
+/// A stalled Deployment, with nothing queued behind it for the failure guard to hold back (both
+/// roll at once), ends the batch Failed: its previous VCAP Secret is kept for the old Pods, the
+/// healthy Deployment's is deleted.
+pub async fn a_stalled_deployment_fails_the_batch_and_keeps_its_previous_secret(backend: Backend) {
+    let r = running(backend, "stalled-fails", &AppOptions { stall: &["srv"], ..AppOptions::default() }).await;
+    let w = &r.world;
+    let srv_before = w.vcap_of("bookshop-v1-srv").await;
+    let router_before = w.vcap_of("bookshop-v1-router").await;
+    w.rotate_secret("bookshop-uaa").await;
+    let batch = w.wait_phase("bookshop", BatchPhase::Failed, LONG).await;
+    let status = batch.status.expect("status");
+    assert_eq!(status.conditions.first().map(|c| c.reason.as_str()), Some("ProgressDeadlineExceeded"));
+    let srv = status.deployments.iter().find(|d| d.name == "bookshop-v1-srv").expect("srv");
+    assert_eq!(srv.state, Some(DeploymentRolloutState::Stalled));
+    assert!(w.secret(&srv_before).await.is_some(), "old pods still use it");
+    assert!(w.secret(&router_before).await.is_none(), "the healthy rollout cleaned up");
+    r.stop().await;
+}
+
+/// sap-btp-service-operator's old-credential copies (`<secret>-<5 chars>`, labelled stale) are
+/// never rotations: neither a new copy nor a change to a Secret carrying the stale label opens a
+/// batch. A rotation of another consumed Secret afterwards still does.
+pub async fn stale_secrets_are_never_rotations(backend: Backend) {
+    use k8s_openapi::api::core::v1::Secret;
+    let r = running(backend, "stale-secrets", &AppOptions::default()).await;
+    let w = &r.world;
+    let secrets: kube::Api<Secret> = kube::Api::namespaced(w.client.clone(), &w.ns);
+    let stale_label = serde_json::json!({"metadata": {"labels": {"services.cloud.sap.com/stale": "old-binding-id"}}});
+    let copy: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "bookshop-uaa-ab12c", "labels": {"services.cloud.sap.com/stale": "old-binding-id"}},
+        "data": {"credentials": "e30="}}))
+    .expect("secret");
+    secrets.create(&Default::default(), &copy).await.expect("old copy created");
+    // The consumed Secret itself marked stale, then its data changed.
+    secrets
+        .patch("bookshop-uaa", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&stale_label))
+        .await
+        .expect("labelled");
+    w.rotate_secret("bookshop-uaa").await;
+    // A Secret without the label still rotates; the batch it opens holds only that Secret (the
+    // engine compares every consumed Secret on every pass, so a stale change counted as a
+    // rotation would be in it too, or in a batch of its own).
+    w.rotate_secret("bookshop-db").await;
+    eventually("a batch", LONG, || async { !w.batches("bookshop").await.is_empty() }).await;
+    let opened = w.batches("bookshop").await;
+    assert_eq!(opened.len(), 1, "{opened:?}");
+    assert_eq!(opened[0].spec.secrets.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["bookshop-db"]);
     r.stop().await;
 }
 
@@ -251,7 +465,7 @@ async fn expiring_credentials(backend: Backend, manual: bool) {
     let mut config = engine_config(&world, "engine-a");
     config.rollout_delay = Duration::from_secs(3600);
     let engine = Engine::on(&world, config).await;
-    engine.wait_role(Role::Leader, LONG).await;
+    engine.wait_for_role_within(Role::Leader, LONG).await;
     if manual {
         install_service_binding_crd(&world).await;
         world.apply_objects(bindings).await;
@@ -266,7 +480,7 @@ async fn expiring_credentials(backend: Backend, manual: bool) {
     w.rotate_secret("bookshop-uaa").await;
 
     let expected = if manual { BatchPhase::AwaitingApproval } else { BatchPhase::Succeeded };
-    let batch = wait_phase(w, "bookshop", expected, LONG).await;
+    let batch = w.wait_phase("bookshop", expected, LONG).await;
     let window_end = batch.spec.window_end.0;
     assert!(
         window_end.as_second() - Timestamp::now().as_second() > 3000,
@@ -320,7 +534,7 @@ async fn middle_of_three_stalls(backend: Backend, test: &str) -> Running {
         stall: &["b"],
         ..AppOptions::default()
     };
-    running_configured(backend, test, &options, |config| config.max_parallel_rollouts = 1).await
+    running_configured(backend, test, std::slice::from_ref(&options), |config| config.max_parallel_rollouts = 1).await
 }
 
 /// One rollout at a time, three Deployments, the middle one stalls: the batch halts (`Held`,
@@ -332,7 +546,7 @@ pub async fn a_stalled_deployment_halts_the_batch_until_released(backend: Backen
     let stalled_before = w.vcap_of("bookshop-v1-b").await;
     w.rotate_secret("bookshop-uaa").await;
 
-    let batch = wait_phase(w, "bookshop", BatchPhase::Held, LONG).await;
+    let batch = w.wait_phase("bookshop", BatchPhase::Held, LONG).await;
     let status = batch.status.clone().expect("status");
     let condition = status.conditions.first().cloned().expect("condition");
     assert_eq!(condition.reason, "RolloutFailureGuard", "{condition:?}");
@@ -353,7 +567,7 @@ pub async fn a_stalled_deployment_halts_the_batch_until_released(backend: Backen
             .await
             .expect("release a halted batch");
     assert_eq!(report.by, "alice");
-    let batch = wait_phase(w, "bookshop", BatchPhase::Failed, LONG).await;
+    let batch = w.wait_phase("bookshop", BatchPhase::Failed, LONG).await;
     let status = batch.status.clone().expect("status");
     assert_eq!(status.conditions.first().map(|c| c.reason.as_str()), Some("ProgressDeadlineExceeded"));
     assert_ne!(w.vcap_of(queued[0]).await, untouched, "released: the queued Deployment rolled");
@@ -371,15 +585,19 @@ pub async fn a_stalled_deployment_halts_the_batch_until_released(backend: Backen
     r.stop().await;
 }
 
-/// The batch's Events with `reason`: (type, note).
-async fn events_with(w: &World, reason: &str) -> Vec<(String, String)> {
+/// The namespace's Events: (type, reason, note).
+async fn events_of(w: &World) -> Vec<(String, String, String)> {
     let events: kube::Api<k8s_openapi::api::events::v1::Event> = kube::Api::namespaced(w.client.clone(), &w.ns);
     let listed = events.list(&Default::default()).await.expect("events").items;
     listed
-        .iter()
-        .filter(|e| e.reason.as_deref() == Some(reason))
-        .map(|e| (e.type_.clone().unwrap_or_default(), e.note.clone().unwrap_or_default()))
+        .into_iter()
+        .map(|e| (e.type_.unwrap_or_default(), e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
         .collect()
+}
+
+/// The batch's Events with `reason`: (type, note).
+async fn events_with(w: &World, reason: &str) -> Vec<(String, String)> {
+    events_of(w).await.into_iter().filter(|(_, r, _)| r == reason).map(|(kind, _, note)| (kind, note)).collect()
 }
 
 /// The fix an SRE made outside capdeck (quota, node, image): the Deployment stops stalling.
@@ -399,7 +617,7 @@ pub async fn a_halted_batch_is_retried_and_rolls_on(backend: Backend) {
     let w = &r.world;
     let b_before = w.vcap_of("bookshop-v1-b").await;
     w.rotate_secret("bookshop-uaa").await;
-    let batch = wait_phase(w, "bookshop", BatchPhase::Held, LONG).await;
+    let batch = w.wait_phase("bookshop", BatchPhase::Held, LONG).await;
     let name = batch.name_any();
     let b_new = batch
         .status
@@ -414,7 +632,7 @@ pub async fn a_halted_batch_is_retried_and_rolls_on(backend: Backend) {
         .expect("retry a halted batch");
     assert!(report.summary.contains("bookshop-v1-b roll once more"), "{}", report.summary);
 
-    let batch = wait_phase(w, "bookshop", BatchPhase::Succeeded, LONG).await;
+    let batch = w.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     let status = batch.status.clone().expect("status");
     assert_eq!(status.retried_at, batch.spec.retry.as_ref().map(|retry| retry.at.clone()), "the retry is handled");
     assert!(status.deployments.iter().all(|d| d.state == Some(DeploymentRolloutState::Complete)), "{status:?}");
@@ -442,11 +660,13 @@ pub async fn a_halted_batch_is_retried_and_rolls_on(backend: Backend) {
 pub async fn an_undone_batch_goes_back_to_the_previous_secrets(backend: Backend) {
     let options =
         AppOptions { deployments: &[("a", &["uaa"]), ("b", &["uaa"])], stall: &["b"], ..AppOptions::default() };
-    let r = running_configured(backend, "undo", &options, |config| config.halt_on_failure = false).await;
+    let r =
+        running_configured(backend, "undo", std::slice::from_ref(&options), |config| config.halt_on_failure = false)
+            .await;
     let w = &r.world;
     let b_before = w.vcap_of("bookshop-v1-b").await;
     w.rotate_secret("bookshop-uaa").await;
-    let batch = wait_phase(w, "bookshop", BatchPhase::Failed, LONG).await;
+    let batch = w.wait_phase("bookshop", BatchPhase::Failed, LONG).await;
     let name = batch.name_any();
     let a_new = w.vcap_of("bookshop-v1-a").await;
     let b_new = w.vcap_of("bookshop-v1-b").await;
@@ -456,7 +676,7 @@ pub async fn an_undone_batch_goes_back_to_the_previous_secrets(backend: Backend)
     act(&w.client, &w.ns, &name, BatchAction::Undo, "bob", Some("new credentials break b"), Timestamp::now())
         .await
         .expect("undo a failed batch");
-    let batch = wait_phase(w, "bookshop", BatchPhase::Undone, LONG).await;
+    let batch = w.wait_phase("bookshop", BatchPhase::Undone, LONG).await;
     let status = batch.status.clone().expect("status");
     let condition = status.conditions.first().cloned().expect("condition");
     assert_eq!(condition.reason, "Undone");
@@ -491,7 +711,10 @@ pub async fn a_crash_looping_new_pod_halts_the_batch_early(backend: Backend) {
         hang: &["b"],
         ..AppOptions::default()
     };
-    let r = running_configured(backend, "pod-failure", &options, |config| config.max_parallel_rollouts = 1).await;
+    let r = running_configured(backend, "pod-failure", std::slice::from_ref(&options), |config| {
+        config.max_parallel_rollouts = 1
+    })
+    .await;
     let w = &r.world;
     w.rotate_secret("bookshop-uaa").await;
     let rolling = || async {
@@ -518,7 +741,7 @@ pub async fn a_crash_looping_new_pod_halts_the_batch_early(backend: Backend) {
         .await
         .expect("the Pod crash-loops");
 
-    let batch = wait_phase(w, "bookshop", BatchPhase::Held, LONG).await;
+    let batch = w.wait_phase("bookshop", BatchPhase::Held, LONG).await;
     let status = batch.status.clone().expect("status");
     let condition = status.conditions.first().cloned().expect("condition");
     assert_eq!(condition.reason, "RolloutFailureGuard", "{condition:?}");
@@ -545,33 +768,144 @@ pub async fn engine_killed_mid_rollout_is_finished_by_the_next(backend: Backend)
     // Slow rollouts, so the kill lands while Deployments roll.
     let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_secs(3));
     let first = Engine::on(&world, engine_config(&world, "engine-a")).await;
-    first.wait_role(Role::Leader, LONG).await;
+    first.wait_for_role_within(Role::Leader, LONG).await;
     world.rotate_secret("bookshop-uaa").await;
-    wait_phase(&world, "bookshop", BatchPhase::RollingOut, LONG).await;
+    world.wait_phase("bookshop", BatchPhase::RollingOut, LONG).await;
     first.kill();
     let second = Engine::on(&world, engine_config(&world, "engine-b")).await;
-    second.wait_role(Role::Leader, LONG).await;
-    let batch = wait_phase(&world, "bookshop", BatchPhase::Succeeded, LONG).await;
+    second.wait_for_role_within(Role::Leader, LONG).await;
+    let batch = world.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     assert_eq!(batch.status.and_then(|s| s.progress).as_deref(), Some("2/2"));
     second.stop().await;
     faker.stop().await;
 }
 
-/// Two engines on one Lease: exactly one leads.
-pub async fn two_engines_share_one_lease(backend: Backend) {
+/// Two engines on one Lease: exactly one leads, over several renewals. The leader opens one batch
+/// and rolls each Deployment once while the other writes nothing; when the leader stops (its
+/// Lease released) the other takes over and rolls the next rotation.
+pub async fn two_engines_share_one_lease_and_roll_each_deployment_once(backend: Backend) {
     let world = World::new(backend, "two-engines").await;
     load_current(&world, &AppOptions::default()).await;
-    let a = Engine::on(&world, engine_config(&world, "engine-a")).await;
-    a.wait_role(Role::Leader, LONG).await;
-    let b = Engine::on(&world, engine_config(&world, "engine-b")).await;
-    b.wait_role(Role::Observer, LONG).await;
+    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let config = |identity: &str| {
+        let mut config = engine_config(&world, identity);
+        // Both batches roll the same Deployments seconds apart; the storm guard has its own story.
+        config.min_rollout_interval = Duration::ZERO;
+        config
+    };
+    let a = Engine::on(&world, config("engine-a")).await;
+    a.wait_for_role_within(Role::Leader, LONG).await;
+    let b = Engine::on(&world, config("engine-b")).await;
+    b.wait_for_role_within(Role::Observer, LONG).await;
     // Over several renewals it stays that way.
     for _ in 0..10 {
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert_eq!((a.role(), b.role()), (Role::Leader, Role::Observer));
     }
+    world.rotate_secret("bookshop-uaa").await;
+    world.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
+    assert_eq!(world.batches("bookshop").await.len(), 1);
+    let writes = a.workload_writes();
+    assert_eq!(writes.get("update deployments").copied(), Some(2), "{writes:#?}");
+    assert_eq!(writes.get("create rotationbatches").copied(), Some(1), "{writes:#?}");
+    assert_eq!(b.workload_writes(), Default::default(), "the observer wrote");
+    assert_eq!(b.role(), Role::Observer);
+    // The leader stops gracefully and releases the lease: the other one takes over.
     a.stop().await;
+    b.wait_for_role_within(Role::Leader, LONG).await;
+    world.rotate_secret("bookshop-db").await;
+    eventually("a second batch", LONG, || async { world.batches("bookshop").await.len() == 2 }).await;
+    world.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     b.stop().await;
+    faker.stop().await;
+}
+
+/// Engines of two different namespaces do not overlap: both lead, each on its own Lease.
+pub async fn engines_of_different_namespaces_both_lead(backend: Backend) {
+    let world = World::new(backend, "namespaces-both-lead").await;
+    let config = |identity: &str, lease: &str| {
+        let mut config = engine_config(&world, identity);
+        config.lease.name = lease.into();
+        config
+    };
+    let scope = |team: &str| capdeck::cluster::Scope::Namespace(format!("{}-{team}", world.ns));
+    let shop = Engine::start_in(world.client.clone(), scope("shop"), config("shop", "capdeck-shop")).await;
+    let hr = Engine::start_in(world.client.clone(), scope("hr"), config("hr", "capdeck-hr")).await;
+    shop.wait_for_role_within(Role::Leader, LONG).await;
+    hr.wait_for_role_within(Role::Leader, LONG).await;
+    shop.stop().await;
+    hr.stop().await;
+}
+
+/// Two engines told different Lease places (the installed daemon's `capdeck-system`, a laptop
+/// console's `default`) never lead at once where their scopes overlap: the second observes while
+/// the first leads, takes over when it stops, and an engine of one namespace observes beside them
+/// (its scope overlaps theirs). A monitor samples both roles throughout (an invariant, not a
+/// timing). Engines over every namespace: on a control plane of their own, away from the other
+/// stories' namespaces.
+pub async fn engines_with_different_lease_places_never_lead_the_same_namespaces_at_once(backend: Backend) {
+    let world = World::dedicated(backend, "lease-places", Profile::Standard).await;
+    load_current(&world, &AppOptions::default()).await;
+    world
+        .apply_objects(vec![
+            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "capdeck-system"}}),
+        ])
+        .await;
+    let config = |identity: &str, namespace: &str| {
+        let mut config = engine_config(&world, identity);
+        config.lease.namespace = namespace.into();
+        config
+    };
+    let daemon = Engine::start(world.client.clone(), config("daemon", "capdeck-system")).await;
+    daemon.wait_for_role_within(Role::Leader, LONG).await;
+    let laptop = Engine::start(world.client.clone(), config("laptop", "default")).await;
+    let both = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let monitor = {
+        let (daemon_role, laptop_role, both) = (daemon.roles(), laptop.roles(), both.clone());
+        tokio::spawn(async move {
+            loop {
+                if *daemon_role.borrow() == Role::Leader && *laptop_role.borrow() == Role::Leader {
+                    both.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+    };
+    laptop.wait_for_role_within(Role::Observer, LONG).await;
+    // Over several lease renewals (10 s leases) and re-checks it stays so; its own Lease is never
+    // taken.
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!((daemon.role(), laptop.role()), (Role::Leader, Role::Observer));
+    }
+    assert_eq!(lease_holder(&world, "default").await, None, "the laptop's engine never took its Lease");
+    assert_eq!(lease_holder(&world, "capdeck-system").await.as_deref(), Some("daemon"));
+    // An engine of one namespace overlaps the daemon's all namespaces: it observes too.
+    let scope = capdeck::cluster::Scope::Namespace("elsewhere".into());
+    let other = Engine::start_in(world.client.clone(), scope, config("team", "default")).await;
+    other.wait_for_role_within(Role::Observer, LONG).await;
+    // The daemon stops (its Lease released): exactly one of the others takes over.
+    daemon.stop().await;
+    eventually("one engine leads after the daemon stopped", LONG, || async {
+        laptop.role() == Role::Leader || other.role() == Role::Leader
+    })
+    .await;
+    // Once the all-namespaces laptop leads, the namespaced one keeps observing (overlap).
+    if laptop.role() == Role::Leader {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(other.role(), Role::Observer);
+    }
+    monitor.abort();
+    assert!(!both.load(std::sync::atomic::Ordering::SeqCst), "the daemon and the laptop led at the same time");
+    laptop.stop().await;
+    other.stop().await;
+}
+
+/// Who holds the engines' Lease in `namespace`, if anyone.
+async fn lease_holder(world: &World, namespace: &str) -> Option<String> {
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(world.client.clone(), namespace);
+    leases.get_opt("capdeck-engine").await.expect("lease").and_then(|lease| lease.spec?.holder_identity)
 }
 
 /// After a graceful stop (lease released) the next engine leads — the sandbox once kept the old
@@ -580,12 +914,12 @@ pub async fn next_engine_leads_after_a_graceful_stop(backend: Backend) {
     let world = World::new(backend, "graceful-handover").await;
     load_current(&world, &AppOptions::default()).await;
     let a = Engine::on(&world, engine_config(&world, "engine-a")).await;
-    a.wait_role(Role::Leader, LONG).await;
+    a.wait_for_role_within(Role::Leader, LONG).await;
     // Let it renew at least once, so renewTime is its own.
     tokio::time::sleep(Duration::from_secs(5)).await;
     a.stop().await;
     let b = Engine::on(&world, engine_config(&world, "engine-b")).await;
     // Well under the lease duration (10 s) + grace: a released lease is taken at once.
-    b.wait_role(Role::Leader, Duration::from_secs(20)).await;
+    b.wait_for_role_within(Role::Leader, Duration::from_secs(20)).await;
     b.stop().await;
 }

@@ -13,9 +13,10 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use crate::common::fixtures::AppOptions;
+use crate::common::story_world::StoryWorld as _;
 use crate::control_plane::Profile;
 use crate::faker::Faker;
-use crate::setup::{Engine, EngineExt as _, engine_config, load_current, wait_phase, workload_writes};
+use crate::setup::{Engine, EngineExt as _, engine_config, load_current};
 use crate::world::{Backend, World};
 
 const LONG: Duration = Duration::from_secs(90);
@@ -27,13 +28,13 @@ pub async fn api_server_restarted_mid_rollout(backend: Backend) {
     load_current(&world, &AppOptions::default()).await;
     let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_secs(2));
     let engine = Engine::on(&world, engine_config(&world, "engine-a")).await;
-    engine.wait_role(Role::Leader, LONG).await;
+    engine.wait_for_role_within(Role::Leader, LONG).await;
     world.rotate_secret("bookshop-uaa").await;
-    wait_phase(&world, "bookshop", BatchPhase::RollingOut, LONG).await;
+    world.wait_phase("bookshop", BatchPhase::RollingOut, LONG).await;
     world.restart_server(Duration::from_secs(3)).await;
-    let batch = wait_phase(&world, "bookshop", BatchPhase::Succeeded, LONG).await;
+    let batch = world.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     assert_eq!(batch.status.and_then(|s| s.progress).as_deref(), Some("2/2"));
-    let writes = workload_writes(&engine.writes());
+    let writes = engine.workload_writes();
     assert_eq!(writes.get("update deployments").copied(), Some(2), "{writes:#?}");
     engine.stop().await;
     faker.stop().await;
@@ -46,7 +47,7 @@ pub async fn watch_resumes_after_compaction_410(backend: Backend) {
     load_current(&world, &AppOptions::default()).await;
     let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
     let engine = Engine::on(&world, engine_config(&world, "engine-a")).await;
-    engine.wait_role(Role::Leader, LONG).await;
+    engine.wait_for_role_within(Role::Leader, LONG).await;
     // Changes the engine has seen, then history gone.
     for n in 0..5 {
         world
@@ -67,7 +68,7 @@ pub async fn watch_resumes_after_compaction_410(backend: Backend) {
         }
     }
     world.rotate_secret("bookshop-uaa").await;
-    wait_phase(&world, "bookshop", BatchPhase::Succeeded, LONG).await;
+    world.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     engine.stop().await;
     faker.stop().await;
 }
@@ -79,9 +80,9 @@ pub async fn concurrent_approvers_one_wins(backend: Backend) {
     load_current(&world, &AppOptions { manual: true, ..AppOptions::default() }).await;
     let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
     let engine = Engine::on(&world, engine_config(&world, "engine-a")).await;
-    engine.wait_role(Role::Leader, LONG).await;
+    engine.wait_for_role_within(Role::Leader, LONG).await;
     world.rotate_secret("bookshop-uaa").await;
-    let batch = wait_phase(&world, "bookshop", BatchPhase::AwaitingApproval, LONG).await;
+    let batch = world.wait_phase("bookshop", BatchPhase::AwaitingApproval, LONG).await;
     let name = batch.name_any();
     let (a, b) = tokio::join!(
         act(&world.client, &world.ns, &name, BatchAction::Approve, "alice", Some("a"), Timestamp::now()),
@@ -94,7 +95,7 @@ pub async fn concurrent_approvers_one_wins(backend: Backend) {
         matches!(refused, Some(ActionError::Refused(ref text)) if text.contains("already approved")),
         "{refused:?}"
     );
-    let batch = wait_phase(&world, "bookshop", BatchPhase::Succeeded, LONG).await;
+    let batch = world.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     let by = batch.spec.approval.and_then(|a| a.approved_by).unwrap_or_default();
     assert!(by == "alice" || by == "erin", "{by}");
     engine.stop().await;
@@ -107,7 +108,7 @@ pub async fn lease_taken_by_another_holder_stops_writes(backend: Backend) {
     let world = World::new(backend, "lease-loss").await;
     load_current(&world, &AppOptions::default()).await;
     let engine = Engine::on(&world, engine_config(&world, "engine-a")).await;
-    engine.wait_role(Role::Leader, LONG).await;
+    engine.wait_for_role_within(Role::Leader, LONG).await;
     let leases: Api<Lease> = Api::namespaced(world.client.clone(), &world.ns);
     // MicroTime: kube-apiserver takes microseconds, not nanoseconds (the sandbox took both).
     let now = serde_json::to_value(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(Timestamp::now()))
@@ -119,11 +120,11 @@ pub async fn lease_taken_by_another_holder_stops_writes(backend: Backend) {
         .patch("capdeck-engine", &PatchParams::apply("intruder").force(), &Patch::Apply(&intruder))
         .await
         .expect("take the lease");
-    engine.wait_role(Role::Observer, Duration::from_secs(30)).await;
+    engine.wait_for_role_within(Role::Observer, Duration::from_secs(30)).await;
     world.rotate_secret("bookshop-uaa").await;
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert!(world.batches("bookshop").await.is_empty(), "an observer opened a batch");
-    let writes = workload_writes(&engine.writes());
+    let writes = engine.workload_writes();
     assert!(writes.is_empty(), "{writes:#?}");
     engine.stop().await;
 }

@@ -16,8 +16,9 @@ use serde_json::{Value, json};
 
 use crate::common::console::Console;
 use crate::common::fixtures::AppOptions;
+use crate::common::story_world::StoryWorld as _;
 use crate::faker::Faker;
-use crate::setup::{Engine, EngineExt as _, engine_config, load_current, wait_phase};
+use crate::setup::{Engine, EngineExt as _, engine_config, load_current};
 use crate::world::{Backend, World, eventually};
 
 const LONG: Duration = Duration::from_secs(60);
@@ -107,9 +108,9 @@ pub async fn fleet_shows_every_context_and_says_why_one_is_unreachable(backend: 
     let world = World::new(backend, "fleet").await;
     load_current(&world, &AppOptions { manual: true, ..AppOptions::default() }).await;
     let engine = Engine::on(&world, engine_config(&world, "engine-a")).await;
-    engine.wait_role(Role::Leader, LONG).await;
+    engine.wait_for_role_within(Role::Leader, LONG).await;
     world.rotate_secret("bookshop-uaa").await;
-    let batch = wait_phase(&world, "bookshop", BatchPhase::AwaitingApproval, LONG).await;
+    let batch = world.wait_phase("bookshop", BatchPhase::AwaitingApproval, LONG).await;
 
     // The second control plane: the demo's applications, no capdeck engine running there.
     let second = capdeck::sandbox::Sandbox::default();
@@ -329,9 +330,9 @@ pub async fn notifications_reach_a_loopback_receiver_once_across_a_leader_change
         config
     };
     let a = Engine::on(&world, config("engine-a")).await;
-    a.wait_role(Role::Leader, LONG).await;
+    a.wait_for_role_within(Role::Leader, LONG).await;
     world.rotate_secret("bookshop-uaa").await;
-    let bookshop = wait_phase(&world, "bookshop", BatchPhase::AwaitingApproval, LONG).await.name_any();
+    let bookshop = world.wait_phase("bookshop", BatchPhase::AwaitingApproval, LONG).await.name_any();
     eventually("the flaky receiver accepted the approval wait", LONG, || async {
         let events = accepted_events(&flaky);
         if events.is_empty() { Err("nothing yet".to_string()) } else { Ok(()) }
@@ -381,15 +382,15 @@ pub async fn notifications_reach_a_loopback_receiver_once_across_a_leader_change
     act(&world.client, &world.ns, &bookshop, BatchAction::Approve, "alice", Some("CHG-7"), Timestamp::now())
         .await
         .expect("approve");
-    wait_phase(&world, "bookshop", BatchPhase::Succeeded, LONG).await;
+    world.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     assert_eq!(hanging.lock().expect("lock").requests, 1, "still waiting for its first answer");
 
     // Leader change: A stops, B leads. B announces the new batch, and not the first one again.
     a.stop().await;
     let b = Engine::on(&world, config("engine-b")).await;
-    b.wait_role(Role::Leader, LONG).await;
+    b.wait_for_role_within(Role::Leader, LONG).await;
     world.rotate_secret("travel-uaa").await;
-    let travel = wait_phase(&world, "travel", BatchPhase::AwaitingApproval, LONG).await.name_any();
+    let travel = world.wait_phase("travel", BatchPhase::AwaitingApproval, LONG).await.name_any();
     eventually("the second batch announced", LONG, || async {
         if accepted_events(&flaky).len() >= 2 { Ok(()) } else { Err(format!("{:?}", accepted_events(&flaky))) }
     })

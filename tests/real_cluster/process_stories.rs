@@ -9,8 +9,9 @@ use kube::ResourceExt as _;
 use serde_json::{Value, json};
 
 use crate::common::fixtures::AppOptions;
+use crate::common::story_world::StoryWorld as _;
 use crate::faker::Faker;
-use crate::setup::{Engine, EngineExt as _, capdeck, engine_config, load_current, text, wait_phase};
+use crate::setup::{Engine, EngineExt as _, capdeck, engine_config, load_current, text};
 use crate::world::{Backend, World, eventually};
 
 const LONG: Duration = Duration::from_secs(60);
@@ -119,14 +120,14 @@ pub async fn daemon_readme_flow_readyz_metrics_json_logs_sigterm(backend: Backen
     assert_eq!(http_get(&format!("{}/healthz", daemon.health)).await.map(|(c, _)| c), Some(200));
 
     world.rotate_secret("bookshop-uaa").await;
-    let batch = wait_phase(&world, "bookshop", BatchPhase::Collecting, LONG).await;
+    let batch = world.wait_phase("bookshop", BatchPhase::Collecting, LONG).await;
     let listed = batches_json(&world.admin_kubeconfig, &world.ns);
     assert!(listed.iter().any(|b| b["name"] == json!(batch.name_any())), "{listed:?}");
     let target = format!("{}/{}", world.ns, batch.name_any());
     let output = capdeck(&world.admin_kubeconfig, &["force", &target, "--approve", "--reason", "CHG-1"]);
     let (stdout, stderr) = text(&output);
     assert!(output.status.success(), "{stdout}{stderr}");
-    wait_phase(&world, "bookshop", BatchPhase::Succeeded, LONG).await;
+    world.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     eventually("metrics count the rollout", LONG, || async {
         let metrics = http_get(&format!("{}/metrics", daemon.health)).await.map(|(_, b)| b).unwrap_or_default();
         let want = ["capdeck_leader 1", "capdeck_deployments_restarted_total 2"];
@@ -148,7 +149,7 @@ pub async fn daemon_readme_flow_readyz_metrics_json_logs_sigterm(backend: Backen
         config
     })
     .await;
-    next.wait_role(Role::Leader, Duration::from_secs(15)).await;
+    next.wait_for_role_within(Role::Leader, Duration::from_secs(15)).await;
     next.stop().await;
     faker.stop().await;
 }
@@ -158,9 +159,9 @@ pub async fn awaiting_batch(world: &World) -> (Engine, Faker, String) {
     load_current(world, &AppOptions { manual: true, ..AppOptions::default() }).await;
     let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
     let engine = Engine::on(world, engine_config(world, "engine-a")).await;
-    engine.wait_role(Role::Leader, LONG).await;
+    engine.wait_for_role_within(Role::Leader, LONG).await;
     world.rotate_secret("bookshop-uaa").await;
-    let batch = wait_phase(world, "bookshop", BatchPhase::AwaitingApproval, LONG).await;
+    let batch = world.wait_phase("bookshop", BatchPhase::AwaitingApproval, LONG).await;
     (engine, faker, batch.name_any())
 }
 
@@ -174,7 +175,7 @@ pub async fn cli_approve_records_the_identity_the_server_returns(backend: Backen
     let (stdout, stderr) = text(&output);
     assert!(output.status.success(), "{stdout}{stderr}");
     assert!(stdout.contains("alice"), "{stdout}");
-    let batch = wait_phase(&world, "bookshop", BatchPhase::Succeeded, LONG).await;
+    let batch = world.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     let approval = batch.spec.approval.expect("approval");
     assert_eq!(approval.approved_by.as_deref(), Some("alice"));
     assert_eq!(approval.reason.as_deref(), Some("CHG-7"));
@@ -286,13 +287,13 @@ pub async fn daemon_as_the_manifests_service_account_completes_a_rotation(backen
     })
     .await;
     world.rotate_secret("bookshop-uaa").await;
-    let batch = wait_phase(&world, "bookshop", BatchPhase::Collecting, LONG).await;
+    let batch = world.wait_phase("bookshop", BatchPhase::Collecting, LONG).await;
     let output = capdeck(
         &world.admin_kubeconfig,
         &["force", &format!("{}/{}", world.ns, batch.name_any()), "--approve", "--reason", "go"],
     );
     assert!(output.status.success(), "{:?}", text(&output));
-    wait_phase(&world, "bookshop", BatchPhase::Succeeded, LONG).await;
+    world.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     let log = daemon.log();
     assert!(!log.contains("forbidden"), "the ServiceAccount was refused something: {log}");
     assert!(daemon.terminate().success());
@@ -406,7 +407,7 @@ pub async fn doctor_on_a_healthy_and_a_broken_setup(backend: Backend) {
     let world = World::new(backend, "doctor").await;
     load_current(&world, &AppOptions::default()).await;
     let engine = Engine::on(&world, engine_config(&world, "daemon-doctor")).await;
-    engine.wait_role(Role::Leader, LONG).await;
+    engine.wait_for_role_within(Role::Leader, LONG).await;
     let ns = world.ns.clone();
     let doctor = |kubeconfig: &std::path::Path, extra: &[&str]| {
         let mut args = vec!["doctor", "-n", ns.as_str(), "--lease-namespace", ns.as_str()];
@@ -532,7 +533,7 @@ pub async fn console_approves_as_the_user_and_refuses_without_permission(backend
     console.key(KeyCode::Enter);
     console.shows("approved by alice").await;
     console.quit().await;
-    let batch = wait_phase(&world, "bookshop", BatchPhase::Succeeded, LONG).await;
+    let batch = world.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     assert_eq!(batch.name_any(), name);
     let approval = batch.spec.approval.expect("approval");
     assert_eq!(approval.approved_by.as_deref(), Some("alice"));

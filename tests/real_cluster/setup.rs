@@ -1,24 +1,21 @@
 //! The scenario building blocks on a `World`: the test application made current (as if the Go
-//! CAP Operator had rolled it), an engine scoped to the world's namespace, the engine's own
-//! write counts, and the capdeck binary run with a world's kubeconfig.
+//! CAP Operator had rolled it), an engine scoped to the world's namespace, and the capdeck
+//! binary run with a world's kubeconfig. What a story reads of a world is `StoryWorld`.
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use capdeck::api::{BatchPhase, CAPApplication, CAPApplicationVersion, CAPTenant, DeploymentView, RotationBatch};
+use capdeck::api::{CAPApplication, CAPApplicationVersion, CAPTenant, DeploymentView};
 use capdeck::cluster::Scope;
-use capdeck::engine::Role;
 use capdeck::engine::config::{Clock, EngineConfig, EngineMode, LeaseSettings};
 use capdeck::lookup::Objects;
 use capdeck::plan::{CapIndex, plan_all};
 use k8s_openapi::api::core::v1::Secret;
-use kube::ResourceExt as _;
 use serde_json::{Value, json};
 
 use crate::common::fixtures::{AppOptions, NS, RunningEngine, application};
-use crate::world::{World, b64, eventually};
+use crate::world::{World, b64};
 
 /// The fixture application of `options` in `ns`, its Deployments already pointing at VCAP
 /// Secrets with exactly their current payload, so an engine starting on it has nothing to do.
@@ -121,82 +118,15 @@ pub fn engine_config(world: &World, identity: &str) -> EngineConfig {
 /// An engine in-process, scoped to one namespace (the sandbox suites' runner).
 pub type Engine = RunningEngine;
 
-/// What the real-cluster stories ask of an engine beyond the shared runner.
+/// How the real-cluster stories start the shared runner: on a world's namespace.
 pub trait EngineExt {
     async fn on(world: &World, config: EngineConfig) -> RunningEngine;
-    async fn wait_role(&self, role: Role, limit: Duration);
-    /// Successful writes by verb and resource (`"update deployments"` → 2), from its metrics.
-    fn writes(&self) -> HashMap<String, u64>;
 }
 
 impl EngineExt for RunningEngine {
     async fn on(world: &World, config: EngineConfig) -> RunningEngine {
         RunningEngine::start_in(world.client.clone(), Scope::Namespace(world.ns.clone()), config).await
     }
-
-    async fn wait_role(&self, role: Role, limit: Duration) {
-        self.wait_for_role_within(role, limit).await;
-    }
-
-    fn writes(&self) -> HashMap<String, u64> {
-        self.handle.as_ref().map(|h| parse_writes(&h.metrics.encode())).unwrap_or_default()
-    }
-}
-
-/// `capdeck_api_writes_total{verb="update",resource="deployments"} 2` lines, as a map.
-pub fn parse_writes(metrics: &str) -> HashMap<String, u64> {
-    let mut writes = HashMap::new();
-    for line in metrics.lines().filter(|l| l.starts_with("capdeck_api_writes_total{")) {
-        let label = |name: &str| {
-            line.split(&format!("{name}=\""))
-                .nth(1)
-                .and_then(|rest| rest.split('"').next())
-                .unwrap_or_default()
-                .to_string()
-        };
-        let count: u64 = line.rsplit(' ').next().and_then(|n| n.parse::<f64>().ok()).unwrap_or(0.0) as u64;
-        if count > 0 {
-            writes.insert(format!("{} {}", label("verb"), label("resource")), count);
-        }
-    }
-    writes
-}
-
-/// Writes to workloads and batches only (no Events, no Lease).
-pub fn workload_writes(writes: &HashMap<String, u64>) -> HashMap<String, u64> {
-    writes.iter().filter(|(k, _)| !k.ends_with(" events")).map(|(k, v)| (k.clone(), *v)).collect()
-}
-
-/// Wait until `app`'s newest batch is in `phase`; on timeout show every batch.
-pub async fn wait_phase(world: &World, app: &str, phase: BatchPhase, limit: Duration) -> RotationBatch {
-    let found = std::sync::Mutex::new(None);
-    eventually(&format!("{app} batch {phase}"), limit, || async {
-        let batches = world.batches(app).await;
-        match batches.last() {
-            Some(batch) if batch.phase() == phase => {
-                *found.lock().expect("lock") = Some(batch.clone());
-                Ok(())
-            }
-            _ => Err(describe(&batches)),
-        }
-    })
-    .await;
-    found.into_inner().expect("lock").expect("batch")
-}
-
-pub fn describe(batches: &[RotationBatch]) -> String {
-    let lines: Vec<String> = batches
-        .iter()
-        .map(|b| {
-            let status = b.status.clone().unwrap_or_default();
-            let condition =
-                status.conditions.first().map(|c| format!("{}: {}", c.reason, c.message)).unwrap_or_default();
-            let deployments: Vec<String> =
-                status.deployments.iter().map(|d| format!("{} {:?} {:?}", d.name, d.state, d.message)).collect();
-            format!("{} {} [{condition}] {deployments:?}", b.name_any(), b.phase())
-        })
-        .collect();
-    format!("{lines:#?}")
 }
 
 /// The capdeck binary with `kubeconfig`, outside any cluster.

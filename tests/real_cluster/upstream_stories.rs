@@ -10,10 +10,11 @@ use capdeck::engine::Role;
 use serde_json::{Value, json};
 use sha2::Digest as _;
 
+use crate::common::story_world::StoryWorld as _;
 use crate::control_plane::last_lines;
 use crate::faker::Faker;
 use crate::process_stories::Daemon;
-use crate::setup::{Engine, EngineExt as _, capdeck, engine_config, text, wait_phase};
+use crate::setup::{Engine, EngineExt as _, capdeck, engine_config, text};
 use crate::upstream::{SpecWrites, UpstreamWorld, application, secret, version, version_with_tenants};
 use crate::vcap_corpus::{self, Shape};
 use crate::world::{World, b64, eventually};
@@ -115,7 +116,7 @@ async fn wait_go_found_unchanged(u: &UpstreamWorld, deployments: &BTreeSet<Strin
 /// An in-process capdeck engine on the upstream world's namespace, leading.
 async fn capdeck_engine(world: &World, identity: &str) -> Engine {
     let engine = Engine::on(world, engine_config(world, identity)).await;
-    engine.wait_role(Role::Leader, LONG).await;
+    engine.wait_for_role_within(Role::Leader, LONG).await;
     engine
 }
 
@@ -210,7 +211,7 @@ pub async fn vcap_corpus_is_byte_identical() {
     let engine = capdeck_engine(w, "capdeck-corpus").await;
     rotate(w, &all_shapes(3)).await;
     for app in ["corpus-a", "corpus-b"] {
-        wait_phase(w, app, BatchPhase::Succeeded, LONG).await;
+        w.wait_phase(app, BatchPhase::Succeeded, LONG).await;
     }
     engine.stop().await;
     let by_capdeck = writes.all();
@@ -276,7 +277,7 @@ pub async fn switch_over_both_ways() {
     // A rotation of the uaa Secret: srv and router restart once each, reports (db only) not.
     let uaa_rotated = vcap_corpus::credentials_json(2).remove(0);
     rotate(w, &[renamed(&uaa_rotated, "uaa")]).await;
-    wait_phase(w, "bookshop", BatchPhase::Succeeded, LONG).await;
+    w.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     let per = writes.per_deployment();
     assert_eq!(per, BTreeMap::from([("bookshop-v1-router".to_string(), 1), ("bookshop-v1-srv".to_string(), 1)]));
     assert!(writes.all().iter().all(|w| w.manager == "capdeck-engine"), "{:?}", writes.all());
@@ -357,7 +358,7 @@ pub async fn both_running_on_one_application() {
     // then finds capdeck's VCAP Secrets, which carry its owner label, unchanged.
     let writes = SpecWrites::watch(w.client.clone(), &w.ns).await;
     rotate(w, &[renamed(&vcap_corpus::credentials_json(2).remove(0), "uaa")]).await;
-    wait_phase(w, "bookshop", BatchPhase::Succeeded, LONG).await;
+    w.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     let both: BTreeSet<String> = ["bookshop-v1-srv", "bookshop-v1-router"].map(String::from).into();
     wait_go_found_unchanged(&u, &both).await;
     let managers: Vec<(String, String)> = writes.all().into_iter().map(|w| (w.deployment, w.manager)).collect();

@@ -16,6 +16,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 
+use crate::common::story_world::{StoryWorld, oldest_first};
 use crate::control_plane::{Assets, ControlPlane, Profile};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -249,23 +250,6 @@ impl World {
         api.get_opt(name).await.expect("get").map(|o| serde_json::to_value(o).expect("json"))
     }
 
-    /// Every batch of `app`, oldest window end first.
-    pub async fn batches(&self, app: &str) -> Vec<RotationBatch> {
-        let api: Api<RotationBatch> = Api::namespaced(self.client.clone(), &self.ns);
-        let mut list: Vec<RotationBatch> = api
-            .list(&Default::default())
-            .await
-            .expect("batches")
-            .items
-            .into_iter()
-            .filter(|b| b.spec.application == app)
-            .collect();
-        list.sort_by_key(|b| {
-            (b.spec.window_end.0, b.phase() != capdeck::api::BatchPhase::Superseded, b.metadata.name.clone())
-        });
-        list
-    }
-
     /// Rotate a binding Secret the way sap-btp-service-operator does: new data, same name.
     pub async fn rotate_secret(&self, name: &str) {
         let n = COUNTER.fetch_add(1, Ordering::SeqCst);
@@ -281,18 +265,6 @@ impl World {
             data.insert(key.clone(), json!(b64(&value)));
         }
         api.patch(name, &PatchParams::default(), &Patch::Merge(json!({"data": data}))).await.expect("rotate");
-    }
-
-    /// The VCAP Secret a Deployment's first container reads.
-    pub async fn vcap_of(&self, deployment: &str) -> String {
-        self.get("apps/v1", "Deployment", deployment)
-            .await
-            .and_then(|d| {
-                d.pointer("/spec/template/spec/containers/0/envFrom/0/secretRef/name")
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
-            })
-            .unwrap_or_default()
     }
 
     /// A kubeconfig for `user`: on the real server a token-file user (whose permissions are the
@@ -365,6 +337,23 @@ impl World {
                 *parts.served.lock().expect("lock") = Some(served);
             }
         }
+    }
+}
+
+/// A world as a story reads it, on either backend: through the API server only.
+impl StoryWorld for World {
+    async fn batches(&self, app: &str) -> Vec<RotationBatch> {
+        let api: Api<RotationBatch> = Api::namespaced(self.client.clone(), &self.ns);
+        let listed = api.list(&Default::default()).await.expect("batches").items;
+        oldest_first(listed.into_iter().filter(|b| b.spec.application == app).collect())
+    }
+
+    async fn deployment(&self, name: &str) -> Option<Value> {
+        self.get("apps/v1", "Deployment", name).await
+    }
+
+    async fn secret(&self, name: &str) -> Option<Value> {
+        self.get("v1", "Secret", name).await
     }
 }
 

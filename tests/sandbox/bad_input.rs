@@ -8,9 +8,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::common::eventually;
-use crate::common::fixtures::{
-    AppOptions, EngineWorld, NS, RunningEngine, batches, current_sandbox, test_config, vcap_of, vcap_payload,
-};
+use crate::common::fixtures::{AppOptions, EngineWorld, NS, RunningEngine, current_sandbox, test_config};
+use crate::common::story_world::StoryWorld as _;
 use assert_cmd::Command;
 use capdeck::api::BatchPhase;
 use capdeck::api::rotation_batch::DeploymentRolloutState;
@@ -48,7 +47,7 @@ async fn write_db_secret(sandbox: &Sandbox, data: BTreeMap<String, Vec<u8>>) {
 async fn terminal_batch(sandbox: &Sandbox, count: usize) -> capdeck::api::RotationBatch {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
     loop {
-        let list = batches(sandbox, "bookshop");
+        let list = sandbox.batches("bookshop").await;
         if list.len() >= count && list.last().is_some_and(|b| b.phase().is_terminal()) {
             break;
         }
@@ -56,7 +55,7 @@ async fn terminal_batch(sandbox: &Sandbox, count: usize) -> capdeck::api::Rotati
         assert!(tokio::time::Instant::now() < deadline, "no terminal batch: {seen:#?}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    batches(sandbox, "bookshop").pop().expect("batch")
+    sandbox.batches("bookshop").await.pop().expect("batch")
 }
 
 async fn bad_binding_secret(data: BTreeMap<String, Vec<u8>>, outcome: Outcome) {
@@ -75,12 +74,12 @@ async fn bad_binding_secret(data: BTreeMap<String, Vec<u8>>, outcome: Outcome) {
             assert!(message.contains(needle), "{message}");
             assert!(!names_secret || message.contains("bookshop-db"), "{message}");
             // Nothing lost: the Deployment keeps the VCAP Secret it had, and that Secret exists.
-            assert_eq!(vcap_of(sandbox, "bookshop-v1-srv"), "bookshop-v1-srv-go001");
-            assert!(!vcap_payload(sandbox, "bookshop-v1-srv-go001").is_empty());
+            assert_eq!(sandbox.vcap_of("bookshop-v1-srv").await, "bookshop-v1-srv-go001");
+            assert!(!sandbox.vcap_payload("bookshop-v1-srv-go001").await.is_empty());
         }
         Outcome::RolledOut { contains } => {
             assert_eq!(batch.phase(), BatchPhase::Succeeded, "{status:#?}");
-            let payload = vcap_payload(sandbox, &vcap_of(sandbox, "bookshop-v1-srv"));
+            let payload = sandbox.vcap_payload(&sandbox.vcap_of("bookshop-v1-srv").await).await;
             assert!(payload.contains(contains), "VCAP_SERVICES lacks {contains:?}");
         }
     }
@@ -94,7 +93,7 @@ async fn bad_binding_secret(data: BTreeMap<String, Vec<u8>>, outcome: Outcome) {
         write_db_secret(sandbox, good.iter().map(|(k, v)| ((*k).to_string(), v.as_bytes().to_vec())).collect()).await;
         let next = terminal_batch(sandbox, 2).await;
         assert_eq!(next.phase(), BatchPhase::Succeeded, "{:#?}", next.status);
-        assert!(vcap_payload(sandbox, &vcap_of(sandbox, "bookshop-v1-srv")).contains("db-fixed"));
+        assert!(sandbox.vcap_payload(&sandbox.vcap_of("bookshop-v1-srv").await).await.contains("db-fixed"));
     }
     world.engine.stop().await;
 }
@@ -181,13 +180,13 @@ async fn broken_applications_next_to_a_good_one() {
     assert!(invalid.iter().any(|i| i.name == "nospec" && i.error.contains("spec")), "{invalid:#?}");
     sandbox.rotate_secret(NS, "bookshop-uaa").expect("rotated");
     eventually("both applications' batches end", Duration::from_secs(600), || async {
-        let good = batches(&sandbox, "bookshop").last().is_some_and(|b| b.phase().is_terminal());
-        let orphan = batches(&sandbox, "orphan").last().is_some_and(|b| b.phase().is_terminal());
+        let good = sandbox.batches("bookshop").await.last().is_some_and(|b| b.phase().is_terminal());
+        let orphan = sandbox.batches("orphan").await.last().is_some_and(|b| b.phase().is_terminal());
         good && orphan
     })
     .await;
-    assert_eq!(batches(&sandbox, "bookshop").pop().map(|b| b.phase()), Some(BatchPhase::Succeeded));
-    let orphan = batches(&sandbox, "orphan").pop().expect("orphan batch");
+    assert_eq!(sandbox.batches("bookshop").await.pop().map(|b| b.phase()), Some(BatchPhase::Succeeded));
+    let orphan = sandbox.batches("orphan").await.pop().expect("orphan batch");
     assert_eq!(orphan.phase(), BatchPhase::Failed);
     let text = serde_json::to_string(&orphan.status).expect("json");
     assert!(text.contains("gone-bind"), "the missing Secret is named: {text}");

@@ -12,7 +12,8 @@ use capdeck::engine::Role;
 use serde_json::{Value, json};
 
 use crate::common;
-use crate::common::fixtures::{AppOptions, NS, RunningEngine, batches, current_sandbox, test_config, wait_phase};
+use crate::common::fixtures::{AppOptions, NS, RunningEngine, current_sandbox, test_config};
+use crate::common::story_world::StoryWorld as _;
 
 fn batch(name: &str, reason: &str) -> Value {
     json!({
@@ -110,8 +111,8 @@ async fn an_old_batch_with_a_huge_reason_is_bounded_in_status_and_tables() {
     sandbox.load([batch("bookshop-old", &huge)]).expect("loaded past the API");
     let engine = RunningEngine::start(sandbox.client(), test_config("engine-a")).await;
     engine.wait_for_role(Role::Leader).await;
-    wait_phase(&sandbox, "bookshop", BatchPhase::Held, Duration::from_secs(30)).await;
-    let status = batches(&sandbox, "bookshop").pop().and_then(|b| b.status).expect("status");
+    sandbox.wait_phase("bookshop", BatchPhase::Held, Duration::from_secs(30)).await;
+    let status = sandbox.batches("bookshop").await.pop().and_then(|b| b.status).expect("status");
     let message = status.conditions.iter().find(|c| c.type_ == "Ready").map(|c| c.message.clone()).expect("Ready");
     assert!(message.chars().count() <= MAX_REASON + 257, "{} characters", message.chars().count());
     assert!(message.starts_with("held by alice: freeze\u{FFFD}zzz") && message.ends_with('…'), "{message:.80}");

@@ -9,10 +9,11 @@ use std::time::Duration;
 use crate::common::console::Console;
 use crate::common::eventually;
 use crate::common::fixtures::{
-    AppOptions, EngineWorld, NS, RunningEngine, assert_two_rolled_once, batches, current_sandbox, real_time_config,
-    test_config, wait_phase, workload_writes,
+    AppOptions, EngineWorld, NS, RunningEngine, assert_two_rolled_once, current_sandbox, logged_workload_writes,
+    real_time_config, test_config,
 };
 use crate::common::invariants::Monitor;
+use crate::common::story_world::StoryWorld as _;
 use capdeck::api::BatchPhase;
 use capdeck::engine::Role;
 use capdeck::sandbox::{RequestMatcher, Sandbox};
@@ -51,18 +52,20 @@ impl World {
     async fn rotate(&self, secret: &str) {
         self.sandbox.rotate_secret(NS, secret).expect("rotated");
         // Generous: retries after failed writes back off up to 30 s (paused time costs nothing).
-        eventually("a batch", Duration::from_secs(300), || async { !batches(&self.sandbox, "bookshop").is_empty() })
-            .await;
+        eventually("a batch", Duration::from_secs(300), || async {
+            !self.sandbox.batches("bookshop").await.is_empty()
+        })
+        .await;
     }
 
     fn count(&self, what: &str) -> usize {
-        workload_writes(&self.sandbox).iter().filter(|w| w.as_str() == what).count()
+        logged_workload_writes(&self.sandbox).iter().filter(|w| w.as_str() == what).count()
     }
 
     /// Both Deployments rolled once, both old VCAP Secrets gone, one batch.
-    fn assert_one_clean_rollout(&self) {
+    async fn assert_one_clean_rollout(&self) {
         assert_two_rolled_once(&self.sandbox);
-        assert_eq!(batches(&self.sandbox, "bookshop").len(), 1, "a fault is not a rotation");
+        assert_eq!(self.sandbox.batches("bookshop").await.len(), 1, "a fault is not a rotation");
     }
 
     async fn stop(self) {
@@ -77,14 +80,14 @@ async fn watches_dropped_mid_batch() {
     let monitor = Monitor::start(&world.sandbox);
     world.rotate("bookshop-uaa").await;
     world.sandbox.drop_watches();
-    wait_phase(&world.sandbox, "bookshop", BatchPhase::RollingOut, Duration::from_secs(60)).await;
+    world.sandbox.wait_phase("bookshop", BatchPhase::RollingOut, Duration::from_secs(60)).await;
     for _ in 0..5 {
         world.sandbox.drop_watches();
         tokio::time::sleep(Duration::from_millis(700)).await;
     }
-    wait_phase(&world.sandbox, "bookshop", BatchPhase::Succeeded, Duration::from_secs(120)).await;
+    world.sandbox.wait_phase("bookshop", BatchPhase::Succeeded, Duration::from_secs(120)).await;
     monitor.finish(true).await;
-    world.assert_one_clean_rollout();
+    world.assert_one_clean_rollout().await;
     world.stop().await;
 }
 
@@ -94,16 +97,16 @@ async fn history_compacted_forces_a_relist() {
     let monitor = Monitor::start(&world.sandbox);
     world.rotate("bookshop-uaa").await;
     for phase in [BatchPhase::Collecting, BatchPhase::RollingOut] {
-        wait_phase(&world.sandbox, "bookshop", phase, Duration::from_secs(60)).await;
+        world.sandbox.wait_phase("bookshop", phase, Duration::from_secs(60)).await;
         world.sandbox.compact();
         world.sandbox.drop_watches();
     }
-    wait_phase(&world.sandbox, "bookshop", BatchPhase::Succeeded, Duration::from_secs(120)).await;
+    world.sandbox.wait_phase("bookshop", BatchPhase::Succeeded, Duration::from_secs(120)).await;
     // The watches really resumed with a 410 and re-listed.
     let relists = world.sandbox.requests().iter().filter(|r| r.info.verb == "list").count();
     assert!(relists > 0, "every watch re-listed after the compaction");
     monitor.finish(true).await;
-    world.assert_one_clean_rollout();
+    world.assert_one_clean_rollout().await;
     world.stop().await;
 }
 
@@ -113,7 +116,7 @@ async fn conflict_storm_on_the_deployment_update() {
     let monitor = Monitor::start(&world.sandbox);
     world.sandbox.fail_next(40, RequestMatcher::on("update", "deployments"), 409);
     world.rotate("bookshop-uaa").await;
-    wait_phase(&world.sandbox, "bookshop", BatchPhase::Succeeded, Duration::from_secs(600)).await;
+    world.sandbox.wait_phase("bookshop", BatchPhase::Succeeded, Duration::from_secs(600)).await;
     let conflicts = world
         .sandbox
         .requests()
@@ -122,7 +125,7 @@ async fn conflict_storm_on_the_deployment_update() {
         .count();
     assert_eq!(conflicts, 40, "all 40 conflicts were met and retried");
     monitor.finish(true).await;
-    world.assert_one_clean_rollout();
+    world.assert_one_clean_rollout().await;
     world.stop().await;
 }
 
@@ -137,13 +140,13 @@ async fn bursts_on_every_write(status: u16) {
     // While the batch opens, and again while it rolls out.
     burst(6);
     world.rotate("bookshop-uaa").await;
-    wait_phase(&world.sandbox, "bookshop", BatchPhase::RollingOut, Duration::from_secs(300)).await;
+    world.sandbox.wait_phase("bookshop", BatchPhase::RollingOut, Duration::from_secs(300)).await;
     burst(6);
-    wait_phase(&world.sandbox, "bookshop", BatchPhase::Succeeded, Duration::from_secs(600)).await;
+    world.sandbox.wait_phase("bookshop", BatchPhase::Succeeded, Duration::from_secs(600)).await;
     let failed = world.sandbox.requests().iter().filter(|r| r.status == status).count();
     assert!(failed >= 24, "the bursts were met: {failed} answers with {status}");
     monitor.finish(true).await;
-    world.assert_one_clean_rollout();
+    world.assert_one_clean_rollout().await;
     world.stop().await;
 }
 
@@ -164,7 +167,7 @@ async fn api_unreachable_for_30_seconds_then_back() {
     let mut console = Console::in_process(&world.sandbox);
     console.shows("bookshop").await;
     world.rotate("bookshop-uaa").await;
-    wait_phase(&world.sandbox, "bookshop", BatchPhase::RollingOut, Duration::from_secs(60)).await;
+    world.sandbox.wait_phase("bookshop", BatchPhase::RollingOut, Duration::from_secs(60)).await;
     eventually("a Deployment updated", Duration::from_secs(30), || async { world.count("update deployments") > 0 })
         .await;
 
@@ -180,11 +183,11 @@ async fn api_unreachable_for_30_seconds_then_back() {
 
     world.sandbox.set_reachable(true);
     console.until("the banner gone", |screen| !screen.contains("API server unreachable")).await;
-    wait_phase(&world.sandbox, "bookshop", BatchPhase::Succeeded, Duration::from_secs(300)).await;
+    world.sandbox.wait_phase("bookshop", BatchPhase::Succeeded, Duration::from_secs(300)).await;
     console.typed(":batches\n");
     console.shows("Succeeded").await;
     monitor.finish(true).await;
-    world.assert_one_clean_rollout();
+    world.assert_one_clean_rollout().await;
     console.quit().await;
     world.stop().await;
 }
@@ -196,7 +199,7 @@ async fn engine_task_aborted_mid_rollout_resumes_and_rolls_nothing_twice() {
     let world = world(AppOptions { replicas: 10, ..AppOptions::default() }, config.clone()).await;
     let monitor = Monitor::start(&world.sandbox);
     world.rotate("bookshop-uaa").await;
-    wait_phase(&world.sandbox, "bookshop", BatchPhase::RollingOut, Duration::from_secs(60)).await;
+    world.sandbox.wait_phase("bookshop", BatchPhase::RollingOut, Duration::from_secs(60)).await;
     eventually("first deployment updated", Duration::from_secs(30), || async {
         world.count("update deployments") == 1
     })
@@ -204,14 +207,14 @@ async fn engine_task_aborted_mid_rollout_resumes_and_rolls_nothing_twice() {
     let World { sandbox, engine, simulation } = world;
     engine.kill();
     // Between the kill and the restart the batch is RollingOut: resumable, not terminal.
-    assert_eq!(batches(&sandbox, "bookshop").pop().map(|b| b.phase()), Some(BatchPhase::RollingOut));
+    assert_eq!(sandbox.batches("bookshop").await.pop().map(|b| b.phase()), Some(BatchPhase::RollingOut));
     // The same pod restarts (same identity, so it still holds the lease).
     let engine = RunningEngine::start(sandbox.client(), config).await;
     engine.wait_for_role(Role::Leader).await;
     let world = World { sandbox, engine, simulation };
-    wait_phase(&world.sandbox, "bookshop", BatchPhase::Succeeded, Duration::from_secs(240)).await;
+    world.sandbox.wait_phase("bookshop", BatchPhase::Succeeded, Duration::from_secs(240)).await;
     monitor.finish(true).await;
-    world.assert_one_clean_rollout();
+    world.assert_one_clean_rollout().await;
     world.stop().await;
 }
 
@@ -229,8 +232,8 @@ async fn leader_losing_its_lease_mid_rollout_stops_writing_and_the_next_leader_f
     sandbox.clear_requests();
     let monitor = Monitor::start(&sandbox);
     sandbox.rotate_secret(NS, "bookshop-uaa").expect("rotated");
-    wait_phase(&sandbox, "bookshop", BatchPhase::RollingOut, Duration::from_secs(30)).await;
-    let updates = || workload_writes(&sandbox).iter().filter(|w| *w == "update deployments").count();
+    sandbox.wait_phase("bookshop", BatchPhase::RollingOut, Duration::from_secs(30)).await;
+    let updates = || logged_workload_writes(&sandbox).iter().filter(|w| *w == "update deployments").count();
     eventually("first Deployment updated", Duration::from_secs(30), || async { updates() == 1 }).await;
 
     // Someone else takes the lease (a partitioned leader whose lease expired looks the same).
@@ -244,15 +247,15 @@ async fn leader_losing_its_lease_mid_rollout_stops_writing_and_the_next_leader_f
     first.wait_for_role(Role::Observer).await;
     // Writes in flight when the role flipped may land; after that, nothing until a leader returns.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let writes_when_lost = workload_writes(&sandbox).len();
-    let phase_when_lost = batches(&sandbox, "bookshop").pop().map(|b| b.phase());
+    let writes_when_lost = logged_workload_writes(&sandbox).len();
+    let phase_when_lost = sandbox.batches("bookshop").await.pop().map(|b| b.phase());
     assert_eq!(phase_when_lost, Some(BatchPhase::RollingOut), "the batch stays resumable");
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(workload_writes(&sandbox).len(), writes_when_lost, "an observer writes nothing");
+    assert_eq!(logged_workload_writes(&sandbox).len(), writes_when_lost, "an observer writes nothing");
 
     // The intruder never renews: after its 6 s a leader (the same engine or a new one) finishes.
     let second = RunningEngine::start(sandbox.client(), config("engine-b")).await;
-    wait_phase(&sandbox, "bookshop", BatchPhase::Succeeded, Duration::from_secs(60)).await;
+    sandbox.wait_phase("bookshop", BatchPhase::Succeeded, Duration::from_secs(60)).await;
     monitor.finish(true).await;
     assert_two_rolled_once(&sandbox);
     first.stop().await;
@@ -292,18 +295,18 @@ async fn daemon_process_killed_mid_rollout_and_restarted() {
     sandbox.clear_requests();
     let monitor = Monitor::start(&sandbox);
     sandbox.rotate_secret(NS, "bookshop-uaa").expect("rotated");
-    eventually("a batch", Duration::from_secs(30), || async { !batches(&sandbox, "bookshop").is_empty() }).await;
-    let batch = batches(&sandbox, "bookshop").pop().expect("batch");
+    eventually("a batch", Duration::from_secs(30), || async { !sandbox.batches("bookshop").await.is_empty() }).await;
+    let batch = sandbox.batches("bookshop").await.pop().expect("batch");
     let name = kube::ResourceExt::name_any(&batch);
     let client = sandbox.client();
     let force = capdeck::actions::BatchAction::Force { approve: true };
     let now = k8s_openapi::jiff::Timestamp::now();
     capdeck::actions::act(&client, NS, &name, force, "sre", Some("fault test"), now).await.expect("forced");
-    let updates = || workload_writes(&sandbox).iter().filter(|w| *w == "update deployments").count();
+    let updates = || logged_workload_writes(&sandbox).iter().filter(|w| *w == "update deployments").count();
     eventually("first Deployment updated", Duration::from_secs(60), || async { updates() == 1 }).await;
     // The pass writes the Deployment first and the batch's status after it: wait for both.
     eventually("the batch says RollingOut", Duration::from_secs(30), || async {
-        batches(&sandbox, "bookshop").pop().map(|b| b.phase()) == Some(BatchPhase::RollingOut)
+        sandbox.batches("bookshop").await.pop().map(|b| b.phase()) == Some(BatchPhase::RollingOut)
     })
     .await;
 
@@ -312,7 +315,7 @@ async fn daemon_process_killed_mid_rollout_and_restarted() {
     eventually("the second daemon leads", Duration::from_secs(60), || async { leader().starts_with("capdeck-1") })
         .await;
     eventually("the batch succeeds", Duration::from_secs(120), || async {
-        batches(&sandbox, "bookshop").pop().map(|b| b.phase()) == Some(BatchPhase::Succeeded)
+        sandbox.batches("bookshop").await.pop().map(|b| b.phase()) == Some(BatchPhase::Succeeded)
     })
     .await;
     monitor.finish(true).await;

@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::common::console::Console;
-use crate::common::fixtures::{AppOptions, RunningEngine, batches, current_sandbox, test_config, wait_phase};
+use crate::common::fixtures::{AppOptions, RunningEngine, current_sandbox, test_config};
+use crate::common::story_world::StoryWorld as _;
 use base64::Engine as _;
 use capdeck::api::BatchPhase;
 use capdeck::engine::Role;
@@ -94,7 +95,7 @@ async fn a_planted_credential_never_appears_in_output_logs_console_events_or_bat
     // The start-up re-check finds bookshop's Deployments out of date: a batch; force it now.
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     let batch = loop {
-        if let Some(batch) = batches(&sandbox, "bookshop").pop() {
+        if let Some(batch) = sandbox.batches("bookshop").await.pop() {
             break batch;
         }
         assert!(std::time::Instant::now() < deadline, "no bookshop batch");
@@ -108,7 +109,7 @@ async fn a_planted_credential_never_appears_in_output_logs_console_events_or_bat
     assert!(forced || text.contains("is already rolling out"), "{text}");
     outputs.push(("capdeck force", text));
     let deadline = std::time::Instant::now() + Duration::from_secs(90);
-    while batches(&sandbox, "bookshop").pop().map(|b| b.phase()) != Some(BatchPhase::Succeeded) {
+    while sandbox.batches("bookshop").await.pop().map(|b| b.phase()) != Some(BatchPhase::Succeeded) {
         if std::time::Instant::now() > deadline {
             let log = std::fs::read_to_string(&daemon_out).unwrap_or_default();
             let tail: Vec<&str> = log
@@ -116,7 +117,7 @@ async fn a_planted_credential_never_appears_in_output_logs_console_events_or_bat
                 .filter(|l| l.contains("\"target\":\"capdeck") || l.contains("rotationbatches") && !l.contains("hyper"))
                 .collect();
             let phases: Vec<_> =
-                batches(&sandbox, "bookshop").iter().map(|b| (b.phase(), b.metadata.generation)).collect();
+                sandbox.batches("bookshop").await.iter().map(|b| (b.phase(), b.metadata.generation)).collect();
             panic!("bookshop never rolled out: {phases:?}\n{}", tail[tail.len().saturating_sub(40)..].join("\n"));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -281,7 +282,7 @@ async fn the_deploy_rbac_lists_exactly_the_requests_the_engine_makes() {
     sandbox.rotate_secret(common::fixtures::NS, "bookshop-uaa").expect("rotated");
     tokio::time::sleep(Duration::from_secs(5)).await;
     sandbox.rotate_secret(common::fixtures::NS, "bookshop-db").expect("rotated");
-    wait_phase(&sandbox, "bookshop", BatchPhase::Succeeded, Duration::from_secs(300)).await;
+    sandbox.wait_phase("bookshop", BatchPhase::Succeeded, Duration::from_secs(300)).await;
     // Another rotation within the storm guard: the same "needs approval" Event twice in a row
     // (a repeated Event is patched, not created again).
     for _ in 0..2 {
@@ -292,7 +293,9 @@ async fn the_deploy_rbac_lists_exactly_the_requests_the_engine_makes() {
     // Deliveries run on their own: let the last one finish its tries.
     tokio::time::sleep(Duration::from_secs(120)).await;
     // Both batches' approval waits (storm guard) were announced, the receiver's failure noted.
-    let records: Vec<(String, Vec<String>)> = batches(&sandbox, "bookshop")
+    let records: Vec<(String, Vec<String>)> = sandbox
+        .batches("bookshop")
+        .await
         .into_iter()
         .flat_map(|batch| batch.status.map(|status| status.notifications).unwrap_or_default())
         .map(|record| (record.event, record.failed))
