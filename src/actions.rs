@@ -5,14 +5,14 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use crate::api::rotation_batch::attribution::{Attributed, attribution_check};
 use crate::api::rotation_batch::{Approval, BatchDeployment, UserAction, reason};
 use crate::api::{BatchPhase, RotationBatch};
+use crate::cluster::batch_writer::{BatchWriteError, BatchWriter, Change, Edit, OnConflict, Writer};
 
-pub const FIELD_MANAGER: &str = crate::api::rotation_batch::attribution::ACTIONS_FIELD_MANAGER;
+pub const FIELD_MANAGER: &str = Writer::Actions.field_manager();
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BatchAction {
@@ -189,7 +189,7 @@ fn spec_patch(batch: &RotationBatch, action: BatchAction, by: &str, now: Timesta
         approved_at: Some(Time(now)),
         reason: reason.filter(|r| !r.trim().is_empty()).map(|r| r.trim().to_string()),
     };
-    let spec = match action {
+    match action {
         BatchAction::Approve => json!({"approval": approval(batch)}),
         BatchAction::Force { approve } => {
             let mut spec = json!({"force": user_action(by, now, reason)});
@@ -203,20 +203,18 @@ fn spec_patch(batch: &RotationBatch, action: BatchAction, by: &str, now: Timesta
         BatchAction::Cancel => json!({"cancel": user_action(by, now, reason)}),
         BatchAction::Retry => json!({"retry": user_action(by, now, reason)}),
         BatchAction::Undo => json!({"undo": user_action(by, now, reason)}),
-    };
-    json!({"metadata": {"resourceVersion": batch.resource_version()}, "spec": spec})
+    }
 }
 
 /// The write that removes an attribution this action replaces and the engine does not honour.
 fn clear_unhonoured(batch: &RotationBatch, action: BatchAction) -> Option<Value> {
-    let spec = match action {
+    match action {
         BatchAction::Approve | BatchAction::Force { approve: true } if not_honoured(batch, Attributed::Approval) => {
-            json!({"approval": {"approvedBy": null}})
+            Some(json!({"approval": {"approvedBy": null}}))
         }
-        BatchAction::Hold if not_honoured(batch, Attributed::Hold) => json!({"hold": null}),
-        _ => return None,
-    };
-    Some(json!({"metadata": {"resourceVersion": batch.resource_version()}, "spec": spec}))
+        BatchAction::Hold if not_honoured(batch, Attributed::Hold) => Some(json!({"hold": null})),
+        _ => None,
+    }
 }
 
 fn summary(action: BatchAction, batch: &RotationBatch, by: &str) -> String {
@@ -268,46 +266,50 @@ pub async fn act(
     reason: Option<&str>,
     now: Timestamp,
 ) -> Result<ActionReport, ActionError> {
-    let api: Api<RotationBatch> = Api::namespaced(client.clone(), namespace);
-    for _ in 0..3 {
-        let batch = match api.get_opt(name).await {
-            Ok(Some(batch)) => batch,
-            Ok(None) => return Err(ActionError::NotFound(format!("{namespace}/{name}"))),
-            Err(error) => return Err(ActionError::Api(crate::cluster::describe_error(&error))),
-        };
-        if let Some(refusal) = action.refusal(&batch) {
+    let writer = BatchWriter::new(client.clone(), Writer::Actions);
+    let edit = |batch: &RotationBatch| {
+        if let Some(refusal) = action.refusal(batch) {
             return Err(ActionError::Refused(refusal));
         }
-        let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
-        // An approval or a hold the engine does not honour is cleared first: the server moves a
-        // field's ownership only when its value changes, and the same name written again by
-        // capdeck must become capdeck's.
-        let mut version = batch.resource_version();
-        if let Some(clear) = clear_unhonoured(&batch, action) {
-            match api.patch(name, &params, &Patch::Merge(clear)).await {
-                Ok(cleared) => version = cleared.resource_version(),
-                Err(kube::Error::Api(status)) if status.code == 409 => continue,
-                Err(error) => return Err(ActionError::Api(crate::cluster::describe_error(&error))),
-            }
+        Ok(Edit {
+            changes: action_changes(batch, action, by, now, reason),
+            answer: report((namespace, name), batch, action, by),
+        })
+    };
+    match writer.write(namespace, name, None, OnConflict::Retry { attempts: 3 }, edit).await {
+        Ok(written) => Ok(written.answer),
+        Err(BatchWriteError::Gone) => Err(ActionError::NotFound(format!("{namespace}/{name}"))),
+        Err(BatchWriteError::Declined(error)) => Err(error),
+        Err(BatchWriteError::Read(error) | BatchWriteError::Write(error)) => {
+            Err(ActionError::Api(crate::cluster::describe_error(&error)))
         }
-        let mut patch = spec_patch(&batch, action, by, now, reason);
-        patch["metadata"]["resourceVersion"] = json!(version);
-        match api.patch(name, &params, &Patch::Merge(patch)).await {
-            Ok(_) => {
-                return Ok(ActionReport {
-                    namespace: namespace.into(),
-                    batch: name.into(),
-                    action,
-                    phase_before: batch.phase(),
-                    by: by.into(),
-                    summary: summary(action, &batch, by),
-                });
-            }
-            Err(kube::Error::Api(status)) if status.code == 409 => continue,
-            Err(error) => return Err(ActionError::Api(crate::cluster::describe_error(&error))),
-        }
+        Err(BatchWriteError::Conflicts(_)) => Err(ActionError::Conflicts),
     }
-    Err(ActionError::Conflicts)
+}
+
+/// The writes of an action: an approval or a hold the engine does not honour is cleared first
+/// (the server moves a field's ownership only when its value changes, and the same name written
+/// again by capdeck must become capdeck's), then the action itself.
+fn action_changes(
+    batch: &RotationBatch,
+    action: BatchAction,
+    by: &str,
+    now: Timestamp,
+    reason: Option<&str>,
+) -> Vec<Change> {
+    let clear = clear_unhonoured(batch, action).map(Change::MergeSpec);
+    clear.into_iter().chain([Change::MergeSpec(spec_patch(batch, action, by, now, reason))]).collect()
+}
+
+fn report((namespace, name): (&str, &str), batch: &RotationBatch, action: BatchAction, by: &str) -> ActionReport {
+    ActionReport {
+        namespace: namespace.into(),
+        batch: name.into(),
+        action,
+        phase_before: batch.phase(),
+        by: by.into(),
+        summary: summary(action, batch, by),
+    }
 }
 
 #[cfg(test)]

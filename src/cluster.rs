@@ -2,6 +2,7 @@
 //! (SelfSubjectReview), what they may do (SelfSubjectAccessReview), and the reflector stores
 //! that the engine and the console share.
 
+pub mod batch_writer;
 pub mod deadline;
 pub mod leader;
 pub mod stores;

@@ -138,19 +138,7 @@ async fn run(
             cancel.clone(),
         ))),
     });
-    // Notifications have a task of their own: a slow receiver never slows a pass.
-    let _notifier = AbortOnDrop((!config.notify.targets.is_empty()).then(|| {
-        let notifier = notify::Notifier {
-            client: client.clone(),
-            stores: stores.clone(),
-            config: config.notify.clone(),
-            metrics: metrics.clone(),
-            identity: config.identity.clone(),
-            timing: config.credential_timing(),
-            clock: config.clock.clone(),
-        };
-        tokio::spawn(notifier.run(leader.clone(), cancel.clone()))
-    }));
+    let _notifier = spawn_notifier(&client, &stores, &config, &metrics, &leader, &cancel);
     let mut changes = stores.changes();
     let writes = Writes::new(client, metrics.clone(), &config.identity, write_failure);
     let mut reconciler = Reconciler::new(config, stores, metrics.clone(), writes);
@@ -160,7 +148,7 @@ async fn run(
         let is_leader = known == Some(true);
         if is_leader && !was_leader {
             // A new leader re-checks everything, like a start-up.
-            reconciler.recheck_all = true;
+            reconciler.recheck_everything();
         }
         was_leader = is_leader;
         metrics.leader.set(i64::from(is_leader));
@@ -197,6 +185,30 @@ async fn run(
     }
     metrics.leader.set(0);
     role.send_replace(Role::Observer);
+}
+
+/// Notifications have a task of their own (when there are receivers): a slow receiver never
+/// slows a pass.
+fn spawn_notifier(
+    client: &kube::Client,
+    stores: &Stores,
+    config: &EngineConfig,
+    metrics: &Metrics,
+    leader: &watch::Receiver<Option<bool>>,
+    cancel: &CancellationToken,
+) -> AbortOnDrop {
+    AbortOnDrop((!config.notify.targets.is_empty()).then(|| {
+        let notifier = notify::Notifier {
+            client: client.clone(),
+            stores: stores.clone(),
+            config: config.notify.clone(),
+            metrics: metrics.clone(),
+            identity: config.identity.clone(),
+            timing: config.credential_timing(),
+            clock: config.clock.clone(),
+        };
+        tokio::spawn(notifier.run(leader.clone(), cancel.clone()))
+    }))
 }
 
 /// The lease task dies with the engine's task: an engine aborted (a killed process, in tests)

@@ -15,7 +15,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt as _;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use serde_json::json;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -24,12 +24,11 @@ use super::config::{NotifyConfig, PayloadFormat};
 use super::metrics::Metrics;
 use crate::api::rotation_batch::NotificationRecord;
 use crate::api::{BatchPhase, RotationBatch};
+use crate::cluster::batch_writer::{BatchWriteError, BatchWriter, Change, Edit, OnConflict, Writer};
 use crate::cluster::stores::Stores;
 use crate::credentials::{CredentialReport, Timing, Verdict};
 pub use payload::{PAYLOAD_VERSION, Payload};
 
-/// The field manager of the engine's notification records.
-const FIELD_MANAGER: &str = "capdeck-notify";
 /// A Failed batch is announced only this long after it failed: enabling notifications must not
 /// announce last month's failures.
 const RECENT: i64 = 3600;
@@ -262,21 +261,13 @@ impl Notifier {
     /// Record the transition on its batch (re-read, still due, resourceVersion precondition);
     /// `None` when it is not to be sent (recorded meanwhile, or the write failed).
     async fn record(&self, due: &Due) -> Option<Payload> {
-        let api: Api<RotationBatch> = Api::namespaced(self.client.clone(), &due.namespace);
-        for _ in 0..3 {
-            let batch = match read_batch(&api, &due.batch).await {
-                Ok(Some(batch)) => batch,
-                Ok(None) => return None,
-                Err(error) => {
-                    tracing::warn!(batch = %due.batch, namespace = %due.namespace, error = %crate::cluster::describe_error(&error), "cannot read the batch to record a notification; trying again later");
-                    return None;
-                }
-            };
-            if !still_due(&batch, due) {
-                return None;
+        let writer = BatchWriter::new(self.client.clone(), Writer::Notifier);
+        let edit = |batch: &RotationBatch| {
+            if !still_due(batch, due) {
+                return Err(());
             }
             let now = self.clock.now();
-            let mut notifications = records(&batch).to_vec();
+            let mut notifications = records(batch).to_vec();
             notifications.push(NotificationRecord {
                 event: due.event.as_str().into(),
                 key: due.key.clone(),
@@ -285,24 +276,24 @@ impl Notifier {
                 by: self.identity.clone(),
                 failed: Vec::new(),
             });
-            let patch = json!({
-                "metadata": {"resourceVersion": batch.resource_version()},
-                "status": {"notifications": notifications},
-            });
-            let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
-            match api.patch_status(&due.batch, &params, &Patch::Merge(patch)).await {
-                Ok(_) => {
-                    self.metrics.write("patch", "rotationbatches/status");
-                    return Some(Payload::new(&self.config.cluster, &self.identity, due, &batch, now));
-                }
-                Err(kube::Error::Api(status)) if status.code == 409 => continue,
-                Err(error) => {
-                    tracing::warn!(batch = %due.batch, namespace = %due.namespace, error = %crate::cluster::describe_error(&error), "cannot record a notification; trying again later");
-                    return None;
-                }
+            let payload = Payload::new(&self.config.cluster, &self.identity, due, batch, now);
+            Ok(Edit { changes: vec![Change::MergeStatus(json!({"notifications": notifications}))], answer: payload })
+        };
+        match writer.write(&due.namespace, &due.batch, None, OnConflict::Retry { attempts: 3 }, edit).await {
+            Ok(written) => {
+                self.metrics.write("patch", "rotationbatches/status");
+                Some(written.answer)
             }
+            Err(BatchWriteError::Read(error)) => {
+                tracing::warn!(batch = %due.batch, namespace = %due.namespace, error = %crate::cluster::describe_error(&error), "cannot read the batch to record a notification; trying again later");
+                None
+            }
+            Err(BatchWriteError::Write(error)) => {
+                tracing::warn!(batch = %due.batch, namespace = %due.namespace, error = %crate::cluster::describe_error(&error), "cannot record a notification; trying again later");
+                None
+            }
+            Err(BatchWriteError::Gone | BatchWriteError::Declined(()) | BatchWriteError::Conflicts(_)) => None,
         }
-        None
     }
 
     /// Send to every receiver, each in a task of its own (a receiver that hangs holds up none
@@ -329,37 +320,22 @@ impl Notifier {
     }
 }
 
-/// One batch, fresh from the API server: a LIST by name, as the engine's ClusterRole lists
-/// RotationBatches and does not GET them.
-async fn read_batch(api: &Api<RotationBatch>, name: &str) -> Result<Option<RotationBatch>, kube::Error> {
-    let params = kube::api::ListParams::default().fields(&format!("metadata.name={name}"));
-    Ok(api.list(&params).await?.items.into_iter().next())
-}
-
 /// Add a host that did not accept a notification to its record (for `capdeck doctor`).
 async fn note_failed(client: &kube::Client, due: &Due, host: &str) {
-    let api: Api<RotationBatch> = Api::namespaced(client.clone(), &due.namespace);
-    for _ in 0..3 {
-        let Ok(Some(batch)) = read_batch(&api, &due.batch).await else { return };
-        let mut notifications = records(&batch).to_vec();
-        let Some(record) = notifications.iter_mut().find(|record| record.key == due.key) else { return };
+    let writer = BatchWriter::new(client.clone(), Writer::Notifier);
+    let edit = |batch: &RotationBatch| {
+        let mut notifications = records(batch).to_vec();
+        let record = notifications.iter_mut().find(|record| record.key == due.key).ok_or(())?;
         if record.failed.iter().any(|failed| failed == host) {
-            return;
+            return Err(());
         }
         record.failed.push(host.to_string());
-        let patch = json!({
-            "metadata": {"resourceVersion": batch.resource_version()},
-            "status": {"notifications": notifications},
-        });
-        let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
-        match api.patch_status(&due.batch, &params, &Patch::Merge(patch)).await {
-            Ok(_) => return,
-            Err(kube::Error::Api(status)) if status.code == 409 => {}
-            Err(error) => {
-                tracing::warn!(batch = %due.batch, error = %crate::cluster::describe_error(&error), "cannot note a failed notification on its batch");
-                return;
-            }
-        }
+        Ok(Edit { changes: vec![Change::MergeStatus(json!({"notifications": notifications}))], answer: () })
+    };
+    if let Err(BatchWriteError::Write(error)) =
+        writer.write(&due.namespace, &due.batch, None, OnConflict::Retry { attempts: 3 }, edit).await
+    {
+        tracing::warn!(batch = %due.batch, error = %crate::cluster::describe_error(&error), "cannot note a failed notification on its batch");
     }
 }
 

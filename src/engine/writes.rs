@@ -1,14 +1,15 @@
-//! Every write the engine makes, in one place: RotationBatches (create, spec, status), VCAP
+//! Every write the engine makes, in one place: RotationBatches (create, spec, status: through
+//! `cluster::batch_writer`, a conflict handed back for the next pass), VCAP
 //! Secrets (create, delete), Deployments (point at a new VCAP Secret) and Events. Each is
 //! counted in `capdeck_api_writes_total`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{EnvFromSource, Secret, SecretEnvSource};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
@@ -19,9 +20,10 @@ use crate::api::{
     ANNOTATION_ROLLED_AT, CAPApplication, CAPApplicationVersion, DeploymentView, LABEL_APPLICATION,
     LABEL_SECRET_OWNER_HASH, RotationBatch, RotationBatchSpec, RotationBatchStatus, VCAP_SERVICES_KEY,
 };
+use crate::cluster::batch_writer::{BatchWriter, Change, Writer};
 use crate::vcap::{VcapPayload, secret_owner_hash};
 
-pub const FIELD_MANAGER: &str = crate::api::rotation_batch::attribution::ENGINE_FIELD_MANAGER;
+pub const FIELD_MANAGER: &str = Writer::Engine.field_manager();
 /// Label on VCAP Secrets capdeck creates: the batch that created it.
 pub const LABEL_BATCH: &str = "capdeck.dev/rotation-batch";
 /// Annotation on VCAP Secrets capdeck creates: the Secret the Deployment used before.
@@ -58,12 +60,17 @@ pub enum Pointed {
 
 pub struct Writes {
     client: kube::Client,
+    /// Every RotationBatch write (`cluster::batch_writer`), as the engine's field manager.
+    batches: BatchWriter,
     metrics: Metrics,
     recorder: Recorder,
     /// Failed writes (Events aside) so far: a pass that adds to it is retried with backoff.
     failures: std::sync::atomic::AtomicU64,
     /// The last write's error, cleared by the next successful write.
     last_failure: tokio::sync::watch::Sender<Option<String>>,
+    /// Batches written, by (namespace, name): the resourceVersion the stores must show before
+    /// a pass reads them again.
+    awaited: std::sync::Mutex<HashMap<(String, String), String>>,
 }
 
 impl Writes {
@@ -116,12 +123,26 @@ impl Writes {
     ) -> Self {
         let recorder =
             Recorder::new(client.clone(), Reporter { controller: "capdeck".into(), instance: Some(identity.into()) });
-        Self { client, metrics, recorder, failures: std::sync::atomic::AtomicU64::new(0), last_failure }
+        let batches = BatchWriter::new(client.clone(), Writer::Engine);
+        let failures = std::sync::atomic::AtomicU64::new(0);
+        Self { client, batches, metrics, recorder, failures, last_failure, awaited: Default::default() }
     }
 
     /// How many writes have failed so far (Events aside).
     pub fn failures(&self) -> u64 {
         self.failures.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The batches written since the last call, with the versions written.
+    pub fn take_awaited(&self) -> HashMap<(String, String), String> {
+        std::mem::take(&mut *self.awaited.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
+    /// A batch written: the next pass waits until the stores show it.
+    fn await_version(&self, written: &RotationBatch) {
+        let key = (written.namespace().unwrap_or_default(), written.name_any());
+        let version = written.resource_version().unwrap_or_default();
+        self.awaited.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(key, version);
     }
 
     fn counted<T>(&self, result: Result<T, kube::Error>) -> Result<T, kube::Error> {
@@ -172,27 +193,18 @@ impl Writes {
         batch.metadata.namespace = Some(namespace.clone());
         batch.metadata.labels = Some([(LABEL_APPLICATION.to_string(), app.name_any())].into());
         batch.metadata.owner_references = owner_reference(app, false).map(|reference| vec![reference]);
-        let api: Api<RotationBatch> = Api::namespaced(self.client.clone(), &namespace);
-        let created = self.counted(
-            api.create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() }, &batch)
-                .await,
-        )?;
+        let created = self.counted(self.batches.create(&batch).await)?;
         self.metrics.write("create", "rotationbatches");
+        self.await_version(&created);
         Ok(created)
     }
 
     /// Replace the spec (joining secrets, approval requirement) with a resourceVersion precondition.
     pub async fn replace_batch(&self, batch: &RotationBatch) -> Result<RotationBatch, kube::Error> {
-        let api: Api<RotationBatch> = Api::namespaced(self.client.clone(), &batch.namespace().unwrap_or_default());
-        let replaced = self.counted(
-            api.replace(
-                &batch.name_any(),
-                &PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() },
-                batch,
-            )
-            .await,
-        )?;
+        let change = Change::Replace(Box::new(batch.clone()));
+        let replaced = self.counted(self.batches.write_as_read(batch, change).await)?;
         self.metrics.write("update", "rotationbatches");
+        self.await_version(&replaced);
         Ok(replaced)
     }
 
@@ -203,14 +215,9 @@ impl Writes {
         batch: &RotationBatch,
         status: &RotationBatchStatus,
     ) -> Result<RotationBatch, kube::Error> {
-        let api: Api<RotationBatch> = Api::namespaced(self.client.clone(), &batch.namespace().unwrap_or_default());
-        let patch = json!({
-            "metadata": {"resourceVersion": batch.resource_version()},
-            "status": status,
-        });
-        let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
-        let written = self.counted(api.patch_status(&batch.name_any(), &params, &Patch::Merge(patch)).await)?;
+        let written = self.counted(self.batches.write_as_read(batch, Change::MergeStatus(json!(status))).await)?;
         self.metrics.write("patch", "rotationbatches/status");
+        self.await_version(&written);
         Ok(written)
     }
 
@@ -420,17 +427,10 @@ impl Writes {
 
     /// An Event on the CAPApplication (`events.k8s.io/v1`). Failures are logged, never fatal.
     pub async fn event(&self, app: &CAPApplication, warning: bool, reason: &str, note: String) {
-        // The note quotes spec text: control characters replaced, and at most 1 kB (bytes, as
-        // events.k8s.io validates it), cut at a character boundary.
-        let note = crate::api::common::bounded(&note, EVENT_NOTE_LIMIT);
-        let mut end = note.len().min(EVENT_NOTE_LIMIT);
-        while !note.is_char_boundary(end) {
-            end -= 1;
-        }
         let event = Event {
             type_: if warning { EventType::Warning } else { EventType::Normal },
             reason: reason.into(),
-            note: Some(note[..end].to_string()),
+            note: Some(event_note(&note)),
             action: "CredentialRollout".into(),
             secondary: None,
         };
@@ -443,3 +443,67 @@ impl Writes {
 
 /// events.k8s.io/v1 `note`: at most 1 kB.
 const EVENT_NOTE_LIMIT: usize = 1024;
+
+/// An Event's note. It quotes spec text: control characters replaced, and at most 1 kB (bytes,
+/// as events.k8s.io validates it), cut at a character boundary.
+fn event_note(note: &str) -> String {
+    let note = crate::api::common::bounded(note, EVENT_NOTE_LIMIT);
+    let mut end = note.len().min(EVENT_NOTE_LIMIT);
+    while !note.is_char_boundary(end) {
+        end -= 1;
+    }
+    note[..end].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn deployment(annotations: serde_json::Value, env_from: &str) -> Deployment {
+        let container = |name: &str| {
+            json!({"name": name, "image": "i", "envFrom": [{"secretRef": {"name": env_from, "optional": true}},
+                                                          {"configMapRef": {"name": "extra"}}]})
+        };
+        serde_json::from_value(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "srv", "namespace": "ns", "generation": 3, "annotations": annotations},
+            "spec": {"selector": {"matchLabels": {"app": "srv"}}, "template": {"spec": {
+                "containers": [container("srv"), container("sidecar")], "initContainers": [container("init")]}}}
+        }))
+        .expect("deployment")
+    }
+
+    #[test]
+    fn every_container_reads_exactly_one_optional_vcap_secret() {
+        let mut srv = deployment(json!({}), "srv-old");
+        point_containers(&mut srv, "srv-new");
+        let pod = srv.spec.and_then(|spec| spec.template.spec).expect("pod");
+        for container in pod.containers.iter().chain(pod.init_containers.iter().flatten()) {
+            let env_from = container.env_from.as_deref().unwrap_or_default();
+            assert_eq!(env_from.len(), 1, "{}", container.name);
+            let secret = env_from[0].secret_ref.as_ref().expect("secretRef");
+            assert_eq!((secret.name.as_str(), secret.optional), ("srv-new", Some(true)), "{}", container.name);
+        }
+    }
+
+    #[test]
+    fn a_deployment_someone_else_pointed_elsewhere_is_not_ours() {
+        let srv = deployment(json!({}), "srv-new");
+        assert_eq!(still_ours(&srv, "srv-new"), Ok(()));
+        assert_eq!(still_ours(&srv, "srv-older"), Err(Redone::NotOurs { uses: Some("srv-new".into()) }));
+    }
+
+    #[test]
+    fn an_event_note_is_cleaned_and_cut_at_one_kilobyte_on_a_character_boundary() {
+        assert_eq!(event_note("batch b: held by bob"), "batch b: held by bob");
+        assert_eq!(event_note("a\u{7}b\tc"), "a\u{FFFD}b\tc", "control characters but tab and newline replaced");
+        let long = event_note(&"é".repeat(2000));
+        assert!(long.len() <= EVENT_NOTE_LIMIT, "{} bytes", long.len());
+        assert_eq!(long.len(), EVENT_NOTE_LIMIT, "two-byte characters fill it exactly");
+        assert!(long.chars().all(|c| c == 'é'));
+        let ascii = event_note(&"x".repeat(1030));
+        assert_eq!(ascii.len(), EVENT_NOTE_LIMIT, "1024 characters then the ellipsis, cut to 1 kB");
+    }
+}

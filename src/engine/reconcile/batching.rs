@@ -1,17 +1,22 @@
-//! Batching: pending rotations join the application's collecting batch, or open a new one that
-//! supersedes batches which have not started rolling.
+//! Opening and closing batches: pending rotations join the application's collecting batch, or
+//! open a new one that supersedes (closes) the batches which have not started rolling. The part
+//! owns each application's backoff after a failed attempt.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
+use super::backoff::Backoff;
+use super::detect::{Detection, Rotations};
+use super::managed_fields::ManagedFields;
 use super::status::{format_time, set_condition};
-use super::{AppKey, Reconciler, batch_key};
-use crate::api::rotation_batch::{RotatedSecret, reason};
-use crate::api::{BatchPhase, CAPApplication, RotationBatch};
+use super::{AppKey, Context, batch_key};
+use crate::api::rotation_batch::{RotatedSecret, UserAction, reason};
+use crate::api::{BatchPhase, CAPApplication, RotationBatch, RotationBatchStatus};
 use crate::engine::config::ApprovalPolicy;
 
 /// Where an application's new rotations go, given its open batches.
@@ -40,142 +45,200 @@ pub fn placement(open: &[Arc<RotationBatch>]) -> Placement<'_> {
     }
 }
 
-impl Reconciler {
-    /// The hold the new batch carries from those it supersedes: one the engine honours
-    /// (`decide::attribution_check`), never a forged one, which the new batch would otherwise make
-    /// the engine's own. `Some(None)`: nothing to carry; `None`: who wrote it cannot be read now
-    /// (the batch opens on a later pass).
-    async fn hold_to_carry(
-        &mut self,
-        superseded: &[&RotationBatch],
-    ) -> Option<Option<crate::api::rotation_batch::UserAction>> {
-        let Some(held) = superseded.iter().find(|batch| batch.spec.hold.is_some()) else { return Some(None) };
-        let attributed = self.with_managed_fields(&Arc::new((*held).clone())).await?;
-        match super::decide::attribution_check(&attributed, super::decide::Attributed::Hold) {
-            Ok(()) => Some(held.spec.hold.clone()),
-            Err(why) => {
-                tracing::warn!(batch = %held.name_any(), "the batch that supersedes it does not carry its hold: {why}");
-                Some(None)
-            }
+/// The collecting batch with the rotations joined: a Secret rotated again replaces its entry.
+fn joined(batch: &RotationBatch, rotations: &Rotations) -> RotationBatch {
+    let mut joined = batch.clone();
+    for secret in rotations.values() {
+        match joined.spec.secrets.iter_mut().find(|s| s.name == secret.name) {
+            Some(existing) => *existing = secret.clone(),
+            None => joined.spec.secrets.push(secret.clone()),
         }
+    }
+    joined
+}
+
+/// A new batch's Secrets: those of the batches it supersedes, the new rotations over them.
+fn carried_secrets(superseded: &[&RotationBatch], rotations: &Rotations) -> Vec<RotatedSecret> {
+    let mut secrets: BTreeMap<String, RotatedSecret> = BTreeMap::new();
+    for old in superseded {
+        for secret in &old.spec.secrets {
+            secrets.insert(secret.name.clone(), secret.clone());
+        }
+    }
+    secrets.extend(rotations.clone());
+    secrets.into_values().collect()
+}
+
+/// When a batch opened at `now` stops collecting: after `--rollout-delay`.
+fn window_end(now: Timestamp, delay: Duration) -> Timestamp {
+    let window = k8s_openapi::jiff::SignedDuration::try_from(delay).unwrap_or_default();
+    now.checked_add(window).unwrap_or(now)
+}
+
+/// The Event of a new batch: what opened it and until when it collects.
+fn opening_note(found_by_recheck: bool, rotations: &Rotations, batch: &str, window_end: Timestamp) -> String {
+    let names: Vec<&str> = rotations.keys().map(String::as_str).collect();
+    let cause = if found_by_recheck {
+        format!("the start-up re-check found Deployments out of date (inputs: {})", names.join(", "))
+    } else {
+        format!("credentials rotated ({})", names.join(", "))
+    };
+    format!("{cause}; batch {batch} collects until {}", format_time(window_end))
+}
+
+/// The status that closes a batch superseded by `by`, and its message.
+fn superseded_status(old: &RotationBatch, by: &str, now: Timestamp) -> (RotationBatchStatus, String) {
+    let mut status = old.status.clone().unwrap_or_default();
+    status.phase = BatchPhase::Superseded;
+    status.superseded_by = Some(by.to_string());
+    status.completed_at = Some(Time(now));
+    let message = format!("superseded by {by}, which carries these rotations and newer ones");
+    set_condition(&mut status, false, reason::SUPERSEDED, message.clone(), now);
+    (status, message)
+}
+
+#[derive(Default)]
+pub(super) struct Batching {
+    /// Applications whose rotations could not be put into a batch.
+    backoff: Backoff<AppKey>,
+}
+
+impl Batching {
+    /// An observer opens nothing: no application waits.
+    pub(super) fn forget_backoff(&mut self) {
+        self.backoff = Backoff::default();
+    }
+
+    /// How long until an application that failed may be tried again.
+    pub(super) fn next_retry(&self, now: tokio::time::Instant) -> Option<Duration> {
+        self.backoff.next(now)
     }
 
     /// Put pending rotations into batches. Applications whose last attempt failed wait for
     /// their own backoff; the others go on.
-    pub(super) async fn open_or_join(&mut self, now: Timestamp) {
+    pub(super) async fn open_or_join(
+        &mut self,
+        context: &Context,
+        detection: &mut Detection,
+        fields: &mut ManagedFields,
+        now: Timestamp,
+    ) {
         let instant = tokio::time::Instant::now();
-        self.opening_backoff.forget_except(&self.pending.keys().cloned().collect());
-        for (key, rotated) in std::mem::take(&mut self.pending) {
-            if self.opening_backoff.waiting(&key, instant) {
-                self.pending.insert(key, rotated);
+        let pending = detection.take_pending();
+        self.backoff.forget_except(&pending.keys().cloned().collect());
+        for (key, rotations) in pending {
+            if self.backoff.waiting(&key, instant) {
+                detection.keep_pending(key, rotations);
                 continue;
             }
-            let Some(app) = self.application(&key.0, &key.1) else { continue };
+            let Some(app) = context.application(&key.0, &key.1) else { continue };
             if !app.rollout_opted_in() {
                 continue;
             }
-            let open: Vec<Arc<RotationBatch>> = self
+            let open: Vec<Arc<RotationBatch>> = context
                 .open_batches()
                 .into_iter()
                 .filter(|b| batch_key(b).0 == key.0 && b.spec.application == key.1)
                 .collect();
             let placed = match placement(&open) {
-                Placement::Join(batch) => self.join(&app, batch, &rotated).await,
-                Placement::Open { superseded } => self.open(&app, &key, &superseded, &rotated, now).await,
+                Placement::Join(batch) => join(context, &app, batch, &rotations).await,
+                Placement::Open { superseded } => {
+                    let opening = Opening { app: &app, key: &key, superseded: &superseded, rotations: &rotations };
+                    open_batch(context, detection, fields, opening, now).await
+                }
             };
-            self.opening_backoff.record(&key, !placed, instant);
+            self.backoff.record(&key, !placed, instant);
             if !placed {
-                self.pending.insert(key, rotated);
+                detection.keep_pending(key, rotations);
             }
         }
     }
+}
 
-    async fn join(
-        &mut self,
-        app: &CAPApplication,
-        batch: &RotationBatch,
-        rotated: &BTreeMap<String, RotatedSecret>,
-    ) -> bool {
-        let mut joined = batch.clone();
-        for secret in rotated.values() {
-            match joined.spec.secrets.iter_mut().find(|s| s.name == secret.name) {
-                Some(existing) => *existing = secret.clone(),
-                None => joined.spec.secrets.push(secret.clone()),
-            }
+async fn join(context: &Context, app: &CAPApplication, batch: &RotationBatch, rotations: &Rotations) -> bool {
+    let joined = joined(batch, rotations);
+    match context.writes.replace_batch(&joined).await {
+        Ok(_) => {
+            let names: Vec<&str> = rotations.keys().map(String::as_str).collect();
+            let message = format!("rotation of {} joined batch {}", names.join(", "), joined.name_any());
+            context.writes.event(app, false, reason::WINDOW_OPEN, message).await;
+            true
         }
-        match self.writes.replace_batch(&joined).await {
-            Ok(written) => {
-                self.awaited.insert(batch_key(&written), written.resource_version().unwrap_or_default());
-                let names: Vec<&str> = rotated.keys().map(String::as_str).collect();
-                let message = format!("rotation of {} joined batch {}", names.join(", "), joined.name_any());
-                self.writes.event(app, false, reason::WINDOW_OPEN, message).await;
-                true
-            }
-            Err(error) => {
-                tracing::warn!(batch = %joined.name_any(), error = %crate::cluster::describe_error(&error), "could not add rotated secrets to the batch; retrying");
-                false
-            }
+        Err(error) => {
+            tracing::warn!(batch = %joined.name_any(), error = %crate::cluster::describe_error(&error), "could not add rotated secrets to the batch; retrying");
+            false
         }
     }
+}
 
-    async fn open(
-        &mut self,
-        app: &CAPApplication,
-        key: &AppKey,
-        superseded: &[&RotationBatch],
-        rotated: &BTreeMap<String, RotatedSecret>,
-        now: Timestamp,
-    ) -> bool {
-        let mut secrets: BTreeMap<String, RotatedSecret> = BTreeMap::new();
-        for old in superseded {
-            for secret in &old.spec.secrets {
-                secrets.insert(secret.name.clone(), secret.clone());
-            }
+/// A new batch for an application: what it is for.
+struct Opening<'a> {
+    app: &'a CAPApplication,
+    key: &'a AppKey,
+    superseded: &'a [&'a RotationBatch],
+    rotations: &'a Rotations,
+}
+
+/// Open the batch (carrying the superseded ones' Secrets and honoured hold), then close those
+/// it supersedes. `false`: nothing opened, tried again after the application's backoff.
+async fn open_batch(
+    context: &Context,
+    detection: &mut Detection,
+    fields: &mut ManagedFields,
+    opening: Opening<'_>,
+    now: Timestamp,
+) -> bool {
+    let Opening { app, key, superseded, rotations } = opening;
+    let Some(hold) = hold_to_carry(context, fields, superseded).await else { return false };
+    let window_end = window_end(now, context.config.rollout_delay);
+    let required = ApprovalPolicy::for_application(app, context.config.approval) == ApprovalPolicy::Manual;
+    let secrets = carried_secrets(superseded, rotations);
+    let created = match context.writes.create_batch(app, secrets, window_end, required, hold).await {
+        Ok(created) => created,
+        Err(error) => {
+            tracing::warn!(application = %key.1, error = %crate::cluster::describe_error(&error), "could not open a rotation batch; retrying");
+            return false;
         }
-        secrets.extend(rotated.clone());
-        let Some(hold) = self.hold_to_carry(superseded).await else { return false };
-        let window = k8s_openapi::jiff::SignedDuration::try_from(self.config.rollout_delay).unwrap_or_default();
-        let window_end = now.checked_add(window).unwrap_or(now);
-        let required = ApprovalPolicy::for_application(app, self.config.approval) == ApprovalPolicy::Manual;
-        let created = match self
-            .writes
-            .create_batch(app, secrets.into_values().collect(), window_end, required, hold)
-            .await
-        {
-            Ok(created) => created,
-            Err(error) => {
-                tracing::warn!(application = %key.1, error = %crate::cluster::describe_error(&error), "could not open a rotation batch; retrying");
-                return false;
-            }
-        };
-        self.awaited.insert(batch_key(&created), created.resource_version().unwrap_or_default());
-        let names: Vec<&str> = rotated.keys().map(String::as_str).collect();
-        let cause = if self.found_by_recheck.remove(key) {
-            format!("the start-up re-check found Deployments out of date (inputs: {})", names.join(", "))
-        } else {
-            format!("credentials rotated ({})", names.join(", "))
-        };
-        let message = format!("{cause}; batch {} collects until {}", created.name_any(), format_time(window_end));
-        self.writes.event(app, false, reason::WINDOW_OPEN, message).await;
-        for old in superseded {
-            let mut status = old.status.clone().unwrap_or_default();
-            status.phase = BatchPhase::Superseded;
-            status.superseded_by = Some(created.name_any());
-            status.completed_at = Some(Time(now));
-            let message = format!("superseded by {}, which carries these rotations and newer ones", created.name_any());
-            set_condition(&mut status, false, reason::SUPERSEDED, message.clone(), now);
-            match self.writes.write_status(old, &status).await {
-                Ok(written) => {
-                    self.awaited.insert(batch_key(&written), written.resource_version().unwrap_or_default());
-                    let text = format!("batch {}: {message}", old.name_any());
-                    self.writes.event(app, false, reason::SUPERSEDED, text).await;
-                }
-                Err(error) => {
-                    tracing::warn!(batch = %old.name_any(), error = %crate::cluster::describe_error(&error), "could not mark the batch superseded")
-                }
-            }
+    };
+    let note = opening_note(detection.take_found_by_recheck(key), rotations, &created.name_any(), window_end);
+    context.writes.event(app, false, reason::WINDOW_OPEN, note).await;
+    for old in superseded {
+        supersede(context, app, old, &created.name_any(), now).await;
+    }
+    true
+}
+
+/// Close a batch the new one supersedes.
+async fn supersede(context: &Context, app: &CAPApplication, old: &RotationBatch, by: &str, now: Timestamp) {
+    let (status, message) = superseded_status(old, by, now);
+    match context.writes.write_status(old, &status).await {
+        Ok(_) => {
+            let text = format!("batch {}: {message}", old.name_any());
+            context.writes.event(app, false, reason::SUPERSEDED, text).await;
         }
-        true
+        Err(error) => {
+            tracing::warn!(batch = %old.name_any(), error = %crate::cluster::describe_error(&error), "could not mark the batch superseded")
+        }
+    }
+}
+
+/// The hold the new batch carries from those it supersedes: one the engine honours
+/// (`decide::attribution_check`), never a forged one, which the new batch would otherwise make
+/// the engine's own. `Some(None)`: nothing to carry; `None`: who wrote it cannot be read now
+/// (the batch opens on a later pass).
+async fn hold_to_carry(
+    context: &Context,
+    fields: &mut ManagedFields,
+    superseded: &[&RotationBatch],
+) -> Option<Option<UserAction>> {
+    let Some(held) = superseded.iter().find(|batch| batch.spec.hold.is_some()) else { return Some(None) };
+    let attributed = fields.attach(context.writes.client(), &Arc::new((*held).clone())).await?;
+    match super::decide::attribution_check(&attributed, super::decide::Attributed::Hold) {
+        Ok(()) => Some(held.spec.hold.clone()),
+        Err(why) => {
+            tracing::warn!(batch = %held.name_any(), "the batch that supersedes it does not carry its hold: {why}");
+            Some(None)
+        }
     }
 }
 
@@ -201,6 +264,29 @@ mod tests {
 
     fn names(batches: &[&RotationBatch]) -> Vec<String> {
         batches.iter().map(|b| b.name_any()).collect()
+    }
+
+    fn now() -> Timestamp {
+        "2026-11-23T12:00:00Z".parse().expect("time")
+    }
+
+    fn rotated(name: &str, hash: &str) -> RotatedSecret {
+        RotatedSecret {
+            name: name.into(),
+            service: format!("{name}-service"),
+            rotated_at: Time(now()),
+            data_hash: hash.into(),
+        }
+    }
+
+    fn rotations(secrets: &[RotatedSecret]) -> Rotations {
+        secrets.iter().map(|s| (s.name.clone(), s.clone())).collect()
+    }
+
+    fn with_secrets(name: &str, secrets: &[RotatedSecret]) -> RotationBatch {
+        let mut batch = (*batch(name, Value::Null, false)).clone();
+        batch.spec.secrets = secrets.to_vec();
+        batch
     }
 
     #[test]
@@ -230,5 +316,65 @@ mod tests {
             other => panic!("expected a new batch, got {other:?}"),
         }
         assert_eq!(placement(&[]), Placement::Open { superseded: vec![] });
+    }
+
+    #[test]
+    fn a_secret_rotated_again_replaces_its_entry_in_the_collecting_batch() {
+        let collecting = with_secrets("b", &[rotated("uaa", "h1"), rotated("db", "h1")]);
+        let joined = joined(&collecting, &rotations(&[rotated("db", "h2"), rotated("mq", "h1")]));
+        let secrets: Vec<(&str, &str)> =
+            joined.spec.secrets.iter().map(|s| (s.name.as_str(), s.data_hash.as_str())).collect();
+        assert_eq!(secrets, [("uaa", "h1"), ("db", "h2"), ("mq", "h1")], "kept in order, new ones appended");
+        assert_eq!(joined.metadata, collecting.metadata, "the same object, written under its version");
+    }
+
+    #[test]
+    fn a_new_batch_carries_the_superseded_secrets_with_the_new_rotations_over_them() {
+        let older = with_secrets("older", &[rotated("uaa", "h1"), rotated("db", "h1")]);
+        let newer = with_secrets("newer", &[rotated("db", "h2")]);
+        let carried = carried_secrets(&[&older, &newer], &rotations(&[rotated("uaa", "h3")]));
+        let secrets: Vec<(&str, &str)> = carried.iter().map(|s| (s.name.as_str(), s.data_hash.as_str())).collect();
+        assert_eq!(secrets, [("db", "h2"), ("uaa", "h3")]);
+        assert_eq!(carried_secrets(&[], &rotations(&[rotated("uaa", "h1")])).len(), 1);
+    }
+
+    #[test]
+    fn a_new_batch_collects_for_the_rollout_delay() {
+        let end = window_end(now(), Duration::from_secs(300));
+        assert_eq!(end, "2026-11-23T12:05:00Z".parse::<Timestamp>().expect("time"));
+        assert_eq!(window_end(now(), Duration::ZERO), now());
+        assert_eq!(window_end(now(), Duration::MAX), now(), "a delay beyond any time collects nothing");
+    }
+
+    #[test]
+    fn the_opening_event_says_what_opened_the_batch() {
+        let end: Timestamp = "2026-11-23T12:05:00Z".parse().expect("time");
+        let both = rotations(&[rotated("uaa", "h"), rotated("db", "h")]);
+        assert_eq!(
+            opening_note(false, &both, "app-x1", end),
+            "credentials rotated (db, uaa); batch app-x1 collects until 2026-11-23T12:05:00Z"
+        );
+        assert_eq!(
+            opening_note(true, &both, "app-x1", end),
+            "the start-up re-check found Deployments out of date (inputs: db, uaa); batch app-x1 collects until \
+             2026-11-23T12:05:00Z"
+        );
+    }
+
+    #[test]
+    fn a_superseded_batch_ends_with_who_replaced_it() {
+        let awaiting = batch(
+            "old",
+            json!({"phase": "AwaitingApproval", "deployments": [{"name": "srv", "version": "v", "workload": "srv", "action": "Restart"}]}),
+            false,
+        );
+        let (status, message) = superseded_status(&awaiting, "new", now());
+        assert_eq!(status.phase, BatchPhase::Superseded);
+        assert_eq!(status.superseded_by.as_deref(), Some("new"));
+        assert_eq!(status.completed_at, Some(Time(now())));
+        assert_eq!(status.deployments.len(), 1, "what it had planned stays to be read");
+        assert_eq!(message, "superseded by new, which carries these rotations and newer ones");
+        let ready = super::super::status::ready_condition(&status).expect("Ready");
+        assert_eq!((ready.reason.as_str(), ready.message.as_str()), (reason::SUPERSEDED, message.as_str()));
     }
 }

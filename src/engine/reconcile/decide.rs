@@ -221,37 +221,8 @@ pub fn decide(
             message: format!("CAPApplication {} no longer exists", batch.spec.application),
         });
     };
-    // Undo ends the batch whatever else holds it; a retry waits for a user's hold like a release.
-    if let Some(undo) = &batch.spec.undo {
-        let mut message = user_action_text(undo, "undone");
-        if let Some(revocation) = context.revocation.filter(|revocation| *revocation <= context.now) {
-            message.push_str(&format!(
-                "; warning: the old credentials were revocable from {} and may no longer work",
-                super::status::format_time(revocation)
-            ));
-        }
-        return Decision::Undo { message };
-    }
-    // An approval or a hold counts only when capdeck wrote it (`attribution_check`); a refused one
-    // is said in its own condition (`record_attribution`) and the batch goes on as without it.
-    let honoured = |field| attribution_check(batch, field).is_ok();
-    if let Some(hold) = batch.spec.hold.as_ref().filter(|_| honoured(Attributed::Hold)) {
-        let mut message = user_action_text(hold, "held");
-        if still_rolling > 0 {
-            message.push_str("; Deployments already rolling finish, nothing new starts");
-        }
-        return Decision::Hold { message };
-    }
-    if let Some(retry) = batch.spec.retry.as_ref().filter(|retry| status.retried_at.as_ref() != Some(&retry.at)) {
-        let again: Vec<&str> = status.deployments.iter().filter(|d| d.retriable()).map(|d| d.name.as_str()).collect();
-        if again.is_empty() {
-            // Written past `capdeck retry` (which refuses it): noted, nothing changes.
-            return Decision::NothingToRetry { at: retry.at.clone() };
-        }
-        return Decision::Retry {
-            message: format!("{}; rolling {} once more", user_action_text(retry, "retried"), again.join(", ")),
-            at: retry.at.clone(),
-        };
+    if let Some(decision) = user_decision(batch, status, still_rolling, context) {
+        return decision;
     }
     if status.rollout_started_at.is_some() {
         return match failure_guard(batch, status, context) {
@@ -260,23 +231,11 @@ pub fn decide(
             Guard::Clear => Decision::Roll,
         };
     }
-    let approved =
-        batch.spec.approval.as_ref().is_some_and(|a| a.approved_by.is_some()) && honoured(Attributed::Approval);
+    let approved = batch.spec.approval.as_ref().is_some_and(|a| a.approved_by.is_some())
+        && attribution_check(batch, Attributed::Approval).is_ok();
     let expiring = credentials_expiring(batch, context);
     if !status.deployments.is_empty() {
-        // Evaluated earlier and waiting for an approval.
-        if !approved {
-            return match expiring {
-                Some(message) if condition_reason(status) != Some(reason::CREDENTIALS_EXPIRING) => {
-                    Decision::Escalate { message: format!("{message}: approve now") }
-                }
-                _ => Decision::AwaitApproval,
-            };
-        }
-        let approval_waited = ready_condition(status)
-            .and_then(|c| c.last_transition_time.as_ref())
-            .map(|entered| context.now.duration_since(entered.0).as_secs_f64().max(0.0));
-        return Decision::Start(Start { approval_waited, ..start(batch, approved) });
+        return evaluated_earlier(batch, status, approved, expiring, context);
     }
     let window_open = batch.spec.force.is_none() && context.now < batch.spec.window_end.0;
     if window_open && expiring.is_none() {
@@ -292,6 +251,70 @@ pub fn decide(
     // An expiring batch whose window is still open is evaluated now: the window's end is ignored.
     let expiring = expiring.map(|message| Expiring { message, window_open });
     Decision::Evaluate(evaluate(batch, app, &plan(), approved, expiring.as_ref(), context))
+}
+
+/// What a user's undo, hold or retry decides, in that order. Undo ends the batch whatever else
+/// holds it; a retry waits for a user's hold like a release.
+fn user_decision(
+    batch: &RotationBatch,
+    status: &RotationBatchStatus,
+    still_rolling: usize,
+    context: &DecisionContext<'_>,
+) -> Option<Decision> {
+    if let Some(undo) = &batch.spec.undo {
+        let mut message = user_action_text(undo, "undone");
+        if let Some(revocation) = context.revocation.filter(|revocation| *revocation <= context.now) {
+            message.push_str(&format!(
+                "; warning: the old credentials were revocable from {} and may no longer work",
+                super::status::format_time(revocation)
+            ));
+        }
+        return Some(Decision::Undo { message });
+    }
+    // An approval or a hold counts only when capdeck wrote it (`attribution_check`); a refused one
+    // is said in its own condition (`record_attribution`) and the batch goes on as without it.
+    if let Some(hold) = batch.spec.hold.as_ref().filter(|_| attribution_check(batch, Attributed::Hold).is_ok()) {
+        let mut message = user_action_text(hold, "held");
+        if still_rolling > 0 {
+            message.push_str("; Deployments already rolling finish, nothing new starts");
+        }
+        return Some(Decision::Hold { message });
+    }
+    if let Some(retry) = batch.spec.retry.as_ref().filter(|retry| status.retried_at.as_ref() != Some(&retry.at)) {
+        let again: Vec<&str> = status.deployments.iter().filter(|d| d.retriable()).map(|d| d.name.as_str()).collect();
+        if again.is_empty() {
+            // Written past `capdeck retry` (which refuses it): noted, nothing changes.
+            return Some(Decision::NothingToRetry { at: retry.at.clone() });
+        }
+        return Some(Decision::Retry {
+            message: format!("{}; rolling {} once more", user_action_text(retry, "retried"), again.join(", ")),
+            at: retry.at.clone(),
+        });
+    }
+    None
+}
+
+/// A batch evaluated earlier and waiting for an approval: it starts once approved; while it
+/// waits, credentials about to expire escalate (once).
+fn evaluated_earlier(
+    batch: &RotationBatch,
+    status: &RotationBatchStatus,
+    approved: bool,
+    expiring: Option<String>,
+    context: &DecisionContext<'_>,
+) -> Decision {
+    if !approved {
+        return match expiring {
+            Some(message) if condition_reason(status) != Some(reason::CREDENTIALS_EXPIRING) => {
+                Decision::Escalate { message: format!("{message}: approve now") }
+            }
+            _ => Decision::AwaitApproval,
+        };
+    }
+    let approval_waited = ready_condition(status)
+        .and_then(|c| c.last_transition_time.as_ref())
+        .map(|entered| context.now.duration_since(entered.0).as_secs_f64().max(0.0));
+    Decision::Start(Start { approval_waited, ..start(batch, approved) })
 }
 
 /// What the failure guard says about a rolling batch.
@@ -393,39 +416,13 @@ fn evaluate(
     let deployments = batch_deployments(plan);
     let restarts: Vec<&BatchDeployment> =
         deployments.iter().filter(|d| d.action == DeploymentAction::Restart).collect();
-    let nothing =
-        |gate| Evaluation { deployments: deployments.clone(), tenants: plan.tenants, approval_required: None, gate };
     if restarts.is_empty() {
-        if let Some(problem) = plan.problems.iter().find(|p| p.deployment.is_some()) {
-            let why = if problem.kind == ProblemKind::MissingSecret {
-                reason::MISSING_SECRET
-            } else {
-                reason::INVALID_SECRET
-            };
-            return nothing(Gate::Finish(Outcome {
-                phase: BatchPhase::Failed,
-                reason: why,
-                message: problem.message.clone(),
-            }));
-        }
-        let message = if deployments.is_empty() {
-            "no Deployment of a version in use consumes the rotated services".to_string()
-        } else {
-            format!("all {} already use current credentials", count(deployments.len(), "affected Deployment"))
-        };
-        return nothing(Gate::Finish(Outcome { phase: BatchPhase::NoChange, reason: reason::NO_CHANGE, message }));
+        let gate = Gate::Finish(nothing_to_restart(plan, &deployments));
+        return Evaluation { deployments, tenants: plan.tenants, approval_required: None, gate };
     }
     let required = ApprovalPolicy::for_application(app, context.approval_default) == ApprovalPolicy::Manual;
     let approval_required = (batch.spec.approval.as_ref().map(|a| a.required) != Some(required)).then_some(required);
-    let recently: Vec<&str> = restarts
-        .iter()
-        .filter(|d| {
-            (context.last_rolled)(&d.name).is_some_and(|at| {
-                Duration::try_from(context.now.duration_since(at)).is_ok_and(|age| age < context.min_rollout_interval)
-            })
-        })
-        .map(|d| d.name.as_str())
-        .collect();
+    let recently = rolled_recently(&restarts, context);
     // Waiting for an approval while the credentials expire escalates: the same wait, louder.
     let wait = |reason: &'static str, message: String| match expiring {
         Some(expiring) => Gate::AwaitApproval {
@@ -463,6 +460,30 @@ fn evaluate(
         Gate::Start(start(batch, approved))
     };
     Evaluation { deployments, tenants: plan.tenants, approval_required, gate }
+}
+
+/// How a batch with nothing to restart ends: `Failed` when a Secret of a Deployment is missing or
+/// invalid, else `NoChange`.
+fn nothing_to_restart(plan: &AppPlan, deployments: &[BatchDeployment]) -> Outcome {
+    if let Some(problem) = plan.problems.iter().find(|p| p.deployment.is_some()) {
+        let why =
+            if problem.kind == ProblemKind::MissingSecret { reason::MISSING_SECRET } else { reason::INVALID_SECRET };
+        return Outcome { phase: BatchPhase::Failed, reason: why, message: problem.message.clone() };
+    }
+    let message = if deployments.is_empty() {
+        "no Deployment of a version in use consumes the rotated services".to_string()
+    } else {
+        format!("all {} already use current credentials", count(deployments.len(), "affected Deployment"))
+    };
+    Outcome { phase: BatchPhase::NoChange, reason: reason::NO_CHANGE, message }
+}
+
+/// The storm guard: restarts capdeck rolled less than `--min-rollout-interval` ago.
+fn rolled_recently<'a>(restarts: &[&'a BatchDeployment], context: &DecisionContext<'_>) -> Vec<&'a str> {
+    let recent = |at: Timestamp| {
+        Duration::try_from(context.now.duration_since(at)).is_ok_and(|age| age < context.min_rollout_interval)
+    };
+    restarts.iter().filter(|d| (context.last_rolled)(&d.name).is_some_and(recent)).map(|d| d.name.as_str()).collect()
 }
 
 /// Why the rollout starts: forced, approved (by whom, why; an approval that is not honoured is
@@ -709,9 +730,19 @@ mod tests {
             Phase::Collecting => at(60 * MINUTE),
             _ => at(-1),
         };
-        let mut spec = json!({"application": "app", "secrets": [], "windowEnd": window_end});
+        let spec = spec(phase, factor, window_end);
+        let managed = managed_fields(&spec, factor);
+        serde_json::from_value(json!({
+            "apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
+            "metadata": {"name": "app-x7k2q", "namespace": "ns", "managedFields": managed},
+            "spec": spec, "status": status(phase),
+        }))
+        .expect("batch")
+    }
+
+    fn status(phase: Phase) -> Value {
         let condition = |reason: &str| json!([{"type": "Ready", "status": "False", "reason": reason, "message": "", "lastTransitionTime": at(-10 * MINUTE)}]);
-        let status = match phase {
+        match phase {
             Phase::Collecting | Phase::WindowEnded => Value::Null,
             Phase::AwaitingApproval | Phase::Held => json!({
                 "phase": if matches!(phase, Phase::Held) { "Held" } else { "AwaitingApproval" },
@@ -751,7 +782,11 @@ mod tests {
                     "conditions": condition(reason),
                 })
             }
-        };
+        }
+    }
+
+    fn spec(phase: Phase, factor: Factor, window_end: Value) -> Value {
+        let mut spec = json!({"application": "app", "secrets": [], "windowEnd": window_end});
         if matches!(phase, Phase::Held) {
             spec["hold"] = action("bob");
         }
@@ -771,6 +806,10 @@ mod tests {
             Factor::ForgedHold => spec["hold"] = action("ceo@example.com"),
             _ => {}
         }
+        spec
+    }
+
+    fn managed_fields(spec: &Value, factor: Factor) -> Vec<Value> {
         // The server's record: capdeck wrote every user action, but what kubectl patch forged.
         let forged = matches!(factor, Factor::ForgedApproval | Factor::ForgedHold);
         let mut by_capdeck = serde_json::Map::new();
@@ -787,17 +826,11 @@ mod tests {
             json!({"manager": manager, "operation": "Update", "apiVersion": "capdeck.dev/v1alpha1", "time": NOW,
                    "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": fields}})
         };
-        let managed = vec![
+        vec![
             entry("capdeck-engine", serde_json::Map::from_iter([("f:application".to_string(), json!({}))])),
             entry("capdeck-console", by_capdeck),
             entry("kubectl-patch", by_kubectl),
-        ];
-        serde_json::from_value(json!({
-            "apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
-            "metadata": {"name": "app-x7k2q", "namespace": "ns", "managedFields": managed},
-            "spec": spec, "status": status,
-        }))
-        .expect("batch")
+        ]
     }
 
     fn application(factor: Factor) -> Option<CAPApplication> {
@@ -923,100 +956,97 @@ mod tests {
 
     /// Every phase × every user action and change of the world: the phase after the decision,
     /// the Ready reason, and whether the rollout effects run.
+    /// Phase × factor: the phase and reason the decision leaves, and whether the rollout effects run.
+    const TABLE: &[(Phase, Factor, BatchPhase, &str, bool)] = &[
+        // Collecting: the window holds everything but force, cancel, hold and a lost app.
+        (Phase::Collecting, F::Nothing, P::Collecting, why::WINDOW_OPEN, false),
+        (Phase::Collecting, F::Approval, P::Collecting, why::WINDOW_OPEN, false),
+        (Phase::Collecting, F::Force, P::RollingOut, why::FORCED, true),
+        (Phase::Collecting, F::Cancel, P::Cancelled, why::CANCELLED, false),
+        (Phase::Collecting, F::Hold, P::Held, why::HELD, false),
+        (Phase::Collecting, F::ApplicationGone, P::Cancelled, why::CANCELLED, false),
+        (Phase::Collecting, F::OptedOut, P::Collecting, why::WINDOW_OPEN, false),
+        // The window ended: evaluate.
+        (Phase::WindowEnded, F::Nothing, P::RollingOut, why::ROLLING_OUT, true),
+        (Phase::WindowEnded, F::ManualPolicy, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
+        (Phase::WindowEnded, F::Approval, P::RollingOut, why::APPROVED, true),
+        (Phase::WindowEnded, F::StormGuard, P::AwaitingApproval, why::STORM_GUARD, false),
+        (Phase::WindowEnded, F::StormGuardApproved, P::RollingOut, why::APPROVED, true),
+        (Phase::WindowEnded, F::OptedOut, P::Cancelled, why::OPTED_OUT, false),
+        (Phase::WindowEnded, F::SecretGone, P::Failed, why::MISSING_SECRET, false),
+        (Phase::WindowEnded, F::NothingToRestart, P::NoChange, why::NO_CHANGE, false),
+        (Phase::WindowEnded, F::ApplicationGone, P::Cancelled, why::CANCELLED, false),
+        (Phase::WindowEnded, F::Cancel, P::Cancelled, why::CANCELLED, false),
+        (Phase::WindowEnded, F::Hold, P::Held, why::HELD, false),
+        (Phase::WindowEnded, F::Force, P::RollingOut, why::FORCED, true),
+        // Waiting for an approval.
+        (Phase::AwaitingApproval, F::Nothing, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
+        (Phase::AwaitingApproval, F::Approval, P::RollingOut, why::APPROVED, true),
+        (Phase::AwaitingApproval, F::Force, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
+        (Phase::AwaitingApproval, F::Cancel, P::Cancelled, why::CANCELLED, false),
+        (Phase::AwaitingApproval, F::Hold, P::Held, why::HELD, false),
+        (Phase::AwaitingApproval, F::ApplicationGone, P::Cancelled, why::CANCELLED, false),
+        // The opt-in is checked when the window ends; later opt-outs need a cancel.
+        (Phase::AwaitingApproval, F::OptedOut, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
+        // Rolling out.
+        (Phase::RollingOut, F::Nothing, P::RollingOut, why::ROLLING_OUT, true),
+        (Phase::RollingOut, F::Approval, P::RollingOut, why::ROLLING_OUT, true),
+        (Phase::RollingOut, F::Cancel, P::RollingOut, why::CANCELLED, false),
+        (Phase::RollingOutIdle, F::Cancel, P::Cancelled, why::CANCELLED, false),
+        (Phase::RollingOut, F::Hold, P::Held, why::HELD, false),
+        (Phase::RollingOut, F::ApplicationGone, P::RollingOut, why::ROLLING_OUT, false),
+        (Phase::RollingOutIdle, F::ApplicationGone, P::Cancelled, why::CANCELLED, false),
+        (Phase::RollingOut, F::OptedOut, P::RollingOut, why::ROLLING_OUT, true),
+        // Held: a hold wins over an approval; a release goes back where it was.
+        (Phase::Held, F::Nothing, P::Held, why::HELD, false),
+        (Phase::Held, F::Approval, P::Held, why::HELD, false),
+        (Phase::Held, F::Cancel, P::Cancelled, why::CANCELLED, false),
+        // Old credentials die before the batch would have rolled: an auto batch stops waiting
+        // for its window, one that needs an approval escalates; force, hold and a rollout
+        // under way are not changed by it.
+        (Phase::Collecting, F::CredentialsSafe, P::Collecting, why::WINDOW_OPEN, false),
+        (Phase::Collecting, F::CredentialsExpiring, P::RollingOut, why::CREDENTIALS_EXPIRING, true),
+        (Phase::Collecting, F::CredentialsExpiringManual, P::AwaitingApproval, why::CREDENTIALS_EXPIRING, false),
+        (Phase::Collecting, F::CredentialsExpiringStormGuard, P::AwaitingApproval, why::CREDENTIALS_EXPIRING, false),
+        (Phase::Collecting, F::CredentialsExpiringForced, P::RollingOut, why::FORCED, true),
+        (Phase::WindowEnded, F::CredentialsExpiring, P::RollingOut, why::ROLLING_OUT, true),
+        (Phase::WindowEnded, F::CredentialsExpiringManual, P::AwaitingApproval, why::CREDENTIALS_EXPIRING, false),
+        (Phase::WindowEnded, F::CredentialsSafe, P::RollingOut, why::ROLLING_OUT, true),
+        (Phase::AwaitingApproval, F::CredentialsExpiring, P::AwaitingApproval, why::CREDENTIALS_EXPIRING, false),
+        (Phase::AwaitingApproval, F::CredentialsSafe, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
+        (Phase::RollingOut, F::CredentialsExpiring, P::RollingOut, why::ROLLING_OUT, true),
+        (Phase::Held, F::CredentialsExpiring, P::Held, why::HELD, false),
+        // A stalled Deployment halts what is still queued, until a release (or a cancel).
+        (Phase::RollingOutStalled, F::Nothing, P::Held, why::ROLLOUT_FAILURE_GUARD, false),
+        (Phase::RollingOutStalled, F::HaltOff, P::RollingOut, why::ROLLING_OUT, true),
+        (Phase::RollingOutStalledLast, F::Nothing, P::RollingOut, why::ROLLING_OUT, true),
+        (Phase::HaltedByGuard, F::Nothing, P::Held, why::ROLLOUT_FAILURE_GUARD, false),
+        (Phase::HaltedByGuard, F::Released, P::RollingOut, why::RELEASED, true),
+        (Phase::ReleasedFromGuard, F::Nothing, P::RollingOut, why::RELEASED, true),
+        (Phase::HaltedByGuard, F::Cancel, P::Cancelled, why::CANCELLED, false),
+        (Phase::HaltedByGuard, F::Hold, P::Held, why::HELD, false),
+        // Retry rolls the failed Deployments again; undo goes back (its effects end the
+        // batch Undone), whatever holds the batch.
+        (Phase::HaltedByGuard, F::Retry, P::RollingOut, why::RETRIED, true),
+        (Phase::Failed, F::Retry, P::RollingOut, why::RETRIED, true),
+        (Phase::HaltedByGuard, F::Undo, P::Held, why::UNDONE, false),
+        (Phase::Failed, F::Undo, P::Failed, why::UNDONE, false),
+        (Phase::Held, F::Undo, P::Held, why::UNDONE, false),
+        (Phase::Failed, F::Cancel, P::Cancelled, why::CANCELLED, false),
+        // An approval or a hold kubectl wrote (not capdeck) drives nothing: the batch waits
+        // for an approval, a hold does not hold.
+        (Phase::Collecting, F::ForgedApproval, P::Collecting, why::WINDOW_OPEN, false),
+        (Phase::WindowEnded, F::ForgedApproval, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
+        (Phase::AwaitingApproval, F::ForgedApproval, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
+        (Phase::Collecting, F::ForgedHold, P::Collecting, why::WINDOW_OPEN, false),
+        (Phase::AwaitingApproval, F::ForgedHold, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
+        (Phase::RollingOut, F::ForgedHold, P::RollingOut, why::ROLLING_OUT, true),
+        (Phase::WindowEnded, F::ForgedHold, P::RollingOut, why::ROLLING_OUT, true),
+    ];
+
     #[test]
     fn every_phase_under_every_action_and_change() {
-        let table: &[(Phase, Factor, BatchPhase, &str, bool)] = &[
-            // Collecting: the window holds everything but force, cancel, hold and a lost app.
-            (Phase::Collecting, F::Nothing, P::Collecting, why::WINDOW_OPEN, false),
-            (Phase::Collecting, F::Approval, P::Collecting, why::WINDOW_OPEN, false),
-            (Phase::Collecting, F::Force, P::RollingOut, why::FORCED, true),
-            (Phase::Collecting, F::Cancel, P::Cancelled, why::CANCELLED, false),
-            (Phase::Collecting, F::Hold, P::Held, why::HELD, false),
-            (Phase::Collecting, F::ApplicationGone, P::Cancelled, why::CANCELLED, false),
-            (Phase::Collecting, F::OptedOut, P::Collecting, why::WINDOW_OPEN, false),
-            // The window ended: evaluate.
-            (Phase::WindowEnded, F::Nothing, P::RollingOut, why::ROLLING_OUT, true),
-            (Phase::WindowEnded, F::ManualPolicy, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
-            (Phase::WindowEnded, F::Approval, P::RollingOut, why::APPROVED, true),
-            (Phase::WindowEnded, F::StormGuard, P::AwaitingApproval, why::STORM_GUARD, false),
-            (Phase::WindowEnded, F::StormGuardApproved, P::RollingOut, why::APPROVED, true),
-            (Phase::WindowEnded, F::OptedOut, P::Cancelled, why::OPTED_OUT, false),
-            (Phase::WindowEnded, F::SecretGone, P::Failed, why::MISSING_SECRET, false),
-            (Phase::WindowEnded, F::NothingToRestart, P::NoChange, why::NO_CHANGE, false),
-            (Phase::WindowEnded, F::ApplicationGone, P::Cancelled, why::CANCELLED, false),
-            (Phase::WindowEnded, F::Cancel, P::Cancelled, why::CANCELLED, false),
-            (Phase::WindowEnded, F::Hold, P::Held, why::HELD, false),
-            (Phase::WindowEnded, F::Force, P::RollingOut, why::FORCED, true),
-            // Waiting for an approval.
-            (Phase::AwaitingApproval, F::Nothing, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
-            (Phase::AwaitingApproval, F::Approval, P::RollingOut, why::APPROVED, true),
-            (Phase::AwaitingApproval, F::Force, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
-            (Phase::AwaitingApproval, F::Cancel, P::Cancelled, why::CANCELLED, false),
-            (Phase::AwaitingApproval, F::Hold, P::Held, why::HELD, false),
-            (Phase::AwaitingApproval, F::ApplicationGone, P::Cancelled, why::CANCELLED, false),
-            // The opt-in is checked when the window ends; later opt-outs need a cancel.
-            (Phase::AwaitingApproval, F::OptedOut, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
-            // Rolling out.
-            (Phase::RollingOut, F::Nothing, P::RollingOut, why::ROLLING_OUT, true),
-            (Phase::RollingOut, F::Approval, P::RollingOut, why::ROLLING_OUT, true),
-            (Phase::RollingOut, F::Cancel, P::RollingOut, why::CANCELLED, false),
-            (Phase::RollingOutIdle, F::Cancel, P::Cancelled, why::CANCELLED, false),
-            (Phase::RollingOut, F::Hold, P::Held, why::HELD, false),
-            (Phase::RollingOut, F::ApplicationGone, P::RollingOut, why::ROLLING_OUT, false),
-            (Phase::RollingOutIdle, F::ApplicationGone, P::Cancelled, why::CANCELLED, false),
-            (Phase::RollingOut, F::OptedOut, P::RollingOut, why::ROLLING_OUT, true),
-            // Held: a hold wins over an approval; a release goes back where it was.
-            (Phase::Held, F::Nothing, P::Held, why::HELD, false),
-            (Phase::Held, F::Approval, P::Held, why::HELD, false),
-            (Phase::Held, F::Cancel, P::Cancelled, why::CANCELLED, false),
-            // Old credentials die before the batch would have rolled: an auto batch stops waiting
-            // for its window, one that needs an approval escalates; force, hold and a rollout
-            // under way are not changed by it.
-            (Phase::Collecting, F::CredentialsSafe, P::Collecting, why::WINDOW_OPEN, false),
-            (Phase::Collecting, F::CredentialsExpiring, P::RollingOut, why::CREDENTIALS_EXPIRING, true),
-            (Phase::Collecting, F::CredentialsExpiringManual, P::AwaitingApproval, why::CREDENTIALS_EXPIRING, false),
-            (
-                Phase::Collecting,
-                F::CredentialsExpiringStormGuard,
-                P::AwaitingApproval,
-                why::CREDENTIALS_EXPIRING,
-                false,
-            ),
-            (Phase::Collecting, F::CredentialsExpiringForced, P::RollingOut, why::FORCED, true),
-            (Phase::WindowEnded, F::CredentialsExpiring, P::RollingOut, why::ROLLING_OUT, true),
-            (Phase::WindowEnded, F::CredentialsExpiringManual, P::AwaitingApproval, why::CREDENTIALS_EXPIRING, false),
-            (Phase::WindowEnded, F::CredentialsSafe, P::RollingOut, why::ROLLING_OUT, true),
-            (Phase::AwaitingApproval, F::CredentialsExpiring, P::AwaitingApproval, why::CREDENTIALS_EXPIRING, false),
-            (Phase::AwaitingApproval, F::CredentialsSafe, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
-            (Phase::RollingOut, F::CredentialsExpiring, P::RollingOut, why::ROLLING_OUT, true),
-            (Phase::Held, F::CredentialsExpiring, P::Held, why::HELD, false),
-            // A stalled Deployment halts what is still queued, until a release (or a cancel).
-            (Phase::RollingOutStalled, F::Nothing, P::Held, why::ROLLOUT_FAILURE_GUARD, false),
-            (Phase::RollingOutStalled, F::HaltOff, P::RollingOut, why::ROLLING_OUT, true),
-            (Phase::RollingOutStalledLast, F::Nothing, P::RollingOut, why::ROLLING_OUT, true),
-            (Phase::HaltedByGuard, F::Nothing, P::Held, why::ROLLOUT_FAILURE_GUARD, false),
-            (Phase::HaltedByGuard, F::Released, P::RollingOut, why::RELEASED, true),
-            (Phase::ReleasedFromGuard, F::Nothing, P::RollingOut, why::RELEASED, true),
-            (Phase::HaltedByGuard, F::Cancel, P::Cancelled, why::CANCELLED, false),
-            (Phase::HaltedByGuard, F::Hold, P::Held, why::HELD, false),
-            // Retry rolls the failed Deployments again; undo goes back (its effects end the
-            // batch Undone), whatever holds the batch.
-            (Phase::HaltedByGuard, F::Retry, P::RollingOut, why::RETRIED, true),
-            (Phase::Failed, F::Retry, P::RollingOut, why::RETRIED, true),
-            (Phase::HaltedByGuard, F::Undo, P::Held, why::UNDONE, false),
-            (Phase::Failed, F::Undo, P::Failed, why::UNDONE, false),
-            (Phase::Held, F::Undo, P::Held, why::UNDONE, false),
-            (Phase::Failed, F::Cancel, P::Cancelled, why::CANCELLED, false),
-            // An approval or a hold kubectl wrote (not capdeck) drives nothing: the batch waits
-            // for an approval, a hold does not hold.
-            (Phase::Collecting, F::ForgedApproval, P::Collecting, why::WINDOW_OPEN, false),
-            (Phase::WindowEnded, F::ForgedApproval, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
-            (Phase::AwaitingApproval, F::ForgedApproval, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
-            (Phase::Collecting, F::ForgedHold, P::Collecting, why::WINDOW_OPEN, false),
-            (Phase::AwaitingApproval, F::ForgedHold, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
-            (Phase::RollingOut, F::ForgedHold, P::RollingOut, why::ROLLING_OUT, true),
-            (Phase::WindowEnded, F::ForgedHold, P::RollingOut, why::ROLLING_OUT, true),
-        ];
+        let table = TABLE;
         let mut failures = Vec::new();
         for (phase, factor, expected_phase, expected_reason, expected_rolls) in table {
             let decided = run(*phase, *factor);

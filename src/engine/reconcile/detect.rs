@@ -1,101 +1,182 @@
-//! Detection: which binding Secrets rotated since the last pass, and (at start-up or on
-//! becoming leader) which opted-in applications have Deployments out of date anyway.
+//! Detecting rotations: which binding Secrets changed since the last pass, and (at start-up or
+//! on becoming leader) which opted-in applications have Deployments out of date anyway. The part
+//! owns the rotation baseline and the rotations not yet in a batch.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::runtime::reflector::ObjectRef;
 
-use super::{AppKey, Reconciler, SeenSecret, batch_key};
+use super::{AppKey, Context, batch_key};
+use crate::api::CAPApplication;
 use crate::api::rotation_batch::RotatedSecret;
-use crate::plan::{CapIndex, Rotated, plan_application, secret_data};
+use crate::plan::{AppPlan, CapIndex, Rotated, plan_application, secret_data};
 use crate::vcap::data_hash;
 
-impl Reconciler {
-    /// Compare every referenced binding Secret with its last known data hash and uid. A change
-    /// of data, or a Secret deleted and re-created, is a rotation for every opted-in
-    /// application that references it. Metadata-only changes and re-lists are not.
-    pub(super) fn detect(&mut self, now: Timestamp) {
+/// What a binding Secret was when last seen: a new uid or new data is a rotation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct SeenSecret {
+    uid: String,
+    hash: String,
+}
+
+impl SeenSecret {
+    fn of(secret: &Secret) -> Self {
+        Self { uid: secret.metadata.uid.clone().unwrap_or_default(), hash: data_hash(&secret_data(secret)) }
+    }
+}
+
+/// Rotations of one application not yet in a batch, by Secret name.
+pub(super) type Rotations = BTreeMap<String, RotatedSecret>;
+
+pub(super) struct Detection {
+    /// Last data hash and uid of every referenced binding Secret (the rotation baseline).
+    seen: HashMap<AppKey, SeenSecret>,
+    /// (generation, opted in) of every application, to notice spec changes.
+    apps_known: HashMap<AppKey, (i64, bool)>,
+    /// Re-check every opted-in application (start-up and on becoming leader).
+    recheck_all: bool,
+    recheck: BTreeSet<AppKey>,
+    /// Applications whose pending rotations the re-check found (not a watched change).
+    found_by_recheck: BTreeSet<AppKey>,
+    /// Rotations not yet in a batch, per application.
+    pending: BTreeMap<AppKey, Rotations>,
+}
+
+impl Default for Detection {
+    fn default() -> Self {
+        Self {
+            seen: HashMap::new(),
+            apps_known: HashMap::new(),
+            recheck_all: true,
+            recheck: BTreeSet::new(),
+            found_by_recheck: BTreeSet::new(),
+            pending: BTreeMap::new(),
+        }
+    }
+}
+
+impl Detection {
+    /// Re-check every opted-in application on the next leading pass (a new leader).
+    pub(super) fn recheck_everything(&mut self) {
+        self.recheck_all = true;
+    }
+
+    /// Compare every binding Secret the applications reference (`secret(namespace, name)`) with
+    /// its last known data hash and uid. A change of data, or a Secret deleted and re-created, is
+    /// a rotation for every opted-in application that references it; metadata-only changes and
+    /// re-lists are not. Returns how many Secrets rotated.
+    pub(super) fn detect(
+        &mut self,
+        applications: &[Arc<CAPApplication>],
+        secret: impl Fn(&str, &str) -> Option<Arc<Secret>>,
+        now: Timestamp,
+    ) -> u64 {
+        let mut rotations = 0;
+        for (secret_key, apps) in self.referencing(applications) {
+            let Some(secret) = secret(&secret_key.0, &secret_key.1) else { continue };
+            // sap-btp-service-operator's copy of old credentials: its changes are never a
+            // rotation of what the application should run on (`capdeck credentials` says so).
+            if secret.labels().contains_key(crate::api::service_binding::LABEL_STALE) {
+                continue;
+            }
+            let current = SeenSecret::of(&secret);
+            let previous = self.seen.insert(secret_key.clone(), current.clone());
+            if !previous.is_some_and(|previous| previous != current) {
+                continue;
+            }
+            rotations += 1;
+            tracing::info!(namespace = %secret_key.0, secret = %secret_key.1, "binding secret rotated");
+            self.rotated(&secret_key.1, &current.hash, apps, now);
+        }
+        rotations
+    }
+
+    /// Every referenced binding Secret with the (application, service) pairs of the opted-in
+    /// applications using it; notes applications whose spec changed or who opted in (re-checked
+    /// like at start-up).
+    fn referencing(&mut self, applications: &[Arc<CAPApplication>]) -> BTreeMap<AppKey, Vec<(AppKey, String)>> {
         let mut referencing: BTreeMap<AppKey, Vec<(AppKey, String)>> = BTreeMap::new();
-        for app in self.stores.applications.state() {
+        for app in applications {
             let namespace = app.namespace().unwrap_or_default();
             let key = (namespace.clone(), app.name_any());
-            let generation = app.metadata.generation.unwrap_or(0);
-            let opted = app.rollout_opted_in();
-            match self.apps_known.insert(key.clone(), (generation, opted)) {
-                // A changed spec or a new opt-in: re-check this application like at start-up.
-                Some(previous) if previous != (generation, opted) && opted => {
+            let known = (app.metadata.generation.unwrap_or(0), app.rollout_opted_in());
+            match self.apps_known.insert(key.clone(), known) {
+                Some(previous) if previous != known && known.1 => {
                     self.recheck.insert(key.clone());
                 }
                 _ => {}
             }
             for service in &app.spec.btp.services {
                 let referenced = referencing.entry((namespace.clone(), service.secret.clone())).or_default();
-                if opted {
+                if known.1 {
                     referenced.push((key.clone(), service.name.clone()));
                 }
             }
         }
-        for (secret_key, apps) in referencing {
-            let Some(secret) = self.stores.binding_secrets.get(&ObjectRef::new(&secret_key.1).within(&secret_key.0))
-            else {
-                continue;
-            };
-            // sap-btp-service-operator's copy of old credentials: its changes are never a
-            // rotation of what the application should run on (`capdeck credentials` says so).
-            if secret.labels().contains_key(crate::api::service_binding::LABEL_STALE) {
-                continue;
-            }
-            let current = SeenSecret {
-                uid: secret.metadata.uid.clone().unwrap_or_default(),
-                hash: data_hash(&secret_data(&secret)),
-            };
-            let previous = self.seen.insert(secret_key.clone(), current.clone());
-            if !previous.is_some_and(|previous| previous != current) {
-                continue;
-            }
-            self.metrics.rotations.inc();
-            tracing::info!(namespace = %secret_key.0, secret = %secret_key.1, "binding secret rotated");
-            let mut services_by_app: BTreeMap<AppKey, Vec<String>> = BTreeMap::new();
-            for (app, service) in apps {
-                services_by_app.entry(app).or_default().push(service);
-            }
-            for (app, services) in services_by_app {
-                self.pending.entry(app).or_default().insert(
-                    secret_key.1.clone(),
-                    RotatedSecret {
-                        name: secret_key.1.clone(),
-                        service: services.join(","),
-                        rotated_at: Time(now),
-                        data_hash: current.hash.clone(),
-                    },
-                );
-            }
+        referencing
+    }
+
+    /// A rotation of `secret` for each application using it (its services joined by commas).
+    fn rotated(&mut self, secret: &str, hash: &str, apps: Vec<(AppKey, String)>, now: Timestamp) {
+        let mut services_by_app: BTreeMap<AppKey, Vec<String>> = BTreeMap::new();
+        for (app, service) in apps {
+            services_by_app.entry(app).or_default().push(service);
+        }
+        for (app, services) in services_by_app {
+            self.pending.entry(app).or_default().insert(
+                secret.to_string(),
+                RotatedSecret {
+                    name: secret.to_string(),
+                    service: services.join(","),
+                    rotated_at: Time(now),
+                    data_hash: hash.to_string(),
+                },
+            );
         }
     }
 
-    /// Queue every opted-in application for a re-check (start-up, new leader).
-    pub(super) fn queue_recheck_all(&mut self, index: &CapIndex) {
-        let apps = index
-            .applications()
-            .iter()
-            .filter(|app| app.rollout_opted_in())
-            .map(|app| (app.namespace().unwrap_or_default(), app.name_any()));
-        self.recheck.extend(apps);
+    /// The re-checks due: every opted-in application at start-up and on becoming leader, and
+    /// those whose spec changed. Each opens a batch only if some Deployment really differs.
+    pub(super) fn recheck(&mut self, context: &Context, index: &CapIndex, now: Timestamp) {
+        if std::mem::take(&mut self.recheck_all) {
+            let apps = index.applications().iter().filter(|app| app.rollout_opted_in());
+            self.recheck.extend(apps.map(|app| (app.namespace().unwrap_or_default(), app.name_any())));
+        }
+        for key in std::mem::take(&mut self.recheck) {
+            self.recheck_application(context, &key, index, now);
+        }
     }
 
-    /// The start-up re-check of one application: open a batch only if some Deployment really
-    /// differs (and no batch is open for it already).
-    pub(super) fn recheck_application(&mut self, key: &AppKey, index: &CapIndex, now: Timestamp) {
-        let Some(app) = self.application(&key.0, &key.1) else { return };
+    fn recheck_application(&mut self, context: &Context, key: &AppKey, index: &CapIndex, now: Timestamp) {
+        let Some(app) = context.application(&key.0, &key.1) else { return };
         if !app.rollout_opted_in()
-            || self.open_batches().iter().any(|b| batch_key(b).0 == key.0 && b.spec.application == key.1)
+            || context.open_batches().iter().any(|b| batch_key(b).0 == key.0 && b.spec.application == key.1)
         {
             return;
         }
-        let plan = plan_application(&app, &Rotated::All, index, &self.stores);
+        let plan = plan_application(&app, &Rotated::All, index, &context.stores);
+        let hash = |secret: &str| {
+            let secret =
+                context.stores.binding_secrets.get(&kube::runtime::reflector::ObjectRef::new(secret).within(&key.0));
+            secret.map(|secret| data_hash(&secret_data(&secret))).unwrap_or_default()
+        };
+        self.found(key, &app, &plan, hash, now);
+    }
+
+    /// What a re-check's plan found: the Secrets of the services whose Deployments it would
+    /// restart, pending like rotations (a rotation seen already is kept).
+    fn found(
+        &mut self,
+        key: &AppKey,
+        app: &CAPApplication,
+        plan: &AppPlan,
+        hash: impl Fn(&str) -> String,
+        now: Timestamp,
+    ) {
         let services: BTreeSet<&str> = plan.restarts().flat_map(|d| d.services.iter().map(String::as_str)).collect();
         if services.is_empty() {
             return;
@@ -103,18 +184,172 @@ impl Reconciler {
         tracing::info!(namespace = %key.0, application = %key.1, deployments = plan.restarts().count(), "re-check found Deployments out of date");
         self.found_by_recheck.insert(key.clone());
         for service in app.spec.btp.services.iter().filter(|s| services.contains(s.name.as_str())) {
-            let hash = self
-                .stores
-                .binding_secrets
-                .get(&ObjectRef::new(&service.secret).within(&key.0))
-                .map(|secret| data_hash(&secret_data(&secret)))
-                .unwrap_or_default();
             self.pending.entry(key.clone()).or_default().entry(service.secret.clone()).or_insert(RotatedSecret {
                 name: service.secret.clone(),
                 service: service.name.clone(),
                 rotated_at: Time(now),
-                data_hash: hash,
+                data_hash: hash(&service.secret),
             });
         }
+    }
+
+    /// The applications with rotations not yet in a batch.
+    pub(super) fn pending_applications(&self) -> impl Iterator<Item = &AppKey> {
+        self.pending.keys()
+    }
+
+    /// An observer opens nothing: what it saw is the leader's to handle.
+    pub(super) fn forget_pending(&mut self) {
+        self.pending.clear();
+        self.recheck.clear();
+    }
+
+    pub(super) fn take_pending(&mut self) -> BTreeMap<AppKey, Rotations> {
+        std::mem::take(&mut self.pending)
+    }
+
+    /// Rotations that could not be put into a batch this pass: tried again on the next.
+    pub(super) fn keep_pending(&mut self, key: AppKey, rotations: Rotations) {
+        self.pending.insert(key, rotations);
+    }
+
+    /// Whether the re-check (not a watched change) found the application's rotations; asked
+    /// once, when its batch opens.
+    pub(super) fn take_found_by_recheck(&mut self, key: &AppKey) -> bool {
+        self.found_by_recheck.remove(key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    const NOW: &str = "2026-11-23T12:00:00Z";
+
+    fn now() -> Timestamp {
+        NOW.parse().expect("time")
+    }
+
+    fn app(name: &str, generation: i64, opted_in: bool, services: &[(&str, &str)]) -> Arc<CAPApplication> {
+        let services: Vec<Value> =
+            services.iter().map(|(name, secret)| json!({"name": name, "class": "xsuaa", "secret": secret})).collect();
+        Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": "sme.sap.com/v1alpha1", "kind": "CAPApplication",
+                "metadata": {"name": name, "namespace": "ns", "generation": generation},
+                "spec": {"btpAppName": name, "providerSubaccountId": "p", "rolloutOnCredentialUpdate": opted_in,
+                         "btp": {"services": services}}
+            }))
+            .expect("app"),
+        )
+    }
+
+    fn secret(name: &str, uid: &str, password: &str, labels: Value) -> Arc<Secret> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": name, "namespace": "ns", "uid": uid, "labels": labels},
+                "data": {"password": k8s_openapi::ByteString(password.as_bytes().to_vec())},
+            }))
+            .expect("secret"),
+        )
+    }
+
+    /// One detection over `apps` and Secrets by name.
+    fn detect(detection: &mut Detection, apps: &[Arc<CAPApplication>], secrets: &[Arc<Secret>]) -> u64 {
+        let lookup = |namespace: &str, name: &str| {
+            secrets.iter().find(|s| s.namespace().as_deref() == Some(namespace) && s.name_any() == name).cloned()
+        };
+        detection.detect(apps, lookup, now())
+    }
+
+    fn pending(detection: &Detection) -> Vec<(String, String, String)> {
+        let rotations = detection.pending.iter().flat_map(|((_, app), rotations)| {
+            rotations.values().map(move |r| (app.clone(), r.name.clone(), r.service.clone()))
+        });
+        rotations.collect()
+    }
+
+    #[test]
+    fn the_first_sight_of_a_secret_is_its_baseline_not_a_rotation() {
+        let mut detection = Detection::default();
+        let apps = [app("shop", 1, true, &[("uaa", "shop-uaa")])];
+        assert_eq!(detect(&mut detection, &apps, &[secret("shop-uaa", "u1", "a", json!({}))]), 0);
+        assert!(pending(&detection).is_empty());
+        // Seen again unchanged (a re-list): still nothing.
+        assert_eq!(detect(&mut detection, &apps, &[secret("shop-uaa", "u1", "a", json!({"x": "y"}))]), 0);
+        assert!(pending(&detection).is_empty(), "a metadata-only change is no rotation");
+    }
+
+    #[test]
+    fn new_data_or_a_recreated_secret_is_a_rotation_for_every_opted_in_application_using_it() {
+        let mut detection = Detection::default();
+        let apps = [
+            app("shop", 1, true, &[("uaa", "shared"), ("uaa-2", "shared")]),
+            app("blog", 1, true, &[("auth", "shared")]),
+            app("wiki", 1, false, &[("auth", "shared")]),
+        ];
+        detect(&mut detection, &apps, &[secret("shared", "u1", "a", json!({}))]);
+        assert_eq!(detect(&mut detection, &apps, &[secret("shared", "u1", "b", json!({}))]), 1);
+        assert_eq!(
+            pending(&detection),
+            [("blog".into(), "shared".into(), "auth".into()), ("shop".into(), "shared".into(), "uaa,uaa-2".into())],
+            "one rotation per opted-in application, its services joined; wiki does not opt in"
+        );
+        detection.take_pending();
+        assert_eq!(detect(&mut detection, &apps, &[secret("shared", "u2", "b", json!({}))]), 1, "same data, new uid");
+    }
+
+    #[test]
+    fn the_operators_stale_copy_of_old_credentials_never_rotates_anything() {
+        let mut detection = Detection::default();
+        let apps = [app("shop", 1, true, &[("uaa", "shop-uaa")])];
+        let stale = json!({crate::api::service_binding::LABEL_STALE: "true"});
+        detect(&mut detection, &apps, &[secret("shop-uaa", "u1", "a", stale.clone())]);
+        assert_eq!(detect(&mut detection, &apps, &[secret("shop-uaa", "u1", "b", stale)]), 0);
+        assert!(pending(&detection).is_empty());
+    }
+
+    #[test]
+    fn a_changed_spec_or_a_new_opt_in_is_rechecked_like_a_start_up() {
+        let mut detection = Detection { recheck_all: false, ..Detection::default() };
+        detect(&mut detection, &[app("shop", 1, false, &[]), app("blog", 1, true, &[])], &[]);
+        assert!(detection.recheck.is_empty(), "the first sight is no change");
+        detect(&mut detection, &[app("shop", 1, true, &[]), app("blog", 2, true, &[])], &[]);
+        let queued: Vec<&str> = detection.recheck.iter().map(|(_, name)| name.as_str()).collect();
+        assert_eq!(queued, ["blog", "shop"]);
+        detection.recheck.clear();
+        detect(&mut detection, &[app("shop", 2, false, &[])], &[]);
+        assert!(detection.recheck.is_empty(), "an application that opted out is not re-checked");
+    }
+
+    #[test]
+    fn an_observer_forgets_what_it_saw_and_a_pending_rotation_can_be_kept_for_the_next_pass() {
+        let mut detection = Detection::default();
+        let apps = [app("shop", 1, true, &[("uaa", "shop-uaa")])];
+        detect(&mut detection, &apps, &[secret("shop-uaa", "u1", "a", json!({}))]);
+        detect(&mut detection, &apps, &[secret("shop-uaa", "u1", "b", json!({}))]);
+        let taken = detection.take_pending();
+        assert!(detection.pending_applications().next().is_none());
+        for (key, rotations) in taken {
+            detection.keep_pending(key, rotations);
+        }
+        assert_eq!(detection.pending_applications().count(), 1);
+        detection.forget_pending();
+        assert_eq!(detection.pending_applications().count(), 0);
+        // The baseline stays: the same data seen again is no rotation.
+        assert_eq!(detect(&mut detection, &apps, &[secret("shop-uaa", "u1", "b", json!({}))]), 0);
+    }
+
+    #[test]
+    fn a_recheck_is_asked_once_whether_it_found_the_rotations() {
+        let mut detection = Detection::default();
+        let key = ("ns".to_string(), "shop".to_string());
+        detection.found_by_recheck.insert(key.clone());
+        assert!(detection.take_found_by_recheck(&key));
+        assert!(!detection.take_found_by_recheck(&key));
+        assert!(detection.recheck_all, "a new engine re-checks everything");
     }
 }

@@ -1,22 +1,27 @@
-//! The rollout effects: point queued Deployments at new VCAP Secrets (paced by
-//! `--max-parallel-rollouts`), follow rolling ones, and delete the VCAP Secret a completed
-//! Deployment used before. Every write goes through `Writes`.
+//! Rolling: point queued Deployments at new VCAP Secrets (paced by `--max-parallel-rollouts`),
+//! follow rolling ones, delete the VCAP Secret a completed Deployment used before, retry and
+//! undo. Every write goes through `Writes`. The part owns the rollout's own state: how many
+//! Deployments roll, each one's failed attempts, and when its new Pods were last listed.
 
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
 use super::status::{MISSING_DEPLOYMENT, is_active, is_queued};
-use super::{Reconciler, RolloutKey};
+use super::{AppKey, Context, RolloutKey};
 use crate::api::rotation_batch::{BatchDeployment, DeploymentAction, DeploymentRolloutState, reason};
-use crate::api::{CAPApplication, LABEL_SECRET_OWNER_HASH, RotationBatch, RotationBatchStatus};
+use crate::api::{CAPApplication, DeploymentView, LABEL_SECRET_OWNER_HASH, RotationBatch, RotationBatchStatus};
 use crate::cluster::{describe_error, is_transient};
-use crate::engine::progress::{Progress, rollout_progress};
+use crate::engine::progress::{Progress, RolloutProgress, rollout_progress};
 use crate::engine::writes::{
     ANNOTATION_PREVIOUS_SECRET, ANNOTATION_RETRIED_AT, ANNOTATION_ROLLED_BY, LABEL_BATCH, Pointed, Redone,
 };
-use crate::plan::{AppPlan, CapIndex, PlanAction, Rotated, plan_application, referenced_vcap_secret};
+use crate::plan::{AppPlan, CapIndex, DeploymentPlan, PlanAction, Rotated, plan_application, referenced_vcap_secret};
 use crate::vcap::secret_owner_hash;
-use k8s_openapi::jiff::Timestamp;
 
 /// How often a rolling Deployment's new Pods are listed.
 const POD_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
@@ -37,10 +42,38 @@ impl WriteFailure {
     }
 }
 
-impl Reconciler {
+#[derive(Default)]
+pub(super) struct Rollouts {
+    /// Deployments rolling right now, across batches (for --max-parallel-rollouts).
+    rolling: usize,
+    /// Failed attempts of each rollout write that retrying cannot fix.
+    attempts: HashMap<RolloutKey, u32>,
+    /// When each rolling Deployment's new Pods were last listed (at most every `POD_CHECK_INTERVAL`).
+    pods_checked: HashMap<RolloutKey, tokio::time::Instant>,
+    /// Namespaces where RBAC forbids listing Pods: said once, not asked again.
+    pods_denied: BTreeSet<String>,
+}
+
+impl Rollouts {
+    /// At the start of a pass: count what rolls in the open batches, forget batches that ended.
+    pub(super) fn begin_pass(&mut self, open: &[Arc<RotationBatch>], open_keys: &BTreeSet<AppKey>) {
+        self.rolling = open
+            .iter()
+            .flat_map(|b| b.status.iter().flat_map(|s| s.deployments.iter()))
+            .filter(|d| is_active(d))
+            .count();
+        self.pods_checked.retain(|(namespace, batch, _), _| open_keys.contains(&(namespace.clone(), batch.clone())));
+    }
+
+    /// A retried batch: writes that gave up get their attempts back.
+    pub(super) fn forget_attempts(&mut self, (namespace, name): &AppKey) {
+        self.attempts.retain(|(ns, b, _), _| !(ns == namespace && b == name));
+    }
+
     /// Start queued Deployments while the parallel-rollout budget allows.
     pub(super) async fn roll(
         &mut self,
+        context: &Context,
         batch: &RotationBatch,
         app: &CAPApplication,
         index: &CapIndex,
@@ -51,18 +84,18 @@ impl Reconciler {
             return;
         }
         let rotated = Rotated::Secrets(batch.spec.secrets.iter().map(|s| s.name.clone()).collect());
-        let fresh = plan_application(app, &rotated, index, &self.stores);
+        let fresh = plan_application(app, &rotated, index, &context.stores);
         for position in 0..status.deployments.len() {
             if !is_queued(&status.deployments[position]) {
                 continue;
             }
-            if self.rolling >= self.config.max_parallel_rollouts {
+            if self.rolling >= context.config.max_parallel_rollouts {
                 status.deployments[position].message =
-                    Some(format!("queued: {} Deployments roll at once", self.config.max_parallel_rollouts));
+                    Some(format!("queued: {} Deployments roll at once", context.config.max_parallel_rollouts));
                 continue;
             }
             let mut deployment = status.deployments[position].clone();
-            self.start_deployment(batch, index, &fresh, &mut deployment, now).await;
+            self.start_deployment(context, batch, index, &fresh, &mut deployment, now).await;
             status.deployments[position] = deployment;
         }
     }
@@ -70,6 +103,7 @@ impl Reconciler {
     /// Point one Deployment at a new VCAP Secret (or find that a previous pass already did).
     async fn start_deployment(
         &mut self,
+        context: &Context,
         batch: &RotationBatch,
         index: &CapIndex,
         fresh: &AppPlan,
@@ -78,98 +112,96 @@ impl Reconciler {
     ) {
         let namespace = batch.namespace().unwrap_or_default();
         let batch_name = batch.name_any();
+        let key = (namespace.clone(), batch_name.clone(), deployment.name.clone());
         if let (Some(at), Some(secret)) = (deployment.retried_at.clone(), deployment.vcap_secret.clone()) {
-            return self.restart_again(&namespace, &batch_name, deployment, &secret, &at, now).await;
+            return self.restart_again(context, &key, deployment, &secret, &at, now).await;
         }
         let Some(planned) = fresh.deployments.iter().find(|d| d.deployment == deployment.name) else {
-            if let Some(problem) =
-                fresh.problems.iter().find(|p| p.deployment.as_deref() == Some(deployment.name.as_str()))
-            {
-                deployment.state = Some(DeploymentRolloutState::Failed);
-                deployment.message = Some(problem.message.clone());
-            } else {
-                complete_unchanged(deployment, "no longer affected; nothing written");
-            }
-            return;
+            return not_in_plan(fresh, deployment);
         };
         // Rolled by this batch in a pass whose status write was lost: the plan sees it current,
         // but it must be followed (and its previous Secret cleaned up) like any other.
-        let rolled_by_this_batch = self
+        let rolled_by_this_batch = context
             .stores
             .deployment(&namespace, &deployment.name)
             .filter(|live| live.annotations().get(ANNOTATION_ROLLED_BY) == Some(&batch_name))
             .map(|live| referenced_vcap_secret(&live).ok().flatten());
-        match planned.action {
-            PlanAction::Unchanged if rolled_by_this_batch.is_some() => {}
-            PlanAction::Unchanged => {
-                complete_unchanged(deployment, "already uses current credentials; nothing written");
-                self.metrics.skipped("unchanged");
-                return;
-            }
-            PlanAction::Missing => {
-                complete_unchanged(deployment, MISSING_DEPLOYMENT);
-                self.metrics.skipped("missing");
-                return;
-            }
-            PlanAction::Restart => {}
+        if let Some(skipped) = skip(&planned.action, rolled_by_this_batch.is_some(), deployment) {
+            context.metrics.skipped(skipped);
+            return;
         }
         let Some(version) = index.version(&namespace, &planned.version).cloned() else {
             deployment.state = Some(DeploymentRolloutState::Failed);
             deployment.message = Some(format!("CAPApplicationVersion {} is gone", planned.version));
             return;
         };
-        let attempt_key = (namespace.clone(), batch_name.clone(), deployment.name.clone());
-        let (secret_name, previous) = match self
-            .vcap_secret_for(&namespace, &batch_name, &version, deployment, planned, rolled_by_this_batch)
-            .await
-        {
-            Ok(found) => found,
-            Err(failure) => {
-                self.failed_attempt(&attempt_key, deployment, failure);
-                return;
-            }
-        };
-        match self.writes.point_deployment(&namespace, &deployment.name, &secret_name, &batch_name, now).await {
+        let target = Target { key: &key, version: &version, planned, rolled_by_this_batch };
+        match self.vcap_secret_for(context, deployment, target).await {
+            Ok(found) => self.point(context, &key, deployment, planned, found, now).await,
+            Err(failure) => self.failed_attempt(&key, deployment, failure),
+        }
+    }
+
+    /// Point the Deployment at `secret` (the one it used before: `previous`), and follow it.
+    async fn point(
+        &mut self,
+        context: &Context,
+        key: &RolloutKey,
+        deployment: &mut BatchDeployment,
+        planned: &DeploymentPlan,
+        (secret, previous): (String, Option<String>),
+        now: Timestamp,
+    ) {
+        let (namespace, batch_name, _) = key;
+        match context.writes.point_deployment(namespace, &deployment.name, &secret, batch_name, now).await {
             Ok(Pointed::Updated { generation, previous: live_previous }) => {
-                deployment.vcap_secret = Some(secret_name);
+                deployment.vcap_secret = Some(secret);
                 deployment.previous_vcap_secret = previous.or(live_previous);
                 deployment.vcap_sha256 = Some(planned.payload.sha256());
-                self.restarted(&attempt_key, deployment, generation, "rolling");
+                self.restarted(context, key, deployment, generation, "rolling");
                 tracing::info!(namespace, deployment = %deployment.name, batch = %batch_name, "deployment pointed at new VCAP secret");
             }
-            Ok(Pointed::AlreadyRolled { generation, secret }) => {
-                let actual = secret.unwrap_or(secret_name);
-                let previous = self
+            Ok(Pointed::AlreadyRolled { generation, secret: live }) => {
+                let actual = live.unwrap_or(secret);
+                let previous = context
                     .stores
-                    .secret(&namespace, &actual)
+                    .secret(namespace, &actual)
                     .and_then(|s| s.annotations().get(ANNOTATION_PREVIOUS_SECRET).cloned())
                     .or(previous);
-                deployment.vcap_secret = Some(actual);
-                deployment.previous_vcap_secret = previous;
-                deployment.rolled_generation = Some(generation);
-                deployment.state = Some(DeploymentRolloutState::Rolling);
-                deployment.message = Some("rolling (resumed)".into());
+                resumed(deployment, actual, previous, generation);
                 self.rolling += 1;
             }
             Ok(Pointed::Gone) => {
                 complete_unchanged(deployment, "deployment was deleted before its rollout");
-                let uid = self.stores.secret(&namespace, &secret_name).and_then(|s| s.metadata.uid.clone());
-                let _ = self.writes.delete_secret(&namespace, &secret_name, uid).await;
+                let uid = context.stores.secret(namespace, &secret).and_then(|s| s.metadata.uid.clone());
+                let _ = context.writes.delete_secret(namespace, &secret, uid).await;
             }
             Err(error) => {
                 let failure = WriteFailure::new("could not update the Deployment", &error);
-                self.failed_attempt(&attempt_key, deployment, failure);
+                self.failed_attempt(key, deployment, failure);
             }
         }
     }
 
     /// Our write restarted the Deployment (first time or retried): follow it from `generation`,
     /// count it against the parallel-rollout budget, and forget its failed attempts.
-    fn restarted(&mut self, key: &RolloutKey, deployment: &mut BatchDeployment, generation: i64, message: &str) {
+    fn restarted(
+        &mut self,
+        context: &Context,
+        key: &RolloutKey,
+        deployment: &mut BatchDeployment,
+        generation: i64,
+        message: &str,
+    ) {
+        self.follow_from(key, deployment, generation, message);
+        context.metrics.deployments_restarted.inc();
+    }
+
+    /// The rollout bookkeeping of a restart: rolling from `generation`, attempts forgotten.
+    fn follow_from(&mut self, key: &RolloutKey, deployment: &mut BatchDeployment, generation: i64, message: &str) {
         deployment.rolled_generation = Some(generation);
         deployment.state = Some(DeploymentRolloutState::Rolling);
         deployment.message = Some(message.into());
-        self.metrics.deployments_restarted.inc();
         self.rolling += 1;
         self.attempts.remove(key);
     }
@@ -177,17 +209,17 @@ impl Reconciler {
     /// A retried Deployment the batch had pointed at `secret`: restart it once more.
     async fn restart_again(
         &mut self,
-        namespace: &str,
-        batch_name: &str,
+        context: &Context,
+        key: &RolloutKey,
         deployment: &mut BatchDeployment,
         secret: &str,
-        at: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+        at: &Time,
         now: Timestamp,
     ) {
-        let attempt_key = (namespace.to_string(), batch_name.to_string(), deployment.name.clone());
-        match self.writes.restart_deployment(namespace, &deployment.name, secret, &retry_stamp(at), now).await {
+        let (namespace, batch_name, _) = key;
+        match context.writes.restart_deployment(namespace, &deployment.name, secret, &retry_stamp(at), now).await {
             Ok(Redone::Done { generation }) => {
-                self.restarted(&attempt_key, deployment, generation, "rolling again (retried)");
+                self.restarted(context, key, deployment, generation, "rolling again (retried)");
                 tracing::info!(namespace, deployment = %deployment.name, batch = %batch_name, "deployment restarted again (retry)");
             }
             Ok(Redone::NotOurs { uses }) => {
@@ -198,100 +230,115 @@ impl Reconciler {
                 deployment.state = Some(DeploymentRolloutState::Failed);
                 deployment.message = Some("not retried: the Deployment was deleted".into());
             }
-            Err(error) => self.failed_attempt(
-                &attempt_key,
-                deployment,
-                WriteFailure::new("could not restart the Deployment", &error),
-            ),
+            Err(error) => {
+                self.failed_attempt(key, deployment, WriteFailure::new("could not restart the Deployment", &error))
+            }
         }
     }
 
     /// Undo: point every Deployment the batch rolled and did not complete back at the VCAP
     /// Secret it used before, delete the batch's new one, and end the batch `Undone` — unless a
     /// write failed and may work next time (the batch then stays open and is retried).
-    pub(super) async fn undo(&mut self, batch: &RotationBatch, status: &mut RotationBatchStatus, now: Timestamp) {
-        let namespace = batch.namespace().unwrap_or_default();
-        let batch_name = batch.name_any();
+    pub(super) async fn undo(
+        &mut self,
+        context: &Context,
+        batch: &RotationBatch,
+        status: &mut RotationBatchStatus,
+        now: Timestamp,
+    ) {
+        let (namespace, batch_name) = (batch.namespace().unwrap_or_default(), batch.name_any());
         let (mut back, mut left, mut pending) = (0usize, Vec::new(), false);
         for deployment in status.deployments.iter_mut().filter(|d| d.action == DeploymentAction::Restart) {
-            if is_queued(deployment) {
-                deployment.message = Some("not started: the batch was undone".into());
-                continue;
-            }
-            if !deployment.undoable() {
-                continue;
-            }
-            let (Some(secret), Some(previous)) =
-                (deployment.vcap_secret.clone(), deployment.previous_vcap_secret.clone())
-            else {
-                continue;
-            };
-            let was_active = is_active(deployment);
-            // Read live (metadata only): pointing a Deployment at a missing Secret would start its
-            // Pods without VCAP_SERVICES.
-            match self.writes.secret_exists(&namespace, &previous).await {
-                Ok(true) => {}
-                Ok(false) => {
-                    deployment.message = Some(format!("previous VCAP Secret {previous} is gone; left on {secret}"));
-                    left.push(deployment.name.clone());
-                    continue;
-                }
-                Err(error) => {
-                    deployment.message = Some(format!(
-                        "could not read previous VCAP Secret {previous}: {}; retrying",
-                        describe_error(&error)
-                    ));
-                    pending = true;
-                    continue;
-                }
-            }
-            let attempt_key = (namespace.clone(), batch_name.clone(), deployment.name.clone());
-            match self.writes.point_back(&namespace, &deployment.name, &secret, &previous, &batch_name, now).await {
-                Ok(Redone::Done { generation }) => {
-                    deployment.state = Some(DeploymentRolloutState::Undone);
-                    deployment.rolled_generation = Some(generation);
-                    deployment.message = Some(format!("pointed back at {previous}"));
-                    back += 1;
-                    if was_active {
-                        self.rolling = self.rolling.saturating_sub(1);
-                    }
-                    self.attempts.remove(&attempt_key);
-                    let uid = self.stores.secret(&namespace, &secret).and_then(|s| s.metadata.uid.clone());
-                    if let Err(error) = self.writes.delete_secret(&namespace, &secret, uid).await {
-                        deployment.message = Some(format!(
-                            "pointed back at {previous}; could not delete {secret}: {}",
-                            describe_error(&error)
-                        ));
-                    }
-                }
-                Ok(Redone::NotOurs { uses }) => {
-                    deployment.message = Some(format!("not undone: {}", changed_by_someone_else(uses)));
-                    left.push(deployment.name.clone());
-                }
-                Ok(Redone::Gone) => {
-                    deployment.message = Some("not undone: the Deployment was deleted".into());
-                    left.push(deployment.name.clone());
-                }
-                Err(error) => {
-                    self.failed_attempt(&attempt_key, deployment, WriteFailure::new("could not point it back", &error));
-                    if deployment.state == Some(DeploymentRolloutState::Failed) {
-                        left.push(deployment.name.clone()); // gave up
-                    } else {
-                        pending = true;
-                    }
-                }
+            let key = (namespace.clone(), batch_name.clone(), deployment.name.clone());
+            match self.undo_one(context, &key, deployment, now).await {
+                Undid::Back => back += 1,
+                Undid::Left => left.push(deployment.name.clone()),
+                Undid::Pending => pending = true,
+                Undid::Nothing => {}
             }
         }
         if pending {
             return;
         }
         let said = super::status::ready_condition(status).map(|c| c.message.clone()).unwrap_or_default();
-        let mut message =
-            format!("{said}; {} pointed back at their previous VCAP Secrets", crate::output::count(back, "Deployment"));
-        if !left.is_empty() {
-            message.push_str(&format!(", left alone: {}", left.join(", ")));
+        super::status::finish(
+            status,
+            crate::api::BatchPhase::Undone,
+            reason::UNDONE,
+            undone_message(&said, back, &left),
+            now,
+        );
+    }
+
+    /// Undo one Deployment of the batch.
+    async fn undo_one(
+        &mut self,
+        context: &Context,
+        key: &RolloutKey,
+        deployment: &mut BatchDeployment,
+        now: Timestamp,
+    ) -> Undid {
+        if is_queued(deployment) {
+            deployment.message = Some("not started: the batch was undone".into());
+            return Undid::Nothing;
         }
-        super::status::finish(status, crate::api::BatchPhase::Undone, reason::UNDONE, message, now);
+        if !deployment.undoable() {
+            return Undid::Nothing;
+        }
+        let (Some(secret), Some(previous)) = (deployment.vcap_secret.clone(), deployment.previous_vcap_secret.clone())
+        else {
+            return Undid::Nothing;
+        };
+        let (namespace, batch_name, _) = key;
+        let was_active = is_active(deployment);
+        // Read live (metadata only): pointing a Deployment at a missing Secret would start its
+        // Pods without VCAP_SERVICES.
+        match context.writes.secret_exists(namespace, &previous).await {
+            Ok(true) => {}
+            Ok(false) => {
+                deployment.message = Some(format!("previous VCAP Secret {previous} is gone; left on {secret}"));
+                return Undid::Left;
+            }
+            Err(error) => {
+                deployment.message = Some(format!(
+                    "could not read previous VCAP Secret {previous}: {}; retrying",
+                    describe_error(&error)
+                ));
+                return Undid::Pending;
+            }
+        }
+        match context.writes.point_back(namespace, &deployment.name, &secret, &previous, batch_name, now).await {
+            Ok(Redone::Done { generation }) => {
+                deployment.state = Some(DeploymentRolloutState::Undone);
+                deployment.rolled_generation = Some(generation);
+                deployment.message = Some(format!("pointed back at {previous}"));
+                if was_active {
+                    self.rolling = self.rolling.saturating_sub(1);
+                }
+                self.attempts.remove(key);
+                let uid = context.stores.secret(namespace, &secret).and_then(|s| s.metadata.uid.clone());
+                if let Err(error) = context.writes.delete_secret(namespace, &secret, uid).await {
+                    deployment.message = Some(format!(
+                        "pointed back at {previous}; could not delete {secret}: {}",
+                        describe_error(&error)
+                    ));
+                }
+                Undid::Back
+            }
+            Ok(Redone::NotOurs { uses }) => {
+                deployment.message = Some(format!("not undone: {}", changed_by_someone_else(uses)));
+                Undid::Left
+            }
+            Ok(Redone::Gone) => {
+                deployment.message = Some("not undone: the Deployment was deleted".into());
+                Undid::Left
+            }
+            Err(error) => {
+                self.failed_attempt(key, deployment, WriteFailure::new("could not point it back", &error));
+                // Gave up: left alone; else tried again on the next pass.
+                if deployment.state == Some(DeploymentRolloutState::Failed) { Undid::Left } else { Undid::Pending }
+            }
+        }
     }
 
     /// The VCAP Secret this batch points the Deployment at, and the one it used before: one this
@@ -299,17 +346,15 @@ impl Reconciler {
     /// pointed it at, or a new one. Never a second Secret for one Deployment in one batch.
     async fn vcap_secret_for(
         &mut self,
-        namespace: &str,
-        batch_name: &str,
-        version: &crate::api::CAPApplicationVersion,
+        context: &Context,
         deployment: &BatchDeployment,
-        planned: &crate::plan::DeploymentPlan,
-        rolled_by_this_batch: Option<Option<String>>,
+        target: Target<'_>,
     ) -> Result<(String, Option<String>), WriteFailure> {
+        let Target { key: (namespace, batch_name, _), version, planned, rolled_by_this_batch } = target;
         let owner_hash = secret_owner_hash(namespace, &planned.version, &deployment.name);
-        let existing = self.stores.vcap_secrets.state().into_iter().find(|secret| {
-            secret.namespace().as_deref() == Some(namespace)
-                && secret.labels().get(LABEL_BATCH).map(String::as_str) == Some(batch_name)
+        let existing = context.stores.vcap_secrets.state().into_iter().find(|secret| {
+            secret.namespace().as_deref() == Some(namespace.as_str())
+                && secret.labels().get(LABEL_BATCH) == Some(batch_name)
                 && secret.labels().get(LABEL_SECRET_OWNER_HASH) == Some(&owner_hash)
         });
         if let Some(secret) = existing {
@@ -319,15 +364,10 @@ impl Reconciler {
         if let Some(live) = rolled_by_this_batch.flatten() {
             return Ok((live, None));
         }
-        let created = self
+        let previous = planned.current_secret.as_deref();
+        let created = context
             .writes
-            .create_vcap_secret(
-                version,
-                &deployment.name,
-                batch_name,
-                planned.current_secret.as_deref(),
-                &planned.payload,
-            )
+            .create_vcap_secret(version, &deployment.name, batch_name, previous, &planned.payload)
             .await
             .map_err(|error| WriteFailure::new("could not create the VCAP Secret", &error))?;
         Ok((created.name_any(), planned.current_secret.clone()))
@@ -350,14 +390,14 @@ impl Reconciler {
         }
     }
 
-    /// Follow rolling Deployments; once one completed, delete the VCAP Secret it used before.
     /// Why the new Pods of a rolling Deployment fail (`Some(None)`: they look fine); `None` when
     /// they were not listed this pass (listed at most every `POD_CHECK_INTERVAL`, and only while
     /// the Deployment rolls) or could not be.
     async fn new_pods_failure(
         &mut self,
+        context: &Context,
         key: &RolloutKey,
-        live: &crate::api::DeploymentView,
+        live: &DeploymentView,
         deployment: &BatchDeployment,
         secret: &str,
     ) -> Option<Option<String>> {
@@ -371,7 +411,7 @@ impl Reconciler {
         let labels = live.spec.as_ref()?.selector.as_ref()?.match_labels.as_ref()?;
         let selector = labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",");
         let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
-            kube::Api::namespaced(self.writes.client().clone(), &key.0);
+            kube::Api::namespaced(context.writes.client().clone(), &key.0);
         match pods.list(&kube::api::ListParams::default().labels(&selector)).await {
             Ok(list) => {
                 // After a retry, only the Pods of the retried template count (the failed ones go away).
@@ -382,7 +422,7 @@ impl Reconciler {
                     .filter(|pod| super::pods::reads_secret(pod, secret))
                     .filter(|pod| retried.is_none() || pod.annotations().get(ANNOTATION_RETRIED_AT) == retried.as_ref())
                     .collect();
-                Some(super::pods::pod_failure(&new, self.config.clock.now(), self.config.readiness_timeout))
+                Some(super::pods::pod_failure(&new, context.config.clock.now(), context.config.readiness_timeout))
             }
             Err(error) if matches!(&error, kube::Error::Api(status) if status.code == 403) => {
                 tracing::warn!(
@@ -401,112 +441,193 @@ impl Reconciler {
         }
     }
 
-    pub(super) async fn track_progress(&mut self, batch: &RotationBatch, status: &mut RotationBatchStatus) {
-        let namespace = batch.namespace().unwrap_or_default();
-        for position in 0..status.deployments.len() {
-            if !is_active(&status.deployments[position]) {
-                continue;
-            }
-            let mut deployment = status.deployments[position].clone();
-            let Some(secret) = deployment.vcap_secret.clone() else { continue };
-            let Some(live) = self.stores.deployment(&namespace, &deployment.name) else {
-                deployment.state = Some(DeploymentRolloutState::Failed);
-                deployment.message = Some("deployment was deleted during its rollout".into());
-                status.deployments[position] = deployment;
-                self.rolling = self.rolling.saturating_sub(1);
-                continue;
-            };
-            let generation = live.metadata.generation.unwrap_or(0);
-            if generation < deployment.rolled_generation.unwrap_or(0) {
-                continue; // the store has not seen our update yet
-            }
-            match referenced_vcap_secret(&live) {
-                Ok(Some(current)) if current == secret => {}
-                Ok(other) => {
-                    if generation > deployment.rolled_generation.unwrap_or(0) {
-                        deployment.state = Some(DeploymentRolloutState::Failed);
-                        deployment.message = Some(changed_by_someone_else(other));
-                        status.deployments[position] = deployment;
-                        self.rolling = self.rolling.saturating_sub(1);
-                    }
-                    continue;
-                }
-                Err(_) => continue,
-            }
-            let progress = rollout_progress(&live);
-            deployment.replicas = Some(progress.replicas);
-            deployment.updated_replicas = Some(progress.updated);
-            deployment.ready_replicas = Some(progress.ready);
-            deployment.available_replicas = Some(progress.available);
-            deployment.message = Some(progress.message.clone());
-            match progress.progress {
-                Progress::Rolling => {
-                    let key = (namespace.clone(), batch.name_any(), deployment.name.clone());
-                    match self.new_pods_failure(&key, &live, &deployment, &secret).await {
-                        Some(Some(failure)) => {
-                            deployment.state = Some(DeploymentRolloutState::Failing);
-                            deployment.message = Some(failure);
-                        }
-                        Some(None) => deployment.state = Some(DeploymentRolloutState::Rolling),
-                        // Not listed this pass: a failing Deployment keeps saying why.
-                        None => {
-                            if deployment.state == Some(DeploymentRolloutState::Failing) {
-                                deployment.message = status.deployments[position].message.clone();
-                            }
-                        }
-                    }
-                }
-                Progress::Stalled => {
-                    deployment.state = Some(DeploymentRolloutState::Stalled);
-                    deployment.message = Some(format!("{}; its previous VCAP Secret is kept", progress.message));
-                    self.rolling = self.rolling.saturating_sub(1);
-                }
-                Progress::Complete => match self.remove_previous(&namespace, &deployment).await {
-                    Ok(note) => {
-                        deployment.state = Some(DeploymentRolloutState::Complete);
-                        deployment.message = Some(note);
-                        self.rolling = self.rolling.saturating_sub(1);
-                    }
-                    Err(failure) => {
-                        let key = (namespace.clone(), batch.name_any(), deployment.name.clone());
-                        self.failed_attempt(&key, &mut deployment, failure);
-                        if deployment.state == Some(DeploymentRolloutState::Failed) {
-                            // The rollout itself completed; only the cleanup failed.
-                            deployment.state = Some(DeploymentRolloutState::Complete);
-                            self.rolling = self.rolling.saturating_sub(1);
-                        }
-                    }
-                },
-            }
-            status.deployments[position] = deployment;
+    /// Follow the batch's rolling Deployments; once one completed, delete the VCAP Secret it
+    /// used before.
+    pub(super) async fn track_progress(
+        &mut self,
+        context: &Context,
+        batch: &RotationBatch,
+        status: &mut RotationBatchStatus,
+    ) {
+        let (namespace, batch_name) = (batch.namespace().unwrap_or_default(), batch.name_any());
+        for deployment in status.deployments.iter_mut().filter(|d| is_active(d)) {
+            let key = (namespace.clone(), batch_name.clone(), deployment.name.clone());
+            self.follow(context, &key, deployment).await;
         }
     }
 
-    /// Delete the VCAP Secret a completed Deployment used before, unless anything still uses it
-    /// or it is not a VCAP Secret (no owner-hash label).
-    async fn remove_previous(&self, namespace: &str, deployment: &BatchDeployment) -> Result<String, WriteFailure> {
-        let Some(previous) =
-            deployment.previous_vcap_secret.clone().filter(|p| Some(p) != deployment.vcap_secret.as_ref())
-        else {
-            return Ok("rolled out".into());
+    /// Follow one rolling Deployment, as the store shows it.
+    async fn follow(&mut self, context: &Context, key: &RolloutKey, deployment: &mut BatchDeployment) {
+        let Some(secret) = deployment.vcap_secret.clone() else { return };
+        let Some(live) = context.stores.deployment(&key.0, &deployment.name) else {
+            deployment.state = Some(DeploymentRolloutState::Failed);
+            deployment.message = Some("deployment was deleted during its rollout".into());
+            self.rolling = self.rolling.saturating_sub(1);
+            return;
         };
-        let still_used = self.stores.deployments.state().iter().any(|other| {
-            other.namespace().as_deref() == Some(namespace)
-                && referenced_vcap_secret(other).ok().flatten().as_deref() == Some(previous.as_str())
-        });
-        if still_used {
-            return Ok(format!("rolled out; previous secret {previous} kept: another Deployment uses it"));
+        let generation = live.metadata.generation.unwrap_or(0);
+        if generation < deployment.rolled_generation.unwrap_or(0) {
+            return; // the store has not seen our update yet
         }
-        let Some(secret) = self.stores.vcap_secrets.get(&ObjectRef::new(&previous).within(namespace)) else {
-            return Ok(format!("rolled out; previous secret {previous} is gone or not a VCAP secret, left alone"));
-        };
-        match self.writes.delete_secret(namespace, &previous, secret.metadata.uid.clone()).await {
-            Ok(_) => Ok(format!("rolled out; previous VCAP secret {previous} deleted")),
-            Err(error) => {
-                Err(WriteFailure::new(&format!("rolled out but could not delete previous secret {previous}"), &error))
+        match referenced_vcap_secret(&live) {
+            Ok(Some(current)) if current == secret => {}
+            Ok(other) => {
+                if generation > deployment.rolled_generation.unwrap_or(0) {
+                    deployment.state = Some(DeploymentRolloutState::Failed);
+                    deployment.message = Some(changed_by_someone_else(other));
+                    self.rolling = self.rolling.saturating_sub(1);
+                }
+                return;
+            }
+            Err(_) => return,
+        }
+        let said = deployment.message.clone();
+        let progress = rollout_progress(&live);
+        show_progress(deployment, &progress);
+        match progress.progress {
+            Progress::Rolling => match self.new_pods_failure(context, key, &live, deployment, &secret).await {
+                Some(Some(failure)) => {
+                    deployment.state = Some(DeploymentRolloutState::Failing);
+                    deployment.message = Some(failure);
+                }
+                Some(None) => deployment.state = Some(DeploymentRolloutState::Rolling),
+                // Not listed this pass: a failing Deployment keeps saying why.
+                None if deployment.state == Some(DeploymentRolloutState::Failing) => deployment.message = said,
+                None => {}
+            },
+            Progress::Stalled => {
+                deployment.state = Some(DeploymentRolloutState::Stalled);
+                deployment.message = Some(format!("{}; its previous VCAP Secret is kept", progress.message));
+                self.rolling = self.rolling.saturating_sub(1);
+            }
+            Progress::Complete => self.complete(context, key, deployment).await,
+        }
+    }
+
+    /// A Deployment rolled out: delete the VCAP Secret it used before. A cleanup that gave up
+    /// leaves it Complete all the same: the rollout itself completed.
+    async fn complete(&mut self, context: &Context, key: &RolloutKey, deployment: &mut BatchDeployment) {
+        match remove_previous(context, &key.0, deployment).await {
+            Ok(note) => {
+                deployment.state = Some(DeploymentRolloutState::Complete);
+                deployment.message = Some(note);
+                self.rolling = self.rolling.saturating_sub(1);
+            }
+            Err(failure) => {
+                self.failed_attempt(key, deployment, failure);
+                if deployment.state == Some(DeploymentRolloutState::Failed) {
+                    deployment.state = Some(DeploymentRolloutState::Complete);
+                    self.rolling = self.rolling.saturating_sub(1);
+                }
             }
         }
     }
+}
+
+/// Where a Deployment's VCAP Secret comes from.
+struct Target<'a> {
+    key: &'a RolloutKey,
+    version: &'a crate::api::CAPApplicationVersion,
+    planned: &'a DeploymentPlan,
+    /// The Deployment carries this batch's annotation: the VCAP Secret it uses, if any.
+    rolled_by_this_batch: Option<Option<String>>,
+}
+
+/// What undoing one Deployment did.
+#[derive(Debug, PartialEq, Eq)]
+enum Undid {
+    /// Nothing to undo (never started, completed, or nothing to go back to).
+    Nothing,
+    Back,
+    /// Left as it is, and why is in its message.
+    Left,
+    /// A read or write that may work next time: the batch stays open.
+    Pending,
+}
+
+/// Delete the VCAP Secret a completed Deployment used before, unless anything still uses it
+/// or it is not a VCAP Secret (no owner-hash label).
+async fn remove_previous(
+    context: &Context,
+    namespace: &str,
+    deployment: &BatchDeployment,
+) -> Result<String, WriteFailure> {
+    let Some(previous) = deployment.previous_vcap_secret.clone().filter(|p| Some(p) != deployment.vcap_secret.as_ref())
+    else {
+        return Ok("rolled out".into());
+    };
+    let still_used = context.stores.deployments.state().iter().any(|other| {
+        other.namespace().as_deref() == Some(namespace)
+            && referenced_vcap_secret(other).ok().flatten().as_deref() == Some(previous.as_str())
+    });
+    if still_used {
+        return Ok(format!("rolled out; previous secret {previous} kept: another Deployment uses it"));
+    }
+    let Some(secret) = context.stores.vcap_secrets.get(&ObjectRef::new(&previous).within(namespace)) else {
+        return Ok(format!("rolled out; previous secret {previous} is gone or not a VCAP secret, left alone"));
+    };
+    match context.writes.delete_secret(namespace, &previous, secret.metadata.uid.clone()).await {
+        Ok(_) => Ok(format!("rolled out; previous VCAP secret {previous} deleted")),
+        Err(error) => {
+            Err(WriteFailure::new(&format!("rolled out but could not delete previous secret {previous}"), &error))
+        }
+    }
+}
+
+/// A Deployment the plan no longer lists: failed if the plan says why, else nothing to do.
+fn not_in_plan(fresh: &AppPlan, deployment: &mut BatchDeployment) {
+    match fresh.problems.iter().find(|p| p.deployment.as_deref() == Some(deployment.name.as_str())) {
+        Some(problem) => {
+            deployment.state = Some(DeploymentRolloutState::Failed);
+            deployment.message = Some(problem.message.clone());
+        }
+        None => complete_unchanged(deployment, "no longer affected; nothing written"),
+    }
+}
+
+/// A queued Deployment the fresh plan does not restart: completed unchanged, with the skip
+/// metric's label. One this batch rolled already (a lost status write) is followed instead.
+fn skip(action: &PlanAction, rolled_by_this_batch: bool, deployment: &mut BatchDeployment) -> Option<&'static str> {
+    match action {
+        PlanAction::Unchanged if rolled_by_this_batch => None,
+        PlanAction::Unchanged => {
+            complete_unchanged(deployment, "already uses current credentials; nothing written");
+            Some("unchanged")
+        }
+        PlanAction::Missing => {
+            complete_unchanged(deployment, MISSING_DEPLOYMENT);
+            Some("missing")
+        }
+        PlanAction::Restart => None,
+    }
+}
+
+/// A Deployment this batch had rolled before a restart: followed again, nothing written.
+fn resumed(deployment: &mut BatchDeployment, secret: String, previous: Option<String>, generation: i64) {
+    deployment.vcap_secret = Some(secret);
+    deployment.previous_vcap_secret = previous;
+    deployment.rolled_generation = Some(generation);
+    deployment.state = Some(DeploymentRolloutState::Rolling);
+    deployment.message = Some("rolling (resumed)".into());
+}
+
+/// The replica counts and the message of a Deployment's rollout.
+fn show_progress(deployment: &mut BatchDeployment, progress: &RolloutProgress) {
+    deployment.replicas = Some(progress.replicas);
+    deployment.updated_replicas = Some(progress.updated);
+    deployment.ready_replicas = Some(progress.ready);
+    deployment.available_replicas = Some(progress.available);
+    deployment.message = Some(progress.message.clone());
+}
+
+/// How an undo ends the batch: what the condition said, and what went back and what not.
+fn undone_message(said: &str, back: usize, left: &[String]) -> String {
+    let mut message =
+        format!("{said}; {} pointed back at their previous VCAP Secrets", crate::output::count(back, "Deployment"));
+    if !left.is_empty() {
+        message.push_str(&format!(", left alone: {}", left.join(", ")));
+    }
+    message
 }
 
 /// Why capdeck leaves a Deployment alone that it had pointed at its VCAP Secret.
@@ -518,7 +639,7 @@ fn changed_by_someone_else(uses: Option<String>) -> String {
 }
 
 /// The value of a retry's Pod template annotation: its time, to the second.
-fn retry_stamp(at: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> String {
+fn retry_stamp(at: &Time) -> String {
     super::status::format_time(at.0)
 }
 
@@ -526,4 +647,177 @@ fn complete_unchanged(deployment: &mut BatchDeployment, message: &str) {
     deployment.action = DeploymentAction::Unchanged;
     deployment.state = Some(DeploymentRolloutState::Complete);
     deployment.message = Some(message.into());
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn deployment(name: &str, state: &str) -> BatchDeployment {
+        serde_json::from_value(json!({"name": name, "version": "v", "workload": name, "action": "Restart",
+            "state": state, "vcapSecret": format!("{name}-new"), "previousVcapSecret": format!("{name}-old")}))
+        .expect("deployment")
+    }
+
+    fn key(name: &str) -> RolloutKey {
+        ("ns".into(), "b".into(), name.into())
+    }
+
+    fn failure(transient: bool) -> WriteFailure {
+        WriteFailure { message: "could not update the Deployment: no".into(), transient }
+    }
+
+    #[test]
+    fn a_write_that_retrying_cannot_fix_gives_up_after_max_attempts() {
+        let mut rollouts = Rollouts::default();
+        let mut srv = deployment("srv", "Queued");
+        for attempt in 1..MAX_ATTEMPTS {
+            rollouts.failed_attempt(&key("srv"), &mut srv, failure(false));
+            assert_eq!(srv.state, Some(DeploymentRolloutState::Queued), "attempt {attempt}");
+            assert_eq!(srv.message.as_deref(), Some("could not update the Deployment: no; retrying"));
+        }
+        rollouts.failed_attempt(&key("srv"), &mut srv, failure(false));
+        assert_eq!(srv.state, Some(DeploymentRolloutState::Failed));
+        assert_eq!(srv.message.as_deref(), Some("could not update the Deployment: no (gave up after 5 attempts)"));
+    }
+
+    #[test]
+    fn transient_failures_are_retried_for_as_long_as_they_last() {
+        let mut rollouts = Rollouts::default();
+        let mut srv = deployment("srv", "Queued");
+        for _ in 0..MAX_ATTEMPTS * 3 {
+            rollouts.failed_attempt(&key("srv"), &mut srv, failure(true));
+        }
+        assert_eq!(srv.state, Some(DeploymentRolloutState::Queued));
+        assert_eq!(rollouts.attempts.get(&key("srv")), Some(&0));
+    }
+
+    #[test]
+    fn a_restart_rolls_from_its_generation_and_gets_its_attempts_back() {
+        let mut rollouts = Rollouts::default();
+        let mut srv = deployment("srv", "Queued");
+        rollouts.failed_attempt(&key("srv"), &mut srv, failure(false));
+        rollouts.follow_from(&key("srv"), &mut srv, 4, "rolling");
+        assert_eq!((srv.state, srv.rolled_generation), (Some(DeploymentRolloutState::Rolling), Some(4)));
+        assert_eq!(rollouts.rolling, 1, "it counts against --max-parallel-rollouts");
+        assert!(rollouts.attempts.is_empty());
+    }
+
+    #[test]
+    fn a_retried_batch_forgets_the_attempts_of_its_own_deployments_only() {
+        let mut rollouts = Rollouts::default();
+        rollouts.attempts.insert(key("srv"), 3);
+        rollouts.attempts.insert(("ns".into(), "other".into(), "srv".into()), 2);
+        rollouts.forget_attempts(&("ns".into(), "b".into()));
+        assert_eq!(rollouts.attempts.keys().map(|k| k.1.as_str()).collect::<Vec<_>>(), ["other"]);
+    }
+
+    #[test]
+    fn a_pass_counts_rolling_and_failing_restarts_across_open_batches() {
+        let batch = |name: &str, deployments: Vec<BatchDeployment>| {
+            let mut batch: RotationBatch = serde_json::from_value(json!({"apiVersion": "capdeck.dev/v1alpha1",
+                "kind": "RotationBatch", "metadata": {"name": name, "namespace": "ns"},
+                "spec": {"application": "app", "windowEnd": "2026-11-23T12:00:00Z"}}))
+            .expect("batch");
+            batch.status = Some(RotationBatchStatus { deployments, ..RotationBatchStatus::default() });
+            Arc::new(batch)
+        };
+        let mut unchanged = deployment("cron", "Rolling");
+        unchanged.action = DeploymentAction::Unchanged;
+        let open = [
+            batch("a", vec![deployment("srv", "Rolling"), deployment("mq", "Failing"), deployment("ui", "Queued")]),
+            batch("b", vec![deployment("srv", "Stalled"), deployment("db", "Rolling"), unchanged]),
+        ];
+        let mut rollouts = Rollouts::default();
+        rollouts.pods_checked.insert(key("srv"), tokio::time::Instant::now());
+        rollouts.pods_checked.insert(("ns".into(), "ended".into(), "srv".into()), tokio::time::Instant::now());
+        let open_keys = BTreeSet::from([("ns".to_string(), "a".to_string()), ("ns".to_string(), "b".to_string())]);
+        rollouts.begin_pass(&open, &open_keys);
+        assert_eq!(rollouts.rolling, 3);
+        assert_eq!(rollouts.pods_checked.keys().map(|k| k.1.as_str()).collect::<Vec<_>>(), ["b"]);
+    }
+
+    #[test]
+    fn what_the_fresh_plan_says_of_a_queued_deployment() {
+        let cases = [
+            (PlanAction::Restart, false, None, "Queued"),
+            (PlanAction::Unchanged, true, None, "Queued"),
+            (PlanAction::Unchanged, false, Some("unchanged"), "Complete"),
+            (PlanAction::Missing, false, Some("missing"), "Complete"),
+            (PlanAction::Missing, true, Some("missing"), "Complete"),
+        ];
+        for (action, rolled, skipped, state) in cases {
+            let mut srv = deployment("srv", "Queued");
+            assert_eq!(skip(&action, rolled, &mut srv), skipped, "{action:?} rolled {rolled}");
+            assert_eq!(srv.state, Some(serde_json::from_value(json!(state)).expect("state")), "{action:?}");
+            if skipped.is_some() {
+                assert_eq!(srv.action, DeploymentAction::Unchanged, "not restarted: it does not count as one");
+            }
+        }
+    }
+
+    #[test]
+    fn a_deployment_gone_from_the_plan_fails_only_when_the_plan_says_why() {
+        let mut plan = AppPlan::default();
+        let mut gone = deployment("srv", "Queued");
+        not_in_plan(&plan, &mut gone);
+        assert_eq!(gone.state, Some(DeploymentRolloutState::Complete));
+        assert_eq!(gone.message.as_deref(), Some("no longer affected; nothing written"));
+        plan.problems.push(crate::plan::Problem {
+            namespace: "ns".into(),
+            application: Some("app".into()),
+            deployment: Some("srv".into()),
+            secret: Some("srv-uaa".into()),
+            message: "secret srv-uaa is missing".into(),
+            kind: crate::plan::ProblemKind::MissingSecret,
+        });
+        let mut broken = deployment("srv", "Queued");
+        not_in_plan(&plan, &mut broken);
+        assert_eq!(broken.state, Some(DeploymentRolloutState::Failed));
+        assert_eq!(broken.message.as_deref(), Some("secret srv-uaa is missing"));
+    }
+
+    #[test]
+    fn a_resumed_deployment_and_its_progress_are_shown_as_they_are() {
+        let mut srv = deployment("srv", "Queued");
+        resumed(&mut srv, "srv-live".into(), None, 9);
+        assert_eq!(srv.vcap_secret.as_deref(), Some("srv-live"));
+        assert_eq!((srv.previous_vcap_secret.as_deref(), srv.rolled_generation), (None, Some(9)));
+        assert_eq!(srv.message.as_deref(), Some("rolling (resumed)"));
+        let progress = RolloutProgress {
+            progress: Progress::Rolling,
+            message: "2 of 3 updated".into(),
+            replicas: 3,
+            updated: 2,
+            ready: 1,
+            available: 1,
+        };
+        show_progress(&mut srv, &progress);
+        let counts = (srv.replicas, srv.updated_replicas, srv.ready_replicas, srv.available_replicas);
+        assert_eq!(counts, (Some(3), Some(2), Some(1), Some(1)));
+        assert_eq!(srv.message.as_deref(), Some("2 of 3 updated"));
+    }
+
+    #[test]
+    fn an_undo_says_what_went_back_and_what_was_left_alone() {
+        assert_eq!(
+            undone_message("undone by erin", 2, &[]),
+            "undone by erin; 2 Deployments pointed back at their previous VCAP Secrets"
+        );
+        assert_eq!(
+            undone_message("undone by erin", 1, &["ui".into(), "mq".into()]),
+            "undone by erin; 1 Deployment pointed back at their previous VCAP Secrets, left alone: ui, mq"
+        );
+        assert_eq!(
+            changed_by_someone_else(Some("hand-made".into())),
+            "the Deployment was changed by someone else and now uses hand-made"
+        );
+        assert_eq!(
+            changed_by_someone_else(None),
+            "the Deployment was changed by someone else and now uses no VCAP secret"
+        );
+        assert_eq!(retry_stamp(&Time("2026-11-23T12:00:00.75Z".parse().expect("time"))), "2026-11-23T12:00:00Z");
+    }
 }

@@ -1,0 +1,301 @@
+//! Writing a batch's new status and saying what changed: the status (progress-only changes at
+//! most every `--progress-interval`), then the spec update the decision asked for, then one log
+//! line and one Event per transition. The part owns when each batch's progress was last written.
+
+use std::collections::HashMap;
+
+use kube::ResourceExt;
+
+use super::status::{condition_reason, ready_condition, user_action_text};
+use super::{AppKey, Context, batch_key};
+use crate::api::rotation_batch::attribution::Attributed;
+use crate::api::rotation_batch::reason;
+use crate::api::{BatchPhase, RotationBatch, RotationBatchStatus};
+
+/// An Event for the batch's application.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Announcement {
+    pub warning: bool,
+    pub reason: String,
+    pub note: String,
+    /// Its own log line, when the transition's line does not say it.
+    pub log: Option<String>,
+}
+
+#[derive(Default)]
+pub(super) struct Transitions {
+    progress_written: HashMap<AppKey, tokio::time::Instant>,
+}
+
+impl Transitions {
+    /// Write a changed status, then the spec update, then announce what changed.
+    pub(super) async fn write(
+        &mut self,
+        context: &Context,
+        batch: &RotationBatch,
+        old: &RotationBatchStatus,
+        status: RotationBatchStatus,
+        spec_update: Option<RotationBatch>,
+    ) {
+        let key = batch_key(batch);
+        let last = self.progress_written.get(&key).map(tokio::time::Instant::elapsed);
+        if status == *old || progress_may_wait(old, &status, last, context.config.progress_interval) {
+            return;
+        }
+        let written = match context.writes.write_status(batch, &status).await {
+            Ok(written) => written,
+            Err(error) => {
+                tracing::warn!(batch = %key.1, error = %crate::cluster::describe_error(&error), "could not write batch status; retrying");
+                return;
+            }
+        };
+        self.progress_written.insert(key.clone(), tokio::time::Instant::now());
+        let (namespace, name) = key;
+        // An approval or a hold the engine does not honour: said once per refusal, in the log
+        // and as a Warning Event (the condition stays on the batch).
+        for refusal in refusals(&name, old, &status) {
+            tracing::warn!(namespace = %namespace, batch = %name, reason = refusal.reason.as_str(), "{}", refusal.note);
+            if let Some(app) = context.application(&namespace, &batch.spec.application) {
+                context.writes.event(&app, true, &refusal.reason, refusal.note).await;
+            }
+        }
+        if let Some(mut update) = spec_update {
+            update.metadata.resource_version = written.metadata.resource_version.clone();
+            if let Err(error) = context.writes.replace_batch(&update).await {
+                tracing::warn!(batch = %name, error = %crate::cluster::describe_error(&error), "could not record the approval requirement")
+            }
+        }
+        self.announce(context, batch, old, &status).await;
+    }
+
+    /// One log line and one Event per transition (a release that ends a hold says so too).
+    async fn announce(
+        &self,
+        context: &Context,
+        batch: &RotationBatch,
+        old: &RotationBatchStatus,
+        status: &RotationBatchStatus,
+    ) {
+        let (namespace, name) = batch_key(batch);
+        let Some(app) = context.application(&namespace, &batch.spec.application).filter(|_| phase_changed(old, status))
+        else {
+            return;
+        };
+        let reason = condition_reason(status).unwrap_or(reason::ROLLING_OUT);
+        let message = ready_condition(status).map(|c| c.message.clone()).unwrap_or_default();
+        // One line per transition, so an SRE can follow a batch in the log alone (names and
+        // people only: no credential value is ever in a message).
+        tracing::info!(
+            namespace = %namespace,
+            batch = %name,
+            application = %batch.spec.application,
+            phase = %status.phase,
+            reason = %reason,
+            "batch {}: {message}",
+            status.phase
+        );
+        for announcement in announcements(batch, old, status) {
+            if let Some(log) = &announcement.log {
+                tracing::info!(namespace = %namespace, batch = %name, "{log}");
+            }
+            context.writes.event(&app, announcement.warning, &announcement.reason, announcement.note).await;
+        }
+    }
+}
+
+/// The phase or the reason of the Ready condition changed.
+fn phase_changed(old: &RotationBatchStatus, status: &RotationBatchStatus) -> bool {
+    status.phase != old.phase || condition_reason(status) != condition_reason(old)
+}
+
+/// Only replica counts changed and the last write is more recent than `interval`: this change
+/// may wait. A new spec (an SRE's approval, hold, …) is acknowledged at once through
+/// observedGeneration, as is a Deployment's new state or VCAP Secret.
+fn progress_may_wait(
+    old: &RotationBatchStatus,
+    status: &RotationBatchStatus,
+    since_last_write: Option<std::time::Duration>,
+    interval: std::time::Duration,
+) -> bool {
+    let progress_only = !phase_changed(old, status)
+        && status.observed_generation == old.observed_generation
+        && status.deployments.len() == old.deployments.len();
+    progress_only
+        && since_last_write.is_some_and(|since| since < interval)
+        && status
+            .deployments
+            .iter()
+            .zip(&old.deployments)
+            .all(|(a, b)| a.state == b.state && a.vcap_secret == b.vcap_secret)
+}
+
+/// Attributions the engine newly refuses (or refuses with a new message): a Warning each.
+fn refusals(name: &str, old: &RotationBatchStatus, status: &RotationBatchStatus) -> Vec<Announcement> {
+    let refusal = |status: &RotationBatchStatus, field: Attributed| {
+        status.conditions.iter().find(|c| c.type_ == field.condition_type()).map(|c| c.message.clone())
+    };
+    Attributed::ALL
+        .into_iter()
+        .filter_map(|field| {
+            let message = refusal(status, field).filter(|message| refusal(old, field).as_ref() != Some(message))?;
+            let note = format!("batch {name}: {message}");
+            Some(Announcement { warning: true, reason: field.refusal_reason().into(), note, log: None })
+        })
+        .collect()
+}
+
+/// The Events of a transition: a release that ended a hold (unless the new condition says
+/// `Released` itself), then the new phase — a Warning when it failed or waits for a guard.
+fn announcements(batch: &RotationBatch, old: &RotationBatchStatus, status: &RotationBatchStatus) -> Vec<Announcement> {
+    if !phase_changed(old, status) {
+        return Vec::new();
+    }
+    let name = batch.name_any();
+    let reason = condition_reason(status).unwrap_or(reason::ROLLING_OUT).to_string();
+    let message = ready_condition(status).map(|c| c.message.clone()).unwrap_or_default();
+    let mut out = Vec::new();
+    if old.phase == BatchPhase::Held
+        && status.phase != BatchPhase::Held
+        && reason != reason::RELEASED
+        && let Some(released) = &batch.spec.released
+    {
+        let text = user_action_text(released, "released");
+        let (note, log) = (format!("batch {name}: {text}"), Some(format!("batch released: {text}")));
+        out.push(Announcement { warning: false, reason: reason::RELEASED.into(), note, log });
+    }
+    let warning = matches!(status.phase, BatchPhase::Failed)
+        || [reason::STORM_GUARD, reason::CREDENTIALS_EXPIRING, reason::ROLLOUT_FAILURE_GUARD]
+            .contains(&reason.as_str());
+    out.push(Announcement { warning, reason, note: format!("batch {name}: {message}"), log: None });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn status(value: Value) -> RotationBatchStatus {
+        serde_json::from_value(value).expect("status")
+    }
+
+    fn ready(phase: &str, reason: &str, message: &str) -> RotationBatchStatus {
+        status(json!({"phase": phase, "conditions": [{"type": "Ready", "status": "False", "reason": reason,
+            "message": message, "lastTransitionTime": "2026-11-23T12:00:00Z"}]}))
+    }
+
+    fn rolling(replicas: i32, state: &str) -> RotationBatchStatus {
+        let mut status = ready("RollingOut", reason::ROLLING_OUT, "rolling");
+        status.deployments = serde_json::from_value(json!([{"name": "srv", "version": "v", "workload": "srv",
+            "action": "Restart", "state": state, "readyReplicas": replicas, "vcapSecret": "srv-new"}]))
+        .expect("deployments");
+        status
+    }
+
+    fn batch(spec: Value) -> RotationBatch {
+        let mut object = json!({"apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
+            "metadata": {"name": "b", "namespace": "ns"},
+            "spec": {"application": "app", "windowEnd": "2026-11-23T12:00:00Z"}});
+        if let (Some(target), Some(extra)) = (object["spec"].as_object_mut(), spec.as_object()) {
+            target.extend(extra.clone());
+        }
+        serde_json::from_value(object).expect("batch")
+    }
+
+    const INTERVAL: Duration = Duration::from_secs(10);
+
+    #[test]
+    fn replica_counts_alone_wait_for_the_progress_interval() {
+        let (old, new) = (rolling(1, "Rolling"), rolling(2, "Rolling"));
+        assert!(progress_may_wait(&old, &new, Some(Duration::from_secs(3)), INTERVAL));
+        assert!(!progress_may_wait(&old, &new, Some(Duration::from_secs(11)), INTERVAL), "the interval passed");
+        assert!(!progress_may_wait(&old, &new, None, INTERVAL), "never written by this engine");
+    }
+
+    #[test]
+    fn a_new_state_phase_or_spec_is_written_at_once() {
+        let old = rolling(1, "Rolling");
+        let recent = Some(Duration::from_secs(1));
+        assert!(!progress_may_wait(&old, &rolling(1, "Failing"), recent, INTERVAL), "a Deployment's new state");
+        let mut acknowledged = rolling(1, "Rolling");
+        acknowledged.observed_generation = Some(7);
+        assert!(!progress_may_wait(&old, &acknowledged, recent, INTERVAL), "a new spec is acknowledged");
+        let held = RotationBatchStatus { phase: BatchPhase::Held, ..rolling(1, "Rolling") };
+        assert!(!progress_may_wait(&old, &held, recent, INTERVAL), "a new phase");
+        let mut moved = rolling(1, "Rolling");
+        moved.deployments[0].vcap_secret = Some("srv-newer".into());
+        assert!(!progress_may_wait(&old, &moved, recent, INTERVAL), "another VCAP Secret");
+    }
+
+    #[test]
+    fn a_refused_attribution_is_announced_once_per_message() {
+        let refused = |message: &str| {
+            let mut status = ready("AwaitingApproval", reason::AWAITING_APPROVAL, "waiting");
+            status.conditions.push(
+                serde_json::from_value(json!({"type": Attributed::Approval.condition_type(),
+                "status": "False", "reason": Attributed::Approval.refusal_reason(), "message": message}))
+                .expect("c"),
+            );
+            status
+        };
+        let plain = ready("AwaitingApproval", reason::AWAITING_APPROVAL, "waiting");
+        let said = refusals("b", &plain, &refused("kubectl wrote it"));
+        assert_eq!(
+            said,
+            [Announcement {
+                warning: true,
+                reason: Attributed::Approval.refusal_reason().into(),
+                note: "batch b: kubectl wrote it".into(),
+                log: None
+            }]
+        );
+        assert!(refusals("b", &refused("kubectl wrote it"), &refused("kubectl wrote it")).is_empty(), "said once");
+        assert_eq!(refusals("b", &refused("kubectl wrote it"), &refused("mallory wrote it")).len(), 1);
+        assert!(refusals("b", &refused("x"), &plain).is_empty(), "honoured again: nothing to say");
+    }
+
+    #[test]
+    fn a_transition_is_one_event_a_warning_when_it_failed_or_waits_for_a_guard() {
+        let spec = batch(json!({}));
+        let old = ready("Collecting", reason::WINDOW_OPEN, "collecting");
+        assert!(announcements(&spec, &old, &old).is_empty(), "no transition, no Event");
+        let cases = [
+            (ready("RollingOut", reason::ROLLING_OUT, "rolling"), false),
+            (ready("Failed", reason::WRITE_FAILED, "failed"), true),
+            (ready("AwaitingApproval", reason::STORM_GUARD, "guard"), true),
+            (ready("AwaitingApproval", reason::CREDENTIALS_EXPIRING, "expiring"), true),
+            (ready("Held", reason::ROLLOUT_FAILURE_GUARD, "halted"), true),
+            (ready("AwaitingApproval", reason::AWAITING_APPROVAL, "waiting"), false),
+        ];
+        for (new, warning) in cases {
+            let said = announcements(&spec, &old, &new);
+            let reason = condition_reason(&new).unwrap_or_default().to_string();
+            let message = &new.conditions[0].message;
+            let expected = Announcement { warning, reason, note: format!("batch b: {message}"), log: None };
+            assert_eq!(said, [expected], "{:?}", new.phase);
+        }
+        // Same phase, a new reason: a transition too.
+        let escalated = ready("Collecting", reason::CREDENTIALS_EXPIRING, "expiring");
+        assert_eq!(announcements(&spec, &old, &escalated).len(), 1);
+    }
+
+    #[test]
+    fn a_release_that_ends_a_hold_is_announced_before_the_new_phase() {
+        let released = batch(json!({"released": {"by": "carol", "at": "2026-11-23T12:00:00Z", "reason": "ok"}}));
+        let held = ready("Held", reason::HELD, "held by bob");
+        let said = announcements(&released, &held, &ready("RollingOut", reason::ROLLING_OUT, "rolling"));
+        assert_eq!(said.len(), 2);
+        assert_eq!(said[0].reason, reason::RELEASED);
+        assert_eq!(said[0].note, "batch b: released by carol: ok");
+        assert_eq!(said[0].log.as_deref(), Some("batch released: released by carol: ok"));
+        // A failure-guard release says so in its own condition: not twice.
+        let resumed = announcements(&released, &held, &ready("RollingOut", reason::RELEASED, "released by carol"));
+        assert_eq!(resumed.len(), 1);
+        // Without a recorded release (a hold removed by hand) only the phase is announced.
+        let plain = announcements(&batch(json!({})), &held, &ready("RollingOut", reason::ROLLING_OUT, "rolling"));
+        assert_eq!(plain.len(), 1);
+    }
+}
