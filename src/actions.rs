@@ -218,6 +218,21 @@ fn clear_unhonoured(batch: &RotationBatch, action: BatchAction) -> Option<Value>
 }
 
 fn summary(action: BatchAction, batch: &RotationBatch, by: &str) -> String {
+    let said = what_it_did(action, batch, by);
+    // An approval or a force does not lift a hold: say so, or the SRE waits for a rollout that
+    // never starts.
+    match (&batch.spec.hold, action) {
+        (Some(hold), BatchAction::Approve | BatchAction::Force { .. }) => format!(
+            "{said}; but it is held by {}: nothing rolls until `capdeck release {}/{} --reason ...`",
+            hold.by,
+            batch.namespace().unwrap_or_default(),
+            batch.name_any()
+        ),
+        _ => said,
+    }
+}
+
+fn what_it_did(action: BatchAction, batch: &RotationBatch, by: &str) -> String {
     let name = batch.name_any();
     let phase = batch.phase();
     match action {
@@ -333,6 +348,22 @@ mod tests {
 
     fn user(by: &str) -> Value {
         json!({"by": by, "at": "2026-11-20T09:00:00Z"})
+    }
+
+    #[test]
+    fn approving_or_forcing_a_held_batch_says_the_hold_still_stops_it() {
+        let held = batch("Held", json!({"hold": user("bob")}), json!({}));
+        assert_eq!(
+            summary(BatchAction::Approve, &held, "alice"),
+            "approved b as alice (was Held); the engine rolls it out once its window ends; but it is held by bob: \
+             nothing rolls until `capdeck release ns/b --reason ...`"
+        );
+        assert!(
+            summary(BatchAction::Force { approve: true }, &held, "alice")
+                .ends_with("held by bob: nothing rolls until `capdeck release ns/b --reason ...`")
+        );
+        let collecting = batch("Collecting", json!({}), json!({}));
+        assert!(!summary(BatchAction::Approve, &collecting, "alice").contains("held"));
     }
 
     #[test]

@@ -118,6 +118,38 @@ fn uses_cluster_flag(name: &str, id: &str) -> bool {
     }
 }
 
+/// A top-level flag written after a subcommand that has no flag of that name (clap says only
+/// "unexpected argument"): say where it belongs instead.
+fn top_level_flag_after_subcommand(
+    command: &clap::Command,
+    args: &[std::ffi::OsString],
+    error: &clap::Error,
+) -> Option<clap::Error> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if error.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    let Some(ContextValue::String(given)) = error.get(ContextKind::InvalidArg) else { return None };
+    let long = given.strip_prefix("--")?.split('=').next()?;
+    let arg = command.get_arguments().find(|arg| arg.get_long() == Some(long) && !arg.is_global_set())?;
+    let name = args.iter().skip(1).find_map(|a| a.to_str().filter(|text| command.find_subcommand(text).is_some()))?;
+    let group = FlagGroup::of(arg.get_id().as_str());
+    let message = match group {
+        _ if long == "daemon" => {
+            format!("--daemon runs the operator and takes no subcommand; drop `{name}` or --daemon")
+        }
+        _ if FrontEnd::Subcommand.uses(group) => {
+            format!("--{long} goes before the subcommand: `capdeck --{long} {name} ...`")
+        }
+        FlagGroup::Engine => {
+            format!("--{long} configures the engine of the console and the daemon; `{name}` runs no engine")
+        }
+        FlagGroup::Console => format!("--{long} is a console flag; `{name}` opens no console"),
+        _ => format!("--{long} is for --daemon; `{name}` is not the daemon"),
+    };
+    Some(command.clone().error(ErrorKind::ArgumentConflict, message))
+}
+
 /// A Kubernetes object name (a Lease's): refused at parse time, not by the API server later.
 fn parse_object_name(text: &str) -> Result<String, String> {
     if crate::api::common::is_dns_subdomain(text) {
@@ -161,7 +193,11 @@ impl Cli {
         use clap::parser::ValueSource;
         use clap::{CommandFactory as _, FromArgMatches as _};
         let command = Self::command();
-        let matches = command.clone().try_get_matches_from(args)?;
+        let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+        let matches = match command.clone().try_get_matches_from(&args) {
+            Ok(matches) => matches,
+            Err(error) => return Err(top_level_flag_after_subcommand(&command, &args, &error).unwrap_or(error)),
+        };
         let mut cli = Self::from_arg_matches(&matches)?;
         let usage = |message: String| Self::command().error(clap::error::ErrorKind::ArgumentConflict, message);
         cli.readonly_from = match matches.value_source("readonly") {
@@ -481,9 +517,9 @@ Examples:\n  capdeck fleet\n  capdeck fleet --contexts prod-eu,prod-us -o json\n
 on its fleet view)")]
     Fleet(FleetArgs),
     /// Check change windows and print their next openings, offline (docs/WINDOWS.md)
-    #[command(long_about = "Check change windows as written in the capdeck.dev/change-windows annotation (of a \
-CAPApplication or a Namespace) or in --change-windows, and print whether they are open now and their next \
-openings. Weekly ranges in an IANA time zone, separated by ';': DAYS HH:MM-HH:MM ZONE. A range whose end is not \
+    #[command(long_about = "Check change windows as they will be written in the capdeck.dev/change-windows \
+annotation of a CAPApplication or a Namespace, and print whether they are open now and their next openings. \
+The engine does not read windows yet (docs/WINDOWS.md says what is built). Weekly ranges in an IANA time zone, separated by ';': DAYS HH:MM-HH:MM ZONE. A range whose end is not \
 after its start ends the next day; 24:00 is the end of a day. See docs/WINDOWS.md.\n\n\
 Exit codes: 0 when the windows parse, 1 when they do not (the error names the range and what is wrong), 2 for \
 usage errors.\n\n\
@@ -802,18 +838,24 @@ pub struct FleetArgs {
 
 #[derive(Debug, Args)]
 pub struct WindowsArgs {
-    /// The change windows, e.g. 'Mon-Fri 22:00-05:00 Europe/Berlin'
-    #[arg(value_name = "WINDOWS")]
-    pub windows: String,
+    /// The change windows, e.g. 'Mon-Fri 22:00-05:00 Europe/Berlin' (unquoted words are joined)
+    #[arg(value_name = "WINDOWS", required = true, num_args = 1..)]
+    pub windows: Vec<String>,
     /// How many openings to list
     #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=100))]
     pub next: u16,
     /// Judge at this instant (RFC 3339, e.g. 2026-03-28T12:00:00Z) instead of now
-    #[arg(long, value_name = "TIME")]
+    #[arg(long, value_name = "TIME", value_parser = parse_instant)]
     pub at: Option<jiff::Timestamp>,
     /// Output format
     #[arg(short = 'o', long = "output", value_enum, default_value_t = WindowsFormat::Table)]
     pub output: WindowsFormat,
+}
+
+fn parse_instant(text: &str) -> Result<jiff::Timestamp, String> {
+    text.parse().map_err(|_| {
+        format!("{text:?} is not an instant: write RFC 3339 such as 2026-03-28T12:00:00Z (leave out --at for now)")
+    })
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -892,6 +934,39 @@ mod tests {
     /// (the front end's table says so and it parses) or refused with exit code 2 and a message
     /// that names the flag and where it belongs. Flags and subcommands come from clap, so a new
     /// one is walked too.
+    #[test]
+    fn a_top_level_flag_after_the_subcommand_says_where_it_belongs() {
+        let table = [
+            (
+                &["hold", "ns/b", "--reason", "x", "--readonly"][..],
+                "--readonly goes before the subcommand: `capdeck --readonly hold ...`",
+            ),
+            (&["batches", "--config=c.toml"], "--config goes before the subcommand: `capdeck --config batches ...`"),
+            (&["batches", "--theme", "dark"], "--theme is a console flag; `batches` opens no console"),
+            (
+                &["tenants", "--rollout-delay", "5s"],
+                "--rollout-delay configures the engine of the console and the daemon; `tenants` runs no engine",
+            ),
+            (
+                &["tenants", "--health-addr", "127.0.0.1:1"],
+                "--health-addr is for --daemon; `tenants` is not the daemon",
+            ),
+            (
+                &["tenants", "--daemon"],
+                "--daemon runs the operator and takes no subcommand; drop `tenants` or --daemon",
+            ),
+        ];
+        for (args, expected) in table {
+            let argv: Vec<&str> = std::iter::once("capdeck").chain(args.iter().copied()).collect();
+            let error = Cli::parse_checked(&argv).expect_err(&argv.join(" "));
+            assert_eq!(error.exit_code(), 2, "{argv:?}");
+            assert!(error.to_string().contains(expected), "{argv:?}: {error}");
+        }
+        // Not a top-level flag: clap's own words stay.
+        let error = Cli::parse_checked(["capdeck", "batches", "--nope"]).expect_err("unknown");
+        assert!(error.to_string().contains("unexpected argument '--nope'"), "{error}");
+    }
+
     #[test]
     fn every_flag_is_used_or_refused_with_where_it_belongs() {
         let command = Cli::command();

@@ -141,7 +141,11 @@ impl ChangeWindows {
     }
 
     /// The next `count` openings that have not closed at `at` (the current one first, if open).
+    /// None when the windows never close (`state_at` says so).
     pub fn next_openings(&self, at: Timestamp, count: usize) -> Vec<Opening> {
+        if self.state_at(at) == (WindowState::Open { closes: None }) {
+            return Vec::new();
+        }
         self.openings_around(at).into_iter().filter(|opening| opening.closes > at).take(count).collect()
     }
 
@@ -200,6 +204,7 @@ fn parse_range(part: &str) -> Result<WeeklyRange, String> {
     let [days, times, zone] = words[..] else {
         return Err(match words.len() {
             2 => format!("no time zone; add an IANA name such as Europe/Berlin or UTC ({EXPECTED})"),
+            n if n > 3 => format!("{n} words; separate ranges with ';' ({EXPECTED})"),
             _ => format!("{} words; {EXPECTED}", words.len()),
         });
     };
@@ -579,7 +584,7 @@ mod tests {
             ),
             (
                 "every night at ten",
-                "range 1 (\"every night at ten\"): 4 words; expected DAYS HH:MM-HH:MM ZONE, e.g. \"Mon-Fri 22:00-05:00 Europe/Berlin\"",
+                "range 1 (\"every night at ten\"): 4 words; separate ranges with ';' (expected DAYS HH:MM-HH:MM ZONE, e.g. \"Mon-Fri 22:00-05:00 Europe/Berlin\")",
             ),
         ];
         for (text, expected) in table {

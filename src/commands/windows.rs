@@ -8,10 +8,9 @@ use jiff::Timestamp;
 
 use crate::api::change_window::{ChangeWindows, WindowState};
 use crate::cli::{WindowsArgs, WindowsFormat};
-use crate::output::human_duration;
 
 pub fn run(args: &WindowsArgs) -> anyhow::Result<ExitCode> {
-    let windows = ChangeWindows::parse(&args.windows)
+    let windows = ChangeWindows::parse(&args.windows.join(" "))
         .map_err(|error| anyhow::anyhow!("these change windows cannot be used: {error} (see docs/WINDOWS.md)"))?;
     // Whole seconds: the table shows the instant it judged at.
     let now = args.at.map_or_else(|| Timestamp::from_second(Timestamp::now().as_second()), Ok)?;
@@ -24,7 +23,7 @@ pub fn run(args: &WindowsArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn state_text(state: WindowState, now: Timestamp) -> String {
-    let until = |at: Timestamp| human_duration(at.as_second() - now.as_second());
+    let until = |at: Timestamp| exact_length(at.as_second() - now.as_second());
     match state {
         WindowState::Open { closes: Some(closes) } => format!("open; closes in {} ({closes})", until(closes)),
         WindowState::Open { closes: None } => "open; never closes (every hour of the week)".to_string(),
@@ -37,8 +36,12 @@ fn table(windows: &ChangeWindows, now: Timestamp, next: usize) -> String {
     let _ = writeln!(out, "WINDOWS  {}", windows.text());
     let _ = writeln!(out, "AT       {now}");
     let _ = writeln!(out, "NOW      {}", state_text(windows.state_at(now), now));
+    let openings = windows.next_openings(now, next);
+    if openings.is_empty() {
+        return out;
+    }
     let _ = writeln!(out, "\n{:<22}{:<22}LENGTH", "OPENS", "CLOSES");
-    for opening in windows.next_openings(now, next) {
+    for opening in openings {
         let length = exact_length(opening.closes.as_second() - opening.opens.as_second());
         let _ = writeln!(out, "{:<22}{:<22}{length}", opening.opens.to_string(), opening.closes.to_string());
     }
