@@ -45,7 +45,7 @@ pub struct Cli {
     #[arg(long)]
     pub daemon: bool,
     /// Where the daemon serves /healthz, /readyz and /metrics
-    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8080", env = "CAPDECK_HEALTH_ADDR")]
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8080", env = "CAPDECK_HEALTH_ADDR", value_parser = parse_listen_addr)]
     pub health_addr: std::net::SocketAddr,
     /// Where `--readonly` came from, when it is on (set by `parse_checked`).
     #[arg(skip)]
@@ -116,6 +116,21 @@ fn uses_cluster_flag(name: &str, id: &str) -> bool {
         "fleet" => id != "context" && id != "request_timeout",
         _ => true,
     }
+}
+
+/// An address to listen on: `HOST:PORT` with an IP, `:PORT` (every interface, as Go servers
+/// write it) or `localhost:PORT`.
+fn parse_listen_addr(text: &str) -> Result<std::net::SocketAddr, String> {
+    let spelled = if let Some(port) = text.strip_prefix(':') {
+        format!("0.0.0.0:{port}")
+    } else if let Some(port) = text.strip_prefix("localhost:") {
+        format!("127.0.0.1:{port}")
+    } else {
+        text.to_string()
+    };
+    spelled.parse().map_err(|_| {
+        format!("{text:?} is not an address to listen on: write IP:PORT or :PORT, such as 0.0.0.0:8080, 127.0.0.1:8080 or :8080")
+    })
 }
 
 /// A top-level flag written after a subcommand that has no flag of that name (clap says only
@@ -934,6 +949,19 @@ mod tests {
     /// (the front end's table says so and it parses) or refused with exit code 2 and a message
     /// that names the flag and where it belongs. Flags and subcommands come from clap, so a new
     /// one is walked too.
+    #[test]
+    fn listen_addresses_take_go_and_localhost_forms() {
+        assert_eq!(parse_listen_addr(":8080").map(|a| a.to_string()).as_deref(), Ok("0.0.0.0:8080"));
+        assert_eq!(parse_listen_addr("localhost:9").map(|a| a.to_string()).as_deref(), Ok("127.0.0.1:9"));
+        assert_eq!(parse_listen_addr("[::1]:80").map(|a| a.to_string()).as_deref(), Ok("[::1]:80"));
+        assert_eq!(
+            parse_listen_addr("8080").err().as_deref(),
+            Some(
+                "\"8080\" is not an address to listen on: write IP:PORT or :PORT, such as 0.0.0.0:8080, 127.0.0.1:8080 or :8080"
+            )
+        );
+    }
+
     #[test]
     fn a_top_level_flag_after_the_subcommand_says_where_it_belongs() {
         let table = [

@@ -296,6 +296,11 @@ pub async fn run(cluster: &ClusterArgs, config: DaemonConfig) -> anyhow::Result<
         Ok(listener) => listener,
         Err(error) => {
             tracing::error!(%error, address = %health_addr, "cannot listen for health and metrics");
+            // The log is JSON for a collector; a person starting the daemon by hand reads stderr.
+            crate::safe_eprintln!(
+                "error: cannot listen on {health_addr} for /healthz, /readyz and /metrics: {error}; choose another \
+                 address with --health-addr (such as 127.0.0.1:18080)"
+            );
             return Ok(ExitCode::from(1));
         }
     };

@@ -91,8 +91,13 @@ pub async fn list(cluster: &ClusterArgs, args: &BatchesArgs) -> anyhow::Result<E
     let missing = if batches.is_empty() { missing_namespace(&connection, &scope).await } else { None };
     if printable.table.is_empty() && matches!(args.output.format, OutputFormat::Table | OutputFormat::Wide) {
         // Like kubectl: "nothing found" is a note for the person, not output for a pipe.
+        // An empty namespace that exists: the batches may be in another one.
+        let elsewhere = match (&scope, &missing) {
+            (crate::cluster::Scope::Namespace(_), None) => " (capdeck batches -A looks in every namespace)".to_string(),
+            _ => String::new(),
+        };
         crate::safe_eprintln!(
-            "No rotation batches in {}.{}",
+            "No rotation batches in {}.{}{elsewhere}",
             scope.label(),
             missing.map(|note| format!(" {note}")).unwrap_or_default()
         );

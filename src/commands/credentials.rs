@@ -52,7 +52,12 @@ pub async fn run(cluster: &ClusterArgs, args: &CredentialsArgs) -> anyhow::Resul
     })
     .map_err(|error| super::UsageError(error.to_string()))?;
     if result.credentials.is_empty() && !matches!(args.output.format, crate::output::OutputFormat::Json) {
-        crate::safe_eprintln!("No CAPApplication consumes a binding Secret here.");
+        let elsewhere = if args.files.is_empty() && !cluster.all_namespaces {
+            " (capdeck credentials -A looks in every namespace)"
+        } else {
+            ""
+        };
+        crate::safe_eprintln!("No CAPApplication consumes a binding Secret here.{elsewhere}");
     }
     crate::output::print(&text)?;
     crate::safe_eprintln!("note: margins judged with {timing_source}");

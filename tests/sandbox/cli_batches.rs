@@ -106,7 +106,10 @@ async fn batches_lists_in_table_and_json() {
         .expect("join");
     // Like kubectl: nothing on stdout (a pipe sees nothing), the note on stderr.
     assert!(empty.stdout.is_empty(), "{}", String::from_utf8_lossy(&empty.stdout));
-    assert!(String::from_utf8_lossy(&empty.stderr).contains("No rotation batches in namespace default"));
+    assert!(
+        String::from_utf8_lossy(&empty.stderr)
+            .contains("No rotation batches in namespace default. (capdeck batches -A looks in every namespace)")
+    );
     cluster.served.stop().await;
 }
 

@@ -233,7 +233,11 @@ async fn an_empty_list_in_a_namespace_that_does_not_exist_says_so() {
     sandbox.deny("get:namespaces".parse().expect("rule"));
     let output = run(vec!["batches", "-n", "nope"]).await.expect("join");
     let (_, stderr) = stdout_and_stderr(&output);
-    assert_eq!(stderr.trim(), "No rotation batches in namespace nope.", "{stderr}");
+    assert_eq!(
+        stderr.trim(),
+        "No rotation batches in namespace nope. (capdeck batches -A looks in every namespace)",
+        "{stderr}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
