@@ -52,6 +52,7 @@ fn table(windows: &ChangeWindows, now: Timestamp, next: usize) -> String {
 fn exact_length(seconds: i64) -> String {
     let (hours, minutes) = (seconds / 3600, seconds % 3600 / 60);
     match (hours, minutes) {
+        (0, 0) => "under a minute".to_string(),
         (0, m) => format!("{m}m"),
         (h, 0) => format!("{h}h"),
         (h, m) => format!("{h}h{m}m"),
@@ -100,6 +101,9 @@ mod tests {
         assert_eq!(json["open"], true);
         assert_eq!(json["closes"], "2026-03-29T02:00:00Z");
         assert_eq!(json["openings"][0]["opens"], "2026-03-29T00:00:00Z");
-        assert_eq!([exact_length(45 * 60), exact_length(9000), exact_length(57 * 3600)], ["45m", "2h30m", "57h"]);
+        assert_eq!(
+            [exact_length(30), exact_length(45 * 60), exact_length(9000), exact_length(57 * 3600)],
+            ["under a minute", "45m", "2h30m", "57h"]
+        );
     }
 }
