@@ -156,13 +156,20 @@ fn top_level_flag_after_subcommand(
         _ if FrontEnd::Subcommand.uses(group) => {
             format!("--{long} goes before the subcommand: `capdeck --{long} {name} ...`")
         }
-        FlagGroup::Engine => {
-            format!("--{long} configures the engine of the console and the daemon; `{name}` runs no engine")
-        }
-        FlagGroup::Console => format!("--{long} is a console flag; `{name}` opens no console"),
-        _ => format!("--{long} is for --daemon; `{name}` is not the daemon"),
+        _ => not_used_here(&format!("--{long}"), group, &format!("`{name}`")),
     };
     Some(command.clone().error(ErrorKind::ArgumentConflict, message))
+}
+
+/// Why flag `long` of `group` does not fit `where_` (`` `batches` ``, `--daemon`, the console).
+fn not_used_here(long: &str, group: FlagGroup, where_: &str) -> String {
+    match group {
+        FlagGroup::Engine => {
+            format!("{long} configures the engine of the console and the daemon; {where_} runs no engine")
+        }
+        FlagGroup::Console => format!("{long} is a console flag; {where_} opens no console"),
+        _ => format!("{long} is for --daemon; {where_} is not the daemon"),
+    }
 }
 
 /// A Kubernetes object name (a Lease's): refused at parse time, not by the API server later.
@@ -253,11 +260,7 @@ impl Cli {
                         "{long} goes after the subcommand: `capdeck {name} {long} ...` (before it, it would be ignored)"
                     )
                 }
-                (FlagGroup::Engine, _) => {
-                    format!("{long} configures the engine of the console and the daemon; {where_} runs no engine")
-                }
-                (FlagGroup::Console, _) => format!("{long} is a console flag; {where_} opens no console"),
-                _ => format!("{long} is for --daemon; {where_} is not the daemon"),
+                _ => not_used_here(&long, group, &where_),
             }));
         }
         // Cluster flags are global: a subcommand that never reaches a cluster refuses them.

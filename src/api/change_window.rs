@@ -124,9 +124,13 @@ impl ChangeWindows {
 
     /// Whether the windows are open at `at`, and until when or from when.
     pub fn state_at(&self, at: Timestamp) -> WindowState {
+        Self::state_among(&self.openings_around(at), at)
+    }
+
+    /// `state_at`, from the openings around `at` already worked out.
+    fn state_among(openings: &[Opening], at: Timestamp) -> WindowState {
         let week = Span::new().hours(7 * 24);
-        let openings = self.openings_around(at);
-        for opening in &openings {
+        for opening in openings {
             if opening.opens <= at && at < opening.closes {
                 // An opening a week long or more is every hour of the week, whatever comes next.
                 let endless = at.checked_add(week).is_ok_and(|week_on| opening.closes >= week_on);
@@ -143,10 +147,11 @@ impl ChangeWindows {
     /// The next `count` openings that have not closed at `at` (the current one first, if open).
     /// None when the windows never close (`state_at` says so).
     pub fn next_openings(&self, at: Timestamp, count: usize) -> Vec<Opening> {
-        if self.state_at(at) == (WindowState::Open { closes: None }) {
+        let openings = self.openings_around(at);
+        if Self::state_among(&openings, at) == (WindowState::Open { closes: None }) {
             return Vec::new();
         }
-        self.openings_around(at).into_iter().filter(|opening| opening.closes > at).take(count).collect()
+        openings.into_iter().filter(|opening| opening.closes > at).take(count).collect()
     }
 
     /// Every opening from two days before `at` to sixteen after, merged and in order.
@@ -388,9 +393,9 @@ pub fn window_gate(
         return WindowGate::Open;
     }
     let margin = jiff::SignedDuration::try_from(expected_rollout).unwrap_or(jiff::SignedDuration::MAX);
-    let latest_safe_start = revocation.and_then(|r| r.checked_sub(margin).ok());
-    if let (Some(latest), Some(revocation)) = (latest_safe_start, revocation)
-        && starts > latest
+    // The latest safe start is the revocation less the margin (none when that underflows).
+    if let Some(revocation) = revocation
+        && revocation.checked_sub(margin).is_ok_and(|latest| starts > latest)
     {
         return WindowGate::DeadlineFirst { starts, revocation, frozen: frozen_until.is_some() };
     }

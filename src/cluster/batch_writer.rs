@@ -16,10 +16,7 @@ use kube::core::Status;
 use serde_json::{Value, json};
 
 use crate::api::RotationBatch;
-use crate::api::rotation_batch::attribution::{ACTIONS_FIELD_MANAGER, ENGINE_FIELD_MANAGER};
-
-/// The field manager of the notifier's records.
-pub const NOTIFIER_FIELD_MANAGER: &str = "capdeck-notify";
+use crate::api::rotation_batch::attribution::{ACTIONS_FIELD_MANAGER, ENGINE_FIELD_MANAGER, NOTIFIER_FIELD_MANAGER};
 
 /// Who writes: it names the field manager and the verb a batch is read with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -21,6 +21,8 @@ pub const HOLD_NOT_HONOURED: &str = "HoldNotHonoured";
 pub const ACTIONS_FIELD_MANAGER: &str = "capdeck-console";
 /// The engine's field manager.
 pub const ENGINE_FIELD_MANAGER: &str = "capdeck-engine";
+/// The notifier's records in the status (never an attribution, named here with its siblings).
+pub const NOTIFIER_FIELD_MANAGER: &str = "capdeck-notify";
 
 /// An attribution in the spec that drives the engine: who approved, who held.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
