@@ -7,6 +7,7 @@ pub mod common;
 pub mod container;
 pub mod crds;
 pub mod deployment_view;
+pub mod freeze;
 pub mod go_duration;
 pub mod rotation_batch;
 pub mod service_binding;
@@ -18,6 +19,7 @@ pub use cap::{
 };
 pub use common::{Condition, ConditionStatus, GenericStatus};
 pub use deployment_view::DeploymentView;
+pub use freeze::{Freeze, FreezeScope, FreezeSpec};
 pub use rotation_batch::{BatchPhase, RotationBatch, RotationBatchSpec, RotationBatchStatus};
 
 /// Opt-in to capdeck's rollout without setting the upstream spec flag.

@@ -432,6 +432,22 @@ pub struct EngineArgs {
     /// The cluster's name in notifications [default: the kube context's name]
     #[arg(long, value_name = "NAME", env = "CAPDECK_CLUSTER_NAME")]
     pub cluster_name: Option<String>,
+    /// The cluster's change windows: batches roll only inside them, unless waiting would outlive
+    /// the old credentials. An application's or its namespace's capdeck.dev/change-windows
+    /// annotation wins. E.g. 'Mon-Fri 22:00-05:00 Europe/Berlin; Sat-Sun 00:00-24:00 Europe/Berlin'
+    /// (docs/WINDOWS.md; try one with `capdeck windows`) [default: none, any hour]
+    #[arg(long, value_name = "WINDOWS", env = "CAPDECK_CHANGE_WINDOWS", value_parser = parse_change_windows)]
+    pub change_windows: Option<crate::api::change_window::ChangeWindows>,
+    /// When the next change window, or the end of a freeze, comes too late for the old
+    /// credentials: `ask` a person at once (a notification), or `roll` at once
+    #[arg(long, value_enum, value_name = "ask|roll", default_value_t = crate::engine::config::OnDeadline::Ask,
+          env = "CAPDECK_ON_DEADLINE")]
+    pub on_deadline: crate::engine::config::OnDeadline,
+}
+
+/// `--change-windows`: parsed at once, so a bad value is a usage error naming the range.
+fn parse_change_windows(text: &str) -> Result<crate::api::change_window::ChangeWindows, String> {
+    crate::api::change_window::ChangeWindows::parse(text).map_err(|error| format!("{error} (see docs/WINDOWS.md)"))
 }
 
 #[derive(Debug, Subcommand)]
@@ -942,6 +958,7 @@ mod tests {
                 "all|NAME,..." => "all",
                 "[FORMAT=]URL" => "http://127.0.0.1:9/hook",
                 "NS/NAME:KEY" => "ns/notify:url",
+                "WINDOWS" => "Mon-Fri 22:00-05:00 Europe/Berlin",
                 _ => "x",
             }
             .to_string(),

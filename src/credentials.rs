@@ -802,6 +802,7 @@ mod tests {
             approval: "auto".into(),
             max_parallel_rollouts: 5,
             min_rollout_interval_seconds: 600,
+            change_windows: None,
         };
         let five = Some(Duration::from_secs(300));
         let cases = [

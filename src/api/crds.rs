@@ -7,6 +7,7 @@ use kube::CustomResourceExt;
 use super::cap::{
     CAPApplication, CAPApplicationVersion, CAPTenant, CAPTenantOperation, CAPTenantOutput, ClusterDomain, Domain,
 };
+use super::freeze::Freeze;
 use super::rotation_batch::RotationBatch;
 
 /// Every CRD, upstream kinds first, in a stable order.
@@ -20,6 +21,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         Domain::crd(),
         ClusterDomain::crd(),
         RotationBatch::crd(),
+        Freeze::crd(),
     ]
 }
 

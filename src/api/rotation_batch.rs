@@ -104,6 +104,7 @@ string_enum! {
     pub BatchPhase {
         Collecting = "Collecting",
         AwaitingApproval = "AwaitingApproval",
+        Waiting = "Waiting",
         RollingOut = "RollingOut",
         Succeeded = "Succeeded",
         NoChange = "NoChange",
@@ -147,6 +148,10 @@ pub struct RotationBatchStatus {
     /// The newer batch of the same application that replaced this one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub superseded_by: Option<String>,
+    /// While `Waiting`: when it may start (the next change window opening, or the end of the
+    /// freeze that holds it and the first opening after).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_until: Option<Time>,
     /// `spec.retry.at` of the last retry the engine carried out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retried_at: Option<Time>,
@@ -280,6 +285,22 @@ pub mod reason {
     pub const RETRIED: &str = "Retried";
     /// An SRE pointed the Deployments back at their previous VCAP Secrets.
     pub const UNDONE: &str = "Undone";
+    /// Outside the application's change windows: the batch waits (phase `Waiting`) until the
+    /// next opening, which comes early enough for the old credentials.
+    pub const OUTSIDE_CHANGE_WINDOW: &str = "OutsideChangeWindow";
+    /// The change window closed during the rollout: the Deployments in flight finish, the rest
+    /// wait (phase `Waiting`) for the next opening.
+    pub const CHANGE_WINDOW_CLOSED: &str = "ChangeWindowClosed";
+    /// A freeze covers the application: the batch waits (phase `Waiting`) until it ends.
+    pub const FROZEN: &str = "Frozen";
+    /// The next change window opens too late for the old credentials: a person decides now
+    /// (phase `AwaitingApproval`), unless `--on-deadline roll`.
+    pub const DEADLINE_BEFORE_CHANGE_WINDOW: &str = "DeadlineBeforeChangeWindow";
+    /// The freeze ends too late for the old credentials: a person decides now.
+    pub const DEADLINE_DURING_FREEZE: &str = "DeadlineDuringFreeze";
+    /// The application's change windows cannot be read: the batch is held (phase `Held`) until
+    /// the annotation is fixed.
+    pub const CHANGE_WINDOW_UNREADABLE: &str = "ChangeWindowUnreadable";
 }
 
 /// Conditions beside `Ready` that say an attribution in the spec is not honoured: the server's

@@ -141,6 +141,9 @@ pub struct PublishedSettings {
     pub approval: String,
     pub max_parallel_rollouts: usize,
     pub min_rollout_interval_seconds: u64,
+    /// `--change-windows` (the cluster level of docs/WINDOWS.md), as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change_windows: Option<String>,
 }
 
 impl PublishedSettings {
@@ -479,6 +482,7 @@ mod tests {
             approval: "manual".into(),
             max_parallel_rollouts: 5,
             min_rollout_interval_seconds: 600,
+            change_windows: None,
         };
         let json = serde_json::to_string(&settings).expect("json");
         assert_eq!(serde_json::from_str::<PublishedSettings>(&json).expect("back"), settings);

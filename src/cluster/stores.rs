@@ -10,13 +10,15 @@
 //! - Deployments are held as `DeploymentView` (what capdeck reads of them), decoded straight
 //!   from the watch: k8s-openapi's `Deployment` costs 4.5 KB per object before any content.
 //! - Connection health: watch errors mark the API unreachable; a `/version` probe marks it back.
+//! - Namespaces (the namespace level of change windows) and Freezes are optional: a user who may
+//!   not read them, or a cluster without the Freeze CRD, leaves their store empty and ready.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use futures::StreamExt as _;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::api::events::v1::Event;
 use kube::core::DeserializeGuard;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
@@ -30,8 +32,8 @@ use tokio_util::sync::CancellationToken;
 use super::Scope;
 use crate::api::service_binding::ServiceBinding;
 use crate::api::{
-    CAPApplication, CAPApplicationVersion, CAPTenant, CAPTenantOperation, DeploymentView, LABEL_SECRET_OWNER_HASH,
-    RotationBatch,
+    CAPApplication, CAPApplicationVersion, CAPTenant, CAPTenantOperation, DeploymentView, Freeze,
+    LABEL_SECRET_OWNER_HASH, RotationBatch,
 };
 
 /// An object the API returned that does not decode as its kind.
@@ -71,6 +73,10 @@ pub struct Stores {
     pub deployments: Store<DeploymentView>,
     pub vcap_secrets: Store<Secret>,
     pub binding_secrets: Store<Secret>,
+    /// The Namespaces in scope (their change-window annotation); empty where they may not be read.
+    pub namespaces: Store<Namespace>,
+    /// Freezes in scope; empty where they may not be read or their CRD is not installed.
+    pub freezes: Store<Freeze>,
     /// Events about CAP objects and batches (the console's Events view); `None` where nobody
     /// shows them (the daemon).
     pub events: Option<Store<Event>>,
@@ -111,7 +117,7 @@ struct Shared {
 }
 
 /// Every store but Events, by the name readiness is tracked under.
-const KINDS: usize = 8;
+const KINDS: usize = 10;
 
 impl Shared {
     fn mark_ready(&self, kind: &'static str) {
@@ -208,6 +214,18 @@ impl Stores {
         handles.push(task);
         let (binding_secrets, task) = binding_secrets(scope.api(client), applications.clone(), shared.clone());
         handles.push(task);
+        // One Namespace when the scope is one namespace: the engine reads only its annotation.
+        let namespace_config = match &scope {
+            Scope::All => watcher::Config::default(),
+            Scope::Namespace(namespace) => watcher::Config::default().fields(&format!("metadata.name={namespace}")),
+        };
+        let watched = Watched { optional: true, ..Watched::all("Namespace", prune_metadata) };
+        let (namespaces, task) =
+            typed::<Namespace>(Api::all(client.clone()), namespace_config, watched, shared.clone());
+        handles.push(task);
+        let watched = Watched { optional: true, ..Watched::all("Freeze", prune_metadata) };
+        let (freezes, task) = typed::<Freeze>(scope.api(client), watcher::Config::default(), watched, shared.clone());
+        handles.push(task);
         let events = with_events.then(|| {
             // Only Events about CAP objects and batches are kept; a user who may not list Events
             // still gets every other view.
@@ -230,6 +248,8 @@ impl Stores {
             deployments,
             vcap_secrets,
             binding_secrets,
+            namespaces,
+            freezes,
             events,
             service_bindings,
             service_bindings_available,
@@ -498,10 +518,11 @@ where
                         shared.mark_ready(kind);
                     }
                 }
-                // An optional kind the user may not list: every other store still works.
-                Some(Err(error)) if optional && api_status(&error) == Some(403) => {
+                // An optional kind the user may not list, or whose CRD is not installed: every
+                // other store still works (the watch keeps retrying with its backoff).
+                Some(Err(error)) if optional && matches!(api_status(&error), Some(403 | 404)) => {
                     if !denied {
-                        tracing::info!(%error, kind, "not readable with these credentials; its view stays empty");
+                        tracing::info!(%error, kind, "not readable with these credentials, or not installed; its view stays empty");
                         denied = true;
                     }
                     shared.mark_ready(kind);

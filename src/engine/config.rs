@@ -134,6 +134,24 @@ pub struct EngineConfig {
     pub readiness_timeout: Duration,
     /// Where the leading engine sends notifications (none: it sends none).
     pub notify: NotifyConfig,
+    /// `--change-windows`: the cluster's default change windows (docs/WINDOWS.md); an
+    /// application's or its namespace's annotation wins.
+    pub change_windows: Option<crate::api::change_window::ChangeWindows>,
+    /// `--on-deadline`: what a batch does when waiting for a window or a freeze would outlive
+    /// its old credentials.
+    pub on_deadline: OnDeadline,
+}
+
+/// When the next change window (or the end of a freeze) comes after the old credentials may be
+/// revoked, less the expected rollout.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnDeadline {
+    /// Ask a person at once (phase AwaitingApproval, reason DeadlineBeforeChangeWindow or
+    /// DeadlineDuringFreeze, a notification)
+    #[default]
+    Ask,
+    /// Roll at once, outside the window or the freeze (the batch's record says so)
+    Roll,
 }
 
 /// What a receiver gets: the generic JSON body or Slack's `{"text": …}`.
@@ -259,6 +277,8 @@ impl Default for EngineConfig {
             halt_on_failure: true,
             readiness_timeout: Duration::from_secs(300),
             notify: NotifyConfig::default(),
+            change_windows: None,
+            on_deadline: OnDeadline::Ask,
         }
     }
 }
@@ -273,6 +293,7 @@ impl EngineConfig {
             approval: self.approval.label().into(),
             max_parallel_rollouts: self.max_parallel_rollouts,
             min_rollout_interval_seconds: self.min_rollout_interval.as_secs(),
+            change_windows: self.change_windows.as_ref().map(|windows| windows.text().to_string()),
         }
     }
 

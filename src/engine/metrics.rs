@@ -47,6 +47,10 @@ pub struct Metrics {
     /// Notifications a receiver accepted, and those it did not after every retry (per receiver).
     pub notifications_sent: Counter,
     pub notifications_failed: Counter,
+    /// Open batches waiting for a change window to open (phase `Waiting`, outside the windows).
+    pub batches_waiting_for_window: Gauge,
+    /// Freezes in force over what this engine serves.
+    pub freeze_active: Gauge,
     registry: Arc<Registry>,
 }
 
@@ -110,7 +114,21 @@ impl Metrics {
             "Notifications a receiver did not accept after every retry (one per receiver; the log names the host)",
             notifications_failed.clone(),
         );
+        let batches_waiting_for_window = Gauge::default();
+        registry.register(
+            "batches_waiting_for_window",
+            "Open batches waiting for their next change window to open (phase Waiting)",
+            batches_waiting_for_window.clone(),
+        );
+        let freeze_active = Gauge::default();
+        registry.register(
+            "freeze_active",
+            "Freezes in force over the namespaces this engine serves (capdeck freeze)",
+            freeze_active.clone(),
+        );
         Self {
+            batches_waiting_for_window,
+            freeze_active,
             credentials_margin_seconds,
             notifications_sent,
             notifications_failed,
@@ -168,6 +186,8 @@ mod tests {
             "capdeck_leader 1",
             "capdeck_notifications_sent_total 0",
             "capdeck_notifications_failed_total 0",
+            "capdeck_batches_waiting_for_window 0",
+            "capdeck_freeze_active 0",
             "capdeck_credentials_margin_seconds{namespace=\"ns\",batch=\"app-x7k2q\"} -300",
             "# EOF",
         ] {

@@ -46,6 +46,10 @@ pub enum Event {
     CredentialsAtRisk,
     CredentialsUnsafe,
     CredentialsResolved,
+    /// The next change window opens too late for the old credentials: a person decides now.
+    DeadlineBeforeChangeWindow,
+    /// A freeze ends too late for the old credentials: a person decides now.
+    DeadlineDuringFreeze,
 }
 
 impl Event {
@@ -57,6 +61,8 @@ impl Event {
             Self::CredentialsAtRisk => "CredentialsAtRisk",
             Self::CredentialsUnsafe => "CredentialsUnsafe",
             Self::CredentialsResolved => "CredentialsResolved",
+            Self::DeadlineBeforeChangeWindow => "DeadlineBeforeChangeWindow",
+            Self::DeadlineDuringFreeze => "DeadlineDuringFreeze",
         }
     }
 
@@ -120,7 +126,16 @@ fn batch_event(batch: &RotationBatch, now: Timestamp) -> Option<(Event, String)>
     let status = batch.status.as_ref()?;
     let ready = status.conditions.iter().find(|c| c.type_ == "Ready");
     match status.phase {
-        BatchPhase::AwaitingApproval => Some((Event::AwaitingApproval, Event::AwaitingApproval.as_str().into())),
+        // An escalation is an event of its own (keyed apart, so a batch that waited for an
+        // approval and then escalated announces both).
+        BatchPhase::AwaitingApproval => {
+            let event = match ready.map(|c| c.reason.as_str()) {
+                Some("DeadlineBeforeChangeWindow") => Event::DeadlineBeforeChangeWindow,
+                Some("DeadlineDuringFreeze") => Event::DeadlineDuringFreeze,
+                _ => Event::AwaitingApproval,
+            };
+            Some((event, event.as_str().into()))
+        }
         BatchPhase::Held if ready.is_some_and(|c| c.reason == "RolloutFailureGuard") => {
             let retry = status.retried_at.as_ref().map_or(0, |t| t.0.as_second());
             Some((Event::HeldByFailureGuard, format!("HeldByFailureGuard@{retry}")))

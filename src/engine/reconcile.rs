@@ -14,6 +14,7 @@ mod backoff;
 pub mod batching;
 pub mod decide;
 mod detect;
+mod gate;
 mod managed_fields;
 pub mod pods;
 mod rollout;
@@ -31,6 +32,7 @@ use kube::runtime::reflector::ObjectRef;
 use super::config::EngineConfig;
 use super::metrics::{BatchLabels, Metrics, PhaseLabels};
 use super::writes::Writes;
+use crate::api::change_window::{ANNOTATION_CHANGE_WINDOWS, AppliedWindows};
 use crate::api::rotation_batch::reason;
 use crate::api::service_binding::ServiceBinding;
 use crate::api::{ANNOTATION_ROLLED_AT, BatchPhase, CAPApplication, RotationBatch, RotationBatchStatus};
@@ -237,6 +239,23 @@ impl Reconciler {
         for (phase, count) in counts {
             metrics.batches.get_or_create(&PhaseLabels { phase }).set(count);
         }
+        let for_window = self
+            .context
+            .open_batches()
+            .iter()
+            .filter(|batch| {
+                batch.phase() == BatchPhase::Waiting
+                    && batch.status.as_ref().is_some_and(|status| {
+                        matches!(
+                            condition_reason(status),
+                            Some(reason::OUTSIDE_CHANGE_WINDOW | reason::CHANGE_WINDOW_CLOSED)
+                        )
+                    })
+            })
+            .count();
+        metrics.batches_waiting_for_window.set(i64::try_from(for_window).unwrap_or(i64::MAX));
+        let in_force = stores.freezes.state().iter().filter(|freeze| freeze.active_at(now)).count();
+        metrics.freeze_active.set(i64::try_from(in_force).unwrap_or(i64::MAX));
     }
 
     /// Move one open batch along: follow its rolling Deployments, decide, execute.
@@ -326,6 +345,19 @@ impl Reconciler {
 }
 
 impl Context {
+    /// The change windows of an application: its annotation, else its namespace's, else
+    /// `--change-windows` (docs/WINDOWS.md).
+    fn windows(&self, app: &CAPApplication) -> Option<AppliedWindows> {
+        let namespace = app.namespace().unwrap_or_default();
+        let name = app.name_any();
+        let namespace_object = self.stores.namespaces.get(&ObjectRef::new(&namespace));
+        let namespace_annotation = namespace_object
+            .as_ref()
+            .and_then(|ns| ns.annotations().get(ANNOTATION_CHANGE_WINDOWS).map(String::as_str));
+        let own = app.annotations().get(ANNOTATION_CHANGE_WINDOWS).map(String::as_str);
+        AppliedWindows::resolve((&namespace, &name, own), namespace_annotation, self.config.change_windows.as_ref())
+    }
+
     /// The decision for a batch, with what the world adds to it: the storm guard's last roll
     /// times, the revocation of its old credentials, the settings.
     fn decide(
@@ -343,6 +375,15 @@ impl Context {
                 live.annotations().get(ANNOTATION_ROLLED_AT).and_then(|at| at.parse::<Timestamp>().ok())
             })
         };
+        let windows = app.and_then(|app| self.windows(app));
+        let freezes = self.stores.freezes.state();
+        let freeze = crate::api::freeze::governing(
+            freezes.iter().map(|freeze| &**freeze),
+            &self.config.lease.namespace,
+            &namespace,
+            &batch.spec.application,
+            now,
+        );
         let context = DecisionContext {
             now,
             approval_default: self.config.approval,
@@ -351,6 +392,9 @@ impl Context {
             revocation: bindings.and_then(|bindings| batch_revocation(bindings, batch)),
             expected_rollout: self.config.expected_rollout,
             halt_on_failure: self.config.halt_on_failure,
+            windows: windows.as_ref(),
+            freeze,
+            deadline_rolls: self.config.on_deadline == crate::engine::config::OnDeadline::Roll,
         };
         let plan = || {
             let rotated = Rotated::Secrets(batch.spec.secrets.iter().map(|s| s.name.clone()).collect());
@@ -373,6 +417,15 @@ fn wake_for(
     let status = batch.status.clone().unwrap_or_default();
     // A hold the engine does not honour (its condition says so) holds nothing.
     let held = batch.spec.hold.is_some() && !batch.attribution_refused(Attributed::Hold.condition_type());
+    let in_flight = status.deployments.iter().any(status::is_active);
+    // Waiting for a window or a freeze's end: back at that moment (or to follow what is in
+    // flight); unreadable windows wait for the annotation to change (a store change).
+    if status.phase == BatchPhase::Waiting && !held && !in_flight {
+        return status.waiting_until.map(|at| until(at.0).max(Duration::from_millis(10)));
+    }
+    if condition_reason(&status) == Some(reason::CHANGE_WINDOW_UNREADABLE) && !in_flight {
+        return None;
+    }
     if status.deployments.iter().any(|d| !is_done(d)) && status.rollout_started_at.is_some() {
         Some(progress_interval)
     } else if status.deployments.is_empty() && !held {

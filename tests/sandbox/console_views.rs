@@ -187,6 +187,7 @@ fn credentials_view_says_which_settings_judged_the_margins() {
             approval: "auto".into(),
             max_parallel_rollouts: 5,
             min_rollout_interval_seconds: 600,
+            change_windows: None,
         }),
     });
     let screen = render(&mut app, 160, 32);

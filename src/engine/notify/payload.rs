@@ -78,6 +78,12 @@ impl Payload {
                 "{place}: batch {} awaits approval ({}) — capdeck approve {batch} --reason …",
                 self.batch, self.message
             ),
+            e if e == Event::DeadlineBeforeChangeWindow.as_str() || e == Event::DeadlineDuringFreeze.as_str() => {
+                format!(
+                    "{place}: batch {} cannot wait for its window: {} — capdeck approve {batch} --reason …",
+                    self.batch, self.message
+                )
+            }
             e if e == Event::HeldByFailureGuard.as_str() => format!(
                 "{place}: the failure guard halted batch {} ({}) — capdeck retry|release|undo {batch} --reason …",
                 self.batch, self.message

@@ -20,10 +20,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
+use super::gate::{self, Check};
 use super::status::{
     MISSING_DEPLOYMENT, batch_deployments, condition_reason, finish, is_active, is_done, is_queued, progress_summary,
     ready_condition, set_condition, user_action_text,
 };
+use crate::api::Freeze;
+use crate::api::change_window::AppliedWindows;
 use crate::api::common::{Condition, ConditionStatus, bounded};
 pub use crate::api::rotation_batch::attribution::{Attributed, attribution_check};
 use crate::api::rotation_batch::{BatchDeployment, DeploymentAction, DeploymentRolloutState, reason};
@@ -49,6 +52,26 @@ pub struct DecisionContext<'a> {
     pub expected_rollout: Duration,
     /// `--halt-on-failure`: a stalled Deployment halts the batch while others are queued.
     pub halt_on_failure: bool,
+    /// The application's change windows, when a level sets them (docs/WINDOWS.md).
+    pub windows: Option<&'a AppliedWindows>,
+    /// The freeze in force over the application.
+    pub freeze: Option<&'a Freeze>,
+    /// `--on-deadline roll`: when waiting for a window or a freeze would outlive the old
+    /// credentials, roll at once instead of asking a person.
+    pub deadline_rolls: bool,
+}
+
+impl DecisionContext<'_> {
+    /// What the change windows and the freeze say about starting a Deployment now.
+    pub fn gate(&self) -> Check {
+        let inputs = gate::Inputs {
+            windows: self.windows,
+            freeze: self.freeze,
+            revocation: self.revocation,
+            expected_rollout: self.expected_rollout,
+        };
+        gate::check(inputs, self.now)
+    }
 }
 
 /// A terminal phase with its condition.
@@ -121,8 +144,23 @@ pub enum Decision {
     Evaluate(Evaluation),
     AwaitApproval,
     /// Still waiting for an approval, but the old credentials may be revoked before the batch
-    /// would have rolled: say so (condition `CredentialsExpiring`, a Warning Event).
+    /// would have rolled (condition `CredentialsExpiring`), or before the next change window
+    /// or the end of a freeze (`DeadlineBeforeChangeWindow`, `DeadlineDuringFreeze`): say so,
+    /// with a Warning Event.
     Escalate {
+        reason: &'static str,
+        message: String,
+    },
+    /// Outside the change windows or frozen: start nothing until `until` (phase `Waiting`);
+    /// Deployments already rolling finish.
+    Wait {
+        reason: &'static str,
+        message: String,
+        until: Timestamp,
+    },
+    /// The application's change windows cannot be read: start nothing until they are fixed
+    /// (phase `Held`, `ChangeWindowUnreadable`).
+    WindowUnreadable {
         message: String,
     },
     Start(Start),
@@ -228,7 +266,7 @@ pub fn decide(
         return match failure_guard(batch, status, context) {
             Guard::Halt(message) => Decision::Halt { message },
             Guard::Resume(message) => Decision::Resume { message },
-            Guard::Clear => Decision::Roll,
+            Guard::Clear => paused_mid_rollout(batch, status, context).unwrap_or(Decision::Roll),
         };
     }
     let approved = batch.spec.approval.as_ref().is_some_and(|a| a.approved_by.is_some())
@@ -248,9 +286,70 @@ pub fn decide(
             message: format!("CAPApplication {} no longer opts in to rollout on credential update", app.name_any()),
         });
     }
+    // Change windows and freezes: a forced batch overrides them (and its record says so);
+    // otherwise it waits, is held, or — when waiting would outlive the old credentials — asks.
+    let check = context.gate();
+    let mut deadline = None;
+    let mut overridden = None;
+    match check {
+        Check::Open => {}
+        _ if batch.spec.force.is_some() => overridden = overridden_text(&check),
+        Check::Unreadable { message } => return Decision::WindowUnreadable { message },
+        Check::Wait { reason, message, until } => return Decision::Wait { reason, message, until },
+        Check::Deadline { reason, message } => {
+            deadline = Some(Deadline { reason, message, rolls: context.deadline_rolls })
+        }
+    }
     // An expiring batch whose window is still open is evaluated now: the window's end is ignored.
     let expiring = expiring.map(|message| Expiring { message, window_open });
-    Decision::Evaluate(evaluate(batch, app, &plan(), approved, expiring.as_ref(), context))
+    let urgency =
+        Urgency { expiring: expiring.as_ref(), deadline: deadline.as_ref(), overridden: overridden.as_deref() };
+    Decision::Evaluate(evaluate(batch, app, &plan(), approved, urgency, context))
+}
+
+/// What a forced start overrides, for its record: `outside the change windows (…); next opening …`.
+fn overridden_text(check: &Check) -> Option<String> {
+    match check {
+        Check::Open => None,
+        Check::Wait { message, .. } | Check::Unreadable { message } | Check::Deadline { message, .. } => {
+            Some(format!("overrides: {message}"))
+        }
+    }
+}
+
+/// A rolling batch whose change window closed (or that a freeze now covers) finishes what is in
+/// flight and starts nothing new until the next opening; a forced batch, or one whose next opening
+/// comes too late for the old credentials, rolls on.
+fn paused_mid_rollout(
+    batch: &RotationBatch,
+    status: &RotationBatchStatus,
+    context: &DecisionContext<'_>,
+) -> Option<Decision> {
+    let queued = status.deployments.iter().filter(|d| is_queued(d)).count();
+    if batch.spec.force.is_some() || queued == 0 {
+        return None;
+    }
+    let in_flight = status.deployments.iter().filter(|d| is_active(d)).count();
+    let verb = |n: usize, one: &str, many: &str| if n == 1 { one.to_string() } else { many.to_string() };
+    let later = format!("{} {} then", count(queued, "queued Deployment"), verb(queued, "starts", "start"));
+    let rest = if in_flight > 0 {
+        format!("{} in flight {}; {later}", count(in_flight, "Deployment"), verb(in_flight, "finishes", "finish"))
+    } else {
+        later
+    };
+    match context.gate() {
+        Check::Open | Check::Deadline { .. } => None,
+        Check::Unreadable { message } => Some(Decision::WindowUnreadable { message }),
+        Check::Wait { reason, message, until } => {
+            let reason = if reason == reason::OUTSIDE_CHANGE_WINDOW { reason::CHANGE_WINDOW_CLOSED } else { reason };
+            let closed = if reason == reason::CHANGE_WINDOW_CLOSED {
+                "the change window closed during the rollout: "
+            } else {
+                ""
+            };
+            Some(Decision::Wait { reason, message: format!("{closed}{message}; {rest}"), until })
+        }
+    }
 }
 
 /// What a user's undo, hold or retry decides, in that order. Undo ends the batch whatever else
@@ -303,18 +402,59 @@ fn evaluated_earlier(
     expiring: Option<String>,
     context: &DecisionContext<'_>,
 ) -> Decision {
+    let escalated = matches!(
+        condition_reason(status),
+        Some(reason::CREDENTIALS_EXPIRING | reason::DEADLINE_BEFORE_CHANGE_WINDOW | reason::DEADLINE_DURING_FREEZE)
+    );
+    let check = context.gate();
     if !approved {
-        return match expiring {
-            Some(message) if condition_reason(status) != Some(reason::CREDENTIALS_EXPIRING) => {
-                Decision::Escalate { message: format!("{message}: approve now") }
+        if let Some(message) = expiring.filter(|_| !escalated) {
+            return Decision::Escalate {
+                reason: reason::CREDENTIALS_EXPIRING,
+                message: format!("{message}: approve now"),
+            };
+        }
+        return match check {
+            Check::Deadline { reason, message } if !escalated => {
+                Decision::Escalate { reason, message: format!("{message}: approve to roll now") }
+            }
+            // Escalated only because of a window or a freeze, and no approval is required by
+            // policy: once the window opens it rolls, asked or not.
+            Check::Open
+                if matches!(
+                    condition_reason(status),
+                    Some(reason::DEADLINE_BEFORE_CHANGE_WINDOW | reason::DEADLINE_DURING_FREEZE)
+                ) && !batch.spec.approval.as_ref().is_some_and(|a| a.required) =>
+            {
+                Decision::Start(Start {
+                    reason: reason::ROLLING_OUT,
+                    message:
+                        "the change window is open and no freeze applies: rolling out (nobody approved the escalation)"
+                            .into(),
+                    approval_waited: None,
+                })
             }
             _ => Decision::AwaitApproval,
         };
     }
+    // An approval rolls inside the windows; outside them it waits for the next opening, unless
+    // waiting would outlive the old credentials (then the approval is the person's decision).
+    let note = match check {
+        Check::Open => None,
+        Check::Unreadable { message } if batch.spec.force.is_none() => return Decision::WindowUnreadable { message },
+        Check::Wait { reason, message, until } if batch.spec.force.is_none() => {
+            return Decision::Wait { reason, message: format!("approved; {message}"), until };
+        }
+        other => overridden_text(&other),
+    };
     let approval_waited = ready_condition(status)
         .and_then(|c| c.last_transition_time.as_ref())
         .map(|entered| context.now.duration_since(entered.0).as_secs_f64().max(0.0));
-    Decision::Start(Start { approval_waited, ..start(batch, approved) })
+    let mut started = start(batch, approved);
+    if let Some(note) = note {
+        started.message = format!("{}; {note}", started.message);
+    }
+    Decision::Start(Start { approval_waited, ..started })
 }
 
 /// What the failure guard says about a rolling batch.
@@ -384,6 +524,23 @@ struct Expiring {
     window_open: bool,
 }
 
+/// Waiting for the next change window or a freeze's end would outlive the old credentials.
+struct Deadline {
+    reason: &'static str,
+    message: String,
+    /// `--on-deadline roll`: roll at once instead of asking.
+    rolls: bool,
+}
+
+/// What besides the policy bears on an evaluation: expiring credentials, a deadline before the
+/// next window, and what a forced start overrides (for its record).
+#[derive(Clone, Copy)]
+struct Urgency<'a> {
+    expiring: Option<&'a Expiring>,
+    deadline: Option<&'a Deadline>,
+    overridden: Option<&'a str>,
+}
+
 /// Why the batch cannot wait: its old credentials may be revoked less than one expected rollout
 /// after it would have rolled (docs/CREDENTIALS.md, "The margin"). `None` when there is time or
 /// nothing is known.
@@ -410,9 +567,10 @@ fn evaluate(
     app: &CAPApplication,
     plan: &AppPlan,
     approved: bool,
-    expiring: Option<&Expiring>,
+    urgency: Urgency<'_>,
     context: &DecisionContext<'_>,
 ) -> Evaluation {
+    let Urgency { expiring, deadline, overridden } = urgency;
     let deployments = batch_deployments(plan);
     let restarts: Vec<&BatchDeployment> =
         deployments.iter().filter(|d| d.action == DeploymentAction::Restart).collect();
@@ -424,12 +582,16 @@ fn evaluate(
     let approval_required = (batch.spec.approval.as_ref().map(|a| a.required) != Some(required)).then_some(required);
     let recently = rolled_recently(&restarts, context);
     // Waiting for an approval while the credentials expire escalates: the same wait, louder.
-    let wait = |reason: &'static str, message: String| match expiring {
-        Some(expiring) => Gate::AwaitApproval {
+    let wait = |reason: &'static str, message: String| match (deadline, expiring) {
+        (Some(deadline), _) => Gate::AwaitApproval {
+            reason: deadline.reason,
+            message: format!("{message}; {}: approve to roll now", deadline.message),
+        },
+        (None, Some(expiring)) => Gate::AwaitApproval {
             reason: reason::CREDENTIALS_EXPIRING,
             message: format!("{message}; {}: approve now", expiring.message),
         },
-        None => Gate::AwaitApproval { reason, message },
+        (None, None) => Gate::AwaitApproval { reason, message },
     };
     let gate = if !recently.is_empty() && !approved {
         wait(
@@ -450,6 +612,19 @@ fn evaluate(
                 count(tenants, "tenant")
             ),
         )
+    } else if let (Some(deadline), None, false) = (deadline, &batch.spec.force, approved) {
+        if deadline.rolls {
+            Gate::Start(Start {
+                reason: reason::ROLLING_OUT,
+                message: format!("rolling now (--on-deadline roll): {}", deadline.message),
+                approval_waited: None,
+            })
+        } else {
+            Gate::AwaitApproval {
+                reason: deadline.reason,
+                message: format!("{}: approve to roll now", deadline.message),
+            }
+        }
     } else if let (Some(expiring), None, false) = (expiring.filter(|e| e.window_open), &batch.spec.force, approved) {
         Gate::Start(Start {
             reason: reason::CREDENTIALS_EXPIRING,
@@ -457,7 +632,11 @@ fn evaluate(
             approval_waited: None,
         })
     } else {
-        Gate::Start(start(batch, approved))
+        let mut started = start(batch, approved);
+        if let Some(note) = overridden.or(deadline.map(|d| d.message.as_str())) {
+            started.message = format!("{}; {note}", started.message);
+        }
+        Gate::Start(started)
     };
     Evaluation { deployments, tenants: plan.tenants, approval_required, gate }
 }
@@ -506,6 +685,9 @@ fn start(batch: &RotationBatch, approved: bool) -> Start {
 
 /// Write a decision into the status (the part of its effects that is data).
 pub fn apply(decision: &Decision, status: &mut RotationBatchStatus, now: Timestamp) {
+    if !matches!(decision, Decision::Wait { .. }) {
+        status.waiting_until = None;
+    }
     match decision {
         Decision::Finish(outcome) => {
             finish(status, outcome.phase.clone(), outcome.reason, outcome.message.clone(), now)
@@ -555,12 +737,35 @@ pub fn apply(decision: &Decision, status: &mut RotationBatchStatus, now: Timesta
             }
         }
         Decision::AwaitApproval => status.phase = BatchPhase::AwaitingApproval,
-        Decision::Escalate { message } => {
+        Decision::Escalate { reason, message } => {
             status.phase = BatchPhase::AwaitingApproval;
-            set_condition(status, false, reason::CREDENTIALS_EXPIRING, message.clone(), now);
+            set_condition(status, false, reason, message.clone(), now);
+        }
+        Decision::Wait { reason, message, until } => {
+            status.phase = BatchPhase::Waiting;
+            status.waiting_until = Some(Time(*until));
+            set_condition(status, false, reason, message.clone(), now);
+        }
+        Decision::WindowUnreadable { message } => {
+            status.phase = BatchPhase::Held;
+            set_condition(status, false, reason::CHANGE_WINDOW_UNREADABLE, message.clone(), now);
         }
         Decision::Start(start) => begin(status, start, now),
-        Decision::Roll => status.phase = BatchPhase::RollingOut,
+        Decision::Roll => {
+            if matches!(
+                condition_reason(status),
+                Some(reason::CHANGE_WINDOW_CLOSED | reason::FROZEN | reason::CHANGE_WINDOW_UNREADABLE)
+            ) {
+                set_condition(
+                    status,
+                    false,
+                    reason::ROLLING_OUT,
+                    "the change window is open again: rolling on".into(),
+                    now,
+                );
+            }
+            status.phase = BatchPhase::RollingOut;
+        }
         Decision::Retry { message, at } => {
             for deployment in status.deployments.iter_mut().filter(|d| d.retriable()) {
                 deployment.state = Some(DeploymentRolloutState::Queued);
@@ -917,6 +1122,9 @@ mod tests {
             revocation,
             expected_rollout: Duration::from_secs(15 * 60),
             halt_on_failure: !matches!(factor, F::HaltOff),
+            windows: None,
+            freeze: None,
+            deadline_rolls: false,
         };
         let mut status = batch.status.clone().unwrap_or_default();
         let planned = std::cell::Cell::new(false);
@@ -944,6 +1152,9 @@ mod tests {
             revocation,
             expected_rollout: Duration::from_secs(15 * 60),
             halt_on_failure: true,
+            windows: None,
+            freeze: None,
+            deadline_rolls: false,
         }
     }
 
@@ -1327,5 +1538,303 @@ mod tests {
             stalled.message,
             "1 rolled out, 1 stalled, 0 failed, 0 could not be planned; previous VCAP Secrets of unfinished Deployments were kept"
         );
+    }
+
+    /// The world of a change-window case: the windows (on the application), a freeze, when the
+    /// old credentials may be revoked (hours from NOW), `--on-deadline roll`, a manual policy.
+    struct Gated<'a> {
+        windows: Option<&'a str>,
+        freeze_until: Option<&'a str>,
+        revocation_hours: Option<i64>,
+        deadline_rolls: bool,
+        manual: bool,
+    }
+
+    const OPEN_WORLD: Gated<'static> =
+        Gated { windows: None, freeze_until: None, revocation_hours: None, deadline_rolls: false, manual: false };
+    /// NOW is Monday 12:00 UTC: closed, opening at 22:00 UTC.
+    const NIGHTS: &str = "Mon-Fri 22:00-05:00 UTC";
+    /// Open at NOW, closing at 13:00.
+    const MIDDAY: &str = "Mon 11:00-13:00 UTC";
+
+    fn run_gated(phase: Phase, factor: Factor, world: &Gated<'_>) -> Decided {
+        let now: Timestamp = NOW.parse().expect("time");
+        let batch = batch(phase, factor);
+        let windows = world.windows.map(|text| AppliedWindows::resolve(("ns", "app", Some(text)), None, None));
+        let freeze: Option<Freeze> = world.freeze_until.map(|until| {
+            serde_json::from_value(json!({"apiVersion": "capdeck.dev/v1alpha1", "kind": "Freeze",
+                "metadata": {"name": "namespace", "namespace": "ns"},
+                "spec": {"scope": "Namespace", "until": until,
+                         "frozen": {"by": "frank", "at": at(-60 * MINUTE), "reason": "quarter end"}}}))
+            .expect("freeze")
+        });
+        let mut context = plain_context(
+            world.revocation_hours.and_then(|hours| now.checked_add(SignedDuration::from_hours(hours)).ok()),
+        );
+        context.windows = windows.as_ref().and_then(Option::as_ref);
+        context.freeze = freeze.as_ref();
+        context.deadline_rolls = world.deadline_rolls;
+        if world.manual {
+            context.approval_default = ApprovalPolicy::Manual;
+        }
+        let mut status = batch.status.clone().unwrap_or_default();
+        let planned = std::cell::Cell::new(false);
+        let decision = decide(
+            &batch,
+            &status,
+            application(factor).as_ref(),
+            || {
+                planned.set(true);
+                plan(factor)
+            },
+            &context,
+        );
+        apply(&decision, &mut status, now);
+        Decided { decision, status, planned: planned.get() }
+    }
+
+    #[test]
+    fn change_windows_and_freezes_gate_every_start_and_deadlines_win() {
+        let outside = Gated { windows: Some(NIGHTS), ..OPEN_WORLD };
+        let inside = Gated { windows: Some(MIDDAY), ..OPEN_WORLD };
+        let dying = Gated { windows: Some(NIGHTS), revocation_hours: Some(3), ..OPEN_WORLD };
+        let dying_rolls =
+            Gated { deadline_rolls: true, ..Gated { windows: Some(NIGHTS), revocation_hours: Some(3), ..OPEN_WORLD } };
+        let dying_manual =
+            Gated { manual: true, ..Gated { windows: Some(NIGHTS), revocation_hours: Some(3), ..OPEN_WORLD } };
+        let frozen = Gated { freeze_until: Some("2026-11-24T08:00:00Z"), ..OPEN_WORLD };
+        let frozen_dying =
+            Gated { freeze_until: Some("2026-11-24T08:00:00Z"), revocation_hours: Some(4), ..OPEN_WORLD };
+        let broken = Gated { windows: Some("Mon 25:00-26:00 UTC"), ..OPEN_WORLD };
+        // (what, phase, factor, world, phase after, reason, rolls, waiting until)
+        let table: [(&str, Phase, Factor, &Gated<'_>, BatchPhase, &str, bool, Option<&str>); 17] = [
+            (
+                "no windows: rolls",
+                Phase::WindowEnded,
+                F::Nothing,
+                &OPEN_WORLD,
+                P::RollingOut,
+                why::ROLLING_OUT,
+                true,
+                None,
+            ),
+            (
+                "inside a window: rolls",
+                Phase::WindowEnded,
+                F::Nothing,
+                &inside,
+                P::RollingOut,
+                why::ROLLING_OUT,
+                true,
+                None,
+            ),
+            (
+                "outside: waits for the opening",
+                Phase::WindowEnded,
+                F::Nothing,
+                &outside,
+                P::Waiting,
+                why::OUTSIDE_CHANGE_WINDOW,
+                false,
+                Some("2026-11-23T22:00:00Z"),
+            ),
+            (
+                "still collecting: the window is not asked yet",
+                Phase::Collecting,
+                F::Nothing,
+                &outside,
+                P::Collecting,
+                why::WINDOW_OPEN,
+                false,
+                None,
+            ),
+            (
+                "outside, forced: rolls, the record says it overrode",
+                Phase::WindowEnded,
+                F::Force,
+                &outside,
+                P::RollingOut,
+                why::FORCED,
+                true,
+                None,
+            ),
+            (
+                "outside, the credentials die first: asks",
+                Phase::WindowEnded,
+                F::Nothing,
+                &dying,
+                P::AwaitingApproval,
+                why::DEADLINE_BEFORE_CHANGE_WINDOW,
+                false,
+                None,
+            ),
+            (
+                "... or rolls at once with --on-deadline roll",
+                Phase::WindowEnded,
+                F::Nothing,
+                &dying_rolls,
+                P::RollingOut,
+                why::ROLLING_OUT,
+                true,
+                None,
+            ),
+            (
+                "... a manual batch asks with the deadline",
+                Phase::WindowEnded,
+                F::Nothing,
+                &dying_manual,
+                P::AwaitingApproval,
+                why::DEADLINE_BEFORE_CHANGE_WINDOW,
+                false,
+                None,
+            ),
+            (
+                "... approved: the person decided, it rolls",
+                Phase::AwaitingApproval,
+                F::Approval,
+                &dying,
+                P::RollingOut,
+                why::APPROVED,
+                true,
+                None,
+            ),
+            (
+                "approved outside a window: waits for the opening",
+                Phase::AwaitingApproval,
+                F::Approval,
+                &outside,
+                P::Waiting,
+                why::OUTSIDE_CHANGE_WINDOW,
+                false,
+                Some("2026-11-23T22:00:00Z"),
+            ),
+            (
+                "awaiting approval when the deadline comes: escalates",
+                Phase::AwaitingApproval,
+                F::Nothing,
+                &dying,
+                P::AwaitingApproval,
+                why::DEADLINE_BEFORE_CHANGE_WINDOW,
+                false,
+                None,
+            ),
+            (
+                "frozen: waits for its end",
+                Phase::WindowEnded,
+                F::Nothing,
+                &frozen,
+                P::Waiting,
+                why::FROZEN,
+                false,
+                Some("2026-11-24T08:00:00Z"),
+            ),
+            (
+                "frozen past the credentials: asks",
+                Phase::WindowEnded,
+                F::Nothing,
+                &frozen_dying,
+                P::AwaitingApproval,
+                why::DEADLINE_DURING_FREEZE,
+                false,
+                None,
+            ),
+            (
+                "unreadable windows: held, never ignored",
+                Phase::WindowEnded,
+                F::Nothing,
+                &broken,
+                P::Held,
+                why::CHANGE_WINDOW_UNREADABLE,
+                false,
+                None,
+            ),
+            (
+                "rolling when the window closed: in flight finish, nothing starts",
+                Phase::RollingOut,
+                F::Nothing,
+                &outside,
+                P::Waiting,
+                why::CHANGE_WINDOW_CLOSED,
+                false,
+                Some("2026-11-23T22:00:00Z"),
+            ),
+            (
+                "rolling, forced: rolls on",
+                Phase::RollingOut,
+                F::Force,
+                &outside,
+                P::RollingOut,
+                why::ROLLING_OUT,
+                true,
+                None,
+            ),
+            ("a hold still wins over a window", Phase::WindowEnded, F::Hold, &outside, P::Held, why::HELD, false, None),
+        ];
+        let mut failures = Vec::new();
+        for (what, phase, factor, world, expected_phase, expected_reason, rolls, until) in table {
+            let decided = run_gated(phase, factor, world);
+            let got = (
+                decided.status.phase.clone(),
+                reason_of(&decided.status).unwrap_or_default().to_string(),
+                decided.decision.rolls(),
+                decided.status.waiting_until.as_ref().map(|t| t.0.to_string()),
+            );
+            let want = (expected_phase, expected_reason.to_string(), rolls, until.map(String::from));
+            if got != want {
+                failures.push(format!("{what}: got {got:?}, want {want:?}"));
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+
+    #[test]
+    fn a_window_wait_says_when_and_why_and_plans_nothing_yet() {
+        let outside = Gated { windows: Some(NIGHTS), ..OPEN_WORLD };
+        let decided = run_gated(Phase::WindowEnded, F::Nothing, &outside);
+        assert!(!decided.planned, "the plan is made when the window opens, not before");
+        let message = &ready_condition(&decided.status).expect("condition").message;
+        assert_eq!(
+            message,
+            "outside the change windows (Mon-Fri 22:00-05:00 UTC from annotation capdeck.dev/change-windows of \
+             CAPApplication ns/app); next opening 2026-11-23T22:00:00Z"
+        );
+        let forced = run_gated(Phase::WindowEnded, F::Force, &outside);
+        let message = &ready_condition(&forced.status).expect("condition").message;
+        assert!(
+            message.starts_with("window ended early: forced by dave: change 42; overrides: outside the change windows"),
+            "{message}"
+        );
+        let closed = run_gated(Phase::RollingOut, F::Nothing, &outside);
+        let message = &ready_condition(&closed.status).expect("condition").message;
+        assert!(
+            message.starts_with("the change window closed during the rollout: outside the change windows")
+                && message.ends_with("; 1 Deployment in flight finishes; 1 queued Deployment starts then"),
+            "{message}"
+        );
+        let dying = Gated { windows: Some(NIGHTS), revocation_hours: Some(3), ..OPEN_WORLD };
+        let asked = run_gated(Phase::WindowEnded, F::Nothing, &dying);
+        let message = &ready_condition(&asked.status).expect("condition").message;
+        assert!(
+            message.contains("opens 2026-11-23T22:00:00Z") && message.contains("revoked from 2026-11-23T15:00:00Z"),
+            "both times: {message}"
+        );
+    }
+
+    #[test]
+    fn a_paused_rollout_rolls_on_when_the_window_opens_again() {
+        let batch = batch(Phase::RollingOut, F::Nothing);
+        let mut status = batch.status.clone().unwrap_or_default();
+        let windows = AppliedWindows::resolve(("ns", "app", Some(NIGHTS)), None, None).expect("set");
+        let mut context = plain_context(None);
+        context.windows = Some(&windows);
+        let paused = decide(&batch, &status, application(F::Nothing).as_ref(), || plan(F::Nothing), &context);
+        apply(&paused, &mut status, context.now);
+        assert_eq!(status.phase, P::Waiting);
+        context.now = "2026-11-23T22:00:00Z".parse().expect("time");
+        let resumed = decide(&batch, &status, application(F::Nothing).as_ref(), || plan(F::Nothing), &context);
+        assert_eq!(resumed, Decision::Roll);
+        apply(&resumed, &mut status, context.now);
+        assert_eq!((status.phase.clone(), reason_of(&status)), (P::RollingOut, Some(why::ROLLING_OUT)));
+        assert_eq!(status.waiting_until, None, "no longer waiting");
     }
 }

@@ -164,8 +164,15 @@ fn announcements(batch: &RotationBatch, old: &RotationBatchStatus, status: &Rota
         out.push(Announcement { warning: false, reason: reason::RELEASED.into(), note, log });
     }
     let warning = matches!(status.phase, BatchPhase::Failed)
-        || [reason::STORM_GUARD, reason::CREDENTIALS_EXPIRING, reason::ROLLOUT_FAILURE_GUARD]
-            .contains(&reason.as_str());
+        || [
+            reason::STORM_GUARD,
+            reason::CREDENTIALS_EXPIRING,
+            reason::ROLLOUT_FAILURE_GUARD,
+            reason::DEADLINE_BEFORE_CHANGE_WINDOW,
+            reason::DEADLINE_DURING_FREEZE,
+            reason::CHANGE_WINDOW_UNREADABLE,
+        ]
+        .contains(&reason.as_str());
     out.push(Announcement { warning, reason, note: format!("batch {name}: {message}"), log: None });
     out
 }
