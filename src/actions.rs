@@ -69,6 +69,11 @@ impl BatchAction {
                 }
                 None
             }
+            // A batch waiting for a change window or a freeze's end may be forced at any time:
+            // force overrides windows and freezes (the batch's record says so).
+            Self::Force { approve: false } if phase == BatchPhase::Waiting => {
+                batch.spec.force.as_ref().map(|force| format!("batch {name} is already forced by {}", force.by))
+            }
             Self::Force { approve: false } => {
                 let evaluated =
                     batch.status.as_ref().is_some_and(|s| !s.deployments.is_empty() || s.rollout_started_at.is_some());
@@ -239,8 +244,17 @@ fn what_it_did(action: BatchAction, batch: &RotationBatch, by: &str) -> String {
         BatchAction::Approve if phase == BatchPhase::AwaitingApproval => {
             format!("approved {name} as {by}; the engine rolls it out now")
         }
+        BatchAction::Approve if phase == BatchPhase::Waiting => {
+            format!(
+                "approved {name} as {by} (was Waiting); it rolls at its next change window opening or when its freeze \
+                 ends — capdeck force {name} --reason … rolls it now"
+            )
+        }
         BatchAction::Approve => {
             format!("approved {name} as {by} (was {phase}); the engine rolls it out once its window ends")
+        }
+        BatchAction::Force { .. } if phase == BatchPhase::Waiting => {
+            format!("forced {name} as {by}: it rolls now, outside its change windows or despite its freeze")
         }
         BatchAction::Force { approve: true } => {
             format!("forced and approved {name} as {by}: its window ends now and it rolls out")

@@ -47,6 +47,8 @@ mod upstream;
 mod upstream_stories;
 #[path = "real_cluster/vcap_corpus.rs"]
 mod vcap_corpus;
+#[path = "real_cluster/window_stories.rs"]
+mod window_stories;
 #[path = "real_cluster/world.rs"]
 mod world;
 
@@ -118,6 +120,11 @@ fn all_stories() -> Vec<(&'static str, Story, &'static [Backend])> {
         attribution_stories::a_kubectl_forged_approval_or_hold_drives_nothing,
         attribution_stories::a_forged_hold_is_not_carried_into_the_batch_that_supersedes_it,
         attribution_stories::the_admission_policy_refuses_an_attribution_in_another_name only real,
+        window_stories::outside_its_window_a_batch_waits_then_rolls_at_the_opening,
+        window_stories::a_deadline_before_the_next_window_escalates_and_notifies,
+        window_stories::a_freeze_holds_across_restart_and_leader_change_and_ends_by_unfreeze_or_by_itself,
+        window_stories::force_overrides_a_window_and_the_record_says_so,
+        window_stories::an_unreadable_window_holds_the_batch_until_it_is_fixed,
     ]
 }
 

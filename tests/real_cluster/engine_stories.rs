@@ -586,7 +586,7 @@ pub async fn a_stalled_deployment_halts_the_batch_until_released(backend: Backen
 }
 
 /// The namespace's Events: (type, reason, note).
-async fn events_of(w: &World) -> Vec<(String, String, String)> {
+pub(crate) async fn events_of(w: &World) -> Vec<(String, String, String)> {
     let events: kube::Api<k8s_openapi::api::events::v1::Event> = kube::Api::namespaced(w.client.clone(), &w.ns);
     let listed = events.list(&Default::default()).await.expect("events").items;
     listed
@@ -596,7 +596,7 @@ async fn events_of(w: &World) -> Vec<(String, String, String)> {
 }
 
 /// The batch's Events with `reason`: (type, note).
-async fn events_with(w: &World, reason: &str) -> Vec<(String, String)> {
+pub(crate) async fn events_with(w: &World, reason: &str) -> Vec<(String, String)> {
     events_of(w).await.into_iter().filter(|(_, r, _)| r == reason).map(|(kind, _, note)| (kind, note)).collect()
 }
 

@@ -231,7 +231,9 @@ pub async fn fleet_shows_every_context_and_says_why_one_is_unreachable(backend: 
 
 /// What a loopback receiver does.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Behaviour {
+pub(crate) enum Behaviour {
+    /// 200 to every request.
+    Accepts,
     /// 500 to the first request, 200 to every later one.
     FailsOnce,
     AlwaysFails,
@@ -240,14 +242,14 @@ enum Behaviour {
 }
 
 #[derive(Default)]
-struct Received {
+pub(crate) struct Received {
     /// Bodies answered 2xx.
     accepted: Vec<Value>,
     /// Requests seen (answered or not).
     requests: usize,
 }
 
-async fn receiver(behaviour: Behaviour) -> (u16, Arc<Mutex<Received>>) {
+pub(crate) async fn receiver(behaviour: Behaviour) -> (u16, Arc<Mutex<Received>>) {
     use axum::extract::State;
     use axum::http::StatusCode;
     let received = Arc::new(Mutex::new(Received::default()));
@@ -265,7 +267,7 @@ async fn receiver(behaviour: Behaviour) -> (u16, Arc<Mutex<Received>>) {
                         Behaviour::Hangs => std::future::pending::<StatusCode>().await,
                         Behaviour::AlwaysFails => StatusCode::INTERNAL_SERVER_ERROR,
                         Behaviour::FailsOnce if first => StatusCode::INTERNAL_SERVER_ERROR,
-                        Behaviour::FailsOnce => {
+                        Behaviour::FailsOnce | Behaviour::Accepts => {
                             let value = serde_json::from_slice(&body).unwrap_or(Value::Null);
                             received.lock().expect("lock").accepted.push(value);
                             StatusCode::OK
@@ -283,7 +285,7 @@ async fn receiver(behaviour: Behaviour) -> (u16, Arc<Mutex<Received>>) {
     (port, received)
 }
 
-fn accepted_events(received: &Mutex<Received>) -> Vec<(String, String)> {
+pub(crate) fn accepted_events(received: &Mutex<Received>) -> Vec<(String, String)> {
     received
         .lock()
         .expect("lock")
