@@ -24,6 +24,29 @@ pub const DEMO_WINDOW: &str = "30s";
 pub const ROTATED_AT_START: &[(&str, &str)] =
     &[("cap-hr", "hr-portal-uaa-bind"), ("cap-shop", "bookshop-uaa-bind"), ("cap-shop", "travel-uaa-bind")];
 
+/// The demo application with a change window (docs/WINDOWS.md): its first batch waits for it.
+pub const WINDOWED_APPLICATION: (&str, &str) = ("cap-shop", "bookshop");
+
+/// A daily 30-minute window (UTC) opening at the second whole minute after `now`, so a newcomer
+/// sees a batch wait (`Waiting · opens in 1m40s`) and then roll at the opening by itself.
+pub fn demo_change_window(now: k8s_openapi::jiff::Timestamp) -> String {
+    let second = now.as_second();
+    let opens = second - second.rem_euclid(60) + 120;
+    let minute = |at: i64| {
+        let of_day = at.rem_euclid(86_400) / 60;
+        format!("{:02}:{:02}", of_day / 60, of_day % 60)
+    };
+    format!("Mon-Sun {}-{} UTC", minute(opens), minute(opens + 30 * 60))
+}
+
+async fn give_a_change_window(sandbox: &Sandbox, now: k8s_openapi::jiff::Timestamp) -> Result<(), kube::Error> {
+    let (namespace, name) = WINDOWED_APPLICATION;
+    let api: kube::Api<crate::api::CAPApplication> = kube::Api::namespaced(sandbox.client(), namespace);
+    let windows = demo_change_window(now);
+    let patch = serde_json::json!({"metadata": {"annotations": {crate::api::change_window::ANNOTATION_CHANGE_WINDOWS: windows}}});
+    api.patch(name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch)).await.map(|_| ())
+}
+
 /// Where the demo writes its kubeconfig.
 pub fn kubeconfig_path() -> std::path::PathBuf {
     std::env::temp_dir().join(format!("capdeck-demo-{}", std::process::id())).join("kubeconfig")
@@ -48,6 +71,9 @@ pub async fn run(cluster: &ClusterArgs, config: DemoConfig, setup: ConsoleSetup)
     let cancel = CancellationToken::new();
     let simulation =
         sandbox.simulate_workloads(WorkloadSimulation { pods: true, ..WorkloadSimulation::default() }, cancel.clone());
+    if let Err(error) = give_a_change_window(&sandbox, k8s_openapi::jiff::Timestamp::now()).await {
+        tracing::warn!(%error, "demo: cannot give {WINDOWED_APPLICATION:?} its change window");
+    }
     for (namespace, secret) in ROTATED_AT_START {
         if sandbox.rotate_secret(namespace, secret).is_none() {
             tracing::warn!(namespace, secret, "demo: secret to rotate at start is missing");
@@ -75,4 +101,29 @@ pub async fn run(cluster: &ClusterArgs, config: DemoConfig, setup: ConsoleSetup)
         let _ = std::fs::remove_dir_all(dir);
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_demo_window_opens_at_the_second_whole_minute_and_parses() {
+        let table = [
+            ("2026-11-26T05:50:10Z", "Mon-Sun 05:52-06:22 UTC"),
+            ("2026-11-26T23:59:59Z", "Mon-Sun 00:01-00:31 UTC"),
+            ("2026-11-26T23:40:00Z", "Mon-Sun 23:42-00:12 UTC"),
+        ];
+        for (now, expected) in table {
+            let now: k8s_openapi::jiff::Timestamp = now.parse().expect("time");
+            let text = demo_change_window(now);
+            assert_eq!(text, expected);
+            let windows = crate::api::change_window::ChangeWindows::parse(&text).expect("parses");
+            let crate::api::change_window::WindowState::Closed { opens } = windows.state_at(now) else {
+                panic!("closed at start: {text}")
+            };
+            let wait = opens.as_second() - now.as_second();
+            assert!((61..=120).contains(&wait), "{text}: opens in {wait}s");
+        }
+    }
 }
