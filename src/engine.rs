@@ -206,6 +206,7 @@ fn spawn_notifier(
             identity: config.identity.clone(),
             timing: config.credential_timing(),
             clock: config.clock.clone(),
+            lease_namespace: config.lease.namespace.clone(),
         };
         tokio::spawn(notifier.run(leader.clone(), cancel.clone()))
     }))

@@ -6,6 +6,7 @@
 //! receiver that hangs or fails never slows the engine. See docs/NOTIFICATIONS.md.
 
 mod deliver;
+mod freezes;
 mod payload;
 
 use std::collections::BTreeMap;
@@ -50,6 +51,10 @@ pub enum Event {
     DeadlineBeforeChangeWindow,
     /// A freeze ends too late for the old credentials: a person decides now.
     DeadlineDuringFreeze,
+    /// A freeze the engine honours is in force (`capdeck freeze`).
+    FreezeStarted,
+    /// That freeze ended: lifted (`capdeck unfreeze`) or at its `until`.
+    FreezeEnded,
 }
 
 impl Event {
@@ -63,6 +68,8 @@ impl Event {
             Self::CredentialsResolved => "CredentialsResolved",
             Self::DeadlineBeforeChangeWindow => "DeadlineBeforeChangeWindow",
             Self::DeadlineDuringFreeze => "DeadlineDuringFreeze",
+            Self::FreezeStarted => "FreezeStarted",
+            Self::FreezeEnded => "FreezeEnded",
         }
     }
 
@@ -222,6 +229,8 @@ pub struct Notifier {
     pub identity: String,
     pub timing: Timing,
     pub clock: super::config::Clock,
+    /// Where the engine's Lease lives: only there is a cluster-wide freeze honoured (and announced).
+    pub lease_namespace: String,
 }
 
 impl Notifier {
@@ -254,6 +263,7 @@ impl Notifier {
                     self.send(&sender, due, payload);
                 }
             }
+            self.announce_freezes(&sender).await;
         }
     }
 
@@ -271,6 +281,40 @@ impl Notifier {
             timing: self.timing,
         });
         due(&batches, &overview.credentials, now)
+    }
+
+    /// Record and send what is due about freezes (each on the Freeze's own status).
+    async fn announce_freezes(&self, sender: &Arc<deliver::Sender>) {
+        let all = self.stores.freezes.state();
+        let now = self.clock.now();
+        for due in freezes::due(&all, &self.lease_namespace, now) {
+            let Some(freeze) =
+                all.iter().find(|f| f.name_any() == due.name && f.namespace().as_deref() == Some(&due.namespace))
+            else {
+                continue;
+            };
+            if freezes::record(&self.client, freeze, &due, &self.identity, now).await.is_none() {
+                continue;
+            }
+            let payload = Payload::for_freeze(&self.config.cluster, &self.identity, &due, freeze, now);
+            for target in &self.config.targets {
+                let body = payload.body(target.format);
+                let (sender, target, metrics, retry) =
+                    (sender.clone(), target.clone(), self.metrics.clone(), self.config.retry);
+                let (event, name) = (due.event.as_str(), due.name.clone());
+                tokio::spawn(async move {
+                    match deliver::deliver(&sender, &target, body, retry).await {
+                        Ok(()) => {
+                            metrics.notifications_sent.inc();
+                        }
+                        Err(error) => {
+                            metrics.notifications_failed.inc();
+                            tracing::warn!(host = %target.host, event, freeze = %name, %error, "a notification could not be delivered");
+                        }
+                    }
+                });
+            }
+        }
     }
 
     /// Record the transition on its batch (re-read, still due, resourceVersion precondition);

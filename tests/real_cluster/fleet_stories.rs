@@ -244,7 +244,7 @@ pub(crate) enum Behaviour {
 #[derive(Default)]
 pub(crate) struct Received {
     /// Bodies answered 2xx.
-    accepted: Vec<Value>,
+    pub(crate) accepted: Vec<Value>,
     /// Requests seen (answered or not).
     requests: usize,
 }

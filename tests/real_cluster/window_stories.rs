@@ -245,7 +245,30 @@ pub async fn a_freeze_holds_across_restart_and_leader_change_and_ends_by_unfreez
     let in_an_hour = Timestamp::now().checked_add(1.hour()).expect("time");
     freeze(&world, None, in_an_hour).await;
     let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
-    let first = start(&world, "engine-a", |_| {}).await;
+    let (port, received) = receiver(Behaviour::Accepts).await;
+    let notify = capdeck::engine::config::NotifyConfig {
+        targets: vec![
+            capdeck::engine::config::NotifyTarget::parse(&format!("http://127.0.0.1:{port}/hook")).expect("url"),
+        ],
+        cluster: "freeze-story".into(),
+        ..Default::default()
+    };
+    let freeze_events = || {
+        let received = received.lock().expect("lock");
+        received
+            .accepted
+            .iter()
+            .filter(|body| body["event"].as_str().is_some_and(|e| e.starts_with("Freeze")))
+            .map(|body| {
+                format!(
+                    "{} {}",
+                    body["event"].as_str().unwrap_or_default(),
+                    body["application"].as_str().unwrap_or_default()
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let first = start(&world, "engine-a", |config| config.notify = notify.clone()).await;
     let w = &world;
     let before = w.vcap_of("bookshop-v1-srv").await;
     w.rotate_secret("bookshop-uaa").await;
@@ -257,7 +280,7 @@ pub async fn a_freeze_holds_across_restart_and_leader_change_and_ends_by_unfreez
 
     // The engine stops; another takes the lead: the freeze lives in the cluster, not in an engine.
     first.stop().await;
-    let second = start(&world, "engine-b", |_| {}).await;
+    let second = start(&world, "engine-b", |config| config.notify = notify.clone()).await;
     second.wait_for_first_pass_as_leader().await;
     tokio::time::sleep(Duration::from_secs(4)).await;
     let batch = w.batches("bookshop").await.pop().expect("batch");
@@ -266,6 +289,12 @@ pub async fn a_freeze_holds_across_restart_and_leader_change_and_ends_by_unfreez
 
     lift(&world, capdeck::api::freeze::NAMESPACE_FREEZE_NAME).await;
     w.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
+    // Announced once each, across the hand-over (recorded on the freeze before sending).
+    eventually("FreezeStarted and FreezeEnded", LONG, || async {
+        let events = freeze_events();
+        if events == ["FreezeStarted ", "FreezeEnded "] { Ok(()) } else { Err(format!("{events:?}")) }
+    })
+    .await;
     assert_ne!(w.vcap_of("bookshop-v1-srv").await, before);
 
     // A freeze of `orders` alone, for 8 s: its batch waits, then rolls with nobody acting.
@@ -278,6 +307,15 @@ pub async fn a_freeze_holds_across_restart_and_leader_change_and_ends_by_unfreez
     let started = batch.status.as_ref().and_then(|s| s.rollout_started_at.clone()).expect("started");
     // The API keeps whole seconds.
     assert!(started.0.as_second() >= until.as_second(), "rolled at {} before the freeze ended at {until}", started.0);
+    eventually("the application freeze's end announced", LONG, || async {
+        let events = freeze_events();
+        if events == ["FreezeStarted ", "FreezeEnded ", "FreezeStarted orders", "FreezeEnded orders"] {
+            Ok(())
+        } else {
+            Err(format!("{events:?}"))
+        }
+    })
+    .await;
     second.stop().await;
     faker.stop().await;
 }

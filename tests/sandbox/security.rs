@@ -275,6 +275,15 @@ async fn the_deploy_rbac_lists_exactly_the_requests_the_engine_makes() {
         cluster: "rbac".into(),
         ..Default::default()
     };
+    // A freeze of the namespace for the first 20 s: the engine watches freezes and records its
+    // start and end on the freeze's status before announcing them.
+    let until = (k8s_openapi::jiff::Timestamp::now() + k8s_openapi::jiff::SignedDuration::from_secs(20)).to_string();
+    sandbox
+        .load([serde_json::json!({"apiVersion": "capdeck.dev/v1alpha1", "kind": "Freeze",
+            "metadata": {"name": "namespace", "namespace": common::fixtures::NS},
+            "spec": {"scope": "Namespace", "until": until,
+                     "frozen": {"by": "alice", "at": k8s_openapi::jiff::Timestamp::now().to_string(), "reason": "rbac story"}}})])
+        .expect("a freeze");
     let engine = RunningEngine::start(sandbox.client(), config).await;
     engine.wait_for_role(Role::Leader).await;
     tokio::time::sleep(Duration::from_secs(2)).await;

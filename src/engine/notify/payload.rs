@@ -41,6 +41,52 @@ pub struct Payload {
 }
 
 impl Payload {
+    /// A freeze's start or end: `batch` and `phase` are empty, `reason` is the event, `message`
+    /// says who froze (or lifted) it and why, `windowEnd` is the freeze's `until`.
+    pub fn for_freeze(
+        cluster: &str,
+        engine: &str,
+        due: &super::freezes::FreezeDue,
+        freeze: &crate::api::Freeze,
+        at: Timestamp,
+    ) -> Self {
+        let message = match (&due.event, &freeze.spec.lifted) {
+            (Event::FreezeEnded, Some(lifted)) => {
+                let why = lifted.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default();
+                format!("the freeze of {} was lifted by {}{why}", freeze.target(), lifted.by)
+            }
+            (Event::FreezeEnded, None) => format!("the freeze of {} ended at {}", freeze.target(), freeze.spec.until.0),
+            _ => freeze.summary(),
+        };
+        let mut payload = Self {
+            version: PAYLOAD_VERSION,
+            event: due.event.as_str(),
+            key: due.key.clone(),
+            cluster: cluster.to_string(),
+            namespace: due.namespace.clone(),
+            application: freeze.spec.application.clone().unwrap_or_default(),
+            batch: String::new(),
+            phase: String::new(),
+            reason: due.event.as_str().to_string(),
+            message,
+            window_end: freeze.spec.until.0,
+            secret: None,
+            verdict: None,
+            reasons: Vec::new(),
+            at,
+            engine: engine.to_string(),
+            text: String::new(),
+        };
+        payload.text = match due.event {
+            Event::FreezeEnded => format!("[{cluster}] {}: batches roll again", payload.message),
+            _ => format!(
+                "[{cluster}] {}: batches collect but do not roll — capdeck unfreeze … --reason … lifts it",
+                payload.message
+            ),
+        };
+        payload
+    }
+
     pub fn new(cluster: &str, engine: &str, due: &Due, batch: &RotationBatch, at: Timestamp) -> Self {
         let status = batch.status.clone().unwrap_or_default();
         let ready = status.conditions.iter().find(|c| c.type_ == "Ready");
