@@ -195,6 +195,8 @@ async fn start(
         approval = ?config.approval,
         max_parallel_rollouts = config.max_parallel_rollouts,
         min_rollout_interval = %crate::engine::config::humanize(config.min_rollout_interval),
+        change_windows = %config.change_windows.as_ref().map_or("none (any hour)", |w| w.text()),
+        on_deadline = ?config.on_deadline,
         lease = %format!("{}/{}", config.lease.namespace, config.lease.name),
         identity = %config.identity,
         notify = %notify_hosts(&config.notify),
