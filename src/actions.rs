@@ -85,6 +85,13 @@ impl BatchAction {
                 .as_ref()
                 .filter(|_| !not_honoured(batch, Attributed::Hold))
                 .map(|hold| format!("batch {name} is already held by {}", hold.by)),
+            Self::Release if batch.spec.hold.is_none() && held_for(batch, reason::CHANGE_WINDOW_UNREADABLE) => {
+                Some(format!(
+                    "batch {name} is held because its change windows cannot be read, not by a person: fix the \
+                 capdeck.dev/change-windows annotation its condition names (capdeck batches -o yaml shows it), or \
+                 capdeck force {name} --reason … to roll it now"
+                ))
+            }
             Self::Release => (batch.spec.hold.is_none() && !halted_by_failure_guard(batch))
                 .then(|| format!("batch {name} is not held")),
             Self::Cancel => None,
@@ -147,12 +154,14 @@ fn after_failure_refusal(action: BatchAction, batch: &RotationBatch) -> Option<S
 
 /// Held by the engine's failure guard (a stalled Deployment), not by a user's hold.
 fn halted_by_failure_guard(batch: &RotationBatch) -> bool {
+    held_for(batch, reason::ROLLOUT_FAILURE_GUARD)
+}
+
+/// Held (the phase) with this Ready reason.
+fn held_for(batch: &RotationBatch, why: &str) -> bool {
     batch.status.as_ref().is_some_and(|status| {
         status.phase == BatchPhase::Held
-            && status
-                .conditions
-                .iter()
-                .any(|c| c.type_ == crate::api::common::READY && c.reason == reason::ROLLOUT_FAILURE_GUARD)
+            && status.conditions.iter().any(|c| c.type_ == crate::api::common::READY && c.reason == why)
     })
 }
 
@@ -378,6 +387,38 @@ mod tests {
         );
         let collecting = batch("Collecting", json!({}), json!({}));
         assert!(!summary(BatchAction::Approve, &collecting, "alice").contains("held"));
+    }
+
+    #[test]
+    fn force_overrides_windows_and_a_window_hold_is_not_released() {
+        let waiting = batch(
+            "Waiting",
+            json!({"approval": {"required": false}}),
+            json!({"rolloutStartedAt": "2026-11-20T09:00:00Z", "deployments": [
+                {"name": "d", "version": "v", "workload": "w", "action": "Restart", "state": "Queued"}]}),
+        );
+        assert_eq!(BatchAction::Force { approve: false }.refusal(&waiting), None, "even mid-rollout");
+        assert_eq!(
+            summary(BatchAction::Force { approve: false }, &waiting, "alice"),
+            "forced b as alice: it rolls now, outside its change windows or despite its freeze"
+        );
+        let forced = batch("Waiting", json!({"force": user("carol")}), json!({}));
+        assert_eq!(
+            BatchAction::Force { approve: false }.refusal(&forced).as_deref(),
+            Some("batch b is already forced by carol")
+        );
+        assert!(
+            summary(BatchAction::Approve, &batch("Waiting", json!({}), json!({})), "alice")
+                .contains("it rolls at its next change window opening or when its freeze ends")
+        );
+        let unreadable = batch(
+            "Held",
+            json!({}),
+            json!({"conditions": [{"type": "Ready", "status": "False", "reason": "ChangeWindowUnreadable",
+                   "message": "…", "lastTransitionTime": "2026-11-20T09:05:00Z"}]}),
+        );
+        let refusal = BatchAction::Release.refusal(&unreadable).expect("refused");
+        assert!(refusal.contains("its change windows cannot be read, not by a person"), "{refusal}");
     }
 
     #[test]

@@ -178,7 +178,9 @@ mod tests {
 
     #[test]
     fn what_a_freeze_covers() {
-        let table: [(&str, &str, serde_json::Value, (&str, &str), bool); 7] = [
+        // (what, the freeze's namespace, its spec, the application asked about, covered)
+        type Case<'a> = (&'a str, &'a str, serde_json::Value, (&'a str, &'a str), bool);
+        let table: [Case<'_>; 7] = [
             ("namespace: its own", "shop", json!({}), ("shop", "bookshop"), true),
             ("namespace: not another", "shop", json!({}), ("hr", "portal"), false),
             (

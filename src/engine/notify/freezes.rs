@@ -121,7 +121,9 @@ mod tests {
     fn a_freeze_is_announced_when_in_force_and_when_it_ended_once_each() {
         let lifted = json!({"lifted": {"by": "bob", "at": "2026-11-26T12:00:00Z"}});
         let cluster = json!({"scope": "Cluster"});
-        let table: [(&str, Arc<Freeze>, &str, Option<(Event, &str)>); 8] = [
+        // (what, the freeze, now, what is due)
+        type Case<'a> = (&'a str, Arc<Freeze>, &'a str, Option<(Event, &'a str)>);
+        let table: [Case<'_>; 8] = [
             (
                 "in force, not announced",
                 freeze("shop", json!({}), &[]),

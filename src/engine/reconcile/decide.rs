@@ -1593,193 +1593,161 @@ mod tests {
         Decided { decision, status, planned: planned.get() }
     }
 
+    const OUTSIDE: Gated<'static> = Gated { windows: Some(NIGHTS), ..OPEN_WORLD };
+    const INSIDE: Gated<'static> = Gated { windows: Some(MIDDAY), ..OPEN_WORLD };
+    const DYING: Gated<'static> = Gated { windows: Some(NIGHTS), revocation_hours: Some(3), ..OPEN_WORLD };
+    const DYING_ROLLS: Gated<'static> = Gated { deadline_rolls: true, ..DYING };
+    const DYING_MANUAL: Gated<'static> = Gated { manual: true, ..DYING };
+    const FROZEN: Gated<'static> = Gated { freeze_until: Some("2026-11-24T08:00:00Z"), ..OPEN_WORLD };
+    const FROZEN_DYING: Gated<'static> = Gated { revocation_hours: Some(4), ..FROZEN };
+    const BROKEN: Gated<'static> = Gated { windows: Some("Mon 25:00-26:00 UTC"), ..OPEN_WORLD };
+
+    /// (what, phase, factor, world, phase after, reason, rolls, waiting until)
+    type GatedCase =
+        (&'static str, Phase, Factor, &'static Gated<'static>, BatchPhase, &'static str, bool, Option<&'static str>);
+
+    const GATED: &[GatedCase] = &[
+        ("no windows: rolls", Phase::WindowEnded, F::Nothing, &OPEN_WORLD, P::RollingOut, why::ROLLING_OUT, true, None),
+        ("inside a window", Phase::WindowEnded, F::Nothing, &INSIDE, P::RollingOut, why::ROLLING_OUT, true, None),
+        (
+            "outside: waits",
+            Phase::WindowEnded,
+            F::Nothing,
+            &OUTSIDE,
+            P::Waiting,
+            why::OUTSIDE_CHANGE_WINDOW,
+            false,
+            Some("2026-11-23T22:00:00Z"),
+        ),
+        ("still collecting", Phase::Collecting, F::Nothing, &OUTSIDE, P::Collecting, why::WINDOW_OPEN, false, None),
+        ("outside, forced", Phase::WindowEnded, F::Force, &OUTSIDE, P::RollingOut, why::FORCED, true, None),
+        (
+            "outside, dying: asks",
+            Phase::WindowEnded,
+            F::Nothing,
+            &DYING,
+            P::AwaitingApproval,
+            why::DEADLINE_BEFORE_CHANGE_WINDOW,
+            false,
+            None,
+        ),
+        (
+            "dying, --on-deadline roll",
+            Phase::WindowEnded,
+            F::Nothing,
+            &DYING_ROLLS,
+            P::RollingOut,
+            why::ROLLING_OUT,
+            true,
+            None,
+        ),
+        (
+            "dying, manual: asks",
+            Phase::WindowEnded,
+            F::Nothing,
+            &DYING_MANUAL,
+            P::AwaitingApproval,
+            why::DEADLINE_BEFORE_CHANGE_WINDOW,
+            false,
+            None,
+        ),
+        (
+            "dying, approved: rolls",
+            Phase::AwaitingApproval,
+            F::Approval,
+            &DYING,
+            P::RollingOut,
+            why::APPROVED,
+            true,
+            None,
+        ),
+        (
+            "approved outside: waits",
+            Phase::AwaitingApproval,
+            F::Approval,
+            &OUTSIDE,
+            P::Waiting,
+            why::OUTSIDE_CHANGE_WINDOW,
+            false,
+            Some("2026-11-23T22:00:00Z"),
+        ),
+        (
+            "awaiting, dying: escalates",
+            Phase::AwaitingApproval,
+            F::Nothing,
+            &DYING,
+            P::AwaitingApproval,
+            why::DEADLINE_BEFORE_CHANGE_WINDOW,
+            false,
+            None,
+        ),
+        (
+            "frozen: waits",
+            Phase::WindowEnded,
+            F::Nothing,
+            &FROZEN,
+            P::Waiting,
+            why::FROZEN,
+            false,
+            Some("2026-11-24T08:00:00Z"),
+        ),
+        (
+            "frozen, dying: asks",
+            Phase::WindowEnded,
+            F::Nothing,
+            &FROZEN_DYING,
+            P::AwaitingApproval,
+            why::DEADLINE_DURING_FREEZE,
+            false,
+            None,
+        ),
+        (
+            "unreadable: held",
+            Phase::WindowEnded,
+            F::Nothing,
+            &BROKEN,
+            P::Held,
+            why::CHANGE_WINDOW_UNREADABLE,
+            false,
+            None,
+        ),
+        (
+            "rolling, closed: pauses",
+            Phase::RollingOut,
+            F::Nothing,
+            &OUTSIDE,
+            P::Waiting,
+            why::CHANGE_WINDOW_CLOSED,
+            false,
+            Some("2026-11-23T22:00:00Z"),
+        ),
+        (
+            "rolling, forced: rolls on",
+            Phase::RollingOut,
+            F::Force,
+            &OUTSIDE,
+            P::RollingOut,
+            why::ROLLING_OUT,
+            true,
+            None,
+        ),
+        ("a hold wins", Phase::WindowEnded, F::Hold, &OUTSIDE, P::Held, why::HELD, false, None),
+    ];
+
+    /// Change windows and freezes gate every start; a deadline before the next opening asks a
+    /// person (or rolls with `--on-deadline roll`); force overrides; a closed window pauses a rollout.
     #[test]
     fn change_windows_and_freezes_gate_every_start_and_deadlines_win() {
-        let outside = Gated { windows: Some(NIGHTS), ..OPEN_WORLD };
-        let inside = Gated { windows: Some(MIDDAY), ..OPEN_WORLD };
-        let dying = Gated { windows: Some(NIGHTS), revocation_hours: Some(3), ..OPEN_WORLD };
-        let dying_rolls =
-            Gated { deadline_rolls: true, ..Gated { windows: Some(NIGHTS), revocation_hours: Some(3), ..OPEN_WORLD } };
-        let dying_manual =
-            Gated { manual: true, ..Gated { windows: Some(NIGHTS), revocation_hours: Some(3), ..OPEN_WORLD } };
-        let frozen = Gated { freeze_until: Some("2026-11-24T08:00:00Z"), ..OPEN_WORLD };
-        let frozen_dying =
-            Gated { freeze_until: Some("2026-11-24T08:00:00Z"), revocation_hours: Some(4), ..OPEN_WORLD };
-        let broken = Gated { windows: Some("Mon 25:00-26:00 UTC"), ..OPEN_WORLD };
-        // (what, phase, factor, world, phase after, reason, rolls, waiting until)
-        let table: [(&str, Phase, Factor, &Gated<'_>, BatchPhase, &str, bool, Option<&str>); 17] = [
-            (
-                "no windows: rolls",
-                Phase::WindowEnded,
-                F::Nothing,
-                &OPEN_WORLD,
-                P::RollingOut,
-                why::ROLLING_OUT,
-                true,
-                None,
-            ),
-            (
-                "inside a window: rolls",
-                Phase::WindowEnded,
-                F::Nothing,
-                &inside,
-                P::RollingOut,
-                why::ROLLING_OUT,
-                true,
-                None,
-            ),
-            (
-                "outside: waits for the opening",
-                Phase::WindowEnded,
-                F::Nothing,
-                &outside,
-                P::Waiting,
-                why::OUTSIDE_CHANGE_WINDOW,
-                false,
-                Some("2026-11-23T22:00:00Z"),
-            ),
-            (
-                "still collecting: the window is not asked yet",
-                Phase::Collecting,
-                F::Nothing,
-                &outside,
-                P::Collecting,
-                why::WINDOW_OPEN,
-                false,
-                None,
-            ),
-            (
-                "outside, forced: rolls, the record says it overrode",
-                Phase::WindowEnded,
-                F::Force,
-                &outside,
-                P::RollingOut,
-                why::FORCED,
-                true,
-                None,
-            ),
-            (
-                "outside, the credentials die first: asks",
-                Phase::WindowEnded,
-                F::Nothing,
-                &dying,
-                P::AwaitingApproval,
-                why::DEADLINE_BEFORE_CHANGE_WINDOW,
-                false,
-                None,
-            ),
-            (
-                "... or rolls at once with --on-deadline roll",
-                Phase::WindowEnded,
-                F::Nothing,
-                &dying_rolls,
-                P::RollingOut,
-                why::ROLLING_OUT,
-                true,
-                None,
-            ),
-            (
-                "... a manual batch asks with the deadline",
-                Phase::WindowEnded,
-                F::Nothing,
-                &dying_manual,
-                P::AwaitingApproval,
-                why::DEADLINE_BEFORE_CHANGE_WINDOW,
-                false,
-                None,
-            ),
-            (
-                "... approved: the person decided, it rolls",
-                Phase::AwaitingApproval,
-                F::Approval,
-                &dying,
-                P::RollingOut,
-                why::APPROVED,
-                true,
-                None,
-            ),
-            (
-                "approved outside a window: waits for the opening",
-                Phase::AwaitingApproval,
-                F::Approval,
-                &outside,
-                P::Waiting,
-                why::OUTSIDE_CHANGE_WINDOW,
-                false,
-                Some("2026-11-23T22:00:00Z"),
-            ),
-            (
-                "awaiting approval when the deadline comes: escalates",
-                Phase::AwaitingApproval,
-                F::Nothing,
-                &dying,
-                P::AwaitingApproval,
-                why::DEADLINE_BEFORE_CHANGE_WINDOW,
-                false,
-                None,
-            ),
-            (
-                "frozen: waits for its end",
-                Phase::WindowEnded,
-                F::Nothing,
-                &frozen,
-                P::Waiting,
-                why::FROZEN,
-                false,
-                Some("2026-11-24T08:00:00Z"),
-            ),
-            (
-                "frozen past the credentials: asks",
-                Phase::WindowEnded,
-                F::Nothing,
-                &frozen_dying,
-                P::AwaitingApproval,
-                why::DEADLINE_DURING_FREEZE,
-                false,
-                None,
-            ),
-            (
-                "unreadable windows: held, never ignored",
-                Phase::WindowEnded,
-                F::Nothing,
-                &broken,
-                P::Held,
-                why::CHANGE_WINDOW_UNREADABLE,
-                false,
-                None,
-            ),
-            (
-                "rolling when the window closed: in flight finish, nothing starts",
-                Phase::RollingOut,
-                F::Nothing,
-                &outside,
-                P::Waiting,
-                why::CHANGE_WINDOW_CLOSED,
-                false,
-                Some("2026-11-23T22:00:00Z"),
-            ),
-            (
-                "rolling, forced: rolls on",
-                Phase::RollingOut,
-                F::Force,
-                &outside,
-                P::RollingOut,
-                why::ROLLING_OUT,
-                true,
-                None,
-            ),
-            ("a hold still wins over a window", Phase::WindowEnded, F::Hold, &outside, P::Held, why::HELD, false, None),
-        ];
         let mut failures = Vec::new();
-        for (what, phase, factor, world, expected_phase, expected_reason, rolls, until) in table {
-            let decided = run_gated(phase, factor, world);
+        for (what, phase, factor, world, expected_phase, expected_reason, rolls, until) in GATED {
+            let decided = run_gated(*phase, *factor, world);
             let got = (
                 decided.status.phase.clone(),
                 reason_of(&decided.status).unwrap_or_default().to_string(),
                 decided.decision.rolls(),
                 decided.status.waiting_until.as_ref().map(|t| t.0.to_string()),
             );
-            let want = (expected_phase, expected_reason.to_string(), rolls, until.map(String::from));
+            let want = (expected_phase.clone(), expected_reason.to_string(), *rolls, until.map(String::from));
             if got != want {
                 failures.push(format!("{what}: got {got:?}, want {want:?}"));
             }
@@ -1789,7 +1757,7 @@ mod tests {
 
     #[test]
     fn a_window_wait_says_when_and_why_and_plans_nothing_yet() {
-        let outside = Gated { windows: Some(NIGHTS), ..OPEN_WORLD };
+        let outside = OUTSIDE;
         let decided = run_gated(Phase::WindowEnded, F::Nothing, &outside);
         assert!(!decided.planned, "the plan is made when the window opens, not before");
         let message = &ready_condition(&decided.status).expect("condition").message;
@@ -1811,8 +1779,7 @@ mod tests {
                 && message.ends_with("; 1 Deployment in flight finishes; 1 queued Deployment starts then"),
             "{message}"
         );
-        let dying = Gated { windows: Some(NIGHTS), revocation_hours: Some(3), ..OPEN_WORLD };
-        let asked = run_gated(Phase::WindowEnded, F::Nothing, &dying);
+        let asked = run_gated(Phase::WindowEnded, F::Nothing, &DYING);
         let message = &ready_condition(&asked.status).expect("condition").message;
         assert!(
             message.contains("opens 2026-11-23T22:00:00Z") && message.contains("revoked from 2026-11-23T15:00:00Z"),
