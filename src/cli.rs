@@ -480,7 +480,7 @@ runs until SIGINT or SIGTERM (exit 0).\n\nExample:\n  capdeck sandbox --seed dem
     Approve(BatchActionArgs),
     /// End a batch's window now (add --approve to also approve a batch that needs it)
     Force(ForceArgs),
-    /// Freeze a batch: nothing new starts until `release`
+    /// Hold a batch: nothing new starts until `release` (to stop a namespace or the cluster: `freeze`)
     Hold(BatchActionArgs),
     /// Release a held batch
     Release(BatchActionArgs),

@@ -31,6 +31,8 @@ mod faker;
 mod fault_stories;
 #[path = "real_cluster/fleet_stories.rs"]
 mod fleet_stories;
+#[path = "real_cluster/freeze_stories.rs"]
+mod freeze_stories;
 #[path = "real_cluster/install_stories.rs"]
 mod install_stories;
 #[path = "real_cluster/kubectl_compat.rs"]
@@ -118,6 +120,7 @@ fn all_stories() -> Vec<(&'static str, Story, &'static [Backend])> {
         attribution_stories::a_kubectl_forged_approval_or_hold_drives_nothing,
         attribution_stories::a_forged_hold_is_not_carried_into_the_batch_that_supersedes_it,
         attribution_stories::the_admission_policy_refuses_an_attribution_in_another_name only real,
+        freeze_stories::the_admission_policy_refuses_a_freeze_in_another_name only real,
     ]
 }
 

@@ -133,8 +133,10 @@ fn cluster_namespace(leader: &LeaderView, flag: Option<&str>) -> (String, String
 async fn application_exists(connection: &Connection, target: &Target) -> Result<(), String> {
     let Target::Application { namespace, name } = target else { return Ok(()) };
     let api: Api<crate::api::CAPApplication> = Api::namespaced(connection.client.clone(), namespace);
-    let hint =
-        format!("kubectl get capapplications -n {namespace} lists them; capdeck freezes -n {namespace} the freezes");
+    let hint = format!(
+        "kubectl get capapplications -n {namespace} lists the applications, capdeck freezes -n {namespace} the \
+         freezes"
+    );
     match api.get(name).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 404 && crate::freezes::kind_missing(&status.message) => {
