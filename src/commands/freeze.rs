@@ -373,7 +373,9 @@ mod tests {
     fn exactly_one_target_in_one_of_three_forms() {
         let application =
             |namespace: &str, name: &str| Given::Application { namespace: namespace.into(), name: name.into() };
-        let table: [(Option<&str>, bool, Option<&str>, Option<&str>, Result<Given, &str>); 11] = [
+        // -n, -A, --app, --lease-namespace, and what they make.
+        type Case<'a> = (Option<&'a str>, bool, Option<&'a str>, Option<&'a str>, Result<Given, &'a str>);
+        let table: [Case<'_>; 11] = [
             (Some("shop"), false, None, None, Ok(Given::Namespace("shop".into()))),
             (None, true, None, None, Ok(Given::Cluster)),
             (None, true, None, Some("ops"), Ok(Given::Cluster)),
