@@ -566,6 +566,54 @@ mod tests {
         );
     }
 
+    /// Every freeze write against the in-process API server: (verb, field manager).
+    fn writes(sandbox: &crate::sandbox::Sandbox) -> Vec<(String, Option<String>)> {
+        let freezes = sandbox.requests().into_iter().filter(|r| r.info.resource == "freezes");
+        freezes.map(|r| (r.info.verb, r.field_manager)).collect()
+    }
+
+    #[tokio::test]
+    async fn a_conflict_reads_again_and_writes_again_at_most_three_times() {
+        use crate::sandbox::{RequestMatcher, Sandbox, SandboxConfig};
+        let sandbox = Sandbox::new(SandboxConfig::default());
+        sandbox.install_crds();
+        let client = sandbox.client();
+        let target = Target::Namespace("default".into());
+        let (now, until) = (at("2026-11-28T14:00:00Z"), at("2026-11-28T18:00:00Z"));
+        let created = freeze(&client, &target, "alice", "sale", until, now).await.expect("created");
+        assert_eq!(created.previous, None);
+        let manager = || Some(FIELD_MANAGER.to_string());
+        assert_eq!(writes(&sandbox), [("get".into(), None), ("create".into(), manager())]);
+
+        // Someone else writes between our read and our write, twice: the third attempt lands.
+        sandbox.clear_requests();
+        sandbox.fail_next(2, RequestMatcher::on("update", "freezes"), 409);
+        let replaced = freeze(&client, &target, "bob", "longer", at("2026-11-28T20:00:00Z"), now).await;
+        let replaced = replaced.expect("replaced on the third attempt");
+        assert_eq!(replaced.previous.map(|p| p.spec.frozen.by).as_deref(), Some("alice"));
+        assert_eq!(replaced.freeze.spec.frozen.by, "bob");
+        let read_and_update = [("get".to_string(), None), ("update".to_string(), manager())];
+        let expected: Vec<(String, Option<String>)> = (0..3).flat_map(|_| read_and_update.clone()).collect();
+        assert_eq!(writes(&sandbox), expected, "each attempt reads again");
+
+        sandbox.fail_next(3, RequestMatcher::on("update", "freezes"), 409);
+        let gave_up = freeze(&client, &target, "bob", "again", until, now).await;
+        assert!(matches!(gave_up, Err(FreezeError::Conflicts)), "{gave_up:?}");
+
+        // Lifting: a conflict, then the re-read freeze is still active and is lifted.
+        sandbox.fail_next(1, RequestMatcher::on("update", "freezes"), 409);
+        let lifted = unfreeze(&client, &target, "carol", "over", at("2026-11-28T15:00:00Z")).await.expect("lifted");
+        assert_eq!(lifted.freeze.spec.frozen.by, "bob", "who froze stays");
+        assert_eq!(lifted_by(&lifted.freeze), Some("carol"));
+        let twice = unfreeze(&client, &target, "carol", "over", at("2026-11-28T15:01:00Z")).await;
+        assert!(matches!(twice, Err(FreezeError::Refused(ref why)) if why.contains("already lifted by carol")));
+        let absent = unfreeze(&client, &Target::Namespace("kube-system".into()), "carol", "x", now).await;
+        assert_eq!(
+            absent.map(|_| ()).map_err(|error| error.to_string()),
+            Err("there is no freeze of namespace kube-system (capdeck freezes -n kube-system lists them)".into())
+        );
+    }
+
     #[test]
     fn a_refused_write_names_the_permission_or_the_missing_kind() {
         let status = |code: u16, message: &str| {
