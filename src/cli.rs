@@ -480,7 +480,7 @@ runs until SIGINT or SIGTERM (exit 0).\n\nExample:\n  capdeck sandbox --seed dem
     Approve(BatchActionArgs),
     /// End a batch's window now (add --approve to also approve a batch that needs it)
     Force(ForceArgs),
-    /// Freeze a batch: nothing new starts until `release`
+    /// Hold a batch: nothing new starts until `release` (to stop a namespace or the cluster: `freeze`)
     Hold(BatchActionArgs),
     /// Release a held batch
     Release(BatchActionArgs),
@@ -502,6 +502,32 @@ batch ends Undone. Completed Deployments stay (their previous Secret is gone). T
 until sap-btp-service-operator revokes them: capdeck credentials says when.\n\nExample: capdeck undo \
 cap-shop/bookshop-x7k2p --reason \"new credentials break the orders service\"")]
     Undo(BatchActionArgs),
+    /// Freeze a namespace, one CAPApplication or the cluster: batches collect but do not roll until --until
+    #[command(long_about = "Freeze a namespace (-n NS), one CAPApplication (--app NS/NAME) or every namespace \
+the engine serves (-A): until --until, batches there collect rotations but no rollout starts. A batch whose \
+old credentials would be revoked before the freeze ends does not wait: it asks for an approval at once \
+(DeadlineDuringFreeze). The freeze is a Freeze object (capdeck.dev/v1alpha1) in the cluster, recorded with who \
+you are (the API server's SelfSubjectReview) and your reason; it ends by itself, survives engine restarts and \
+leader changes, and a freeze of the same target replaces it. -A writes the Freeze `cluster` into the namespace \
+of the leading engine's Lease (without a leader: --lease-namespace, else capdeck-system), so RBAC there decides \
+who may freeze everything. See docs/WINDOWS.md, Freezes.\n\n\
+Examples:\n  capdeck freeze -n shop --until 4h --reason \"Black Friday\"\n  capdeck freeze --app shop/bookshop \
+--until 2026-11-28T18:00:00Z --reason \"CHG-1234 migration\"\n  capdeck freeze -A --until 2h30m --reason \"incident \
+INC-77\" --dry-run")]
+    Freeze(FreezeArgs),
+    /// Lift a freeze before its end (the record stays, with who lifted it and why)
+    #[command(long_about = "Lift the freeze of a namespace (-n NS), one CAPApplication (--app NS/NAME) or the \
+cluster (-A) before it ends: batches roll again, inside their change windows. The Freeze stays as a record, with \
+who froze it and who lifted it (spec.lifted: you, now, your reason). A freeze that is absent, already lifted or \
+already ended is refused. See docs/WINDOWS.md, Freezes.\n\n\
+Examples:\n  capdeck unfreeze -n shop --reason \"sale over\"\n  capdeck unfreeze -A --reason \"incident closed\" \
+--dry-run")]
+    Unfreeze(UnfreezeArgs),
+    /// List freezes: target, state (active, ended, lifted), from, until, who froze, why, who lifted
+    #[command(long_about = "List the Freeze objects: what each covers, its state (active, ended by itself, \
+lifted), when it started and ends, who froze it and why, and who lifted it. The cluster's freeze lives in the \
+namespace of the engine's Lease: -A shows it.\n\nExamples:\n  capdeck freezes -A\n  capdeck freezes -n shop -o json")]
+    Freezes(FreezesArgs),
     /// Print the manifests to run `capdeck --daemon` in a cluster (RBAC, Deployment, Service)
     Manifests(ManifestsArgs),
     /// The subscription dependencies of an application, as the CAP Operator's subscription server answers
@@ -613,6 +639,54 @@ pub struct BatchActionArgs {
     /// and change nothing
     #[arg(long)]
     pub dry_run: bool,
+}
+
+/// `capdeck freeze`: the target is `-n NS`, `-A` (the cluster flags) or `--app NS/NAME`.
+#[derive(Debug, Args)]
+pub struct FreezeArgs {
+    #[command(flatten)]
+    pub target: FreezeTargetArgs,
+    /// When the freeze ends: an RFC 3339 time (2026-11-28T18:00:00Z, or with an offset such as
+    /// +01:00) or a Go duration from now (4h, 90m, 2h30m)
+    #[arg(long, value_name = "TIME|DURATION", value_parser = crate::freezes::parse_until)]
+    pub until: crate::freezes::Until,
+    /// Why (required; recorded in the Freeze with who you are)
+    #[arg(long, value_name = "TEXT", value_parser = non_blank)]
+    pub reason: String,
+    /// Print the Freeze that would be written, and write nothing
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `capdeck unfreeze`: the same targets as `freeze`.
+#[derive(Debug, Args)]
+pub struct UnfreezeArgs {
+    #[command(flatten)]
+    pub target: FreezeTargetArgs,
+    /// Why (required; recorded in the Freeze as who lifted it)
+    #[arg(long, value_name = "TEXT", value_parser = non_blank)]
+    pub reason: String,
+    /// Say which freeze would be lifted, and write nothing
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// The target of `freeze` and `unfreeze` besides the cluster flags `-n` and `-A`.
+#[derive(Debug, Args)]
+pub struct FreezeTargetArgs {
+    /// One CAPApplication, as NAMESPACE/NAME (instead of -n NS or -A)
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    pub app: Option<String>,
+    /// With -A: where the cluster's freeze goes when no leading engine can be found (its Lease's
+    /// namespace otherwise) [default: capdeck-system]
+    #[arg(long, value_name = "NS")]
+    pub lease_namespace: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct FreezesArgs {
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// `--rollout-delay`: a Go duration with a unit. `30` alone is refused (it would silently have
@@ -927,6 +1001,8 @@ mod tests {
             "approve" | "force" | "hold" | "release" | "cancel" | "retry" | "undo" => {
                 vec![leak(name), "ns/batch", "--reason", "why"]
             }
+            "freeze" => vec!["freeze", "--app", "ns/app", "--until", "4h", "--reason", "why"],
+            "unfreeze" => vec!["unfreeze", "--app", "ns/app", "--reason", "why"],
             "deps" => vec!["deps", "--app", "ns/app"],
             "completion" => vec!["completion", "bash"],
             "windows" => vec!["windows", "Mon 22:00-23:00 UTC"],
@@ -1089,6 +1165,34 @@ mod tests {
         assert_eq!(error.exit_code(), 2);
         let cli = Cli::parse_checked(["capdeck", "--readonly", "hold", "ns/b", "--reason", "x"]).expect("parses");
         assert_eq!(cli.readonly_from, Some(ReadonlyFrom::Flag), "the write is refused at run time, naming the flag");
+    }
+
+    /// `freeze` and `unfreeze` take their target from the cluster flags and `--app`; their own
+    /// `--lease-namespace` is not the engine's, and the top-level flags keep their places.
+    #[test]
+    fn freeze_flags_have_their_places() {
+        let freeze = ["freeze", "-A", "--until", "4h", "--reason", "x"];
+        let cli = Cli::parse_checked(["capdeck"].iter().chain(&freeze).chain(&["--lease-namespace", "ops"]))
+            .expect("the subcommand's own --lease-namespace");
+        let Some(Command::Freeze(args)) = cli.command else { panic!("freeze") };
+        assert_eq!(args.target.lease_namespace.as_deref(), Some("ops"));
+        assert!(cli.cluster.all_namespaces, "-A after the subcommand is the cluster flag");
+        let error = Cli::parse_checked(["capdeck", "--lease-namespace", "ops"].iter().chain(&freeze))
+            .expect_err("the engine's --lease-namespace");
+        assert!(error.to_string().contains("--lease-namespace goes after the subcommand"), "{error}");
+        let error = Cli::parse_checked(["capdeck"].iter().chain(&freeze).chain(&["--readonly"])).expect_err("late");
+        assert!(error.to_string().contains("`capdeck --readonly freeze ...`"), "{error}");
+        let error = Cli::parse_checked(["capdeck", "freeze", "-n", "shop", "--reason", "x"]).expect_err("no --until");
+        assert_eq!(error.exit_code(), 2);
+        assert!(error.to_string().contains("--until"), "{error}");
+        let error = Cli::parse_checked(["capdeck", "unfreeze", "-n", "shop"]).expect_err("no --reason");
+        assert!(error.to_string().contains("--reason"), "{error}");
+        let error = Cli::parse_checked(["capdeck", "freeze", "-n", "shop", "--until", "yesterday", "--reason", "x"])
+            .expect_err("not a time");
+        assert_eq!(error.exit_code(), 2);
+        assert!(error.to_string().contains("is neither a time nor a duration"), "{error}");
+        let error = Cli::parse_checked(["capdeck", "freezes", "-n", "shop", "-A"]).expect_err("-n or -A");
+        assert_eq!(error.exit_code(), 2);
     }
 
     #[test]

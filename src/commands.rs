@@ -9,6 +9,7 @@ mod deps;
 mod doctor;
 mod engine_config;
 mod fleet;
+mod freeze;
 pub mod manifests;
 mod plan;
 mod readonly;
@@ -48,6 +49,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Cancel(args)) => runtime()?.block_on(batches::action(&cli.cluster, &args, BatchAction::Cancel)),
         Some(Command::Retry(args)) => runtime()?.block_on(batches::action(&cli.cluster, &args, BatchAction::Retry)),
         Some(Command::Undo(args)) => runtime()?.block_on(batches::action(&cli.cluster, &args, BatchAction::Undo)),
+        Some(Command::Freeze(args)) => runtime()?.block_on(freeze::freeze(&cli.cluster, &args)),
+        Some(Command::Unfreeze(args)) => runtime()?.block_on(freeze::unfreeze(&cli.cluster, &args)),
+        Some(Command::Freezes(args)) => runtime()?.block_on(freeze::list(&cli.cluster, &args)),
         Some(Command::Manifests(args)) => manifests::run(cli.cluster.namespace.as_deref(), &args),
         Some(Command::Plan(args)) => plan::run(&args),
         Some(Command::Deps(args)) => runtime()?.block_on(deps::run(&cli.cluster, &args)),

@@ -16,6 +16,7 @@ pub mod demo;
 pub mod deps;
 pub mod engine;
 pub mod fleet;
+pub mod freezes;
 pub mod lookup;
 pub mod manifest;
 pub mod output;

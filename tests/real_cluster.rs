@@ -31,6 +31,8 @@ mod faker;
 mod fault_stories;
 #[path = "real_cluster/fleet_stories.rs"]
 mod fleet_stories;
+#[path = "real_cluster/freeze_stories.rs"]
+mod freeze_stories;
 #[path = "real_cluster/install_stories.rs"]
 mod install_stories;
 #[path = "real_cluster/kubectl_compat.rs"]
@@ -125,6 +127,7 @@ fn all_stories() -> Vec<(&'static str, Story, &'static [Backend])> {
         window_stories::a_freeze_holds_across_restart_and_leader_change_and_ends_by_unfreeze_or_by_itself,
         window_stories::force_overrides_a_window_and_the_record_says_so,
         window_stories::an_unreadable_window_holds_the_batch_until_it_is_fixed,
+        freeze_stories::the_admission_policy_refuses_a_freeze_in_another_name only real,
     ]
 }
 

@@ -17,6 +17,8 @@ mod cli_batches;
 mod cli_credentials;
 #[path = "sandbox/cli_deps.rs"]
 mod cli_deps;
+#[path = "sandbox/cli_freeze.rs"]
+mod cli_freeze;
 #[path = "sandbox/cli_plan.rs"]
 mod cli_plan;
 #[path = "sandbox/cli_sandbox.rs"]

@@ -23,7 +23,8 @@ LAYERS = [
     ["vcap", "cluster"],  # the VCAP_SERVICES format; kube client, stores, error descriptions
     ["plan"],  # the pure planner: which Deployment needs which payload
     # objects from files; subscription dependencies; credential safety; the user's batch actions
-    ["manifest", "deps", "credentials", "actions"],
+    # and freezes
+    ["manifest", "deps", "credentials", "actions", "freezes"],
     ["engine", "sandbox"],  # the reconcile engine; the embedded API server (never imports the engine)
     ["fleet"],  # every kube context at once: what is open where
     ["readmodel"],  # rows for the console and `capdeck tenants`

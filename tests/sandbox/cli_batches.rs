@@ -325,6 +325,8 @@ fn manifests_render_for_a_namespace() {
             "Deployment",
             "Service",
             "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
+            "ValidatingAdmissionPolicy",
             "ValidatingAdmissionPolicyBinding"
         ]
     );

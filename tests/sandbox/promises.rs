@@ -51,6 +51,14 @@ async fn read_only_refuses_every_write_whatever_made_it_so() {
             batch("failed", "Failed", failed),
         ])
         .expect("batches");
+    // A freeze in force, so that `unfreeze` would have something to lift.
+    let frozen = json!({"apiVersion": "capdeck.dev/v1alpha1", "kind": "Freeze",
+        "metadata": {"name": "namespace", "namespace": "shop"},
+        "spec": {"scope": "Namespace", "until": "2099-01-01T00:00:00Z",
+                 "frozen": {"by": "bob", "at": "2026-01-01T00:00:00Z", "reason": "sale"}}});
+    sandbox.load([frozen]).expect("freeze");
+    let freezes = || sandbox.list("capdeck.dev", "freezes");
+    let freezes_before = freezes();
     let (_served, dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sandbox-admin").await;
     let config_home = dir.path().join("config");
     std::fs::create_dir_all(config_home.join("capdeck")).expect("config dir");
@@ -64,6 +72,10 @@ async fn read_only_refuses_every_write_whatever_made_it_so() {
         vec!["cancel", "shop/open", "--reason", "x"],
         vec!["retry", "shop/failed", "--reason", "x"],
         vec!["undo", "shop/failed", "--reason", "x"],
+        vec!["freeze", "-n", "shop", "--until", "4h", "--reason", "x"],
+        vec!["freeze", "-A", "--until", "4h", "--reason", "x"],
+        vec!["freeze", "--app", "shop/bookshop", "--until", "4h", "--reason", "x"],
+        vec!["unfreeze", "-n", "shop", "--reason", "x"],
         vec!["--daemon", "--health-addr", "127.0.0.1:0", "-A"],
     ];
     let config_file = config_home.join("capdeck/config.toml");
@@ -97,6 +109,7 @@ async fn read_only_refuses_every_write_whatever_made_it_so() {
         }
         let after: Vec<Value> = ["waiting", "open", "held", "failed"].iter().map(|name| spec(name)).collect();
         assert_eq!(after, before, "{source}: a batch was written");
+        assert_eq!(freezes(), freezes_before, "{source}: a freeze was written");
         assert_eq!(sandbox.list("capdeck.dev", "rotationbatches").len(), 4, "{source}: the daemon opened a batch");
         assert!(sandbox.list("coordination.k8s.io", "leases").is_empty(), "{source}: the daemon took a Lease");
     }
@@ -106,6 +119,14 @@ async fn read_only_refuses_every_write_whatever_made_it_so() {
         .output()
         .expect("runs");
     assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    for dry_run in [
+        &["freeze", "-n", "shop", "--until", "4h", "--reason", "x", "--dry-run"][..],
+        &["unfreeze", "-n", "shop", "--reason", "x", "--dry-run"],
+    ] {
+        let output = capdeck(&kubeconfig, &config_home).args(dry_run).output().expect("runs");
+        assert_eq!(output.status.code(), Some(0), "{dry_run:?}: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    assert_eq!(freezes(), freezes_before, "a dry run wrote a freeze");
     let output = capdeck(&kubeconfig, &config_home).args(["--engine", "lead"]).output().expect("runs");
     assert_eq!(output.status.code(), Some(2), "{}", String::from_utf8_lossy(&output.stderr));
     assert!(String::from_utf8_lossy(&output.stderr).contains("readonly = true in"));
