@@ -23,6 +23,25 @@ pub mod views;
 
 use std::path::PathBuf;
 
+/// A freeze or unfreeze from the console (`Z`, `U`), to be written with who and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FreezeRequest {
+    /// Freeze the CAPApplication `namespace/application` until `until`.
+    Freeze { namespace: String, application: String, until: k8s_openapi::jiff::Timestamp, reason: String },
+    /// Lift the freeze of the CAPApplication `namespace/application`.
+    Unfreeze { namespace: String, application: String, reason: String },
+}
+
+/// Write a freeze (or lift one) as `by`: answers what was done, for the footer, or why not.
+///
+/// todo-merge: the Freeze writes live in a library module being written in branch `freeze-cli`
+/// (`capdeck freeze`/`unfreeze`); at merge time this calls it (who, why, resourceVersion checked)
+/// instead of refusing. Until then the console builds and checks everything up to this call.
+pub async fn freeze_write(client: &kube::Client, by: &str, request: &FreezeRequest) -> Result<String, String> {
+    let _ = (client, by, request);
+    Err("freeze writes are not wired yet".to_string())
+}
+
 /// Why the console cannot start with this configuration (each message names the file or flag).
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {

@@ -12,14 +12,16 @@ pub mod pods;
 mod rollouts;
 mod tenants;
 mod versions;
+mod windows;
 
 pub use applications::{AppRow, BatchSummary, OptIn, ServiceRow};
-pub use batches::{BatchRow, Deployments};
+pub use batches::{BatchRow, BatchState, CollectionWindow, Deployments, StateNote, approval_text};
 pub use events::EventRow;
 pub use operations::OperationRow;
 pub use rollouts::RolloutRow;
 pub use tenants::TenantRow;
 pub use versions::VersionRow;
+pub use windows::{applied_windows, freezes_in_view, governing_freeze};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -30,7 +32,7 @@ use kube::ResourceExt;
 
 use crate::api::common::{Condition, ConditionStatus, GenericStatus};
 use crate::api::service_binding::ServiceBinding;
-use crate::api::{CAPApplication, CAPApplicationVersion, CAPTenant, CAPTenantOperation, RotationBatch};
+use crate::api::{CAPApplication, CAPApplicationVersion, CAPTenant, CAPTenantOperation, Freeze, RotationBatch};
 use crate::cluster::stores::{InvalidObject, Stores};
 use crate::credentials::{CredentialReport, Timing};
 use crate::plan::latest_ready_version;
@@ -54,6 +56,11 @@ pub struct Snapshot {
     pub fleet: Vec<crate::fleet::FleetRow>,
     /// The window and expected rollout the credential margins were judged with.
     pub credential_timing: Option<Timing>,
+    /// The Freezes in scope, lifted and ended ones too (they stay as records): the console's
+    /// banner and a batch's detail pick those in force.
+    pub freezes: Vec<Arc<Freeze>>,
+    /// The `capdeck.dev/change-windows` annotation of each Namespace in scope that sets one.
+    pub namespace_windows: BTreeMap<String, String>,
 }
 
 fn state_of(status: Option<&GenericStatus>, state: String) -> (bool, String) {
@@ -154,6 +161,16 @@ pub fn snapshot(stores: &Stores, events: &[Arc<Event>], timing: Timing) -> Snaps
         credentials,
     });
     snapshot.credential_timing = Some(timing);
+    snapshot.freezes = stores.freezes.state();
+    snapshot.namespace_windows = stores
+        .namespaces
+        .state()
+        .iter()
+        .filter_map(|namespace| {
+            let text = namespace.annotations().get(crate::api::change_window::ANNOTATION_CHANGE_WINDOWS)?;
+            Some((namespace.name_any(), text.clone()))
+        })
+        .collect();
     snapshot
 }
 
@@ -256,6 +273,8 @@ pub fn build(sources: Sources<'_>) -> Snapshot {
         invalid: sources.invalid,
         fleet: Vec::new(),
         credential_timing: None,
+        freezes: Vec::new(),
+        namespace_windows: BTreeMap::new(),
     }
 }
 

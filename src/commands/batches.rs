@@ -13,7 +13,8 @@ use crate::actions::{BatchAction, act};
 use crate::api::RotationBatch;
 use crate::cli::{BatchActionArgs, BatchesArgs};
 use crate::cluster::{ClusterArgs, Connection, Requests, describe_error, who_am_i};
-use crate::output::{OutputArgs, OutputFormat, Printable, Table, human_duration, window_text};
+use crate::output::{OutputArgs, OutputFormat, Printable, Table, human_duration};
+use crate::readmodel::{BatchState, CollectionWindow, approval_text};
 
 async fn connect(cluster: &ClusterArgs) -> anyhow::Result<Connection> {
     Ok(cluster.connect().await?)
@@ -36,7 +37,8 @@ pub(crate) async fn missing_namespace(connection: &Connection, scope: &crate::cl
     }
 }
 
-fn batch_json(batch: &RotationBatch) -> Value {
+/// The batch as one JSON document; `now` words its state (`Waiting · opens in 3h12m`).
+fn batch_json(batch: &RotationBatch, now: Timestamp) -> Value {
     let status = batch.status.clone().unwrap_or_default();
     let condition = status.conditions.iter().find(|c| c.type_ == crate::api::common::READY);
     json!({
@@ -44,6 +46,8 @@ fn batch_json(batch: &RotationBatch) -> Value {
         "name": batch.name_any(),
         "application": batch.spec.application,
         "phase": batch.phase().to_string(),
+        "state": BatchState::of(batch).text(now, &human_duration),
+        "waitingUntil": status.waiting_until,
         "reason": condition.map(|c| c.reason.clone()),
         "message": condition.map(|c| c.message.clone()),
         "windowEnd": batch.spec.window_end,
@@ -153,8 +157,8 @@ async fn watch(
         let quiet = OutputArgs { format: output.format, no_headers: true };
         let text = match output.format {
             // One compact document per change, like `kubectl get -w -o json` streams objects.
-            OutputFormat::Json => crate::output::json_line(&batch_json(&batch))?,
-            OutputFormat::Yaml => format!("---\n{}", crate::output::yaml(&batch_json(&batch))),
+            OutputFormat::Json => crate::output::json_line(&batch_json(&batch, Timestamp::now()))?,
+            OutputFormat::Yaml => format!("---\n{}", crate::output::yaml(&batch_json(&batch, Timestamp::now()))),
             _ => line.render(&quiet, "batches").map_err(|error| crate::commands::UsageError(error.to_string()))?,
         };
         let mut stdout = crate::output::SafeOut(std::io::stdout().lock());
@@ -195,11 +199,12 @@ fn printable(batches: &[RotationBatch], deadlines: &[Option<Timestamp>], now: Ti
             batch.namespace().unwrap_or_default(),
             batch.name_any(),
             batch.spec.application.clone(),
-            batch.phase().to_string(),
-            window_text(batch.spec.window_end.0, now),
+            BatchState::of(batch).text(now, &human_duration),
+            // Counts down only while the batch collects: not after a force, nor once it went on.
+            CollectionWindow::of(batch, now).text(now, &human_duration),
             batch.progress_text(),
             batch.spec.secrets.len().to_string(),
-            bounded(&batch.approval_text(), MAX_USER + 16).into_owned(),
+            bounded(&approval_text(batch), MAX_USER + 16).into_owned(),
             age,
             deadline(index).map_or_else(
                 || "-".into(),
@@ -217,7 +222,7 @@ fn printable(batches: &[RotationBatch], deadlines: &[Option<Timestamp>], now: Ti
             .iter()
             .enumerate()
             .map(|(index, batch)| {
-                let mut document = batch_json(batch);
+                let mut document = batch_json(batch, now);
                 document["oldCredentialsRevocableAt"] = json!(deadline(index));
                 document
             })
@@ -369,4 +374,68 @@ async fn dry_run(
         if served.is_empty() { "-".into() } else { served.join(", ") }
     )?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn batch(name: &str, phase: &str, reason: &str, spec: Value, status: Value) -> RotationBatch {
+        let mut object = json!({
+            "apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
+            "metadata": {"name": name, "namespace": "shop", "creationTimestamp": "2026-11-20T08:00:00Z"},
+            "spec": {"application": "bookshop", "windowEnd": "2026-11-20T09:00:09Z"},
+            "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "False", "reason": reason,
+                        "message": "", "lastTransitionTime": "2026-11-20T08:00:00Z"}]},
+        });
+        for (field, extra) in [("spec", spec), ("status", status)] {
+            if let (Some(target), Some(extra)) = (object[field].as_object_mut(), extra.as_object()) {
+                target.extend(extra.clone());
+            }
+        }
+        serde_json::from_value(object).expect("a batch")
+    }
+
+    /// PHASE says what a batch waits for and when it goes on; WINDOW counts down only while the
+    /// batch collects (not after a force, not once it is over); `-o json` has both.
+    #[test]
+    fn the_listing_says_what_each_batch_waits_for() {
+        let now: Timestamp = "2026-11-20T09:00:00Z".parse().expect("time");
+        let forced = json!({"force": {"by": "bob", "at": "2026-11-20T08:59:00Z"}});
+        let batches = [
+            batch(
+                "waiting",
+                "Waiting",
+                "OutsideChangeWindow",
+                json!({}),
+                json!({"waitingUntil": "2026-11-20T12:12:00Z"}),
+            ),
+            batch("frozen", "Waiting", "Frozen", json!({}), json!({"waitingUntil": "2026-11-22T13:00:00Z"})),
+            batch("late", "AwaitingApproval", "DeadlineBeforeChangeWindow", json!({}), json!({})),
+            batch("unreadable", "Held", "ChangeWindowUnreadable", json!({}), json!({})),
+            batch("forced-done", "Succeeded", "RolloutComplete", forced, json!({})),
+            batch("collecting", "Collecting", "WindowOpen", json!({}), json!({})),
+        ];
+        let printable = printable(&batches, &[], now);
+        let text = printable.table.render();
+        let row = |name: &str| text.lines().find(|line| line.contains(&format!(" {name} "))).unwrap_or_default();
+        assert!(row("waiting").contains("Waiting · opens in 3h12m"), "{text}");
+        assert!(row("frozen").contains("Frozen · until in 2d4h"), "{text}");
+        assert!(row("late").contains("AwaitingApproval · escalated: window too late"), "{text}");
+        assert!(row("late").contains("required: window too late"), "{text}");
+        assert!(row("unreadable").contains("Held · change windows unreadable"), "{text}");
+        // The known bug: a forced, Succeeded batch still said `ends in 9s`.
+        assert!(row("forced-done").contains("forced 60s ago") && !row("forced-done").contains("ends in"), "{text}");
+        assert!(row("collecting").contains("ends in 9s"), "only a collecting batch counts down: {text}");
+
+        let items = printable.document["items"].as_array().cloned().unwrap_or_default();
+        let item = |name: &str| items.iter().find(|item| item["name"] == name).cloned().unwrap_or_default();
+        assert_eq!(item("waiting")["state"], "Waiting · opens in 3h12m");
+        assert_eq!(item("waiting")["waitingUntil"], "2026-11-20T12:12:00Z");
+        assert_eq!(item("waiting")["phase"], "Waiting", "the phase stays the API's word");
+        assert_eq!(item("frozen")["state"], "Frozen · until in 2d4h");
+        assert_eq!(item("collecting")["waitingUntil"], Value::Null);
+    }
 }

@@ -159,7 +159,13 @@ pub struct App {
     /// The Lease (`ns/name`) of a Go CAP Operator that is running, if one is.
     pub go_operator: Option<String>,
     pub connection: ConnectionState,
+    /// Per namespace: whether this user may patch rotation batches there.
     pub access: HashMap<String, Access>,
+    /// Per namespace: whether this user may create and update Freezes there.
+    pub freeze_access: HashMap<String, Access>,
+    /// The namespace of this console's engine's Lease: where a cluster Freeze counts when no
+    /// leading engine says otherwise.
+    pub lease_namespace: Option<String>,
     pub flash: Option<Flash>,
     pub theme: Theme,
     pub theme_names: Vec<String>,
@@ -187,8 +193,9 @@ pub struct App {
     /// Whether the runtime reads the fleet (`--contexts`, or `:fleet` once opened).
     pub fleet_watched: bool,
     pub quit: bool,
-    /// A write key pressed while access was still being checked: (action, namespace, batch).
-    /// Its dialog opens when the answer arrives, if that batch is still selected.
+    /// A write key pressed while access was still being checked: (action, namespace, batch), or
+    /// for a freeze key (action, namespace, application). Its dialog opens when the answer
+    /// arrives, if that batch (application) is still selected.
     pub pending_write: Option<(super::keymap::Action, String, String)>,
     /// Keys typed in the same burst as the one that closed a dialog are not hotkeys: a reason
     /// typed on after Enter must not move, open or approve anything. Holds the time of the last
@@ -226,6 +233,8 @@ impl App {
             go_operator: None,
             connection: ConnectionState::default(),
             access: HashMap::new(),
+            freeze_access: HashMap::new(),
+            lease_namespace: None,
             flash: None,
             theme,
             theme_names,
@@ -249,6 +258,24 @@ impl App {
 
     pub fn cursor(&self) -> Cursor {
         self.cursors.get(&self.route).cloned().unwrap_or_default()
+    }
+
+    /// Where a cluster Freeze counts: the namespace of the leading engine's Lease, else of this
+    /// console's engine's.
+    pub fn freeze_namespace(&self) -> Option<&str> {
+        let leads = match &self.leader {
+            Some(crate::cluster::leader::LeaderView::Leads { lease, .. }) => {
+                lease.split_once('/').map(|(namespace, _)| namespace)
+            }
+            _ => None,
+        };
+        leads.or(self.lease_namespace.as_deref())
+    }
+
+    /// The leading engine's `--change-windows`: `Some(None)` when it published its settings
+    /// without any, `None` when no leader said (nobody leads, or an older engine).
+    pub fn cluster_windows(&self) -> Option<Option<&str>> {
+        self.leader.as_ref()?.settings().map(|settings| settings.change_windows.as_deref())
     }
 
     /// The engine role as the header shows it: Read-only wins.

@@ -20,10 +20,14 @@ pub fn draw(frame: &mut Frame, app: &App) {
     let theme = &app.theme;
     let area = frame.area();
     frame.render_widget(Block::default().style(theme.base()), area);
-    let [header, tabs, title, table, footer] = screen_areas(app, area);
+    let banner = queries::freeze_banner(app);
+    let [header, freeze, tabs, title, table, footer] = screen_areas(app, area, banner.is_some());
     let rows = rows_on_screen(app, table);
     let plan = plan_columns(app, table, &rows);
     draw_header(frame, app, header);
+    if let Some(banner) = banner {
+        draw_freeze_banner(frame, app, freeze, banner);
+    }
     if app.connection.is_connected() {
         draw_tabs(frame, app, tabs);
     } else {
@@ -44,12 +48,14 @@ pub fn draw(frame: &mut Frame, app: &App) {
     }
 }
 
-/// The screen's areas: header, tab bar (or banner), title line, table, footer.
-fn screen_areas(app: &App, area: Rect) -> [Rect; 5] {
-    // Short terminals drop the tab bar and the title line to keep rows visible (the banner stays).
+/// The screen's areas: header, freeze banner (while a freeze holds what is in view), tab bar (or
+/// the connection banner), title line, table, footer.
+fn screen_areas(app: &App, area: Rect, frozen: bool) -> [Rect; 6] {
+    // Short terminals drop the tab bar and the title line to keep rows visible (the banners stay).
     let compact = area.height < COMPACT_BELOW;
     Layout::vertical([
         Constraint::Length(1),
+        Constraint::Length(u16::from(frozen)),
         Constraint::Length(u16::from(!compact || !app.connection.is_connected())),
         Constraint::Length(u16::from(!compact)),
         Constraint::Min(0),
@@ -61,7 +67,7 @@ fn screen_areas(app: &App, area: Rect) -> [Rect; 5] {
 /// Where the table goes on a terminal of `screen`'s size, and its columns as drawn: which show,
 /// how wide (their widths never add up to more than the table's).
 pub fn table_columns(app: &App, screen: Rect) -> (Rect, table::ColumnPlan) {
-    let [_, _, _, area, _] = screen_areas(app, screen);
+    let [_, _, _, _, area, _] = screen_areas(app, screen, queries::freeze_banner(app).is_some());
     (area, plan_columns(app, area, &rows_on_screen(app, area)))
 }
 
@@ -113,6 +119,16 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
     let separator = Span::styled(" │ ", theme.header().patch(theme.muted()));
     let line = fit_segments(segments, &separator, area.width);
     frame.render_widget(Paragraph::new(line).style(theme.header()), area);
+}
+
+/// `❄ namespace cap-shop frozen until … by alice: release weekend (+1 more)`: the summary is cut
+/// with `…` where it does not fit, the count of more freezes never.
+fn draw_freeze_banner(frame: &mut Frame, app: &App, area: Rect, (summary, more): (String, String)) {
+    let style = app.theme.warning().add_modifier(Modifier::BOLD);
+    let room = area.width.saturating_sub(table::text_width(&more));
+    let mut line = table::fit(Line::raw(summary), room);
+    line.spans.push(Span::raw(more));
+    frame.render_widget(Paragraph::new(line.style(style)), area);
 }
 
 /// The tab bar: the views' titles; on a narrower terminal their short names (`:` aliases);
@@ -410,6 +426,12 @@ fn key_hints(app: &App, width: u16) -> Line<'static> {
         optional.extend([Action::Approve, Action::Force, Action::Hold, Action::Cancel]);
     }
     optional.extend([Action::Detail, Action::Yaml, Action::Wide]);
+    // Last, as room allows: freezing is rarer than the keys above.
+    if views::view(app.route.view).freeze_keys() && !app.session.readonly {
+        // Unfreeze only where there is a freeze of the selected application's own to lift.
+        let unfreeze = Some(Action::Unfreeze).filter(|a| write_blocked(app, *a).is_none());
+        optional.extend(std::iter::once(Action::Freeze).chain(unfreeze));
+    }
     let fixed: Vec<Vec<Span<'static>>> =
         [Action::Help, Action::Quit].into_iter().filter_map(|a| hint(a, true)).collect();
     let gap = 2;

@@ -34,6 +34,8 @@ pub enum Action {
     Cancel,
     Retry,
     Undo,
+    Freeze,
+    Unfreeze,
     Logs,
     Quit,
 }
@@ -66,6 +68,8 @@ impl Action {
         Self::Cancel,
         Self::Retry,
         Self::Undo,
+        Self::Freeze,
+        Self::Unfreeze,
         Self::Logs,
         Self::Quit,
     ];
@@ -99,6 +103,8 @@ impl Action {
             Self::Cancel => "cancel",
             Self::Retry => "retry",
             Self::Undo => "undo",
+            Self::Freeze => "freeze",
+            Self::Unfreeze => "unfreeze",
             Self::Logs => "logs",
             Self::Quit => "quit",
         }
@@ -110,7 +116,17 @@ impl Action {
 
     /// Is this an action that writes to the cluster?
     pub fn writes(self) -> bool {
+        self.batch_write() || self.freeze_write()
+    }
+
+    /// A write to the selected batch.
+    pub fn batch_write(self) -> bool {
         matches!(self, Self::Approve | Self::Force | Self::Hold | Self::Cancel | Self::Retry | Self::Undo)
+    }
+
+    /// A write to the freeze of the selected row's application.
+    pub fn freeze_write(self) -> bool {
+        matches!(self, Self::Freeze | Self::Unfreeze)
     }
 }
 
@@ -195,7 +211,8 @@ fn char_key(ch: char) -> Key {
 }
 
 impl Default for Keymap {
-    /// k9s habits: j/k and arrows, g/G, Enter, Esc, Tab, `/`, `:`, `?`; a/F/h/x on batches.
+    /// k9s habits: j/k and arrows, g/G, Enter, Esc, Tab, `/`, `:`, `?`; a/F/h/x on batches;
+    /// Z/U (shifted: a freeze stops a whole application) to freeze and unfreeze.
     fn default() -> Self {
         let mut bindings = Vec::new();
         let mut bind = |key: Key, action| bindings.push((key, action));
@@ -231,6 +248,8 @@ impl Default for Keymap {
         bind(char_key('x'), Action::Cancel);
         bind(char_key('r'), Action::Retry);
         bind(char_key('u'), Action::Undo);
+        bind(char_key('Z'), Action::Freeze);
+        bind(char_key('U'), Action::Unfreeze);
         bind(char_key('l'), Action::Logs);
         bind(char_key('q'), Action::Quit);
         bind(Key { code: KeyCode::Char('c'), ctrl: true }, Action::Quit);

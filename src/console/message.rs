@@ -35,7 +35,14 @@ pub enum Msg {
         namespace: String,
         allowed: bool,
     },
+    /// Whether the user may create and update Freezes in `namespace`.
+    FreezeAccess {
+        namespace: String,
+        allowed: bool,
+    },
     ActionDone(Result<ActionReport, String>),
+    /// A freeze or unfreeze was written (what it did), or why not.
+    FreezeDone(Result<String, String>),
     Theme(Result<Theme, String>),
     /// The runtime moved to another context or namespace scope: forget what belonged to the old one.
     Switched {
@@ -88,6 +95,23 @@ pub enum Command {
         reason: Option<String>,
     },
     CheckAccess {
+        namespace: String,
+    },
+    /// Freeze the application until `until`, with who and why (`Z`; `Msg::FreezeDone` answers).
+    Freeze {
+        namespace: String,
+        application: String,
+        until: Timestamp,
+        reason: String,
+    },
+    /// Lift the application's freeze, with who and why (`U`; `Msg::FreezeDone` answers).
+    Unfreeze {
+        namespace: String,
+        application: String,
+        reason: String,
+    },
+    /// Ask whether the user may freeze in `namespace` (`Msg::FreezeAccess` answers).
+    CheckFreezeAccess {
         namespace: String,
     },
     LoadTheme(String),

@@ -1,5 +1,5 @@
 //! What opens over the table: the help, a row's detail or YAML, the reason dialog of a batch
-//! action, the Pods pane, and the `/` and `:` lines with the picker. Each is a component in one
+//! action or a freeze, the Pods pane, and the `/` and `:` lines with the picker. Each is a component in one
 //! file under `overlay/`: its state, its keys (`handle_key` returns an [`Outcome`]), its key
 //! hints and its drawing (`draw(&self, …)`). A component sees only itself and what it is handed
 //! (the theme, the page size, the key's action): it cannot reach the `App` that owns it, so what
@@ -51,6 +51,20 @@ pub enum Outcome {
         namespace: String,
         batch: String,
         action: BatchAction,
+        reason: String,
+    },
+    /// The freeze dialog confirmed: freeze the application for `lasts` (and close, as
+    /// `CloseInBurst`).
+    Freeze {
+        namespace: String,
+        application: String,
+        lasts: std::time::Duration,
+        reason: String,
+    },
+    /// The unfreeze dialog confirmed: lift the application's freeze.
+    Unfreeze {
+        namespace: String,
+        application: String,
         reason: String,
     },
     /// Read a Pod's last log lines.

@@ -26,6 +26,24 @@ pub fn selected_batch(app: &App) -> Option<(String, String)> {
     view(app.route.view).batch(&app.snapshot, selected_index(app)?)
 }
 
+/// The application the selection points at, for the freeze keys (an application row, or the
+/// application of a batch row).
+pub fn selected_application(app: &App) -> Option<(String, String)> {
+    view(app.route.view).application(&app.snapshot, selected_index(app)?)
+}
+
+/// The application's own freeze (`app-NAME`) in force now, the one `U` lifts.
+pub fn own_freeze<'a>(app: &'a App, namespace: &str, application: &str) -> Option<&'a crate::api::Freeze> {
+    use kube::ResourceExt as _;
+    let name = crate::api::freeze::application_freeze_name(application);
+    app.snapshot.freezes.iter().map(|freeze| &**freeze).find(|freeze| {
+        freeze.namespace().as_deref() == Some(namespace)
+            && freeze.name_any() == name
+            && freeze.spec.scope == crate::api::FreezeScope::Application
+            && freeze.active_at(app.now)
+    })
+}
+
 /// The batch action a key means for the selected batch (`h` releases a held batch).
 pub fn batch_action(app: &App, action: Action) -> Option<BatchAction> {
     let (namespace, name) = selected_batch(app)?;
@@ -47,6 +65,9 @@ pub fn write_blocked(app: &App, action: Action) -> Option<String> {
     if app.session.readonly {
         return Some(strings::READONLY.to_string());
     }
+    if action.freeze_write() {
+        return freeze_blocked(app, action);
+    }
     let Some((namespace, name)) = selected_batch(app) else {
         return Some(strings::SELECT_A_BATCH.to_string());
     };
@@ -58,6 +79,65 @@ pub fn write_blocked(app: &App, action: Action) -> Option<String> {
     let batch = app.snapshot.batches.iter().find(|row| row.namespace == namespace && row.name == name)?;
     let verb = batch_action(app, action)?;
     verb.refusal(&batch.object)
+}
+
+/// Why a freeze key is disabled right now, if it is (read-only is asked first).
+fn freeze_blocked(app: &App, action: Action) -> Option<String> {
+    let Some((namespace, application)) = selected_application(app) else {
+        return Some(strings::SELECT_AN_APPLICATION.to_string());
+    };
+    match app.freeze_access.get(&namespace) {
+        Some(Access::Denied(why)) => return Some(why.clone()),
+        Some(Access::Checking) | None => return Some(strings::CHECKING_FREEZE_ACCESS.to_string()),
+        Some(Access::Allowed) => {}
+    }
+    if action == Action::Unfreeze && own_freeze(app, &namespace, &application).is_none() {
+        let other = crate::readmodel::governing_freeze(
+            &app.snapshot,
+            app.freeze_namespace(),
+            &namespace,
+            &application,
+            app.now,
+        );
+        return Some(strings::not_frozen(&namespace, &application, other.map(|f| f.summary()).as_deref()));
+    }
+    None
+}
+
+/// The header's banner while a freeze holds what is in view: the most relevant one, and how many
+/// more there are (`strings::freeze_banner`).
+pub fn freeze_banner(app: &App) -> Option<(String, String)> {
+    let freezes = crate::readmodel::freezes_in_view(&app.snapshot, app.freeze_namespace(), app.now);
+    let first = freezes.first()?;
+    Some(strings::freeze_banner(&first.summary(), freezes.len() - 1))
+}
+
+/// Table rows that fit on screen: the viewport less the freeze banner while it shows.
+pub fn table_rows(app: &App) -> usize {
+    app.viewport_rows.saturating_sub(usize::from(freeze_banner(app).is_some())).max(1)
+}
+
+/// What freezing (or unfreezing) the application touches: its open batch (and when its old
+/// credentials die: a freeze past then escalates), and the freeze that holds it now.
+pub fn freeze_preview(app: &App, namespace: &str, application: &str) -> Vec<String> {
+    let batch = app
+        .snapshot
+        .batches
+        .iter()
+        .find(|row| row.namespace == namespace && row.application == application && !row.phase.is_terminal());
+    let mut lines = vec![match batch {
+        Some(row) => format!("open batch: {} ({})", row.name, row.state.text(app.now, &strings::relative)),
+        None => "open batch: none (rotations from now on are collected, not rolled)".to_string(),
+    }];
+    let holding =
+        crate::readmodel::governing_freeze(&app.snapshot, app.freeze_namespace(), namespace, application, app.now);
+    if let Some(freeze) = holding {
+        lines.push(format!("now: {}", freeze.summary()));
+    }
+    if let Some(revocable) = batch.and_then(|row| row.old_credentials_revocable) {
+        lines.push(format!("{} {}", strings::OLD_CREDENTIALS, super::views::revocable(revocable, app.now)));
+    }
+    lines
 }
 
 /// Every `:` command, for completion and help.

@@ -484,6 +484,29 @@ impl Runtime<'_> {
                     let _ = tx.send((generation, Msg::Access { namespace, allowed }));
                 });
             }
+            Command::Freeze { namespace, application, until, reason } => {
+                let request = crate::console::FreezeRequest::Freeze { namespace, application, until, reason };
+                self.freeze(app.session.user.clone(), request);
+            }
+            Command::Unfreeze { namespace, application, reason } => {
+                self.freeze(
+                    app.session.user.clone(),
+                    crate::console::FreezeRequest::Unfreeze { namespace, application, reason },
+                );
+            }
+            Command::CheckFreezeAccess { namespace } => {
+                let client = self.live.connection.client.clone();
+                let (tx, generation) = (self.tx.clone(), self.generation);
+                tokio::spawn(async move {
+                    // A freeze creates the object, or replaces the one of the same target.
+                    let group = crate::api::rotation_batch::GROUP;
+                    let (create, update) = tokio::join!(
+                        can_i(&client, "create", group, "freezes", Some(&namespace)),
+                        can_i(&client, "update", group, "freezes", Some(&namespace)),
+                    );
+                    let _ = tx.send((generation, Msg::FreezeAccess { namespace, allowed: create && update }));
+                });
+            }
             Command::ListNamespaces => {
                 let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
                     kube::Api::all(self.live.connection.client.clone());
@@ -571,6 +594,30 @@ impl Runtime<'_> {
                 None => Err(format!("{} {namespace}/{batch}: {}", action.verb(), super::strings::NO_IDENTITY)),
             };
             let _ = tx.send((0, Msg::ActionDone(result)));
+        });
+    }
+
+    /// Freeze or unfreeze, as the user the API server named (nobody unnamed writes), never in a
+    /// read-only session (the keys are blocked there already; this is the last line).
+    fn freeze(&self, user: Option<String>, request: crate::console::FreezeRequest) {
+        use crate::console::FreezeRequest;
+        let (verb, namespace, application) = match &request {
+            FreezeRequest::Freeze { namespace, application, .. } => ("freeze", namespace, application),
+            FreezeRequest::Unfreeze { namespace, application, .. } => ("unfreeze", namespace, application),
+        };
+        let what = format!("{verb} {namespace}/{application}");
+        let client = self.live.connection.client.clone();
+        let tx = self.tx.clone();
+        let readonly = self.options.readonly;
+        tokio::spawn(async move {
+            let result = match user {
+                _ if readonly => Err(format!("{what}: {}", super::strings::READONLY)),
+                Some(user) => crate::console::freeze_write(&client, &user, &request)
+                    .await
+                    .map_err(|error| format!("{what}: {error}")),
+                None => Err(format!("{what}: {}", super::strings::NO_IDENTITY)),
+            };
+            let _ = tx.send((0, Msg::FreezeDone(result)));
         });
     }
 
@@ -714,6 +761,7 @@ where
     let scope = options.cluster.scope(&connection);
     app.session.context = connection.context.clone();
     app.session.scope = scope.label();
+    app.lease_namespace = Some(options.engine.lease.namespace.clone());
     let live = Live::start(connection, scope, &options, &tx, 1);
     let ticker = start_ticker(tx.clone());
     let (fleet_shown, _) = watch::channel(app.route.view == super::app::ViewKind::Fleet);

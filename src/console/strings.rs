@@ -14,6 +14,14 @@ pub const CHECKING_ACCESS: &str =
 pub const REASON_PLACEHOLDER: &str = "why (recorded in the batch and its Events)";
 pub const ENGINE_WRITE_FAILED: &str = "the engine's write failed (it retries)";
 pub const REASON_REQUIRED: &str = "a reason is required: type why, then Enter (Esc cancels)";
+pub const SELECT_AN_APPLICATION: &str = "select an application first (:apps, or a batch in :batches)";
+pub const CHECKING_FREEZE_ACCESS: &str =
+    "checking whether you may freeze applications here (the dialog opens when the API server answers)";
+pub const FREEZE_HINT: &str = "Enter confirm · Tab next field · Esc cancel";
+pub const FREEZE_FOR: &str = "Freeze for:";
+/// How long a freeze from the console lasts unless changed in its dialog.
+pub const FREEZE_DEFAULT: &str = "4h";
+pub const FREEZE_REASON_PLACEHOLDER: &str = "why (recorded in the Freeze)";
 
 /// `restarts: a, b, c and 4 more` for the dialog's preview; `none` when empty.
 /// The label of a batch's deadline: when the old credentials of its Secrets may be revoked.
@@ -101,6 +109,8 @@ pub fn action_label(action: Action) -> &'static str {
         Action::Cancel => "cancel",
         Action::Retry => "retry",
         Action::Undo => "undo",
+        Action::Freeze => "freeze",
+        Action::Unfreeze => "unfreeze",
         Action::Logs => "logs",
         Action::Quit => "quit",
     }
@@ -135,6 +145,13 @@ pub fn action_help(action: Action) -> &'static str {
         Action::Cancel => "cancel the selected batch",
         Action::Retry => "retry a Failed or halted batch: its failed Deployments roll again",
         Action::Undo => "undo a Failed or halted batch: back to the previous VCAP Secrets",
+        Action::Freeze => {
+            "freeze the selected row's application: none of its batches starts rolling until the freeze ends (asks \
+             for how long and why)"
+        }
+        Action::Unfreeze => {
+            "lift the freeze of the selected row's application (asks why; the freeze stays as a record)"
+        }
         Action::Logs => "in the Pods pane (Enter on a rollout): the selected Pod's last log lines",
         Action::Quit => "quit",
     }
@@ -160,6 +177,15 @@ pub fn dialog_text(action: BatchAction, phase: &BatchPhase) -> (&'static str, &'
         BatchAction::Approve if *phase == BatchPhase::AwaitingApproval => {
             ("Approve batch", "The engine starts rolling the batch out at once.")
         }
+        BatchAction::Approve if *phase == BatchPhase::Waiting => (
+            "Approve batch",
+            "The batch still waits for its change window (or the freeze's end), then rolls without asking again.",
+        ),
+        BatchAction::Force { .. } if *phase == BatchPhase::Waiting => (
+            "Force batch",
+            "Overrides the change windows and freezes: the rollout starts on the next pass, and the batch's record \
+             says what it overrode.",
+        ),
         BatchAction::Approve => {
             ("Approve batch", "Pre-approval: the batch rolls out when its window ends, without waiting.")
         }
@@ -184,6 +210,63 @@ pub fn dialog_text(action: BatchAction, phase: &BatchPhase) -> (&'static str, &'
              credentials); the batch ends Undone.",
         ),
     }
+}
+
+/// A batch's detail: no change windows at any level.
+pub const NO_WINDOWS: &str = "none: any hour";
+/// A batch's detail: none on the application or its Namespace, and no leader said its own.
+pub const WINDOWS_CLUSTER_UNKNOWN: &str =
+    "none on the application or its Namespace; the engine's --change-windows unknown (no leader said)";
+/// A batch's detail: windows that cover every hour of the week.
+pub const ALWAYS_OPEN: &str = "always open (every hour of the week)";
+
+/// RBAC said no to freezing in `namespace`.
+pub fn freeze_denied(user: &str, namespace: &str) -> String {
+    format!("{user} may not create and update freezes (capdeck.dev) in namespace {namespace}")
+}
+
+/// `U` on an application that its own freeze does not hold.
+pub fn not_frozen(namespace: &str, application: &str, other: Option<&str>) -> String {
+    match other {
+        Some(summary) => format!(
+            "CAPApplication {namespace}/{application} has no freeze of its own to lift; it is held by: {summary} \
+             (capdeck unfreeze lifts that one)"
+        ),
+        None => format!("CAPApplication {namespace}/{application} is not frozen"),
+    }
+}
+
+/// The freeze dialog's title, and what confirming does.
+pub fn freeze_dialog_text(unfreeze: bool) -> (&'static str, &'static str) {
+    if unfreeze {
+        (
+            "Unfreeze application",
+            "Its batches may roll again (in their change windows). The Freeze stays as a record of who lifted it and why.",
+        )
+    } else {
+        (
+            "Freeze application",
+            "No batch of it starts rolling until the freeze ends; rotations are still collected. It replaces a \
+             freeze of it in force.",
+        )
+    }
+}
+
+/// What the `until` field of a freeze must hold.
+pub fn freeze_duration_error(text: &str) -> String {
+    format!("{text:?} is not a duration: write how long, such as 4h, 90m or 48h")
+}
+
+/// `freezing cap-shop/bookshop…` for the footer while the write is in flight.
+pub fn freeze_progress(unfreeze: bool, namespace: &str, application: &str) -> String {
+    format!("{} {namespace}/{application}…", if unfreeze { "unfreezing" } else { "freezing" })
+}
+
+/// The header's banner while a freeze holds what is in view: the most relevant freeze (its
+/// `Freeze::summary`) and, after it, how many more there are.
+pub fn freeze_banner(summary: &str, more: usize) -> (String, String) {
+    let more = if more > 0 { format!(" (+{more} more)") } else { String::new() };
+    (format!(" ❄ {summary}"), more)
 }
 
 /// `:` commands for the help screen.

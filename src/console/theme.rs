@@ -129,7 +129,8 @@ impl Theme {
     }
 }
 
-/// The style of a state word: green when fine, yellow when waiting on someone, red when broken.
+/// The style of a state word: green when fine, yellow when waiting on someone, cyan when waiting
+/// for a time (a change window, the end of a freeze), red when broken.
 pub fn state_style(theme: &Theme, state: &str) -> Style {
     match state {
         "Ready" | "Succeeded" | "Complete" | "Provisioned" | "Completed" | "Normal" | "NoChange" => theme.ok(),
@@ -137,6 +138,7 @@ pub fn state_style(theme: &Theme, state: &str) -> Style {
         "Stalled" => theme.error().add_modifier(Modifier::REVERSED),
         "AwaitingApproval" | "Held" | "Processing" | "Provisioning" | "Upgrading" | "Rolling" | "RollingOut"
         | "Collecting" | "Queued" | "Deleting" | "Undone" => theme.warning(),
+        "Waiting" | "Frozen" => theme.info(),
         "Cancelled" | "Superseded" | "-" | "unknown" => theme.muted(),
         // Credential verdicts (the Credentials view).
         "ok" => theme.ok(),

@@ -103,6 +103,15 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Command> {
             Vec::new()
         }
         Msg::Access { namespace, allowed } => access_known(app, namespace, allowed),
+        Msg::FreezeAccess { namespace, allowed } => freeze_access_known(app, namespace, allowed),
+        Msg::FreezeDone(Ok(done)) => {
+            flash(app, Level::Info, done);
+            Vec::new()
+        }
+        Msg::FreezeDone(Err(error)) => {
+            flash(app, Level::Error, error);
+            Vec::new()
+        }
         Msg::ActionDone(Ok(report)) => {
             flash(app, Level::Info, format!("{}/{}: {}", report.namespace, report.batch, report.summary));
             Vec::new()
@@ -175,10 +184,32 @@ fn access_known(app: &mut App, namespace: String, allowed: bool) -> Vec<Command>
         Access::Denied(format!("{user} may not patch rotationbatches in namespace {namespace}"))
     };
     app.access.insert(namespace.clone(), access);
-    let Some((action, _, batch)) = app.pending_write.take_if(|(_, pending, _)| *pending == namespace) else {
+    let Some((action, _, batch)) =
+        app.pending_write.take_if(|(action, pending, _)| action.batch_write() && *pending == namespace)
+    else {
         return Vec::new();
     };
     if selected_batch(app) == Some((namespace, batch)) { open_dialog(app, action) } else { Vec::new() }
+}
+
+/// The answer to `Command::CheckFreezeAccess`; a freeze key pressed while it was asked goes on.
+fn freeze_access_known(app: &mut App, namespace: String, allowed: bool) -> Vec<Command> {
+    let access = if allowed {
+        Access::Allowed
+    } else {
+        Access::Denied(strings::freeze_denied(app.session.user.as_deref().unwrap_or("you"), &namespace))
+    };
+    app.freeze_access.insert(namespace.clone(), access);
+    let Some((action, _, application)) =
+        app.pending_write.take_if(|(action, pending, _)| action.freeze_write() && *pending == namespace)
+    else {
+        return Vec::new();
+    };
+    if queries::selected_application(app) == Some((namespace, application)) {
+        open_freeze_dialog(app, action)
+    } else {
+        Vec::new()
+    }
 }
 
 /// Forget what belonged to the old context or scope (the fleet's rows stay: they are every
@@ -190,6 +221,7 @@ fn switched(app: &mut App, context: String, scope: String) {
     let fleet = app.snapshot.fleet.clone();
     app.snapshot = Arc::new(Snapshot { fleet, ..Snapshot::default() });
     app.access.clear();
+    app.freeze_access.clear();
     app.back.clear();
     app.cursors.clear();
     app.route.focus = None;
@@ -258,7 +290,7 @@ fn set_sort(app: &mut App, sort: Option<Sort>) {
 
 /// Keep the selection inside the rows and the offset around the selection.
 fn clamp(app: &mut App) {
-    let rows = app.viewport_rows.max(1);
+    let rows = queries::table_rows(app);
     let count = app.visible.len();
     let mut cursor = app.cursor();
     cursor.selected = cursor.selected.min(count.saturating_sub(1));
@@ -325,6 +357,9 @@ pub fn handle_key(app: &mut App, key: &KeyEvent, at: std::time::Instant) -> Vec<
     let Some(action) = action else {
         return Vec::new();
     };
+    if action.freeze_write() {
+        return open_freeze_dialog(app, action);
+    }
     if action.writes() {
         return open_dialog(app, action);
     }
@@ -333,9 +368,10 @@ pub fn handle_key(app: &mut App, key: &KeyEvent, at: std::time::Instant) -> Vec<
         Action::Down => set_selected(app, (app.cursor().selected + 1).min(app.visible.len().saturating_sub(1))),
         Action::Top => set_selected(app, 0),
         Action::Bottom => set_selected(app, app.visible.len().saturating_sub(1)),
-        Action::PageUp => set_selected(app, app.cursor().selected.saturating_sub(app.viewport_rows)),
+        Action::PageUp => set_selected(app, app.cursor().selected.saturating_sub(queries::table_rows(app))),
         Action::PageDown => {
-            set_selected(app, (app.cursor().selected + app.viewport_rows).min(app.visible.len().saturating_sub(1)))
+            let page = queries::table_rows(app);
+            set_selected(app, (app.cursor().selected + page).min(app.visible.len().saturating_sub(1)))
         }
         Action::Enter => return drill_down(app),
         Action::Back => {
@@ -390,22 +426,38 @@ pub fn handle_key(app: &mut App, key: &KeyEvent, at: std::time::Instant) -> Vec<
         }
         Action::SortReverse => set_sort(app, Some(Sort::reversed(app.sorts.get(&app.route.view).copied()))),
         Action::Logs => flash(app, Level::Info, strings::LOGS_WHERE.to_string()),
-        Action::Approve | Action::Force | Action::Hold | Action::Cancel | Action::Retry | Action::Undo => {}
+        Action::Approve
+        | Action::Force
+        | Action::Hold
+        | Action::Cancel
+        | Action::Retry
+        | Action::Undo
+        | Action::Freeze
+        | Action::Unfreeze => {}
     }
     check_access_for_selection(app)
 }
 
-/// Ask once per namespace whether we may write batches there (so keys can say why not).
+/// Ask once per namespace whether we may write batches there, and freeze there where the freeze
+/// keys apply (so keys can say why not).
 fn check_access_for_selection(app: &mut App) -> Vec<Command> {
     if app.session.readonly {
         return Vec::new();
     }
-    let Some((namespace, _)) = selected_batch(app) else { return Vec::new() };
-    if app.access.contains_key(&namespace) {
-        return Vec::new();
+    let mut commands = Vec::new();
+    if let Some((namespace, _)) = selected_batch(app)
+        && !app.access.contains_key(&namespace)
+    {
+        app.access.insert(namespace.clone(), Access::Checking);
+        commands.push(Command::CheckAccess { namespace });
     }
-    app.access.insert(namespace.clone(), Access::Checking);
-    vec![Command::CheckAccess { namespace }]
+    if let Some((namespace, _)) = queries::selected_application(app)
+        && !app.freeze_access.contains_key(&namespace)
+    {
+        app.freeze_access.insert(namespace.clone(), Access::Checking);
+        commands.push(Command::CheckFreezeAccess { namespace });
+    }
+    commands
 }
 
 fn drill_down(app: &mut App) -> Vec<Command> {
@@ -546,10 +598,29 @@ fn open_dialog(app: &mut App, action: Action) -> Vec<Command> {
     commands
 }
 
+/// `Z` / `U`: the freeze dialog of the selected row's application, or why not.
+fn open_freeze_dialog(app: &mut App, action: Action) -> Vec<Command> {
+    let commands = check_access_for_selection(app);
+    if let Some(why) = write_blocked(app, action) {
+        if why == strings::CHECKING_FREEZE_ACCESS
+            && let Some((namespace, application)) = queries::selected_application(app)
+        {
+            app.pending_write = Some((action, namespace, application));
+        }
+        flash(app, Level::Warning, format!("{}: {why}", strings::action_label(action)));
+        return commands;
+    }
+    let Some((namespace, application)) = queries::selected_application(app) else { return commands };
+    let preview = queries::freeze_preview(app, &namespace, &application);
+    let unfreeze = action == Action::Unfreeze;
+    app.overlay = Overlay::Dialog(Box::new(ActionDialog::freeze(unfreeze, &namespace, &application, preview)));
+    commands
+}
+
 /// The open overlay's answer to a key, or `None` when no overlay is open (the key is the
 /// view's). The Pods pane, help, detail and YAML read the key's action; the dialog has had it.
 fn overlay_key(app: &mut App, key: &KeyEvent, action: Option<Action>) -> Option<Outcome> {
-    let page = app.viewport_rows;
+    let page = queries::table_rows(app);
     let rows = popup_rows(app.viewport_height);
     // The help's length (to keep its scroll inside it) is asked before the pane is borrowed.
     let help_lines = matches!(app.overlay, Overlay::Help(_))
@@ -578,6 +649,22 @@ fn carry_out(app: &mut App, outcome: Outcome, at: std::time::Instant) -> Vec<Com
             app.burst_guard = Some(at);
             flash(app, Level::Info, text);
             return vec![Command::Act { namespace, batch, action, reason: Some(reason) }];
+        }
+        Outcome::Freeze { namespace, application, lasts, reason } => {
+            app.overlay = Overlay::None;
+            app.burst_guard = Some(at);
+            let Ok(until) = app.now.checked_add(lasts) else {
+                flash(app, Level::Error, strings::freeze_duration_error(&crate::api::go_duration::humanize(lasts)));
+                return Vec::new();
+            };
+            flash(app, Level::Info, strings::freeze_progress(false, &namespace, &application));
+            return vec![Command::Freeze { namespace, application, until, reason }];
+        }
+        Outcome::Unfreeze { namespace, application, reason } => {
+            app.overlay = Overlay::None;
+            app.burst_guard = Some(at);
+            flash(app, Level::Info, strings::freeze_progress(true, &namespace, &application));
+            return vec![Command::Unfreeze { namespace, application, reason }];
         }
         Outcome::ReadLog { namespace, pod, container } => return vec![Command::PodLog { namespace, pod, container }],
         Outcome::Quit => {
@@ -998,7 +1085,9 @@ mod tests {
         app.access.insert("cap-hr".into(), Access::Checking);
         press(&mut app, KeyCode::Char('a'));
         update(&mut app, Msg::Access { namespace: "cap-hr".into(), allowed: true });
-        assert!(matches!(&app.overlay, Overlay::Dialog(d) if d.action == BatchAction::Approve));
+        assert!(
+            matches!(&app.overlay, Overlay::Dialog(d) if d.action == crate::console::overlay::action_dialog::DialogAction::Batch(BatchAction::Approve))
+        );
         // Read-only sessions never ask.
         let mut readonly = self::app();
         readonly.access.clear();

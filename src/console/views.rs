@@ -53,6 +53,8 @@ pub trait ViewSpec: Sync {
     const COLUMNS: &'static [Column];
     /// Whether the batch keys (approve, force, hold, cancel) act on its rows.
     const BATCH_KEYS: bool = false;
+    /// Whether the freeze keys (freeze, unfreeze) act on its rows' applications (`owner`).
+    const FREEZE_KEYS: bool = false;
 
     fn rows(snapshot: &Snapshot) -> &[Self::Row];
     /// A stable identity, to keep a row selected when the data changes.
@@ -101,6 +103,7 @@ pub trait View: Sync {
     fn aliases(&self) -> &'static [&'static str];
     fn columns(&self) -> &'static [Column];
     fn batch_keys(&self) -> bool;
+    fn freeze_keys(&self) -> bool;
     fn len(&self, snapshot: &Snapshot) -> usize;
     fn key(&self, snapshot: &Snapshot, index: usize) -> Option<(String, String)>;
     fn in_focus(&self, snapshot: &Snapshot, index: usize, focus: &Focus) -> bool;
@@ -112,6 +115,8 @@ pub trait View: Sync {
     fn detail_needs(&self, snapshot: &Snapshot, index: usize) -> Option<DetailNeed>;
     fn yaml(&self, snapshot: &Snapshot, index: usize) -> Option<(String, Result<Value, String>)>;
     fn batch(&self, snapshot: &Snapshot, index: usize) -> Option<(String, String)>;
+    /// The application (namespace, name) the freeze keys act on, in a view that has them.
+    fn application(&self, snapshot: &Snapshot, index: usize) -> Option<(String, String)>;
     fn workload(&self, snapshot: &Snapshot, index: usize) -> Option<(String, String)>;
 }
 
@@ -127,6 +132,9 @@ impl<V: ViewSpec> View for V {
     }
     fn batch_keys(&self) -> bool {
         V::BATCH_KEYS
+    }
+    fn freeze_keys(&self) -> bool {
+        V::FREEZE_KEYS
     }
     fn len(&self, snapshot: &Snapshot) -> usize {
         V::rows(snapshot).len()
@@ -168,6 +176,11 @@ impl<V: ViewSpec> View for V {
     }
     fn batch(&self, snapshot: &Snapshot, index: usize) -> Option<(String, String)> {
         V::rows(snapshot).get(index).and_then(V::batch)
+    }
+    fn application(&self, snapshot: &Snapshot, index: usize) -> Option<(String, String)> {
+        let row = V::rows(snapshot).get(index).filter(|_| V::FREEZE_KEYS)?;
+        let (namespace, name) = V::owner(row);
+        Some((namespace.to_string(), name.to_string()))
     }
     fn workload(&self, snapshot: &Snapshot, index: usize) -> Option<(String, String)> {
         V::rows(snapshot).get(index).and_then(V::workload)
@@ -266,4 +279,28 @@ pub fn revocable(at: k8s_openapi::jiff::Timestamp, now: k8s_openapi::jiff::Times
 pub fn window(end: k8s_openapi::jiff::Timestamp, now: k8s_openapi::jiff::Timestamp) -> String {
     let seconds = end.as_second() - now.as_second();
     if seconds > 0 { format!("in {}", relative(seconds)) } else { format!("{} ago", relative(-seconds)) }
+}
+
+/// A batch's collection window in the console's words: `in 4m` while it collects, `2m ago` once
+/// ended, `forced 2m ago`, `ended early` (it went on before its end); `-` once the batch is over.
+pub fn collection_window(batch: &crate::api::RotationBatch, now: k8s_openapi::jiff::Timestamp) -> String {
+    use crate::readmodel::CollectionWindow;
+    if batch.is_terminal() {
+        return "-".into();
+    }
+    match CollectionWindow::of(batch, now) {
+        CollectionWindow::Ends(at) | CollectionWindow::Ended(at) => window(at, now),
+        CollectionWindow::Forced(at) => format!("forced {}", window(at, now)),
+        CollectionWindow::EndedEarly => "ended early".into(),
+    }
+}
+
+/// When a batch goes on: the time it waits for (`opens in 3h12m`, `until in 2d4h`), else its
+/// collection window.
+pub fn batch_when(
+    batch: &crate::api::RotationBatch,
+    state: &crate::readmodel::BatchState,
+    now: k8s_openapi::jiff::Timestamp,
+) -> String {
+    state.starts().and_then(|_| state.note_text(now, &relative)).unwrap_or_else(|| collection_window(batch, now))
 }

@@ -347,8 +347,8 @@ fn sample_events() -> Vec<Value> {
     ]
 }
 
-/// An App over `snapshot` at the sample's moment: alice, allowed to write in both namespaces,
-/// the engine leading, connected, on a 160×40 terminal.
+/// An App over `snapshot` at the sample's moment: alice, allowed to write (batches and freezes) in
+/// both namespaces, the engine leading, connected, on a 160×40 terminal.
 pub fn app(snapshot: Snapshot) -> App {
     let session = Session {
         server: "https://api.prod-eu10.example.com".into(),
@@ -364,6 +364,7 @@ pub fn app(snapshot: Snapshot) -> App {
     app.role = Role::Leader;
     for namespace in ["cap-hr", "cap-shop"] {
         app.access.insert(namespace.into(), Access::Allowed);
+        app.freeze_access.insert(namespace.into(), Access::Allowed);
     }
     let _ = crate::console::update::update(&mut app, crate::console::update::Msg::Resize { width: 160, height: 40 });
     let _ = crate::console::update::update(&mut app, crate::console::update::Msg::Snapshot(Arc::new(snapshot)));

@@ -33,8 +33,11 @@ impl OptIn {
 pub struct BatchSummary {
     pub name: String,
     pub phase: BatchPhase,
+    /// The phase as people say it, with what the batch waits for.
+    pub state: super::BatchState,
     pub window_end: Timestamp,
     pub progress: String,
+    pub object: Arc<crate::api::RotationBatch>,
 }
 
 /// A service of an application and its binding Secret: keys and sizes only, never values.
@@ -95,8 +98,10 @@ pub(super) fn app_rows(apps: &[Arc<CAPApplication>], index: &Index, secret_keys:
                 batch: index.open_batch.get(&app_key).map(|batch| BatchSummary {
                     name: batch.name_any(),
                     phase: batch.phase(),
+                    state: super::BatchState::of(batch),
                     window_end: batch.spec.window_end.0,
                     progress: batch.status.as_ref().and_then(|s| s.progress.clone()).unwrap_or_else(|| "-".into()),
+                    object: batch.clone(),
                 }),
                 services: app
                     .spec

@@ -1,15 +1,158 @@
-//! The batches view's rows: each RotationBatch with its phase, progress and credential deadline.
+//! The batches view's rows: each RotationBatch with its phase, progress and credential deadline,
+//! and what it is doing as people say it (`Waiting · opens in 3h12m`), for the console and
+//! `capdeck batches` alike.
 
 use std::sync::Arc;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
-use crate::api::rotation_batch::DeploymentAction;
+use crate::api::rotation_batch::{DeploymentAction, reason};
 use crate::api::service_binding::ServiceBinding;
 use crate::api::{BatchPhase, RotationBatch};
 
 use super::{Index, key};
+
+/// What a batch is doing: a word (its phase, or `Frozen` while a freeze holds it) and what it
+/// waits for. `text` words it: `Waiting · opens in 3h12m`, `Frozen · until in 2d4h`,
+/// `AwaitingApproval · escalated: window too late`, `Held · change windows unreadable`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BatchState {
+    pub word: String,
+    pub note: Option<StateNote>,
+}
+
+/// What a batch waits for, beside its phase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StateNote {
+    /// Outside its change windows: the next opening (`status.waitingUntil`).
+    Opens(Timestamp),
+    /// The change window closed during the rollout: the rest starts at the next opening.
+    Resumes(Timestamp),
+    /// A freeze holds it (or it waits for a reason this capdeck does not know): it may start then.
+    Until(Timestamp),
+    /// The next change window opens too late for the old credentials: a person decides now.
+    WindowTooLate,
+    /// The freeze ends too late for the old credentials: a person decides now.
+    FreezeTooLong,
+    /// The application's change windows cannot be read: held until they are fixed.
+    WindowsUnreadable,
+}
+
+/// A number of seconds as a time span, in the caller's format (the console never writes a minute
+/// in seconds; the CLI writes kubectl's ages).
+pub type Relative<'a> = &'a dyn Fn(i64) -> String;
+
+impl BatchState {
+    /// From the batch's phase, its `Ready` reason and `status.waitingUntil`.
+    pub fn of(batch: &RotationBatch) -> Self {
+        let phase = batch.phase();
+        let status = batch.status.as_ref();
+        let ready = status.and_then(|s| s.conditions.iter().find(|c| c.type_ == crate::api::common::READY));
+        let reason = ready.map_or("", |c| c.reason.as_str());
+        let until = status.and_then(|s| s.waiting_until.as_ref()).map(|t| t.0);
+        let note = match (&phase, reason) {
+            (BatchPhase::Waiting, reason::OUTSIDE_CHANGE_WINDOW) => until.map(StateNote::Opens),
+            (BatchPhase::Waiting, reason::CHANGE_WINDOW_CLOSED) => until.map(StateNote::Resumes),
+            (BatchPhase::Waiting, _) => until.map(StateNote::Until),
+            (BatchPhase::AwaitingApproval, reason::DEADLINE_BEFORE_CHANGE_WINDOW) => Some(StateNote::WindowTooLate),
+            (BatchPhase::AwaitingApproval, reason::DEADLINE_DURING_FREEZE) => Some(StateNote::FreezeTooLong),
+            (BatchPhase::Held, reason::CHANGE_WINDOW_UNREADABLE) => Some(StateNote::WindowsUnreadable),
+            _ => None,
+        };
+        let word =
+            if phase == BatchPhase::Waiting && reason == reason::FROZEN { "Frozen".into() } else { phase.to_string() };
+        Self { word, note }
+    }
+
+    /// `Waiting · opens in 3h12m`, or the word alone.
+    pub fn text(&self, now: Timestamp, relative: Relative<'_>) -> String {
+        match self.note_text(now, relative) {
+            Some(note) => format!("{} · {note}", self.word),
+            None => self.word.clone(),
+        }
+    }
+
+    /// `opens in 3h12m`, `escalated: window too late`; `None` when the word says it all.
+    pub fn note_text(&self, now: Timestamp, relative: Relative<'_>) -> Option<String> {
+        // A time already past: the engine has not moved the batch on yet (its next pass will).
+        let from_now = |at: Timestamp, ahead: &str, due: &str| {
+            let seconds = at.as_second() - now.as_second();
+            if seconds > 0 { format!("{ahead} {}", relative(seconds)) } else { due.to_string() }
+        };
+        Some(match self.note? {
+            StateNote::Opens(at) => from_now(at, "opens in", "opening now"),
+            StateNote::Resumes(at) => from_now(at, "window closed, resumes in", "window closed, resuming now"),
+            StateNote::Until(at) => from_now(at, "until in", "ending now"),
+            StateNote::WindowTooLate => "escalated: window too late".into(),
+            StateNote::FreezeTooLong => "escalated: freeze too long".into(),
+            StateNote::WindowsUnreadable => "change windows unreadable".into(),
+        })
+    }
+
+    /// When the batch may start, for a note that says one.
+    pub fn starts(&self) -> Option<Timestamp> {
+        match self.note? {
+            StateNote::Opens(at) | StateNote::Resumes(at) | StateNote::Until(at) => Some(at),
+            _ => None,
+        }
+    }
+}
+
+/// Where a batch's collection window stands at a moment: it counts down only while the batch
+/// still collects. A forced batch, or one that went on early (its old credentials expiring),
+/// ended its window before `spec.windowEnd`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CollectionWindow {
+    /// Still collecting (or held while collecting): ends then.
+    Ends(Timestamp),
+    /// Ended then.
+    Ended(Timestamp),
+    /// Forced to end then.
+    Forced(Timestamp),
+    /// Ended before `spec.windowEnd`, when is not recorded.
+    EndedEarly,
+}
+
+impl CollectionWindow {
+    pub fn of(batch: &RotationBatch, now: Timestamp) -> Self {
+        let end = batch.spec.window_end.0;
+        if let Some(force) = &batch.spec.force {
+            return Self::Forced(force.at.0.min(end));
+        }
+        if end <= now {
+            return Self::Ended(end);
+        }
+        let evaluated =
+            batch.status.as_ref().is_some_and(|s| !s.deployments.is_empty() || s.rollout_started_at.is_some());
+        match batch.phase() {
+            BatchPhase::Collecting => Self::Ends(end),
+            BatchPhase::Held if !evaluated => Self::Ends(end),
+            _ => Self::EndedEarly,
+        }
+    }
+
+    /// `ends in 4m`, `ended 2m ago`, `forced 2m ago`, `ended early`.
+    pub fn text(self, now: Timestamp, relative: Relative<'_>) -> String {
+        let ago = |at: Timestamp| relative(now.as_second() - at.as_second());
+        match self {
+            Self::Ends(at) => format!("ends in {}", relative(at.as_second() - now.as_second())),
+            Self::Ended(at) => format!("ended {} ago", ago(at)),
+            Self::Forced(at) => format!("forced {} ago", ago(at)),
+            Self::EndedEarly => "ended early".into(),
+        }
+    }
+}
+
+/// `approval_text` of the batch, with what an escalation asks for: `required: window too late`.
+pub fn approval_text(batch: &RotationBatch) -> String {
+    let text = batch.approval_text();
+    match BatchState::of(batch).note {
+        Some(StateNote::WindowTooLate) if text == "required" => "required: window too late".into(),
+        Some(StateNote::FreezeTooLong) if text == "required" => "required: freeze too long".into(),
+        _ => text,
+    }
+}
 
 #[derive(Clone, Debug)]
 pub struct BatchRow {
@@ -17,6 +160,8 @@ pub struct BatchRow {
     pub name: String,
     pub application: String,
     pub phase: BatchPhase,
+    /// The phase as people say it, with what the batch waits for.
+    pub state: BatchState,
     pub reason: String,
     pub message: String,
     pub window_end: Timestamp,
@@ -69,11 +214,12 @@ pub(super) fn batch_rows(
                 name: batch.name_any(),
                 application: batch.spec.application.clone(),
                 phase: batch.phase(),
+                state: BatchState::of(batch),
                 reason: condition.map(|c| c.reason.clone()).unwrap_or_default(),
                 message: condition.map(|c| c.message.clone()).unwrap_or_default(),
                 window_end: batch.spec.window_end.0,
                 secrets: batch.spec.secrets.iter().map(|s| s.name.clone()).collect(),
-                approval: batch.approval_text(),
+                approval: approval_text(batch),
                 progress: batch.progress_text(),
                 tenants: status.tenants,
                 deployments: if status.deployments.is_empty() {
@@ -100,4 +246,149 @@ pub(super) fn batch_rows(
             .then_with(|| a.name.cmp(&b.name))
     });
     batch_rows
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn at(text: &str) -> Timestamp {
+        text.parse().expect("time")
+    }
+
+    /// A batch of bookshop in `phase` with `reason`; `spec` and `status` add fields.
+    fn batch(phase: &str, reason: &str, spec: serde_json::Value, status: serde_json::Value) -> RotationBatch {
+        let mut object = json!({
+            "apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
+            "metadata": {"name": "bookshop-x7k2p", "namespace": "cap-shop"},
+            "spec": {"application": "bookshop", "windowEnd": "2026-11-20T09:05:00Z"},
+            "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "False", "reason": reason,
+                        "message": "", "lastTransitionTime": "2026-11-20T08:00:00Z"}]},
+        });
+        for (field, extra) in [("spec", spec), ("status", status)] {
+            if let (Some(target), Some(extra)) = (object[field].as_object_mut(), extra.as_object()) {
+                target.extend(extra.clone());
+            }
+        }
+        serde_json::from_value(object).expect("a batch")
+    }
+
+    /// Every state a window or a freeze gives a batch, as `capdeck batches` words it (kubectl's
+    /// ages); the phase alone where nothing is waited for.
+    #[test]
+    fn the_state_says_what_a_batch_waits_for() {
+        let now = at("2026-11-20T09:00:00Z");
+        let until = |time: &str| json!({"waitingUntil": time});
+        let none = json!({});
+        let table: [(&str, RotationBatch, &str); 11] = [
+            (
+                "outside the windows: the next opening",
+                batch("Waiting", "OutsideChangeWindow", none.clone(), until("2026-11-20T12:12:00Z")),
+                "Waiting · opens in 3h12m",
+            ),
+            (
+                "frozen: until the batch may start",
+                batch("Waiting", "Frozen", none.clone(), until("2026-11-22T13:00:00Z")),
+                "Frozen · until in 2d4h",
+            ),
+            (
+                "the window closed mid-rollout: the rest resumes",
+                batch("Waiting", "ChangeWindowClosed", none.clone(), until("2026-11-20T21:00:00Z")),
+                "Waiting · window closed, resumes in 12h",
+            ),
+            (
+                "an opening already past: the engine moves it on next",
+                batch("Waiting", "OutsideChangeWindow", none.clone(), until("2026-11-20T08:59:00Z")),
+                "Waiting · opening now",
+            ),
+            (
+                "a freeze already over",
+                batch("Waiting", "Frozen", none.clone(), until("2026-11-20T09:00:00Z")),
+                "Frozen · ending now",
+            ),
+            (
+                "waiting, no time recorded",
+                batch("Waiting", "OutsideChangeWindow", none.clone(), none.clone()),
+                "Waiting",
+            ),
+            (
+                "a reason this capdeck does not know: the time alone",
+                batch("Waiting", "SomethingNew", none.clone(), until("2026-11-20T09:30:00Z")),
+                "Waiting · until in 30m",
+            ),
+            (
+                "escalated: the next window opens too late",
+                batch("AwaitingApproval", "DeadlineBeforeChangeWindow", none.clone(), none.clone()),
+                "AwaitingApproval · escalated: window too late",
+            ),
+            (
+                "escalated: the freeze ends too late",
+                batch("AwaitingApproval", "DeadlineDuringFreeze", none.clone(), none.clone()),
+                "AwaitingApproval · escalated: freeze too long",
+            ),
+            (
+                "unreadable windows hold the batch",
+                batch("Held", "ChangeWindowUnreadable", none.clone(), none.clone()),
+                "Held · change windows unreadable",
+            ),
+            (
+                "a plain approval: the phase alone",
+                batch("AwaitingApproval", "AwaitingApproval", none.clone(), none),
+                "AwaitingApproval",
+            ),
+        ];
+        for (what, batch, expected) in table {
+            assert_eq!(BatchState::of(&batch).text(now, &crate::output::human_duration), expected, "{what}");
+        }
+    }
+
+    /// The collection window counts down only while the batch collects: never after a force,
+    /// once the batch went on early, or once it is over.
+    #[test]
+    fn the_window_counts_down_only_while_collecting() {
+        let now = at("2026-11-20T09:00:00Z");
+        let forced = json!({"force": {"by": "bob", "at": "2026-11-20T08:58:00Z"}});
+        let rolling =
+            json!({"deployments": [{"name": "srv", "version": "v1", "workload": "srv", "action": "Restart"}]});
+        let none = json!({});
+        let table: [(&str, RotationBatch, &str); 6] = [
+            ("collecting", batch("Collecting", "WindowOpen", none.clone(), none.clone()), "ends in 5m"),
+            ("held while collecting", batch("Held", "Held", none.clone(), none.clone()), "ends in 5m"),
+            (
+                "forced, then rolled out",
+                batch("Succeeded", "RolloutComplete", forced.clone(), none.clone()),
+                "forced 2m ago",
+            ),
+            ("forced and rolling", batch("RollingOut", "Forced", forced, rolling.clone()), "forced 2m ago"),
+            (
+                "went on before its end (credentials expiring)",
+                batch("RollingOut", "CredentialsExpiring", none.clone(), rolling),
+                "ended early",
+            ),
+            ("cancelled while collecting", batch("Cancelled", "Cancelled", none.clone(), none), "ended early"),
+        ];
+        for (what, batch, expected) in table {
+            assert_eq!(CollectionWindow::of(&batch, now).text(now, &crate::output::human_duration), expected, "{what}");
+        }
+        let ended = batch("Waiting", "OutsideChangeWindow", json!({}), json!({}));
+        let later = at("2026-11-20T09:07:00Z");
+        assert_eq!(CollectionWindow::of(&ended, later).text(later, &crate::output::human_duration), "ended 2m ago");
+    }
+
+    #[test]
+    fn an_escalation_says_what_the_approval_is_for() {
+        let escalated = |reason: &str| approval_text(&batch("AwaitingApproval", reason, json!({}), json!({})));
+        assert_eq!(escalated("DeadlineBeforeChangeWindow"), "required: window too late");
+        assert_eq!(escalated("DeadlineDuringFreeze"), "required: freeze too long");
+        assert_eq!(escalated("AwaitingApproval"), "required");
+        let approved = batch(
+            "AwaitingApproval",
+            "DeadlineBeforeChangeWindow",
+            json!({"approval": {"required": true, "approvedBy": "carol"}}),
+            json!({}),
+        );
+        assert_eq!(approval_text(&approved), "approved by carol", "once approved, who approved");
+    }
 }

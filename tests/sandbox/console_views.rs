@@ -661,3 +661,209 @@ fn nothing_but_a_long_message_is_cut_at_120_columns() {
     let end = render(&mut app, 120, 48);
     assert!(end.contains("on its batch)"), "the :fleet line's end: {end}");
 }
+
+/// A Freeze in force, in `namespace`, by bob until `until`.
+fn freeze(namespace: &str, name: &str, until: &str, spec: serde_json::Value) -> std::sync::Arc<capdeck::api::Freeze> {
+    let mut object = serde_json::json!({"apiVersion": "capdeck.dev/v1alpha1", "kind": "Freeze",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"scope": "Namespace", "until": until,
+                 "frozen": {"by": "bob", "at": "2026-11-20T08:00:00Z", "reason": "release weekend"}}});
+    if let (Some(target), Some(extra)) = (object["spec"].as_object_mut(), spec.as_object()) {
+        target.extend(extra.clone());
+    }
+    std::sync::Arc::new(serde_json::from_value(object).expect("a freeze"))
+}
+
+/// While a freeze holds what is in view, the header says so: the most relevant freeze (the
+/// cluster's, honoured in the engine's Lease namespace), cut with `…` where it does not fit, and
+/// how many more there are, never cut. The table gives up a row for it; the selection stays in
+/// view. A tiny terminal still draws.
+#[test]
+fn a_freeze_in_view_shows_a_banner_under_the_header() {
+    let mut app = sample_app();
+    app.lease_namespace = Some("capdeck-system".into());
+    let without = render(&mut app, 160, 32);
+    std::sync::Arc::make_mut(&mut app.snapshot).freezes = vec![
+        freeze("cap-shop", "namespace", "2026-11-21T18:00:00Z", serde_json::json!({})),
+        freeze("capdeck-system", "cluster", "2026-11-20T18:00:00Z", serde_json::json!({"scope": "Cluster"})),
+        // Lifted: a record, not a freeze in force.
+        freeze(
+            "cap-hr",
+            "namespace",
+            "2026-11-22T00:00:00Z",
+            serde_json::json!({"lifted": {"by": "carol", "at": "2026-11-20T08:30:00Z"}}),
+        ),
+    ];
+    let screen = render(&mut app, 160, 32);
+    // TestBackend's text quotes each line.
+    let lines: Vec<&str> = screen.lines().map(|line| line.trim_matches('"').trim_end()).collect();
+    assert_eq!(lines[1], " ❄ cluster frozen until 2026-11-20T18:00:00Z by bob: release weekend (+1 more)", "{screen}");
+    assert!(lines[0].contains("ctx prod-eu10"), "the header stays first: {screen}");
+    let tabs = without.lines().nth(1).unwrap_or_default().trim_matches('"').trim_end();
+    assert_eq!(lines[2], tabs, "the tab bar moves down one row");
+
+    let narrow = render(&mut app, 80, 24);
+    insta::assert_snapshot!("freeze_banner_80x24", narrow);
+    assert_eq!(narrow.lines().nth(1).unwrap_or_default().trim_matches('"').trim_end(), lines[1], "whole at 80");
+    assert!(narrow.lines().last().is_some_and(|footer| footer.contains("q quit")), "{narrow}");
+    let cut = render(&mut app, 60, 15);
+    let banner = cut.lines().nth(1).unwrap_or_default().trim_matches('"').trim_end();
+    assert_eq!(banner, " ❄ cluster frozen until 2026-11-20T18:00:00Z by b… (+1 more)", "the count is never cut");
+
+    // The last row selected: with the banner's row gone, it is still on screen.
+    keys(&mut app, ":tenants\nG");
+    let tenants = render(&mut app, 80, 24);
+    let last = app.visible.last().map(|&index| app.snapshot.tenants[index].name.clone()).unwrap_or_default();
+    assert!(tenants.contains(&last), "the selected {last} is shown under the banner: {tenants}");
+
+    // Outside the engine's Lease namespace a cluster freeze holds nothing: the namespace's shows.
+    app.lease_namespace = Some("elsewhere".into());
+    let banner = render(&mut app, 160, 32).lines().nth(1).unwrap_or_default().trim_matches('"').trim_end().to_string();
+    assert_eq!(banner, " ❄ namespace cap-shop frozen until 2026-11-21T18:00:00Z by bob: release weekend");
+
+    insta::assert_snapshot!("freeze_banner_20x5", render(&mut app, 20, 5));
+    for width in 0..=30 {
+        for height in 0..=8 {
+            draw_on(&mut app, width, height);
+        }
+    }
+}
+
+/// The sample's bookshop: its open batch waits for its change window (Friday 09:00 UTC, outside
+/// `Mon-Fri 22:00-05:00 Europe/Berlin`), the windows set on the application.
+fn waiting_bookshop(windows: &str) -> SampleObjects {
+    use capdeck::api::rotation_batch::{RotationBatchStatus, reason};
+    let mut objects = SampleObjects::demo().expect("sample");
+    let app = objects.apps.iter_mut().find(|app| app.metadata.name.as_deref() == Some("bookshop")).expect("bookshop");
+    std::sync::Arc::make_mut(app)
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert("capdeck.dev/change-windows".into(), windows.into());
+    let batch = objects.batch_mut("bookshop-4hx2p").expect("bookshop");
+    let at = |text: &str| k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(text.parse().expect("time"));
+    batch.spec.window_end = at("2026-11-20T08:59:00Z");
+    let status = batch.status.get_or_insert_with(RotationBatchStatus::default);
+    status.phase = capdeck::api::BatchPhase::Waiting;
+    status.waiting_until = Some(at("2026-11-20T21:00:00Z"));
+    if let Some(ready) = status.conditions.iter_mut().find(|c| c.type_ == "Ready") {
+        ready.reason = reason::OUTSIDE_CHANGE_WINDOW.into();
+        ready.message = "outside the change windows; next opening 2026-11-20T21:00:00Z".into();
+    }
+    objects
+}
+
+/// A batch waiting for its window: `Waiting` in its colour, and when it goes on, in the batches
+/// and applications views.
+#[test]
+fn a_waiting_batch_says_when_it_goes_on() {
+    let mut app = sample::app(waiting_bookshop("Mon-Fri 22:00-05:00 Europe/Berlin").snapshot());
+    keys(&mut app, ":batches\n");
+    let terminal = draw_on(&mut app, 160, 32);
+    let buffer = terminal.backend().buffer();
+    let (x, y) = (0..buffer.area.height)
+        .find_map(|y| {
+            let line: String = (0..buffer.area.width).map(|x| buffer[(x, y)].symbol()).collect();
+            line.contains("bookshop-4hx2p").then(|| (line.find("Waiting").expect("its phase") as u16, y))
+        })
+        .expect("the waiting batch");
+    assert_eq!(buffer[(x, y)].fg, app.theme.info().fg.unwrap_or_default(), "Waiting has its own colour");
+    let screen = render(&mut app, 160, 32);
+    let row = screen.lines().find(|line| line.contains("bookshop-4hx2p")).unwrap_or_default();
+    assert!(row.contains("opens in 12h"), "{row}");
+    keys(&mut app, ":apps\n");
+    let screen = render(&mut app, 160, 32);
+    let row = screen.lines().find(|line| line.contains(" bookshop ")).unwrap_or_default();
+    assert!(row.contains("Waiting · opens in 12h"), "{row}");
+}
+
+/// The batch detail names the application's change windows, where they come from and their next
+/// three openings, and the freeze that holds it; with none set at any level, any hour; with
+/// windows that cannot be read, the message that names the annotation, the object and the fix.
+#[test]
+fn the_batch_detail_shows_its_windows_openings_and_freeze() {
+    use capdeck::cluster::leader::{EngineScope, LeaderView, PublishedSettings};
+    let windows = "Mon-Fri 22:00-05:00 Europe/Berlin; Sat-Sun 00:00-24:00 Europe/Berlin";
+    let mut app = sample::app(waiting_bookshop(windows).snapshot());
+    app.lease_namespace = Some("capdeck-system".into());
+    std::sync::Arc::make_mut(&mut app.snapshot).freezes = vec![freeze(
+        "cap-shop",
+        "app-bookshop",
+        "2026-11-20T18:00:00Z",
+        serde_json::json!({"scope": "Application", "application": "bookshop"}),
+    )];
+    select_batch(&mut app, "bookshop-4hx2p");
+    key(&mut app, KeyCode::Char('d'));
+    let screen = render(&mut app, 140, 44);
+    insta::assert_snapshot!("detail_batch_windows", screen);
+    for line in [
+        "phase           Waiting (OutsideChangeWindow) · opens in 12h",
+        "window          1m ago",
+        "change windows  Mon-Fri 22:00-05:00 Europe/Berlin; Sat-Sun 00:00-24:00 Europe/Berlin",
+        "  from          annotation capdeck.dev/change-windows of CAPApplication cap-shop/bookshop",
+        // Friday evening in Berlin runs on through the weekend: one opening.
+        "next openings   2026-11-20T21:00:00Z → 2026-11-22T23:00:00Z (opens in 12h)",
+        "                2026-11-23T21:00:00Z → 2026-11-24T04:00:00Z (opens in 3d12h)",
+        "                2026-11-24T21:00:00Z → 2026-11-25T04:00:00Z (opens in 4d12h)",
+        "freeze          CAPApplication cap-shop/bookshop frozen until 2026-11-20T18:00:00Z by bob: release weekend (ends in 9h)",
+    ] {
+        assert!(screen.contains(line), "{line:?} in\n{screen}");
+    }
+
+    // hr-portal sets none, nor does its namespace: with no leader known the cluster level is unknown…
+    key(&mut app, KeyCode::Esc);
+    select_batch(&mut app, "hr-portal-c9dsg");
+    key(&mut app, KeyCode::Char('d'));
+    let screen = render(&mut app, 140, 44);
+    assert!(screen.contains("change windows  none on the application or its Namespace; the engine's --change-windows unknown (no leader said)"), "{screen}");
+    assert!(screen.contains("freeze          none"), "{screen}");
+    // …and with a leader that published none, any hour.
+    key(&mut app, KeyCode::Esc);
+    app.leader = Some(LeaderView::Leads {
+        lease: "capdeck-system/capdeck-engine".into(),
+        identity: "daemon-1".into(),
+        renewed_ago: 1,
+        scope: EngineScope::All,
+        settings: Some(PublishedSettings {
+            rollout_delay_seconds: 30,
+            expected_rollout_seconds: 900,
+            approval: "auto".into(),
+            max_parallel_rollouts: 5,
+            min_rollout_interval_seconds: 600,
+            change_windows: None,
+        }),
+    });
+    key(&mut app, KeyCode::Char('d'));
+    assert!(render(&mut app, 140, 44).contains("change windows  none: any hour"));
+
+    let mut app = sample::app(waiting_bookshop("Mon 25:00-26:00 UTC").snapshot());
+    select_batch(&mut app, "bookshop-4hx2p");
+    key(&mut app, KeyCode::Char('d'));
+    let screen = render(&mut app, 200, 44);
+    assert!(
+        screen.contains(
+            "change windows  unreadable: the annotation capdeck.dev/change-windows of CAPApplication cap-shop/bookshop \
+             cannot be read: range 1"
+        ),
+        "{screen}"
+    );
+}
+
+/// `Z` on an application: the freeze dialog with its length (`4h`) and the reason; it draws at
+/// every size down to nothing.
+#[test]
+fn freeze_dialog() {
+    let mut app = sample_app();
+    keys(&mut app, "/hr-portal\n");
+    key(&mut app, KeyCode::Char('Z'));
+    keys(&mut app, "CAB freeze over the release");
+    let screen = render(&mut app, 120, 24);
+    insta::assert_snapshot!("dialog_freeze", screen);
+    assert!(screen.contains("Freeze for: 4h"), "{screen}");
+    assert!(screen.contains("old credentials revocable in 3h59m"), "freezing past it escalates: {screen}");
+    for width in 0..=44 {
+        for height in 0..=14 {
+            draw_on(&mut app, width, height);
+        }
+    }
+}

@@ -3,8 +3,8 @@
 use ratatui::text::{Line, Span};
 use serde_json::Value;
 
-use super::detail_lines::{conditions, to_value};
-use super::{DetailNeed, RowCells, ViewSpec, state_style, window};
+use super::detail_lines::{conditions, to_value, window_lines};
+use super::{DetailNeed, RowCells, ViewSpec, collection_window, relative, state_style};
 use crate::console::app::{App, Focus, Route, ViewKind};
 use crate::console::table::Column;
 use crate::readmodel::{AppRow, Snapshot};
@@ -27,6 +27,7 @@ impl ViewSpec for Applications {
         Column::new("BATCH", 0, 12, 60),
     ];
     const BATCH_KEYS: bool = true;
+    const FREEZE_KEYS: bool = true;
 
     fn rows(snapshot: &Snapshot) -> &[AppRow] {
         &snapshot.apps
@@ -49,12 +50,11 @@ impl ViewSpec for Applications {
         let batch = row.batch.as_ref().map_or_else(
             || Line::from(Span::styled("-", theme.muted())),
             |b| {
-                let window = if b.phase.is_terminal() {
-                    String::new()
-                } else {
-                    format!(" · {}", window(b.window_end, app.now))
-                };
-                Line::from(Span::styled(format!("{}{window}", b.phase), state_style(theme, b.phase.as_str())))
+                // What it waits for (`opens in 3h12m`, `escalated: window too late`), else its window.
+                let when =
+                    b.state.note_text(app.now, &relative).unwrap_or_else(|| collection_window(&b.object, app.now));
+                let text = if when == "-" { b.state.word.clone() } else { format!("{} · {when}", b.state.word) };
+                Line::from(Span::styled(text, state_style(theme, &b.state.word)))
             },
         );
         RowCells::new(vec![
@@ -91,10 +91,12 @@ impl ViewSpec for Applications {
         ];
         match &row.batch {
             Some(batch) => {
-                lines.push(format!("open batch      {} ({}, deployments {})", batch.name, batch.phase, batch.progress))
+                let state = batch.state.text(app.now, &relative);
+                lines.push(format!("open batch      {} ({state}, deployments {})", batch.name, batch.progress))
             }
             None => lines.push("open batch      none".into()),
         }
+        window_lines(&mut lines, app, &row.namespace, &row.name);
         lines.push(String::new());
         lines.push("services (binding Secret: keys and sizes)".into());
         for service in &row.services {

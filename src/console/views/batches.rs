@@ -4,7 +4,7 @@ use ratatui::text::{Line, Span};
 use serde_json::Value;
 
 use super::detail_lines::{batch_lines, tenants_served, to_value};
-use super::{RowCells, SortKey, ViewSpec, age, age_key, state_style, window};
+use super::{RowCells, SortKey, ViewSpec, age, age_key, batch_when, state_style};
 use crate::console::app::{App, Focus, Route, ViewKind};
 use crate::console::table::Column;
 use crate::readmodel::{BatchRow, Snapshot};
@@ -31,6 +31,7 @@ impl ViewSpec for Batches {
         Column::new("BLAST RADIUS", 4, 12, 60),
     ];
     const BATCH_KEYS: bool = true;
+    const FREEZE_KEYS: bool = true;
 
     fn rows(snapshot: &Snapshot) -> &[BatchRow] {
         &snapshot.batches
@@ -52,18 +53,19 @@ impl ViewSpec for Batches {
     }
 
     fn search_text(row: &BatchRow) -> String {
-        format!("{} {} {} {}", row.namespace, row.name, row.application, row.phase)
+        format!("{} {} {} {} {}", row.namespace, row.name, row.application, row.phase, row.state.word)
     }
 
     fn cells(app: &App, row: &BatchRow) -> RowCells {
         let theme = &app.theme;
-        let window_cell = if row.phase.is_terminal() { "-".to_string() } else { window(row.window_end, app.now) };
+        // A waiting batch says when it goes on; the others, where their window stands.
+        let window_cell = batch_when(&row.object, &row.state, app.now);
         let broken = row.progress.contains("stalled") || row.progress.contains("failed");
         RowCells::new(vec![
             Line::from(row.namespace.clone()),
             Line::from(row.name.clone()),
             Line::from(row.application.clone()),
-            Line::from(Span::styled(row.phase.to_string(), state_style(theme, row.phase.as_str()))),
+            Line::from(Span::styled(row.state.word.clone(), state_style(theme, &row.state.word))),
             Line::from(window_cell),
             Line::from(row.secrets.len().to_string()),
             Line::from(Span::styled(
@@ -78,7 +80,7 @@ impl ViewSpec for Batches {
 
     fn sort_key(_app: &App, row: &BatchRow, column: usize) -> Option<SortKey> {
         match column {
-            WINDOW => Some(SortKey::Number(row.window_end.as_second())),
+            WINDOW => Some(SortKey::Number(row.state.starts().unwrap_or(row.window_end).as_second())),
             AGE => Some(age_key(row.created)),
             _ => None,
         }
@@ -93,7 +95,7 @@ impl ViewSpec for Batches {
 
     fn detail(app: &App, row: &BatchRow) -> (String, Vec<String>) {
         let mut lines = Vec::new();
-        batch_lines(&mut lines, row, app.now);
+        batch_lines(&mut lines, app, row);
         let served = tenants_served(&app.snapshot, row);
         if !served.is_empty() {
             const SHOWN: usize = 12;

@@ -4,8 +4,10 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::window;
+use super::{collection_window, relative, window};
+use crate::api::change_window::AppliedWindows;
 use crate::api::common::Condition;
+use crate::console::app::App;
 use crate::readmodel::{Snapshot, condition_text};
 
 /// The tenants whose current version is one the batch restarts Deployments of.
@@ -20,14 +22,18 @@ pub fn tenants_served(snapshot: &Snapshot, row: &crate::readmodel::BatchRow) -> 
         .collect()
 }
 
-pub fn batch_lines(lines: &mut Vec<String>, row: &crate::readmodel::BatchRow, now: k8s_openapi::jiff::Timestamp) {
+/// A batch's story: its state, window, deadline, approval, who did what, its change windows and
+/// freeze, its Secrets and Deployments, its conditions.
+pub fn batch_lines(lines: &mut Vec<String>, app: &App, row: &crate::readmodel::BatchRow) {
+    let now = app.now;
     let batch = &row.object;
     lines.push(format!("application     {}", row.application));
-    lines.push(format!("phase           {} ({})", row.phase, row.reason));
+    let note = row.state.note_text(now, &relative).map(|note| format!(" · {note}")).unwrap_or_default();
+    lines.push(format!("phase           {} ({}){note}", row.phase, row.reason));
     if !row.message.is_empty() {
         lines.push(format!("                {}", row.message));
     }
-    lines.push(format!("window          {}", window(row.window_end, now)));
+    lines.push(format!("window          {}", collection_window(batch, now)));
     if let Some(revocable) = row.old_credentials_revocable {
         lines.push(format!("{} {}", crate::console::strings::OLD_CREDENTIALS, super::revocable(revocable, now)));
     }
@@ -49,6 +55,7 @@ pub fn batch_lines(lines: &mut Vec<String>, row: &crate::readmodel::BatchRow, no
     who("forced by", &batch.spec.force, lines);
     who("held by", &batch.spec.hold, lines);
     who("cancelled by", &batch.spec.cancel, lines);
+    window_lines(lines, app, &row.namespace, &row.application);
     lines.push(String::new());
     lines.push("rotated secrets".into());
     for secret in &batch.spec.secrets {
@@ -71,6 +78,49 @@ pub fn batch_lines(lines: &mut Vec<String>, row: &crate::readmodel::BatchRow, no
             lines.push(format!("superseded by   {by}"));
         }
         conditions(lines, Some(status.conditions.as_slice()));
+    }
+}
+
+/// How many openings of its change windows a detail pane lists.
+const OPENINGS_SHOWN: usize = 3;
+
+/// The change windows of `namespace/application`, where they come from, their next openings, and
+/// the freeze that holds it, if one does.
+pub fn window_lines(lines: &mut Vec<String>, app: &App, namespace: &str, application: &str) {
+    use crate::console::strings;
+    let now = app.now;
+    let cluster = app.cluster_windows();
+    lines.push(String::new());
+    match crate::readmodel::applied_windows(&app.snapshot, namespace, application, cluster.flatten()) {
+        None if cluster.is_none() => lines.push(format!("change windows  {}", strings::WINDOWS_CLUSTER_UNKNOWN)),
+        None => lines.push(format!("change windows  {}", strings::NO_WINDOWS)),
+        Some(applied @ AppliedWindows { windows: Err(_), .. }) => {
+            let why = applied.unreadable().unwrap_or_default();
+            lines.push(format!("change windows  unreadable: {why}"));
+        }
+        Some(AppliedWindows { source, windows: Ok(windows) }) => {
+            lines.push(format!("change windows  {}", windows.text()));
+            lines.push(format!("  from          {source}"));
+            let openings = windows.next_openings(now, OPENINGS_SHOWN);
+            if openings.is_empty() {
+                lines.push(format!("next openings   {}", strings::ALWAYS_OPEN));
+            }
+            for (index, opening) in openings.iter().enumerate() {
+                let label = if index == 0 { "next openings   " } else { "                " };
+                let when = if opening.opens <= now {
+                    format!("open now, closes {}", window(opening.closes, now))
+                } else {
+                    format!("opens {}", window(opening.opens, now))
+                };
+                lines.push(format!("{label}{} → {} ({when})", opening.opens, opening.closes));
+            }
+        }
+    }
+    match crate::readmodel::governing_freeze(&app.snapshot, app.freeze_namespace(), namespace, application, now) {
+        Some(freeze) => {
+            lines.push(format!("freeze          {} (ends {})", freeze.summary(), window(freeze.ends(), now)))
+        }
+        None => lines.push("freeze          none".into()),
     }
 }
 
