@@ -32,14 +32,24 @@ pub enum FreezeRequest {
     Unfreeze { namespace: String, application: String, reason: String },
 }
 
-/// Write a freeze (or lift one) as `by`: answers what was done, for the footer, or why not.
-///
-/// todo-merge: the Freeze writes live in a library module being written in branch `freeze-cli`
-/// (`capdeck freeze`/`unfreeze`); at merge time this calls it (who, why, resourceVersion checked)
-/// instead of refusing. Until then the console builds and checks everything up to this call.
+/// Write a freeze (or lift one) as `by`: answers what was done, for the footer, or why not. The
+/// same writes as `capdeck freeze --app` / `capdeck unfreeze --app` (`crate::freezes`): who and
+/// why recorded, checked with the resourceVersion.
 pub async fn freeze_write(client: &kube::Client, by: &str, request: &FreezeRequest) -> Result<String, String> {
-    let _ = (client, by, request);
-    Err("freeze writes are not wired yet".to_string())
+    use crate::freezes::{Target, freeze, unfreeze};
+    let now = k8s_openapi::jiff::Timestamp::now();
+    match request {
+        FreezeRequest::Freeze { namespace, application, until, reason } => {
+            let target = Target::Application { namespace: namespace.clone(), name: application.clone() };
+            let report = freeze(client, &target, by, reason, *until, now).await.map_err(|error| error.to_string())?;
+            Ok(report.frozen_summary(now))
+        }
+        FreezeRequest::Unfreeze { namespace, application, reason } => {
+            let target = Target::Application { namespace: namespace.clone(), name: application.clone() };
+            let report = unfreeze(client, &target, by, reason, now).await.map_err(|error| error.to_string())?;
+            Ok(report.lifted_summary())
+        }
+    }
 }
 
 /// Why the console cannot start with this configuration (each message names the file or flag).

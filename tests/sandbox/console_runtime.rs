@@ -325,10 +325,10 @@ async fn without_lease_reads_nobody_claims_that_nobody_leads() {
 }
 
 /// A Freeze in the cluster shows in the header while it holds what is in view; `Z` on an
-/// application goes through the access check and the dialog to the freeze write, which is not
-/// wired to the Freeze writes yet (`console::freeze_write`): the footer says so, nothing is written.
+/// application freezes it through the reason dialog as the console's user (the same write as
+/// `capdeck freeze --app`), and `U` lifts that freeze again, each recorded with who and why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_freeze_shows_in_the_header_and_z_reaches_the_freeze_write() {
+async fn a_freeze_shows_in_the_header_and_z_and_u_freeze_and_lift_an_application() {
     let world = world("alice").await;
     let now = k8s_openapi::jiff::Timestamp::now();
     let until = k8s_openapi::jiff::Timestamp::from_second(now.as_second() + 86_400).expect("time");
@@ -349,8 +349,24 @@ async fn a_freeze_shows_in_the_header_and_z_reaches_the_freeze_write() {
     console.shows("Freeze application").await;
     console.typed("CAB freeze");
     console.key(KeyCode::Enter);
-    console.shows("freeze cap-shop/travel: freeze writes are not wired yet").await;
+    console.shows("froze CAPApplication cap-shop/travel as alice").await;
+    let frozen = world.sandbox.get("capdeck.dev", "freezes", "cap-shop", "app-travel").expect("the app's freeze");
+    assert_eq!(frozen["spec"]["frozen"]["by"], "alice");
+    assert_eq!(frozen["spec"]["frozen"]["reason"], "CAB freeze");
+    assert_eq!(frozen["spec"]["scope"], "Application");
+
+    // Lifted again with `U`, through the same dialog (a pause first: keys typed in the burst
+    // that closed the dialog are swallowed, as a person's would be).
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    // `U` is for an application with a freeze of its own: once the console's stores show it.
+    console.shows("(+1 more)").await;
+    console.key(KeyCode::Char('U'));
+    console.shows("Unfreeze application").await;
+    console.typed("CAB done");
+    console.key(KeyCode::Enter);
+    console.shows("lifted the freeze of CAPApplication cap-shop/travel").await;
     console.quit().await;
-    let freeze_writes: Vec<_> = world.sandbox.writes().into_iter().filter(|w| w.info.resource == "freezes").collect();
-    assert!(freeze_writes.is_empty(), "{} freeze writes", freeze_writes.len());
+    let lifted = world.sandbox.get("capdeck.dev", "freezes", "cap-shop", "app-travel").expect("kept as a record");
+    assert_eq!(lifted["spec"]["lifted"]["by"], "alice");
+    assert_eq!(lifted["spec"]["lifted"]["reason"], "CAB done");
 }

@@ -573,8 +573,13 @@ mod freeze_tests {
         );
         assert!(matches!(app.overlay, Overlay::None) && !app.quit);
         assert_eq!(app.flash.as_ref().map(|f| f.text.as_str()), Some("freezing cap-shop/bookshop…"));
-        update(&mut app, Msg::FreezeDone(Err("freeze cap-shop/bookshop: freeze writes are not wired yet".into())));
-        assert!(app.flash.as_ref().is_some_and(|f| f.level == Level::Error && f.text.contains("not wired yet")));
+        update(
+            &mut app,
+            Msg::FreezeDone(Err(
+                "freeze cap-shop/bookshop: you may not create freezes.capdeck.dev in namespace cap-shop".into(),
+            )),
+        );
+        assert!(app.flash.as_ref().is_some_and(|f| f.level == Level::Error && f.text.contains("you may not create")));
     }
 
     /// Tab moves to the length; one that is not a duration keeps the dialog open and says so;
