@@ -839,6 +839,11 @@ pub struct CredentialsArgs {
     /// else 15m]
     #[arg(long, value_name = "DURATION", value_parser = crate::engine::config::parse_go_duration)]
     pub expected_rollout: Option<std::time::Duration>,
+    /// The cluster's change windows to judge with (an application's or namespace's
+    /// capdeck.dev/change-windows annotation still wins), e.g. 'Mon-Fri 22:00-05:00 Europe/Berlin'
+    /// [default: the leading engine's --change-windows, which it publishes on its Lease]
+    #[arg(long, value_name = "WINDOWS", value_parser = parse_change_windows)]
+    pub change_windows: Option<crate::api::change_window::ChangeWindows>,
     #[command(flatten)]
     pub output: OutputArgs,
 }
