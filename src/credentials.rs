@@ -625,42 +625,9 @@ fn judge(
                 revocation
             ));
             let start = scheduled_start(inputs, schedule, report, open, earliest);
-            let margin_from =
-                |start: Timestamp| revocation.as_second().saturating_sub(start.as_second().saturating_add(rollout));
-            match &start.wait {
-                None => Some(margin_from(earliest)),
-                Some(wait @ schedule::Wait::Unreadable { .. }) => {
-                    // Held until the annotation is fixed: it never rolls by itself.
-                    scheduled = Some((wait.text(start.at), Verdict::Unsafe));
-                    None
-                }
-                Some(wait) if margin_from(start.at) < 0 && schedule.deadline_rolls => {
-                    scheduled = Some((
-                        format!(
-                            "{} would outlive the old credentials: the engine rolls at once (--on-deadline roll)",
-                            wait.text(start.at)
-                        ),
-                        Verdict::Ok,
-                    ));
-                    Some(margin_from(earliest))
-                }
-                Some(wait) if margin_from(start.at) < 0 => {
-                    scheduled = Some((
-                        format!(
-                            "{}, after the old credentials may be revoked: the engine asks a person ({}; approving \
-                             rolls at once)",
-                            wait.text(start.at),
-                            wait.deadline_reason()
-                        ),
-                        Verdict::Unsafe,
-                    ));
-                    Some(margin_from(start.at))
-                }
-                Some(wait) => {
-                    scheduled = Some((wait.text(start.at), Verdict::Ok));
-                    Some(margin_from(start.at))
-                }
-            }
+            let (margin, said) = waited(schedule.deadline_rolls, &start, earliest, revocation, rollout);
+            scheduled = said;
+            margin
         }
         None if policy.is_some() && on_hold == 0 => {
             // No rotation under way: the next one leaves TTL of overlap for window + rollout.
@@ -713,6 +680,45 @@ fn judge(
         worst(candidate, &mut verdict);
     }
     report.verdict = verdict;
+}
+
+/// The margin when the batch starts at `start` instead of `earliest`, and what to say about the
+/// wait with the verdict it gives: past the revocation the engine asks a person (unsafe) — or,
+/// with `--on-deadline roll`, rolls at once (the margin as without the wait); windows that cannot
+/// be read hold the batch (unsafe, no margin).
+fn waited(
+    deadline_rolls: bool,
+    start: &schedule::Start,
+    earliest: Timestamp,
+    revocation: Timestamp,
+    rollout: i64,
+) -> (Option<i64>, Option<(String, Verdict)>) {
+    let margin_from =
+        |start: Timestamp| revocation.as_second().saturating_sub(start.as_second().saturating_add(rollout));
+    let Some(wait) = &start.wait else { return (Some(margin_from(earliest)), None) };
+    let text = wait.text(start.at);
+    match wait {
+        schedule::Wait::Unreadable { .. } => (None, Some((text, Verdict::Unsafe))),
+        _ if margin_from(start.at) >= 0 => (Some(margin_from(start.at)), Some((text, Verdict::Ok))),
+        _ if deadline_rolls => (
+            Some(margin_from(earliest)),
+            Some((
+                format!("{text} would outlive the old credentials: the engine rolls at once (--on-deadline roll)"),
+                Verdict::Ok,
+            )),
+        ),
+        _ => (
+            Some(margin_from(start.at)),
+            Some((
+                format!(
+                    "{text}, after the old credentials may be revoked: the engine asks a person ({}; approving \
+                     rolls at once)",
+                    wait.deadline_reason()
+                ),
+                Verdict::Unsafe,
+            )),
+        ),
+    }
 }
 
 /// When the batch rolling this Secret starts, if it may from `earliest`: an open batch already
@@ -1262,32 +1268,41 @@ mod tests {
     /// (name, objects, windows and freezes, verdict, margin, a reason containing).
     type ScheduledCase = (&'static str, Vec<Value>, Plan, Verdict, Option<i64>, &'static str);
 
-    /// The verdict counts the wait for the next change window and the end of any freeze (NOW is
-    /// Friday 2027-01-15 08:00 UTC): a wait past the revocation is unsafe, as the engine would
-    /// escalate; with `--on-deadline roll` the engine does not wait, so neither does the margin.
+    const NIGHTS: &str = "Mon-Fri 22:00-05:00 UTC";
+
+    /// Awaiting approval since its window ended an hour ago; old credentials revocable in 10h.
+    fn awaiting() -> Vec<Value> {
+        vec![
+            app(),
+            metadata_secret(),
+            binding(json!({"enabled": true}), Some(-3 * HOUR)),
+            old_binding(-3 * HOUR, "13h", false),
+            batch("AwaitingApproval", -3 * HOUR, -HOUR),
+        ]
+    }
+
+    /// `objects` with their last one (the batch) edited.
+    fn with_last(mut objects: Vec<Value>, edit: impl Fn(&mut Value)) -> Vec<Value> {
+        if let Some(last) = objects.last_mut() {
+            edit(last);
+        }
+        objects
+    }
+
+    /// No rotation under way, the default 48h TTL.
+    fn steady() -> Vec<Value> {
+        vec![app(), metadata_secret(), binding(json!({"enabled": true}), Some(-10 * HOUR))]
+    }
+
+    const UNSAFE_WAIT: &str = "waits for the change window opening 2027-01-15T22:00:00Z (Mon-Fri 22:00-05:00 UTC from \
+                               annotation capdeck.dev/change-windows of CAPApplication shop/bookshop), after the old \
+                               credentials may be revoked: the engine asks a person (DeadlineBeforeChangeWindow";
+
+    /// The verdict counts the wait for the next change window (NOW is Friday 2027-01-15 08:00
+    /// UTC): a wait past the revocation is unsafe, as the engine would escalate; with
+    /// `--on-deadline roll` the engine does not wait, so neither does the margin.
     #[test]
-    fn verdicts_count_change_windows_and_freezes() {
-        const NIGHTS: &str = "Mon-Fri 22:00-05:00 UTC";
-        // Awaiting approval since its window ended an hour ago; old credentials revocable in 10h.
-        let awaiting = || {
-            vec![
-                app(),
-                metadata_secret(),
-                binding(json!({"enabled": true}), Some(-3 * HOUR)),
-                old_binding(-3 * HOUR, "13h", false),
-                batch("AwaitingApproval", -3 * HOUR, -HOUR),
-            ]
-        };
-        let with_batch = |mut objects: Vec<Value>, edit: &dyn Fn(&mut Value)| {
-            if let Some(batch) = objects.last_mut() {
-                edit(batch);
-            }
-            objects
-        };
-        let steady = || vec![app(), metadata_secret(), binding(json!({"enabled": true}), Some(-10 * HOUR))];
-        let unsafe_wait = "waits for the change window opening 2027-01-15T22:00:00Z (Mon-Fri 22:00-05:00 UTC from \
-                           annotation capdeck.dev/change-windows of CAPApplication shop/bookshop), after the old \
-                           credentials may be revoked: the engine asks a person (DeadlineBeforeChangeWindow";
+    fn verdicts_count_the_wait_for_a_change_window() {
         let cases: Vec<ScheduledCase> = vec![
             (
                 "no windows: as before",
@@ -1303,7 +1318,7 @@ mod tests {
                 Plan { app: Some(NIGHTS), ..Plan::default() },
                 Verdict::Unsafe,
                 Some(10 * HOUR - 14 * HOUR - 900),
-                unsafe_wait,
+                UNSAFE_WAIT,
             ),
             (
                 "inside the window: unchanged",
@@ -1315,7 +1330,7 @@ mod tests {
             ),
             (
                 "outside the window, the opening early enough: ok, the wait said",
-                with_batch(awaiting(), &|_| ())
+                awaiting()
                     .into_iter()
                     .map(|o| {
                         if o["metadata"]["name"] == "xsuaa-bind-ab12c" {
@@ -1363,6 +1378,50 @@ mod tests {
                 "would outlive the old credentials: the engine rolls at once (--on-deadline roll)",
             ),
             (
+                "unreadable windows: held until fixed, so unsafe",
+                awaiting(),
+                Plan { app: Some("Mon 25:00-26:00 UTC"), ..Plan::default() },
+                Verdict::Unsafe,
+                None,
+                "the annotation capdeck.dev/change-windows of CAPApplication shop/bookshop cannot be read: range 1",
+            ),
+            (
+                "a collecting batch whose window ends inside an opening: no wait",
+                vec![
+                    app(),
+                    metadata_secret(),
+                    binding(json!({"enabled": true}), Some(-600)),
+                    old_binding(-600, "5h", false),
+                    batch("Collecting", -600, 3 * HOUR),
+                ],
+                Plan { app: Some("Mon-Fri 10:00-12:00 UTC"), ..Plan::default() },
+                Verdict::Ok,
+                Some(5 * HOUR - 600 - 3 * HOUR - 900),
+                "old credentials revocable in 4h50m",
+            ),
+            (
+                "no batch yet: the rotation's batch would wait for the opening",
+                vec![
+                    app(),
+                    metadata_secret(),
+                    binding(json!({"enabled": true}), Some(-600)),
+                    old_binding(-600, "5h", false),
+                ],
+                Plan { app: Some(NIGHTS), ..Plan::default() },
+                Verdict::Unsafe,
+                Some(5 * HOUR - 600 - 14 * HOUR - 900),
+                UNSAFE_WAIT,
+            ),
+        ];
+        check_scheduled(cases);
+    }
+
+    /// A freeze that ends after the revocation is unsafe too; a cluster freeze counts only in the
+    /// Lease's namespace; force overrides windows and freezes.
+    #[test]
+    fn verdicts_count_the_end_of_a_freeze() {
+        let cases: Vec<ScheduledCase> = vec![
+            (
                 "frozen past the revocation: unsafe",
                 [awaiting(), vec![freeze("shop", "Namespace", 12 * HOUR)]].concat(),
                 Plan::default(),
@@ -1406,7 +1465,7 @@ mod tests {
             ),
             (
                 "a forced batch overrides windows and freezes",
-                with_batch([vec![freeze("shop", "Namespace", 12 * HOUR)], awaiting()].concat(), &|batch| {
+                with_last([vec![freeze("shop", "Namespace", 12 * HOUR)], awaiting()].concat(), |batch| {
                     batch["spec"]["force"] = json!({"by": "bob", "at": at(-60), "reason": "CHG-7"});
                 }),
                 Plan { app: Some(NIGHTS), ..Plan::default() },
@@ -1414,41 +1473,15 @@ mod tests {
                 Some(10 * HOUR - 900),
                 "old credentials revocable in 10h",
             ),
-            (
-                "unreadable windows: held until fixed, so unsafe",
-                awaiting(),
-                Plan { app: Some("Mon 25:00-26:00 UTC"), ..Plan::default() },
-                Verdict::Unsafe,
-                None,
-                "the annotation capdeck.dev/change-windows of CAPApplication shop/bookshop cannot be read: range 1",
-            ),
-            (
-                "a collecting batch whose window ends inside an opening: no wait",
-                vec![
-                    app(),
-                    metadata_secret(),
-                    binding(json!({"enabled": true}), Some(-600)),
-                    old_binding(-600, "5h", false),
-                    batch("Collecting", -600, 3 * HOUR),
-                ],
-                Plan { app: Some("Mon-Fri 10:00-12:00 UTC"), ..Plan::default() },
-                Verdict::Ok,
-                Some(5 * HOUR - 600 - 3 * HOUR - 900),
-                "old credentials revocable in 4h50m",
-            ),
-            (
-                "no batch yet: the rotation's batch would wait for the opening",
-                vec![
-                    app(),
-                    metadata_secret(),
-                    binding(json!({"enabled": true}), Some(-600)),
-                    old_binding(-600, "5h", false),
-                ],
-                Plan { app: Some(NIGHTS), ..Plan::default() },
-                Verdict::Unsafe,
-                Some(5 * HOUR - 600 - 14 * HOUR - 900),
-                unsafe_wait,
-            ),
+        ];
+        check_scheduled(cases);
+    }
+
+    /// No rotation under way: the next one may come when a window has just closed, or during a
+    /// freeze; when that wait leaves less than a rollout of its TTL, at-risk (the engine would ask).
+    #[test]
+    fn verdicts_count_the_longest_wait_of_the_next_rotation() {
+        let cases: Vec<ScheduledCase> = vec![
             (
                 "no rotation under way, weekday nights: the next may wait a weekend (65h) for its window",
                 steady(),
@@ -1483,6 +1516,10 @@ mod tests {
                 "46h45m beyond the window and the rollout",
             ),
         ];
+        check_scheduled(cases);
+    }
+
+    fn check_scheduled(cases: Vec<ScheduledCase>) {
         for (name, mut objects, plan, verdict, margin, reason) in cases {
             if let Some(windows) = plan.app {
                 objects[0]["metadata"]["annotations"] = json!({"capdeck.dev/change-windows": windows});
