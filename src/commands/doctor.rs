@@ -103,13 +103,12 @@ async fn checks(connection: &Connection, scope: &Scope, engine: &EngineSettings,
     }
     let (window, delay) = rollout_delay(config.rollout_delay, explicit_delay, delay_warning, leader.settings());
     out.extend(service_binding_ttls(connection, scope, window).await);
-    let lease_namespace =
-        super::credentials::lease_namespace(&leader).unwrap_or_else(|| config.lease.namespace.clone());
+    let lease_namespace = super::credentials::lease_namespace(&leader);
     let applications: Result<Vec<CAPApplication>, kube::Error> =
         scope.api(&connection.client).list(&ListParams::default()).await.map(|list| list.items);
     out.extend(nothing_here(scope, &applications));
     out.extend(change_windows(connection, scope, &applications, leader.settings()).await);
-    out.extend(freezes(connection, scope, &lease_namespace).await);
+    out.extend(freezes(connection, scope, lease_namespace.as_deref(), &config.lease.namespace).await);
     out.push(waiting_batches(connection, scope).await);
     out.push(notifications(connection, scope, engine).await);
     out.push(delay);
@@ -250,9 +249,11 @@ async fn change_windows(
 }
 
 /// The freezes in force (information: who froze what until when, and why); a cluster freeze
-/// outside the Lease's namespace is said to hold nothing.
-async fn freezes(connection: &Connection, scope: &Scope, lease_namespace: &str) -> Vec<Finding> {
+/// outside the leading engine's Lease namespace is said to hold nothing. Without a known leader,
+/// the cluster freeze is looked for where this doctor's Lease would be (`fallback`).
+async fn freezes(connection: &Connection, scope: &Scope, leader_lease: Option<&str>, fallback: &str) -> Vec<Finding> {
     const CHECK: &str = "freeze";
+    let lease_namespace = leader_lease.unwrap_or(fallback);
     let read = super::credentials::read_freezes(&connection.client, scope, Some(lease_namespace)).await;
     let now = k8s_openapi::jiff::Timestamp::now();
     let mut out: Vec<Finding> = read
@@ -260,8 +261,8 @@ async fn freezes(connection: &Connection, scope: &Scope, lease_namespace: &str) 
         .iter()
         .filter(|freeze| freeze.active_at(now))
         .map(|freeze| {
-            let honoured =
-                freeze.spec.scope != FreezeScope::Cluster || freeze.namespace().as_deref() == Some(lease_namespace);
+            let honoured = freeze.spec.scope != FreezeScope::Cluster
+                || leader_lease.is_none_or(|lease| freeze.namespace().as_deref() == Some(lease));
             if honoured {
                 finding(CHECK, Status::Ok, freeze.summary())
             } else {

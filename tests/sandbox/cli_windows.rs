@@ -59,16 +59,20 @@ async fn world() -> Sandbox {
     objects.push(batch("bookshop-wait1", "Waiting", "OutsideChangeWindow"));
     objects.push(batch("bookshop-esc01", "AwaitingApproval", "DeadlineBeforeChangeWindow"));
     sandbox.load(objects).expect("world");
-    let freeze: capdeck::api::Freeze = serde_json::from_value(json!({
-        "apiVersion": "capdeck.dev/v1alpha1", "kind": "Freeze",
-        "metadata": {"name": "namespace", "namespace": "shop"},
-        "spec": {"scope": "Namespace", "until": in_seconds(3 * 3600),
-                 "frozen": {"by": "alice", "at": in_seconds(-60), "reason": "release weekend"}}}))
-    .expect("freeze");
-    kube::Api::<capdeck::api::Freeze>::namespaced(sandbox.client(), "shop")
-        .create(&kube::api::PostParams::default(), &freeze)
-        .await
-        .expect("created through the API");
+    // The freezes, as `capdeck freeze` would write them: through the API, served by the CRD. A
+    // cluster freeze outside the Lease's namespace holds nothing.
+    for (name, scope) in [("namespace", "Namespace"), ("cluster", "Cluster")] {
+        let freeze: capdeck::api::Freeze = serde_json::from_value(json!({
+            "apiVersion": "capdeck.dev/v1alpha1", "kind": "Freeze",
+            "metadata": {"name": name, "namespace": "shop"},
+            "spec": {"scope": scope, "until": in_seconds(3 * 3600),
+                     "frozen": {"by": "alice", "at": in_seconds(-60), "reason": "release weekend"}}}))
+        .expect("freeze");
+        kube::Api::<capdeck::api::Freeze>::namespaced(sandbox.client(), "shop")
+            .create(&kube::api::PostParams::default(), &freeze)
+            .await
+            .expect("created through the API");
+    }
     sandbox
 }
 
@@ -111,6 +115,13 @@ async fn doctor_names_unreadable_windows_with_the_fix_and_lists_freezes_and_wait
         freezes
             .iter()
             .any(|line| line.contains("namespace shop frozen until") && line.contains("by alice: release weekend")),
+        "{report}"
+    );
+    assert!(
+        freezes.iter().any(|line| line.contains("warn")
+            && line.contains(
+                "shop/cluster: a cluster freeze outside the namespace of the engine's Lease (capdeck-system)"
+            )),
         "{report}"
     );
     let waiting = lines_of(&report, "waiting").join("\n");
