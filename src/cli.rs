@@ -546,9 +546,10 @@ array; the table says why each service is in or out.\n\nExample: capdeck deps --
 (sap-btp-service-operator, cf-service-operator), its format (metadata, credentials, flat, unreadable), the \
 ServiceBinding's rotation policy (webhook defaults 72h/48h filled in), the last and next rotation (due, and latest \
 after the operator's 10h resync), the old credentials and the earliest moment each may be revoked, and the margin: \
-earliest revocation minus when a batch would be rolled out (window end, approval wait so far, expected rollout).\n\n\
+earliest revocation minus when a batch would be rolled out (window end, approval wait so far, the wait for the next \
+change window and the end of any freeze, expected rollout).\n\n\
 Verdicts: ok; at-risk (less than one expected rollout to spare); unsafe (the batch would outlive the old \
-credentials, cf-service-operator with a batching window, or a Secret no VCAP_SERVICES entry can be built from); \
+credentials, also by waiting for a change window or a freeze, cf-service-operator with a batching window, or a Secret no VCAP_SERVICES entry can be built from); \
 unknown (no ServiceBinding information). Without the ServiceBinding CRD capdeck says so and reports the rest.\n\n\
 From manifest files with -f, else from the cluster. -o json prints one object {\"credentials\": [...]}; times are \
 RFC 3339, durations Go syntax, null where unknown. See docs/CREDENTIALS.md.\n\n\
@@ -560,7 +561,9 @@ Example: capdeck credentials -A -o json")]
 finding: the CRDs installed and matching this binary; your permissions for what the engine and the console do \
 (one line per missing one); the lease namespace, the Lease holder and when it last renewed; whether the Go CAP \
 Operator runs while applications set spec.rolloutOnCredentialUpdate (both would restart the same Deployments); \
-binding Secrets whose format capdeck cannot read; the effective rollout delay.\n\n\
+binding Secrets whose format capdeck cannot read; capdeck.dev/change-windows annotations that cannot be parsed \
+(with the fix), the freezes in force, batches waiting for a window or escalated; the rollout delay (the one given, \
+else the leading engine's).\n\n\
 Exit codes: 0 when nothing blocks (warnings included), 1 when something does (FAIL), 2 for usage errors.")]
     Doctor(DoctorArgs),
     /// What is open in every kube context: batches awaiting approval, held or failed, credentials
@@ -913,6 +916,11 @@ pub struct CredentialsArgs {
     /// else 15m]
     #[arg(long, value_name = "DURATION", value_parser = crate::engine::config::parse_go_duration)]
     pub expected_rollout: Option<std::time::Duration>,
+    /// The cluster's change windows to judge with (an application's or namespace's
+    /// capdeck.dev/change-windows annotation still wins), e.g. 'Mon-Fri 22:00-05:00 Europe/Berlin'
+    /// [default: the leading engine's --change-windows, which it publishes on its Lease]
+    #[arg(long, value_name = "WINDOWS", value_parser = parse_change_windows)]
+    pub change_windows: Option<crate::api::change_window::ChangeWindows>,
     #[command(flatten)]
     pub output: OutputArgs,
 }

@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
+use crate::api::change_window::ChangeWindows;
 use crate::api::go_duration::{humanize, parse_go_duration};
 use crate::api::service_binding::{self, RESYNC_SECONDS, ServiceBinding};
 use crate::api::{CAPApplication, RotationBatch};
@@ -18,8 +19,10 @@ use crate::plan::{ObjectLookup, SecretLookup};
 use crate::vcap::entry::{SecretLayout, layout};
 
 mod certificates;
+mod schedule;
 
 pub use certificates::CertificateExpiry;
+pub use schedule::{Schedule, namespace_windows};
 
 /// Who writes a binding Secret.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -213,6 +216,40 @@ pub fn choose_timing(
     (chosen, source)
 }
 
+/// The cluster level of the change windows to judge with, and words saying which: the flag given
+/// (`Some`) wins, then the windows the leading engine published on its Lease, then none. An
+/// application's or a namespace's annotation wins over either (docs/WINDOWS.md).
+pub fn choose_windows(
+    flag: Option<&ChangeWindows>,
+    leader: Option<&crate::cluster::leader::PublishedSettings>,
+) -> (Option<ChangeWindows>, String) {
+    let published = leader.and_then(|settings| settings.change_windows.as_deref());
+    match (flag, leader, published) {
+        (Some(flag), Some(_), theirs) => (
+            Some(flag.clone()),
+            format!(
+                "cluster change windows {} from your --change-windows, not the leading engine's ({})",
+                flag.text(),
+                theirs.unwrap_or("none")
+            ),
+        ),
+        (Some(flag), None, _) => {
+            (Some(flag.clone()), format!("cluster change windows {} from your --change-windows", flag.text()))
+        }
+        (None, Some(_), Some(text)) => match ChangeWindows::parse(text) {
+            Ok(windows) => (Some(windows), format!("the leading engine's cluster change windows ({text})")),
+            Err(error) => (
+                None,
+                format!(
+                    "no cluster change windows: the leading engine's cannot be read here ({error}); pass --change-windows"
+                ),
+            ),
+        },
+        (None, Some(_), None) => (None, "no cluster change windows (the leading engine sets none)".into()),
+        (None, None, _) => (None, "no cluster change windows (no leading engine publishes its settings)".into()),
+    }
+}
+
 /// The objects the answer is made of.
 pub struct Inputs<'a> {
     pub applications: &'a [Arc<CAPApplication>],
@@ -237,8 +274,15 @@ fn go_seconds(text: &str) -> Option<i64> {
     parse_go_duration(text).ok().map(seconds)
 }
 
-/// Every binding Secret the applications reference, with the facts and the verdict.
+/// Every binding Secret the applications reference, with the facts and the verdict, as if no
+/// change window or freeze kept a batch from rolling ([`overview_scheduled`] counts them).
 pub fn overview(inputs: &Inputs<'_>) -> CredentialsOverview {
+    overview_scheduled(inputs, &Schedule::NONE)
+}
+
+/// [`overview`], with the wait for the next change window and the end of any freeze counted in
+/// each margin (docs/CREDENTIALS.md).
+pub fn overview_scheduled(inputs: &Inputs<'_>, schedule: &Schedule<'_>) -> CredentialsOverview {
     let mut consumers: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
     for app in inputs.applications {
         let namespace = app.metadata.namespace.clone().unwrap_or_else(|| "default".into());
@@ -252,7 +296,7 @@ pub fn overview(inputs: &Inputs<'_>) -> CredentialsOverview {
     }
     let credentials = consumers
         .into_iter()
-        .map(|((namespace, secret), applications)| report(inputs, &namespace, &secret, applications))
+        .map(|((namespace, secret), applications)| report(inputs, schedule, &namespace, &secret, applications))
         .collect();
     let horizon = plus(inputs.now, 24 * 3600);
     let due_within_24h = inputs
@@ -399,7 +443,13 @@ fn rolled_out_since(inputs: &Inputs<'_>, namespace: &str, secret: &str, since: T
     })
 }
 
-fn report(inputs: &Inputs<'_>, namespace: &str, secret_name: &str, applications: Vec<String>) -> CredentialReport {
+fn report(
+    inputs: &Inputs<'_>,
+    schedule: &Schedule<'_>,
+    namespace: &str,
+    secret_name: &str,
+    applications: Vec<String>,
+) -> CredentialReport {
     let mut reasons = Vec::new();
     let lookup = inputs.secrets.secret(namespace, secret_name);
     let secret = match &lookup {
@@ -447,7 +497,7 @@ fn report(inputs: &Inputs<'_>, namespace: &str, secret_name: &str, applications:
         verdict: Verdict::Unknown,
         reasons,
     };
-    judge(inputs, binding, &mut report);
+    judge(inputs, schedule, binding, &mut report);
     judge_certificates(inputs.now, &mut report);
     report
 }
@@ -496,7 +546,12 @@ fn earliest_revocation(old_credentials: &[OldCredential]) -> Option<Timestamp> {
 }
 
 /// The margin and the verdict (the rules are listed in docs/CREDENTIALS.md).
-fn judge(inputs: &Inputs<'_>, binding: Option<&ServiceBinding>, report: &mut CredentialReport) {
+fn judge(
+    inputs: &Inputs<'_>,
+    schedule: &Schedule<'_>,
+    binding: Option<&ServiceBinding>,
+    report: &mut CredentialReport,
+) {
     let timing = inputs.timing;
     let (window, rollout) = (seconds(timing.window), seconds(timing.expected_rollout));
     let mut verdict = Verdict::Ok;
@@ -535,13 +590,14 @@ fn judge(inputs: &Inputs<'_>, binding: Option<&ServiceBinding>, report: &mut Cre
             .push(format!("{on_hold} old binding(s) kept while the new binding is not Ready (revocation on hold)"));
     }
     let open = open_batch(inputs, &report.namespace, &report.secret);
+    // What the change windows and freezes add: said last (the fleet shows a report's last reason).
+    let mut scheduled: Option<(String, Verdict)> = None;
     let margin = match report.earliest_revocation() {
         Some(revocation) => {
-            // The batch ends its window, waits for its approval (so far: until now) and rolls.
-            let margin = match open {
-                Some(batch) => {
-                    batch_margin_seconds(revocation, batch.spec.window_end.0, inputs.now, timing.expected_rollout)
-                }
+            // The batch ends its window, waits for its approval (so far: until now), for a change
+            // window and the end of any freeze, and rolls.
+            let earliest = match open {
+                Some(batch) => batch.spec.window_end.0.max(inputs.now),
                 None => {
                     let observed = binding
                         .status
@@ -560,9 +616,7 @@ fn judge(inputs: &Inputs<'_>, binding: Option<&ServiceBinding>, report: &mut Cre
                         return;
                     }
                     let observed = observed.unwrap_or(inputs.now).max(inputs.now);
-                    revocation
-                        .as_second()
-                        .saturating_sub(observed.as_second().saturating_add(window).saturating_add(rollout))
+                    plus(observed, window).unwrap_or(Timestamp::MAX)
                 }
             };
             report.reasons.push(format!(
@@ -570,7 +624,10 @@ fn judge(inputs: &Inputs<'_>, binding: Option<&ServiceBinding>, report: &mut Cre
                 human_signed(revocation.as_second() - inputs.now.as_second()),
                 revocation
             ));
-            Some(margin)
+            let start = scheduled_start(inputs, schedule, report, open, earliest);
+            let (margin, said) = waited(schedule.deadline_rolls, &start, earliest, revocation, rollout);
+            scheduled = said;
+            margin
         }
         None if policy.is_some() && on_hold == 0 => {
             // No rotation under way: the next one leaves TTL of overlap for window + rollout.
@@ -583,7 +640,11 @@ fn judge(inputs: &Inputs<'_>, binding: Option<&ServiceBinding>, report: &mut Cre
                 )),
                 None => report.reasons.push("rotatedBindingTTL is not a Go duration".into()),
             }
-            ttl.map(|ttl| ttl - window - rollout)
+            let margin = ttl.map(|ttl| ttl - window - rollout);
+            if let Some(margin) = margin {
+                scheduled = next_rotation_wait(inputs, schedule, report, margin);
+            }
+            margin
         }
         None if on_hold > 0 => None,
         None => {
@@ -614,7 +675,118 @@ fn judge(inputs: &Inputs<'_>, binding: Option<&ServiceBinding>, report: &mut Cre
         }
         _ => {}
     }
+    if let Some((reason, candidate)) = scheduled {
+        report.reasons.push(reason);
+        worst(candidate, &mut verdict);
+    }
     report.verdict = verdict;
+}
+
+/// The margin when the batch starts at `start` instead of `earliest`, and what to say about the
+/// wait with the verdict it gives: past the revocation the engine asks a person (unsafe) — or,
+/// with `--on-deadline roll`, rolls at once (the margin as without the wait); windows that cannot
+/// be read hold the batch (unsafe, no margin).
+fn waited(
+    deadline_rolls: bool,
+    start: &schedule::Start,
+    earliest: Timestamp,
+    revocation: Timestamp,
+    rollout: i64,
+) -> (Option<i64>, Option<(String, Verdict)>) {
+    let margin_from =
+        |start: Timestamp| revocation.as_second().saturating_sub(start.as_second().saturating_add(rollout));
+    let Some(wait) = &start.wait else { return (Some(margin_from(earliest)), None) };
+    let text = wait.text(start.at);
+    match wait {
+        schedule::Wait::Unreadable { .. } => (None, Some((text, Verdict::Unsafe))),
+        _ if margin_from(start.at) >= 0 => (Some(margin_from(start.at)), Some((text, Verdict::Ok))),
+        _ if deadline_rolls => (
+            Some(margin_from(earliest)),
+            Some((
+                format!("{text} would outlive the old credentials: the engine rolls at once (--on-deadline roll)"),
+                Verdict::Ok,
+            )),
+        ),
+        _ => (
+            Some(margin_from(start.at)),
+            Some((
+                format!(
+                    "{text}, after the old credentials may be revoked: the engine asks a person ({}; approving \
+                     rolls at once)",
+                    wait.deadline_reason()
+                ),
+                Verdict::Unsafe,
+            )),
+        ),
+    }
+}
+
+/// When the batch rolling this Secret starts, if it may from `earliest`: an open batch already
+/// rolling or forced does not wait (force overrides windows and freezes); otherwise it waits as
+/// the schedule says — the open batch's application, or (no batch yet) the consumer that would
+/// wait longest.
+fn scheduled_start(
+    inputs: &Inputs<'_>,
+    schedule: &Schedule<'_>,
+    report: &CredentialReport,
+    open: Option<&RotationBatch>,
+    earliest: Timestamp,
+) -> schedule::Start {
+    let start = |application: &str| schedule.start(inputs.applications, &report.namespace, application, earliest);
+    match open {
+        Some(batch) if batch.spec.force.is_some() || batch.phase() == crate::api::BatchPhase::RollingOut => {
+            schedule::Start::at_once(earliest)
+        }
+        Some(batch) => start(&batch.spec.application),
+        None => report
+            .applications
+            .iter()
+            .map(|application| start(application))
+            .max_by_key(|start| (matches!(start.wait, Some(schedule::Wait::Unreadable { .. })), start.at))
+            .unwrap_or_else(|| schedule::Start::at_once(earliest)),
+    }
+}
+
+/// No rotation under way: whether the next one, whenever it comes, may wait so long for a change
+/// window or a freeze that less than a rollout is left of `margin` (TTL − window − rollout). It may
+/// (it depends on when it comes), so at most at-risk; the reason says how long it may wait.
+fn next_rotation_wait(
+    inputs: &Inputs<'_>,
+    schedule: &Schedule<'_>,
+    report: &CredentialReport,
+    margin: i64,
+) -> Option<(String, Verdict)> {
+    if schedule.deadline_rolls {
+        return None;
+    }
+    let (wait, what) = report
+        .applications
+        .iter()
+        .filter_map(|application| {
+            schedule.longest_wait(inputs.applications, &report.namespace, application, inputs.now, inputs.timing.window)
+        })
+        .max_by_key(|(wait, what)| (matches!(what, schedule::Wait::Unreadable { .. }), *wait))?;
+    if let schedule::Wait::Unreadable { .. } = what {
+        return Some((what.text(inputs.now), Verdict::AtRisk));
+    }
+    let left = margin.saturating_sub(wait);
+    (left < seconds(inputs.timing.expected_rollout)).then(|| {
+        let waits_for = match &what {
+            schedule::Wait::Window { windows } => format!("a change window ({windows})"),
+            schedule::Wait::Frozen { summary } => format!("the end of the freeze ({summary})"),
+            schedule::Wait::Unreadable { message } => message.clone(),
+        };
+        (
+            format!(
+                "the next rotation's batch may wait up to {} for {waits_for}: that leaves {} beyond the window and \
+                 the rollout, so the engine may have to ask a person ({})",
+                human_signed(wait),
+                human_signed(left),
+                what.deadline_reason()
+            ),
+            Verdict::AtRisk,
+        )
+    })
 }
 
 /// The margin of a batch (open or about to open) against its old credentials' revocation, in
@@ -760,17 +932,24 @@ mod tests {
 
     /// The report for the one Secret, with ServiceBindings known unless `crd` is false.
     fn judge_world(objects: Vec<Value>, crd: bool) -> CredentialsOverview {
+        judge_scheduled(objects, crd, &Schedule::NONE)
+    }
+
+    fn judge_scheduled(objects: Vec<Value>, crd: bool, schedule: &Schedule<'_>) -> CredentialsOverview {
         let manifests = Manifests::from_objects("test", objects);
         assert!(manifests.problems.is_empty(), "{:?}", manifests.problems);
         let timing = Timing { window: Duration::from_secs(3600), expected_rollout: Duration::from_secs(900) };
-        overview(&Inputs {
-            applications: &manifests.applications,
-            secrets: &manifests,
-            bindings: crd.then_some(manifests.service_bindings.as_slice()),
-            batches: &manifests.batches,
-            now: Timestamp::from_second(NOW).expect("now"),
-            timing,
-        })
+        overview_scheduled(
+            &Inputs {
+                applications: &manifests.applications,
+                secrets: &manifests,
+                bindings: crd.then_some(manifests.service_bindings.as_slice()),
+                batches: &manifests.batches,
+                now: Timestamp::from_second(NOW).expect("now"),
+                timing,
+            },
+            schedule,
+        )
     }
 
     fn single(objects: Vec<Value>, crd: bool) -> CredentialReport {
@@ -814,6 +993,40 @@ mod tests {
         for (window, expected, settings, (w, e), says) in cases {
             let (timing, source) = choose_timing(window, expected, settings);
             assert_eq!((timing.window.as_secs(), timing.expected_rollout.as_secs()), (w, e), "{source}");
+            assert!(source.contains(says), "{source}");
+        }
+    }
+
+    #[test]
+    fn cluster_windows_come_from_a_flag_else_the_leader() {
+        let settings = |windows: Option<&str>| crate::cluster::leader::PublishedSettings {
+            rollout_delay_seconds: 30,
+            expected_rollout_seconds: 600,
+            approval: "auto".into(),
+            max_parallel_rollouts: 5,
+            min_rollout_interval_seconds: 600,
+            change_windows: windows.map(str::to_string),
+        };
+        let nights = ChangeWindows::parse("Mon-Fri 22:00-05:00 UTC").expect("windows");
+        let theirs = settings(Some("Sat 00:00-24:00 UTC"));
+        let none = settings(None);
+        let broken = settings(Some("Sat 25:00-26:00 UTC"));
+        let cases = [
+            (
+                Some(&nights),
+                Some(&theirs),
+                Some("Mon-Fri 22:00-05:00 UTC"),
+                "from your --change-windows, not the leading engine's (Sat 00:00-24:00 UTC)",
+            ),
+            (Some(&nights), None, Some("Mon-Fri 22:00-05:00 UTC"), "from your --change-windows"),
+            (None, Some(&theirs), Some("Sat 00:00-24:00 UTC"), "the leading engine's cluster change windows (Sat"),
+            (None, Some(&none), None, "the leading engine sets none"),
+            (None, Some(&broken), None, "cannot be read here (range 1"),
+            (None, None, None, "no leading engine publishes its settings"),
+        ];
+        for (flag, leader, text, says) in cases {
+            let (windows, source) = choose_windows(flag, leader);
+            assert_eq!(windows.as_ref().map(ChangeWindows::text), text, "{source}");
             assert!(source.contains(says), "{source}");
         }
     }
@@ -1031,6 +1244,323 @@ mod tests {
             ),
         ];
         check_verdicts(cases);
+    }
+
+    /// The change windows of a row (on the application, on its namespace, the cluster's), the
+    /// Lease's namespace and `--on-deadline roll`; its freezes are among its objects.
+    #[derive(Default)]
+    struct Plan {
+        app: Option<&'static str>,
+        namespace: Option<&'static str>,
+        cluster: Option<&'static str>,
+        lease: Option<&'static str>,
+        rolls: bool,
+    }
+
+    /// A freeze of `scope` in `namespace`, until `until` seconds from NOW.
+    fn freeze(namespace: &str, scope: &str, until: i64) -> Value {
+        json!({"apiVersion": "capdeck.dev/v1alpha1", "kind": "Freeze",
+               "metadata": {"name": "namespace", "namespace": namespace},
+               "spec": {"scope": scope, "until": at(until),
+                        "frozen": {"by": "alice", "at": at(-HOUR), "reason": "release weekend"}}})
+    }
+
+    /// (name, objects, windows and freezes, verdict, margin, a reason containing).
+    type ScheduledCase = (&'static str, Vec<Value>, Plan, Verdict, Option<i64>, &'static str);
+
+    const NIGHTS: &str = "Mon-Fri 22:00-05:00 UTC";
+
+    /// Awaiting approval since its window ended an hour ago; old credentials revocable in 10h.
+    fn awaiting() -> Vec<Value> {
+        vec![
+            app(),
+            metadata_secret(),
+            binding(json!({"enabled": true}), Some(-3 * HOUR)),
+            old_binding(-3 * HOUR, "13h", false),
+            batch("AwaitingApproval", -3 * HOUR, -HOUR),
+        ]
+    }
+
+    /// `objects` with their last one (the batch) edited.
+    fn with_last(mut objects: Vec<Value>, edit: impl Fn(&mut Value)) -> Vec<Value> {
+        if let Some(last) = objects.last_mut() {
+            edit(last);
+        }
+        objects
+    }
+
+    /// No rotation under way, the default 48h TTL.
+    fn steady() -> Vec<Value> {
+        vec![app(), metadata_secret(), binding(json!({"enabled": true}), Some(-10 * HOUR))]
+    }
+
+    const UNSAFE_WAIT: &str = "waits for the change window opening 2027-01-15T22:00:00Z (Mon-Fri 22:00-05:00 UTC from \
+                               annotation capdeck.dev/change-windows of CAPApplication shop/bookshop), after the old \
+                               credentials may be revoked: the engine asks a person (DeadlineBeforeChangeWindow";
+
+    /// The verdict counts the wait for the next change window (NOW is Friday 2027-01-15 08:00
+    /// UTC): a wait past the revocation is unsafe, as the engine would escalate; with
+    /// `--on-deadline roll` the engine does not wait, so neither does the margin.
+    #[test]
+    fn verdicts_count_the_wait_for_a_change_window() {
+        let cases: Vec<ScheduledCase> = vec![
+            (
+                "no windows: as before",
+                awaiting(),
+                Plan::default(),
+                Verdict::Ok,
+                Some(10 * HOUR - 900),
+                "old credentials revocable in 10h",
+            ),
+            (
+                "outside the window, the opening (in 14h) after the revocation (in 10h): unsafe",
+                awaiting(),
+                Plan { app: Some(NIGHTS), ..Plan::default() },
+                Verdict::Unsafe,
+                Some(10 * HOUR - 14 * HOUR - 900),
+                UNSAFE_WAIT,
+            ),
+            (
+                "inside the window: unchanged",
+                awaiting(),
+                Plan { app: Some("Mon-Fri 06:00-18:00 UTC"), ..Plan::default() },
+                Verdict::Ok,
+                Some(10 * HOUR - 900),
+                "old credentials revocable in 10h",
+            ),
+            (
+                "outside the window, the opening early enough: ok, the wait said",
+                awaiting()
+                    .into_iter()
+                    .map(|o| {
+                        if o["metadata"]["name"] == "xsuaa-bind-ab12c" {
+                            old_binding(-3 * HOUR, "27h", false)
+                        } else {
+                            o
+                        }
+                    })
+                    .collect(),
+                Plan { app: Some(NIGHTS), ..Plan::default() },
+                Verdict::Ok,
+                Some(24 * HOUR - 14 * HOUR - 900),
+                "waits for the change window opening 2027-01-15T22:00:00Z",
+            ),
+            (
+                "the namespace's windows when the application sets none",
+                awaiting(),
+                Plan { namespace: Some(NIGHTS), ..Plan::default() },
+                Verdict::Unsafe,
+                Some(-4 * HOUR - 900),
+                "from annotation capdeck.dev/change-windows of Namespace shop), after the old credentials",
+            ),
+            (
+                "the cluster's windows when no annotation sets any",
+                awaiting(),
+                Plan { cluster: Some(NIGHTS), ..Plan::default() },
+                Verdict::Unsafe,
+                Some(-4 * HOUR - 900),
+                "from the cluster's change windows), after the old credentials",
+            ),
+            (
+                "the application's windows win over the cluster's",
+                awaiting(),
+                Plan { app: Some("Mon-Fri 06:00-18:00 UTC"), cluster: Some(NIGHTS), ..Plan::default() },
+                Verdict::Ok,
+                Some(10 * HOUR - 900),
+                "old credentials revocable in 10h",
+            ),
+            (
+                "--on-deadline roll: the engine would not wait, the margin is as without windows",
+                awaiting(),
+                Plan { app: Some(NIGHTS), rolls: true, ..Plan::default() },
+                Verdict::Ok,
+                Some(10 * HOUR - 900),
+                "would outlive the old credentials: the engine rolls at once (--on-deadline roll)",
+            ),
+            (
+                "unreadable windows: held until fixed, so unsafe",
+                awaiting(),
+                Plan { app: Some("Mon 25:00-26:00 UTC"), ..Plan::default() },
+                Verdict::Unsafe,
+                None,
+                "the annotation capdeck.dev/change-windows of CAPApplication shop/bookshop cannot be read: range 1",
+            ),
+            (
+                "a collecting batch whose window ends inside an opening: no wait",
+                vec![
+                    app(),
+                    metadata_secret(),
+                    binding(json!({"enabled": true}), Some(-600)),
+                    old_binding(-600, "5h", false),
+                    batch("Collecting", -600, 3 * HOUR),
+                ],
+                Plan { app: Some("Mon-Fri 10:00-12:00 UTC"), ..Plan::default() },
+                Verdict::Ok,
+                Some(5 * HOUR - 600 - 3 * HOUR - 900),
+                "old credentials revocable in 4h50m",
+            ),
+            (
+                "no batch yet: the rotation's batch would wait for the opening",
+                vec![
+                    app(),
+                    metadata_secret(),
+                    binding(json!({"enabled": true}), Some(-600)),
+                    old_binding(-600, "5h", false),
+                ],
+                Plan { app: Some(NIGHTS), ..Plan::default() },
+                Verdict::Unsafe,
+                Some(5 * HOUR - 600 - 14 * HOUR - 900),
+                UNSAFE_WAIT,
+            ),
+        ];
+        check_scheduled(cases);
+    }
+
+    /// A freeze that ends after the revocation is unsafe too; a cluster freeze counts only in the
+    /// Lease's namespace; force overrides windows and freezes.
+    #[test]
+    fn verdicts_count_the_end_of_a_freeze() {
+        let cases: Vec<ScheduledCase> = vec![
+            (
+                "frozen past the revocation: unsafe",
+                [awaiting(), vec![freeze("shop", "Namespace", 12 * HOUR)]].concat(),
+                Plan::default(),
+                Verdict::Unsafe,
+                Some(10 * HOUR - 12 * HOUR - 900),
+                "namespace shop frozen until 2027-01-15T20:00:00Z by alice: release weekend; it may roll from \
+                 2027-01-15T20:00:00Z, after the old credentials may be revoked: the engine asks a person \
+                 (DeadlineDuringFreeze",
+            ),
+            (
+                "frozen, then outside the window: rolls at the first opening after the freeze",
+                [awaiting(), vec![freeze("shop", "Namespace", 2 * HOUR)]].concat(),
+                Plan { app: Some("Mon-Fri 11:00-12:00 UTC"), ..Plan::default() },
+                Verdict::Ok,
+                Some(10 * HOUR - 3 * HOUR - 900),
+                "frozen until 2027-01-15T10:00:00Z by alice: release weekend; it may roll from 2027-01-15T11:00:00Z",
+            ),
+            (
+                "a cluster freeze in the Lease's namespace holds everything",
+                [awaiting(), vec![freeze("capdeck-system", "Cluster", 12 * HOUR)]].concat(),
+                Plan { lease: Some("capdeck-system"), ..Plan::default() },
+                Verdict::Unsafe,
+                Some(-2 * HOUR - 900),
+                "cluster frozen until",
+            ),
+            (
+                "a cluster freeze elsewhere holds nothing",
+                [awaiting(), vec![freeze("shop", "Cluster", 12 * HOUR)]].concat(),
+                Plan { lease: Some("capdeck-system"), ..Plan::default() },
+                Verdict::Ok,
+                Some(10 * HOUR - 900),
+                "old credentials revocable in 10h",
+            ),
+            (
+                "a freeze that ends before the window does: no wait",
+                [awaiting(), vec![freeze("shop", "Namespace", -30 * 60)]].concat(),
+                Plan::default(),
+                Verdict::Ok,
+                Some(10 * HOUR - 900),
+                "old credentials revocable in 10h",
+            ),
+            (
+                "a forced batch overrides windows and freezes",
+                with_last([vec![freeze("shop", "Namespace", 12 * HOUR)], awaiting()].concat(), |batch| {
+                    batch["spec"]["force"] = json!({"by": "bob", "at": at(-60), "reason": "CHG-7"});
+                }),
+                Plan { app: Some(NIGHTS), ..Plan::default() },
+                Verdict::Ok,
+                Some(10 * HOUR - 900),
+                "old credentials revocable in 10h",
+            ),
+        ];
+        check_scheduled(cases);
+    }
+
+    /// No rotation under way: the next one may come when a window has just closed, or during a
+    /// freeze; when that wait leaves less than a rollout of its TTL, at-risk (the engine would ask).
+    #[test]
+    fn verdicts_count_the_longest_wait_of_the_next_rotation() {
+        let cases: Vec<ScheduledCase> = vec![
+            (
+                "no rotation under way, weekday nights: the next may wait a weekend (65h) for its window",
+                steady(),
+                Plan { app: Some(NIGHTS), ..Plan::default() },
+                Verdict::AtRisk,
+                Some(48 * HOUR - HOUR - 900),
+                "the next rotation's batch may wait up to 65h for a change window (Mon-Fri 22:00-05:00 UTC from \
+                 annotation capdeck.dev/change-windows of CAPApplication shop/bookshop): that leaves -18h15m",
+            ),
+            (
+                "no rotation under way, every night: 17h at most, 48h is enough",
+                steady(),
+                Plan { app: Some("Mon-Sun 22:00-05:00 UTC"), ..Plan::default() },
+                Verdict::Ok,
+                Some(48 * HOUR - HOUR - 900),
+                "46h45m beyond the window and the rollout",
+            ),
+            (
+                "no rotation under way, frozen for three days",
+                [steady(), vec![freeze("shop", "Namespace", 72 * HOUR)]].concat(),
+                Plan::default(),
+                Verdict::AtRisk,
+                Some(48 * HOUR - HOUR - 900),
+                "may wait up to 71h for the end of the freeze (namespace shop frozen until",
+            ),
+            (
+                "no rotation under way, --on-deadline roll: the engine never waits past the credentials",
+                steady(),
+                Plan { app: Some(NIGHTS), rolls: true, ..Plan::default() },
+                Verdict::Ok,
+                Some(48 * HOUR - HOUR - 900),
+                "46h45m beyond the window and the rollout",
+            ),
+        ];
+        check_scheduled(cases);
+    }
+
+    fn check_scheduled(cases: Vec<ScheduledCase>) {
+        for (name, mut objects, plan, verdict, margin, reason) in cases {
+            if let Some(windows) = plan.app {
+                objects[0]["metadata"]["annotations"] = json!({"capdeck.dev/change-windows": windows});
+            }
+            let freezes: Vec<Arc<crate::api::Freeze>> = objects
+                .iter()
+                .filter(|object| object["kind"] == "Freeze")
+                .map(|object| Arc::new(serde_json::from_value(object.clone()).expect("a freeze")))
+                .collect();
+            objects.retain(|object| object["kind"] != "Freeze");
+            let namespaces: BTreeMap<String, String> =
+                plan.namespace.map(|text| ("shop".to_string(), text.to_string())).into_iter().collect();
+            let cluster = plan.cluster.map(|text| crate::api::change_window::ChangeWindows::parse(text).expect("ok"));
+            let schedule = Schedule {
+                namespace_windows: Some(&namespaces),
+                cluster_windows: cluster.as_ref(),
+                freezes: &freezes,
+                lease_namespace: plan.lease,
+                deadline_rolls: plan.rolls,
+            };
+            let mut overview = judge_scheduled(objects, true, &schedule);
+            let report = overview.credentials.remove(0);
+            assert_eq!(report.verdict, verdict, "{name}: {report:#?}");
+            assert_eq!(report.margin_seconds, margin, "{name}: {report:#?}");
+            assert!(
+                report.reasons.iter().any(|r| r.contains(reason)),
+                "{name}: no reason with {reason:?}: {report:#?}"
+            );
+        }
+    }
+
+    #[test]
+    fn namespace_windows_are_read_from_the_annotation() {
+        let namespaces: Vec<k8s_openapi::api::core::v1::Namespace> = vec![
+            serde_json::from_value(json!({"metadata": {"name": "shop",
+                "annotations": {"capdeck.dev/change-windows": "Sat 00:00-24:00 UTC"}}}))
+            .expect("namespace"),
+            serde_json::from_value(json!({"metadata": {"name": "hr"}})).expect("namespace"),
+        ];
+        let found = namespace_windows(&namespaces);
+        assert_eq!(found.into_iter().collect::<Vec<_>>(), [("shop".to_string(), "Sat 00:00-24:00 UTC".to_string())]);
     }
 
     fn check_verdicts(cases: Vec<Case>) {

@@ -109,6 +109,28 @@ pub struct CredentialRisk {
     pub reason: String,
 }
 
+/// A freeze in force: nothing rolls in what it covers until it ends.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActiveFreeze {
+    /// `cluster`, `namespace shop` or `CAPApplication shop/bookshop`.
+    pub target: String,
+    pub until: Timestamp,
+    pub by: String,
+    pub reason: Option<String>,
+}
+
+impl ActiveFreeze {
+    pub fn of(freeze: &crate::api::Freeze) -> Self {
+        Self {
+            target: freeze.target(),
+            until: freeze.ends(),
+            by: freeze.spec.frozen.by.clone(),
+            reason: freeze.spec.frozen.reason.clone().filter(|reason| !reason.is_empty()),
+        }
+    }
+}
+
 /// One row: a context and namespace with something open, a context with nothing open, or a
 /// context that could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -128,6 +150,12 @@ pub struct FleetRow {
     pub leader: String,
     /// What else to know about the context: objects left out, credentials not checked.
     pub notes: Vec<String>,
+    /// The freezes in force over the row's namespace (its own, its applications', the cluster's)
+    /// or, on a whole-context row, anywhere in the context; `None`: they could not be read.
+    pub freezes: Option<Vec<ActiveFreeze>>,
+    /// The leading engine's cluster change windows, as it published them (`None`: none set, or
+    /// no leader says).
+    pub change_windows: Option<String>,
 }
 
 impl FleetRow {
@@ -142,6 +170,43 @@ impl FleetRow {
             stalled: Vec::new(),
             leader: "-".into(),
             notes: Vec::new(),
+            freezes: None,
+            change_windows: None,
+        }
+    }
+
+    /// The FROZEN column: `no`, `cluster until 18:00Z` (one freeze, `namespace` or `app NAME` on
+    /// its namespace's row; a date when it ends more than a day from `now`), `3 freezes`, or `?`
+    /// when freezes could not be read.
+    pub fn frozen_text(&self, now: Timestamp) -> String {
+        match self.freezes.as_deref() {
+            None => "?".into(),
+            Some([]) => "no".into(),
+            Some([freeze]) => {
+                // On a namespace's row its name goes without saying.
+                let mut target = freeze.target.replacen("CAPApplication ", "app ", 1);
+                if let Some(namespace) = &self.namespace {
+                    target = target.replacen(&format!(" {namespace}/"), " ", 1);
+                    if target == format!("namespace {namespace}") {
+                        target = "namespace".into();
+                    }
+                }
+                let format =
+                    if freeze.until.as_second() - now.as_second() < 24 * 3600 { "%H:%MZ" } else { "%Y-%m-%d %H:%MZ" };
+                format!("{target} until {}", freeze.until.strftime(format))
+            }
+            Some(several) => format!("{} freezes", several.len()),
+        }
+    }
+
+    /// The NEXT WINDOW column, from the leading engine's cluster change windows: `open` inside
+    /// one, `in 3h12m` to the next opening, `-` when none are set, `?` when they do not parse.
+    pub fn next_window_text(&self, now: Timestamp) -> String {
+        let Some(text) = self.change_windows.as_deref() else { return "-".into() };
+        match crate::api::change_window::ChangeWindows::parse(text).map(|windows| windows.state_at(now)) {
+            Ok(crate::api::change_window::WindowState::Open { .. }) => "open".into(),
+            Ok(crate::api::change_window::WindowState::Closed { opens }) => countdown(opens, now),
+            Err(_) => "?".into(),
         }
     }
 
@@ -256,17 +321,20 @@ pub fn countdown(at: Timestamp, now: Timestamp) -> String {
 /// The rows as `capdeck fleet -o table` prints them.
 pub fn table(rows: &[FleetRow], now: Timestamp, wide: bool, headers: bool) -> String {
     let mut table = crate::output::Table::with_wide(
-        &["CONTEXT", "NAMESPACE", "STATE", "BATCHES", "DEADLINE", "CREDENTIALS", "WHY"],
+        &["CONTEXT", "NAMESPACE", "STATE", "BATCHES", "DEADLINE", "CREDENTIALS", "FROZEN", "NEXT WINDOW", "WHY"],
         &["STALLED", "LEADER"],
     );
     for row in rows {
+        let read = row.state.is_read();
         table.row(vec![
             row.context.clone(),
             row.namespace_text().to_string(),
             row.state.as_str().to_string(),
-            if row.state.is_read() { row.summary() } else { "-".into() },
+            if read { row.summary() } else { "-".into() },
             row.deadline_text(now),
             row.credentials_text(),
+            if read { row.frozen_text(now) } else { "-".into() },
+            if read { row.next_window_text(now) } else { "-".into() },
             row.why_text(),
             if row.stalled.is_empty() { "-".into() } else { row.stalled.len().to_string() },
             row.leader.clone(),
@@ -325,6 +393,25 @@ mod tests {
         assert_eq!(row.deadline_text(at(200)), "old credentials revoked in 41m");
         assert_eq!(row.deadline_text(at(2960)), "old credentials revocable since 5m ago");
         assert_eq!(row.deadline_short(at(200)), "creds in 41m");
+        row.freezes = Some(vec![ActiveFreeze {
+            target: "CAPApplication shop/bookshop".into(),
+            until: at(200 + 2 * 86400),
+            by: "alice".into(),
+            reason: None,
+        }]);
+        assert_eq!(row.frozen_text(at(200)), "app shop/bookshop until 1970-01-03 00:03Z", "a day away: the date");
+        let mut in_shop = row.clone();
+        in_shop.namespace = Some("shop".into());
+        assert_eq!(in_shop.frozen_text(at(200)), "app bookshop until 1970-01-03 00:03Z", "its namespace goes unsaid");
+        row.change_windows = Some("Mon-Sun 00:00-24:00 UTC".into());
+        assert_eq!(row.next_window_text(at(200)), "open");
+        row.change_windows = Some("Mon 25:00-26:00 UTC".into());
+        assert_eq!(row.next_window_text(at(200)), "?");
+        let text = table(std::slice::from_ref(&row), at(200), false, true);
+        assert!(
+            text.contains("FROZEN") && text.contains("NEXT WINDOW") && text.contains("app shop/bookshop"),
+            "{text}"
+        );
         let unreachable = FleetRow::problem("eu", RowState::Unreachable, "no answer within 5s".into());
         let text = table(&[unreachable], at(0), true, true);
         assert!(text.contains("unreachable") && text.contains("no answer within 5s"), "{text}");

@@ -23,6 +23,8 @@ mod cli_freeze;
 mod cli_plan;
 #[path = "sandbox/cli_sandbox.rs"]
 mod cli_sandbox;
+#[path = "sandbox/cli_windows.rs"]
+mod cli_windows;
 #[path = "sandbox/console_runtime.rs"]
 mod console_runtime;
 #[path = "sandbox/console_views.rs"]

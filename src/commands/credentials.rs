@@ -4,21 +4,28 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ListParams;
 
-use crate::api::RotationBatch;
+use crate::api::freeze::CLUSTER_FREEZE_NAME;
 use crate::api::service_binding::GROUP;
+use crate::api::{Freeze, RotationBatch};
 use crate::cli::CredentialsArgs;
-use crate::cluster::leader::PublishedSettings;
-use crate::cluster::{ClusterArgs, describe_error};
-use crate::credentials::{CredentialsOverview, Inputs, choose_timing, human_signed, overview};
+use crate::cluster::leader::{LeaderView, PublishedSettings};
+use crate::cluster::{ClusterArgs, Scope, describe_error};
+use crate::credentials::{
+    CredentialsOverview, Inputs, Schedule, choose_timing, choose_windows, human_signed, namespace_windows,
+    overview_scheduled,
+};
 use crate::manifest::Manifests;
 use crate::output::Table;
 
 pub async fn run(cluster: &ClusterArgs, args: &CredentialsArgs) -> anyhow::Result<ExitCode> {
     args.output.refuse_name("credentials").map_err(|error| super::UsageError(error.to_string()))?;
-    let (manifests, bindings_known, leader_settings) = if args.files.is_empty() {
+    let world = if args.files.is_empty() {
         live(cluster).await?
     } else {
         match crate::manifest::load(&args.files) {
@@ -27,8 +34,8 @@ pub async fn run(cluster: &ClusterArgs, args: &CredentialsArgs) -> anyhow::Resul
                     crate::safe_eprintln!("warning: {}", problem.message);
                 }
                 // In manifests, ServiceBinding information exists when some binding is there.
-                let known = !manifests.service_bindings.is_empty();
-                (manifests, known, None)
+                let bindings_known = !manifests.service_bindings.is_empty();
+                World { manifests, bindings_known, ..World::default() }
             }
             Err(error) => {
                 crate::safe_eprintln!("error: {error}");
@@ -36,16 +43,28 @@ pub async fn run(cluster: &ClusterArgs, args: &CredentialsArgs) -> anyhow::Resul
             }
         }
     };
-    let (timing, timing_source) = choose_timing(args.rollout_delay, args.expected_rollout, leader_settings.as_ref());
+    let leader_settings = world.leader_settings.as_ref();
+    let (timing, timing_source) = choose_timing(args.rollout_delay, args.expected_rollout, leader_settings);
+    let (cluster_windows, windows_source) = choose_windows(args.change_windows.as_ref(), leader_settings);
+    let manifests = &world.manifests;
     let now = Timestamp::now();
-    let result = overview(&Inputs {
+    let inputs = Inputs {
         applications: &manifests.applications,
-        secrets: &manifests,
-        bindings: bindings_known.then_some(manifests.service_bindings.as_slice()),
+        secrets: manifests,
+        bindings: world.bindings_known.then_some(manifests.service_bindings.as_slice()),
         batches: &manifests.batches,
         now,
         timing,
-    });
+    };
+    // The leader publishes no --on-deadline: judged as the default (ask), the safe side.
+    let schedule = Schedule {
+        namespace_windows: world.namespace_windows.as_ref().ok(),
+        cluster_windows: cluster_windows.as_ref(),
+        freezes: &world.freezes.found,
+        lease_namespace: world.lease_namespace.as_deref(),
+        deadline_rolls: false,
+    };
+    let result = overview_scheduled(&inputs, &schedule);
     let document = serde_json::to_value(&result)?;
     let text = crate::output::render_object(&args.output, "credentials", &document, |wide, headers| {
         table(&result, now, wide, headers)
@@ -60,7 +79,15 @@ pub async fn run(cluster: &ClusterArgs, args: &CredentialsArgs) -> anyhow::Resul
         crate::safe_eprintln!("No CAPApplication consumes a binding Secret here.{elsewhere}");
     }
     crate::output::print(&text)?;
-    crate::safe_eprintln!("note: margins judged with {timing_source}");
+    crate::safe_eprintln!("note: margins judged with {timing_source}; {windows_source}");
+    if let Err(why) = &world.namespace_windows {
+        crate::safe_eprintln!(
+            "note: namespace windows not readable ({why}): judged with the applications' and the cluster's windows"
+        );
+    }
+    if let Some(why) = &world.freezes.missing {
+        crate::safe_eprintln!("note: no freeze information ({why}): judged as if nothing were frozen");
+    }
     if !result.service_bindings_known {
         crate::safe_eprintln!(
             "note: no ServiceBinding information (the {GROUP} CRD is not installed, or not readable with these \
@@ -112,27 +139,130 @@ fn table(result: &CredentialsOverview, now: Timestamp, wide: bool, headers: bool
     table.render_with(wide, headers)
 }
 
-/// The objects from the cluster, gathered into the shape manifests have.
-/// The objects in the cluster, whether ServiceBindings are known, and the leading engine's
-/// published settings (what the engine decides with).
-async fn live(cluster: &ClusterArgs) -> anyhow::Result<(Manifests, bool, Option<PublishedSettings>)> {
+/// What the verdicts are judged from: the objects (gathered into the shape manifests have),
+/// whether ServiceBindings are known, and what a batch may wait for.
+struct World {
+    manifests: Manifests,
+    bindings_known: bool,
+    /// The leading engine's published settings (what the engine decides with).
+    leader_settings: Option<PublishedSettings>,
+    /// The namespace of the leading engine's Lease (where a cluster freeze is honoured).
+    lease_namespace: Option<String>,
+    /// Each Namespace's change windows annotation, or why they could not be read.
+    namespace_windows: Result<BTreeMap<String, String>, String>,
+    freezes: Freezes,
+}
+
+impl Default for World {
+    /// Manifests: no Namespaces and no Freezes are read from files.
+    fn default() -> Self {
+        Self {
+            manifests: Manifests::default(),
+            bindings_known: false,
+            leader_settings: None,
+            lease_namespace: None,
+            namespace_windows: Ok(BTreeMap::new()),
+            freezes: Freezes::default(),
+        }
+    }
+}
+
+/// The Freezes read, and why some or all could not be.
+#[derive(Default)]
+pub(super) struct Freezes {
+    pub found: Vec<Arc<Freeze>>,
+    /// Why there is no (or only partial) freeze information: the CRD is missing, or not readable.
+    pub missing: Option<String>,
+}
+
+/// The Freezes in `scope`, and the cluster freeze in the Lease's namespace when that lies outside
+/// the scope (only there is one honoured). A missing CRD or a refusal is said, never an error.
+pub(super) async fn read_freezes(client: &kube::Client, scope: &Scope, lease_namespace: Option<&str>) -> Freezes {
+    let api: kube::Api<Freeze> = scope.api(client);
+    let mut found = match api.list(&ListParams::default()).await {
+        Ok(list) => list.items,
+        Err(error) => return Freezes { found: Vec::new(), missing: Some(freezes_unreadable(&error, &scope.label())) },
+    };
+    let mut missing = None;
+    if let (Scope::Namespace(viewed), Some(lease)) = (scope, lease_namespace)
+        && viewed != lease
+    {
+        let api: kube::Api<Freeze> = kube::Api::namespaced(client.clone(), lease);
+        match api.get_opt(CLUSTER_FREEZE_NAME).await {
+            Ok(freeze) => found.extend(freeze),
+            Err(error) => {
+                missing = Some(freezes_unreadable(&error, &format!("namespace {lease} (the cluster freeze)")))
+            }
+        }
+    }
+    Freezes { found: found.into_iter().map(Arc::new).collect(), missing }
+}
+
+fn freezes_unreadable(error: &kube::Error, place: &str) -> String {
+    match error {
+        kube::Error::Api(status) if status.code == 404 => {
+            "the Freeze CRD is not installed: capdeck crds | kubectl apply --server-side -f -".into()
+        }
+        kube::Error::Api(status) if status.code == 403 => format!("you may not read freezes.capdeck.dev in {place}"),
+        other => format!("cannot read freezes.capdeck.dev in {place}: {}", describe_error(other)),
+    }
+}
+
+/// The `capdeck.dev/change-windows` annotation of each Namespace in `scope` (one GET for one
+/// namespace, a LIST for all), or why they cannot be read.
+pub(super) async fn read_namespace_windows(
+    client: &kube::Client,
+    scope: &Scope,
+) -> Result<BTreeMap<String, String>, String> {
+    let api: kube::Api<Namespace> = kube::Api::all(client.clone());
+    let namespaces = match scope {
+        Scope::All => api.list(&ListParams::default()).await.map(|list| list.items),
+        Scope::Namespace(namespace) => api.get_opt(namespace).await.map(|found| found.into_iter().collect()),
+    };
+    match namespaces {
+        Ok(namespaces) => Ok(namespace_windows(&namespaces)),
+        Err(kube::Error::Api(status)) if status.code == 403 => {
+            Err(format!("you may not {} namespaces", if matches!(scope, Scope::All) { "list" } else { "get" }))
+        }
+        Err(error) => Err(format!("cannot read Namespaces: {}", describe_error(&error))),
+    }
+}
+
+/// The namespace of the leading engine's Lease (`namespace/name`), when one leads.
+pub(super) fn lease_namespace(leader: &LeaderView) -> Option<String> {
+    match leader {
+        LeaderView::Leads { lease, .. } => lease.split_once('/').map(|(namespace, _)| namespace.to_string()),
+        _ => None,
+    }
+}
+
+/// Everything from the cluster: the objects, the leader's settings, Namespace windows, Freezes.
+async fn live(cluster: &ClusterArgs) -> anyhow::Result<World> {
     let connection = cluster.connect().await?;
     let scope = cluster.scope(&connection);
     let client = &connection.client;
     // At once: a server that does not answer costs one --request-timeout, not one per request.
-    let (leader, applications) = tokio::join!(
+    let (leader, applications, namespace_windows) = tokio::join!(
         crate::cluster::leader::find(client, &scope, &[]),
-        super::tenants::list(client, &scope, "CAPApplication")
+        super::tenants::list(client, &scope, "CAPApplication"),
+        read_namespace_windows(client, &scope),
     );
     let mut manifests = Manifests { applications: applications?, ..Manifests::default() };
+    let lease_namespace = lease_namespace(&leader);
     let batches: kube::Api<RotationBatch> = scope.api(client);
-    manifests.batches = match batches.list(&ListParams::default()).await {
+    let params = ListParams::default();
+    let (batches, freezes, bindings) = tokio::join!(
+        batches.list(&params),
+        read_freezes(client, &scope, lease_namespace.as_deref()),
+        crate::cluster::list_service_bindings(client, &scope),
+    );
+    manifests.batches = match batches {
         Ok(list) => list.items.into_iter().map(Arc::new).collect(),
         Err(kube::Error::Api(status)) if status.code == 404 => Vec::new(),
         Err(error) => anyhow::bail!("cannot list RotationBatches: {}", describe_error(&error)),
     };
     manifests.lookup.secrets = crate::fleet::binding_secrets(client, &manifests.applications).await;
-    let known = match crate::cluster::list_service_bindings(client, &scope).await {
+    let bindings_known = match bindings {
         Ok(Some(bindings)) => {
             manifests.service_bindings = bindings;
             true
@@ -143,5 +273,12 @@ async fn live(cluster: &ClusterArgs) -> anyhow::Result<(Manifests, bool, Option<
             false
         }
     };
-    Ok((manifests, known, leader.settings().cloned()))
+    Ok(World {
+        manifests,
+        bindings_known,
+        leader_settings: leader.settings().cloned(),
+        lease_namespace,
+        namespace_windows,
+        freezes,
+    })
 }

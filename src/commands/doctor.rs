@@ -13,7 +13,9 @@ use kube::api::{Api, ListParams};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::api::{CAPApplication, CAPApplicationVersion, CAPTenant};
+use crate::api::change_window::{ANNOTATION_CHANGE_WINDOWS, AppliedWindows};
+use crate::api::rotation_batch::reason;
+use crate::api::{BatchPhase, CAPApplication, CAPApplicationVersion, CAPTenant, FreezeScope};
 use crate::cli::DoctorArgs;
 use crate::cluster::leader::{Holder, LeaderView};
 use crate::cluster::{ClusterArgs, Connection, Scope, can_i, describe_error};
@@ -69,8 +71,9 @@ const ENGINE_NEEDS: &[(&str, &str, &str)] = &[
     ("create", "events.k8s.io", "events"),
 ];
 
-/// The checks that ask the API server, once it answers.
-async fn checks(connection: &Connection, scope: &Scope, engine: &EngineSettings) -> Vec<Finding> {
+/// The checks that ask the API server, once it answers. `explicit_delay`: the window was given
+/// (`--rollout-delay` or `$ROLLOUT_DELAY`), so it is checked instead of the leading engine's.
+async fn checks(connection: &Connection, scope: &Scope, engine: &EngineSettings, explicit_delay: bool) -> Vec<Finding> {
     let mut out = Vec::new();
     match crate::cluster::who_am_i(&connection.client).await {
         Ok(user) => out.push(finding("identity", Status::Ok, format!("the API server says you are {user}"))),
@@ -89,24 +92,249 @@ async fn checks(connection: &Connection, scope: &Scope, engine: &EngineSettings)
     out.extend(crd_findings);
     out.extend(permissions(connection, scope).await);
     let (config, delay_warning) = engine.config(&connection.default_namespace);
-    out.extend(lease(connection, &config.lease, scope).await);
+    let fallback = [(config.lease.namespace.clone(), config.lease.name.clone())];
+    let leader = crate::cluster::leader::find(&connection.client, scope, &fallback).await;
+    out.extend(lease(connection, &config.lease, scope, &leader).await);
     out.extend(go_operator(connection, scope).await);
     if crds_missing {
         out.push(finding("binding secrets", Status::Warn, "not checked until the CRDs are installed"));
     } else {
         out.extend(binding_secrets(connection, scope).await);
     }
-    out.extend(service_binding_ttls(connection, scope, config.rollout_delay).await);
+    let (window, delay) = rollout_delay(config.rollout_delay, explicit_delay, delay_warning, leader.settings());
+    out.extend(service_binding_ttls(connection, scope, window).await);
+    let lease_namespace = super::credentials::lease_namespace(&leader);
+    let applications: Result<Vec<CAPApplication>, kube::Error> =
+        scope.api(&connection.client).list(&ListParams::default()).await.map(|list| list.items);
+    out.extend(nothing_here(scope, &applications));
+    out.extend(change_windows(connection, scope, &applications, leader.settings()).await);
+    out.extend(freezes(connection, scope, lease_namespace.as_deref(), &config.lease.namespace).await);
+    out.push(waiting_batches(connection, scope).await);
     out.push(notifications(connection, scope, engine).await);
-    out.push(match delay_warning {
-        Some(warning) => finding("rollout delay", Status::Warn, warning),
-        None => finding(
-            "rollout delay",
-            Status::Ok,
-            format!("{} (--rollout-delay, else $ROLLOUT_DELAY, else 1h)", humanize(config.rollout_delay)),
-        ),
-    });
+    out.push(delay);
     out
+}
+
+/// The window doctor judges with, and its finding: the one given (`--rollout-delay`, else
+/// `$ROLLOUT_DELAY`), else the leading engine's — what the batches here actually wait — else 1h.
+fn rollout_delay(
+    own: std::time::Duration,
+    explicit: bool,
+    warning: Option<String>,
+    leader: Option<&crate::cluster::leader::PublishedSettings>,
+) -> (std::time::Duration, Finding) {
+    const CHECK: &str = "rollout delay";
+    if let Some(warning) = warning {
+        return (own, finding(CHECK, Status::Warn, warning));
+    }
+    match (explicit, leader.map(crate::cluster::leader::PublishedSettings::rollout_delay)) {
+        (true, Some(theirs)) if theirs != own => (
+            own,
+            finding(
+                CHECK,
+                Status::Ok,
+                format!(
+                    "{} from --rollout-delay or $ROLLOUT_DELAY, checked instead of the leading engine's {}",
+                    humanize(own),
+                    humanize(theirs)
+                ),
+            ),
+        ),
+        (true, theirs) => (
+            own,
+            finding(
+                CHECK,
+                Status::Ok,
+                format!(
+                    "{} from --rollout-delay or $ROLLOUT_DELAY{}",
+                    humanize(own),
+                    if theirs.is_some() { ", as the leading engine runs" } else { "" }
+                ),
+            ),
+        ),
+        (false, Some(theirs)) => (
+            theirs,
+            finding(CHECK, Status::Ok, format!("{}, the leading engine's (published on its Lease)", humanize(theirs))),
+        ),
+        (false, None) => (
+            own,
+            finding(
+                CHECK,
+                Status::Ok,
+                format!(
+                    "{}: the default (no leading engine publishes its settings; --rollout-delay checks another)",
+                    humanize(own)
+                ),
+            ),
+        ),
+    }
+}
+
+/// In a namespace without any CAPApplication the checks below see nothing: point at -A, as
+/// `capdeck batches` does.
+fn nothing_here(scope: &Scope, applications: &Result<Vec<CAPApplication>, kube::Error>) -> Option<Finding> {
+    match (scope, applications) {
+        (Scope::Namespace(_), Ok(found)) if found.is_empty() => Some(finding(
+            "applications",
+            Status::Warn,
+            format!(
+                "no CAPApplication in {}: the checks below see nothing of them (capdeck doctor -A looks in every \
+                 namespace)",
+                scope.label()
+            ),
+        )),
+        _ => None,
+    }
+}
+
+/// Every CAPApplication and Namespace whose `capdeck.dev/change-windows` annotation cannot be
+/// parsed (the engine holds their batches: FAIL, with the fix), else what windows apply.
+async fn change_windows(
+    connection: &Connection,
+    scope: &Scope,
+    applications: &Result<Vec<CAPApplication>, kube::Error>,
+    leader: Option<&crate::cluster::leader::PublishedSettings>,
+) -> Vec<Finding> {
+    const CHECK: &str = "change windows";
+    let mut out = Vec::new();
+    let mut annotated = 0;
+    match applications {
+        Ok(applications) => {
+            for app in applications {
+                let Some(text) = app.annotations().get(ANNOTATION_CHANGE_WINDOWS) else { continue };
+                annotated += 1;
+                let namespace = app.namespace().unwrap_or_default();
+                let applied = AppliedWindows::resolve((&namespace, &app.name_any(), Some(text)), None, None);
+                if let Some(problem) = applied.as_ref().and_then(AppliedWindows::unreadable) {
+                    out.push(finding(CHECK, Status::Fail, problem));
+                }
+            }
+        }
+        Err(error) => out.push(finding(
+            CHECK,
+            Status::Warn,
+            format!("cannot list CAPApplications, their change windows are not checked: {}", describe_error(error)),
+        )),
+    }
+    match super::credentials::read_namespace_windows(&connection.client, scope).await {
+        Ok(namespaces) => {
+            for (namespace, text) in &namespaces {
+                annotated += 1;
+                let applied = AppliedWindows::resolve((namespace, "", None), Some(text), None);
+                if let Some(problem) = applied.as_ref().and_then(AppliedWindows::unreadable) {
+                    out.push(finding(CHECK, Status::Fail, problem));
+                }
+            }
+        }
+        Err(why) => {
+            out.push(finding(CHECK, Status::Warn, format!("the Namespaces' change windows are not checked: {why}")))
+        }
+    }
+    if out.is_empty() {
+        let cluster = match leader {
+            Some(settings) => settings.change_windows.clone().unwrap_or_else(|| "none".into()),
+            None => "unknown (no leading engine publishes its settings)".into(),
+        };
+        out.push(finding(
+            CHECK,
+            Status::Ok,
+            format!(
+                "{annotated} {ANNOTATION_CHANGE_WINDOWS} annotation(s) in {}, every one readable; the leading engine's \
+                 --change-windows: {cluster} (capdeck windows shows the next openings)",
+                scope.label()
+            ),
+        ));
+    }
+    out
+}
+
+/// The freezes in force (information: who froze what until when, and why); a cluster freeze
+/// outside the leading engine's Lease namespace is said to hold nothing. Without a known leader,
+/// the cluster freeze is looked for where this doctor's Lease would be (`fallback`).
+async fn freezes(connection: &Connection, scope: &Scope, leader_lease: Option<&str>, fallback: &str) -> Vec<Finding> {
+    const CHECK: &str = "freeze";
+    let lease_namespace = leader_lease.unwrap_or(fallback);
+    let read = super::credentials::read_freezes(&connection.client, scope, Some(lease_namespace)).await;
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let mut out: Vec<Finding> = read
+        .found
+        .iter()
+        .filter(|freeze| freeze.active_at(now))
+        .map(|freeze| {
+            let honoured = freeze.spec.scope != FreezeScope::Cluster
+                || leader_lease.is_none_or(|lease| freeze.namespace().as_deref() == Some(lease));
+            if honoured {
+                finding(CHECK, Status::Ok, freeze.summary())
+            } else {
+                finding(
+                    CHECK,
+                    Status::Warn,
+                    format!(
+                        "{}/{}: a cluster freeze outside the namespace of the engine's Lease ({lease_namespace}) \
+                         holds nothing; create it there",
+                        freeze.namespace().unwrap_or_default(),
+                        freeze.name_any()
+                    ),
+                )
+            }
+        })
+        .collect();
+    if let Some(why) = read.missing {
+        out.push(finding(CHECK, Status::Warn, format!("no freeze information: {why}")));
+    } else if out.is_empty() {
+        out.push(finding(CHECK, Status::Ok, format!("none in force in {} or for the cluster", scope.label())));
+    }
+    out
+}
+
+/// Batches waiting for a change window or a freeze (phase Waiting), and those escalated because
+/// waiting would outlive their old credentials: a person decides those.
+async fn waiting_batches(connection: &Connection, scope: &Scope) -> Finding {
+    const CHECK: &str = "waiting";
+    let api: kube::Api<crate::api::RotationBatch> = scope.api(&connection.client);
+    let batches = match api.list(&ListParams::default()).await {
+        Ok(list) => list.items,
+        // The CRD check above says what to install.
+        Err(kube::Error::Api(status)) if status.code == 404 => Vec::new(),
+        Err(error) => {
+            return finding(CHECK, Status::Warn, format!("cannot list RotationBatches: {}", describe_error(&error)));
+        }
+    };
+    let waiting = batches.iter().filter(|batch| batch.phase() == BatchPhase::Waiting).count();
+    let escalated: Vec<String> = batches
+        .iter()
+        .filter(|batch| batch.phase() == BatchPhase::AwaitingApproval)
+        .filter(|batch| {
+            batch.status.iter().flat_map(|status| &status.conditions).any(|condition| {
+                condition.type_ == "Ready"
+                    && matches!(
+                        condition.reason.as_str(),
+                        reason::DEADLINE_BEFORE_CHANGE_WINDOW | reason::DEADLINE_DURING_FREEZE
+                    )
+            })
+        })
+        .map(|batch| format!("{}/{}", batch.namespace().unwrap_or_default(), batch.name_any()))
+        .collect();
+    let waits = format!(
+        "{} in {} waiting for a change window or a freeze",
+        crate::output::count(waiting, "RotationBatch"),
+        scope.label()
+    );
+    if escalated.is_empty() {
+        return finding(CHECK, Status::Ok, waits);
+    }
+    finding(
+        CHECK,
+        Status::Warn,
+        format!(
+            "{waits}; {} escalated ({}): waiting would outlive the old credentials ({} or {}) — approve to roll now \
+             (capdeck approve), or let them wait",
+            escalated.len(),
+            escalated.join(", "),
+            reason::DEADLINE_BEFORE_CHANGE_WINDOW,
+            reason::DEADLINE_DURING_FREEZE
+        ),
+    )
 }
 
 const CONSOLE_NEEDS: &[(&str, &str, &str)] = &[("patch", "capdeck.dev", "rotationbatches")];
@@ -129,7 +357,9 @@ pub async fn run(cluster: &ClusterArgs, engine: &EngineSettings, args: &DoctorAr
         findings.push(finding("api server", Status::Fail, describe_error(&error)));
         findings.push(finding("other checks", Status::Warn, "not run: each of them asks the API server"));
     } else {
-        findings.extend(checks(&connection, &scope, engine).await);
+        // A window given here is checked as given; else the leading engine's is.
+        let explicit_delay = args.engine.rollout_delay.is_some() || std::env::var_os("ROLLOUT_DELAY").is_some();
+        findings.extend(checks(&connection, &scope, engine, explicit_delay).await);
     }
     let blocking = findings.iter().any(|f| f.status == Status::Fail);
     let document = json!({"findings": findings, "ok": !blocking});
@@ -314,7 +544,12 @@ async fn permissions(connection: &Connection, scope: &Scope) -> Vec<Finding> {
     }
 }
 
-async fn lease(connection: &Connection, lease: &crate::engine::config::LeaseSettings, scope: &Scope) -> Vec<Finding> {
+async fn lease(
+    connection: &Connection,
+    lease: &crate::engine::config::LeaseSettings,
+    scope: &Scope,
+    leader: &LeaderView,
+) -> Vec<Finding> {
     let namespaces: Api<Namespace> = Api::all(connection.client.clone());
     let mut out = Vec::new();
     if let Ok(None) = namespaces.get_opt(&lease.namespace).await {
@@ -349,14 +584,13 @@ async fn lease(connection: &Connection, lease: &crate::engine::config::LeaseSett
              does",
         ));
     }
-    let fallback = [(lease.namespace.clone(), lease.name.clone())];
-    match crate::cluster::leader::find(&connection.client, scope, &fallback).await {
+    match leader {
         LeaderView::Leads { lease, identity, renewed_ago, scope: led, settings } => out.push(finding(
             "leader",
             Status::Ok,
             format!(
                 "{identity} leads {led} (lease {lease}, renewed {renewed_ago}s ago){}",
-                settings.map(|settings| format!("; its settings: {}", settings.summary())).unwrap_or_default()
+                settings.as_ref().map(|settings| format!("; its settings: {}", settings.summary())).unwrap_or_default()
             ),
         )),
         LeaderView::Nobody { detail } => {
@@ -510,5 +744,41 @@ async fn binding_secrets(connection: &Connection, scope: &Scope) -> Vec<Finding>
         )]
     } else {
         problems
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// The window doctor checks: given beats the leader's, the leader's beats the default (a
+    /// leader running with 30s was judged with 1h before).
+    #[test]
+    fn the_rollout_delay_is_the_leaders_unless_one_is_given() {
+        let leader = crate::cluster::leader::PublishedSettings {
+            rollout_delay_seconds: 30,
+            expected_rollout_seconds: 900,
+            approval: "auto".into(),
+            max_parallel_rollouts: 5,
+            min_rollout_interval_seconds: 600,
+            change_windows: None,
+        };
+        let hour = Duration::from_secs(3600);
+        let five = Duration::from_secs(300);
+        let cases = [
+            (hour, false, None, Some(&leader), 30, Status::Ok, "30s, the leading engine's"),
+            (hour, false, None, None, 3600, Status::Ok, "1h: the default"),
+            (five, true, None, Some(&leader), 300, Status::Ok, "checked instead of the leading engine's 30s"),
+            (Duration::from_secs(30), true, None, Some(&leader), 30, Status::Ok, "as the leading engine runs"),
+            (five, true, None, None, 300, Status::Ok, "5m from --rollout-delay"),
+            (hour, true, Some("ROLLOUT_DELAY=\"x\" is not a duration".into()), Some(&leader), 3600, Status::Warn, "x"),
+        ];
+        for (own, explicit, warning, settings, seconds, status, says) in cases {
+            let (window, found) = rollout_delay(own, explicit, warning, settings);
+            assert_eq!((window.as_secs(), found.status), (seconds, status), "{}", found.detail);
+            assert!(found.detail.contains(says), "{}", found.detail);
+        }
     }
 }

@@ -12,12 +12,14 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt as _;
 use kube::api::ListParams;
 
-use super::{CredentialRisk, FleetRow, OpenBatch, RowState};
+use super::{ActiveFreeze, CredentialRisk, FleetRow, OpenBatch, RowState};
+use crate::api::change_window::ChangeWindows;
+use crate::api::freeze::CLUSTER_FREEZE_NAME;
 use crate::api::rotation_batch::DeploymentRolloutState;
 use crate::api::service_binding::ServiceBinding;
-use crate::api::{BatchPhase, CAPApplication, RotationBatch};
+use crate::api::{BatchPhase, CAPApplication, Freeze, FreezeScope, RotationBatch};
 use crate::cluster::{ClusterArgs, Scope, describe_error};
-use crate::credentials::{Timing, Verdict};
+use crate::credentials::{Schedule, Timing, Verdict};
 use crate::manifest::Manifests;
 use crate::plan::SecretLookup;
 
@@ -114,6 +116,11 @@ struct Essentials {
     leaders: BTreeMap<String, String>,
     /// What the leading engine published: its verdicts are the ones to show.
     leader_settings: Option<crate::cluster::leader::PublishedSettings>,
+    /// The namespace of the leading engine's Lease (else the one it would be in): only there is a
+    /// cluster freeze honoured.
+    lease_namespace: String,
+    /// The Freezes, or why they could not be read.
+    freezes: Result<Vec<Arc<Freeze>>, String>,
     notes: Vec<String>,
 }
 
@@ -129,8 +136,18 @@ async fn read_context(
         tokio::time::timeout_at(deadline + Duration::from_secs(1), read_essentials(cluster, context, options))
             .await
             .map_err(|_| Unread(RowState::Unreachable, no_answer(options)))??;
-    let Essentials { client, applications, batches, bindings, leader, leaders, leader_settings, mut notes } =
-        essentials;
+    let Essentials {
+        client,
+        applications,
+        batches,
+        bindings,
+        leader,
+        leaders,
+        leader_settings,
+        lease_namespace,
+        freezes,
+        mut notes,
+    } = essentials;
     let (timing, timing_source) =
         crate::credentials::choose_timing(options.window, options.expected_rollout, leader_settings.as_ref());
     if leader_settings.is_some() && (options.window.is_some() || options.expected_rollout.is_some()) {
@@ -155,6 +172,17 @@ async fn read_context(
         service_bindings: bindings.clone().unwrap_or_default(),
         ..Manifests::default()
     };
+    let change_windows = leader_settings.as_ref().and_then(|settings| settings.change_windows.clone());
+    if change_windows.is_some() {
+        notes.push(
+            "credential verdicts count the cluster's change windows and the freezes, not Namespace annotations \
+             (capdeck credentials reads those)"
+                .into(),
+        );
+    }
+    if let Err(why) = &freezes {
+        notes.push(format!("no freeze information: {why}"));
+    }
     let inputs = Inputs {
         manifests: &manifests,
         bindings_known: bindings.is_some(),
@@ -164,6 +192,9 @@ async fn read_context(
         notes,
         now: Timestamp::now(),
         timing,
+        freezes: freezes.as_deref().ok(),
+        lease_namespace: &lease_namespace,
+        change_windows: change_windows.as_deref(),
     };
     Ok(rows(context, &inputs))
 }
@@ -178,10 +209,14 @@ async fn read_essentials(cluster: &ClusterArgs, context: &str, options: &FleetOp
     let client = connection.client.clone();
     let scope = options.namespace.clone().map_or(Scope::All, Scope::Namespace);
     let server = connection.server.as_str();
-    let (batches, applications, bindings) = tokio::join!(
+    // The Freezes are the one LIST the windows add (the leader publishes the cluster's windows).
+    let freezes: kube::Api<Freeze> = scope.api(&client);
+    let params = ListParams::default();
+    let (batches, applications, bindings, freezes) = tokio::join!(
         list_lenient::<RotationBatch>(&client, &scope, "RotationBatches", server),
         list_lenient::<CAPApplication>(&client, &scope, "CAPApplications", server),
         crate::cluster::list_service_bindings(&client, &scope),
+        freezes.list(&params),
     );
     let (batches, mut notes) = batches?;
     let (applications, more) = applications?;
@@ -198,6 +233,12 @@ async fn read_essentials(cluster: &ClusterArgs, context: &str, options: &FleetOp
     let found = crate::cluster::leader::find(&client, &scope, &fallback).await;
     let leader = found.short();
     let leader_settings = found.settings().cloned();
+    let lease_namespace = match &found {
+        crate::cluster::leader::LeaderView::Leads { lease, .. } => lease.split_once('/').map(|(ns, _)| ns.to_string()),
+        _ => None,
+    }
+    .unwrap_or_else(|| fallback[0].0.clone());
+    let freezes = with_cluster_freeze(&client, &scope, &lease_namespace, freezes).await;
     // Each namespace's row names the engine that leads it (engines of single namespaces may lead
     // side by side in one context).
     let mut leaders = BTreeMap::new();
@@ -209,7 +250,41 @@ async fn read_essentials(cluster: &ClusterArgs, context: &str, options: &FleetOp
             leaders.insert(namespace, here.short());
         }
     }
-    Ok(Essentials { client, applications, batches, bindings, leader, leaders, leader_settings, notes })
+    Ok(Essentials {
+        client,
+        applications,
+        batches,
+        bindings,
+        leader,
+        leaders,
+        leader_settings,
+        lease_namespace,
+        freezes,
+        notes,
+    })
+}
+
+/// The Freezes listed in the scope, with the cluster freeze of the Lease's namespace when that
+/// lies outside it (a GET); or why they cannot be read (then the FROZEN column says `?`).
+async fn with_cluster_freeze(
+    client: &kube::Client,
+    scope: &Scope,
+    lease_namespace: &str,
+    listed: Result<kube::api::ObjectList<Freeze>, kube::Error>,
+) -> Result<Vec<Arc<Freeze>>, String> {
+    let unreadable = |error: &kube::Error| match error {
+        kube::Error::Api(status) if status.code == 404 => "the Freeze CRD is not installed".to_string(),
+        kube::Error::Api(status) if status.code == 403 => "you may not list freezes.capdeck.dev".to_string(),
+        other => format!("cannot list freezes.capdeck.dev: {}", describe_error(other)),
+    };
+    let mut freezes = listed.map_err(|error| unreadable(&error))?.items;
+    if let Scope::Namespace(viewed) = scope
+        && viewed != lease_namespace
+    {
+        let api: kube::Api<Freeze> = kube::Api::namespaced(client.clone(), lease_namespace);
+        freezes.extend(api.get_opt(CLUSTER_FREEZE_NAME).await.map_err(|error| unreadable(&error))?);
+    }
+    Ok(freezes.into_iter().map(Arc::new).collect())
 }
 
 /// Every object of a kind that decodes, and a note for those that do not (one malformed object
@@ -295,6 +370,12 @@ pub(super) struct Inputs<'a> {
     pub notes: Vec<String>,
     pub now: Timestamp,
     pub timing: Timing,
+    /// The Freezes (`None`: not readable).
+    pub freezes: Option<&'a [Arc<Freeze>]>,
+    /// Where a cluster freeze is honoured.
+    pub lease_namespace: &'a str,
+    /// The leading engine's cluster change windows, as published.
+    pub change_windows: Option<&'a str>,
 }
 
 /// Whether a Failed batch still needs someone: its Pods may still crash-loop however many batches
@@ -330,6 +411,8 @@ fn row_in<'m>(
         stalled: Vec::new(),
         leader: leader.to_string(),
         notes: Vec::new(),
+        freezes: None,
+        change_windows: None,
     })
 }
 
@@ -380,15 +463,26 @@ pub(super) fn rows(context: &str, inputs: &Inputs<'_>) -> Vec<FleetRow> {
             }
         }
     }
+    // Namespace annotations are not read here (one LIST per context at most for the windows):
+    // the verdicts count the cluster's windows and the freezes.
+    let cluster_windows = inputs.change_windows.and_then(|text| ChangeWindows::parse(text).ok());
+    let schedule = Schedule {
+        namespace_windows: None,
+        cluster_windows: cluster_windows.as_ref(),
+        freezes: inputs.freezes.unwrap_or_default(),
+        lease_namespace: Some(inputs.lease_namespace),
+        deadline_rolls: false,
+    };
     let overview = inputs.credentials_checked.then(|| {
-        crate::credentials::overview(&crate::credentials::Inputs {
+        let credentials = crate::credentials::Inputs {
             applications: &manifests.applications,
             secrets: manifests,
             bindings,
             batches: &manifests.batches,
             now: inputs.now,
             timing: inputs.timing,
-        })
+        };
+        crate::credentials::overview_scheduled(&credentials, &schedule)
     });
     for report in overview.into_iter().flat_map(|overview| overview.credentials) {
         if matches!(report.verdict, Verdict::AtRisk | Verdict::Unsafe) {
@@ -411,8 +505,30 @@ pub(super) fn rows(context: &str, inputs: &Inputs<'_>) -> Vec<FleetRow> {
             row.leader.clone_from(leader);
         }
         row.notes.clone_from(&inputs.notes);
+        row.freezes = inputs.freezes.map(|freezes| frozen_over(freezes, row.namespace.as_deref(), inputs));
+        row.change_windows = inputs.change_windows.map(str::to_string);
     }
     rows
+}
+
+/// The freezes in force over `namespace` (the cluster's, the namespace's, its applications'), or
+/// anywhere in the context when `None`; a cluster freeze counts only in the Lease's namespace.
+fn frozen_over(freezes: &[Arc<Freeze>], namespace: Option<&str>, inputs: &Inputs<'_>) -> Vec<ActiveFreeze> {
+    let mut found: Vec<ActiveFreeze> = freezes
+        .iter()
+        .filter(|freeze| freeze.active_at(inputs.now))
+        .filter(|freeze| {
+            let own = freeze.namespace().unwrap_or_default();
+            match &freeze.spec.scope {
+                FreezeScope::Cluster => own == inputs.lease_namespace,
+                FreezeScope::Namespace | FreezeScope::Application => namespace.is_none_or(|viewed| own == viewed),
+                FreezeScope::Other(_) => false,
+            }
+        })
+        .map(|freeze| ActiveFreeze::of(freeze))
+        .collect();
+    found.sort_by_key(|freeze| freeze.until);
+    found
 }
 
 #[cfg(test)]
@@ -449,6 +565,9 @@ mod tests {
             notes: Vec::new(),
             now: at(NOW),
             timing: Timing { window: Duration::from_secs(3600), expected_rollout: Duration::from_secs(900) },
+            freezes: Some(&[]),
+            lease_namespace: "capdeck-system",
+            change_windows: None,
         }
     }
 
@@ -554,6 +673,66 @@ mod tests {
             ["travel-kvntt"],
             "the retry was carried out and failed again"
         );
+    }
+
+    /// Each row names the freezes over its namespace: its own, its applications', and a cluster
+    /// freeze only from the Lease's namespace; a whole-context row names those anywhere.
+    #[test]
+    fn rows_name_the_freezes_over_them() {
+        let freeze = |namespace: &str, scope: &str, until: i64, lifted: bool| -> Arc<Freeze> {
+            let mut object = json!({"apiVersion": "capdeck.dev/v1alpha1", "kind": "Freeze",
+                "metadata": {"name": "f", "namespace": namespace},
+                "spec": {"scope": scope, "application": "shop", "until": at(NOW + until).to_string(),
+                         "frozen": {"by": "alice", "at": at(NOW - 60).to_string(), "reason": "release"}}});
+            if lifted {
+                object["spec"]["lifted"] = json!({"by": "bob", "at": at(NOW - 30).to_string()});
+            }
+            Arc::new(serde_json::from_value(object).expect("freeze"))
+        };
+        let freezes = vec![
+            freeze("shop", "Namespace", 3600, false),
+            freeze("shop", "Application", 7200, false),
+            freeze("hr", "Namespace", 3600, true),
+            freeze("capdeck-system", "Cluster", 1800, false),
+            freeze("hr", "Cluster", 1800, false),
+        ];
+        let phase = json!({"phase": "Held", "conditions": [{"type": "Ready", "status": "False", "reason": "Held"}]});
+        let manifests = Manifests {
+            batches: vec![
+                batch("shop", "shop-a", "shop", NOW - 100, phase.clone()),
+                batch("hr", "hr-a", "hr", NOW - 100, phase),
+            ],
+            ..Manifests::default()
+        };
+        let mut frozen = inputs(&manifests);
+        frozen.freezes = Some(&freezes);
+        frozen.change_windows = Some("Mon-Fri 22:00-05:00 UTC");
+        let now = at(NOW);
+        let found = rows("prod", &frozen);
+        let texts: Vec<(String, String, String)> = found
+            .iter()
+            .map(|row| (row.namespace_text().to_string(), row.frozen_text(now), row.next_window_text(now)))
+            .collect();
+        // NOW is Friday 08:00 UTC: the windows open at 22:00.
+        assert_eq!(
+            texts,
+            [
+                ("hr".to_string(), "cluster until 08:30Z".to_string(), "in 14h".to_string()),
+                ("shop".to_string(), "3 freezes".to_string(), "in 14h".to_string()),
+            ],
+            "hr's own freeze is lifted; the cluster freeze in hr is no cluster freeze"
+        );
+        let shop = found[1].freezes.as_ref().expect("read");
+        assert_eq!(shop[0].target, "cluster", "soonest end first");
+        let nothing = Manifests::default();
+        let mut clear = inputs(&nothing);
+        clear.freezes = Some(&freezes);
+        assert_eq!(rows("prod", &clear)[0].frozen_text(now), "3 freezes", "the context's, anywhere");
+        clear.freezes = None;
+        assert_eq!(rows("prod", &clear)[0].frozen_text(now), "?", "not readable");
+        clear.freezes = Some(&[]);
+        assert_eq!(rows("prod", &clear)[0].frozen_text(now), "no");
+        assert_eq!(rows("prod", &clear)[0].next_window_text(now), "-", "no cluster windows");
     }
 
     #[test]

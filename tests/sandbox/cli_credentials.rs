@@ -1,5 +1,6 @@
-//! `capdeck credentials` from manifests: the JSON document, the table, and usage errors. (Live,
-//! on both backends: `process_stories::credentials_report_margins_and_verdicts`.)
+//! `capdeck credentials` from manifests: the JSON document, the table, and usage errors; live over
+//! the sandbox, the verdicts with change windows and freezes. (Live, on both backends:
+//! `process_stories::credentials_report_margins_and_verdicts`.)
 
 use assert_cmd::Command;
 use k8s_openapi::jiff::Timestamp;
@@ -96,6 +97,9 @@ fn a_window_short_enough_makes_it_at_risk_and_the_table_says_so() {
 fn name_output_and_bad_durations_are_usage_errors() {
     capdeck().args(["credentials", "-f", "nowhere", "-o", "name"]).assert().code(2);
     capdeck().args(["credentials", "--rollout-delay", "soon"]).assert().code(2);
+    let bad = capdeck().args(["credentials", "--change-windows", "Mon 25:00-26:00 UTC"]).output().expect("runs");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("\"25:00\" is not a time of day"), "names the range");
 }
 
 #[test]
@@ -147,4 +151,157 @@ fn plan_names_a_rotated_binding_ttl_too_short_for_a_batch() {
     // A shorter window (the engine's $ROLLOUT_DELAY) makes it fit.
     let document = plan(Some("30m"));
     assert_eq!(document["problems"], json!([]), "{document}");
+}
+
+/// `capdeck credentials -o json` against a served sandbox as `KUBECONFIG`: stdout, stderr, exit.
+async fn live_credentials(kubeconfig: &std::path::Path, args: &[&str]) -> (Value, String) {
+    let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("capdeck"));
+    command.env("KUBECONFIG", kubeconfig).env_remove("ROLLOUT_DELAY").arg("credentials").args(args);
+    command.args(["-o", "json"]);
+    let output = tokio::task::spawn_blocking(move || command.output().expect("runs")).await.expect("joined");
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert!(output.status.success(), "{stderr}");
+    (serde_json::from_slice(&output.stdout).expect("one JSON object"), stderr)
+}
+
+/// Each Secret's verdict and its reasons, by namespace.
+fn verdicts(document: &Value) -> Vec<(String, String, String)> {
+    document["credentials"]
+        .as_array()
+        .expect("credentials")
+        .iter()
+        .map(|c| {
+            let reasons: Vec<&str> = c["reasons"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+            (
+                c["namespace"].as_str().unwrap_or("").to_string(),
+                c["verdict"].as_str().unwrap_or("").to_string(),
+                reasons.join(" | "),
+            )
+        })
+        .collect()
+}
+
+/// A window whose one weekly opening starts `hours` from now (UTC) and lasts an hour.
+fn window_in(hours: i64) -> String {
+    let opens = Timestamp::from_second(Timestamp::now().as_second() + hours * 3600)
+        .expect("time")
+        .to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC);
+    let day = format!("{:?}", opens.weekday());
+    let start = opens.strftime("%H:%M").to_string();
+    let end = opens.checked_add(k8s_openapi::jiff::Span::new().hours(1)).expect("time").strftime("%H:%M").to_string();
+    // A start at 23:xx ends on the next day: still one range.
+    format!("{} {start}-{end} UTC", &day[..3])
+}
+
+/// Live: one application per namespace, each Secret's old credentials revocable in ~10h. Its
+/// batch (1h window + 15m rollout) is ok without windows; it turns unsafe when it would wait for
+/// an opening 20h away — set on the application (shop), on its Namespace (hr), or given as
+/// --change-windows (plain) — or for a freeze that ends after the revocation (travel, created
+/// through the API). Without read access to Namespaces or Freezes it says so and goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_verdicts_count_change_windows_and_freezes() {
+    use capdeck::sandbox::{DenyRule, Sandbox};
+    let late = window_in(20);
+    let ago = |seconds: i64| Timestamp::from_second(Timestamp::now().as_second() - seconds).expect("time").to_string();
+    let sandbox = Sandbox::default();
+    sandbox.install_crds();
+    sandbox
+        .load(
+            capdeck::manifest::parse_documents(include_str!("../../assets/demo/servicebinding-crd.yaml"), false)
+                .expect("CRD"),
+        )
+        .expect("ServiceBinding CRD");
+    let mut objects = Vec::new();
+    for namespace in ["default", "shop", "hr", "travel", "plain"] {
+        let mut object = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
+        if namespace == "hr" {
+            object["metadata"]["annotations"] = json!({"capdeck.dev/change-windows": late});
+        }
+        objects.push(object);
+        if namespace == "default" {
+            continue;
+        }
+        let mut app = json!({"apiVersion": "sme.sap.com/v1alpha1", "kind": "CAPApplication",
+            "metadata": {"name": "app", "namespace": namespace},
+            "spec": {"btpAppName": "app", "providerSubaccountId": "p",
+                     "btp": {"services": [{"name": "uaa", "class": "xsuaa", "secret": "uaa-bind"}]}}});
+        if namespace == "shop" {
+            app["metadata"]["annotations"] = json!({"capdeck.dev/change-windows": late});
+        }
+        objects.extend([
+            app,
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "uaa-bind", "namespace": namespace,
+                       "ownerReferences": [{"apiVersion": "services.cloud.sap.com/v1", "kind": "ServiceBinding",
+                                            "name": "uaa-bind", "uid": "u"}]},
+                   "data": {".metadata": b64(r#"{"credentialProperties":[{"name":"clientid","format":"text"}]}"#),
+                            "clientid": b64("sb-1")}}),
+            json!({"apiVersion": "services.cloud.sap.com/v1", "kind": "ServiceBinding",
+                   "metadata": {"name": "uaa-bind", "namespace": namespace, "creationTimestamp": ago(30 * 86400)},
+                   "spec": {"secretName": "uaa-bind", "credentialsRotationPolicy": {"enabled": true}},
+                   "status": {"lastCredentialsRotationTime": ago(600), "ready": "True"}}),
+            json!({"apiVersion": "services.cloud.sap.com/v1", "kind": "ServiceBinding",
+                   "metadata": {"name": "uaa-bind-a1b2c", "namespace": namespace, "creationTimestamp": ago(610),
+                                "labels": {"services.cloud.sap.com/rotationOf": "uaa-bind",
+                                           "services.cloud.sap.com/stale": "old-id"}},
+                   "spec": {"secretName": "uaa-bind-a1b2c",
+                            "credentialsRotationPolicy": {"enabled": false, "rotatedBindingTTL": "10h10m"}}}),
+        ]);
+    }
+    sandbox.load(objects).expect("world");
+    // The freeze, as `capdeck freeze` would write it: through the API, served by the CRD.
+    let freeze: capdeck::api::Freeze = serde_json::from_value(json!({
+        "apiVersion": "capdeck.dev/v1alpha1", "kind": "Freeze",
+        "metadata": {"name": "namespace", "namespace": "travel"},
+        "spec": {"scope": "Namespace", "until": Timestamp::from_second(Timestamp::now().as_second() + 12 * 3600).expect("time").to_string(),
+                 "frozen": {"by": "alice", "at": ago(60), "reason": "release weekend"}}}))
+    .expect("freeze");
+    kube::Api::<capdeck::api::Freeze>::namespaced(sandbox.client(), "travel")
+        .create(&kube::api::PostParams::default(), &freeze)
+        .await
+        .expect("created through the API");
+    let (_served, _dir, kubeconfig) = crate::common::serve_with_kubeconfig(&sandbox, "alice").await;
+
+    let (document, stderr) = live_credentials(&kubeconfig, &["-A"]).await;
+    let found = verdicts(&document);
+    let verdict = |namespace: &str| found.iter().find(|(ns, _, _)| ns == namespace).cloned().expect(namespace);
+    let (_, shop, why) = verdict("shop");
+    assert_eq!(shop, "unsafe", "{why}");
+    assert!(
+        why.contains("waits for the change window opening")
+            && why.contains("of CAPApplication shop/app), after the old credentials may be revoked"),
+        "{why}"
+    );
+    let (_, hr, why) = verdict("hr");
+    assert_eq!(hr, "unsafe", "the Namespace's windows: {why}");
+    assert!(why.contains("of Namespace hr), after the old credentials may be revoked"), "{why}");
+    let (_, travel, why) = verdict("travel");
+    assert_eq!(travel, "unsafe", "{why}");
+    assert!(why.contains("namespace travel frozen until") && why.contains("by alice: release weekend"), "{why}");
+    assert!(why.contains("DeadlineDuringFreeze"), "{why}");
+    let (_, plain, why) = verdict("plain");
+    assert_eq!(plain, "ok", "nothing keeps it waiting: {why}");
+    assert!(stderr.contains("no cluster change windows (no leading engine publishes its settings)"), "{stderr}");
+    assert!(!stderr.contains("freeze information") && !stderr.contains("not readable"), "{stderr}");
+
+    // The cluster's windows given as a flag, as the leading engine would publish them.
+    let (document, stderr) = live_credentials(&kubeconfig, &["-n", "plain", "--change-windows", &late]).await;
+    let (_, plain, why) = verdicts(&document).remove(0);
+    assert_eq!(plain, "unsafe", "{why}");
+    assert!(why.contains("from the cluster's change windows)"), "{why}");
+    assert!(stderr.contains(&format!("cluster change windows {late} from your --change-windows")), "{stderr}");
+
+    // Namespaces and Freezes that may not be read: said once each, judged without them.
+    sandbox.deny("list:namespaces".parse::<DenyRule>().expect("rule"));
+    sandbox.deny("list:freezes".parse::<DenyRule>().expect("rule"));
+    let (document, stderr) = live_credentials(&kubeconfig, &["-A"]).await;
+    let found = verdicts(&document);
+    assert!(found.iter().any(|(ns, verdict, _)| ns == "hr" && verdict == "ok"), "{found:?}");
+    assert!(found.iter().any(|(ns, verdict, _)| ns == "travel" && verdict == "ok"), "{found:?}");
+    assert!(found.iter().any(|(ns, verdict, _)| ns == "shop" && verdict == "unsafe"), "its own annotation: {found:?}");
+    assert_eq!(stderr.matches("namespace windows not readable (you may not list namespaces)").count(), 1, "{stderr}");
+    assert_eq!(
+        stderr.matches("no freeze information (you may not read freezes.capdeck.dev in all namespaces)").count(),
+        1,
+        "{stderr}"
+    );
 }

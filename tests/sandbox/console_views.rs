@@ -76,9 +76,17 @@ fn sample_fleet(now: k8s_openapi::jiff::Timestamp) -> Vec<capdeck::fleet::FleetR
         verdict: "at-risk".into(),
         reason: "only 5m to spare".into(),
     }];
+    open.freezes = Some(vec![capdeck::fleet::ActiveFreeze {
+        target: "namespace cap-shop".into(),
+        until: later(5 * 3600),
+        by: "alice".into(),
+        reason: Some("release weekend".into()),
+    }]);
+    open.change_windows = Some("Mon-Fri 22:00-05:00 Europe/Berlin".into());
     let mut clear = FleetRow::problem("prod-us20", RowState::Clear, String::new());
     clear.why = None;
     clear.leader = "no leader".into();
+    clear.freezes = Some(Vec::new());
     let down = FleetRow::problem(
         "staging-ap11",
         RowState::Unreachable,

@@ -31,7 +31,7 @@ impl ViewSpec for Fleet {
     type Row = FleetRow;
     const TITLE: &'static str = "Fleet";
     const ALIASES: &'static [&'static str] = &["fleet"];
-    // At 80 columns LEADER and STALLED give way (the detail pane has them); at 60 WHY and
+    // At 80 columns LEADER, STALLED, NEXT WINDOW and FROZEN give way (the detail pane has them); at 60 WHY and
     // CREDENTIALS too. Context names and the state word stay whole.
     const COLUMNS: &'static [Column] = &[
         Column::new("CONTEXT", 0, 9, 24).whole(),
@@ -40,6 +40,8 @@ impl ViewSpec for Fleet {
         Column::new("BATCHES", 0, 10, 30),
         Column::new("DEADLINE", 1, 8, 18),
         Column::new("CREDENTIALS", 1, 11, 22),
+        Column::new("FROZEN", 3, 6, 32),
+        Column::new("NEXT WINDOW", 3, 11, 11),
         Column::new("STALLED", 3, 7, 7),
         Column::new("LEADER", 3, 10, 30),
         Column::new("WHY", 2, 12, 200),
@@ -85,6 +87,8 @@ impl ViewSpec for Fleet {
                     theme.base()
                 },
             )),
+            Line::from(if row.state.is_read() { row.frozen_text(app.now) } else { "-".into() }),
+            Line::from(if row.state.is_read() { row.next_window_text(app.now) } else { "-".into() }),
             Line::from(if row.stalled.is_empty() { "-".into() } else { row.stalled.len().to_string() }),
             Line::from(row.leader.clone()),
             Line::from(why),
@@ -118,6 +122,13 @@ impl ViewSpec for Fleet {
         }
         for credential in &row.credentials {
             lines.push(format!("credentials     {} {}: {}", credential.secret, credential.verdict, credential.reason));
+        }
+        for freeze in row.freezes.iter().flatten() {
+            let reason = freeze.reason.as_deref().map(|reason| format!(": {reason}")).unwrap_or_default();
+            lines.push(format!("frozen          {} until {} by {}{reason}", freeze.target, freeze.until, freeze.by));
+        }
+        if row.state.is_read() {
+            lines.push(format!("next window     {}", row.next_window_text(app.now)));
         }
         for stalled in &row.stalled {
             lines.push(format!("stalled         {stalled}"));
