@@ -22,7 +22,7 @@ mod certificates;
 mod schedule;
 
 pub use certificates::CertificateExpiry;
-pub use schedule::{Schedule, namespace_windows};
+pub use schedule::{Judging, Schedule, namespace_windows};
 
 /// Who writes a binding Secret.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -982,6 +982,7 @@ mod tests {
             max_parallel_rollouts: 5,
             min_rollout_interval_seconds: 600,
             change_windows: None,
+            on_deadline: None,
         };
         let five = Some(Duration::from_secs(300));
         let cases = [
@@ -1006,6 +1007,7 @@ mod tests {
             max_parallel_rollouts: 5,
             min_rollout_interval_seconds: 600,
             change_windows: windows.map(str::to_string),
+            on_deadline: None,
         };
         let nights = ChangeWindows::parse("Mon-Fri 22:00-05:00 UTC").expect("windows");
         let theirs = settings(Some("Sat 00:00-24:00 UTC"));

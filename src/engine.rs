@@ -207,6 +207,8 @@ fn spawn_notifier(
             timing: config.credential_timing(),
             clock: config.clock.clone(),
             lease_namespace: config.lease.namespace.clone(),
+            change_windows: config.change_windows.clone(),
+            deadline_rolls: config.on_deadline == config::OnDeadline::Roll,
         };
         tokio::spawn(notifier.run(leader.clone(), cancel.clone()))
     }))

@@ -131,22 +131,35 @@ impl<'a> Sources<'a> {
     }
 }
 
-/// Build the snapshot from the stores (and the console's Events); `timing` is the engine's, for
-/// the credentials' margins.
-pub fn snapshot(stores: &Stores, events: &[Arc<Event>], timing: Timing) -> Snapshot {
+/// Build the snapshot from the stores (and the console's Events); `judging` is what the leading
+/// engine (else the console's own) decides with, for the credentials' margins: its timing, its
+/// cluster change windows, where its Lease lives and its `--on-deadline`.
+pub fn snapshot(stores: &Stores, events: &[Arc<Event>], judging: &crate::credentials::Judging) -> Snapshot {
+    let timing = judging.timing.unwrap_or(Timing::DEFAULT);
     let keys = |namespace: &str, name: &str| stores.secret(namespace, name).map(|secret| secret_keys(&secret));
     let bindings = stores.service_bindings();
     let applications = stores.applications.state();
     let batches = stores.batches.state();
-    let credentials = crate::credentials::overview(&crate::credentials::Inputs {
+    let namespace_windows = crate::credentials::namespace_windows(stores.namespaces.state().iter().map(|ns| &**ns));
+    let cluster_windows =
+        judging.cluster_windows.as_deref().and_then(|text| crate::api::change_window::ChangeWindows::parse(text).ok());
+    let freezes = stores.freezes.state();
+    let schedule = crate::credentials::Schedule {
+        namespace_windows: Some(&namespace_windows),
+        cluster_windows: cluster_windows.as_ref(),
+        freezes: &freezes,
+        lease_namespace: judging.lease_namespace.as_deref(),
+        deadline_rolls: judging.deadline_rolls,
+    };
+    let inputs = crate::credentials::Inputs {
         applications: &applications,
         secrets: stores,
         bindings: bindings.as_deref(),
         batches: &batches,
         now: Timestamp::now(),
         timing,
-    })
-    .credentials;
+    };
+    let credentials = crate::credentials::overview_scheduled(&inputs, &schedule).credentials;
     let mut snapshot = build(Sources {
         synced: stores.is_ready(),
         apps: &applications,

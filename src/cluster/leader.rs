@@ -144,11 +144,20 @@ pub struct PublishedSettings {
     /// `--change-windows` (the cluster level of docs/WINDOWS.md), as written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub change_windows: Option<String>,
+    /// `--on-deadline` (`ask` or `roll`); absent from engines older than it: `ask`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_deadline: Option<String>,
 }
 
 impl PublishedSettings {
     pub fn rollout_delay(&self) -> Duration {
         Duration::from_secs(self.rollout_delay_seconds)
+    }
+
+    /// Whether the engine rolls at once when waiting would outlive the old credentials
+    /// (`--on-deadline roll`) instead of asking.
+    pub fn deadline_rolls(&self) -> bool {
+        self.on_deadline.as_deref() == Some("roll")
     }
 
     pub fn expected_rollout(&self) -> Duration {
@@ -483,6 +492,7 @@ mod tests {
             max_parallel_rollouts: 5,
             min_rollout_interval_seconds: 600,
             change_windows: None,
+            on_deadline: None,
         };
         let json = serde_json::to_string(&settings).expect("json");
         assert_eq!(serde_json::from_str::<PublishedSettings>(&json).expect("back"), settings);

@@ -56,13 +56,13 @@ pub async fn run(cluster: &ClusterArgs, args: &CredentialsArgs) -> anyhow::Resul
         now,
         timing,
     };
-    // The leader publishes no --on-deadline: judged as the default (ask), the safe side.
+    // As the leader decides (`--on-deadline`; an engine that does not publish it asks).
     let schedule = Schedule {
         namespace_windows: world.namespace_windows.as_ref().ok(),
         cluster_windows: cluster_windows.as_ref(),
         freezes: &world.freezes.found,
         lease_namespace: world.lease_namespace.as_deref(),
-        deadline_rolls: false,
+        deadline_rolls: leader_settings.is_some_and(crate::cluster::leader::PublishedSettings::deadline_rolls),
     };
     let result = overview_scheduled(&inputs, &schedule);
     let document = serde_json::to_value(&result)?;

@@ -764,6 +764,7 @@ mod tests {
             max_parallel_rollouts: 5,
             min_rollout_interval_seconds: 600,
             change_windows: None,
+            on_deadline: None,
         };
         let hour = Duration::from_secs(3600);
         let five = Duration::from_secs(300);

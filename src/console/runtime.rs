@@ -69,9 +69,9 @@ struct Live {
     lease: crate::engine::config::LeaseSettings,
     /// The window and expected rollout of the Credentials view's margins: the leading engine's
     /// published settings, else this console's engine's (set by [`forward_leader`]).
-    timing: watch::Sender<crate::credentials::Timing>,
+    timing: watch::Sender<crate::credentials::Judging>,
     /// This console's engine's own, for when no leader publishes settings.
-    own_timing: crate::credentials::Timing,
+    own_timing: crate::credentials::Judging,
 }
 
 impl Live {
@@ -89,8 +89,13 @@ impl Live {
             config.mode = EngineMode::Observe;
         }
         let lease = config.lease.clone();
-        let own_timing = config.credential_timing();
-        let timing = watch::Sender::new(own_timing);
+        let own_timing = crate::credentials::Judging {
+            timing: Some(config.credential_timing()),
+            cluster_windows: config.change_windows.as_ref().map(|windows| windows.text().to_string()),
+            lease_namespace: Some(config.lease.namespace.clone()),
+            deadline_rolls: config.on_deadline == crate::engine::config::OnDeadline::Roll,
+        };
+        let timing = watch::Sender::new(own_timing.clone());
         let engine = crate::engine::spawn(
             connection.client.clone(),
             stores.clone(),
@@ -128,7 +133,7 @@ impl Live {
                 lease: self.lease.clone(),
                 scope: self.scope.clone(),
                 timing: self.timing.clone(),
-                own: self.own_timing,
+                own: self.own_timing.clone(),
             },
             tx.clone(),
             generation,
@@ -198,8 +203,8 @@ fn forward_write_failure(
 struct LeaderWatch {
     lease: crate::engine::config::LeaseSettings,
     scope: Scope,
-    timing: watch::Sender<crate::credentials::Timing>,
-    own: crate::credentials::Timing,
+    timing: watch::Sender<crate::credentials::Judging>,
+    own: crate::credentials::Judging,
 }
 
 /// Which engine leads what the console shows: a watch on every capdeck engine Lease (by label,
@@ -217,11 +222,18 @@ fn forward_leader(
     let LeaderWatch { lease, scope, timing, own } = watching;
     // The margins follow the leader's settings; this console's own when nobody publishes any.
     let send = move |view: LeaderView| {
-        let chosen = view.settings().map_or(own, |settings| crate::credentials::Timing {
-            window: settings.rollout_delay(),
-            expected_rollout: settings.expected_rollout(),
+        let chosen = match &view {
+            LeaderView::Leads { lease, settings: Some(settings), .. } => {
+                let lease_namespace = lease.split_once('/').map_or(lease.as_str(), |(namespace, _)| namespace);
+                crate::credentials::Judging::of_leader(settings, lease_namespace)
+            }
+            _ => own.clone(),
+        };
+        timing.send_if_modified(|current| {
+            let changed = *current != chosen;
+            *current = chosen.clone();
+            changed
         });
-        timing.send_if_modified(|current| std::mem::replace(current, chosen) != chosen);
         tx.send((generation, Msg::Leader(view))).is_ok()
     };
     tokio::spawn(async move {
@@ -390,7 +402,7 @@ fn event_time(event: &Event) -> Option<Timestamp> {
 /// while, and the async workers are the attached engine's too.
 async fn snapshots(
     stores: Stores,
-    mut timing: watch::Receiver<crate::credentials::Timing>,
+    mut timing: watch::Receiver<crate::credentials::Judging>,
     tx: mpsc::UnboundedSender<Envelope>,
     generation: u64,
     cancel: CancellationToken,
@@ -400,12 +412,12 @@ async fn snapshots(
     loop {
         let started = std::time::Instant::now();
         let building = stores.clone();
-        let timing_now = *timing.borrow_and_update();
+        let timing_now = timing.borrow_and_update().clone();
         let built = tokio::task::spawn_blocking(move || {
             let mut events: Vec<Arc<Event>> = building.events.as_ref().map(|store| store.state()).unwrap_or_default();
             events.sort_by_key(|event| std::cmp::Reverse(event_time(event)));
             events.truncate(EVENTS_KEPT);
-            readmodel::snapshot(&building, &events, timing_now)
+            readmodel::snapshot(&building, &events, &timing_now)
         })
         .await;
         match built {

@@ -45,6 +45,33 @@ impl Schedule<'_> {
     };
 }
 
+/// What a reader that keeps them (the console) judges margins with besides the timing: the
+/// leading engine's published cluster windows, where its Lease lives and its `--on-deadline`
+/// (else the reader's own engine's). Owned, so it can travel in a watch channel. `timing: None`
+/// is the defaults.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Judging {
+    pub timing: Option<super::Timing>,
+    pub cluster_windows: Option<String>,
+    pub lease_namespace: Option<String>,
+    pub deadline_rolls: bool,
+}
+
+impl Judging {
+    /// From what a leader published on its Lease in `lease_namespace`.
+    pub fn of_leader(settings: &crate::cluster::leader::PublishedSettings, lease_namespace: &str) -> Self {
+        Self {
+            timing: Some(super::Timing {
+                window: settings.rollout_delay(),
+                expected_rollout: settings.expected_rollout(),
+            }),
+            cluster_windows: settings.change_windows.clone(),
+            lease_namespace: Some(lease_namespace.to_string()),
+            deadline_rolls: settings.deadline_rolls(),
+        }
+    }
+}
+
 /// Each Namespace's `capdeck.dev/change-windows` annotation, by name: the namespace level of a
 /// [`Schedule`].
 pub fn namespace_windows<'n>(namespaces: impl IntoIterator<Item = &'n Namespace>) -> BTreeMap<String, String> {

@@ -294,6 +294,13 @@ impl EngineConfig {
             max_parallel_rollouts: self.max_parallel_rollouts,
             min_rollout_interval_seconds: self.min_rollout_interval.as_secs(),
             change_windows: self.change_windows.as_ref().map(|windows| windows.text().to_string()),
+            on_deadline: Some(
+                match self.on_deadline {
+                    OnDeadline::Ask => "ask",
+                    OnDeadline::Roll => "roll",
+                }
+                .into(),
+            ),
         }
     }
 

@@ -231,6 +231,9 @@ pub struct Notifier {
     pub clock: super::config::Clock,
     /// Where the engine's Lease lives: only there is a cluster-wide freeze honoured (and announced).
     pub lease_namespace: String,
+    /// `--change-windows` and `--on-deadline roll`: credential verdicts count the wait for a window.
+    pub change_windows: Option<crate::api::change_window::ChangeWindows>,
+    pub deadline_rolls: bool,
 }
 
 impl Notifier {
@@ -272,14 +275,25 @@ impl Notifier {
         let batches = self.stores.batches.state();
         let bindings = self.stores.service_bindings();
         let now = self.clock.now();
-        let overview = crate::credentials::overview(&crate::credentials::Inputs {
+        let namespace_windows =
+            crate::credentials::namespace_windows(self.stores.namespaces.state().iter().map(|ns| &**ns));
+        let freezes = self.stores.freezes.state();
+        let schedule = crate::credentials::Schedule {
+            namespace_windows: Some(&namespace_windows),
+            cluster_windows: self.change_windows.as_ref(),
+            freezes: &freezes,
+            lease_namespace: Some(&self.lease_namespace),
+            deadline_rolls: self.deadline_rolls,
+        };
+        let inputs = crate::credentials::Inputs {
             applications: &applications,
             secrets: &self.stores,
             bindings: bindings.as_deref(),
             batches: &batches,
             now,
             timing: self.timing,
-        });
+        };
+        let overview = crate::credentials::overview_scheduled(&inputs, &schedule);
         due(&batches, &overview.credentials, now)
     }
 

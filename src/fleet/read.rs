@@ -173,6 +173,8 @@ async fn read_context(
         ..Manifests::default()
     };
     let change_windows = leader_settings.as_ref().and_then(|settings| settings.change_windows.clone());
+    let deadline_rolls =
+        leader_settings.as_ref().is_some_and(crate::cluster::leader::PublishedSettings::deadline_rolls);
     if change_windows.is_some() {
         notes.push(
             "credential verdicts count the cluster's change windows and the freezes, not Namespace annotations \
@@ -195,6 +197,7 @@ async fn read_context(
         freezes: freezes.as_deref().ok(),
         lease_namespace: &lease_namespace,
         change_windows: change_windows.as_deref(),
+        deadline_rolls,
     };
     Ok(rows(context, &inputs))
 }
@@ -376,6 +379,8 @@ pub(super) struct Inputs<'a> {
     pub lease_namespace: &'a str,
     /// The leading engine's cluster change windows, as published.
     pub change_windows: Option<&'a str>,
+    /// The leading engine's `--on-deadline roll`.
+    pub deadline_rolls: bool,
 }
 
 /// Whether a Failed batch still needs someone: its Pods may still crash-loop however many batches
@@ -471,7 +476,7 @@ pub(super) fn rows(context: &str, inputs: &Inputs<'_>) -> Vec<FleetRow> {
         cluster_windows: cluster_windows.as_ref(),
         freezes: inputs.freezes.unwrap_or_default(),
         lease_namespace: Some(inputs.lease_namespace),
-        deadline_rolls: false,
+        deadline_rolls: inputs.deadline_rolls,
     };
     let overview = inputs.credentials_checked.then(|| {
         let credentials = crate::credentials::Inputs {
@@ -568,6 +573,7 @@ mod tests {
             freezes: Some(&[]),
             lease_namespace: "capdeck-system",
             change_windows: None,
+            deadline_rolls: false,
         }
     }
 

@@ -196,6 +196,7 @@ fn credentials_view_says_which_settings_judged_the_margins() {
             max_parallel_rollouts: 5,
             min_rollout_interval_seconds: 600,
             change_windows: None,
+            on_deadline: None,
         }),
     });
     let screen = render(&mut app, 160, 32);
@@ -839,6 +840,7 @@ fn the_batch_detail_shows_its_windows_openings_and_freeze() {
             max_parallel_rollouts: 5,
             min_rollout_interval_seconds: 600,
             change_windows: None,
+            on_deadline: None,
         }),
     });
     key(&mut app, KeyCode::Char('d'));
