@@ -382,6 +382,22 @@ pub async fn an_unreadable_window_holds_the_batch_until_it_is_fixed(backend: Bac
     let warnings = events_with(w, reason::CHANGE_WINDOW_UNREADABLE).await;
     assert!(warnings.iter().any(|(kind, _)| kind == "Warning"), "{warnings:?}");
     assert_eq!(w.vcap_of("bookshop-v1-srv").await, before);
+    // `capdeck doctor` names it, with the fix, and fails.
+    let kubeconfig = w.admin_kubeconfig.clone();
+    let args = ["doctor", "-n", w.ns.as_str(), "--lease-namespace", w.ns.as_str()].map(str::to_string);
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_capdeck")).env("KUBECONFIG", &kubeconfig).args(&args).output()
+    })
+    .await
+    .expect("join")
+    .expect("doctor runs");
+    let report = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{report}");
+    assert!(
+        report.lines().any(|line| line.contains(&format!("CAPApplication {}/bookshop cannot be read", w.ns))
+            && line.contains("kubectl annotate capapplication")),
+        "doctor names the annotation and the fix:\n{report}"
+    );
     annotate_application(&world, "bookshop", "Mon-Sun 00:00-24:00 UTC").await;
     w.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     assert_ne!(w.vcap_of("bookshop-v1-srv").await, before);
