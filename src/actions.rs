@@ -262,9 +262,14 @@ fn what_it_did(action: BatchAction, batch: &RotationBatch, by: &str) -> String {
         BatchAction::Approve => {
             format!("approved {name} as {by} (was {phase}); the engine rolls it out once its window ends")
         }
-        BatchAction::Force { .. } if phase == BatchPhase::Waiting => {
-            format!("forced {name} as {by}: it rolls now, outside its change windows or despite its freeze")
-        }
+        BatchAction::Force { .. } if phase == BatchPhase::Waiting => format!(
+            "forced {name} as {by}: its change windows and freezes no longer hold it back (an approval it needs, \
+             or the storm guard, still does)"
+        ),
+        BatchAction::Force { .. } if held_for(batch, reason::CHANGE_WINDOW_UNREADABLE) => format!(
+            "forced {name} as {by}: it goes on despite its unreadable change windows (an approval it needs, or the \
+             storm guard, still does)"
+        ),
         BatchAction::Force { approve: true } => {
             format!("forced and approved {name} as {by}: its window ends now and it rolls out")
         }
@@ -400,7 +405,8 @@ mod tests {
         assert_eq!(BatchAction::Force { approve: false }.refusal(&waiting), None, "even mid-rollout");
         assert_eq!(
             summary(BatchAction::Force { approve: false }, &waiting, "alice"),
-            "forced b as alice: it rolls now, outside its change windows or despite its freeze"
+            "forced b as alice: its change windows and freezes no longer hold it back (an approval it needs, or the \
+             storm guard, still does)"
         );
         let forced = batch("Waiting", json!({"force": user("carol")}), json!({}));
         assert_eq!(

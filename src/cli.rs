@@ -437,7 +437,7 @@ pub struct EngineArgs {
     /// annotation wins. E.g. 'Mon-Fri 22:00-05:00 Europe/Berlin; Sat-Sun 00:00-24:00 Europe/Berlin'
     /// (docs/WINDOWS.md; try one with `capdeck windows`) [default: none, any hour]
     #[arg(long, value_name = "WINDOWS", env = "CAPDECK_CHANGE_WINDOWS", value_parser = parse_change_windows)]
-    pub change_windows: Option<crate::api::change_window::ChangeWindows>,
+    pub change_windows: Option<ClusterWindows>,
     /// When the next change window, or the end of a freeze, comes too late for the old
     /// credentials: `ask` a person at once (a notification), or `roll` at once
     #[arg(long, value_enum, value_name = "ask|roll", default_value_t = crate::engine::config::OnDeadline::Ask,
@@ -445,9 +445,19 @@ pub struct EngineArgs {
     pub on_deadline: crate::engine::config::OnDeadline,
 }
 
-/// `--change-windows`: parsed at once, so a bad value is a usage error naming the range.
-fn parse_change_windows(text: &str) -> Result<crate::api::change_window::ChangeWindows, String> {
-    crate::api::change_window::ChangeWindows::parse(text).map_err(|error| format!("{error} (see docs/WINDOWS.md)"))
+/// `--change-windows` / `$CAPDECK_CHANGE_WINDOWS`; blank is none (as a blank annotation is), so a
+/// Deployment template with an empty value does not stop the daemon.
+#[derive(Clone, Debug)]
+pub struct ClusterWindows(pub Option<crate::api::change_window::ChangeWindows>);
+
+/// Parsed at once, so a bad value is a usage error naming the range.
+fn parse_change_windows(text: &str) -> Result<ClusterWindows, String> {
+    if text.trim().is_empty() {
+        return Ok(ClusterWindows(None));
+    }
+    crate::api::change_window::ChangeWindows::parse(text)
+        .map(|windows| ClusterWindows(Some(windows)))
+        .map_err(|error| format!("{error} (see docs/WINDOWS.md)"))
 }
 
 #[derive(Debug, Subcommand)]
@@ -582,7 +592,8 @@ on its fleet view)")]
     /// Check change windows and print their next openings, offline (docs/WINDOWS.md)
     #[command(long_about = "Check change windows as they will be written in the capdeck.dev/change-windows \
 annotation of a CAPApplication or a Namespace, and print whether they are open now and their next openings. \
-The engine does not read windows yet (docs/WINDOWS.md says what is built). Weekly ranges in an IANA time zone, separated by ';': DAYS HH:MM-HH:MM ZONE. A range whose end is not \
+The engine honours them: outside them a batch waits for the next opening, unless waiting would outlive \
+the old credentials. Weekly ranges in an IANA time zone, separated by ';': DAYS HH:MM-HH:MM ZONE. A range whose end is not \
 after its start ends the next day; 24:00 is the end of a day. See docs/WINDOWS.md.\n\n\
 Exit codes: 0 when the windows parse, 1 when they do not (the error names the range and what is wrong), 2 for \
 usage errors.\n\n\
@@ -651,7 +662,7 @@ pub struct FreezeArgs {
     pub target: FreezeTargetArgs,
     /// When the freeze ends: an RFC 3339 time (2026-11-28T18:00:00Z, or with an offset such as
     /// +01:00) or a Go duration from now (4h, 90m, 2h30m)
-    #[arg(long, value_name = "TIME|DURATION", value_parser = crate::freezes::parse_until)]
+    #[arg(long, value_name = "TIME|DURATION", value_parser = crate::freezes::parse_until, allow_hyphen_values = true)]
     pub until: crate::freezes::Until,
     /// Why (required; recorded in the Freeze with who you are)
     #[arg(long, value_name = "TEXT", value_parser = non_blank)]
@@ -920,7 +931,7 @@ pub struct CredentialsArgs {
     /// capdeck.dev/change-windows annotation still wins), e.g. 'Mon-Fri 22:00-05:00 Europe/Berlin'
     /// [default: the leading engine's --change-windows, which it publishes on its Lease]
     #[arg(long, value_name = "WINDOWS", value_parser = parse_change_windows)]
-    pub change_windows: Option<crate::api::change_window::ChangeWindows>,
+    pub change_windows: Option<ClusterWindows>,
     #[command(flatten)]
     pub output: OutputArgs,
 }

@@ -127,6 +127,7 @@ fn all_stories() -> Vec<(&'static str, Story, &'static [Backend])> {
         window_stories::a_freeze_holds_across_restart_and_leader_change_and_ends_by_unfreeze_or_by_itself,
         window_stories::force_overrides_a_window_and_the_record_says_so,
         window_stories::an_unreadable_window_holds_the_batch_until_it_is_fixed,
+        window_stories::a_force_is_carried_into_the_batch_that_supersedes_it,
         freeze_stories::the_admission_policy_refuses_a_freeze_in_another_name only real,
     ]
 }

@@ -45,7 +45,8 @@ pub async fn run(cluster: &ClusterArgs, args: &CredentialsArgs) -> anyhow::Resul
     };
     let leader_settings = world.leader_settings.as_ref();
     let (timing, timing_source) = choose_timing(args.rollout_delay, args.expected_rollout, leader_settings);
-    let (cluster_windows, windows_source) = choose_windows(args.change_windows.as_ref(), leader_settings);
+    let (cluster_windows, windows_source) =
+        choose_windows(args.change_windows.as_ref().and_then(|windows| windows.0.as_ref()), leader_settings);
     let manifests = &world.manifests;
     let now = Timestamp::now();
     let inputs = Inputs {

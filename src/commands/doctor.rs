@@ -317,7 +317,7 @@ async fn waiting_batches(connection: &Connection, scope: &Scope) -> Finding {
         .collect();
     let waits = format!(
         "{} in {} waiting for a change window or a freeze",
-        crate::output::count(waiting, "RotationBatch"),
+        crate::output::count(waiting, "batch").replace("batchs", "batches"),
         scope.label()
     );
     if escalated.is_empty() {

@@ -34,7 +34,7 @@ fn with_window(args: &EngineArgs, raw: Option<&str>) -> EngineSettings {
         expected_rollout: args.expected_rollout,
         halt_on_failure: args.halt_on_failure,
         readiness_timeout: args.readiness_timeout,
-        change_windows: args.change_windows.clone(),
+        change_windows: args.change_windows.clone().and_then(|windows| windows.0),
         on_deadline: args.on_deadline,
         mode: args.mode,
         lease: LeaseSettings { name: args.lease_name.clone(), ..LeaseSettings::default() },

@@ -288,6 +288,11 @@ pub async fn list(cluster: &ClusterArgs, args: &FreezesArgs) -> anyhow::Result<E
         Err(kube::Error::Api(status)) if status.code == 404 => {
             anyhow::bail!("{}", crate::freezes::FreezeError::NoKind)
         }
+        Err(kube::Error::Api(status)) if status.code == 403 => anyhow::bail!(
+            "you may not list freezes.capdeck.dev in {} (ask for a Role that grants list on freezes; docs/WINDOWS.md, \
+             Freezes, has one)",
+            scope.label()
+        ),
         Err(error) => anyhow::bail!("cannot list freezes: {}", describe_error(&error)),
     };
     freezes.sort_by_key(|freeze| (freeze.namespace(), freeze.name_any()));

@@ -160,10 +160,15 @@ impl Reconciler {
         let instant = tokio::time::Instant::now();
         self.drive_open(&index, now, bindings.as_deref(), instant).await;
         self.update_phase_metrics(bindings.as_deref());
-        [self.next_wake(bindings.as_deref()), self.batch_backoff.next(instant), self.batching.next_retry(instant)]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.next_wake(bindings.as_deref()),
+            self.batch_backoff.next(instant),
+            self.batching.next_retry(instant),
+            self.next_freeze_end(now),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// An observer keeps its baseline only, and says why a rotation it saw opened nothing.
@@ -216,6 +221,20 @@ impl Reconciler {
                 let revocation = || bindings.and_then(|bindings| batch_revocation(bindings, batch));
                 wake_for(batch, revocation, (config.progress_interval, config.expected_rollout), until)
             })
+            .min()
+    }
+
+    /// A freeze that ends by itself changes no object: the engine comes back at its end (its
+    /// batches may roll, and `capdeck_freeze_active` must drop).
+    fn next_freeze_end(&self, now: Timestamp) -> Option<Duration> {
+        let clock = &self.context.config.clock;
+        self.context
+            .stores
+            .freezes
+            .state()
+            .iter()
+            .filter(|freeze| freeze.active_at(now))
+            .map(|freeze| clock.until(freeze.ends()).max(Duration::from_millis(10)))
             .min()
     }
 

@@ -170,7 +170,7 @@ impl Writes {
         secrets: Vec<RotatedSecret>,
         window_end: Timestamp,
         approval_required: bool,
-        hold: Option<UserAction>,
+        (hold, force): (Option<UserAction>, Option<UserAction>),
     ) -> Result<RotationBatch, kube::Error> {
         let namespace = app.namespace().unwrap_or_default();
         let mut batch = RotationBatch::new(
@@ -180,7 +180,7 @@ impl Writes {
                 secrets,
                 window_end: Time(window_end),
                 approval: Some(Approval { required: approval_required, ..Approval::default() }),
-                force: None,
+                force,
                 hold,
                 cancel: None,
                 retry: None,

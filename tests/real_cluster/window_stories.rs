@@ -16,7 +16,7 @@ use capdeck::engine::Role;
 use capdeck::engine::config::{Clock, EngineConfig};
 use k8s_openapi::jiff::{SignedDuration, Timestamp, ToSpan as _};
 use kube::ResourceExt as _;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 use crate::common::fixtures::AppOptions;
@@ -84,19 +84,18 @@ async fn annotate_namespace(world: &World, windows: &str) {
     api.patch(&world.ns, &PatchParams::default(), &Patch::Merge(&patch)).await.expect("annotate the namespace");
 }
 
-/// A Freeze as `capdeck freeze` writes it: `scope` Namespace (name `namespace`) or Application.
+/// `capdeck freeze` as alice: the namespace (`None`) or one application, until `until` (a freeze
+/// of the same target is replaced).
 async fn freeze(world: &World, application: Option<&str>, until: Timestamp) -> Freeze {
-    let (name, scope) = match application {
-        Some(app) => (capdeck::api::freeze::application_freeze_name(app), "Application"),
-        None => (capdeck::api::freeze::NAMESPACE_FREEZE_NAME.to_string(), "Namespace"),
+    use capdeck::freezes::Target;
+    let target = match application {
+        Some(app) => Target::Application { namespace: world.ns.clone(), name: app.to_string() },
+        None => Target::Namespace(world.ns.clone()),
     };
-    let freeze: Freeze = serde_json::from_value(json!({"apiVersion": "capdeck.dev/v1alpha1", "kind": "Freeze",
-        "metadata": {"name": name, "namespace": world.ns},
-        "spec": {"scope": scope, "application": application, "until": until.to_string(),
-                 "frozen": {"by": "alice", "at": Timestamp::now().to_string(), "reason": "quarter-end close"}}}))
-    .expect("a freeze");
-    let api: kube::Api<Freeze> = kube::Api::namespaced(world.client.clone(), &world.ns);
-    api.create(&PostParams::default(), &freeze).await.expect("create the freeze")
+    capdeck::freezes::freeze(&world.client, &target, "alice", "quarter-end close", until, Timestamp::now())
+        .await
+        .expect("freeze")
+        .freeze
 }
 
 /// `capdeck unfreeze`'s write: the freeze is lifted, and stays as a record.
@@ -354,6 +353,15 @@ pub async fn force_overrides_a_window_and_the_record_says_so(backend: Backend) {
             && note.contains("overrides: outside the change windows")),
         "{forced:?}"
     );
+    // A freeze that ends by itself while nothing waits (and no notifier writes): the engine comes
+    // back at its end, and the metric an alert would watch drops, though no object changed.
+    let short = Timestamp::now().checked_add(seconds(5)).expect("time");
+    freeze(&world, None, short).await;
+    eventually("the freeze metric up", LONG, || async { metric(&engine, "capdeck_freeze_active") == Some(1) }).await;
+    eventually("the freeze metric down at its end", Duration::from_secs(20), || async {
+        metric(&engine, "capdeck_freeze_active") == Some(0)
+    })
+    .await;
     engine.stop().await;
     faker.stop().await;
 }
@@ -401,6 +409,48 @@ pub async fn an_unreadable_window_holds_the_batch_until_it_is_fixed(backend: Bac
     annotate_application(&world, "bookshop", "Mon-Sun 00:00-24:00 UTC").await;
     w.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     assert_ne!(w.vcap_of("bookshop-v1-srv").await, before);
+    engine.stop().await;
+    faker.stop().await;
+}
+
+/// A force is carried into the batch that supersedes the forced one: under a 1 h window, a manual
+/// batch forced (not approved) waits for its approval; a new rotation supersedes it, and the new
+/// batch carries the force, so it asks for its approval at once instead of collecting for an hour.
+pub async fn a_force_is_carried_into_the_batch_that_supersedes_it(backend: Backend) {
+    let world = World::new(backend, "force-carried").await;
+    load_current(&world, &AppOptions { manual: true, ..AppOptions::default() }).await;
+    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let engine = start(&world, "engine-a", |config| config.rollout_delay = Duration::from_secs(3600)).await;
+    let w = &world;
+    w.rotate_secret("bookshop-uaa").await;
+    let batch = w.wait_phase("bookshop", BatchPhase::Collecting, LONG).await;
+    act(
+        &w.client,
+        &w.ns,
+        &batch.name_any(),
+        BatchAction::Force { approve: false },
+        "alice",
+        Some("INC-3"),
+        Timestamp::now(),
+    )
+    .await
+    .expect("force");
+    let forced = w.wait_phase("bookshop", BatchPhase::AwaitingApproval, LONG).await;
+    assert_eq!(forced.name_any(), batch.name_any());
+    w.rotate_secret("bookshop-db").await;
+    eventually("a new batch supersedes the forced one", LONG, || async {
+        let batches = w.batches("bookshop").await;
+        batches.iter().any(|b| b.name_any() == batch.name_any() && b.phase() == BatchPhase::Superseded)
+            && batches.iter().any(|b| b.name_any() != batch.name_any())
+    })
+    .await;
+    let successor = w.wait_phase("bookshop", BatchPhase::AwaitingApproval, LONG).await;
+    assert_ne!(successor.name_any(), batch.name_any());
+    assert_eq!(successor.spec.force.as_ref().map(|f| f.by.as_str()), Some("alice"), "the force is carried");
+    assert!(
+        successor.spec.window_end.0.as_second() - Timestamp::now().as_second() > 3000,
+        "its own 1 h window was not waited for"
+    );
     engine.stop().await;
     faker.stop().await;
 }

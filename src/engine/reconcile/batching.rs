@@ -179,7 +179,7 @@ struct Opening<'a> {
     rotations: &'a Rotations,
 }
 
-/// Open the batch (carrying the superseded ones' Secrets and honoured hold), then close those
+/// Open the batch (carrying the superseded ones' Secrets, honoured hold and force), then close those
 /// it supersedes. `false`: nothing opened, tried again after the application's backoff.
 async fn open_batch(
     context: &Context,
@@ -193,7 +193,9 @@ async fn open_batch(
     let window_end = window_end(now, context.config.rollout_delay);
     let required = ApprovalPolicy::for_application(app, context.config.approval) == ApprovalPolicy::Manual;
     let secrets = carried_secrets(superseded, rotations);
-    let created = match context.writes.create_batch(app, secrets, window_end, required, hold).await {
+    // A force is carried too: the person who forced it wanted it rolled, windows or not.
+    let force = superseded.iter().find_map(|batch| batch.spec.force.clone());
+    let created = match context.writes.create_batch(app, secrets, window_end, required, (hold, force)).await {
         Ok(created) => created,
         Err(error) => {
             tracing::warn!(application = %key.1, error = %crate::cluster::describe_error(&error), "could not open a rotation batch; retrying");

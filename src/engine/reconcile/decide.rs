@@ -272,7 +272,18 @@ pub fn decide(
     let approved = batch.spec.approval.as_ref().is_some_and(|a| a.approved_by.is_some())
         && attribution_check(batch, Attributed::Approval).is_ok();
     let expiring = credentials_expiring(batch, context);
-    if !status.deployments.is_empty() {
+    // A batch that asked for an approval only because of a window or a freeze is judged afresh
+    // once that is no longer so (the freeze lifted, the window opened or changed): evaluated
+    // again, so the storm guard and the policy ask again where they must, or waiting again.
+    let escalated_for_the_gate = matches!(
+        condition_reason(status),
+        Some(reason::DEADLINE_BEFORE_CHANGE_WINDOW | reason::DEADLINE_DURING_FREEZE)
+    );
+    let judge_afresh = escalated_for_the_gate
+        && !approved
+        && batch.spec.force.is_none()
+        && !matches!(context.gate(), Check::Deadline { .. });
+    if !status.deployments.is_empty() && !judge_afresh {
         return evaluated_earlier(batch, status, approved, expiring, context);
     }
     let window_open = batch.spec.force.is_none() && context.now < batch.spec.window_end.0;
@@ -415,24 +426,9 @@ fn evaluated_earlier(
             };
         }
         return match check {
-            Check::Deadline { reason, message } if !escalated => {
+            // Newly past the deadline, or for another cause (a window, then a freeze).
+            Check::Deadline { reason, message } if !escalated || condition_reason(status) != Some(reason) => {
                 Decision::Escalate { reason, message: format!("{message}: approve to roll now") }
-            }
-            // Escalated only because of a window or a freeze, and no approval is required by
-            // policy: once the window opens it rolls, asked or not.
-            Check::Open
-                if matches!(
-                    condition_reason(status),
-                    Some(reason::DEADLINE_BEFORE_CHANGE_WINDOW | reason::DEADLINE_DURING_FREEZE)
-                ) && !batch.spec.approval.as_ref().is_some_and(|a| a.required) =>
-            {
-                Decision::Start(Start {
-                    reason: reason::ROLLING_OUT,
-                    message:
-                        "the change window is open and no freeze applies: rolling out (nobody approved the escalation)"
-                            .into(),
-                    approval_waited: None,
-                })
             }
             _ => Decision::AwaitApproval,
         };
@@ -742,11 +738,13 @@ pub fn apply(decision: &Decision, status: &mut RotationBatchStatus, now: Timesta
             set_condition(status, false, reason, message.clone(), now);
         }
         Decision::Wait { reason, message, until } => {
+            forget_evaluation(status);
             status.phase = BatchPhase::Waiting;
             status.waiting_until = Some(Time(*until));
             set_condition(status, false, reason, message.clone(), now);
         }
         Decision::WindowUnreadable { message } => {
+            forget_evaluation(status);
             status.phase = BatchPhase::Held;
             set_condition(status, false, reason::CHANGE_WINDOW_UNREADABLE, message.clone(), now);
         }
@@ -783,6 +781,16 @@ pub fn apply(decision: &Decision, status: &mut RotationBatchStatus, now: Timesta
         Decision::NothingToRetry { at } => status.retried_at = Some(at.clone()),
         // The writes come first (`Reconciler::undo`); it ends the batch.
         Decision::Undo { message } => set_condition(status, false, reason::UNDONE, message.clone(), now),
+    }
+}
+
+/// A batch that waits before its rollout is evaluated again when it may start (the plan, the
+/// storm guard and the policy of that moment), not with what was planned before it waited.
+fn forget_evaluation(status: &mut RotationBatchStatus) {
+    if status.rollout_started_at.is_none() {
+        status.deployments.clear();
+        status.tenants = None;
+        status.progress = None;
     }
 }
 
@@ -886,6 +894,9 @@ mod tests {
         ReleasedFromGuard,
         /// Ended Failed: `srv` stalled, `worker` complete.
         Failed,
+        /// Evaluated, asking for an approval because a freeze outlived the old credentials
+        /// (`DeadlineDuringFreeze`); `srv` queued.
+        EscalatedForFreeze,
     }
 
     /// A user action or a change of the world applied to the starting phase.
@@ -953,6 +964,11 @@ mod tests {
                 "phase": if matches!(phase, Phase::Held) { "Held" } else { "AwaitingApproval" },
                 "deployments": [deployment("srv", "Queued")],
                 "conditions": condition(why::AWAITING_APPROVAL),
+            }),
+            Phase::EscalatedForFreeze => json!({
+                "phase": "AwaitingApproval",
+                "deployments": [deployment("srv", "Queued")],
+                "conditions": condition(why::DEADLINE_DURING_FREEZE),
             }),
             Phase::RollingOut => json!({
                 "phase": "RollingOut", "rolloutStartedAt": at(-5 * MINUTE),
@@ -1574,9 +1590,15 @@ mod tests {
         context.windows = windows.as_ref().and_then(Option::as_ref);
         context.freeze = freeze.as_ref();
         context.deadline_rolls = world.deadline_rolls;
-        if world.manual {
+        if world.manual || matches!(factor, F::ManualPolicy) {
             context.approval_default = ApprovalPolicy::Manual;
         }
+        // `srv` rolled a minute ago, under a 10 min storm guard.
+        let a_minute_ago = now.checked_sub(SignedDuration::from_secs(MINUTE)).ok();
+        let last_rolled =
+            |name: &str| (matches!(factor, F::StormGuard) && name == "srv").then_some(a_minute_ago).flatten();
+        context.last_rolled = &last_rolled;
+        context.min_rollout_interval = Duration::from_secs(10 * MINUTE.unsigned_abs());
         let mut status = batch.status.clone().unwrap_or_default();
         let planned = std::cell::Cell::new(false);
         let decision = decide(
@@ -1732,6 +1754,78 @@ mod tests {
             None,
         ),
         ("a hold wins", Phase::WindowEnded, F::Hold, &OUTSIDE, P::Held, why::HELD, false, None),
+        // Escalated because of a freeze, which is now lifted: judged afresh, so the storm guard
+        // and a manual policy still ask; an auto batch rolls; outside a window it waits again.
+        (
+            "lifted, storm guard asks",
+            Phase::EscalatedForFreeze,
+            F::StormGuard,
+            &OPEN_WORLD,
+            P::AwaitingApproval,
+            why::STORM_GUARD,
+            false,
+            None,
+        ),
+        (
+            "lifted, manual asks",
+            Phase::EscalatedForFreeze,
+            F::ManualPolicy,
+            &OPEN_WORLD,
+            P::AwaitingApproval,
+            why::AWAITING_APPROVAL,
+            false,
+            None,
+        ),
+        (
+            "lifted, auto rolls",
+            Phase::EscalatedForFreeze,
+            F::Nothing,
+            &OPEN_WORLD,
+            P::RollingOut,
+            why::ROLLING_OUT,
+            true,
+            None,
+        ),
+        (
+            "lifted, approved rolls",
+            Phase::EscalatedForFreeze,
+            F::Approval,
+            &OPEN_WORLD,
+            P::RollingOut,
+            why::APPROVED,
+            true,
+            None,
+        ),
+        (
+            "lifted, outside: waits",
+            Phase::EscalatedForFreeze,
+            F::Nothing,
+            &OUTSIDE,
+            P::Waiting,
+            why::OUTSIDE_CHANGE_WINDOW,
+            false,
+            Some("2026-11-23T22:00:00Z"),
+        ),
+        (
+            "still frozen past them: asks on",
+            Phase::EscalatedForFreeze,
+            F::Nothing,
+            &FROZEN_DYING,
+            P::AwaitingApproval,
+            why::DEADLINE_DURING_FREEZE,
+            false,
+            None,
+        ),
+        (
+            "then a window is too late: escalates anew",
+            Phase::EscalatedForFreeze,
+            F::Nothing,
+            &DYING,
+            P::AwaitingApproval,
+            why::DEADLINE_BEFORE_CHANGE_WINDOW,
+            false,
+            None,
+        ),
     ];
 
     /// Change windows and freezes gate every start; a deadline before the next opening asks a
@@ -1766,6 +1860,8 @@ mod tests {
             "outside the change windows (Mon-Fri 22:00-05:00 UTC from annotation capdeck.dev/change-windows of \
              CAPApplication ns/app); next opening 2026-11-23T22:00:00Z"
         );
+        let approved = run_gated(Phase::AwaitingApproval, F::Approval, &outside);
+        assert!(approved.status.deployments.is_empty(), "planned again when it may start, not before");
         let forced = run_gated(Phase::WindowEnded, F::Force, &outside);
         let message = &ready_condition(&forced.status).expect("condition").message;
         assert!(
