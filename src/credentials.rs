@@ -611,6 +611,14 @@ fn judge(
                         latest_rotation(inputs.bindings.unwrap_or_default(), binding),
                     ) {
                         report.reasons.push("rolled out since the rotation: pods hold the new credentials".into());
+                        // Done with this rotation; the next one may still wait too long.
+                        let ttl = policy.and_then(|policy| go_seconds(policy.ttl()));
+                        if let Some((reason, candidate)) =
+                            ttl.and_then(|ttl| next_rotation_wait(inputs, schedule, report, ttl - window - rollout))
+                        {
+                            report.reasons.push(reason);
+                            worst(candidate, &mut verdict);
+                        }
                         report.verdict = verdict;
                         report.margin_seconds = None;
                         return;
@@ -1508,6 +1516,20 @@ mod tests {
                 Verdict::AtRisk,
                 Some(48 * HOUR - HOUR - 900),
                 "may wait up to 71h for the end of the freeze (namespace shop frozen until",
+            ),
+            (
+                "rolled out since the rotation, weekday nights: done, but the next may wait a weekend",
+                vec![
+                    app(),
+                    metadata_secret(),
+                    binding(json!({"enabled": true}), Some(-2 * HOUR)),
+                    old_binding(-2 * HOUR - 60, "2h30m", false),
+                    batch("Succeeded", -2 * HOUR + 30, -HOUR),
+                ],
+                Plan { app: Some(NIGHTS), ..Plan::default() },
+                Verdict::AtRisk,
+                None,
+                "the next rotation's batch may wait up to 65h for a change window",
             ),
             (
                 "no rotation under way, --on-deadline roll: the engine never waits past the credentials",

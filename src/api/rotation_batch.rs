@@ -152,6 +152,10 @@ pub struct RotationBatchStatus {
     /// freeze that holds it and the first opening after).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_until: Option<Time>,
+    /// When the failure guard halted the rollout (kept while the batch waits for a window, so a
+    /// release after it is still honoured); cleared by a retry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub halted_at: Option<Time>,
     /// `spec.retry.at` of the last retry the engine carried out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retried_at: Option<Time>,

@@ -233,7 +233,7 @@ impl Reconciler {
             .freezes
             .state()
             .iter()
-            .filter(|freeze| freeze.active_at(now))
+            .filter(|freeze| freeze.active_at(now) && self.context.honours(freeze))
             .map(|freeze| clock.until(freeze.ends()).max(Duration::from_millis(10)))
             .min()
     }
@@ -273,7 +273,12 @@ impl Reconciler {
             })
             .count();
         metrics.batches_waiting_for_window.set(i64::try_from(for_window).unwrap_or(i64::MAX));
-        let in_force = stores.freezes.state().iter().filter(|freeze| freeze.active_at(now)).count();
+        let in_force = stores
+            .freezes
+            .state()
+            .iter()
+            .filter(|freeze| freeze.active_at(now) && self.context.honours(freeze))
+            .count();
         metrics.freeze_active.set(i64::try_from(in_force).unwrap_or(i64::MAX));
     }
 
@@ -364,6 +369,12 @@ impl Reconciler {
 }
 
 impl Context {
+    /// Whether this engine honours the freeze: a cluster freeze only in its Lease's namespace.
+    fn honours(&self, freeze: &crate::api::Freeze) -> bool {
+        freeze.spec.scope != crate::api::FreezeScope::Cluster
+            || freeze.namespace().as_deref() == Some(self.config.lease.namespace.as_str())
+    }
+
     /// The change windows of an application: its annotation, else its namespace's, else
     /// `--change-windows` (docs/WINDOWS.md).
     fn windows(&self, app: &CAPApplication) -> Option<AppliedWindows> {
@@ -423,6 +434,9 @@ impl Context {
     }
 }
 
+/// How often a batch escalated for a window or a freeze is looked at again.
+const ESCALATION_RECHECK: Duration = Duration::from_secs(60);
+
 /// When an open batch wants the engine back if nothing else changes: a rollout to follow
 /// (every `progress_interval`), a window to end, or — waiting for an approval — the moment its
 /// margin drops below one expected rollout (revocation − 2 × expected rollout), to escalate.
@@ -445,6 +459,15 @@ fn wake_for(
     if condition_reason(&status) == Some(reason::CHANGE_WINDOW_UNREADABLE) && !in_flight {
         return None;
     }
+    // Asked for an approval because of a window or a freeze: looked at again every minute, so
+    // it is judged afresh soon after the window opens (a freeze's end wakes the engine itself).
+    let escalated = matches!(
+        condition_reason(&status),
+        Some(reason::DEADLINE_BEFORE_CHANGE_WINDOW | reason::DEADLINE_DURING_FREEZE)
+    );
+    if escalated && status.rollout_started_at.is_none() && !held {
+        return Some(ESCALATION_RECHECK);
+    }
     if status.deployments.iter().any(|d| !is_done(d)) && status.rollout_started_at.is_some() {
         Some(progress_interval)
     } else if status.deployments.is_empty() && !held {
@@ -456,7 +479,7 @@ fn wake_for(
                 Timestamp::from_second(revocation.as_second().checked_sub(rollout.checked_mul(2)?)?).ok()
             })
             .map(|at| until(at).max(Duration::from_millis(10)))
-            .filter(|_| condition_reason(&status) != Some(reason::CREDENTIALS_EXPIRING))
+            .filter(|_| condition_reason(&status) != Some(reason::CREDENTIALS_EXPIRING) && !escalated)
     } else {
         None
     }

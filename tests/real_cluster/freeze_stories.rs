@@ -73,13 +73,22 @@ pub async fn the_admission_policy_refuses_a_freeze_in_another_name(backend: Back
         "spec": {"scope": "Namespace", "until": in_hours(4),
                  "frozen": {"by": "ceo@example.com", "at": in_hours(0), "reason": "forged"}}});
     let refused = std::sync::Mutex::new(String::new());
+    let api: Api<Freeze> = Api::namespaced(world.client.clone(), &ns);
     eventually("mallory's forged freeze refused", LONG, || async {
         match kubectl(&world, &mallory, &["create", "-f", "-"], Some(&forged)) {
             Err(error) => {
                 *refused.lock().expect("lock") = error;
                 Ok(())
             }
-            Ok(()) => Err("accepted".to_string()),
+            // Accepted before the policy was in force: removed, so the next try is a create again.
+            Ok(()) => {
+                let _ = api.delete("namespace", &Default::default()).await;
+                eventually("the early freeze gone", LONG, || async {
+                    api.get_opt("namespace").await.is_ok_and(|found| found.is_none())
+                })
+                .await;
+                Err("accepted".to_string())
+            }
         }
     })
     .await;
@@ -92,7 +101,6 @@ pub async fn the_admission_policy_refuses_a_freeze_in_another_name(backend: Back
         "{refused}"
     );
     assert!(refused.contains("ValidatingAdmissionPolicy 'capdeck-freeze-attribution'"), "{refused}");
-    let api: Api<Freeze> = Api::namespaced(world.client.clone(), &ns);
     assert!(api.get_opt("namespace").await.expect("get").is_none(), "nothing was stored");
 
     // alice freezes with capdeck: the record names her, written by capdeck's field manager.

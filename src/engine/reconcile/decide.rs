@@ -152,15 +152,24 @@ pub enum Decision {
         message: String,
     },
     /// Outside the change windows or frozen: start nothing until `until` (phase `Waiting`);
-    /// Deployments already rolling finish.
+    /// Deployments already rolling finish. `forget`: the evaluation is made again when it may
+    /// start (a batch nobody approved yet).
     Wait {
         reason: &'static str,
         message: String,
         until: Timestamp,
+        forget: bool,
     },
     /// The application's change windows cannot be read: start nothing until they are fixed
     /// (phase `Held`, `ChangeWindowUnreadable`).
     WindowUnreadable {
+        message: String,
+        forget: bool,
+    },
+    /// A rollout that waited goes on: the window opened, the freeze ended, the deadline came, or
+    /// it was forced (the condition says which, and what a force overrode).
+    RollOn {
+        reason: &'static str,
         message: String,
     },
     Start(Start),
@@ -189,6 +198,7 @@ impl Decision {
         matches!(
             self,
             Self::Roll
+                | Self::RollOn { .. }
                 | Self::Resume { .. }
                 | Self::Retry { .. }
                 | Self::Start(_)
@@ -265,7 +275,11 @@ pub fn decide(
     if status.rollout_started_at.is_some() {
         return match failure_guard(batch, status, context) {
             Guard::Halt(message) => Decision::Halt { message },
-            Guard::Resume(message) => Decision::Resume { message },
+            // A release goes on despite failures, not outside the windows: it waits for the opening.
+            Guard::Resume(message) => match paused_mid_rollout(batch, status, context) {
+                Some(Decision::RollOn { .. }) | None => Decision::Resume { message },
+                Some(wait) => wait,
+            },
             Guard::Clear => paused_mid_rollout(batch, status, context).unwrap_or(Decision::Roll),
         };
     }
@@ -286,7 +300,8 @@ pub fn decide(
     if !status.deployments.is_empty() && !judge_afresh {
         return evaluated_earlier(batch, status, approved, expiring, context);
     }
-    let window_open = batch.spec.force.is_none() && context.now < batch.spec.window_end.0;
+    // A batch judged afresh was evaluated once already: its collection window is over.
+    let window_open = !judge_afresh && batch.spec.force.is_none() && context.now < batch.spec.window_end.0;
     if window_open && expiring.is_none() {
         return Decision::Collect { until: batch.spec.window_end.0 };
     }
@@ -305,8 +320,8 @@ pub fn decide(
     match check {
         Check::Open => {}
         _ if batch.spec.force.is_some() => overridden = overridden_text(&check),
-        Check::Unreadable { message } => return Decision::WindowUnreadable { message },
-        Check::Wait { reason, message, until } => return Decision::Wait { reason, message, until },
+        Check::Unreadable { message } => return Decision::WindowUnreadable { message, forget: true },
+        Check::Wait { reason, message, until } => return Decision::Wait { reason, message, until, forget: true },
         Check::Deadline { reason, message } => {
             deadline = Some(Deadline { reason, message, rolls: context.deadline_rolls })
         }
@@ -330,37 +345,57 @@ fn overridden_text(check: &Check) -> Option<String> {
 
 /// A rolling batch whose change window closed (or that a freeze now covers) finishes what is in
 /// flight and starts nothing new until the next opening; a forced batch, or one whose next opening
-/// comes too late for the old credentials, rolls on.
+/// comes too late for the old credentials, rolls on, and a batch that waited says why it goes on.
 fn paused_mid_rollout(
     batch: &RotationBatch,
     status: &RotationBatchStatus,
     context: &DecisionContext<'_>,
 ) -> Option<Decision> {
     let queued = status.deployments.iter().filter(|d| is_queued(d)).count();
+    let in_flight = status.deployments.iter().filter(|d| is_active(d)).count();
+    let waited = matches!(
+        condition_reason(status),
+        Some(reason::CHANGE_WINDOW_CLOSED | reason::FROZEN | reason::CHANGE_WINDOW_UNREADABLE)
+    );
+    let check = context.gate();
+    if let Some(force) = batch.spec.force.as_ref().filter(|_| waited && queued > 0) {
+        // Forced while paused: the record says so, and what it overrode.
+        let overrides = overridden_text(&check).map(|text| format!("; {text}")).unwrap_or_default();
+        let message = format!("{}{overrides}", user_action_text(force, "forced"));
+        return Some(Decision::RollOn { reason: reason::FORCED, message });
+    }
     if batch.spec.force.is_some() || queued == 0 {
         return None;
     }
-    let in_flight = status.deployments.iter().filter(|d| is_active(d)).count();
+    match check {
+        Check::Open if waited => Some(Decision::RollOn {
+            reason: reason::ROLLING_OUT,
+            message: "the change window is open and no freeze holds it: rolling on".into(),
+        }),
+        Check::Deadline { message, .. } if waited => Some(Decision::RollOn {
+            reason: reason::ROLLING_OUT,
+            message: format!("rolling on: waiting longer would outlive the old credentials ({message})"),
+        }),
+        Check::Open | Check::Deadline { .. } => None,
+        Check::Unreadable { message } => Some(Decision::WindowUnreadable { message, forget: false }),
+        Check::Wait { reason, message, until } => Some(window_wait(reason, &message, until, queued, in_flight)),
+    }
+}
+
+/// The wait of a batch whose queued Deployments may not start yet (`to_start`), while
+/// `in_flight` finish: the window closed during the rollout, or a freeze holds it.
+fn window_wait(reason: &'static str, message: &str, until: Timestamp, to_start: usize, in_flight: usize) -> Decision {
     let verb = |n: usize, one: &str, many: &str| if n == 1 { one.to_string() } else { many.to_string() };
-    let later = format!("{} {} then", count(queued, "queued Deployment"), verb(queued, "starts", "start"));
+    let later = format!("{} {} then", count(to_start, "queued Deployment"), verb(to_start, "starts", "start"));
     let rest = if in_flight > 0 {
         format!("{} in flight {}; {later}", count(in_flight, "Deployment"), verb(in_flight, "finishes", "finish"))
     } else {
         later
     };
-    match context.gate() {
-        Check::Open | Check::Deadline { .. } => None,
-        Check::Unreadable { message } => Some(Decision::WindowUnreadable { message }),
-        Check::Wait { reason, message, until } => {
-            let reason = if reason == reason::OUTSIDE_CHANGE_WINDOW { reason::CHANGE_WINDOW_CLOSED } else { reason };
-            let closed = if reason == reason::CHANGE_WINDOW_CLOSED {
-                "the change window closed during the rollout: "
-            } else {
-                ""
-            };
-            Some(Decision::Wait { reason, message: format!("{closed}{message}; {rest}"), until })
-        }
-    }
+    let reason = if reason == reason::OUTSIDE_CHANGE_WINDOW { reason::CHANGE_WINDOW_CLOSED } else { reason };
+    let closed =
+        if reason == reason::CHANGE_WINDOW_CLOSED { "the change window closed during the rollout: " } else { "" };
+    Decision::Wait { reason, message: format!("{closed}{message}; {rest}"), until, forget: false }
 }
 
 /// What a user's undo, hold or retry decides, in that order. Undo ends the batch whatever else
@@ -395,6 +430,17 @@ fn user_decision(
         if again.is_empty() {
             // Written past `capdeck retry` (which refuses it): noted, nothing changes.
             return Some(Decision::NothingToRetry { at: retry.at.clone() });
+        }
+        // A retry restarts Deployments: it waits for a window and for a freeze's end like any
+        // start (it is carried out at the opening), unless the batch was forced.
+        if batch.spec.force.is_none() {
+            match context.gate() {
+                Check::Wait { reason, message, until } => {
+                    return Some(window_wait(reason, &message, until, again.len(), still_rolling));
+                }
+                Check::Unreadable { message } => return Some(Decision::WindowUnreadable { message, forget: false }),
+                Check::Open | Check::Deadline { .. } => {}
+            }
         }
         return Some(Decision::Retry {
             message: format!("{}; rolling {} once more", user_action_text(retry, "retried"), again.join(", ")),
@@ -437,9 +483,12 @@ fn evaluated_earlier(
     // waiting would outlive the old credentials (then the approval is the person's decision).
     let note = match check {
         Check::Open => None,
-        Check::Unreadable { message } if batch.spec.force.is_none() => return Decision::WindowUnreadable { message },
+        // Approved: the plan it approved is kept (a new rotation opens a new batch, not joins it).
+        Check::Unreadable { message } if batch.spec.force.is_none() => {
+            return Decision::WindowUnreadable { message, forget: false };
+        }
         Check::Wait { reason, message, until } if batch.spec.force.is_none() => {
-            return Decision::Wait { reason, message: format!("approved; {message}"), until };
+            return Decision::Wait { reason, message: format!("approved; {message}"), until, forget: false };
         }
         other => overridden_text(&other),
     };
@@ -486,10 +535,14 @@ fn failure_guard(batch: &RotationBatch, status: &RotationBatchStatus, context: &
     if stalled.is_empty() || queued == 0 {
         return Guard::Clear;
     }
-    let halted_at = ready_condition(status)
-        .filter(|condition| condition.reason == reason::ROLLOUT_FAILURE_GUARD)
-        .and_then(|condition| condition.last_transition_time.as_ref())
-        .map(|time| time.0);
+    // Recorded on the status, so a release is still honoured after a window paused the batch
+    // (its Ready reason is then no longer the guard's); older batches: the condition's time.
+    let halted_at = status.halted_at.as_ref().map(|time| time.0).or_else(|| {
+        ready_condition(status)
+            .filter(|condition| condition.reason == reason::ROLLOUT_FAILURE_GUARD)
+            .and_then(|condition| condition.last_transition_time.as_ref())
+            .map(|time| time.0)
+    });
     if let (Some(halted_at), Some(released)) = (halted_at, &batch.spec.released)
         && released.at.0 >= halted_at
     {
@@ -704,6 +757,7 @@ pub fn apply(decision: &Decision, status: &mut RotationBatchStatus, now: Timesta
             set_condition(status, false, reason::HELD, message.clone(), now);
         }
         Decision::Halt { message } => {
+            status.halted_at.get_or_insert(Time(now));
             status.phase = BatchPhase::Held;
             set_condition(status, false, reason::ROLLOUT_FAILURE_GUARD, message.clone(), now);
         }
@@ -737,32 +791,26 @@ pub fn apply(decision: &Decision, status: &mut RotationBatchStatus, now: Timesta
             status.phase = BatchPhase::AwaitingApproval;
             set_condition(status, false, reason, message.clone(), now);
         }
-        Decision::Wait { reason, message, until } => {
-            forget_evaluation(status);
+        Decision::Wait { reason, message, until, forget } => {
+            if *forget {
+                forget_evaluation(status);
+            }
             status.phase = BatchPhase::Waiting;
             status.waiting_until = Some(Time(*until));
             set_condition(status, false, reason, message.clone(), now);
         }
-        Decision::WindowUnreadable { message } => {
-            forget_evaluation(status);
+        Decision::WindowUnreadable { message, forget } => {
+            if *forget {
+                forget_evaluation(status);
+            }
             status.phase = BatchPhase::Held;
             set_condition(status, false, reason::CHANGE_WINDOW_UNREADABLE, message.clone(), now);
         }
         Decision::Start(start) => begin(status, start, now),
-        Decision::Roll => {
-            if matches!(
-                condition_reason(status),
-                Some(reason::CHANGE_WINDOW_CLOSED | reason::FROZEN | reason::CHANGE_WINDOW_UNREADABLE)
-            ) {
-                set_condition(
-                    status,
-                    false,
-                    reason::ROLLING_OUT,
-                    "the change window is open again: rolling on".into(),
-                    now,
-                );
-            }
+        Decision::Roll => status.phase = BatchPhase::RollingOut,
+        Decision::RollOn { reason, message } => {
             status.phase = BatchPhase::RollingOut;
+            set_condition(status, false, reason, message.clone(), now);
         }
         Decision::Retry { message, at } => {
             for deployment in status.deployments.iter_mut().filter(|d| d.retriable()) {
@@ -773,6 +821,7 @@ pub fn apply(decision: &Decision, status: &mut RotationBatchStatus, now: Timesta
             }
             status.phase = BatchPhase::RollingOut;
             status.completed_at = None;
+            status.halted_at = None;
             status.retried_at = Some(at.clone());
             status.rollout_started_at.get_or_insert(Time(now));
             progress_summary(status);
@@ -897,6 +946,8 @@ mod tests {
         /// Evaluated, asking for an approval because a freeze outlived the old credentials
         /// (`DeadlineDuringFreeze`); `srv` queued.
         EscalatedForFreeze,
+        /// Rolling, paused because the window closed: `srv` complete, `worker` queued.
+        PausedByWindow,
     }
 
     /// A user action or a change of the world applied to the starting phase.
@@ -964,6 +1015,11 @@ mod tests {
                 "phase": if matches!(phase, Phase::Held) { "Held" } else { "AwaitingApproval" },
                 "deployments": [deployment("srv", "Queued")],
                 "conditions": condition(why::AWAITING_APPROVAL),
+            }),
+            Phase::PausedByWindow => json!({
+                "phase": "Waiting", "rolloutStartedAt": at(-5 * MINUTE),
+                "deployments": [deployment("srv", "Complete"), deployment("worker", "Queued")],
+                "conditions": condition(why::CHANGE_WINDOW_CLOSED),
             }),
             Phase::EscalatedForFreeze => json!({
                 "phase": "AwaitingApproval",
@@ -1826,6 +1882,49 @@ mod tests {
             false,
             None,
         ),
+        // A paused rollout: forced, it goes on and says so; the window open again, it goes on.
+        ("paused, forced: rolls on", Phase::PausedByWindow, F::Force, &OUTSIDE, P::RollingOut, why::FORCED, true, None),
+        (
+            "paused, open: rolls on",
+            Phase::PausedByWindow,
+            F::Nothing,
+            &OPEN_WORLD,
+            P::RollingOut,
+            why::ROLLING_OUT,
+            true,
+            None,
+        ),
+        (
+            "paused, still closed",
+            Phase::PausedByWindow,
+            F::Nothing,
+            &OUTSIDE,
+            P::Waiting,
+            why::CHANGE_WINDOW_CLOSED,
+            false,
+            Some("2026-11-23T22:00:00Z"),
+        ),
+        // A release of the failure guard and a retry wait for the window like any start.
+        (
+            "released outside: waits",
+            Phase::HaltedByGuard,
+            F::Released,
+            &OUTSIDE,
+            P::Waiting,
+            why::CHANGE_WINDOW_CLOSED,
+            false,
+            Some("2026-11-23T22:00:00Z"),
+        ),
+        (
+            "retried outside: waits",
+            Phase::Failed,
+            F::Retry,
+            &OUTSIDE,
+            P::Waiting,
+            why::CHANGE_WINDOW_CLOSED,
+            false,
+            Some("2026-11-23T22:00:00Z"),
+        ),
     ];
 
     /// Change windows and freezes gate every start; a deadline before the next opening asks a
@@ -1861,7 +1960,7 @@ mod tests {
              CAPApplication ns/app); next opening 2026-11-23T22:00:00Z"
         );
         let approved = run_gated(Phase::AwaitingApproval, F::Approval, &outside);
-        assert!(approved.status.deployments.is_empty(), "planned again when it may start, not before");
+        assert!(!approved.status.deployments.is_empty(), "an approved batch keeps the plan it approved");
         let forced = run_gated(Phase::WindowEnded, F::Force, &outside);
         let message = &ready_condition(&forced.status).expect("condition").message;
         assert!(
@@ -1883,6 +1982,28 @@ mod tests {
         );
     }
 
+    /// A release of the failure guard given while the window is closed is kept: the batch
+    /// waits, and at the opening it goes on despite the failure instead of halting again.
+    #[test]
+    fn a_release_outlives_a_closed_window() {
+        let batch = batch(Phase::HaltedByGuard, F::Released);
+        let mut status = batch.status.clone().unwrap_or_default();
+        let now: Timestamp = NOW.parse().expect("time");
+        status.halted_at = Some(Time(now.checked_sub(SignedDuration::from_secs(10 * MINUTE)).expect("time")));
+        let windows = AppliedWindows::resolve(("ns", "app", Some(NIGHTS)), None, None).expect("set");
+        let mut context = plain_context(None);
+        context.windows = Some(&windows);
+        let app = application(F::Nothing);
+        let waiting = decide(&batch, &status, app.as_ref(), || plan(F::Nothing), &context);
+        apply(&waiting, &mut status, context.now);
+        assert_eq!((status.phase.clone(), reason_of(&status)), (P::Waiting, Some(why::CHANGE_WINDOW_CLOSED)));
+        let again = decide(&batch, &status, app.as_ref(), || plan(F::Nothing), &context);
+        assert!(matches!(again, Decision::Wait { .. }), "still waiting, not halted again: {again:?}");
+        context.now = "2026-11-23T22:00:00Z".parse().expect("time");
+        let opened = decide(&batch, &status, app.as_ref(), || plan(F::Nothing), &context);
+        assert!(matches!(opened, Decision::Resume { .. }), "goes on as released: {opened:?}");
+    }
+
     #[test]
     fn a_paused_rollout_rolls_on_when_the_window_opens_again() {
         let batch = batch(Phase::RollingOut, F::Nothing);
@@ -1895,7 +2016,7 @@ mod tests {
         assert_eq!(status.phase, P::Waiting);
         context.now = "2026-11-23T22:00:00Z".parse().expect("time");
         let resumed = decide(&batch, &status, application(F::Nothing).as_ref(), || plan(F::Nothing), &context);
-        assert_eq!(resumed, Decision::Roll);
+        assert!(matches!(resumed, Decision::RollOn { reason: why::ROLLING_OUT, .. }), "{resumed:?}");
         apply(&resumed, &mut status, context.now);
         assert_eq!((status.phase.clone(), reason_of(&status)), (P::RollingOut, Some(why::ROLLING_OUT)));
         assert_eq!(status.waiting_until, None, "no longer waiting");
