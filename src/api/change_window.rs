@@ -339,6 +339,17 @@ impl AppliedWindows {
         cluster.map(|windows| Self { source: WindowSource::Cluster, windows: Ok(windows.clone()) })
     }
 
+    /// `TEXT from SOURCE`, the cluster level named `cluster` (the engine names its flag, a reader
+    /// the cluster's windows); `None` when the windows cannot be read.
+    pub fn describe(&self, cluster: &str) -> Option<String> {
+        let windows = self.windows.as_ref().ok()?;
+        let from = match &self.source {
+            WindowSource::Cluster => cluster.to_string(),
+            other => other.to_string(),
+        };
+        Some(format!("{} from {from}", windows.text()))
+    }
+
     /// Why a batch of this application is held: the annotation, the object, the problem and the fix.
     pub fn unreadable(&self) -> Option<String> {
         let error = self.windows.as_ref().err()?;

@@ -10,9 +10,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt as _;
 
-use crate::api::change_window::{
-    ANNOTATION_CHANGE_WINDOWS, AppliedWindows, ChangeWindows, WindowGate, WindowSource, window_gate,
-};
+use crate::api::change_window::{ANNOTATION_CHANGE_WINDOWS, AppliedWindows, ChangeWindows, WindowGate, window_gate};
 use crate::api::freeze::governing;
 use crate::api::{CAPApplication, Freeze};
 
@@ -211,16 +209,9 @@ fn longest_gap(windows: &ChangeWindows, from: Timestamp) -> Option<i64> {
 
 /// `Mon-Fri 22:00-05:00 Europe/Berlin from the annotation … of CAPApplication shop/bookshop`.
 fn describe(windows: Option<&AppliedWindows>) -> String {
-    match windows {
-        Some(AppliedWindows { source, windows: Ok(parsed) }) => {
-            let from = match source {
-                WindowSource::Cluster => "the cluster's change windows".to_string(),
-                other => other.to_string(),
-            };
-            format!("{} from {from}", parsed.text())
-        }
-        _ => "no change windows".into(),
-    }
+    windows
+        .and_then(|applied| applied.describe("the cluster's change windows"))
+        .unwrap_or_else(|| "no change windows".into())
 }
 
 #[cfg(test)]

@@ -311,23 +311,33 @@ impl Notifier {
                 continue;
             }
             let payload = Payload::for_freeze(&self.config.cluster, &self.identity, &due, freeze, now);
-            for target in &self.config.targets {
-                let body = payload.body(target.format);
-                let (sender, target, metrics, retry) =
-                    (sender.clone(), target.clone(), self.metrics.clone(), self.config.retry);
-                let (event, name) = (due.event.as_str(), due.name.clone());
-                tokio::spawn(async move {
-                    match deliver::deliver(&sender, &target, body, retry).await {
-                        Ok(()) => {
-                            metrics.notifications_sent.inc();
-                        }
-                        Err(error) => {
-                            metrics.notifications_failed.inc();
-                            tracing::warn!(host = %target.host, event, freeze = %name, %error, "a notification could not be delivered");
+            self.deliver_everywhere(sender, &payload, format!("freeze {}/{}", due.namespace, due.name), None);
+        }
+    }
+
+    /// Send `payload` to every receiver, each in a task of its own (a receiver that hangs holds up
+    /// none of the others); one that does not accept it after every retry is counted, warned
+    /// about (by host) and, for a batch's record (`due`), noted on that record.
+    fn deliver_everywhere(&self, sender: &Arc<deliver::Sender>, payload: &Payload, about: String, due: Option<Due>) {
+        for target in &self.config.targets {
+            let body = payload.body(target.format);
+            let (sender, target, due, about) = (sender.clone(), target.clone(), due.clone(), about.clone());
+            let (retry, metrics, client) = (self.config.retry, self.metrics.clone(), self.client.clone());
+            let event = payload.event;
+            tokio::spawn(async move {
+                match deliver::deliver(&sender, &target, body, retry).await {
+                    Ok(()) => {
+                        metrics.notifications_sent.inc();
+                    }
+                    Err(error) => {
+                        metrics.notifications_failed.inc();
+                        tracing::warn!(host = %target.host, event, about = %about, %error, "a notification could not be delivered");
+                        if let Some(due) = due {
+                            note_failed(&client, &due, &target.host).await;
                         }
                     }
-                });
-            }
+                }
+            });
         }
     }
 
@@ -369,27 +379,10 @@ impl Notifier {
         }
     }
 
-    /// Send to every receiver, each in a task of its own (a receiver that hangs holds up none
-    /// of the others); a receiver that does not accept it after every retry is counted, warned
-    /// about (by host) and noted on the record.
+    /// Send a batch's notification to every receiver (a failure is noted on its record).
     fn send(&self, sender: &Arc<deliver::Sender>, due: Due, payload: Payload) {
-        for target in &self.config.targets {
-            let body = payload.body(target.format);
-            let (sender, target, due) = (sender.clone(), target.clone(), due.clone());
-            let (retry, metrics, client) = (self.config.retry, self.metrics.clone(), self.client.clone());
-            tokio::spawn(async move {
-                match deliver::deliver(&sender, &target, body, retry).await {
-                    Ok(()) => {
-                        metrics.notifications_sent.inc();
-                    }
-                    Err(error) => {
-                        metrics.notifications_failed.inc();
-                        tracing::warn!(host = %target.host, event = due.event.as_str(), batch = %due.batch, namespace = %due.namespace, %error, "a notification could not be delivered");
-                        note_failed(&client, &due, &target.host).await;
-                    }
-                }
-            });
-        }
+        let about = format!("batch {}/{}", due.namespace, due.batch);
+        self.deliver_everywhere(sender, &payload, about, Some(due));
     }
 }
 

@@ -127,7 +127,7 @@ async fn doctor_names_unreadable_windows_with_the_fix_and_lists_freezes_and_wait
     let waiting = lines_of(&report, "waiting").join("\n");
     assert!(
         waiting.contains("warn")
-            && waiting.contains("1 RotationBatch in all namespaces waiting for a change window or a freeze")
+            && waiting.contains("1 batch in all namespaces waiting for a change window or a freeze")
             && waiting.contains("1 escalated (shop/bookshop-esc01)"),
         "{report}"
     );

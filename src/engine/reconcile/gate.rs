@@ -11,7 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::status::format_time;
 use crate::api::Freeze;
-use crate::api::change_window::{AppliedWindows, WindowGate, WindowSource, window_gate};
+use crate::api::change_window::{AppliedWindows, WindowGate, window_gate};
 use crate::api::rotation_batch::reason;
 use crate::engine::config::humanize;
 
@@ -92,16 +92,7 @@ pub fn check(inputs: Inputs<'_>, now: Timestamp) -> Check {
 
 /// `Mon-Fri 22:00-05:00 Europe/Berlin, from the annotation … of CAPApplication shop/bookshop`.
 fn describe(windows: Option<&AppliedWindows>) -> String {
-    match windows {
-        Some(AppliedWindows { source, windows: Ok(parsed) }) => {
-            let from = match source {
-                WindowSource::Cluster => "the engine's --change-windows".to_string(),
-                other => other.to_string(),
-            };
-            format!("{} from {from}", parsed.text())
-        }
-        _ => "none".into(),
-    }
+    windows.and_then(|applied| applied.describe("the engine's --change-windows")).unwrap_or_else(|| "none".into())
 }
 
 #[cfg(test)]
