@@ -1198,19 +1198,29 @@ mod tests {
             freeze: None,
             deadline_rolls: false,
         };
+        decided(&batch, app.as_ref(), factor, &context)
+    }
+
+    /// Decide for `batch` under `context`, apply the decision, and say whether the plan was asked for.
+    fn decided(
+        batch: &RotationBatch,
+        app: Option<&CAPApplication>,
+        factor: Factor,
+        context: &DecisionContext<'_>,
+    ) -> Decided {
         let mut status = batch.status.clone().unwrap_or_default();
         let planned = std::cell::Cell::new(false);
         let decision = decide(
-            &batch,
+            batch,
             &status,
-            app.as_ref(),
+            app,
             || {
                 planned.set(true);
                 plan(factor)
             },
-            &context,
+            context,
         );
-        apply(&decision, &mut status, now);
+        apply(&decision, &mut status, context.now);
         Decided { decision, status, planned: planned.get() }
     }
 
@@ -1655,20 +1665,7 @@ mod tests {
             |name: &str| (matches!(factor, F::StormGuard) && name == "srv").then_some(a_minute_ago).flatten();
         context.last_rolled = &last_rolled;
         context.min_rollout_interval = Duration::from_secs(10 * MINUTE.unsigned_abs());
-        let mut status = batch.status.clone().unwrap_or_default();
-        let planned = std::cell::Cell::new(false);
-        let decision = decide(
-            &batch,
-            &status,
-            application(factor).as_ref(),
-            || {
-                planned.set(true);
-                plan(factor)
-            },
-            &context,
-        );
-        apply(&decision, &mut status, now);
-        Decided { decision, status, planned: planned.get() }
+        decided(&batch, application(factor).as_ref(), factor, &context)
     }
 
     const OUTSIDE: Gated<'static> = Gated { windows: Some(NIGHTS), ..OPEN_WORLD };
