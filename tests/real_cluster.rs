@@ -37,6 +37,8 @@ mod freeze_stories;
 mod install_stories;
 #[path = "real_cluster/kubectl_compat.rs"]
 mod kubectl_compat;
+#[path = "real_cluster/ops_tools.rs"]
+mod ops_tools;
 #[path = "real_cluster/process_stories.rs"]
 mod process_stories;
 #[path = "real_cluster/setup.rs"]
