@@ -103,6 +103,9 @@ async fn readiness(served: Served) -> Response {
 }
 
 async fn serve_metrics(State(served): State<Served>) -> Response {
+    // `capdeck_ready` says what `/readyz` would answer now.
+    let ready = readiness(served.clone()).await.status() == StatusCode::OK;
+    served.metrics.ready.set(i64::from(ready));
     let mut response = served.metrics.encode().into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -11,6 +11,8 @@ mod common;
 mod bad_input;
 #[path = "sandbox/bounded_input.rs"]
 mod bounded_input;
+#[path = "sandbox/chart.rs"]
+mod chart;
 #[path = "sandbox/cli_batches.rs"]
 mod cli_batches;
 #[path = "sandbox/cli_credentials.rs"]

@@ -62,6 +62,9 @@ impl ConnectionState {
 
 type InvalidMap = Arc<Mutex<BTreeMap<(&'static str, String, String), String>>>;
 
+/// Failed lists and watches so far, by kind and HTTP status (`transport` without an answer).
+type WatchErrors = Arc<Mutex<BTreeMap<(&'static str, String), u64>>>;
+
 /// The stores, cheap to clone. Readers only; the watch tasks write.
 #[derive(Clone)]
 pub struct Stores {
@@ -87,6 +90,7 @@ pub struct Stores {
     /// How many stores must list before the stores are ready.
     kinds: usize,
     invalid: InvalidMap,
+    watch_errors: WatchErrors,
     changes: watch::Receiver<u64>,
     connection: watch::Receiver<ConnectionState>,
     ready: watch::Receiver<BTreeSet<&'static str>>,
@@ -102,6 +106,7 @@ pub struct StoreTasks {
 #[derive(Clone)]
 struct Shared {
     invalid: InvalidMap,
+    watch_errors: WatchErrors,
     changes: watch::Sender<u64>,
     connection: watch::Sender<ConnectionState>,
     /// Kinds whose store finished its first list. (kube's `Store::wait_until_ready` wakes only
@@ -133,6 +138,9 @@ impl Shared {
             self.missing.send_if_modified(|missing| missing.insert(kind));
             return;
         }
+        let code = api_status(error).map_or_else(|| "transport".to_string(), |code| code.to_string());
+        *self.watch_errors.lock().unwrap_or_else(std::sync::PoisonError::into_inner).entry((kind, code)).or_default() +=
+            1;
         let text = error.to_string();
         self.connection.send_if_modified(|state| {
             if state.error.as_deref() == Some(text.as_str()) {
@@ -181,6 +189,7 @@ impl Stores {
         let (missing_tx, missing) = watch::channel(BTreeSet::new());
         let shared = Shared {
             invalid: Arc::default(),
+            watch_errors: Arc::default(),
             changes: changes_tx,
             connection: connection_tx,
             ready: ready_tx,
@@ -255,6 +264,7 @@ impl Stores {
             service_bindings_available,
             kinds: KINDS + usize::from(with_events),
             invalid: shared.invalid,
+            watch_errors: shared.watch_errors,
             changes,
             connection,
             ready,
@@ -262,6 +272,13 @@ impl Stores {
             scope,
         };
         (stores, StoreTasks { handles })
+    }
+
+    /// Failed lists and watches since the start, by kind and HTTP status (`transport` when no
+    /// answer came); a missing optional kind is not an error.
+    pub fn watch_errors(&self) -> Vec<(&'static str, String, u64)> {
+        let errors = self.watch_errors.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        errors.iter().map(|((kind, code), count)| (*kind, code.clone(), *count)).collect()
     }
 
     /// Resolves once every store has listed its objects.

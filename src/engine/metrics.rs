@@ -31,7 +31,47 @@ pub struct BatchLabels {
     pub batch: String,
 }
 
-/// Cheap to clone: every field shares its value.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AppLabels {
+    pub namespace: String,
+    pub application: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HeldLabels {
+    pub namespace: String,
+    pub application: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SecretLabels {
+    pub namespace: String,
+    pub secret: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SecretStateLabels {
+    pub namespace: String,
+    pub secret: String,
+    pub state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabels {
+    pub verb: String,
+    pub resource: String,
+    /// The HTTP status, or `transport` when no answer came.
+    pub code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VersionLabels {
+    pub version: String,
+}
+
+/// Cheap to clone: every field shares its value. docs/METRICS.md lists them with their labels
+/// and the bound on their series.
 #[derive(Clone)]
 pub struct Metrics {
     pub batches: Family<PhaseLabels, Gauge>,
@@ -51,6 +91,23 @@ pub struct Metrics {
     pub batches_waiting_for_window: Gauge,
     /// Freezes in force over what this engine serves.
     pub freeze_active: Gauge,
+    /// 1 while `/readyz` answers 200 (set when `/metrics` is scraped).
+    pub ready: Gauge,
+    /// Per open batch awaiting an approval: seconds since it began to wait.
+    pub batch_awaiting_approval_seconds: Family<AppLabels, Gauge>,
+    /// 1 per open batch in phase Held, by its condition reason.
+    pub batch_held: Family<HeldLabels, Gauge>,
+    /// 1 when the application's newest batch failed.
+    pub batch_failed: Family<AppLabels, Gauge>,
+    /// Per consumed binding Secret: its credentials margin, and its verdict.
+    pub secret_credentials_margin_seconds: Family<SecretLabels, Gauge>,
+    pub secret_credentials_state: Family<SecretStateLabels, Gauge>,
+    /// Failed API requests: the engine's writes and its watches.
+    pub api_errors: Family<ErrorLabels, Counter>,
+    /// 1 while the leader sees the Go CAP Operator's Lease renewed.
+    pub go_operator_running: Gauge,
+    /// While the Go CAP Operator runs: applications both programs restart.
+    pub applications_also_rolled_by_go_operator: Gauge,
     registry: Arc<Registry>,
 }
 
@@ -126,7 +183,71 @@ impl Metrics {
             "Freezes in force over the namespaces this engine serves (capdeck freeze)",
             freeze_active.clone(),
         );
+        let build_info = Family::<VersionLabels, Gauge>::default();
+        registry.register("build_info", "Always 1; the capdeck version", build_info.clone());
+        build_info.get_or_create(&VersionLabels { version: env!("CARGO_PKG_VERSION").into() }).set(1);
+        let ready = Gauge::default();
+        registry.register("ready", "1 while /readyz answers 200 (stores synced, lease state known)", ready.clone());
+        let batch_awaiting_approval_seconds = Family::<AppLabels, Gauge>::default();
+        registry.register(
+            "batch_awaiting_approval_seconds",
+            "Per open batch in phase AwaitingApproval: seconds since it began to wait for an approval",
+            batch_awaiting_approval_seconds.clone(),
+        );
+        let batch_held = Family::<HeldLabels, Gauge>::default();
+        registry.register(
+            "batch_held",
+            "1 per open batch in phase Held, by its condition reason (RolloutFailureGuard: the failure guard)",
+            batch_held.clone(),
+        );
+        let batch_failed = Family::<AppLabels, Gauge>::default();
+        registry.register(
+            "batch_failed",
+            "1 when the application's newest RotationBatch is Failed (a retry or a newer batch clears it)",
+            batch_failed.clone(),
+        );
+        let secret_credentials_margin_seconds = Family::<SecretLabels, Gauge>::default();
+        registry.register(
+            "secret_credentials_margin_seconds",
+            "Per consumed binding Secret with a known margin: earliest revocation of its old credentials minus \
+             when its batch would be rolled out (capdeck credentials)",
+            secret_credentials_margin_seconds.clone(),
+        );
+        let secret_credentials_state = Family::<SecretStateLabels, Gauge>::default();
+        registry.register(
+            "secret_credentials_state",
+            "1 per consumed binding Secret; state is its verdict: ok, unknown, at-risk, unsafe (docs/CREDENTIALS.md)",
+            secret_credentials_state.clone(),
+        );
+        let api_errors = Family::<ErrorLabels, Counter>::default();
+        registry.register(
+            "api_errors",
+            "API requests that failed: the engine's writes and its watches (verb watch), by HTTP status",
+            api_errors.clone(),
+        );
+        let go_operator_running = Gauge::default();
+        registry.register(
+            "go_operator_running",
+            "1 while the leader sees the Go CAP Operator's Lease renewed (looked at once a minute)",
+            go_operator_running.clone(),
+        );
+        let applications_also_rolled_by_go_operator = Gauge::default();
+        registry.register(
+            "applications_also_rolled_by_go_operator",
+            "While the Go CAP Operator runs: applications with spec.rolloutOnCredentialUpdate true, which it \
+             restarts too (docs/COMPATIBILITY.md)",
+            applications_also_rolled_by_go_operator.clone(),
+        );
         Self {
+            ready,
+            batch_awaiting_approval_seconds,
+            batch_held,
+            batch_failed,
+            secret_credentials_margin_seconds,
+            secret_credentials_state,
+            api_errors,
+            go_operator_running,
+            applications_also_rolled_by_go_operator,
             batches_waiting_for_window,
             freeze_active,
             credentials_margin_seconds,
@@ -146,6 +267,15 @@ impl Metrics {
 
     pub fn write(&self, verb: &str, resource: &str) {
         self.api_writes.get_or_create(&WriteLabels { verb: verb.into(), resource: resource.into() }).inc();
+    }
+
+    /// A failed API request: `code` is the HTTP status, or `transport` when no answer came.
+    pub fn api_error(&self, verb: &str, resource: &str, error: &kube::Error) {
+        let code = match error {
+            kube::Error::Api(status) => status.code.to_string(),
+            _ => "transport".to_string(),
+        };
+        self.api_errors.get_or_create(&ErrorLabels { verb: verb.into(), resource: resource.into(), code }).inc();
     }
 
     pub fn skipped(&self, reason: &str) {
@@ -189,6 +319,10 @@ mod tests {
             "capdeck_batches_waiting_for_window 0",
             "capdeck_freeze_active 0",
             "capdeck_credentials_margin_seconds{namespace=\"ns\",batch=\"app-x7k2q\"} -300",
+            "capdeck_build_info{version=",
+            "capdeck_ready 0",
+            "capdeck_go_operator_running 0",
+            "capdeck_applications_also_rolled_by_go_operator 0",
             "# EOF",
         ] {
             assert!(text.contains(name), "missing {name} in\n{text}");

@@ -236,6 +236,45 @@ pub struct Notifier {
     pub deadline_rolls: bool,
 }
 
+/// How the engine judges credentials: its own settings (`--expected-rollout`, the rollout
+/// delay, `--change-windows`, `--on-deadline`) and where its Lease lives.
+pub struct Judging<'a> {
+    pub timing: Timing,
+    pub lease_namespace: &'a str,
+    pub change_windows: Option<&'a crate::api::change_window::ChangeWindows>,
+    pub deadline_rolls: bool,
+}
+
+/// Every consumed binding Secret's credentials, judged from the stores: what the notifier
+/// announces and what `capdeck_secret_credentials_*` export.
+pub fn judge_credentials(
+    stores: &Stores,
+    judging: &Judging<'_>,
+    now: Timestamp,
+) -> crate::credentials::CredentialsOverview {
+    let applications = stores.applications.state();
+    let batches = stores.batches.state();
+    let bindings = stores.service_bindings();
+    let namespace_windows = crate::credentials::namespace_windows(stores.namespaces.state().iter().map(|ns| &**ns));
+    let freezes = stores.freezes.state();
+    let schedule = crate::credentials::Schedule {
+        namespace_windows: Some(&namespace_windows),
+        cluster_windows: judging.change_windows,
+        freezes: &freezes,
+        lease_namespace: Some(judging.lease_namespace),
+        deadline_rolls: judging.deadline_rolls,
+    };
+    let inputs = crate::credentials::Inputs {
+        applications: &applications,
+        secrets: stores,
+        bindings: bindings.as_deref(),
+        batches: &batches,
+        now,
+        timing: judging.timing,
+    };
+    crate::credentials::overview_scheduled(&inputs, &schedule)
+}
+
 impl Notifier {
     /// Until cancelled: while `leader` says this engine leads, record and send what is due.
     pub async fn run(self, mut leader: watch::Receiver<Option<bool>>, cancel: CancellationToken) {
@@ -271,29 +310,15 @@ impl Notifier {
     }
 
     fn due_now(&self) -> Vec<Due> {
-        let applications = self.stores.applications.state();
         let batches = self.stores.batches.state();
-        let bindings = self.stores.service_bindings();
         let now = self.clock.now();
-        let namespace_windows =
-            crate::credentials::namespace_windows(self.stores.namespaces.state().iter().map(|ns| &**ns));
-        let freezes = self.stores.freezes.state();
-        let schedule = crate::credentials::Schedule {
-            namespace_windows: Some(&namespace_windows),
-            cluster_windows: self.change_windows.as_ref(),
-            freezes: &freezes,
-            lease_namespace: Some(&self.lease_namespace),
+        let judging = Judging {
+            timing: self.timing,
+            lease_namespace: &self.lease_namespace,
+            change_windows: self.change_windows.as_ref(),
             deadline_rolls: self.deadline_rolls,
         };
-        let inputs = crate::credentials::Inputs {
-            applications: &applications,
-            secrets: &self.stores,
-            bindings: bindings.as_deref(),
-            batches: &batches,
-            now,
-            timing: self.timing,
-        };
-        let overview = crate::credentials::overview_scheduled(&inputs, &schedule);
+        let overview = judge_credentials(&self.stores, &judging, now);
         due(&batches, &overview.credentials, now)
     }
 

@@ -30,7 +30,9 @@ use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
 use super::config::EngineConfig;
-use super::metrics::{BatchLabels, Metrics, PhaseLabels};
+use super::metrics::{
+    AppLabels, BatchLabels, ErrorLabels, HeldLabels, Metrics, PhaseLabels, SecretLabels, SecretStateLabels,
+};
 use super::writes::Writes;
 use crate::api::change_window::{ANNOTATION_CHANGE_WINDOWS, AppliedWindows};
 use crate::api::rotation_batch::reason;
@@ -120,6 +122,10 @@ pub struct Reconciler {
     transitions: Transitions,
     /// Batches whose last drive had a failed write wait for their own retry time; others go on.
     batch_backoff: Backoff<AppKey>,
+    /// When the credentials metrics were last judged (they are judged at most every 30 s).
+    credentials_metrics_at: std::sync::Mutex<Option<Timestamp>>,
+    /// When the leader last looked for the Go CAP Operator's Lease.
+    go_operator_checked_at: Option<tokio::time::Instant>,
 }
 
 impl Reconciler {
@@ -132,6 +138,8 @@ impl Reconciler {
             rollouts: Rollouts::default(),
             transitions: Transitions::default(),
             batch_backoff: Backoff::default(),
+            credentials_metrics_at: std::sync::Mutex::default(),
+            go_operator_checked_at: None,
         }
     }
 
@@ -152,6 +160,7 @@ impl Reconciler {
             self.observe();
             return None;
         }
+        self.look_for_go_operator().await;
         let index = self.context.index();
         self.detection.recheck(&self.context, &index, now);
         self.batching.open_or_join(&self.context, &mut self.detection, &mut self.managed_fields, now).await;
@@ -182,9 +191,36 @@ impl Reconciler {
             );
         }
         self.detection.forget_pending();
+        self.context.metrics.go_operator_running.set(0);
+        self.go_operator_checked_at = None;
         self.batch_backoff = Backoff::default();
         self.batching.forget_backoff();
         self.update_phase_metrics(self.context.stores.service_bindings().as_deref());
+    }
+
+    /// Whether the Go CAP Operator runs (its Lease renewed, in any namespace), once a minute
+    /// while leading: `capdeck_go_operator_running`. One LIST of at most a few Leases.
+    async fn look_for_go_operator(&mut self) {
+        use crate::cluster::leader::{GO_OPERATOR_LEASE, Holder, holder_of};
+        let due = self.go_operator_checked_at.is_none_or(|at| at.elapsed() >= Duration::from_secs(60));
+        if !due {
+            return;
+        }
+        self.go_operator_checked_at = Some(tokio::time::Instant::now());
+        let api: kube::Api<k8s_openapi::api::coordination::v1::Lease> = kube::Api::all(self.context.writes.client().clone());
+        let params = kube::api::ListParams::default().fields(&format!("metadata.name={GO_OPERATOR_LEASE}"));
+        let running = match api.list(&params).await {
+            Ok(list) => {
+                let now = self.context.config.clock.now();
+                list.items.iter().any(|lease| matches!(holder_of(Some(lease), now), Holder::Renewing { .. }))
+            }
+            Err(error) => {
+                tracing::debug!(error = %crate::cluster::describe_error(&error), "cannot look for the Go CAP Operator's Lease");
+                self.context.metrics.api_error("list", "leases", &error);
+                false
+            }
+        };
+        self.context.metrics.go_operator_running.set(i64::from(running));
     }
 
     /// Drive every open batch that is not waiting for its own backoff.
@@ -280,6 +316,104 @@ impl Reconciler {
             .filter(|freeze| freeze.active_at(now) && self.context.honours(freeze))
             .count();
         metrics.freeze_active.set(i64::try_from(in_force).unwrap_or(i64::MAX));
+        self.update_batch_alert_metrics(now);
+        self.update_credentials_metrics(now);
+        self.update_error_metrics();
+    }
+
+    /// The per-application gauges alerts fire on: how long an approval has been awaited, what
+    /// is held and why, whose newest batch failed; and the applications the Go CAP Operator
+    /// restarts too while it runs.
+    fn update_batch_alert_metrics(&self, now: Timestamp) {
+        let Context { stores, metrics, .. } = &self.context;
+        metrics.batch_awaiting_approval_seconds.clear();
+        metrics.batch_held.clear();
+        for batch in self.context.open_batches() {
+            let namespace = batch.namespace().unwrap_or_default();
+            let application = batch.spec.application.clone();
+            let condition = batch.status.as_ref().and_then(status::ready_condition);
+            match batch.phase() {
+                BatchPhase::AwaitingApproval => {
+                    let since = condition.and_then(|c| c.last_transition_time.as_ref()).map(|t| t.0);
+                    let waited = since.map_or(0, |since| now.duration_since(since).as_secs().max(0));
+                    let labels = AppLabels { namespace, application };
+                    let gauge = metrics.batch_awaiting_approval_seconds.get_or_create(&labels);
+                    // Two batches of one application: the longer wait.
+                    gauge.set(gauge.get().max(waited));
+                }
+                BatchPhase::Held => {
+                    let reason = condition.map_or_else(|| reason::HELD.to_string(), |c| c.reason.clone());
+                    metrics.batch_held.get_or_create(&HeldLabels { namespace, application, reason }).set(1);
+                }
+                _ => {}
+            }
+        }
+        metrics.batch_failed.clear();
+        let mut newest: BTreeMap<(String, String), Arc<RotationBatch>> = BTreeMap::new();
+        for batch in stores.batches.state() {
+            let key = (batch.namespace().unwrap_or_default(), batch.spec.application.clone());
+            let created = |b: &RotationBatch| (b.metadata.creation_timestamp.clone().map(|t| t.0), b.name_any());
+            if newest.get(&key).is_none_or(|known| created(known) < created(&batch)) {
+                newest.insert(key, batch);
+            }
+        }
+        for ((namespace, application), batch) in newest {
+            if batch.phase() == BatchPhase::Failed {
+                metrics.batch_failed.get_or_create(&AppLabels { namespace, application }).set(1);
+            }
+        }
+        let both = if metrics.go_operator_running.get() > 0 {
+            stores.applications.state().iter().filter(|app| app.spec.rollout_on_credential_update == Some(true)).count()
+        } else {
+            0
+        };
+        metrics.applications_also_rolled_by_go_operator.set(i64::try_from(both).unwrap_or(i64::MAX));
+    }
+
+    /// Per consumed binding Secret: its margin and verdict, judged as the notifier judges them.
+    /// At most every 30 s: a verdict moves with time, not with each pass of a rollout.
+    fn update_credentials_metrics(&self, now: Timestamp) {
+        let Context { config, stores, metrics, .. } = &self.context;
+        {
+            let mut last = self.credentials_metrics_at.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if last.is_some_and(|at| now.duration_since(at).as_secs() < 30 && now >= at) {
+                return;
+            }
+            *last = Some(now);
+        }
+        let judging = super::notify::Judging {
+            timing: config.credential_timing(),
+            lease_namespace: &config.lease.namespace,
+            change_windows: config.change_windows.as_ref(),
+            deadline_rolls: config.on_deadline == super::config::OnDeadline::Roll,
+        };
+        let overview = super::notify::judge_credentials(stores, &judging, now);
+        metrics.secret_credentials_margin_seconds.clear();
+        metrics.secret_credentials_state.clear();
+        for report in overview.credentials {
+            let labels = SecretLabels { namespace: report.namespace.clone(), secret: report.secret.clone() };
+            if let Some(margin) = report.margin_seconds {
+                metrics.secret_credentials_margin_seconds.get_or_create(&labels).set(margin);
+            }
+            let state = report.verdict.as_str().to_string();
+            metrics
+                .secret_credentials_state
+                .get_or_create(&SecretStateLabels { namespace: labels.namespace, secret: labels.secret, state })
+                .set(1);
+        }
+    }
+
+    /// The watches' failures, counted by the stores, into `capdeck_api_errors_total{verb="watch"}`.
+    fn update_error_metrics(&self) {
+        let Context { stores, metrics, .. } = &self.context;
+        for (kind, code, total) in stores.watch_errors() {
+            let counter = metrics.api_errors.get_or_create(&ErrorLabels {
+                verb: "watch".into(),
+                resource: kind.to_string(),
+                code,
+            });
+            counter.inc_by(total.saturating_sub(counter.get()));
+        }
     }
 
     /// Move one open batch along: follow its rolling Deployments, decide, execute.

@@ -145,9 +145,11 @@ impl Writes {
         self.awaited.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(key, version);
     }
 
-    fn counted<T>(&self, result: Result<T, kube::Error>) -> Result<T, kube::Error> {
+    /// Every request's outcome: a failure is counted (`capdeck_api_errors_total`) and shown.
+    fn counted<T>(&self, (verb, resource): (&str, &str), result: Result<T, kube::Error>) -> Result<T, kube::Error> {
         match &result {
             Err(error) => {
+                self.metrics.api_error(verb, resource, error);
                 self.failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 // Whoever shows the engine (the console's header) learns of it, not only the log.
                 let text = crate::cluster::describe_error(error);
@@ -193,7 +195,7 @@ impl Writes {
         batch.metadata.namespace = Some(namespace.clone());
         batch.metadata.labels = Some([(LABEL_APPLICATION.to_string(), app.name_any())].into());
         batch.metadata.owner_references = owner_reference(app, false).map(|reference| vec![reference]);
-        let created = self.counted(self.batches.create(&batch).await)?;
+        let created = self.counted(("create", "rotationbatches"), self.batches.create(&batch).await)?;
         self.metrics.write("create", "rotationbatches");
         self.await_version(&created);
         Ok(created)
@@ -202,7 +204,7 @@ impl Writes {
     /// Replace the spec (joining secrets, approval requirement) with a resourceVersion precondition.
     pub async fn replace_batch(&self, batch: &RotationBatch) -> Result<RotationBatch, kube::Error> {
         let change = Change::Replace(Box::new(batch.clone()));
-        let replaced = self.counted(self.batches.write_as_read(batch, change).await)?;
+        let replaced = self.counted(("update", "rotationbatches"), self.batches.write_as_read(batch, change).await)?;
         self.metrics.write("update", "rotationbatches");
         self.await_version(&replaced);
         Ok(replaced)
@@ -215,7 +217,10 @@ impl Writes {
         batch: &RotationBatch,
         status: &RotationBatchStatus,
     ) -> Result<RotationBatch, kube::Error> {
-        let written = self.counted(self.batches.write_as_read(batch, Change::MergeStatus(json!(status))).await)?;
+        let written = self.counted(
+            ("patch", "rotationbatches/status"),
+            self.batches.write_as_read(batch, Change::MergeStatus(json!(status))).await,
+        )?;
         self.metrics.write("patch", "rotationbatches/status");
         self.await_version(&written);
         Ok(written)
@@ -255,6 +260,7 @@ impl Writes {
         };
         let api: Api<Secret> = Api::namespaced(self.client.clone(), &namespace);
         let created = self.counted(
+            ("create", "secrets"),
             api.create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() }, &secret)
                 .await,
         )?;
@@ -378,7 +384,7 @@ impl Writes {
         let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() };
         let mut attempts = 0;
         loop {
-            let Some(mut deployment) = self.counted(api.get_opt(name).await)? else { return Ok(gone()) };
+            let Some(mut deployment) = self.counted(("get", "deployments"), api.get_opt(name).await)? else { return Ok(gone()) };
             let generation = deployment.metadata.generation.unwrap_or(0);
             let carried = match edit(&mut deployment) {
                 Ok(carried) => carried,
@@ -393,7 +399,7 @@ impl Writes {
                     attempts += 1;
                     tracing::debug!(namespace, deployment = name, attempts, "conflict updating deployment; re-reading");
                 }
-                Err(error) => return self.counted(Err(error)),
+                Err(error) => return self.counted(("update", "deployments"), Err(error)),
             }
         }
     }
@@ -404,7 +410,7 @@ impl Writes {
     pub async fn secret_exists(&self, namespace: &str, name: &str) -> Result<bool, kube::Error> {
         let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
         let params = kube::api::ListParams::default().fields(&format!("metadata.name={name}"));
-        Ok(!self.counted(api.list_metadata(&params).await)?.items.is_empty())
+        Ok(!self.counted(("list", "secrets"), api.list_metadata(&params).await)?.items.is_empty())
     }
 
     /// Delete a VCAP Secret we replaced, only if it is still the object we knew (uid
@@ -421,7 +427,7 @@ impl Writes {
                 Ok(true)
             }
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
-            Err(error) => self.counted(Err(error)),
+            Err(error) => self.counted(("delete", "secrets"), Err(error)),
         }
     }
 
@@ -436,7 +442,10 @@ impl Writes {
         };
         match self.recorder.publish(&event, &app.object_ref(&())).await {
             Ok(()) => self.metrics.write("create", "events"),
-            Err(error) => tracing::warn!(application = %app.name_any(), %error, "could not record an event"),
+            Err(error) => {
+                tracing::warn!(application = %app.name_any(), %error, "could not record an event");
+                self.metrics.api_error("create", "events", &error);
+            }
         }
     }
 }

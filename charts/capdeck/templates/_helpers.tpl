@@ -1,0 +1,77 @@
+{{/* The chart's name, cut to the 63 characters a label value allows. */}}
+{{- define "capdeck.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Names of the release's objects: the release name, with "capdeck" in it once. */}}
+{{- define "capdeck.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "capdeck.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "capdeck.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "capdeck.labels" -}}
+{{ include "capdeck.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{- define "capdeck.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "capdeck.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* repository:tag, or repository@digest when a digest is given. */}}
+{{- define "capdeck.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The daemon's arguments: every engine flag from values (docs: the chart's README). */}}
+{{- define "capdeck.args" -}}
+- --daemon
+- --health-addr=0.0.0.0:{{ .Values.metrics.port }}
+{{- if .Values.engine.namespace }}
+- {{ printf "--namespace=%v" .Values.engine.namespace | quote }}
+{{- else }}
+- --all-namespaces
+{{- end }}
+- {{ printf "--rollout-delay=%v" .Values.engine.rolloutDelay | quote }}
+- {{ printf "--approval=%v" .Values.engine.approval | quote }}
+- {{ printf "--max-parallel-rollouts=%v" .Values.engine.maxParallelRollouts | quote }}
+- {{ printf "--min-rollout-interval=%v" .Values.engine.minRolloutInterval | quote }}
+- {{ printf "--expected-rollout=%v" .Values.engine.expectedRollout | quote }}
+- {{ printf "--halt-on-failure=%v" .Values.engine.haltOnFailure | quote }}
+- {{ printf "--readiness-timeout=%v" .Values.engine.readinessTimeout | quote }}
+- {{ printf "--engine=%v" .Values.engine.mode | quote }}
+- {{ printf "--lease-name=%v" .Values.engine.leaseName | quote }}
+- {{ printf "--on-deadline=%v" .Values.engine.onDeadline | quote }}
+{{- if .Values.engine.changeWindows }}
+- {{ printf "--change-windows=%v" .Values.engine.changeWindows | quote }}
+{{- end }}
+{{- if .Values.clusterName }}
+- {{ printf "--cluster-name=%v" .Values.clusterName | quote }}
+{{- end }}
+{{- range .Values.notify }}
+- {{ printf "--notify-secret=%s/%s:%s" (default $.Release.Namespace .namespace) .name .key | quote }}
+{{- end }}
+{{- end -}}
