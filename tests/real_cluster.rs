@@ -17,6 +17,8 @@ mod common;
 mod attribution_stories;
 #[path = "real_cluster/bounded_stories.rs"]
 mod bounded_stories;
+#[path = "real_cluster/chart.rs"]
+mod chart;
 #[path = "real_cluster/control_plane.rs"]
 mod control_plane;
 #[path = "real_cluster/deadline_stories.rs"]
@@ -259,6 +261,28 @@ fn main() -> ExitCode {
         });
         trials.push(trial.with_ignored_flag(ignored));
     }
+    // The Helm chart, checked with the real helm (tools/ops/build.sh).
+    let helm = ops_tools::find(&ops_tools::HELM);
+    let prometheus_crds = helm.as_ref().map_err(Clone::clone).and_then(|_| ops_tools::prometheus_operator_crds());
+    match (&helm, &prometheus_crds) {
+        (Err(why), _) | (_, Err(why)) if required => {
+            eprintln!("CAPDECK_REQUIRE_REAL_CLUSTER=1 but {why}");
+            return ExitCode::FAILURE;
+        }
+        (Err(why), _) | (_, Err(why)) => eprintln!("tools::helm and chart:: are ignored: {why}"),
+        _ => {}
+    }
+    trials.push(
+        Trial::test("tools::helm::lint_and_template", || chart::lint_and_template().map_err(Failed::from))
+            .with_ignored_flag(helm.is_err()),
+    );
+    trials.push(
+        Trial::test(
+            "chart::install_upgrade_rollback_uninstall_and_the_daemon_as_its_service_account::kube-apiserver",
+            || run(|backend| Box::pin(chart::install_upgrade_rollback_uninstall_and_the_daemon_as_its_service_account(backend)), Backend::KubeApiserver),
+        )
+        .with_ignored_flag(real.is_err() || prometheus_crds.is_err()),
+    );
     let conclusion = libtest_mimic::run(&args, trials);
     world::stop_shared_plane();
     conclusion.exit_code()

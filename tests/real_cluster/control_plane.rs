@@ -84,6 +84,8 @@ pub enum Profile {
     /// `--watch-cache=false`: watches read etcd directly, so a compaction makes a resumed
     /// watch answer `410 Gone` at once.
     NoWatchCache,
+    /// Only the CAP Operator's CRDs: capdeck's own come with what the story installs (the chart).
+    WithoutCapdeckCrds,
 }
 
 /// One server process under its watchdog (etcd, kube-apiserver, the Go CAP Operator).

@@ -64,6 +64,22 @@ impl Daemon {
         Daemon { child: Some(child), log, health: format!("http://127.0.0.1:{port}") }
     }
 
+    /// The binary with exactly `args` (they must name `--health-addr 127.0.0.1:PORT` as `port`)
+    /// and `env`: as a chart's Deployment would run it.
+    pub fn spawn(kubeconfig: &std::path::Path, args: &[String], env: &[(&str, &str)], port: u16, dir: &std::path::Path) -> Daemon {
+        let log = dir.join(format!("daemon-{port}.log"));
+        let child = Command::new(env!("CARGO_BIN_EXE_capdeck"))
+            .args(args)
+            .envs(env.iter().copied())
+            .env("KUBECONFIG", kubeconfig)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .stdout(Stdio::from(std::fs::File::create(&log).expect("log file")))
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("daemon starts");
+        Daemon { child: Some(child), log, health: format!("http://127.0.0.1:{port}") }
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }

@@ -1,0 +1,416 @@
+//! The Helm chart (`charts/capdeck`) checked with the real helm (built by `tools/ops/build.sh`):
+//! - `tools::helm::lint_and_template`: `helm lint --strict` and `helm template` with the defaults
+//!   and with every option on; the defaults yield what `capdeck manifests` prints (RBAC rule for
+//!   rule, the policies, the Deployment's security and probes); every option renders what it
+//!   promises, and the daemon accepts every argument the chart gives it.
+//! - `chart::install_upgrade_rollback_uninstall_and_the_daemon_as_its_service_account` (on its
+//!   own kube-apiserver 1.34 with the prometheus-operator CRDs): bad values refused by the schema,
+//!   install, upgrade, rollback, a daemon run with the chart's ServiceAccount token and the
+//!   Deployment's own arguments rolling a batch, its `/metrics` naming every metric the alerts and
+//!   the dashboard use, and an uninstall that leaves only the CRDs (kept on purpose) behind.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use capdeck::api::BatchPhase;
+use kube::ResourceExt as _;
+use serde_json::Value;
+
+use crate::common::fixtures::AppOptions;
+use crate::common::story_world::StoryWorld as _;
+use crate::faker::Faker;
+use crate::ops_tools::{self, HELM};
+use crate::process_stories::{Daemon, http_get};
+use crate::setup::{capdeck, load_current, text};
+use crate::world::{Backend, World, eventually};
+
+const LONG: Duration = Duration::from_secs(90);
+const RELEASE: &str = "capdeck";
+
+/// helm with its caches in a directory of the test's own (never the user's ~/.cache/helm).
+struct Helm {
+    binary: PathBuf,
+    home: tempfile::TempDir,
+}
+
+impl Helm {
+    fn new() -> Result<Self, String> {
+        Ok(Self { binary: ops_tools::find(&HELM)?, home: tempfile::tempdir().map_err(|e| e.to_string())? })
+    }
+
+    fn run(&self, kubeconfig: Option<&Path>, args: &[&str]) -> Result<String, String> {
+        let mut command = std::process::Command::new(&self.binary);
+        command.args(args).current_dir(env!("CARGO_MANIFEST_DIR"));
+        for (variable, dir) in [("HELM_CACHE_HOME", "cache"), ("HELM_CONFIG_HOME", "config"), ("HELM_DATA_HOME", "data")]
+        {
+            command.env(variable, self.home.path().join(dir));
+        }
+        match kubeconfig {
+            Some(path) => command.env("KUBECONFIG", path),
+            None => command.env("KUBECONFIG", self.home.path().join("no-cluster")),
+        };
+        command.env_remove("KUBERNETES_SERVICE_HOST");
+        let output = command.output().map_err(|e| format!("cannot run helm: {e}"))?;
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        if output.status.success() {
+            Ok(stdout)
+        } else {
+            Err(format!("helm {} failed:\n{stdout}{}", args.join(" "), String::from_utf8_lossy(&output.stderr)))
+        }
+    }
+}
+
+fn chart() -> String {
+    ops_tools::chart_dir().display().to_string()
+}
+
+fn documents(yaml: &str) -> Vec<Value> {
+    let documents: Vec<Value> = serde_saphyr::from_multiple(yaml).unwrap_or_else(|e| panic!("YAML: {e}\n{yaml}"));
+    documents.into_iter().filter(|document| !document.is_null()).collect()
+}
+
+fn by_kind_and_name(objects: &[Value]) -> BTreeMap<(String, String), Value> {
+    objects
+        .iter()
+        .map(|object| {
+            let kind = object["kind"].as_str().unwrap_or_default().to_string();
+            let name = object["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            ((kind, name), object.clone())
+        })
+        .collect()
+}
+
+/// `capdeck manifests -n NS`, as objects.
+fn manifests(namespace: &str) -> Vec<Value> {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_capdeck"))
+        .args(["manifests", "-n", namespace])
+        .output()
+        .expect("capdeck manifests");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    documents(&String::from_utf8_lossy(&output.stdout))
+}
+
+/// The daemon's arguments in a rendered or live Deployment.
+fn daemon_args(deployment: &Value) -> Vec<String> {
+    deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .map(|arg| arg.as_str().expect("string arg").to_string())
+        .collect()
+}
+
+/// Every `capdeck_…` metric name the alert rules and the dashboard use.
+fn metrics_used() -> BTreeSet<String> {
+    let pattern = regex::Regex::new(r"capdeck_[a-z_]+[a-z]").expect("regex");
+    let mut names = BTreeSet::new();
+    for file in ["files/alerts/capdeck.rules.yaml", "files/dashboards/capdeck.json"] {
+        let text = std::fs::read_to_string(ops_tools::chart_dir().join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        names.extend(pattern.find_iter(&text).map(|m| m.as_str().to_string()));
+    }
+    names
+}
+
+/// Names a `/metrics` answer exports: its samples' names and its families' (`# TYPE` lines).
+fn exported(metrics: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for line in metrics.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let mut words = rest.split_whitespace();
+            let (Some(name), Some(kind)) = (words.next(), words.next()) else { continue };
+            names.insert(name.to_string());
+            // An OpenMetrics family names its samples with a suffix, even when it has none yet.
+            let suffixes: &[&str] = match kind {
+                "counter" => &["_total"],
+                "histogram" => &["_bucket", "_sum", "_count"],
+                _ => &[],
+            };
+            names.extend(suffixes.iter().map(|suffix| format!("{name}{suffix}")));
+        } else if !line.starts_with('#') {
+            let end = line.find(['{', ' ']).unwrap_or(line.len());
+            names.insert(line[..end].to_string());
+        }
+    }
+    names
+}
+
+/// helm lint and template, the defaults against `capdeck manifests`, every option on.
+pub fn lint_and_template() -> Result<(), String> {
+    let helm = Helm::new()?;
+    let all_on = format!("{}/ci/all-on-values.yaml", chart());
+    helm.run(None, &["lint", "--strict", &chart()])?;
+    helm.run(None, &["lint", "--strict", &chart(), "-f", &all_on])?;
+
+    let namespace = "capdeck-system";
+    let rendered = documents(&helm.run(None, &["template", RELEASE, &chart(), "-n", namespace])?);
+    let chart_objects = by_kind_and_name(&rendered);
+    let manifest_objects = by_kind_and_name(&manifests(namespace));
+    for ((kind, name), manifest) in &manifest_objects {
+        if kind == "Namespace" {
+            // `helm install --create-namespace` makes it; a chart never owns its own namespace.
+            continue;
+        }
+        let ours = chart_objects
+            .get(&(kind.clone(), name.clone()))
+            .unwrap_or_else(|| panic!("the chart with defaults has no {kind} {name}, which capdeck manifests has"));
+        match kind.as_str() {
+            "ClusterRole" | "Role" => assert_eq!(ours["rules"], manifest["rules"], "{kind} {name}: rule for rule"),
+            "ClusterRoleBinding" | "RoleBinding" => {
+                assert_eq!(ours["roleRef"], manifest["roleRef"], "{kind} {name}");
+                assert_eq!(ours["subjects"], manifest["subjects"], "{kind} {name}");
+            }
+            "ValidatingAdmissionPolicy" | "ValidatingAdmissionPolicyBinding" | "Service" => {
+                let (mut a, mut b) = (ours["spec"].clone(), manifest["spec"].clone());
+                // Selectors carry the release's instance label too.
+                for spec in [&mut a, &mut b] {
+                    if let Some(selector) = spec.get_mut("selector").and_then(Value::as_object_mut) {
+                        selector.remove("app.kubernetes.io/instance");
+                    }
+                }
+                assert_eq!(a, b, "{kind} {name}");
+            }
+            "ServiceAccount" => {}
+            "Deployment" => {
+                let pod = |o: &Value| o["spec"]["template"]["spec"].clone();
+                let (ours_pod, their_pod) = (pod(ours), pod(manifest));
+                assert_eq!(ours["spec"]["replicas"], manifest["spec"]["replicas"]);
+                assert_eq!(ours_pod["securityContext"], their_pod["securityContext"], "pod security context");
+                assert_eq!(ours_pod["serviceAccountName"], their_pod["serviceAccountName"]);
+                let (c, m) = (&ours_pod["containers"][0], &their_pod["containers"][0]);
+                for field in ["securityContext", "livenessProbe", "readinessProbe", "ports"] {
+                    assert_eq!(c[field], m[field], "container {field}");
+                }
+                let args = daemon_args(ours);
+                assert!(args.contains(&"--daemon".to_string()) && args.contains(&"--all-namespaces".to_string()));
+            }
+            other => panic!("capdeck manifests has a {other} the comparison does not know"),
+        }
+    }
+    // capdeck's CRDs come with the chart (kept on uninstall); `capdeck crds` prints the same.
+    for crd in capdeck::api::crds::all().into_iter().filter(|crd| crd.spec.group == "capdeck.dev") {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        let ours = chart_objects
+            .get(&("CustomResourceDefinition".to_string(), name.clone()))
+            .unwrap_or_else(|| panic!("the chart has no CRD {name}"));
+        assert_eq!(ours["spec"], serde_json::to_value(&crd.spec).expect("json"), "CRD {name}");
+        assert_eq!(ours["metadata"]["annotations"]["helm.sh/resource-policy"], "keep", "CRD {name} is kept");
+    }
+    let kinds = |objects: &[Value]| -> BTreeSet<String> {
+        objects.iter().filter_map(|o| o["kind"].as_str().map(String::from)).collect()
+    };
+    assert!(kinds(&rendered).contains("PodDisruptionBudget"), "a PDB by default");
+    for optional in ["ServiceMonitor", "PodMonitor", "PrometheusRule", "NetworkPolicy", "ConfigMap"] {
+        assert!(!kinds(&rendered).contains(optional), "{optional} only when asked for");
+    }
+
+    // Every option on.
+    let rendered = documents(&helm.run(None, &["template", RELEASE, &chart(), "-n", namespace, "-f", &all_on])?);
+    for kind in ["ServiceMonitor", "PodMonitor", "PrometheusRule", "NetworkPolicy", "ConfigMap", "PodDisruptionBudget"] {
+        assert!(kinds(&rendered).contains(kind), "every option on renders a {kind}");
+    }
+    let objects = by_kind_and_name(&rendered);
+    let rule = rendered.iter().find(|o| o["kind"] == "PrometheusRule").expect("rule");
+    let alerts: Vec<Value> = rule["spec"]["groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .flat_map(|group| group["rules"].as_array().cloned().unwrap_or_default())
+        .collect();
+    assert!(alerts.len() >= 9, "the PrometheusRule has the alerts: {rule}");
+    for alert in &alerts {
+        let url = alert["annotations"]["runbook_url"].as_str().unwrap_or_default();
+        assert!(url.starts_with("https://wiki.example.com/capdeck/RUNBOOK.md#"), "runbookUrl is used: {url}");
+    }
+    let dashboard = rendered.iter().find(|o| o["kind"] == "ConfigMap").expect("dashboard");
+    let json: Value = serde_json::from_str(dashboard["data"]["capdeck.json"].as_str().expect("json text"))
+        .map_err(|e| format!("the dashboard ConfigMap holds no JSON: {e}"))?;
+    assert_eq!(json["uid"], "capdeck");
+    assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
+    let policy = rendered.iter().find(|o| o["kind"] == "NetworkPolicy").expect("policy");
+    assert_eq!(policy["spec"]["ingress"][0]["ports"][0]["port"], "http", "ingress to the metrics port only");
+    let monitor = rendered.iter().find(|o| o["kind"] == "ServiceMonitor").expect("monitor");
+    assert_eq!(monitor["spec"]["endpoints"][0]["honorLabels"], true, "the application's namespace label is kept");
+    let deployment = objects.values().find(|o| o["kind"] == "Deployment").expect("deployment");
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["containers"][0]["image"],
+        "registry.example.com/capdeck@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+    );
+    // The daemon accepts every argument the chart gives it: with no cluster at hand it gets as
+    // far as connecting (exit 1), never a usage error (exit 2).
+    let args = daemon_args(deployment);
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_capdeck"))
+        .args(args.iter().map(|arg| if arg.starts_with("--health-addr=") { "--health-addr=127.0.0.1:0" } else { arg }))
+        .env("KUBECONFIG", dir.path().join("none"))
+        .env("POD_NAMESPACE", namespace)
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .output()
+        .map_err(|e| e.to_string())?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "the daemon refused the chart's arguments {args:?}: {stderr}");
+    Ok(())
+}
+
+/// Values the schema must refuse, and what its message must say.
+const BAD_VALUES: &[(&str, &str)] = &[
+    ("engine.rolloutDelay=10", "/engine/rolloutDelay"),
+    ("engine.approval=sometimes", "value must be one of 'auto', 'manual'"),
+    ("replicaCount=0", "/replicaCount"),
+    ("notify[0]=https://hooks.slack.com/services/T/B/x", "/notify/0"),
+];
+
+pub async fn install_upgrade_rollback_uninstall_and_the_daemon_as_its_service_account(backend: Backend) {
+    assert_eq!(backend, Backend::KubeApiserver, "helm installs into a real API server");
+    let helm = Helm::new().expect("helm");
+    let crds = ops_tools::prometheus_operator_crds().expect("the prometheus-operator CRDs");
+    let world = World::dedicated(backend, "chart", crate::control_plane::Profile::WithoutCapdeckCrds).await;
+    let plane = world.plane();
+    let output = plane.kubectl().args(["apply", "--server-side", "-f"]).arg(&crds).output().expect("kubectl");
+    assert!(output.status.success(), "prometheus-operator CRDs: {}", String::from_utf8_lossy(&output.stderr));
+    let output = plane
+        .kubectl()
+        .args(["wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"])
+        .output()
+        .expect("kubectl");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    load_current(&world, &AppOptions::default()).await;
+    let kubeconfig = world.admin_kubeconfig.clone();
+    let system = format!("{}-system", world.ns);
+    let chart_path = chart();
+    let install = |extra: &[&str]| -> Result<String, String> {
+        let mut args = vec!["install", RELEASE, &chart_path, "-n", &system, "--create-namespace"];
+        args.extend_from_slice(extra);
+        helm.run(Some(&kubeconfig), &args)
+    };
+
+    // The schema refuses each bad value before anything is installed.
+    for (value, message) in BAD_VALUES {
+        let error = install(&["--set", value]).expect_err(value);
+        assert!(error.contains("values don't meet the specifications of the schema"), "{value}: {error}");
+        assert!(error.contains(message), "{value}: the message names {message}: {error}");
+    }
+    let listed = helm.run(Some(&kubeconfig), &["list", "-A", "-q"]).expect("helm list");
+    assert!(listed.trim().is_empty(), "a refused install left a release: {listed}");
+
+    // Install: every optional object on that this cluster can hold (the NetworkPolicy names the
+    // API server: envtest has no `kubernetes` Endpoints to look up).
+    let port = plane.url.rsplit(':').next().expect("the API server's port").to_string();
+    let engine_ns = format!("engine.namespace={}", world.ns);
+    let api_port = format!("networkPolicy.apiServer[0].port={port}");
+    let options = [
+        "--set", &engine_ns,
+        "--set", "metrics.serviceMonitor.enabled=true",
+        "--set", "metrics.podMonitor.enabled=true",
+        "--set", "metrics.prometheusRule.enabled=true",
+        "--set", "metrics.dashboard.enabled=true",
+        "--set", "networkPolicy.enabled=true",
+        "--set", "networkPolicy.apiServer[0].cidr=127.0.0.1/32",
+        "--set", &api_port,
+    ];
+    install(&options).expect("helm install");
+    let deployment = |plane: &crate::control_plane::ControlPlane| -> Value {
+        let output =
+            plane.kubectl().args(["get", "deployment", RELEASE, "-n", &system, "-o", "json"]).output().expect("kubectl");
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        serde_json::from_slice(&output.stdout).expect("json")
+    };
+    let installed = deployment(plane);
+    assert!(daemon_args(&installed).contains(&"--approval=auto".to_string()));
+    for (kind, name) in [
+        ("servicemonitor", RELEASE.to_string()),
+        ("podmonitor", RELEASE.to_string()),
+        ("prometheusrule", RELEASE.to_string()),
+        ("configmap", format!("{RELEASE}-dashboard")),
+        ("networkpolicy", RELEASE.to_string()),
+        ("poddisruptionbudget", RELEASE.to_string()),
+        ("service", format!("{RELEASE}-metrics")),
+    ] {
+        let output = plane.kubectl().args(["get", kind, &name, "-n", &system]).output().expect("kubectl");
+        assert!(output.status.success(), "{kind} {name} installed: {}", String::from_utf8_lossy(&output.stderr));
+    }
+
+    // Upgrade changing a value, then roll back to the install.
+    let upgrade = ["upgrade", RELEASE, &chart_path, "-n", &system, "--reuse-values"];
+    let changes = ["--set", "engine.approval=manual", "--set", "replicaCount=3"];
+    helm.run(Some(&kubeconfig), &[&upgrade[..], &changes[..]].concat()).expect("helm upgrade");
+    let upgraded = deployment(plane);
+    assert!(daemon_args(&upgraded).contains(&"--approval=manual".to_string()), "the upgrade changed the args");
+    assert_eq!(upgraded["spec"]["replicas"], 3);
+    helm.run(Some(&kubeconfig), &["rollback", RELEASE, "1", "-n", &system]).expect("helm rollback");
+    let rolled_back = deployment(plane);
+    assert_eq!(daemon_args(&rolled_back), daemon_args(&installed), "the rollback restored the install's args");
+    assert_eq!(rolled_back["spec"]["replicas"], 2);
+    let history = helm.run(Some(&kubeconfig), &["history", RELEASE, "-n", &system, "-o", "json"]).expect("history");
+    assert_eq!(serde_json::from_str::<Value>(&history).expect("json").as_array().map(Vec::len), Some(3));
+
+    // The daemon as the chart's ServiceAccount, with the live Deployment's arguments.
+    let service_account = rolled_back["spec"]["template"]["spec"]["serviceAccountName"].as_str().expect("sa").to_string();
+    let output = plane
+        .kubectl()
+        .args(["create", "token", &service_account, "-n", &system, "--duration=1h"])
+        .output()
+        .expect("kubectl create token");
+    let (token, stderr) = text(&output);
+    assert!(output.status.success(), "create token: {stderr}");
+    let sa_kubeconfig = plane.write_token_kubeconfig("chart-sa", token.trim()).expect("kubeconfig");
+    let health_port = crate::control_plane::free_port().expect("port");
+    let args: Vec<String> = daemon_args(&rolled_back)
+        .into_iter()
+        .map(|arg| if arg.starts_with("--health-addr=") { format!("--health-addr=127.0.0.1:{health_port}") } else { arg })
+        .collect();
+    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let dir = tempfile::tempdir().expect("dir");
+    let mut daemon = Daemon::spawn(
+        &sa_kubeconfig,
+        &args,
+        &[("POD_NAMESPACE", system.as_str()), ("POD_NAME", "capdeck-0"), ("RUST_LOG", "info")],
+        health_port,
+        dir.path(),
+    );
+    eventually("the daemon as the chart's ServiceAccount leads", LONG, || async {
+        match http_get(&format!("{}/readyz", daemon.health)).await {
+            Some((200, body)) if body.contains("leader") => Ok(()),
+            other => Err(format!("{other:?}; log: {}", daemon.log())),
+        }
+    })
+    .await;
+    world.rotate_secret("bookshop-uaa").await;
+    let batch = world.wait_phase("bookshop", BatchPhase::Collecting, LONG).await;
+    let output = capdeck(&kubeconfig, &["force", &format!("{}/{}", world.ns, batch.name_any()), "--approve", "--reason", "chart"]);
+    assert!(output.status.success(), "{:?}", text(&output));
+    world.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
+    let (code, metrics) = http_get(&format!("{}/metrics", daemon.health)).await.expect("metrics");
+    assert_eq!(code, 200);
+    let exported = exported(&metrics);
+    let missing: Vec<String> = metrics_used().into_iter().filter(|name| !exported.contains(name)).collect();
+    assert!(missing.is_empty(), "metrics the alerts or the dashboard use but the daemon does not export: {missing:?}\n{metrics}");
+    assert!(metrics.contains("capdeck_leader 1") && metrics.contains("capdeck_ready 1"), "{metrics}");
+    let log = daemon.log();
+    assert!(!log.contains("forbidden"), "the chart's ServiceAccount was refused something: {log}");
+    assert!(daemon.terminate().success());
+    faker.stop().await;
+
+    // Uninstall: nothing of the release is left but the CRDs it keeps (and the batch they hold).
+    helm.run(Some(&kubeconfig), &["uninstall", RELEASE, "-n", &system, "--wait"]).expect("helm uninstall");
+    let selector = format!("app.kubernetes.io/instance={RELEASE}");
+    let kinds = "deployments,services,serviceaccounts,roles,rolebindings,configmaps,poddisruptionbudgets,\
+                 networkpolicies,servicemonitors,podmonitors,prometheusrules,clusterroles,clusterrolebindings,\
+                 validatingadmissionpolicies,validatingadmissionpolicybindings";
+    let output = plane.kubectl().args(["get", kinds, "-A", "-l", &selector, "-o", "name"]).output().expect("kubectl");
+    let (left, stderr) = text(&output);
+    assert!(output.status.success(), "{stderr}");
+    assert!(left.trim().is_empty(), "helm uninstall left: {left}");
+    for policy in ["capdeck-attribution", "capdeck-freeze-attribution"] {
+        let output = plane.kubectl().args(["get", "validatingadmissionpolicy", policy]).output().expect("kubectl");
+        assert!(!output.status.success(), "the admission policy {policy} was left behind");
+    }
+    let output = plane
+        .kubectl()
+        .args(["get", "crd", "rotationbatches.capdeck.dev", "freezes.capdeck.dev", "-o", "name"])
+        .output()
+        .expect("kubectl");
+    assert!(output.status.success(), "the CRDs are kept: {}", String::from_utf8_lossy(&output.stderr));
+    let output = plane.kubectl().args(["get", "rotationbatches", "-n", &world.ns, "-o", "name"]).output().expect("kubectl");
+    assert!(text(&output).0.contains(&batch.name_any()), "and with them the batches");
+}
