@@ -21,6 +21,8 @@ mod bounded_stories;
 mod chart;
 #[path = "real_cluster/control_plane.rs"]
 mod control_plane;
+#[path = "real_cluster/dashboard.rs"]
+mod dashboard;
 #[path = "real_cluster/deadline_stories.rs"]
 mod deadline_stories;
 #[path = "real_cluster/differential.rs"]
@@ -242,6 +244,24 @@ fn main() -> ExitCode {
         })
         .with_ignored_flag(tmux.is_err()),
     );
+    // The Grafana dashboard: promtool parses every expression; the rest needs no tool.
+    let promtool = ops_tools::find(&ops_tools::PROMTOOL);
+    match &promtool {
+        Err(why) if required => {
+            eprintln!("CAPDECK_REQUIRE_REAL_CLUSTER=1 but promtool is missing: {why}");
+            return ExitCode::FAILURE;
+        }
+        Err(why) => eprintln!("tools::promtool::dashboard_expressions_parse is ignored: {why}"),
+        Ok(found) => eprintln!("promtool: {}", found.display()),
+    }
+    let ignored = promtool.is_err();
+    trials.push(
+        Trial::test("tools::promtool::dashboard_expressions_parse", move || {
+            dashboard::dashboard_expressions_parse(&promtool.map_err(Failed::from)?)
+        })
+        .with_ignored_flag(ignored),
+    );
+    trials.push(Trial::test("tools::dashboard::every_metric_is_documented", dashboard::every_metric_is_documented));
     let built_kubectl = real.as_ref().ok().map(|assets| assets.kubectl.as_path());
     for (label, binary, minor) in kubectl_compat::kubectls(built_kubectl) {
         let name = format!("tools::kubectl_against_the_sandbox::{label}");
