@@ -13,6 +13,8 @@
 #[allow(unused_imports, unused_macros)]
 mod common;
 
+#[path = "real_cluster/alert_rules.rs"]
+mod alert_rules;
 #[path = "real_cluster/attribution_stories.rs"]
 mod attribution_stories;
 #[path = "real_cluster/bounded_stories.rs"]
@@ -240,6 +242,33 @@ fn main() -> ExitCode {
         })
         .with_ignored_flag(tmux.is_err()),
     );
+    // The chart's alert rules: promtool checks them and runs their unit tests; the pure checks
+    // need no tool.
+    let promtool = ops_tools::find(&ops_tools::PROMTOOL);
+    match &promtool {
+        Err(why) if required => {
+            eprintln!("CAPDECK_REQUIRE_REAL_CLUSTER=1 but promtool: {why}");
+            return ExitCode::FAILURE;
+        }
+        Err(why) => eprintln!("tools::promtool is ignored: {why}"),
+        Ok(path) => eprintln!("promtool: {}", path.display()),
+    }
+    type PromtoolCheck = fn(&std::path::Path) -> Result<(), String>;
+    let promtool_checks: [(&str, PromtoolCheck); 2] = [
+        ("tools::promtool::check_rules", alert_rules::promtool_check_rules),
+        ("tools::promtool::test_rules", alert_rules::promtool_test_rules),
+    ];
+    for (name, check) in promtool_checks {
+        let binary = promtool.clone();
+        let trial = Trial::test(name, move || check(&binary.map_err(Failed::from)?).map_err(Failed::from));
+        trials.push(trial.with_ignored_flag(promtool.is_err()));
+    }
+    trials.push(Trial::test("tools::alerts::every_alert_has_a_runbook_section_and_a_unit_test", || {
+        alert_rules::every_alert_has_a_runbook_section_and_a_unit_test().map_err(Failed::from)
+    }));
+    trials.push(Trial::test("tools::alerts::every_metric_and_label_in_the_rules_is_in_metrics_md", || {
+        alert_rules::every_metric_and_label_in_the_rules_is_in_metrics_md().map_err(Failed::from)
+    }));
     let built_kubectl = real.as_ref().ok().map(|assets| assets.kubectl.as_path());
     for (label, binary, minor) in kubectl_compat::kubectls(built_kubectl) {
         let name = format!("tools::kubectl_against_the_sandbox::{label}");
