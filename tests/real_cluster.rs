@@ -269,6 +269,9 @@ fn main() -> ExitCode {
     trials.push(Trial::test("tools::alerts::every_metric_and_label_in_the_rules_is_in_metrics_md", || {
         alert_rules::every_metric_and_label_in_the_rules_is_in_metrics_md().map_err(Failed::from)
     }));
+    trials.push(Trial::test("tools::alerts::every_capdeck_command_in_the_runbook_parses", || {
+        alert_rules::every_capdeck_command_in_the_runbook_parses().map_err(Failed::from)
+    }));
     let built_kubectl = real.as_ref().ok().map(|assets| assets.kubectl.as_path());
     for (label, binary, minor) in kubectl_compat::kubectls(built_kubectl) {
         let name = format!("tools::kubectl_against_the_sandbox::{label}");

@@ -311,3 +311,78 @@ pub fn every_metric_and_label_in_the_rules_is_in_metrics_md() -> Result<(), Stri
 fn verdict(problems: Vec<String>) -> Result<(), String> {
     if problems.is_empty() { Ok(()) } else { Err(problems.join("\n")) }
 }
+
+/// The `capdeck …` commands docs/RUNBOOK.md tells people to run, split as a shell would (quotes
+/// kept together), up to a pipe, `&&`, `&` or a comment.
+fn runbook_commands(runbook: &str) -> Vec<Vec<String>> {
+    let inline = regex::Regex::new(r"`(capdeck [^`]+)`").expect("a valid regex");
+    let mut texts: Vec<String> = inline.captures_iter(runbook).map(|found| found[1].to_string()).collect();
+    let mut fenced = false;
+    for line in runbook.lines() {
+        let line = line.trim();
+        if line.starts_with("```") {
+            fenced = !fenced;
+        } else if fenced && line.starts_with("capdeck ") {
+            texts.push(line.to_string());
+        }
+    }
+    texts.iter().map(|text| shell_words(text)).collect()
+}
+
+fn shell_words(text: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut quote = None;
+    let mut in_word = false;
+    for c in text.chars() {
+        match (quote, c) {
+            (Some(open), c) if c == open => quote = None,
+            (Some(_), c) => word.push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                in_word = true;
+            }
+            (None, c) if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            (None, c) => {
+                word.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    let end = words.iter().position(|word| ["|", "&&", "&", "#"].contains(&word.as_str())).unwrap_or(words.len());
+    words.truncate(end);
+    words
+}
+
+/// Every `capdeck …` command docs/RUNBOOK.md cites parses: this binary knows the subcommand and
+/// every flag (run with `--help` appended, which clap answers only when the rest parses).
+pub fn every_capdeck_command_in_the_runbook_parses() -> Result<(), String> {
+    let commands = runbook_commands(&read(RUNBOOK)?);
+    if commands.len() < 10 {
+        return Err(format!("found only {} capdeck commands in {RUNBOOK}: is the extraction broken?", commands.len()));
+    }
+    let mut problems = Vec::new();
+    for words in commands {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_capdeck"))
+            .args(&words[1..])
+            .arg("--help")
+            .output()
+            .map_err(|error| format!("cannot run {}: {error}", env!("CARGO_BIN_EXE_capdeck")))?;
+        if !output.status.success() {
+            problems.push(format!(
+                "{RUNBOOK}: `{}` does not parse: {}",
+                words.join(" "),
+                String::from_utf8_lossy(&output.stderr).lines().next().unwrap_or_default()
+            ));
+        }
+    }
+    verdict(problems)
+}
