@@ -13,6 +13,8 @@
 #[allow(unused_imports, unused_macros)]
 mod common;
 
+#[path = "real_cluster/alert_rules.rs"]
+mod alert_rules;
 #[path = "real_cluster/attribution_stories.rs"]
 mod attribution_stories;
 #[path = "real_cluster/bounded_stories.rs"]
@@ -244,20 +246,41 @@ fn main() -> ExitCode {
         })
         .with_ignored_flag(tmux.is_err()),
     );
-    // The Grafana dashboard: promtool parses every expression; the rest needs no tool.
+    // The chart's alert rules and dashboard: promtool checks the rules, runs their unit tests and
+    // parses every dashboard expression; the pure checks need no tool.
     let promtool = ops_tools::find(&ops_tools::PROMTOOL);
     match &promtool {
         Err(why) if required => {
-            eprintln!("CAPDECK_REQUIRE_REAL_CLUSTER=1 but promtool is missing: {why}");
+            eprintln!("CAPDECK_REQUIRE_REAL_CLUSTER=1 but promtool: {why}");
             return ExitCode::FAILURE;
         }
-        Err(why) => eprintln!("tools::promtool::dashboard_expressions_parse is ignored: {why}"),
-        Ok(found) => eprintln!("promtool: {}", found.display()),
+        Err(why) => eprintln!("tools::promtool is ignored: {why}"),
+        Ok(path) => eprintln!("promtool: {}", path.display()),
     }
+    type PromtoolCheck = fn(&std::path::Path) -> Result<(), String>;
+    let promtool_checks: [(&str, PromtoolCheck); 2] = [
+        ("tools::promtool::check_rules", alert_rules::promtool_check_rules),
+        ("tools::promtool::test_rules", alert_rules::promtool_test_rules),
+    ];
+    for (name, check) in promtool_checks {
+        let binary = promtool.clone();
+        let trial = Trial::test(name, move || check(&binary.map_err(Failed::from)?).map_err(Failed::from));
+        trials.push(trial.with_ignored_flag(promtool.is_err()));
+    }
+    trials.push(Trial::test("tools::alerts::every_alert_has_a_runbook_section_and_a_unit_test", || {
+        alert_rules::every_alert_has_a_runbook_section_and_a_unit_test().map_err(Failed::from)
+    }));
+    trials.push(Trial::test("tools::alerts::every_metric_and_label_in_the_rules_is_in_metrics_md", || {
+        alert_rules::every_metric_and_label_in_the_rules_is_in_metrics_md().map_err(Failed::from)
+    }));
+    trials.push(Trial::test("tools::alerts::every_capdeck_command_in_the_runbook_parses", || {
+        alert_rules::every_capdeck_command_in_the_runbook_parses().map_err(Failed::from)
+    }));
     let ignored = promtool.is_err();
+    let dashboard_promtool = promtool.clone();
     trials.push(
         Trial::test("tools::promtool::dashboard_expressions_parse", move || {
-            dashboard::dashboard_expressions_parse(&promtool.map_err(Failed::from)?)
+            dashboard::dashboard_expressions_parse(&dashboard_promtool.map_err(Failed::from)?)
         })
         .with_ignored_flag(ignored),
     );
