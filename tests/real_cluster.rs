@@ -322,7 +322,16 @@ fn main() -> ExitCode {
     trials.push(
         Trial::test(
             "chart::install_upgrade_rollback_uninstall_and_the_daemon_as_its_service_account::kube-apiserver",
-            || run(|backend| Box::pin(chart::install_upgrade_rollback_uninstall_and_the_daemon_as_its_service_account(backend)), Backend::KubeApiserver),
+            || {
+                run(
+                    |backend| {
+                        Box::pin(chart::install_upgrade_rollback_uninstall_and_the_daemon_as_its_service_account(
+                            backend,
+                        ))
+                    },
+                    Backend::KubeApiserver,
+                )
+            },
         )
         .with_ignored_flag(real.is_err() || prometheus_crds.is_err()),
     );

@@ -139,8 +139,12 @@ impl Shared {
             return;
         }
         let code = api_status(error).map_or_else(|| "transport".to_string(), |code| code.to_string());
-        *self.watch_errors.lock().unwrap_or_else(std::sync::PoisonError::into_inner).entry((kind, code)).or_default() +=
-            1;
+        *self
+            .watch_errors
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry((kind, code))
+            .or_default() += 1;
         let text = error.to_string();
         self.connection.send_if_modified(|state| {
             if state.error.as_deref() == Some(text.as_str()) {

@@ -70,6 +70,21 @@ pub struct VersionLabels {
     pub version: String,
 }
 
+/// The labelled families (they have no series until something is counted), by OpenMetrics name
+/// and type.
+const LABELLED_FAMILIES: &[(&str, &str)] = &[
+    ("capdeck_batches", "gauge"),
+    ("capdeck_restarts_skipped", "counter"),
+    ("capdeck_api_writes", "counter"),
+    ("capdeck_credentials_margin_seconds", "gauge"),
+    ("capdeck_batch_awaiting_approval_seconds", "gauge"),
+    ("capdeck_batch_held", "gauge"),
+    ("capdeck_batch_failed", "gauge"),
+    ("capdeck_secret_credentials_margin_seconds", "gauge"),
+    ("capdeck_secret_credentials_state", "gauge"),
+    ("capdeck_api_errors", "counter"),
+];
+
 /// Cheap to clone: every field shares its value. docs/METRICS.md lists them with their labels
 /// and the bound on their series.
 #[derive(Clone)]
@@ -282,10 +297,20 @@ impl Metrics {
         self.restarts_skipped.get_or_create(&ReasonLabels { reason: reason.into() }).inc();
     }
 
-    /// OpenMetrics text.
+    /// OpenMetrics text. A labelled family without a series yet is still announced (its
+    /// `# TYPE` line, which OpenMetrics allows without samples), so a scrape shows every metric
+    /// the alerts and the dashboard name from the first moment.
     pub fn encode(&self) -> String {
         let mut out = String::new();
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        let missing: String = LABELLED_FAMILIES
+            .iter()
+            .filter(|(name, _)| !out.contains(&format!("# TYPE {name} ")))
+            .map(|(name, kind)| format!("# TYPE {name} {kind}\n"))
+            .collect();
+        if let Some(end) = out.rfind("# EOF") {
+            out.insert_str(end, &missing);
+        }
         out
     }
 }
@@ -326,6 +351,45 @@ mod tests {
             "# EOF",
         ] {
             assert!(text.contains(name), "missing {name} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn every_family_is_announced_before_its_first_series_and_once_after() {
+        let metrics = Metrics::new();
+        let fresh = metrics.encode();
+        for (name, kind) in LABELLED_FAMILIES {
+            assert!(fresh.contains(&format!("# TYPE {name} {kind}\n")), "{name} announced:\n{fresh}");
+        }
+        assert!(fresh.ends_with("# EOF\n"), "{fresh}");
+        metrics.skipped("unchanged");
+        metrics.write("create", "secrets");
+        let counted = metrics.encode();
+        assert_eq!(counted.matches("# TYPE capdeck_restarts_skipped counter").count(), 1, "{counted}");
+        assert_eq!(counted.matches("# TYPE capdeck_api_writes counter").count(), 1, "{counted}");
+        // Every family the registry knows: none missing from the list.
+        let types: Vec<&str> = counted.lines().filter_map(|line| line.strip_prefix("# TYPE ")).collect();
+        let always_present = [
+            "capdeck_rotations",
+            "capdeck_deployments_restarted",
+            "capdeck_approval_wait_seconds",
+            "capdeck_rollout_duration_seconds",
+            "capdeck_leader",
+            "capdeck_notifications_sent",
+            "capdeck_notifications_failed",
+            "capdeck_batches_waiting_for_window",
+            "capdeck_freeze_active",
+            "capdeck_ready",
+            "capdeck_go_operator_running",
+            "capdeck_applications_also_rolled_by_go_operator",
+            "capdeck_build_info",
+        ];
+        for line in types {
+            let name = line.split_whitespace().next().unwrap_or_default();
+            assert!(
+                always_present.contains(&name) || LABELLED_FAMILIES.iter().any(|(family, _)| *family == name),
+                "{name} is a family LABELLED_FAMILIES does not list"
+            );
         }
     }
 }

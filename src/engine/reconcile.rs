@@ -207,7 +207,8 @@ impl Reconciler {
             return;
         }
         self.go_operator_checked_at = Some(tokio::time::Instant::now());
-        let api: kube::Api<k8s_openapi::api::coordination::v1::Lease> = kube::Api::all(self.context.writes.client().clone());
+        let api: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+            kube::Api::all(self.context.writes.client().clone());
         let params = kube::api::ListParams::default().fields(&format!("metadata.name={GO_OPERATOR_LEASE}"));
         let running = match api.list(&params).await {
             Ok(list) => {

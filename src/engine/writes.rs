@@ -384,7 +384,9 @@ impl Writes {
         let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() };
         let mut attempts = 0;
         loop {
-            let Some(mut deployment) = self.counted(("get", "deployments"), api.get_opt(name).await)? else { return Ok(gone()) };
+            let Some(mut deployment) = self.counted(("get", "deployments"), api.get_opt(name).await)? else {
+                return Ok(gone());
+            };
             let generation = deployment.metadata.generation.unwrap_or(0);
             let carried = match edit(&mut deployment) {
                 Ok(carried) => carried,

@@ -42,7 +42,8 @@ impl Helm {
     fn run(&self, kubeconfig: Option<&Path>, args: &[&str]) -> Result<String, String> {
         let mut command = std::process::Command::new(&self.binary);
         command.args(args).current_dir(env!("CARGO_MANIFEST_DIR"));
-        for (variable, dir) in [("HELM_CACHE_HOME", "cache"), ("HELM_CONFIG_HOME", "config"), ("HELM_DATA_HOME", "data")]
+        for (variable, dir) in
+            [("HELM_CACHE_HOME", "cache"), ("HELM_CONFIG_HOME", "config"), ("HELM_DATA_HOME", "data")]
         {
             command.env(variable, self.home.path().join(dir));
         }
@@ -221,7 +222,8 @@ pub fn lint_and_template() -> Result<(), String> {
 
     // Every option on.
     let rendered = documents(&helm.run(None, &["template", RELEASE, &chart(), "-n", namespace, "-f", &all_on])?);
-    for kind in ["ServiceMonitor", "PodMonitor", "PrometheusRule", "NetworkPolicy", "ConfigMap", "PodDisruptionBudget"] {
+    for kind in ["ServiceMonitor", "PodMonitor", "PrometheusRule", "NetworkPolicy", "ConfigMap", "PodDisruptionBudget"]
+    {
         assert!(kinds(&rendered).contains(kind), "every option on renders a {kind}");
     }
     let objects = by_kind_and_name(&rendered);
@@ -314,19 +316,30 @@ pub async fn install_upgrade_rollback_uninstall_and_the_daemon_as_its_service_ac
     let engine_ns = format!("engine.namespace={}", world.ns);
     let api_port = format!("networkPolicy.apiServer[0].port={port}");
     let options = [
-        "--set", &engine_ns,
-        "--set", "metrics.serviceMonitor.enabled=true",
-        "--set", "metrics.podMonitor.enabled=true",
-        "--set", "metrics.prometheusRule.enabled=true",
-        "--set", "metrics.dashboard.enabled=true",
-        "--set", "networkPolicy.enabled=true",
-        "--set", "networkPolicy.apiServer[0].cidr=127.0.0.1/32",
-        "--set", &api_port,
+        "--set",
+        &engine_ns,
+        "--set",
+        "metrics.serviceMonitor.enabled=true",
+        "--set",
+        "metrics.podMonitor.enabled=true",
+        "--set",
+        "metrics.prometheusRule.enabled=true",
+        "--set",
+        "metrics.dashboard.enabled=true",
+        "--set",
+        "networkPolicy.enabled=true",
+        "--set",
+        "networkPolicy.apiServer[0].cidr=127.0.0.1/32",
+        "--set",
+        &api_port,
     ];
     install(&options).expect("helm install");
     let deployment = |plane: &crate::control_plane::ControlPlane| -> Value {
-        let output =
-            plane.kubectl().args(["get", "deployment", RELEASE, "-n", &system, "-o", "json"]).output().expect("kubectl");
+        let output = plane
+            .kubectl()
+            .args(["get", "deployment", RELEASE, "-n", &system, "-o", "json"])
+            .output()
+            .expect("kubectl");
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
         serde_json::from_slice(&output.stdout).expect("json")
     };
@@ -360,7 +373,8 @@ pub async fn install_upgrade_rollback_uninstall_and_the_daemon_as_its_service_ac
     assert_eq!(serde_json::from_str::<Value>(&history).expect("json").as_array().map(Vec::len), Some(3));
 
     // The daemon as the chart's ServiceAccount, with the live Deployment's arguments.
-    let service_account = rolled_back["spec"]["template"]["spec"]["serviceAccountName"].as_str().expect("sa").to_string();
+    let service_account =
+        rolled_back["spec"]["template"]["spec"]["serviceAccountName"].as_str().expect("sa").to_string();
     let output = plane
         .kubectl()
         .args(["create", "token", &service_account, "-n", &system, "--duration=1h"])
@@ -372,7 +386,11 @@ pub async fn install_upgrade_rollback_uninstall_and_the_daemon_as_its_service_ac
     let health_port = crate::control_plane::free_port().expect("port");
     let args: Vec<String> = daemon_args(&rolled_back)
         .into_iter()
-        .map(|arg| if arg.starts_with("--health-addr=") { format!("--health-addr=127.0.0.1:{health_port}") } else { arg })
+        .map(
+            |arg| {
+                if arg.starts_with("--health-addr=") { format!("--health-addr=127.0.0.1:{health_port}") } else { arg }
+            },
+        )
         .collect();
     let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
     let dir = tempfile::tempdir().expect("dir");
@@ -392,14 +410,20 @@ pub async fn install_upgrade_rollback_uninstall_and_the_daemon_as_its_service_ac
     .await;
     world.rotate_secret("bookshop-uaa").await;
     let batch = world.wait_phase("bookshop", BatchPhase::Collecting, LONG).await;
-    let output = capdeck(&kubeconfig, &["force", &format!("{}/{}", world.ns, batch.name_any()), "--approve", "--reason", "chart"]);
+    let output = capdeck(
+        &kubeconfig,
+        &["force", &format!("{}/{}", world.ns, batch.name_any()), "--approve", "--reason", "chart"],
+    );
     assert!(output.status.success(), "{:?}", text(&output));
     world.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     let (code, metrics) = http_get(&format!("{}/metrics", daemon.health)).await.expect("metrics");
     assert_eq!(code, 200);
     let exported = exported(&metrics);
     let missing: Vec<String> = metrics_used().into_iter().filter(|name| !exported.contains(name)).collect();
-    assert!(missing.is_empty(), "metrics the alerts or the dashboard use but the daemon does not export: {missing:?}\n{metrics}");
+    assert!(
+        missing.is_empty(),
+        "metrics the alerts or the dashboard use but the daemon does not export: {missing:?}\n{metrics}"
+    );
     assert!(metrics.contains("capdeck_leader 1") && metrics.contains("capdeck_ready 1"), "{metrics}");
     let log = daemon.log();
     assert!(!log.contains("forbidden"), "the chart's ServiceAccount was refused something: {log}");
@@ -426,6 +450,7 @@ pub async fn install_upgrade_rollback_uninstall_and_the_daemon_as_its_service_ac
         .output()
         .expect("kubectl");
     assert!(output.status.success(), "the CRDs are kept: {}", String::from_utf8_lossy(&output.stderr));
-    let output = plane.kubectl().args(["get", "rotationbatches", "-n", &world.ns, "-o", "name"]).output().expect("kubectl");
+    let output =
+        plane.kubectl().args(["get", "rotationbatches", "-n", &world.ns, "-o", "name"]).output().expect("kubectl");
     assert!(text(&output).0.contains(&batch.name_any()), "and with them the batches");
 }

@@ -66,7 +66,13 @@ impl Daemon {
 
     /// The binary with exactly `args` (they must name `--health-addr 127.0.0.1:PORT` as `port`)
     /// and `env`: as a chart's Deployment would run it.
-    pub fn spawn(kubeconfig: &std::path::Path, args: &[String], env: &[(&str, &str)], port: u16, dir: &std::path::Path) -> Daemon {
+    pub fn spawn(
+        kubeconfig: &std::path::Path,
+        args: &[String],
+        env: &[(&str, &str)],
+        port: u16,
+        dir: &std::path::Path,
+    ) -> Daemon {
         let log = dir.join(format!("daemon-{port}.log"));
         let child = Command::new(env!("CARGO_BIN_EXE_capdeck"))
             .args(args)

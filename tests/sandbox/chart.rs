@@ -171,7 +171,8 @@ fn leaves(tree: &serde_json::Value, prefix: String, rows: &BTreeSet<String>, out
 
 #[test]
 fn the_values_table_reads_nested_keys_and_defaults() {
-    let values = "# -- top\na: 1\nb:\n  # -- nested\n  c: \"x\"\n  d:\n    # -- deeper\n    e: []\n# -- map\nf:\n  g: true\n";
+    let values =
+        "# -- top\na: 1\nb:\n  # -- nested\n  c: \"x\"\n  d:\n    # -- deeper\n    e: []\n# -- map\nf:\n  g: true\n";
     let rows = value_rows(values);
     assert_eq!(
         rows,
