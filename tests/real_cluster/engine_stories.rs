@@ -29,6 +29,35 @@ struct Running {
     faker: Faker,
 }
 
+impl Running {
+    /// The sample line of `series` (its name with labels, e.g. `capdeck_batch_failed{…}`) on the
+    /// engine's `/metrics`: its value, once a pass has set it.
+    async fn metric(&self, series: &str) -> Option<i64> {
+        let mut value = None;
+        eventually_some(series, || {
+            let text = self.engine.handle.as_ref().map(|h| h.metrics.encode()).unwrap_or_default();
+            value = text.lines().find_map(|line| line.strip_prefix(series)?.trim().parse().ok());
+            value.is_some()
+        })
+        .await;
+        value
+    }
+
+    fn series(&self, metric: &str, extra: &str) -> String {
+        format!("{metric}{{namespace=\"{}\",application=\"bookshop\"{extra}}}", self.world.ns)
+    }
+}
+
+/// Polls `ready` for up to 45 s (an engine pass sets the gauges; passes come at least once a minute
+/// and at every change).
+async fn eventually_some(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(45);
+    while !ready() {
+        assert!(std::time::Instant::now() < deadline, "no {what} on the engine's /metrics within 45 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 async fn running(backend: Backend, test: &str, options: &AppOptions) -> Running {
     running_with(backend, test, options, WINDOW).await
 }
@@ -184,6 +213,9 @@ pub async fn manual_approval_then_rolls(backend: Backend) {
     let status = batch.status.clone().expect("status");
     assert_eq!(status.conditions.first().map(|c| c.reason.as_str()), Some("AwaitingApproval"), "{status:?}");
     assert_eq!(status.deployments.iter().filter(|d| d.state == Some(DeploymentRolloutState::Queued)).count(), 2);
+    // The alert's metric: how long it has waited, per application.
+    let waited = r.metric(&r.series("capdeck_batch_awaiting_approval_seconds", "")).await;
+    assert!(waited.is_some_and(|seconds| (0..600).contains(&seconds)), "{waited:?}");
 
     let report =
         act(&w.client, &w.ns, &batch.name_any(), BatchAction::Approve, "alice", Some("CHG-1"), Timestamp::now())
@@ -192,6 +224,11 @@ pub async fn manual_approval_then_rolls(backend: Backend) {
     assert_eq!(report.by, "alice");
     assert_eq!(report.phase_before, BatchPhase::AwaitingApproval);
     let batch = w.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
+    let series = r.series("capdeck_batch_awaiting_approval_seconds", "");
+    eventually_some("the wait metric gone once approved", || {
+        !r.engine.handle.as_ref().is_some_and(|h| h.metrics.encode().contains(&series))
+    })
+    .await;
     let approval = batch.spec.approval.clone().expect("approval");
     assert_eq!(approval.approved_by.as_deref(), Some("alice"));
     assert_eq!(approval.reason.as_deref(), Some("CHG-1"));
@@ -407,6 +444,7 @@ pub async fn a_stalled_deployment_fails_the_batch_and_keeps_its_previous_secret(
     assert_eq!(srv.state, Some(DeploymentRolloutState::Stalled));
     assert!(w.secret(&srv_before).await.is_some(), "old pods still use it");
     assert!(w.secret(&router_before).await.is_none(), "the healthy rollout cleaned up");
+    assert_eq!(r.metric(&r.series("capdeck_batch_failed", "")).await, Some(1), "the alert's metric");
     r.stop().await;
 }
 
@@ -513,6 +551,13 @@ async fn expiring_credentials(backend: Backend, manual: bool) {
         let margin: i64 = line.rsplit(' ').next().and_then(|v| v.parse().ok()).unwrap_or(i64::MAX);
         // 30m − (1h + 15m) = −45m, give or take the seconds the story took.
         assert!((-45 * 60 - 120..=-45 * 60).contains(&margin), "{line}\n{metrics}");
+        // Per consumed Secret (judged at most every 30 s): what the credentials alerts read.
+        let secret = format!("{{namespace=\"{ns}\",secret=\"bookshop-uaa\"}}");
+        let margin = r.metric(&format!("capdeck_secret_credentials_margin_seconds{secret}")).await;
+        assert!(margin.is_some_and(|m| m < 0), "{margin:?}");
+        let state =
+            format!("capdeck_secret_credentials_state{{namespace=\"{ns}\",secret=\"bookshop-uaa\",state=\"unsafe\"}}");
+        assert_eq!(r.metric(&state).await, Some(1));
     } else {
         assert_eq!(batch.status.as_ref().and_then(|s| s.progress.as_deref()), Some("2/2"));
     }
@@ -550,6 +595,8 @@ pub async fn a_stalled_deployment_halts_the_batch_until_released(backend: Backen
     let status = batch.status.clone().expect("status");
     let condition = status.conditions.first().cloned().expect("condition");
     assert_eq!(condition.reason, "RolloutFailureGuard", "{condition:?}");
+    let held = r.series("capdeck_batch_held", ",reason=\"RolloutFailureGuard\"");
+    assert_eq!(r.metric(&held).await, Some(1), "the alert's metric");
     assert!(condition.message.starts_with("halted: bookshop-v1-b stalled"), "{}", condition.message);
     let states: Vec<_> = status.deployments.iter().map(|d| (d.name.as_str(), d.state.clone())).collect();
     let queued: Vec<&str> = status
