@@ -110,7 +110,7 @@ impl FrontEnd {
 /// `manifests` takes -n as the namespace it installs into).
 fn uses_cluster_flag(name: &str, id: &str) -> bool {
     match name {
-        "crds" | "plan" | "completion" | "version" | "sandbox" | "bench" | "windows" => false,
+        "crds" | "plan" | "completion" | "version" | "sandbox" | "bench" | "windows" | "kubectl-plugin" => false,
         "manifests" => id == "namespace",
         // The fleet reads many contexts: --contexts, not --context; each within --timeout.
         "fleet" => id != "context" && id != "request_timeout",
@@ -154,7 +154,7 @@ fn top_level_flag_after_subcommand(
             format!("--daemon runs the operator and takes no subcommand; drop `{name}` or --daemon")
         }
         _ if FrontEnd::Subcommand.uses(group) => {
-            format!("--{long} goes before the subcommand: `capdeck --{long} {name} ...`")
+            format!("--{long} goes before the subcommand: `{} --{long} {name} ...`", invoked_name(command))
         }
         _ => not_used_here(&format!("--{long}"), group, &format!("`{name}`")),
     };
@@ -205,23 +205,50 @@ impl ReadonlyFrom {
     }
 }
 
+/// The name kubectl runs capdeck's plugin binary by (`kubectl capdeck`), without its `.exe`.
+pub const KUBECTL_PLUGIN: &str = "kubectl-capdeck";
+
+/// How the program was invoked, from `argv[0]`: `kubectl capdeck` when it runs as kubectl's
+/// plugin binary `kubectl-capdeck` (kubectl passes the plugin's arguments through unchanged, so
+/// only the name in help, usage and errors differs); else `None` (clap takes argv[0]'s file name).
+pub fn invoked_as(argv0: Option<&std::ffi::OsStr>) -> Option<&'static str> {
+    let file = std::path::Path::new(argv0?).file_name()?.to_str()?;
+    (file.strip_suffix(std::env::consts::EXE_SUFFIX) == Some(KUBECTL_PLUGIN)).then_some("kubectl capdeck")
+}
+
+/// The name the user typed, for the commands a message suggests: `capdeck` or `kubectl capdeck`.
+fn invoked_name(command: &clap::Command) -> &str {
+    command.get_bin_name().unwrap_or("capdeck")
+}
+
 impl Cli {
+    /// The command tree, named as invoked (`kubectl capdeck` as kubectl's plugin).
+    pub fn command_as(argv0: Option<&std::ffi::OsStr>) -> clap::Command {
+        use clap::CommandFactory as _;
+        let command = Self::command();
+        match invoked_as(argv0) {
+            Some(name) => command.bin_name(name),
+            None => command,
+        }
+    }
+
     /// Parse, including the checks clap derive cannot express (usage errors exit 2).
     pub fn parse_checked<I, T>(args: I) -> Result<Self, clap::Error>
     where
         I: IntoIterator<Item = T>,
         T: Into<std::ffi::OsString> + Clone,
     {
+        use clap::FromArgMatches as _;
         use clap::parser::ValueSource;
-        use clap::{CommandFactory as _, FromArgMatches as _};
-        let command = Self::command();
         let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+        let command = Self::command_as(args.first().map(std::ffi::OsString::as_os_str));
+        let me = invoked_name(&command).to_string();
         let matches = match command.clone().try_get_matches_from(&args) {
             Ok(matches) => matches,
             Err(error) => return Err(top_level_flag_after_subcommand(&command, &args, &error).unwrap_or(error)),
         };
         let mut cli = Self::from_arg_matches(&matches)?;
-        let usage = |message: String| Self::command().error(clap::error::ErrorKind::ArgumentConflict, message);
+        let usage = |message: String| command.clone().error(clap::error::ErrorKind::ArgumentConflict, message);
         cli.readonly_from = match matches.value_source("readonly") {
             Some(ValueSource::CommandLine) => Some(ReadonlyFrom::Flag),
             Some(ValueSource::EnvVariable) if cli.console.readonly => Some(ReadonlyFrom::Env),
@@ -257,7 +284,7 @@ impl Cli {
             return Err(usage(match (group, subcommand) {
                 (_, Some(name)) if after => {
                     format!(
-                        "{long} goes after the subcommand: `capdeck {name} {long} ...` (before it, it would be ignored)"
+                        "{long} goes after the subcommand: `{me} {name} {long} ...` (before it, it would be ignored)"
                     )
                 }
                 _ => not_used_here(&long, group, &where_),
@@ -295,14 +322,12 @@ impl Cli {
             )));
         }
         if cli.daemon && cli.command.is_some() {
-            return Err(Self::command()
-                .error(clap::error::ErrorKind::ArgumentConflict, "--daemon cannot be combined with a subcommand"));
+            return Err(usage("--daemon cannot be combined with a subcommand".into()));
         }
         if cli.console.demo && cli.command.is_some() {
-            return Err(Self::command().error(
-                clap::error::ErrorKind::ArgumentConflict,
-                "--demo opens the console; it cannot be combined with a subcommand (try `capdeck sandbox --seed demo`)",
-            ));
+            return Err(usage(format!(
+                "--demo opens the console; it cannot be combined with a subcommand (try `{me} sandbox --seed demo`)"
+            )));
         }
         Ok(cli)
     }
@@ -605,6 +630,9 @@ capdeck windows 'Sun 01:00-04:00 Europe/Berlin' --at 2026-03-28T12:00:00Z --next
         long_about = "Print a shell completion script for capdeck.\n\nExamples:\n  source <(capdeck completion bash)\n  capdeck completion zsh > \"${fpath[1]}/_capdeck\"\n  capdeck completion fish > ~/.config/fish/completions/capdeck.fish"
     )]
     Completion(CompletionArgs),
+    /// Install capdeck as a kubectl plugin (`kubectl capdeck ...`, completed by kubectl's own completion)
+    #[command(subcommand, name = "kubectl-plugin")]
+    KubectlPlugin(KubectlPluginCommand),
     /// Print the version, the git commit it was built from, and the platform
     Version(VersionArgs),
 }
@@ -614,6 +642,29 @@ pub struct CompletionArgs {
     /// The shell
     #[arg(value_enum)]
     pub shell: clap_complete::Shell,
+}
+
+/// `capdeck kubectl-plugin ...`
+#[derive(Debug, Subcommand)]
+pub enum KubectlPluginCommand {
+    /// Link kubectl-capdeck and kubectl_complete-capdeck to this binary in a directory on PATH
+    #[command(long_about = "Make capdeck a kubectl plugin: create two symbolic links to this capdeck binary in \
+--dir, `kubectl-capdeck` (kubectl runs it for `kubectl capdeck ...`, with the arguments unchanged) and \
+`kubectl_complete-capdeck` (kubectl 1.26 and later run it to complete `kubectl capdeck <TAB>` in shells set up \
+with `kubectl completion`). The directory must be on PATH. Links already pointing at this binary are kept; \
+another file of those names is replaced only with --force.\n\n\
+Examples:\n  capdeck kubectl-plugin install --dir ~/.local/bin\n  kubectl capdeck batches -A")]
+    Install(KubectlPluginInstallArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct KubectlPluginInstallArgs {
+    /// Where to create the links: a directory on PATH [default: the directory of this binary]
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Replace files of those names that are not links to this binary
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Args)]
@@ -1024,6 +1075,7 @@ mod tests {
             "unfreeze" => vec!["unfreeze", "--app", "ns/app", "--reason", "why"],
             "deps" => vec!["deps", "--app", "ns/app"],
             "completion" => vec!["completion", "bash"],
+            "kubectl-plugin" => vec!["kubectl-plugin", "install"],
             "windows" => vec!["windows", "Mon 22:00-23:00 UTC"],
             "bench" => vec!["bench", "engine"],
             other => vec![leak(other)],
@@ -1075,6 +1127,43 @@ mod tests {
                 "\"8080\" is not an address to listen on: write IP:PORT or :PORT, such as 0.0.0.0:8080, 127.0.0.1:8080 or :8080"
             )
         );
+    }
+
+    #[test]
+    fn as_kubectl_capdeck_usage_and_errors_say_kubectl_capdeck() {
+        use std::ffi::OsStr;
+        let plugin = format!("/home/u/.local/bin/kubectl-capdeck{}", std::env::consts::EXE_SUFFIX);
+        assert_eq!(invoked_as(Some(OsStr::new(&plugin))), Some("kubectl capdeck"));
+        for other in ["capdeck", "/usr/bin/capdeck", "kubectl-capdeck-x", "kubectl_complete-capdeck", "kubectl"] {
+            assert_eq!(invoked_as(Some(OsStr::new(other))), None, "{other}");
+        }
+        assert_eq!(invoked_as(None), None);
+        // The same flags, passed through by kubectl unchanged, parse the same.
+        for argv0 in [plugin.as_str(), "capdeck"] {
+            let error = Cli::parse_checked([argv0, "batches", "-n", "shop", "-A"]).expect_err("-n and -A conflict");
+            assert!(error.to_string().contains("cannot be used with '--all-namespaces'"), "{error}");
+        }
+        let cli = Cli::parse_checked([plugin.as_str(), "-n", "shop", "--context", "prod", "batches"]).expect("parses");
+        assert_eq!(cli.cluster.namespace.as_deref(), Some("shop"));
+        assert_eq!(cli.cluster.context.as_deref(), Some("prod"));
+        let usage = |argv: &[&str]| {
+            let error = Cli::parse_checked(std::iter::once(plugin.as_str()).chain(argv.iter().copied()))
+                .expect_err("a usage error");
+            assert_eq!(error.exit_code(), 2, "{argv:?}");
+            error.render().to_string()
+        };
+        assert!(usage(&["nope"]).contains("Usage: kubectl capdeck [OPTIONS] [COMMAND]"), "{}", usage(&["nope"]));
+        let text = usage(&["batches", "--nope"]);
+        assert!(text.contains("Usage: kubectl capdeck batches [OPTIONS]"), "{text}");
+        let text = usage(&["hold", "ns/b", "--reason", "x", "--readonly"]);
+        assert!(text.contains("`kubectl capdeck --readonly hold ...`"), "{text}");
+        let text = usage(&["--expected-rollout", "5m", "credentials"]);
+        assert!(text.contains("`kubectl capdeck credentials --expected-rollout ...`"), "{text}");
+        // Run as capdeck, the same errors name capdeck.
+        let error = Cli::parse_checked(["capdeck", "hold", "ns/b", "--reason", "x", "--readonly"]).expect_err("late");
+        assert!(error.to_string().contains("`capdeck --readonly hold ...`"), "{error}");
+        let help = Cli::command_as(Some(OsStr::new(&plugin))).render_help().to_string();
+        assert!(help.contains("Usage: kubectl capdeck [OPTIONS] [COMMAND]"), "{help}");
     }
 
     #[test]

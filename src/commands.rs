@@ -10,6 +10,7 @@ mod doctor;
 mod engine_config;
 mod fleet;
 mod freeze;
+pub mod kubectl_plugin;
 pub mod manifests;
 mod plan;
 mod readonly;
@@ -74,6 +75,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             std::io::stdout().lock().write_all(&script)?;
             Ok(ExitCode::SUCCESS)
         }
+        Some(Command::KubectlPlugin(crate::cli::KubectlPluginCommand::Install(args))) => kubectl_plugin::install(&args),
         Some(Command::Version(args)) => version(&args),
         None => console::run(&cli.cluster, &cli.engine, &cli.console),
     }

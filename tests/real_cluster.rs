@@ -43,6 +43,8 @@ mod freeze_stories;
 mod install_stories;
 #[path = "real_cluster/kubectl_compat.rs"]
 mod kubectl_compat;
+#[path = "real_cluster/kubectl_plugin.rs"]
+mod kubectl_plugin;
 #[path = "real_cluster/ops_tools.rs"]
 mod ops_tools;
 #[path = "real_cluster/process_stories.rs"]
@@ -335,6 +337,25 @@ fn main() -> ExitCode {
         )
         .with_ignored_flag(real.is_err() || prometheus_crds.is_err()),
     );
+    // capdeck as `kubectl capdeck`, with the built kubectl (it needs no control plane).
+    type PluginTrial = fn(&std::path::Path) -> Result<(), Failed>;
+    let plugin_trials: [(&str, PluginTrial); 2] = [
+        ("runs_as_kubectl_capdeck", kubectl_plugin::runs_as_kubectl_capdeck),
+        ("kubectl_completes_its_arguments", kubectl_plugin::kubectl_completes_its_arguments),
+    ];
+    if let Err(why) = &real {
+        eprintln!("tools::kubectl_plugin is ignored: {why}");
+    }
+    for (name, trial) in plugin_trials {
+        let kubectl = real.as_ref().ok().map(|assets| assets.kubectl.clone());
+        let ignored = kubectl.is_none();
+        trials.push(
+            Trial::test(format!("tools::kubectl_plugin::{name}"), move || {
+                trial(&kubectl.ok_or_else(|| Failed::from("no built kubectl"))?)
+            })
+            .with_ignored_flag(ignored),
+        );
+    }
     let conclusion = libtest_mimic::run(&args, trials);
     world::stop_shared_plane();
     conclusion.exit_code()
