@@ -139,6 +139,12 @@ async fn run(
         ))),
     });
     let _notifier = spawn_notifier(&client, &stores, &config, &metrics, &leader, &cancel);
+    let _credentials = AbortOnDrop(Some(tokio::spawn(judge_credentials_every_half_minute(
+        stores.clone(),
+        config.clone(),
+        metrics.clone(),
+        cancel.clone(),
+    ))));
     let mut changes = stores.changes();
     let writes = Writes::new(client, metrics.clone(), &config.identity, write_failure);
     let mut reconciler = Reconciler::new(config, stores, metrics.clone(), writes);
@@ -185,6 +191,34 @@ async fn run(
     }
     metrics.leader.set(0);
     role.send_replace(Role::Observer);
+}
+
+/// `capdeck_secret_credentials_*`: verdicts move with time alone (a revocation comes closer), not
+/// only with the objects, so they are judged on a clock of their own, as the notifier judges them.
+async fn judge_credentials_every_half_minute(
+    stores: Stores,
+    config: EngineConfig,
+    metrics: Metrics,
+    cancel: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(Duration::from_secs(30));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        if !stores.is_ready() {
+            continue;
+        }
+        let judging = notify::Judging {
+            timing: config.credential_timing(),
+            lease_namespace: &config.lease.namespace,
+            change_windows: config.change_windows.as_ref(),
+            deadline_rolls: config.on_deadline == config::OnDeadline::Roll,
+        };
+        metrics.set_credentials(&notify::judge_credentials(&stores, &judging, config.clock.now()));
+    }
 }
 
 /// Notifications have a task of their own (when there are receivers): a slow receiver never

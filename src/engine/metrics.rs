@@ -284,6 +284,22 @@ impl Metrics {
         self.api_writes.get_or_create(&WriteLabels { verb: verb.into(), resource: resource.into() }).inc();
     }
 
+    /// Every consumed binding Secret's margin and verdict (`capdeck_secret_credentials_*`).
+    pub fn set_credentials(&self, overview: &crate::credentials::CredentialsOverview) {
+        self.secret_credentials_margin_seconds.clear();
+        self.secret_credentials_state.clear();
+        for report in &overview.credentials {
+            let labels = SecretLabels { namespace: report.namespace.clone(), secret: report.secret.clone() };
+            if let Some(margin) = report.margin_seconds {
+                self.secret_credentials_margin_seconds.get_or_create(&labels).set(margin);
+            }
+            let state = report.verdict.as_str().to_string();
+            self.secret_credentials_state
+                .get_or_create(&SecretStateLabels { namespace: labels.namespace, secret: labels.secret, state })
+                .set(1);
+        }
+    }
+
     /// A failed API request: `code` is the HTTP status, or `transport` when no answer came.
     pub fn api_error(&self, verb: &str, resource: &str, error: &kube::Error) {
         let code = match error {

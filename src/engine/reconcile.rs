@@ -30,9 +30,7 @@ use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
 use super::config::EngineConfig;
-use super::metrics::{
-    AppLabels, BatchLabels, ErrorLabels, HeldLabels, Metrics, PhaseLabels, SecretLabels, SecretStateLabels,
-};
+use super::metrics::{AppLabels, BatchLabels, ErrorLabels, HeldLabels, Metrics, PhaseLabels};
 use super::writes::Writes;
 use crate::api::change_window::{ANNOTATION_CHANGE_WINDOWS, AppliedWindows};
 use crate::api::rotation_batch::reason;
@@ -122,8 +120,6 @@ pub struct Reconciler {
     transitions: Transitions,
     /// Batches whose last drive had a failed write wait for their own retry time; others go on.
     batch_backoff: Backoff<AppKey>,
-    /// When the credentials metrics were last judged (they are judged at most every 30 s).
-    credentials_metrics_at: std::sync::Mutex<Option<Timestamp>>,
     /// When the leader last looked for the Go CAP Operator's Lease.
     go_operator_checked_at: Option<tokio::time::Instant>,
 }
@@ -138,7 +134,6 @@ impl Reconciler {
             rollouts: Rollouts::default(),
             transitions: Transitions::default(),
             batch_backoff: Backoff::default(),
-            credentials_metrics_at: std::sync::Mutex::default(),
             go_operator_checked_at: None,
         }
     }
@@ -318,7 +313,6 @@ impl Reconciler {
             .count();
         metrics.freeze_active.set(i64::try_from(in_force).unwrap_or(i64::MAX));
         self.update_batch_alert_metrics(now);
-        self.update_credentials_metrics(now);
         self.update_error_metrics();
     }
 
@@ -369,39 +363,6 @@ impl Reconciler {
             0
         };
         metrics.applications_also_rolled_by_go_operator.set(i64::try_from(both).unwrap_or(i64::MAX));
-    }
-
-    /// Per consumed binding Secret: its margin and verdict, judged as the notifier judges them.
-    /// At most every 30 s: a verdict moves with time, not with each pass of a rollout.
-    fn update_credentials_metrics(&self, now: Timestamp) {
-        let Context { config, stores, metrics, .. } = &self.context;
-        {
-            let mut last = self.credentials_metrics_at.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            if last.is_some_and(|at| now.duration_since(at).as_secs() < 30 && now >= at) {
-                return;
-            }
-            *last = Some(now);
-        }
-        let judging = super::notify::Judging {
-            timing: config.credential_timing(),
-            lease_namespace: &config.lease.namespace,
-            change_windows: config.change_windows.as_ref(),
-            deadline_rolls: config.on_deadline == super::config::OnDeadline::Roll,
-        };
-        let overview = super::notify::judge_credentials(stores, &judging, now);
-        metrics.secret_credentials_margin_seconds.clear();
-        metrics.secret_credentials_state.clear();
-        for report in overview.credentials {
-            let labels = SecretLabels { namespace: report.namespace.clone(), secret: report.secret.clone() };
-            if let Some(margin) = report.margin_seconds {
-                metrics.secret_credentials_margin_seconds.get_or_create(&labels).set(margin);
-            }
-            let state = report.verdict.as_str().to_string();
-            metrics
-                .secret_credentials_state
-                .get_or_create(&SecretStateLabels { namespace: labels.namespace, secret: labels.secret, state })
-                .set(1);
-        }
     }
 
     /// The watches' failures, counted by the stores, into `capdeck_api_errors_total{verb="watch"}`.
