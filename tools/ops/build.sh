@@ -18,7 +18,8 @@
 # 3 release. The prometheus-operator root module is served at v0.85.0 (newer ones are refused here);
 # its example/prometheus-operator-crd/ holds the CRDs its releases ship.
 #
-# Status: built and cached for issue 35 (the chart's checks); .ci/run does not call it yet.
+# .ci/run calls all three; tests/real_cluster/ops_tools.rs finds them (CAPDECK_HELM, CAPDECK_PROMTOOL,
+# CAPDECK_PROMETHEUS_OPERATOR_CRDS, else this cache).
 set -euo pipefail
 
 HELM_VERSION="v3.22.0"

@@ -4,6 +4,9 @@
 #
 #   build.sh k9s     <cache>/peers/k9s-v0.50.16-<os>-<arch>/k9s      (Go module proxy, pinned version)
 #   build.sh kdash   <cache>/peers/kdash-2.1.1-<os>-<arch>/bin/kdash (crates.io, pinned, --locked)
+#   build.sh kdash-smoke  the same kdash without its fat-LTO, one-codegen-unit release profile
+#                    (opt-level 1): for CI's smoke run, which checks what kdash shows, never how fast.
+#                    Its own cache directory, so a measured run never uses it.
 #
 # The Go CAP Operator, the third peer, is built by tools/upstream/build.sh (shared with its stories).
 # The cache root is $CAPDECK_ENVTEST_CACHE, else ${XDG_DATA_HOME:-~/.local/share}/kubebuilder-envtest,
@@ -55,11 +58,17 @@ case "$peer" in
     echo "peers/build.sh: built k9s in $(( $(date +%s) - start )) s into $out" >&2
     echo "$bin"
     ;;
-  kdash)
-    out="$cache/peers/kdash-$KDASH_VERSION-$os-$arch"
+  kdash|kdash-smoke)
+    suffix=""
+    if [[ "$peer" == kdash-smoke ]]; then
+      suffix="-smoke"
+      # Config beats the manifest's [profile.release]: cargo's environment overrides.
+      export CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 CARGO_PROFILE_RELEASE_OPT_LEVEL=1
+    fi
+    out="$cache/peers/kdash-$KDASH_VERSION$suffix-$os-$arch"
     bin="$out/bin/kdash"
-    reuse_or_prepare kdash "$KDASH_VERSION"
-    echo "peers/build.sh: building kdash $KDASH_VERSION from crates.io (the first build takes several minutes)" >&2
+    reuse_or_prepare kdash "$KDASH_VERSION$suffix"
+    echo "peers/build.sh: building kdash $KDASH_VERSION$suffix from crates.io (the first build takes several minutes)" >&2
     # Its own target directory: never the project's (CARGO_TARGET_DIR may point there).
     CARGO_TARGET_DIR="$tmp/target" cargo install --quiet --locked --version "$KDASH_VERSION" --root "$tmp/root" kdash
     mkdir -p "$out/bin"
@@ -68,7 +77,7 @@ case "$peer" in
     echo "$bin"
     ;;
   *)
-    echo "usage: tools/peers/build.sh k9s|kdash   (prints the built binary's path; the Go CAP Operator: tools/upstream/build.sh)" >&2
+    echo "usage: tools/peers/build.sh k9s|kdash|kdash-smoke   (prints the built binary's path; the Go CAP Operator: tools/upstream/build.sh)" >&2
     exit 2
     ;;
 esac
