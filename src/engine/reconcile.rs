@@ -155,7 +155,6 @@ impl Reconciler {
             self.observe();
             return None;
         }
-        self.look_for_go_operator().await;
         let index = self.context.index();
         self.detection.recheck(&self.context, &index, now);
         self.batching.open_or_join(&self.context, &mut self.detection, &mut self.managed_fields, now).await;
@@ -163,6 +162,8 @@ impl Reconciler {
         let bindings = self.context.stores.service_bindings();
         let instant = tokio::time::Instant::now();
         self.drive_open(&index, now, bindings.as_deref(), instant).await;
+        // After the pass's own work: a start-up re-check must not wait on this read.
+        self.look_for_go_operator().await;
         self.update_phase_metrics(bindings.as_deref());
         [
             self.next_wake(bindings.as_deref()),
