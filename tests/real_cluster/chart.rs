@@ -221,12 +221,30 @@ pub fn lint_and_template() -> Result<(), String> {
     }
 
     // Every option on.
-    let rendered = documents(&helm.run(None, &["template", RELEASE, &chart(), "-n", namespace, "-f", &all_on])?);
-    for kind in ["ServiceMonitor", "PodMonitor", "PrometheusRule", "NetworkPolicy", "ConfigMap", "PodDisruptionBudget"]
-    {
+    // In another namespace, with another release name: what the alerts' texts name follows.
+    let rendered = documents(&helm.run(None, &["template", "prod", &chart(), "-n", "ops", "-f", &all_on])?);
+    for kind in ["ServiceMonitor", "PrometheusRule", "NetworkPolicy", "ConfigMap", "PodDisruptionBudget"] {
         assert!(kinds(&rendered).contains(kind), "every option on renders a {kind}");
     }
     let objects = by_kind_and_name(&rendered);
+    let pdb = rendered.iter().find(|o| o["kind"] == "PodDisruptionBudget").expect("pdb");
+    assert_eq!(pdb["spec"]["maxUnavailable"], 0, "maxUnavailable 0 is a value, not unset: {pdb}");
+    let rules = rendered.iter().find(|o| o["kind"] == "PrometheusRule").expect("rule");
+    for alert in rules["spec"]["groups"][0]["rules"].as_array().into_iter().flatten() {
+        let text = alert["annotations"]["description"].as_str().unwrap_or_default();
+        assert!(!text.contains("capdeck-system"), "the alert names this release's namespace: {text}");
+        assert!(!text.contains("deploy/capdeck`"), "the alert names this release's Deployment: {text}");
+    }
+    // The PodMonitor instead of the ServiceMonitor; both at once is refused.
+    let pod_monitor = ["template", RELEASE, &chart(), "-n", namespace, "--set", "metrics.podMonitor.enabled=true"];
+    let rendered_pod_monitor = documents(&helm.run(None, &pod_monitor)?);
+    assert!(kinds(&rendered_pod_monitor).contains("PodMonitor"));
+    let both = [&pod_monitor[..], &["--set", "metrics.serviceMonitor.enabled=true"]].concat();
+    let refused = helm.run(None, &both).expect_err("both monitors");
+    assert!(refused.contains("choose one"), "{refused}");
+    // One replica: no PDB (it would block every drain).
+    let single = documents(&helm.run(None, &["template", RELEASE, &chart(), "--set", "replicaCount=1"])?);
+    assert!(!kinds(&single).contains("PodDisruptionBudget"), "no PDB for one replica");
     let rule = rendered.iter().find(|o| o["kind"] == "PrometheusRule").expect("rule");
     let alerts: Vec<Value> = rule["spec"]["groups"]
         .as_array()
@@ -260,7 +278,7 @@ pub fn lint_and_template() -> Result<(), String> {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_capdeck"))
         .args(args.iter().map(|arg| if arg.starts_with("--health-addr=") { "--health-addr=127.0.0.1:0" } else { arg }))
         .env("KUBECONFIG", dir.path().join("none"))
-        .env("POD_NAMESPACE", namespace)
+        .env("POD_NAMESPACE", "ops")
         .env_remove("KUBERNETES_SERVICE_HOST")
         .output()
         .map_err(|e| e.to_string())?;
@@ -321,8 +339,6 @@ pub async fn install_upgrade_rollback_uninstall_and_the_daemon_as_its_service_ac
         "--set",
         "metrics.serviceMonitor.enabled=true",
         "--set",
-        "metrics.podMonitor.enabled=true",
-        "--set",
         "metrics.prometheusRule.enabled=true",
         "--set",
         "metrics.dashboard.enabled=true",
@@ -347,7 +363,6 @@ pub async fn install_upgrade_rollback_uninstall_and_the_daemon_as_its_service_ac
     assert!(daemon_args(&installed).contains(&"--approval=auto".to_string()));
     for (kind, name) in [
         ("servicemonitor", RELEASE.to_string()),
-        ("podmonitor", RELEASE.to_string()),
         ("prometheusrule", RELEASE.to_string()),
         ("configmap", format!("{RELEASE}-dashboard")),
         ("networkpolicy", RELEASE.to_string()),
@@ -360,8 +375,21 @@ pub async fn install_upgrade_rollback_uninstall_and_the_daemon_as_its_service_ac
 
     // Upgrade changing a value, then roll back to the install.
     let upgrade = ["upgrade", RELEASE, &chart_path, "-n", &system, "--reuse-values"];
-    let changes = ["--set", "engine.approval=manual", "--set", "replicaCount=3"];
+    let changes = [
+        "--set",
+        "engine.approval=manual",
+        "--set",
+        "replicaCount=3",
+        "--set",
+        "metrics.serviceMonitor.enabled=false",
+        "--set",
+        "metrics.podMonitor.enabled=true",
+    ];
     helm.run(Some(&kubeconfig), &[&upgrade[..], &changes[..]].concat()).expect("helm upgrade");
+    let exists = |kind: &str| {
+        plane.kubectl().args(["get", kind, RELEASE, "-n", &system]).output().expect("kubectl").status.success()
+    };
+    assert!(exists("podmonitor") && !exists("servicemonitor"), "the upgrade swapped the monitors");
     let upgraded = deployment(plane);
     assert!(daemon_args(&upgraded).contains(&"--approval=manual".to_string()), "the upgrade changed the args");
     assert_eq!(upgraded["spec"]["replicas"], 3);
@@ -369,6 +397,7 @@ pub async fn install_upgrade_rollback_uninstall_and_the_daemon_as_its_service_ac
     let rolled_back = deployment(plane);
     assert_eq!(daemon_args(&rolled_back), daemon_args(&installed), "the rollback restored the install's args");
     assert_eq!(rolled_back["spec"]["replicas"], 2);
+    assert!(exists("servicemonitor") && !exists("podmonitor"), "the rollback swapped them back");
     let history = helm.run(Some(&kubeconfig), &["history", RELEASE, "-n", &system, "-o", "json"]).expect("history");
     assert_eq!(serde_json::from_str::<Value>(&history).expect("json").as_array().map(Vec::len), Some(3));
 

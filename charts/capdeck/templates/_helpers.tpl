@@ -63,7 +63,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - {{ printf "--halt-on-failure=%v" .Values.engine.haltOnFailure | quote }}
 - {{ printf "--readiness-timeout=%v" .Values.engine.readinessTimeout | quote }}
 - {{ printf "--engine=%v" .Values.engine.mode | quote }}
-- {{ printf "--lease-name=%v" .Values.engine.leaseName | quote }}
+- {{ printf "--lease-name=%v" (default (printf "%s-engine" (include "capdeck.fullname" .)) .Values.engine.leaseName) | quote }}
 - {{ printf "--on-deadline=%v" .Values.engine.onDeadline | quote }}
 {{- if .Values.engine.changeWindows }}
 - {{ printf "--change-windows=%v" .Values.engine.changeWindows | quote }}
