@@ -282,6 +282,41 @@ pub fn overview(inputs: &Inputs<'_>) -> CredentialsOverview {
 
 /// [`overview`], with the wait for the next change window and the end of any freeze counted in
 /// each margin (docs/CREDENTIALS.md).
+/// Every consumed binding Secret judged from the watched stores, with how the judging engine
+/// schedules (`cluster_windows`: its `--change-windows`; `lease_namespace`: where a cluster
+/// freeze counts; `deadline_rolls`: its `--on-deadline roll`). The console's view, the engine's
+/// notifier and its metrics all judge through here.
+pub fn overview_of_stores(
+    stores: &crate::cluster::stores::Stores,
+    timing: Timing,
+    cluster_windows: Option<&ChangeWindows>,
+    lease_namespace: Option<&str>,
+    deadline_rolls: bool,
+    now: Timestamp,
+) -> CredentialsOverview {
+    let applications = stores.applications.state();
+    let batches = stores.batches.state();
+    let bindings = stores.service_bindings();
+    let namespace_windows = namespace_windows(stores.namespaces.state().iter().map(|ns| &**ns));
+    let freezes = stores.freezes.state();
+    let schedule = Schedule {
+        namespace_windows: Some(&namespace_windows),
+        cluster_windows,
+        freezes: &freezes,
+        lease_namespace,
+        deadline_rolls,
+    };
+    let inputs = Inputs {
+        applications: &applications,
+        secrets: stores,
+        bindings: bindings.as_deref(),
+        batches: &batches,
+        now,
+        timing,
+    };
+    overview_scheduled(&inputs, &schedule)
+}
+
 pub fn overview_scheduled(inputs: &Inputs<'_>, schedule: &Schedule<'_>) -> CredentialsOverview {
     let mut consumers: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
     for app in inputs.applications {

@@ -140,26 +140,17 @@ pub fn snapshot(stores: &Stores, events: &[Arc<Event>], judging: &crate::credent
     let bindings = stores.service_bindings();
     let applications = stores.applications.state();
     let batches = stores.batches.state();
-    let namespace_windows = crate::credentials::namespace_windows(stores.namespaces.state().iter().map(|ns| &**ns));
     let cluster_windows =
         judging.cluster_windows.as_deref().and_then(|text| crate::api::change_window::ChangeWindows::parse(text).ok());
-    let freezes = stores.freezes.state();
-    let schedule = crate::credentials::Schedule {
-        namespace_windows: Some(&namespace_windows),
-        cluster_windows: cluster_windows.as_ref(),
-        freezes: &freezes,
-        lease_namespace: judging.lease_namespace.as_deref(),
-        deadline_rolls: judging.deadline_rolls,
-    };
-    let inputs = crate::credentials::Inputs {
-        applications: &applications,
-        secrets: stores,
-        bindings: bindings.as_deref(),
-        batches: &batches,
-        now: Timestamp::now(),
+    let credentials = crate::credentials::overview_of_stores(
+        stores,
         timing,
-    };
-    let credentials = crate::credentials::overview_scheduled(&inputs, &schedule).credentials;
+        cluster_windows.as_ref(),
+        judging.lease_namespace.as_deref(),
+        judging.deadline_rolls,
+        Timestamp::now(),
+    )
+    .credentials;
     let mut snapshot = build(Sources {
         synced: stores.is_ready(),
         apps: &applications,

@@ -252,27 +252,14 @@ pub fn judge_credentials(
     judging: &Judging<'_>,
     now: Timestamp,
 ) -> crate::credentials::CredentialsOverview {
-    let applications = stores.applications.state();
-    let batches = stores.batches.state();
-    let bindings = stores.service_bindings();
-    let namespace_windows = crate::credentials::namespace_windows(stores.namespaces.state().iter().map(|ns| &**ns));
-    let freezes = stores.freezes.state();
-    let schedule = crate::credentials::Schedule {
-        namespace_windows: Some(&namespace_windows),
-        cluster_windows: judging.change_windows,
-        freezes: &freezes,
-        lease_namespace: Some(judging.lease_namespace),
-        deadline_rolls: judging.deadline_rolls,
-    };
-    let inputs = crate::credentials::Inputs {
-        applications: &applications,
-        secrets: stores,
-        bindings: bindings.as_deref(),
-        batches: &batches,
+    crate::credentials::overview_of_stores(
+        stores,
+        judging.timing,
+        judging.change_windows,
+        Some(judging.lease_namespace),
+        judging.deadline_rolls,
         now,
-        timing: judging.timing,
-    };
-    crate::credentials::overview_scheduled(&inputs, &schedule)
+    )
 }
 
 impl Notifier {
