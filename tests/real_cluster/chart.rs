@@ -13,19 +13,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use capdeck::api::BatchPhase;
 use kube::ResourceExt as _;
 use serde_json::Value;
 
 use crate::common::fixtures::AppOptions;
-use crate::common::story_world::StoryWorld as _;
 use crate::faker::Faker;
 use crate::ops_tools::{self, HELM};
 use crate::process_stories::{Daemon, http_get};
-use crate::setup::{capdeck, load_current, text};
-use crate::world::{Backend, World, eventually};
+use crate::setup::{load_current, text};
+use crate::world::{Backend, World};
 
-const LONG: Duration = Duration::from_secs(90);
 const RELEASE: &str = "capdeck";
 
 /// helm with its caches in a directory of the test's own (never the user's ~/.cache/helm).
@@ -430,21 +427,7 @@ pub async fn install_upgrade_rollback_uninstall_and_the_daemon_as_its_service_ac
         health_port,
         dir.path(),
     );
-    eventually("the daemon as the chart's ServiceAccount leads", LONG, || async {
-        match http_get(&format!("{}/readyz", daemon.health)).await {
-            Some((200, body)) if body.contains("leader") => Ok(()),
-            other => Err(format!("{other:?}; log: {}", daemon.log())),
-        }
-    })
-    .await;
-    world.rotate_secret("bookshop-uaa").await;
-    let batch = world.wait_phase("bookshop", BatchPhase::Collecting, LONG).await;
-    let output = capdeck(
-        &kubeconfig,
-        &["force", &format!("{}/{}", world.ns, batch.name_any()), "--approve", "--reason", "chart"],
-    );
-    assert!(output.status.success(), "{:?}", text(&output));
-    world.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
+    let batch = crate::process_stories::leads_then_rolls_a_forced_rotation(&world, &daemon, "chart").await;
     let (code, metrics) = http_get(&format!("{}/metrics", daemon.health)).await.expect("metrics");
     assert_eq!(code, 200);
     let exported = exported(&metrics);

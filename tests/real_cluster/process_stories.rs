@@ -3,7 +3,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use capdeck::api::BatchPhase;
+use capdeck::api::{BatchPhase, RotationBatch};
 use capdeck::engine::Role;
 use kube::ResourceExt as _;
 use serde_json::{Value, json};
@@ -301,7 +301,17 @@ pub async fn daemon_as_the_manifests_service_account_completes_a_rotation(backen
         .spawn()
         .expect("daemon");
     let mut daemon = Daemon { child: Some(child), log, health: format!("http://127.0.0.1:{port}") };
-    eventually("daemon as the ServiceAccount leads", LONG, || async {
+    leads_then_rolls_a_forced_rotation(&world, &daemon, "go").await;
+    let log = daemon.log();
+    assert!(!log.contains("forbidden"), "the ServiceAccount was refused something: {log}");
+    assert!(daemon.terminate().success());
+    faker.stop().await;
+}
+
+/// The daemon leads (`/readyz`); bookshop-uaa rotates; the admin forces and approves its batch
+/// (`reason`), and it succeeds. The batch, as it ended.
+pub async fn leads_then_rolls_a_forced_rotation(world: &World, daemon: &Daemon, reason: &str) -> RotationBatch {
+    eventually("the daemon leads", LONG, || async {
         match http_get(&format!("{}/readyz", daemon.health)).await {
             Some((200, body)) if body.contains("leader") => Ok(()),
             other => Err(format!("{other:?}; log: {}", daemon.log())),
@@ -312,14 +322,10 @@ pub async fn daemon_as_the_manifests_service_account_completes_a_rotation(backen
     let batch = world.wait_phase("bookshop", BatchPhase::Collecting, LONG).await;
     let output = capdeck(
         &world.admin_kubeconfig,
-        &["force", &format!("{}/{}", world.ns, batch.name_any()), "--approve", "--reason", "go"],
+        &["force", &format!("{}/{}", world.ns, batch.name_any()), "--approve", "--reason", reason],
     );
     assert!(output.status.success(), "{:?}", text(&output));
-    world.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
-    let log = daemon.log();
-    assert!(!log.contains("forbidden"), "the ServiceAccount was refused something: {log}");
-    assert!(daemon.terminate().success());
-    faker.stop().await;
+    world.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await
 }
 
 /// `capdeck manifests -n SYSTEM` applied with kubectl, and a kubeconfig with the token of its
