@@ -301,7 +301,8 @@ impl RunningEngine {
         let Some(handle) = self.handle.as_ref() else { return };
         let mut passes = handle.passes.clone();
         let now = passes.borrow_and_update().completed;
-        let waited = tokio::time::timeout(Duration::from_secs(120), passes.wait_for(|count| count.completed > now)).await;
+        let waited =
+            tokio::time::timeout(Duration::from_secs(120), passes.wait_for(|count| count.completed > now)).await;
         assert!(matches!(waited, Ok(Ok(_))), "the engine completed no pass within 120 s");
     }
 
