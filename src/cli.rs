@@ -803,8 +803,10 @@ pub enum BenchCommand {
 (each with SERVICES binding Secrets, a Ready version with DEPLOYMENTS Deployments consuming every service, a tenant, \
 current VCAP Secrets) plus UNREFERENCED Secrets nobody uses. The engine runs in this process over loopback HTTP. \
 Reported: sync_ms (stores ready), plan_ms (the full start-up re-check), startup_writes (must be 0), then ROTATE \
-binding Secrets are rotated with the window forced: rotated_deployments, rotation_writes, writes_per_deployment, \
-window_to_last_update_ms, rollout_complete_ms, and rss_mb / rss_peak_mb of this process (the engine; the \
+binding Secrets are rotated with the window forced (--natural-windows: a 5 s window ends on its own): \
+rotated_deployments, rotation_writes, writes_per_deployment (the workload's: VCAP Secret, Deployment, old Secret), \
+engine_writes_per_deployment (every engine write: the workload's plus the batch, its status and Events; \
+engine_writes_per_deployment_by_request breaks it down), window_to_last_update_ms, rollout_complete_ms, and rss_mb / rss_peak_mb of this process (the engine; the \
 sandbox's memory is reported apart).")]
     Engine(BenchEngineArgs),
     /// The console: snapshot build, first frame, frame and key-handling time, idle CPU
@@ -853,6 +855,9 @@ pub struct BenchEngineArgs {
     /// Deployments the engine under test rolls at once
     #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_parallel_rollouts: u32,
+    /// Let each batch's window end on its own (a 5 s window, nobody acts) instead of forcing it
+    #[arg(long)]
+    pub natural_windows: bool,
     #[command(flatten)]
     pub output: OutputArgs,
 }

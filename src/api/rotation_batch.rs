@@ -378,8 +378,21 @@ impl RotationBatch {
         text
     }
 
+    /// The phase; a batch without a status collects (the engine writes none while a batch merely
+    /// collects: its first status comes with the first phase a person sees change).
     pub fn phase(&self) -> BatchPhase {
         self.status.as_ref().map(|status| status.phase.clone()).unwrap_or_default()
+    }
+
+    /// The `Ready` condition's reason and message. A batch without a status says what the engine
+    /// would: `WindowOpen`, collecting rotations until `spec.windowEnd`.
+    pub fn ready_note(&self) -> Option<(String, String)> {
+        let Some(status) = &self.status else {
+            let until = self.spec.window_end.0.strftime("%Y-%m-%dT%H:%M:%SZ");
+            return Some((reason::WINDOW_OPEN.into(), format!("collecting rotations until {until}")));
+        };
+        let ready = status.conditions.iter().find(|c| c.type_ == super::common::READY)?;
+        Some((ready.reason.clone(), ready.message.clone()))
     }
 
     pub fn is_terminal(&self) -> bool {
@@ -422,6 +435,20 @@ mod tests {
                         "message": "", "lastTransitionTime": "2026-11-23T10:00:00Z"}]},
         }))
         .expect("a batch")
+    }
+
+    /// No status yet: the batch collects until its window's end, as the engine would have said.
+    #[test]
+    fn a_batch_without_a_status_collects_until_its_window_ends() {
+        let mut fresh = batch(json!({}), "Collecting", reason::WINDOW_OPEN);
+        fresh.status = None;
+        assert_eq!(fresh.phase(), BatchPhase::Collecting);
+        assert_eq!(
+            fresh.ready_note(),
+            Some((reason::WINDOW_OPEN.into(), "collecting rotations until 2026-11-23T10:00:00Z".into()))
+        );
+        let held = batch(json!({}), "Held", reason::HELD);
+        assert_eq!(held.ready_note(), Some((reason::HELD.into(), String::new())));
     }
 
     /// The list's APPROVAL column: a batch that waits for an approval says why, never `auto`.

@@ -33,25 +33,73 @@ pub struct EngineBench {
     pub rotate: usize,
     /// Simulated rollout pace, replicas per second.
     pub pace: f64,
+    /// How each batch's window ends: forced by a person, or on its own.
+    pub windows: WindowEnd,
 }
+
+/// How the bench ends each batch's collection window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowEnd {
+    /// `capdeck force --approve` on every batch as soon as it exists (a person's action: each
+    /// batch carries a `Forced` Event, one write more than the unattended flow).
+    Forced,
+    /// The window ends on its own after `NATURAL_WINDOW`, nobody acts: the flow the write
+    /// budget and `tools/bench-peers` measure.
+    Natural,
+}
+
+impl WindowEnd {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Forced => "forced",
+            Self::Natural => "natural",
+        }
+    }
+}
+
+/// The collection window (`--rollout-delay`) when windows end on their own: long enough for the
+/// bench to rotate every Secret inside it, short enough not to dominate the run.
+const NATURAL_WINDOW: Duration = Duration::from_secs(5);
+
+/// Every write the engine counts in `capdeck_api_writes_total` (verb, resource). Lease renewals
+/// are not counted there, nor here.
+const WRITES: [(&str, &str); 7] = [
+    ("create", "rotationbatches"),
+    ("update", "rotationbatches"),
+    ("patch", "rotationbatches/status"),
+    ("create", "secrets"),
+    ("delete", "secrets"),
+    ("update", "deployments"),
+    ("create", "events"),
+];
 
 fn writes(metrics: &Metrics, verb: &str, resource: &str) -> u64 {
     metrics.api_writes.get_or_create(&WriteLabels { verb: verb.into(), resource: resource.into() }).get()
 }
 
 fn all_writes(metrics: &Metrics) -> u64 {
-    [
-        ("create", "rotationbatches"),
-        ("update", "rotationbatches"),
-        ("patch", "rotationbatches/status"),
-        ("create", "secrets"),
-        ("delete", "secrets"),
-        ("update", "deployments"),
-        ("create", "events"),
-    ]
-    .iter()
-    .map(|(verb, resource)| writes(metrics, verb, resource))
-    .sum()
+    WRITES.iter().map(|(verb, resource)| writes(metrics, verb, resource)).sum()
+}
+
+/// Each kind of write, counted now.
+fn writes_by_request(metrics: &Metrics) -> Vec<u64> {
+    WRITES.iter().map(|(verb, resource)| writes(metrics, verb, resource)).collect()
+}
+
+/// `{"patch rotationbatches/status": 4, …}`: what the writes since `before` were, per rotated
+/// Deployment (kinds the rotation did not write are left out).
+fn per_deployment_by_request(metrics: &Metrics, before: &[u64], rotated: u64) -> serde_json::Map<String, Value> {
+    WRITES
+        .iter()
+        .zip(writes_by_request(metrics).iter().zip(before))
+        .filter(|(_, (now, before))| now > before)
+        .map(|((verb, resource), (now, before))| (format!("{verb} {resource}"), json!(ratio(now - before, rotated))))
+        .collect()
+}
+
+#[allow(clippy::cast_precision_loss)]
+fn ratio(writes: u64, deployments: u64) -> f64 {
+    if deployments > 0 { round(writes as f64 / deployments as f64, 2) } else { 0.0 }
 }
 
 fn workload_writes(metrics: &Metrics) -> u64 {
@@ -111,7 +159,10 @@ pub async fn run(args: &EngineBench, max_parallel_rollouts: usize) -> anyhow::Re
     let started = Instant::now();
     let (stores, tasks) = Stores::start(&client, Scope::All, cancel.clone());
     let engine_config = EngineConfig {
-        rollout_delay: Duration::from_secs(30),
+        rollout_delay: match args.windows {
+            WindowEnd::Forced => Duration::from_secs(30),
+            WindowEnd::Natural => NATURAL_WINDOW,
+        },
         max_parallel_rollouts: max_parallel_rollouts.max(1),
         min_rollout_interval: Duration::ZERO,
         mode: EngineMode::Lead,
@@ -145,8 +196,10 @@ pub async fn run(args: &EngineBench, max_parallel_rollouts: usize) -> anyhow::Re
     let startup_writes = workload_writes(&metrics) + writes(&metrics, "create", "rotationbatches");
     let rss_synced = rss_mb().unwrap_or(0.0);
 
-    // Rotate one binding Secret in each of `rotate` applications, then end every window now.
+    // Rotate one binding Secret in each of `rotate` applications, then end every window now (or
+    // let the windows end on their own).
     let before_all = all_writes(&metrics);
+    let before_by_request = writes_by_request(&metrics);
     let before_workload = workload_writes(&metrics);
     let before_restarted = metrics.deployments_restarted.get();
     for app in 0..rotate {
@@ -159,14 +212,25 @@ pub async fn run(args: &EngineBench, max_parallel_rollouts: usize) -> anyhow::Re
         secrets.patch(&binding_name(app, 0), &PatchParams::default(), &Patch::Merge(patch)).await?;
     }
     let batch_store = stores.batches.clone();
+    // A batch without a status collects: the engine writes none until its window ends. (Natural
+    // windows may end while the bench waits: a batch that already went on counts too.)
     wait_for("a batch per rotated application", Duration::from_secs(120), || {
-        batch_store.state().iter().filter(|b| b.phase() == BatchPhase::Collecting && b.status.is_some()).count()
-            >= rotate
+        batch_store.state().iter().filter(|b| !b.is_terminal()).count() >= rotate
     })
     .await?;
-    let window_end = Instant::now();
     let batches: Vec<std::sync::Arc<RotationBatch>> = batch_store.state();
-    for batch in &batches {
+    let window_end = match args.windows {
+        WindowEnd::Forced => Instant::now(),
+        // Timed from the last window's end.
+        WindowEnd::Natural => {
+            let last = batches.iter().map(|b| b.spec.window_end.0).max();
+            let left = last.map_or(Duration::ZERO, |last| {
+                Duration::try_from(last.duration_since(k8s_openapi::jiff::Timestamp::now())).unwrap_or(Duration::ZERO)
+            });
+            Instant::now() + left
+        }
+    };
+    for batch in batches.iter().filter(|_| args.windows == WindowEnd::Forced) {
         act(
             &client,
             &batch.namespace().unwrap_or_default(),
@@ -193,6 +257,7 @@ pub async fn run(args: &EngineBench, max_parallel_rollouts: usize) -> anyhow::Re
     let rotated_deployments = metrics.deployments_restarted.get() - before_restarted;
     let rotation_workload_writes = workload_writes(&metrics) - before_workload;
     let rotation_writes = all_writes(&metrics) - before_all;
+    let by_request = per_deployment_by_request(&metrics, &before_by_request, rotated_deployments);
     let sandbox_rss = child_rss_mb(child.0.id()).unwrap_or(0.0);
 
     cancel.cancel();
@@ -203,9 +268,6 @@ pub async fn run(args: &EngineBench, max_parallel_rollouts: usize) -> anyhow::Re
     drop(child);
     let _ = std::fs::remove_dir_all(&dir);
 
-    #[allow(clippy::cast_precision_loss)]
-    let per_deployment =
-        if rotated_deployments > 0 { rotation_workload_writes as f64 / rotated_deployments as f64 } else { 0.0 };
     Ok(json!({
         "apps": args.apps,
         "deployments_per_app": args.deployments_per_app,
@@ -219,11 +281,16 @@ pub async fn run(args: &EngineBench, max_parallel_rollouts: usize) -> anyhow::Re
         "planned_deployments": planned_deployments,
         "startup_out_of_date": out_of_date,
         "startup_writes": startup_writes,
+        "windows": args.windows.as_str(),
         "rotated_secrets": rotate,
         "rotated_deployments": rotated_deployments,
         "rotation_writes": rotation_writes,
         "rotation_workload_writes": rotation_workload_writes,
-        "writes_per_deployment": round(per_deployment, 2),
+        // The workload's own writes (VCAP Secret created, Deployment updated, old Secret deleted).
+        "writes_per_deployment": ratio(rotation_workload_writes, rotated_deployments),
+        // Every write of the engine: the workload's plus its record (batch, status, Events).
+        "engine_writes_per_deployment": ratio(rotation_writes, rotated_deployments),
+        "engine_writes_per_deployment_by_request": by_request,
         "window_to_last_update_ms": round(window_to_last_update_ms, 1),
         "rollout_complete_ms": round(rollout_complete_ms, 1),
         "rss_mb": round(rss_mb().unwrap_or(0.0), 1),

@@ -40,7 +40,7 @@ pub(crate) async fn missing_namespace(connection: &Connection, scope: &crate::cl
 /// The batch as one JSON document; `now` words its state (`Waiting · opens in 3h12m`).
 fn batch_json(batch: &RotationBatch, now: Timestamp) -> Value {
     let status = batch.status.clone().unwrap_or_default();
-    let condition = status.conditions.iter().find(|c| c.type_ == crate::api::common::READY);
+    let (reason, message) = batch.ready_note().unzip();
     json!({
         "namespace": batch.namespace(),
         "name": batch.name_any(),
@@ -48,8 +48,8 @@ fn batch_json(batch: &RotationBatch, now: Timestamp) -> Value {
         "phase": batch.phase().to_string(),
         "state": BatchState::of(batch).text(now, &human_duration),
         "waitingUntil": status.waiting_until,
-        "reason": condition.map(|c| c.reason.clone()),
-        "message": condition.map(|c| c.message.clone()),
+        "reason": reason,
+        "message": message,
         "windowEnd": batch.spec.window_end,
         "secrets": batch.spec.secrets,
         "approval": batch.spec.approval,
@@ -194,7 +194,7 @@ fn printable(batches: &[RotationBatch], deadlines: &[Option<Timestamp>], now: Ti
             .as_ref()
             .map_or("-".to_string(), |t| human_duration(now.as_second() - t.0.as_second()));
         let status = batch.status.clone().unwrap_or_default();
-        let condition = status.conditions.iter().find(|c| c.type_ == crate::api::common::READY);
+        let (reason, message) = batch.ready_note().unzip();
         table.row(vec![
             batch.namespace().unwrap_or_default(),
             batch.name_any(),
@@ -211,9 +211,9 @@ fn printable(batches: &[RotationBatch], deadlines: &[Option<Timestamp>], now: Ti
                 |at| format!("revocable in {}", crate::credentials::human_signed(at.as_second() - now.as_second())),
             ),
             status.tenants.map_or_else(|| "-".into(), |n| n.to_string()),
-            condition.map_or_else(|| "-".into(), |c| c.reason.clone()),
+            reason.unwrap_or_else(|| "-".into()),
             // Spec text quoted in status (an object older than the CRD's limits may hold 1 MB).
-            condition.map_or_else(|| "-".into(), |c| bounded(&c.message, MAX_REASON + 256).into_owned()),
+            message.map_or_else(|| "-".into(), |m| bounded(&m, MAX_REASON + 256).into_owned()),
         ]);
     }
     Printable::list(

@@ -29,6 +29,11 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
                 unreferenced_secrets: args.unreferenced_secrets,
                 rotate: args.rotate,
                 pace: args.pace,
+                windows: if args.natural_windows {
+                    bench::engine::WindowEnd::Natural
+                } else {
+                    bench::engine::WindowEnd::Forced
+                },
             };
             (bench::engine::run(&engine, parallel).await?, args.output)
         }

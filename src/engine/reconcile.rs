@@ -406,7 +406,7 @@ impl Reconciler {
         {
             self.roll(batch, app, index, &mut status, now).await;
         }
-        self.transitions.write(&self.context, batch, &old, status, spec_update).await;
+        self.transitions.write(&self.context, batch, &old, status, (spec_update, decision.routine())).await;
     }
 
     /// What a decision does besides its status: the approval requirement to record in the spec

@@ -208,15 +208,15 @@ pub(super) fn batch_rows(
         .iter()
         .map(|batch| {
             let status = batch.status.clone().unwrap_or_default();
-            let condition = status.conditions.iter().find(|c| c.type_ == "Ready");
+            let (reason, message) = batch.ready_note().unwrap_or_default();
             BatchRow {
                 namespace: batch.namespace().unwrap_or_default(),
                 name: batch.name_any(),
                 application: batch.spec.application.clone(),
                 phase: batch.phase(),
                 state: BatchState::of(batch),
-                reason: condition.map(|c| c.reason.clone()).unwrap_or_default(),
-                message: condition.map(|c| c.message.clone()).unwrap_or_default(),
+                reason,
+                message,
                 window_end: batch.spec.window_end.0,
                 secrets: batch.spec.secrets.iter().map(|s| s.name.clone()).collect(),
                 approval: approval_text(batch),

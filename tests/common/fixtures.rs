@@ -295,6 +295,17 @@ impl RunningEngine {
         assert_eq!(self.role(), Role::Leader, "the engine passed as leader but does not lead now");
     }
 
+    /// Waits until the engine completes one more pass than it has now: whatever the pass under
+    /// way wrote and announced (its status, then its Events) is done by then.
+    pub async fn wait_for_another_pass(&self) {
+        let Some(handle) = self.handle.as_ref() else { return };
+        let mut passes = handle.passes.clone();
+        let now = passes.borrow_and_update().completed;
+        let waited =
+            tokio::time::timeout(Duration::from_secs(120), passes.wait_for(|count| count.completed > now)).await;
+        assert!(matches!(waited, Ok(Ok(_))), "the engine completed no pass within 120 s");
+    }
+
     pub async fn stop(mut self) {
         self.cancel.cancel();
         if let Some(handle) = self.handle.take() {

@@ -159,9 +159,11 @@ async fn join(context: &Context, app: &CAPApplication, batch: &RotationBatch, ro
     let joined = joined(batch, rotations);
     match context.writes.replace_batch(&joined).await {
         Ok(_) => {
+            // Routine: a log line, no Event (the batch's spec lists the Secret and when it rotated).
             let names: Vec<&str> = rotations.keys().map(String::as_str).collect();
-            let message = format!("rotation of {} joined batch {}", names.join(", "), joined.name_any());
-            context.writes.event(app, false, reason::WINDOW_OPEN, message).await;
+            let (namespace, application) = (app.namespace().unwrap_or_default(), app.name_any());
+            tracing::info!(namespace = %namespace, batch = %joined.name_any(), application = %application,
+                "batch Collecting: rotation of {} joined batch {}", names.join(", "), joined.name_any());
             true
         }
         Err(error) => {
@@ -202,8 +204,10 @@ async fn open_batch(
             return false;
         }
     };
+    // Routine: the transition's log line, no Event. The batch has no status while it collects
+    // (its phase reads Collecting until spec.windowEnd); its spec says what rotated and when.
     let note = opening_note(detection.take_found_by_recheck(key), rotations, &created.name_any(), window_end);
-    context.writes.event(app, false, reason::WINDOW_OPEN, note).await;
+    tracing::info!(namespace = %key.0, batch = %created.name_any(), application = %key.1, "batch Collecting: {note}");
     for old in superseded {
         supersede(context, app, old, &created.name_any(), now).await;
     }

@@ -89,6 +89,9 @@ pub struct Start {
     pub message: String,
     /// Seconds the batch waited for its approval, when it was approved just now.
     pub approval_waited: Option<f64>,
+    /// The window simply ended: nobody acted and nothing was overridden. Its status and its log
+    /// line say so; no Event does (Events are for what a person acts on or must see).
+    pub routine: bool,
 }
 
 /// What follows the evaluation at the end of the window.
@@ -171,6 +174,8 @@ pub enum Decision {
     RollOn {
         reason: &'static str,
         message: String,
+        /// The window opened again: no Event (the status and the log say so).
+        routine: bool,
     },
     Start(Start),
     /// Rolling out: start queued Deployments (paced), follow the rolling ones.
@@ -193,6 +198,17 @@ pub enum Decision {
 }
 
 impl Decision {
+    /// A transition nobody acts on and nothing overrides: the window is open, it simply ended or
+    /// opened again. It gets no Event (the batch's status and the log line still say it).
+    pub fn routine(&self) -> bool {
+        match self {
+            Self::Collect { .. } => true,
+            Self::Start(start) | Self::Evaluate(Evaluation { gate: Gate::Start(start), .. }) => start.routine,
+            Self::RollOn { routine, .. } => *routine,
+            _ => false,
+        }
+    }
+
     /// Whether the rollout effects run after this decision.
     pub fn rolls(&self) -> bool {
         matches!(
@@ -362,7 +378,7 @@ fn paused_mid_rollout(
         // Forced while paused: the record says so, and what it overrode.
         let overrides = overridden_text(&check).map(|text| format!("; {text}")).unwrap_or_default();
         let message = format!("{}{overrides}", user_action_text(force, "forced"));
-        return Some(Decision::RollOn { reason: reason::FORCED, message });
+        return Some(Decision::RollOn { reason: reason::FORCED, message, routine: false });
     }
     if batch.spec.force.is_some() || queued == 0 {
         return None;
@@ -371,10 +387,13 @@ fn paused_mid_rollout(
         Check::Open if waited => Some(Decision::RollOn {
             reason: reason::ROLLING_OUT,
             message: "the change window is open and no freeze holds it: rolling on".into(),
+            routine: true,
         }),
+        // Rolling outside the windows without a person: an override, announced.
         Check::Deadline { message, .. } if waited => Some(Decision::RollOn {
             reason: reason::ROLLING_OUT,
             message: format!("rolling on: waiting longer would outlive the old credentials ({message})"),
+            routine: false,
         }),
         Check::Open | Check::Deadline { .. } => None,
         Check::Unreadable { message } => Some(Decision::WindowUnreadable { message, forget: false }),
@@ -498,6 +517,7 @@ fn evaluated_earlier(
     let mut started = start(batch, approved);
     if let Some(note) = note {
         started.message = format!("{}; {note}", started.message);
+        started.routine = false;
     }
     Decision::Start(Start { approval_waited, ..started })
 }
@@ -667,6 +687,7 @@ fn evaluate(
                 reason: reason::ROLLING_OUT,
                 message: format!("rolling now (--on-deadline roll): {}", deadline.message),
                 approval_waited: None,
+                routine: false,
             })
         } else {
             Gate::AwaitApproval {
@@ -679,11 +700,13 @@ fn evaluate(
             reason: reason::CREDENTIALS_EXPIRING,
             message: format!("window ended early: {}", expiring.message),
             approval_waited: None,
+            routine: false,
         })
     } else {
         let mut started = start(batch, approved);
         if let Some(note) = overridden.or(deadline.map(|d| d.message.as_str())) {
             started.message = format!("{}; {note}", started.message);
+            started.routine = false;
         }
         Gate::Start(started)
     };
@@ -729,7 +752,7 @@ fn start(batch: &RotationBatch, approved: bool) -> Start {
         (None, Some((by, _))) => (reason::APPROVED, format!("approved by {by}")),
         (None, None) => (reason::ROLLING_OUT, "window ended; rolling out".to_string()),
     };
-    Start { reason, message, approval_waited: None }
+    Start { reason, message, approval_waited: None, routine: reason == reason::ROLLING_OUT }
 }
 
 /// Write a decision into the status (the part of its effects that is data).
@@ -808,7 +831,7 @@ pub fn apply(decision: &Decision, status: &mut RotationBatchStatus, now: Timesta
         }
         Decision::Start(start) => begin(status, start, now),
         Decision::Roll => status.phase = BatchPhase::RollingOut,
-        Decision::RollOn { reason, message } => {
+        Decision::RollOn { reason, message, .. } => {
             status.phase = BatchPhase::RollingOut;
             set_condition(status, false, reason, message.clone(), now);
         }
@@ -2001,6 +2024,22 @@ mod tests {
         assert!(matches!(opened, Decision::Resume { .. }), "goes on as released: {opened:?}");
     }
 
+    /// Only a start nobody acted on and nothing overrode is routine (no Event): the window ended,
+    /// or it opened again. A force, an approval, `--on-deadline roll` and an early start are not.
+    #[test]
+    fn only_a_plain_start_is_routine() {
+        assert!(run(Phase::Collecting, F::Nothing).decision.routine(), "collecting");
+        assert!(run(Phase::WindowEnded, F::Nothing).decision.routine(), "the window ended");
+        assert!(!run(Phase::Collecting, F::Force).decision.routine(), "forced");
+        assert!(!run(Phase::WindowEnded, F::Approval).decision.routine(), "approved");
+        assert!(!run(Phase::AwaitingApproval, F::Approval).decision.routine(), "approved while awaiting");
+        assert!(!run(Phase::Collecting, F::CredentialsExpiring).decision.routine(), "expiring: early");
+        assert!(!run(Phase::RollingOut, F::Hold).decision.routine(), "held");
+        assert!(!run_gated(Phase::WindowEnded, F::Nothing, &DYING_ROLLS).decision.routine(), "--on-deadline roll");
+        let outside = run_gated(Phase::WindowEnded, F::Nothing, &OUTSIDE);
+        assert!(!outside.decision.routine(), "waits for a window: {:?}", outside.decision);
+    }
+
     #[test]
     fn a_paused_rollout_rolls_on_when_the_window_opens_again() {
         let batch = batch(Phase::RollingOut, F::Nothing);
@@ -2014,6 +2053,7 @@ mod tests {
         context.now = "2026-11-23T22:00:00Z".parse().expect("time");
         let resumed = decide(&batch, &status, application(F::Nothing).as_ref(), || plan(F::Nothing), &context);
         assert!(matches!(resumed, Decision::RollOn { reason: why::ROLLING_OUT, .. }), "{resumed:?}");
+        assert!(resumed.routine(), "the window opened again: no Event");
         apply(&resumed, &mut status, context.now);
         assert_eq!((status.phase.clone(), reason_of(&status)), (P::RollingOut, Some(why::ROLLING_OUT)));
         assert_eq!(status.waiting_until, None, "no longer waiting");

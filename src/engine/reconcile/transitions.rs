@@ -1,6 +1,7 @@
 //! Writing a batch's new status and saying what changed: the status (progress-only changes at
-//! most every `--progress-interval`), then the spec update the decision asked for, then one log
-//! line and one Event per transition. The part owns when each batch's progress was last written.
+//! most every `--progress-interval`; none while a batch merely collects), then the spec update the
+//! decision asked for, then one log line per transition and an Event for those a person acts on
+//! or must see. The part owns when each batch's progress was last written.
 
 use std::collections::HashMap;
 
@@ -28,18 +29,22 @@ pub(super) struct Transitions {
 }
 
 impl Transitions {
-    /// Write a changed status, then the spec update, then announce what changed.
+    /// Write a changed status, then the spec update, then announce what changed. `routine`: the
+    /// decision was one nobody acts on (`Decision::routine`), its plain `RollingOut` gets no Event.
     pub(super) async fn write(
         &mut self,
         context: &Context,
         batch: &RotationBatch,
         old: &RotationBatchStatus,
         status: RotationBatchStatus,
-        spec_update: Option<RotationBatch>,
+        (spec_update, routine): (Option<RotationBatch>, bool),
     ) {
         let key = batch_key(batch);
         let last = self.progress_written.get(&key).map(tokio::time::Instant::elapsed);
-        if status == *old || progress_may_wait(old, &status, last, context.config.progress_interval) {
+        if status == *old
+            || progress_may_wait(old, &status, last, context.config.progress_interval)
+            || (batch.status.is_none() && merely_collecting(&status))
+        {
             return;
         }
         let written = match context.writes.write_status(batch, &status).await {
@@ -65,16 +70,18 @@ impl Transitions {
                 tracing::warn!(batch = %name, error = %crate::cluster::describe_error(&error), "could not record the approval requirement")
             }
         }
-        self.announce(context, batch, old, &status).await;
+        self.announce(context, batch, old, &status, routine).await;
     }
 
-    /// One log line and one Event per transition (a release that ends a hold says so too).
+    /// One log line per transition; an Event for those a person acts on or must see (a release
+    /// that ends a hold says so too).
     async fn announce(
         &self,
         context: &Context,
         batch: &RotationBatch,
         old: &RotationBatchStatus,
         status: &RotationBatchStatus,
+        routine: bool,
     ) {
         let (namespace, name) = batch_key(batch);
         let Some(app) = context.application(&namespace, &batch.spec.application).filter(|_| phase_changed(old, status))
@@ -94,13 +101,27 @@ impl Transitions {
             "batch {}: {message}",
             status.phase
         );
-        for announcement in announcements(batch, old, status) {
+        for announcement in announcements(batch, old, status, routine) {
             if let Some(log) = &announcement.log {
                 tracing::info!(namespace = %namespace, batch = %name, "{log}");
             }
             context.writes.event(&app, announcement.warning, &announcement.reason, announcement.note).await;
         }
     }
+}
+
+/// What the engine would write for a batch that merely collects: phase `Collecting`, reason
+/// `WindowOpen`, nothing evaluated, no other condition or record. A batch without a status says
+/// exactly that (its phase reads `Collecting` and `spec.windowEnd` says until when), so this is not
+/// written: the first status write comes with the first phase a person sees change.
+fn merely_collecting(status: &RotationBatchStatus) -> bool {
+    let only_ready = status.conditions.iter().all(|c| c.type_ == crate::api::common::READY);
+    let bookkeeping =
+        RotationBatchStatus { observed_generation: None, progress: None, conditions: Vec::new(), ..status.clone() };
+    status.phase == BatchPhase::Collecting
+        && condition_reason(status) == Some(reason::WINDOW_OPEN)
+        && only_ready
+        && bookkeeping == RotationBatchStatus::default()
 }
 
 /// The phase or the reason of the Ready condition changed.
@@ -144,9 +165,21 @@ fn refusals(name: &str, old: &RotationBatchStatus, status: &RotationBatchStatus)
         .collect()
 }
 
+/// Reasons of a transition nobody acts on: the window opened (or is open), the rollout completed,
+/// there was nothing to restart. The batch's status, its log line and the metrics say them; an
+/// Event would only repeat them (and cost a write per batch).
+const ROUTINE: [&str; 3] = [reason::WINDOW_OPEN, reason::ROLLOUT_COMPLETE, reason::NO_CHANGE];
+
 /// The Events of a transition: a release that ended a hold (unless the new condition says
-/// `Released` itself), then the new phase — a Warning when it failed or waits for a guard.
-fn announcements(batch: &RotationBatch, old: &RotationBatchStatus, status: &RotationBatchStatus) -> Vec<Announcement> {
+/// `Released` itself), then the new phase — a Warning when it failed or waits for a guard — unless
+/// it is routine (`ROUTINE`, or a plain `RollingOut` of a `routine` decision: the window ended or
+/// opened again). Every person's action, refusal, failure, wait and override is announced.
+fn announcements(
+    batch: &RotationBatch,
+    old: &RotationBatchStatus,
+    status: &RotationBatchStatus,
+    routine: bool,
+) -> Vec<Announcement> {
     if !phase_changed(old, status) {
         return Vec::new();
     }
@@ -173,7 +206,10 @@ fn announcements(batch: &RotationBatch, old: &RotationBatchStatus, status: &Rota
             reason::CHANGE_WINDOW_UNREADABLE,
         ]
         .contains(&reason.as_str());
-    out.push(Announcement { warning, reason, note: format!("batch {name}: {message}"), log: None });
+    let plain_start = routine && reason == reason::ROLLING_OUT;
+    if warning || !(plain_start || ROUTINE.contains(&reason.as_str())) {
+        out.push(Announcement { warning, reason, note: format!("batch {name}: {message}"), log: None });
+    }
     out
 }
 
@@ -268,17 +304,22 @@ mod tests {
     fn a_transition_is_one_event_a_warning_when_it_failed_or_waits_for_a_guard() {
         let spec = batch(json!({}));
         let old = ready("Collecting", reason::WINDOW_OPEN, "collecting");
-        assert!(announcements(&spec, &old, &old).is_empty(), "no transition, no Event");
+        assert!(announcements(&spec, &old, &old, false).is_empty(), "no transition, no Event");
         let cases = [
-            (ready("RollingOut", reason::ROLLING_OUT, "rolling"), false),
+            (ready("RollingOut", reason::ROLLING_OUT, "rolling now (--on-deadline roll): …"), false),
+            (ready("RollingOut", reason::FORCED, "forced by alice"), false),
+            (ready("RollingOut", reason::APPROVED, "approved by alice"), false),
             (ready("Failed", reason::WRITE_FAILED, "failed"), true),
             (ready("AwaitingApproval", reason::STORM_GUARD, "guard"), true),
             (ready("AwaitingApproval", reason::CREDENTIALS_EXPIRING, "expiring"), true),
             (ready("Held", reason::ROLLOUT_FAILURE_GUARD, "halted"), true),
             (ready("AwaitingApproval", reason::AWAITING_APPROVAL, "waiting"), false),
+            (ready("Waiting", reason::OUTSIDE_CHANGE_WINDOW, "waits"), false),
+            (ready("Held", reason::HELD, "held by bob"), false),
+            (ready("Superseded", reason::SUPERSEDED, "superseded"), false),
         ];
         for (new, warning) in cases {
-            let said = announcements(&spec, &old, &new);
+            let said = announcements(&spec, &old, &new, false);
             let reason = condition_reason(&new).unwrap_or_default().to_string();
             let message = &new.conditions[0].message;
             let expected = Announcement { warning, reason, note: format!("batch b: {message}"), log: None };
@@ -286,23 +327,69 @@ mod tests {
         }
         // Same phase, a new reason: a transition too.
         let escalated = ready("Collecting", reason::CREDENTIALS_EXPIRING, "expiring");
-        assert_eq!(announcements(&spec, &old, &escalated).len(), 1);
+        assert_eq!(announcements(&spec, &old, &escalated, false).len(), 1);
+    }
+
+    /// The happy path is told by the batch and the log, not by Events: the window opened, it ended
+    /// (a routine start), the rollout completed, nothing to restart.
+    #[test]
+    fn routine_transitions_are_no_event() {
+        let spec = batch(json!({}));
+        let none = RotationBatchStatus::default();
+        let collecting = ready("Collecting", reason::WINDOW_OPEN, "collecting");
+        let rolling = ready("RollingOut", reason::ROLLING_OUT, "window ended; rolling out");
+        assert!(announcements(&spec, &none, &collecting, true).is_empty(), "the window opened");
+        assert!(announcements(&spec, &collecting, &rolling, true).is_empty(), "the window ended");
+        let done = ready("Succeeded", reason::ROLLOUT_COMPLETE, "1 Deployment rolled out");
+        assert!(announcements(&spec, &rolling, &done, false).is_empty(), "the rollout completed");
+        let nothing = ready("NoChange", reason::NO_CHANGE, "all up to date");
+        assert!(announcements(&spec, &collecting, &nothing, false).is_empty(), "nothing to restart");
+        // The same start from a decision that is not routine (it overrode something): announced.
+        assert_eq!(announcements(&spec, &collecting, &rolling, false).len(), 1);
+        // A routine decision whose rollout failed at once is a failure: a Warning.
+        let failed = ready("Failed", reason::WRITE_FAILED, "could not write");
+        assert!(announcements(&spec, &collecting, &failed, true)[0].warning);
+    }
+
+    /// A batch without a status collects: that is not written; anything more is.
+    #[test]
+    fn a_merely_collecting_status_is_not_written() {
+        let mut collecting = ready("Collecting", reason::WINDOW_OPEN, "collecting rotations until …");
+        collecting.observed_generation = Some(2);
+        collecting.progress = Some("0/0".into());
+        assert!(merely_collecting(&collecting));
+        let mut refused = collecting.clone();
+        refused.conditions.push(
+            serde_json::from_value(json!({"type": Attributed::Hold.condition_type(), "status": "False",
+                "reason": Attributed::Hold.refusal_reason(), "message": "kubectl wrote it"}))
+            .expect("c"),
+        );
+        assert!(!merely_collecting(&refused), "a refusal is written");
+        let escalated = ready("Collecting", reason::CREDENTIALS_EXPIRING, "expiring");
+        assert!(!merely_collecting(&escalated), "a new reason is written");
+        assert!(!merely_collecting(&ready("Held", reason::HELD, "held")), "a hold is written");
+        assert!(!merely_collecting(&RotationBatchStatus { tenants: Some(3), ..collecting }), "an evaluation");
     }
 
     #[test]
     fn a_release_that_ends_a_hold_is_announced_before_the_new_phase() {
         let released = batch(json!({"released": {"by": "carol", "at": "2026-11-23T12:00:00Z", "reason": "ok"}}));
         let held = ready("Held", reason::HELD, "held by bob");
-        let said = announcements(&released, &held, &ready("RollingOut", reason::ROLLING_OUT, "rolling"));
+        let said = announcements(&released, &held, &ready("RollingOut", reason::ROLLING_OUT, "rolling"), false);
         assert_eq!(said.len(), 2);
         assert_eq!(said[0].reason, reason::RELEASED);
         assert_eq!(said[0].note, "batch b: released by carol: ok");
         assert_eq!(said[0].log.as_deref(), Some("batch released: released by carol: ok"));
         // A failure-guard release says so in its own condition: not twice.
-        let resumed = announcements(&released, &held, &ready("RollingOut", reason::RELEASED, "released by carol"));
+        let resumed =
+            announcements(&released, &held, &ready("RollingOut", reason::RELEASED, "released by carol"), false);
         assert_eq!(resumed.len(), 1);
+        // A release that lets the window's routine start go on: the release alone.
+        let routine = announcements(&released, &held, &ready("RollingOut", reason::ROLLING_OUT, "rolling"), true);
+        assert_eq!(routine.iter().map(|a| a.reason.as_str()).collect::<Vec<_>>(), [reason::RELEASED]);
         // Without a recorded release (a hold removed by hand) only the phase is announced.
-        let plain = announcements(&batch(json!({})), &held, &ready("RollingOut", reason::ROLLING_OUT, "rolling"));
+        let plain =
+            announcements(&batch(json!({})), &held, &ready("RollingOut", reason::ROLLING_OUT, "rolling"), false);
         assert_eq!(plain.len(), 1);
     }
 }
