@@ -194,6 +194,9 @@ pub fn demo_at_80x24_every_view() {
             "{command}: `q quit` stays visible:\n{screen}"
         );
         if command == "batches" {
+            // The demo's first rotations open hr-portal's batch within seconds of the start; on a
+            // loaded machine the view can come first: wait for the row, then check it.
+            let screen = tmux.until("hr-portal's batch", Duration::from_secs(60), |s| s.contains("hr-portal-"));
             // Demo batch names are the application plus a 5-character suffix: whole, never cut.
             let whole = screen.split_whitespace().any(|word| {
                 word.strip_prefix("hr-portal-")
