@@ -164,6 +164,7 @@ pub fn snapshot(stores: &Stores, events: &[Arc<Event>], judging: &crate::credent
         service_bindings: bindings.as_deref(),
         credentials,
     });
+    rollouts::overlay_live(&mut snapshot.rollouts, |namespace, name| stores.deployment(namespace, name));
     snapshot.credential_timing = Some(timing);
     snapshot.freezes = stores.freezes.state();
     snapshot.namespace_windows = stores

@@ -230,7 +230,9 @@ impl Reconciler {
     ) {
         let open = self.context.open_batches();
         let open_keys: BTreeSet<AppKey> = open.iter().map(|b| batch_key(b)).collect();
-        self.rollouts.begin_pass(&open, &open_keys);
+        let statuses: Vec<RotationBatchStatus> = open.iter().map(|batch| self.transitions.base(batch)).collect();
+        self.rollouts.begin_pass(&statuses, &open_keys);
+        self.transitions.retain(&open_keys);
         self.batch_backoff.forget_except(&open_keys);
         self.managed_fields.retain(&open_keys);
         for batch in open {
@@ -390,8 +392,8 @@ impl Reconciler {
         let client = self.context.writes.client();
         let Some(attributed) = self.managed_fields.attach(client, batch).await else { return };
         let batch = &attributed;
-        let old = batch.status.clone().unwrap_or_default();
-        let mut status = old.clone();
+        // Where the last pass left it, written or not.
+        let mut status = self.transitions.base(batch);
         status.observed_generation = batch.metadata.generation;
         if batch.metadata.managed_fields.is_some() {
             record_attribution(batch, &mut status, now);
@@ -406,7 +408,7 @@ impl Reconciler {
         {
             self.roll(batch, app, index, &mut status, now).await;
         }
-        self.transitions.write(&self.context, batch, &old, status, (spec_update, decision.routine())).await;
+        self.transitions.write(&self.context, batch, status, (spec_update, decision.routine())).await;
     }
 
     /// What a decision does besides its status: the approval requirement to record in the spec

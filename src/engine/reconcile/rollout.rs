@@ -4,7 +4,6 @@
 //! Deployments roll, each one's failed attempts, and when its new Pods were last listed.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -25,6 +24,9 @@ use crate::vcap::secret_owner_hash;
 
 /// How often a rolling Deployment's new Pods are listed.
 const POD_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The end of the message of a Deployment waiting its turn for `--max-parallel-rollouts`.
+pub(super) const WAITS_ITS_TURN: &str = "Deployments roll at once";
 
 /// Rollout writes failing with errors retrying cannot fix (403, 422, ...) give up after this many
 /// attempts; transient failures are retried for as long as they last.
@@ -55,13 +57,10 @@ pub(super) struct Rollouts {
 }
 
 impl Rollouts {
-    /// At the start of a pass: count what rolls in the open batches, forget batches that ended.
-    pub(super) fn begin_pass(&mut self, open: &[Arc<RotationBatch>], open_keys: &BTreeSet<AppKey>) {
-        self.rolling = open
-            .iter()
-            .flat_map(|b| b.status.iter().flat_map(|s| s.deployments.iter()))
-            .filter(|d| is_active(d))
-            .count();
+    /// At the start of a pass: count what rolls in the open batches (`statuses`: each as the pass
+    /// starts from it, the unwritten one where there is one), forget batches that ended.
+    pub(super) fn begin_pass(&mut self, statuses: &[RotationBatchStatus], open_keys: &BTreeSet<AppKey>) {
+        self.rolling = statuses.iter().flat_map(|s| s.deployments.iter()).filter(|d| is_active(d)).count();
         self.pods_checked.retain(|(namespace, batch, _), _| open_keys.contains(&(namespace.clone(), batch.clone())));
     }
 
@@ -85,13 +84,22 @@ impl Rollouts {
         }
         let rotated = Rotated::Secrets(batch.spec.secrets.iter().map(|s| s.name.clone()).collect());
         let fresh = plan_application(app, &rotated, index, &context.stores);
+        let (namespace, batch_name) = (batch.namespace().unwrap_or_default(), batch.name_any());
         for position in 0..status.deployments.len() {
             if !is_queued(&status.deployments[position]) {
                 continue;
             }
-            if self.rolling >= context.config.max_parallel_rollouts {
+            // A Deployment this batch already pointed at its new Secret (a status not written
+            // before a restart or a leader change) rolls whatever the budget says: it is adopted,
+            // nothing is written.
+            let adopt = status.deployments[position].retried_at.is_none()
+                && context
+                    .stores
+                    .deployment(&namespace, &status.deployments[position].name)
+                    .is_some_and(|live| live.annotations().get(ANNOTATION_ROLLED_BY) == Some(&batch_name));
+            if self.rolling >= context.config.max_parallel_rollouts && !adopt {
                 status.deployments[position].message =
-                    Some(format!("queued: {} Deployments roll at once", context.config.max_parallel_rollouts));
+                    Some(format!("queued: {} {WAITS_ITS_TURN}", context.config.max_parallel_rollouts));
                 continue;
             }
             let mut deployment = status.deployments[position].clone();
@@ -716,19 +724,12 @@ mod tests {
 
     #[test]
     fn a_pass_counts_rolling_and_failing_restarts_across_open_batches() {
-        let batch = |name: &str, deployments: Vec<BatchDeployment>| {
-            let mut batch: RotationBatch = serde_json::from_value(json!({"apiVersion": "capdeck.dev/v1alpha1",
-                "kind": "RotationBatch", "metadata": {"name": name, "namespace": "ns"},
-                "spec": {"application": "app", "windowEnd": "2026-11-23T12:00:00Z"}}))
-            .expect("batch");
-            batch.status = Some(RotationBatchStatus { deployments, ..RotationBatchStatus::default() });
-            Arc::new(batch)
-        };
+        let batch = |deployments: Vec<BatchDeployment>| RotationBatchStatus { deployments, ..Default::default() };
         let mut unchanged = deployment("cron", "Rolling");
         unchanged.action = DeploymentAction::Unchanged;
         let open = [
-            batch("a", vec![deployment("srv", "Rolling"), deployment("mq", "Failing"), deployment("ui", "Queued")]),
-            batch("b", vec![deployment("srv", "Stalled"), deployment("db", "Rolling"), unchanged]),
+            batch(vec![deployment("srv", "Rolling"), deployment("mq", "Failing"), deployment("ui", "Queued")]),
+            batch(vec![deployment("srv", "Stalled"), deployment("db", "Rolling"), unchanged]),
         ];
         let mut rollouts = Rollouts::default();
         rollouts.pods_checked.insert(key("srv"), tokio::time::Instant::now());

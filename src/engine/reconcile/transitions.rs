@@ -1,7 +1,9 @@
-//! Writing a batch's new status and saying what changed: the status (progress-only changes at
-//! most every `--progress-interval`; none while a batch merely collects), then the spec update the
-//! decision asked for, then one log line per transition and an Event for those a person acts on
-//! or must see. The part owns when each batch's progress was last written.
+//! Writing a batch's new status and saying what changed: the status (none while a batch merely
+//! collects; a rollout's own progress at most every `STATUS_INTERVAL`, other progress-only changes
+//! at most every `--progress-interval`), then the spec update the decision asked for, then one log
+//! line per transition and an Event for those a person acts on or must see. The part owns when
+//! each batch's status was last written, and the status it decided and has not written yet: the
+//! next pass starts from that, so nothing done is lost or done again.
 
 use std::collections::HashMap;
 
@@ -23,38 +25,83 @@ pub(super) struct Announcement {
     pub log: Option<String>,
 }
 
+/// How long a rolling batch's own progress (a Deployment started after waiting its turn, replica
+/// counts, messages, a Deployment completed while others still roll) may stay unwritten. Every
+/// phase a person sees, every acknowledgement, refusal and failure is written at once.
+pub(super) const STATUS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A status the engine decided and has not written: valid while the stored batch (same uid) still
+/// has the status it was decided from (`from`, notifications aside: only the notifier writes them).
+struct Unwritten {
+    uid: Option<String>,
+    from: RotationBatchStatus,
+    status: RotationBatchStatus,
+}
+
 #[derive(Default)]
 pub(super) struct Transitions {
-    progress_written: HashMap<AppKey, tokio::time::Instant>,
+    written: HashMap<AppKey, tokio::time::Instant>,
+    unwritten: HashMap<AppKey, Unwritten>,
 }
 
 impl Transitions {
-    /// Write a changed status, then the spec update, then announce what changed. `routine`: the
-    /// decision was one nobody acts on (`Decision::routine`), its plain `RollingOut` gets no Event.
+    /// The status a pass starts from: the one this engine decided and has not written yet, while
+    /// the stored batch is still the one it was decided from; else the stored one (as after a
+    /// restart or a leader change, which the rollout rebuilds from the live Deployments).
+    pub(super) fn base(&self, batch: &RotationBatch) -> RotationBatchStatus {
+        let stored = batch.status.clone().unwrap_or_default();
+        match self.unwritten.get(&batch_key(batch)) {
+            Some(unwritten)
+                if unwritten.uid == batch.metadata.uid && unwritten.from == without_notifications(&stored) =>
+            {
+                RotationBatchStatus { notifications: stored.notifications, ..unwritten.status.clone() }
+            }
+            _ => stored,
+        }
+    }
+
+    /// Forget the batches that are no longer open.
+    pub(super) fn retain(&mut self, open: &std::collections::BTreeSet<AppKey>) {
+        self.written.retain(|key, _| open.contains(key));
+        self.unwritten.retain(|key, _| open.contains(key));
+    }
+
+    /// Write a changed status (or keep it for later: `write_or_hold`), then the spec update, then
+    /// announce what changed. `routine`: the decision was one nobody acts on
+    /// (`Decision::routine`), its plain `RollingOut` gets no Event.
     pub(super) async fn write(
         &mut self,
         context: &Context,
         batch: &RotationBatch,
-        old: &RotationBatchStatus,
         status: RotationBatchStatus,
         (spec_update, routine): (Option<RotationBatch>, bool),
     ) {
         let key = batch_key(batch);
-        let last = self.progress_written.get(&key).map(tokio::time::Instant::elapsed);
-        if status == *old
-            || progress_may_wait(old, &status, last, context.config.progress_interval)
-            || (batch.status.is_none() && merely_collecting(&status))
-        {
+        let old = &batch.status.clone().unwrap_or_default();
+        if status == *old || (batch.status.is_none() && merely_collecting(&status)) {
+            self.unwritten.remove(&key);
+            return;
+        }
+        let last = self.written.get(&key).map(tokio::time::Instant::elapsed);
+        let intervals = (context.config.progress_interval, STATUS_INTERVAL);
+        if write_or_hold(old, &status, last, intervals) == Write::Hold {
+            // Never written by this engine (a new leader): the interval starts now.
+            self.written.entry(key.clone()).or_insert_with(tokio::time::Instant::now);
+            self.hold(batch, old, status);
             return;
         }
         let written = match context.writes.write_status(batch, &status).await {
             Ok(written) => written,
             Err(error) => {
                 tracing::warn!(batch = %key.1, error = %crate::cluster::describe_error(&error), "could not write batch status; retrying");
+                // What this pass did (a Deployment pointed at its new Secret) is not lost: the
+                // next pass starts from it while the stored status is unchanged.
+                self.hold(batch, old, status);
                 return;
             }
         };
-        self.progress_written.insert(key.clone(), tokio::time::Instant::now());
+        self.unwritten.remove(&key);
+        self.written.insert(key.clone(), tokio::time::Instant::now());
         let (namespace, name) = key;
         // An approval or a hold the engine does not honour: said once per refusal, in the log
         // and as a Warning Event (the condition stays on the batch).
@@ -71,6 +118,11 @@ impl Transitions {
             }
         }
         self.announce(context, batch, old, &status, routine).await;
+    }
+
+    fn hold(&mut self, batch: &RotationBatch, stored: &RotationBatchStatus, status: RotationBatchStatus) {
+        let unwritten = Unwritten { uid: batch.metadata.uid.clone(), from: without_notifications(stored), status };
+        self.unwritten.insert(batch_key(batch), unwritten);
     }
 
     /// One log line per transition; an Event for those a person acts on or must see (a release
@@ -127,6 +179,81 @@ fn merely_collecting(status: &RotationBatchStatus) -> bool {
 /// The phase or the reason of the Ready condition changed.
 fn phase_changed(old: &RotationBatchStatus, status: &RotationBatchStatus) -> bool {
     status.phase != old.phase || condition_reason(status) != condition_reason(old)
+}
+
+fn without_notifications(status: &RotationBatchStatus) -> RotationBatchStatus {
+    RotationBatchStatus { notifications: Vec::new(), ..status.clone() }
+}
+
+/// Whether a changed status is written now or kept in memory for a later pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Write {
+    Now,
+    Hold,
+}
+
+/// The rule for a changed status (`stored` → `status`), `since_last_write` by this engine (`None`:
+/// never). A rolling batch's own progress (`rollout_progress_only`) waits up to `status_interval`
+/// (the stored progress lags by at most that much); other progress-only changes wait up to
+/// `progress_interval` (`progress_may_wait`); everything else is written now.
+fn write_or_hold(
+    stored: &RotationBatchStatus,
+    status: &RotationBatchStatus,
+    since_last_write: Option<std::time::Duration>,
+    (progress_interval, status_interval): (std::time::Duration, std::time::Duration),
+) -> Write {
+    let rolling = stored.phase == BatchPhase::RollingOut && status.phase == BatchPhase::RollingOut;
+    let hold = if rolling && rollout_progress_only(stored, status) {
+        since_last_write.is_none_or(|since| since < status_interval)
+    } else {
+        progress_may_wait(stored, status, since_last_write, progress_interval)
+    };
+    if hold { Write::Hold } else { Write::Now }
+}
+
+/// Nothing changed but the rollout's own progress: no phase, reason, condition, acknowledgement or
+/// record; the same Deployments, each only moving Queued → Rolling → Complete (a start, a
+/// completion, replica counts, a healthy message) or waiting its turn. A Deployment that stalls,
+/// fails, is undone or retried, points at another Secret, or a new failure message is not.
+fn rollout_progress_only(stored: &RotationBatchStatus, status: &RotationBatchStatus) -> bool {
+    let rest = |s: &RotationBatchStatus| RotationBatchStatus {
+        deployments: Vec::new(),
+        progress: None,
+        notifications: Vec::new(),
+        ..s.clone()
+    };
+    rest(stored) == rest(status)
+        && stored.deployments.len() == status.deployments.len()
+        && stored.deployments.iter().zip(&status.deployments).all(|(a, b)| deployment_progress_only(a, b))
+}
+
+fn deployment_progress_only(
+    stored: &crate::api::rotation_batch::BatchDeployment,
+    now: &crate::api::rotation_batch::BatchDeployment,
+) -> bool {
+    use crate::api::rotation_batch::DeploymentRolloutState::{Complete, Queued, Rolling};
+    if stored == now {
+        return true;
+    }
+    let same = stored.name == now.name
+        && stored.action == now.action
+        && stored.version == now.version
+        && stored.retried_at == now.retried_at;
+    // What pointing the Deployment at its new Secret records.
+    let pointed = |d: &crate::api::rotation_batch::BatchDeployment| {
+        (d.vcap_secret.clone(), d.previous_vcap_secret.clone(), d.vcap_sha256.clone(), d.rolled_generation)
+    };
+    let moved = match (&stored.state, &now.state) {
+        // Waiting its turn for the parallel-rollout budget (not a failed write: that says so).
+        (Some(Queued), Some(Queued)) => {
+            pointed(stored) == pointed(now)
+                && now.message.as_deref().is_some_and(|m| m.ends_with(super::rollout::WAITS_ITS_TURN))
+        }
+        (Some(Queued), Some(Rolling | Complete)) => true,
+        (Some(Rolling), Some(Rolling | Complete)) | (Some(Complete), Some(Complete)) => pointed(stored) == pointed(now),
+        _ => false,
+    };
+    same && moved
 }
 
 /// Only replica counts changed and the last write is more recent than `interval`: this change
@@ -271,6 +398,117 @@ mod tests {
         let mut moved = rolling(1, "Rolling");
         moved.deployments[0].vcap_secret = Some("srv-newer".into());
         assert!(!progress_may_wait(&old, &moved, recent, INTERVAL), "another VCAP Secret");
+    }
+
+    const INTERVALS: (Duration, Duration) = (INTERVAL, STATUS_INTERVAL);
+
+    fn queued(message: &str) -> RotationBatchStatus {
+        let mut status = rolling(0, "Queued");
+        let deployment = &mut status.deployments[0];
+        (deployment.vcap_secret, deployment.message) = (None, Some(message.into()));
+        status
+    }
+
+    /// While a batch rolls out, its own progress waits up to `STATUS_INTERVAL`; what a person
+    /// must see is written at once.
+    #[test]
+    fn a_rollouts_progress_waits_what_a_person_must_see_does_not() {
+        let wait = format!("queued: 5 {}", super::super::rollout::WAITS_ITS_TURN);
+        let started = {
+            let mut status = rolling(0, "Rolling");
+            status.deployments[0].rolled_generation = Some(2);
+            status
+        };
+        let mut acknowledged = rolling(1, "Rolling");
+        acknowledged.observed_generation = Some(7);
+        let mut moved = rolling(1, "Rolling");
+        moved.deployments[0].vcap_secret = Some("srv-newer".into());
+        let mut retried = rolling(1, "Queued");
+        retried.deployments[0].retried_at = Some(serde_json::from_value(json!("2026-11-23T12:00:00Z")).expect("t"));
+        let mut counted = rolling(2, "Complete");
+        counted.progress = Some("1/2".into());
+        let mut refused = rolling(1, "Rolling");
+        refused.conditions.push(
+            serde_json::from_value(json!({"type": Attributed::Hold.condition_type(), "status": "False",
+                "reason": Attributed::Hold.refusal_reason(), "message": "kubectl wrote it"}))
+            .expect("c"),
+        );
+        let done = RotationBatchStatus { phase: BatchPhase::Succeeded, ..rolling(2, "Complete") };
+        let held = RotationBatchStatus { phase: BatchPhase::Held, ..rolling(1, "Rolling") };
+        let mut evaluated = ready("RollingOut", reason::ROLLING_OUT, "rolling");
+        evaluated.tenants = Some(1);
+        let cases: [(&str, RotationBatchStatus, RotationBatchStatus, Write); 14] = [
+            ("replica counts", rolling(1, "Rolling"), rolling(2, "Rolling"), Write::Hold),
+            ("a start after waiting its turn", queued(&wait), started.clone(), Write::Hold),
+            ("waiting its turn", queued("queued"), queued(&wait), Write::Hold),
+            ("a completion while others roll", rolling(1, "Rolling"), counted, Write::Hold),
+            (
+                "a failed write, retrying",
+                queued(&wait),
+                queued("could not update the Deployment: 500; retrying"),
+                Write::Now,
+            ),
+            ("a Deployment failing", rolling(1, "Rolling"), rolling(1, "Failing"), Write::Now),
+            ("a Deployment stalled", rolling(1, "Rolling"), rolling(1, "Stalled"), Write::Now),
+            ("a Deployment failed", queued(&wait), rolling(0, "Failed"), Write::Now),
+            ("another VCAP Secret", rolling(1, "Rolling"), moved, Write::Now),
+            ("a retry", rolling(1, "Complete"), retried, Write::Now),
+            ("a spec acknowledged", rolling(1, "Rolling"), acknowledged, Write::Now),
+            ("a refusal", rolling(1, "Rolling"), refused, Write::Now),
+            ("a new phase", rolling(1, "Rolling"), held, Write::Now),
+            ("the evaluation", ready("RollingOut", reason::ROLLING_OUT, "rolling"), evaluated, Write::Now),
+        ];
+        let recent = Some(Duration::from_secs(30));
+        for (what, stored, status, expected) in cases {
+            assert_eq!(write_or_hold(&stored, &status, recent, INTERVALS), expected, "{what}");
+        }
+        assert_eq!(write_or_hold(&rolling(1, "Rolling"), &done, recent, INTERVALS), Write::Now, "the batch completed");
+        let (stored, status) = (rolling(1, "Rolling"), rolling(2, "Rolling"));
+        assert_eq!(
+            write_or_hold(&stored, &status, Some(Duration::from_secs(61)), INTERVALS),
+            Write::Now,
+            "a minute passed"
+        );
+        assert_eq!(
+            write_or_hold(&stored, &status, None, INTERVALS),
+            Write::Hold,
+            "a new leader: the minute starts now"
+        );
+        // Outside RollingOut (a batch waiting for its window with Deployments in flight): the
+        // progress interval, as before.
+        let waiting = |replicas| RotationBatchStatus { phase: BatchPhase::Waiting, ..rolling(replicas, "Rolling") };
+        assert_eq!(write_or_hold(&waiting(1), &waiting(2), Some(Duration::from_secs(11)), INTERVALS), Write::Now);
+        assert_eq!(write_or_hold(&waiting(1), &waiting(2), Some(Duration::from_secs(3)), INTERVALS), Write::Hold);
+    }
+
+    /// The next pass starts from the unwritten status while the stored batch is the one it was
+    /// decided from (a notification recorded meanwhile aside); else from the stored status.
+    #[test]
+    fn a_pass_starts_from_the_unwritten_status_while_the_stored_one_is_unchanged() {
+        let with = |status: &RotationBatchStatus, uid: &str| {
+            let mut b = batch(json!({}));
+            b.metadata.uid = Some(uid.into());
+            b.status = Some(status.clone());
+            b
+        };
+        let stored = queued("queued: 5 Deployments roll at once");
+        let mut transitions = Transitions::default();
+        let stored_batch = with(&stored, "u1");
+        assert_eq!(transitions.base(&stored_batch), stored, "nothing held");
+        transitions.hold(&stored_batch, &stored, rolling(1, "Rolling"));
+        assert_eq!(transitions.base(&stored_batch), rolling(1, "Rolling"));
+        let mut notified = stored.clone();
+        notified.notifications =
+            serde_json::from_value(json!([{"event": "held", "key": "k", "at": "2026-11-23T12:00:00Z", "by": "e"}]))
+                .expect("n");
+        let base = transitions.base(&with(&notified, "u1"));
+        assert_eq!(base.deployments, rolling(1, "Rolling").deployments, "the notifier's write changes nothing else");
+        assert_eq!(base.notifications, notified.notifications, "and its record is kept");
+        let elsewhere = rolling(2, "Complete");
+        assert_eq!(transitions.base(&with(&elsewhere, "u1")), elsewhere, "another engine wrote the status");
+        assert_eq!(transitions.base(&with(&stored, "u2")), stored, "a new batch of the same name");
+        transitions.retain(&std::collections::BTreeSet::new());
+        assert_eq!(transitions.base(&stored_batch), stored, "a batch no longer open is forgotten");
     }
 
     #[test]
