@@ -218,6 +218,38 @@ async fn engine_task_aborted_mid_rollout_resumes_and_rolls_nothing_twice() {
     world.stop().await;
 }
 
+/// A start after waiting for the parallel-rollout budget is kept in memory (not written at once):
+/// an engine killed right after it leaves a stored status that says `Queued` for a Deployment
+/// already pointed at its new Secret. The next engine adopts it: nothing is created, updated or
+/// deleted twice.
+#[tokio::test(start_paused = true)]
+async fn engine_killed_after_an_unwritten_start_adopts_it_and_rolls_nothing_twice() {
+    use capdeck::api::rotation_batch::DeploymentRolloutState;
+    let mut config = test_config("engine-pod-0");
+    config.max_parallel_rollouts = 1;
+    let world = world(AppOptions::default(), config.clone()).await;
+    let monitor = Monitor::start(&world.sandbox);
+    world.rotate("bookshop-uaa").await;
+    world.sandbox.wait_phase("bookshop", BatchPhase::RollingOut, Duration::from_secs(60)).await;
+    eventually("second deployment updated", Duration::from_secs(60), || async {
+        world.count("update deployments") == 2
+    })
+    .await;
+    let World { sandbox, engine, simulation } = world;
+    engine.kill();
+    let stored = sandbox.batches("bookshop").await.pop().and_then(|b| b.status).expect("a rolling batch's status");
+    assert_eq!(stored.phase, BatchPhase::RollingOut);
+    let queued = stored.deployments.iter().filter(|d| d.state == Some(DeploymentRolloutState::Queued)).count();
+    assert_eq!(queued, 1, "the second start is not written yet: {:?}", stored.deployments);
+    let engine = RunningEngine::start(sandbox.client(), config).await;
+    engine.wait_for_role(Role::Leader).await;
+    let world = World { sandbox, engine, simulation };
+    world.sandbox.wait_phase("bookshop", BatchPhase::Succeeded, Duration::from_secs(240)).await;
+    monitor.finish(true).await;
+    world.assert_one_clean_rollout().await;
+    world.stop().await;
+}
+
 /// Real time: lease expiry is judged by the wall clock, which paused tokio time cannot move.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_losing_its_lease_mid_rollout_stops_writing_and_the_next_leader_finishes() {
