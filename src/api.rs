@@ -9,6 +9,7 @@ pub mod crds;
 pub mod deployment_view;
 pub mod freeze;
 pub mod go_duration;
+pub mod rollout_progress;
 pub mod rotation_batch;
 pub mod service_binding;
 pub(crate) mod string_enum;
@@ -28,6 +29,9 @@ pub const ANNOTATION_ROLLOUT: &str = "capdeck.dev/rollout-on-credential-update";
 pub const ANNOTATION_APPROVAL: &str = "capdeck.dev/approval";
 /// When capdeck last rolled a Deployment (RFC 3339); read by the storm guard.
 pub const ANNOTATION_ROLLED_AT: &str = "capdeck.dev/rolled-at";
+/// On a Deployment: the RotationBatch whose rollout pointed it at its VCAP Secret
+/// (the engine adopts it after a restart; the console shows its live progress).
+pub const ANNOTATION_ROLLED_BY: &str = "capdeck.dev/rotation-batch";
 /// Label on RotationBatches naming their CAPApplication.
 pub const LABEL_APPLICATION: &str = "capdeck.dev/application";
 /// Upstream label on VCAP Secrets: sha1(namespace + cav name + deployment name).

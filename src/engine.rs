@@ -6,7 +6,8 @@ pub mod config;
 pub mod lease;
 pub mod metrics;
 pub mod notify;
-pub mod progress;
+/// `kubectl rollout status` semantics (in `api`: the console reads it too).
+pub use crate::api::rollout_progress as progress;
 pub mod reconcile;
 pub mod settings;
 pub mod writes;

@@ -29,7 +29,7 @@ pub const LABEL_BATCH: &str = "capdeck.dev/rotation-batch";
 /// Annotation on VCAP Secrets capdeck creates: the Secret the Deployment used before.
 pub const ANNOTATION_PREVIOUS_SECRET: &str = "capdeck.dev/previous-secret";
 /// Annotation on Deployments: the batch that last rolled them.
-pub const ANNOTATION_ROLLED_BY: &str = "capdeck.dev/rotation-batch";
+pub use crate::api::ANNOTATION_ROLLED_BY;
 
 /// Pod template annotation a retry sets: a new ReplicaSet, like `kubectl rollout restart`.
 pub const ANNOTATION_RETRIED_AT: &str = "capdeck.dev/retried-at";

@@ -4,10 +4,10 @@ use std::sync::Arc;
 
 use kube::ResourceExt;
 
+use crate::api::ANNOTATION_ROLLED_BY;
 use crate::api::DeploymentView;
+use crate::api::rollout_progress::rollout_progress;
 use crate::api::rotation_batch::{DeploymentAction, DeploymentRolloutState};
-use crate::engine::progress::rollout_progress;
-use crate::engine::writes::ANNOTATION_ROLLED_BY;
 
 use super::BatchRow;
 
