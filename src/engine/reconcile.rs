@@ -275,16 +275,19 @@ impl Reconciler {
 
     fn update_phase_metrics(&self, bindings: Option<&[ServiceBinding]>) {
         let Context { config, stores, metrics, .. } = &self.context;
+        // Read once: every gauge below is counted from the same view of the batches.
+        let all = stores.batches.state();
+        let open = self.context.open_batches();
         let mut counts: BTreeMap<String, i64> =
             BatchPhase::KNOWN.iter().map(|phase| ((*phase).to_string(), 0)).collect();
-        for batch in stores.batches.state() {
+        for batch in &all {
             *counts.entry(batch.phase().to_string()).or_default() += 1;
         }
         // Only open batches with a known revocation have a margin; ended ones drop out.
         let now = config.clock.now();
         metrics.credentials_margin_seconds.clear();
-        for batch in self.context.open_batches() {
-            if let Some(revocation) = bindings.and_then(|bindings| batch_revocation(bindings, &batch)) {
+        for batch in &open {
+            if let Some(revocation) = bindings.and_then(|bindings| batch_revocation(bindings, batch)) {
                 let labels = BatchLabels { namespace: batch.namespace().unwrap_or_default(), batch: batch.name_any() };
                 let margin = batch_margin_seconds(revocation, batch.spec.window_end.0, now, config.expected_rollout);
                 metrics.credentials_margin_seconds.get_or_create(&labels).set(margin);
@@ -293,9 +296,7 @@ impl Reconciler {
         for (phase, count) in counts {
             metrics.batches.get_or_create(&PhaseLabels { phase }).set(count);
         }
-        let for_window = self
-            .context
-            .open_batches()
+        let for_window = open
             .iter()
             .filter(|batch| {
                 batch.phase() == BatchPhase::Waiting
@@ -315,18 +316,18 @@ impl Reconciler {
             .filter(|freeze| freeze.active_at(now) && self.context.honours(freeze))
             .count();
         metrics.freeze_active.set(i64::try_from(in_force).unwrap_or(i64::MAX));
-        self.update_batch_alert_metrics(now);
+        self.update_batch_alert_metrics(&all, &open, now);
         self.update_error_metrics();
     }
 
     /// The per-application gauges alerts fire on: how long an approval has been awaited, what
     /// is held and why, whose newest batch failed; and the applications the Go CAP Operator
     /// restarts too while it runs.
-    fn update_batch_alert_metrics(&self, now: Timestamp) {
+    fn update_batch_alert_metrics(&self, all: &[Arc<RotationBatch>], open: &[Arc<RotationBatch>], now: Timestamp) {
         let Context { stores, metrics, .. } = &self.context;
         metrics.batch_awaiting_approval_seconds.clear();
         metrics.batch_held.clear();
-        for batch in self.context.open_batches() {
+        for batch in open {
             let namespace = batch.namespace().unwrap_or_default();
             let application = batch.spec.application.clone();
             let condition = batch.status.as_ref().and_then(status::ready_condition);
@@ -347,11 +348,11 @@ impl Reconciler {
             }
         }
         metrics.batch_failed.clear();
-        let mut newest: BTreeMap<(String, String), Arc<RotationBatch>> = BTreeMap::new();
-        for batch in stores.batches.state() {
+        let mut newest: BTreeMap<(String, String), &Arc<RotationBatch>> = BTreeMap::new();
+        for batch in all {
             let key = (batch.namespace().unwrap_or_default(), batch.spec.application.clone());
             let created = |b: &RotationBatch| (b.metadata.creation_timestamp.clone().map(|t| t.0), b.name_any());
-            if newest.get(&key).is_none_or(|known| created(known) < created(&batch)) {
+            if newest.get(&key).is_none_or(|known| created(known) < created(batch)) {
                 newest.insert(key, batch);
             }
         }
