@@ -329,6 +329,19 @@ pub async fn engine_leases(client: &kube::Client) -> Result<Vec<EngineLease>, ku
     Ok(list.items.iter().map(|lease| EngineLease::from_lease(lease, now)).collect())
 }
 
+/// The Go CAP Operator's Leases renewed at `now` (`NAMESPACE/NAME`, any namespace): one LIST by
+/// name. `capdeck doctor` and the leading engine's `capdeck_go_operator_running` read it.
+pub async fn renewed_go_operator_leases(client: &kube::Client, now: Timestamp) -> Result<Vec<String>, kube::Error> {
+    let leases: Api<Lease> = Api::all(client.clone());
+    let list = leases.list(&ListParams::default().fields(&format!("metadata.name={GO_OPERATOR_LEASE}"))).await?;
+    Ok(list
+        .items
+        .iter()
+        .filter(|lease| matches!(holder_of(Some(lease), now), Holder::Renewing { .. }))
+        .map(|lease| format!("{}/{}", lease.namespace().unwrap_or_default(), lease.name_any()))
+        .collect())
+}
+
 /// Find the engine that leads what `scope` shows. When Leases cannot be listed cluster-wide,
 /// read the well-known places instead: `fallback` (the Lease this process was told about) and
 /// the install namespace's; if those cannot be read either, say so (never "nobody leads").

@@ -5,7 +5,6 @@
 use std::process::ExitCode;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt as _;
@@ -17,7 +16,7 @@ use crate::api::change_window::{ANNOTATION_CHANGE_WINDOWS, AppliedWindows};
 use crate::api::rotation_batch::reason;
 use crate::api::{BatchPhase, CAPApplication, CAPApplicationVersion, CAPTenant, FreezeScope};
 use crate::cli::DoctorArgs;
-use crate::cluster::leader::{Holder, LeaderView};
+use crate::cluster::leader::LeaderView;
 use crate::cluster::{ClusterArgs, Connection, Scope, can_i, describe_error};
 use crate::engine::config::humanize;
 use crate::engine::settings::EngineSettings;
@@ -606,20 +605,9 @@ async fn lease(
 /// The Go CAP Operator (its Lease `capoperator-lease-lock` renewed) and applications with
 /// `spec.rolloutOnCredentialUpdate: true`: both programs would restart the same Deployments.
 async fn go_operator(connection: &Connection, scope: &Scope) -> Vec<Finding> {
-    let leases: Api<Lease> = Api::all(connection.client.clone());
-    let params = ListParams::default().fields(&format!("metadata.name={}", crate::engine::lease::GO_OPERATOR_LEASE));
-    let running: Vec<String> = match leases.list(&params).await {
-        Ok(list) => list
-            .items
-            .iter()
-            .filter(|l| {
-                matches!(
-                    crate::engine::lease::holder_of(Some(l), k8s_openapi::jiff::Timestamp::now()),
-                    Holder::Renewing { .. }
-                )
-            })
-            .map(|l| format!("{}/{}", l.namespace().unwrap_or_default(), l.name_any()))
-            .collect(),
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let running = match crate::cluster::leader::renewed_go_operator_leases(&connection.client, now).await {
+        Ok(running) => running,
         Err(error) => {
             return vec![finding(
                 "go operator",

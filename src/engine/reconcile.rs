@@ -197,20 +197,15 @@ impl Reconciler {
     /// Whether the Go CAP Operator runs (its Lease renewed, in any namespace), once a minute
     /// while leading: `capdeck_go_operator_running`. One LIST of at most a few Leases.
     async fn look_for_go_operator(&mut self) {
-        use crate::cluster::leader::{GO_OPERATOR_LEASE, Holder, holder_of};
         let due = self.go_operator_checked_at.is_none_or(|at| at.elapsed() >= Duration::from_secs(60));
         if !due {
             return;
         }
         self.go_operator_checked_at = Some(tokio::time::Instant::now());
-        let api: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
-            kube::Api::all(self.context.writes.client().clone());
-        let params = kube::api::ListParams::default().fields(&format!("metadata.name={GO_OPERATOR_LEASE}"));
-        let running = match api.list(&params).await {
-            Ok(list) => {
-                let now = self.context.config.clock.now();
-                list.items.iter().any(|lease| matches!(holder_of(Some(lease), now), Holder::Renewing { .. }))
-            }
+        let now = self.context.config.clock.now();
+        let running = match crate::cluster::leader::renewed_go_operator_leases(self.context.writes.client(), now).await
+        {
+            Ok(renewed) => !renewed.is_empty(),
             Err(error) => {
                 tracing::debug!(error = %crate::cluster::describe_error(&error), "cannot look for the Go CAP Operator's Lease");
                 self.context.metrics.api_error("list", "leases", &error);
