@@ -239,6 +239,13 @@ pub fn real_time_config(identity: &str, lease_seconds: u64, grace_seconds: u64) 
 }
 
 impl RunningEngine {
+    /// The value of `series` (a metric's name, with its labels if it has any) on the engine's
+    /// `/metrics` now, if it has that sample.
+    pub fn metric(&self, series: &str) -> Option<i64> {
+        let text = self.handle.as_ref().map(|h| h.metrics.encode()).unwrap_or_default();
+        text.lines().find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+    }
+
     pub async fn start(client: kube::Client, config: EngineConfig) -> Self {
         Self::start_in(client, Scope::All, config).await
     }

@@ -30,40 +30,25 @@ struct Running {
 }
 
 impl Running {
-    /// The sample line of `series` (its name with labels, e.g. `capdeck_batch_failed{…}`) on the
-    /// engine's `/metrics`: its value, once a pass has set it.
+    /// The value of `series` (its name with labels, e.g. `capdeck_batch_failed{…}`) on the
+    /// engine's `/metrics`, once a pass has set it (within 45 s: passes come at every change and
+    /// at least once a minute).
     async fn metric(&self, series: &str) -> Option<i64> {
-        let text = || self.engine.handle.as_ref().map(|h| h.metrics.encode()).unwrap_or_default();
-        let value = |text: &str| -> Option<i64> {
-            text.lines().find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
-        };
-        let deadline = std::time::Instant::now() + Duration::from_secs(45);
-        loop {
-            let now = text();
-            if let Some(found) = value(&now) {
-                return Some(found);
+        eventually(&format!("{series} on the engine's /metrics"), Duration::from_secs(45), || async {
+            if self.engine.metric(series).is_some() {
+                return Ok(());
             }
-            if std::time::Instant::now() > deadline {
-                let family = series.split('{').next().unwrap_or(series);
-                let seen: Vec<&str> = now.lines().filter(|line| line.starts_with(family)).collect();
-                panic!("no {series} on the engine's /metrics within 45 s; its series: {seen:?}");
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+            let family = series.split('{').next().unwrap_or(series);
+            let text = self.engine.handle.as_ref().map(|h| h.metrics.encode()).unwrap_or_default();
+            let seen: Vec<&str> = text.lines().filter(|line| line.starts_with(family)).collect();
+            Err(format!("its series: {seen:?}"))
+        })
+        .await;
+        self.engine.metric(series)
     }
 
     fn series(&self, metric: &str, extra: &str) -> String {
         format!("{metric}{{namespace=\"{}\",application=\"bookshop\"{extra}}}", self.world.ns)
-    }
-}
-
-/// Polls `ready` for up to 45 s (an engine pass sets the gauges; passes come at least once a minute
-/// and at every change).
-async fn eventually_some(what: &str, mut ready: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(45);
-    while !ready() {
-        assert!(std::time::Instant::now() < deadline, "no {what} on the engine's /metrics within 45 s");
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -240,8 +225,8 @@ pub async fn manual_approval_then_rolls(backend: Backend) {
     assert_eq!(report.phase_before, BatchPhase::AwaitingApproval);
     let batch = w.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     let series = r.series("capdeck_batch_awaiting_approval_seconds", "");
-    eventually_some("the wait metric gone once approved", || {
-        !r.engine.handle.as_ref().is_some_and(|h| h.metrics.encode().contains(&series))
+    eventually("the wait metric gone once approved", Duration::from_secs(45), || async {
+        r.engine.metric(&series).is_none()
     })
     .await;
     let approval = batch.spec.approval.clone().expect("approval");

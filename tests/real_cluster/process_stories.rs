@@ -41,7 +41,6 @@ impl Daemon {
         extra: &[&str],
     ) -> Daemon {
         let port = free_port();
-        let log = dir.join(format!("daemon-{port}.log"));
         let mut args: Vec<String> = vec![
             "--daemon".into(),
             "--health-addr".into(),
@@ -52,16 +51,7 @@ impl Daemon {
             lease_ns.into(),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
-        let child = Command::new(env!("CARGO_BIN_EXE_capdeck"))
-            .args(&args)
-            .env("KUBECONFIG", kubeconfig)
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::from(std::fs::File::create(&log).expect("log file")))
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("daemon starts");
-        Daemon { child: Some(child), log, health: format!("http://127.0.0.1:{port}") }
+        Self::spawn(kubeconfig, &args, &[("RUST_LOG", "info")], port, dir)
     }
 
     /// The binary with exactly `args` (they must name `--health-addr 127.0.0.1:PORT` as `port`)
@@ -279,28 +269,9 @@ pub async fn daemon_as_the_manifests_service_account_completes_a_rotation(backen
     let system = format!("{}-system", world.ns);
     let kubeconfig = install_as_service_account(&world, &system);
     let dir = tempfile::tempdir().expect("dir");
-    let port = free_port();
-    let log = dir.path().join("daemon.log");
-    let child = Command::new(env!("CARGO_BIN_EXE_capdeck"))
-        // Its own namespace only: the control plane is shared, and with -A this daemon opened
-        // batches in the other stories' namespaces.
-        .args([
-            "--daemon",
-            "--health-addr",
-            &format!("127.0.0.1:{port}"),
-            "-n",
-            &world.ns,
-            "--lease-namespace",
-            &system,
-        ])
-        .args(["--rollout-delay", "1h"])
-        .env("KUBECONFIG", &kubeconfig)
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .stdout(Stdio::from(std::fs::File::create(&log).expect("log")))
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("daemon");
-    let mut daemon = Daemon { child: Some(child), log, health: format!("http://127.0.0.1:{port}") };
+    // Its own namespace only: the control plane is shared, and with -A this daemon opened
+    // batches in the other stories' namespaces.
+    let mut daemon = Daemon::start_leasing(&kubeconfig, &world.ns, &system, dir.path(), &["--rollout-delay", "1h"]);
     leads_then_rolls_a_forced_rotation(&world, &daemon, "go").await;
     let log = daemon.log();
     assert!(!log.contains("forbidden"), "the ServiceAccount was refused something: {log}");

@@ -110,11 +110,6 @@ fn deadline_events(received: &std::sync::Mutex<crate::fleet_stories::Received>) 
     accepted_events(received).into_iter().filter(|(_, event)| event.starts_with("Deadline")).collect()
 }
 
-fn metric(engine: &Engine, name: &str) -> Option<i64> {
-    let text = engine.handle.as_ref().map(|h| h.metrics.encode()).unwrap_or_default();
-    text.lines().find_map(|line| line.strip_prefix(name)?.trim().parse().ok())
-}
-
 /// The namespace's change window (its annotation) opens 25 s after the engine's clock starts: a
 /// rotation's batch waits (`Waiting`, `OutsideChangeWindow`, `waitingUntil` the opening, the
 /// waiting metric 1) with nothing rolled, and rolls by itself at the opening.
@@ -139,16 +134,14 @@ pub async fn outside_its_window_a_batch_waits_then_rolls_at_the_opening(backend:
     let waiting_until = batch.status.as_ref().and_then(|s| s.waiting_until.clone()).expect("waitingUntil");
     assert_eq!(waiting_until.0, opens);
     assert_eq!(w.vcap_of("bookshop-v1-srv").await, before, "nothing rolls outside the window");
-    eventually("the waiting metric", LONG, || async {
-        metric(&engine, "capdeck_batches_waiting_for_window") == Some(1)
-    })
-    .await;
+    eventually("the waiting metric", LONG, || async { engine.metric("capdeck_batches_waiting_for_window") == Some(1) })
+        .await;
     let batch = w.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     let started = batch.status.as_ref().and_then(|s| s.rollout_started_at.clone()).expect("started");
     assert!(started.0 >= opens, "rolled at {} before the opening {opens}", started.0);
     assert_ne!(w.vcap_of("bookshop-v1-srv").await, before);
     eventually("the waiting metric back to 0", LONG, || async {
-        metric(&engine, "capdeck_batches_waiting_for_window") == Some(0)
+        engine.metric("capdeck_batches_waiting_for_window") == Some(0)
     })
     .await;
     engine.stop().await;
@@ -275,7 +268,7 @@ pub async fn a_freeze_holds_across_restart_and_leader_change_and_ends_by_unfreez
     let (why, message) = ready(&batch);
     assert_eq!(why, reason::FROZEN, "{message}");
     assert!(message.contains("frozen until") && message.contains("by alice: quarter-end close"), "{message}");
-    eventually("the freeze metric", LONG, || async { metric(&first, "capdeck_freeze_active") == Some(1) }).await;
+    eventually("the freeze metric", LONG, || async { first.metric("capdeck_freeze_active") == Some(1) }).await;
 
     // The engine stops; another takes the lead: the freeze lives in the cluster, not in an engine.
     first.stop().await;
@@ -357,9 +350,9 @@ pub async fn force_overrides_a_window_and_the_record_says_so(backend: Backend) {
     // back at its end, and the metric an alert would watch drops, though no object changed.
     let short = Timestamp::now().checked_add(seconds(5)).expect("time");
     freeze(&world, None, short).await;
-    eventually("the freeze metric up", LONG, || async { metric(&engine, "capdeck_freeze_active") == Some(1) }).await;
+    eventually("the freeze metric up", LONG, || async { engine.metric("capdeck_freeze_active") == Some(1) }).await;
     eventually("the freeze metric down at its end", Duration::from_secs(20), || async {
-        metric(&engine, "capdeck_freeze_active") == Some(0)
+        engine.metric("capdeck_freeze_active") == Some(0)
     })
     .await;
     engine.stop().await;
