@@ -115,16 +115,22 @@ pub struct Metrics {
     labelled: Arc<Vec<(String, String)>>,
 }
 
-/// Register a labelled family and note it in `labelled` (see [`Metrics::encode`]).
-fn register_labelled<F: Metric + TypedMetric>(
-    registry: &mut Registry,
-    labelled: &mut Vec<(String, String)>,
-    name: &str,
-    help: &str,
-    family: F,
-) {
-    labelled.push((format!("capdeck_{name}"), F::TYPE.as_str().to_string()));
-    registry.register(name, help, family);
+/// The registry while `Metrics::new` fills it, noting the labelled families as they come (they
+/// have no series until something is counted; see [`Metrics::encode`]).
+struct Registering {
+    registry: Registry,
+    labelled: Vec<(String, String)>,
+}
+
+impl Registering {
+    fn register(&mut self, name: &str, help: &str, metric: impl Metric) {
+        self.registry.register(name, help, metric);
+    }
+
+    fn labelled<F: Metric + TypedMetric>(&mut self, name: &str, help: &str, family: F) {
+        self.labelled.push((format!("capdeck_{name}"), F::TYPE.as_str().to_string()));
+        self.registry.register(name, help, family);
+    }
 }
 
 impl Default for Metrics {
@@ -135,10 +141,9 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("capdeck");
-        let mut labelled = Vec::new();
+        let mut registry = Registering { registry: Registry::with_prefix("capdeck"), labelled: Vec::new() };
         let batches = Family::<PhaseLabels, Gauge>::default();
-        register_labelled(&mut registry, &mut labelled, "batches", "RotationBatches by phase", batches.clone());
+        registry.labelled("batches", "RotationBatches by phase", batches.clone());
         let rotations = Counter::default();
         registry.register("rotations", "Binding Secret rotations detected", rotations.clone());
         let deployments_restarted = Counter::default();
@@ -148,9 +153,7 @@ impl Metrics {
             deployments_restarted.clone(),
         );
         let restarts_skipped = Family::<ReasonLabels, Counter>::default();
-        register_labelled(
-            &mut registry,
-            &mut labelled,
+        registry.labelled(
             "restarts_skipped",
             "Affected Deployments not restarted, by reason",
             restarts_skipped.clone(),
@@ -170,17 +173,9 @@ impl Metrics {
         let leader = Gauge::default();
         registry.register("leader", "1 while this engine holds the lease", leader.clone());
         let api_writes = Family::<WriteLabels, Counter>::default();
-        register_labelled(
-            &mut registry,
-            &mut labelled,
-            "api_writes",
-            "API writes the engine made, by verb and resource",
-            api_writes.clone(),
-        );
+        registry.labelled("api_writes", "API writes the engine made, by verb and resource", api_writes.clone());
         let credentials_margin_seconds = Family::<BatchLabels, Gauge>::default();
-        register_labelled(
-            &mut registry,
-            &mut labelled,
+        registry.labelled(
             "credentials_margin_seconds",
             "Per open batch: earliest revocation of its Secrets' old credentials minus when it would have rolled \
              (window end or now, plus the expected rollout); below the expected rollout it acts at once",
@@ -211,61 +206,43 @@ impl Metrics {
             freeze_active.clone(),
         );
         let build_info = Family::<VersionLabels, Gauge>::default();
-        register_labelled(
-            &mut registry,
-            &mut labelled,
-            "build_info",
-            "Always 1; the capdeck version",
-            build_info.clone(),
-        );
+        registry.labelled("build_info", "Always 1; the capdeck version", build_info.clone());
         build_info.get_or_create(&VersionLabels { version: env!("CARGO_PKG_VERSION").into() }).set(1);
         let ready = Gauge::default();
         registry.register("ready", "1 while /readyz answers 200 (stores synced, lease state known)", ready.clone());
         let batch_awaiting_approval_seconds = Family::<AppLabels, Gauge>::default();
-        register_labelled(
-            &mut registry,
-            &mut labelled,
+        registry.labelled(
             "batch_awaiting_approval_seconds",
             "Per open batch in phase AwaitingApproval: seconds since it began to wait for an approval",
             batch_awaiting_approval_seconds.clone(),
         );
         let batch_held = Family::<HeldLabels, Gauge>::default();
-        register_labelled(
-            &mut registry,
-            &mut labelled,
+        registry.labelled(
             "batch_held",
             "1 per open batch in phase Held, by its condition reason (RolloutFailureGuard: the failure guard)",
             batch_held.clone(),
         );
         let batch_failed = Family::<AppLabels, Gauge>::default();
-        register_labelled(
-            &mut registry,
-            &mut labelled,
+        registry.labelled(
             "batch_failed",
             "1 when the application's newest RotationBatch is Failed (a retry or a newer batch clears it)",
             batch_failed.clone(),
         );
         let secret_credentials_margin_seconds = Family::<SecretLabels, Gauge>::default();
-        register_labelled(
-            &mut registry,
-            &mut labelled,
+        registry.labelled(
             "secret_credentials_margin_seconds",
             "Per consumed binding Secret with a known margin: earliest revocation of its old credentials minus \
              when its batch would be rolled out (capdeck credentials)",
             secret_credentials_margin_seconds.clone(),
         );
         let secret_credentials_state = Family::<SecretStateLabels, Gauge>::default();
-        register_labelled(
-            &mut registry,
-            &mut labelled,
+        registry.labelled(
             "secret_credentials_state",
             "1 per consumed binding Secret; state is its verdict: ok, unknown, at-risk, unsafe (docs/CREDENTIALS.md)",
             secret_credentials_state.clone(),
         );
         let api_errors = Family::<ErrorLabels, Counter>::default();
-        register_labelled(
-            &mut registry,
-            &mut labelled,
+        registry.labelled(
             "api_errors",
             "API requests that failed: the engine's writes and its watches (verb watch), by HTTP status",
             api_errors.clone(),
@@ -306,8 +283,8 @@ impl Metrics {
             rollout_duration_seconds,
             leader,
             api_writes,
-            registry: Arc::new(registry),
-            labelled: Arc::new(labelled),
+            registry: Arc::new(registry.registry),
+            labelled: Arc::new(registry.labelled),
         }
     }
 
