@@ -49,13 +49,7 @@ impl Helm {
             None => command.env("KUBECONFIG", self.home.path().join("no-cluster")),
         };
         command.env_remove("KUBERNETES_SERVICE_HOST");
-        let output = command.output().map_err(|e| format!("cannot run helm: {e}"))?;
-        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-        if output.status.success() {
-            Ok(stdout)
-        } else {
-            Err(format!("helm {} failed:\n{stdout}{}", args.join(" "), String::from_utf8_lossy(&output.stderr)))
-        }
+        ops_tools::stdout_of(command, &format!("helm {}", args.join(" ")))
     }
 }
 

@@ -84,21 +84,18 @@ pub fn chart_dir() -> PathBuf {
 
 /// Run a tool; its stdout, or a message with its stderr.
 pub fn run(binary: &Path, args: &[&str]) -> Result<String, String> {
-    let output = std::process::Command::new(binary)
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .map_err(|error| format!("cannot run {}: {error}", binary.display()))?;
+    let mut command = std::process::Command::new(binary);
+    command.args(args).current_dir(env!("CARGO_MANIFEST_DIR"));
+    stdout_of(command, &format!("{} {}", binary.display(), args.join(" ")))
+}
+
+/// Run `command` (named `what` in messages); its stdout, or a message with its stderr.
+pub fn stdout_of(mut command: std::process::Command, what: &str) -> Result<String, String> {
+    let output = command.output().map_err(|error| format!("cannot run {what}: {error}"))?;
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     if output.status.success() {
         Ok(stdout)
     } else {
-        Err(format!(
-            "{} {} failed ({}):\n{stdout}\n{}",
-            binary.display(),
-            args.join(" "),
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        ))
+        Err(format!("{what} failed ({}):\n{stdout}\n{}", output.status, String::from_utf8_lossy(&output.stderr)))
     }
 }
