@@ -97,9 +97,18 @@ impl Context {
             if awaited.is_empty() || tokio::time::Instant::now() >= deadline {
                 return;
             }
-            let _ = tokio::time::timeout(Duration::from_millis(100), changes.changed()).await;
+            if !stores_may_change(&mut changes, Duration::from_millis(100)).await {
+                return;
+            }
         }
     }
+}
+
+/// Wait up to `limit` for the stores to change. False once they never will: they stopped (a
+/// shutdown), and waiting on would spin — under paused time (the tests) without ever reaching a
+/// deadline, which hung the sandbox suite now and then.
+async fn stores_may_change(changes: &mut tokio::sync::watch::Receiver<u64>, limit: Duration) -> bool {
+    !matches!(tokio::time::timeout(limit, changes.changed()).await, Ok(Err(_)))
 }
 
 /// Whether a store that shows resourceVersion `seen` is still behind our write of `wanted`
@@ -609,6 +618,16 @@ mod tests {
 
     fn queued() -> Value {
         json!([{"name": "srv", "version": "v", "workload": "srv", "action": "Restart", "state": "Queued"}])
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn catching_up_stops_waiting_once_the_stores_stopped() {
+        let (sender, mut changes) = tokio::sync::watch::channel(0u64);
+        assert!(stores_may_change(&mut changes, SECOND).await, "nothing changed within the limit");
+        sender.send_replace(1);
+        assert!(stores_may_change(&mut changes, SECOND).await, "a change");
+        drop(sender);
+        assert!(!stores_may_change(&mut changes, SECOND).await, "the stores stopped");
     }
 
     #[test]
