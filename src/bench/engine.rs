@@ -9,6 +9,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::reads::ReadCounter;
 use super::{SandboxChild, child_rss_mb, peak_rss_mb, round, rss_mb, spawn_sandbox, tempfile_dir};
 use crate::actions::{BatchAction, act};
 use crate::api::{BatchPhase, RotationBatch};
@@ -151,7 +152,9 @@ pub async fn run(args: &EngineBench, max_parallel_rollouts: usize) -> anyhow::Re
     let seed_ms = seeding.elapsed().as_secs_f64() * 1000.0;
     let mut config = kube::Config::new(url.parse()?);
     config.default_namespace = "default".into();
-    let client = kube::Client::try_from(config)?;
+    // Every read counted: what syncing the stores costs the API server (requests and bytes).
+    let reads = ReadCounter::default();
+    let client = reads.client(config)?;
     let rss_start = rss_mb().unwrap_or(0.0);
 
     let cancel = CancellationToken::new();
@@ -181,6 +184,7 @@ pub async fn run(args: &EngineBench, max_parallel_rollouts: usize) -> anyhow::Re
         .await
         .map_err(|_| anyhow::anyhow!("stores did not sync in 10 minutes"))?;
     let sync_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let sync_reads = reads.since(&Default::default());
 
     // The start-up re-check, timed as the engine does it on the synced stores: application by
     // application, so no more than one application's payloads are held at once (a whole plan
@@ -277,6 +281,9 @@ pub async fn run(args: &EngineBench, max_parallel_rollouts: usize) -> anyhow::Re
         "pace_replicas_per_second": args.pace,
         "seed_ms": round(seed_ms, 0),
         "sync_ms": round(sync_ms, 1),
+        // Every request (and response byte) until the stores were ready: the lists, the first
+        // watch requests, the reads of referenced Secrets.
+        "sync_reads": sync_reads,
         "plan_ms": round(plan_ms, 1),
         "planned_deployments": planned_deployments,
         "startup_out_of_date": out_of_date,

@@ -3,9 +3,9 @@
 //!
 //! - CAP kinds and RotationBatches are decoded through `DeserializeGuard`: a malformed object is
 //!   recorded (`Stores::invalid`) and never stops a watch.
-//! - Binding Secrets: only those a CAPApplication references are kept, so memory does not grow
-//!   with Secrets nobody references; when a CAPApplication starts referencing a new one, the
-//!   Secret watch re-lists.
+//! - Binding Secrets: only those a CAPApplication references are kept, and only they are read
+//!   whole; the rest go by as metadata (`binding_secrets`), so neither memory nor the bytes read
+//!   grow with the data of Secrets nobody references.
 //! - VCAP Secrets are selected server-side by their `sme.sap.com/secret-owner-hash` label.
 //! - Deployments are held as `DeploymentView` (what capdeck reads of them), decoded straight
 //!   from the watch: k8s-openapi's `Deployment` costs 4.5 KB per object before any content.
@@ -14,7 +14,7 @@
 //!   not read them, or a cluster without the Freeze CRD, leaves their store empty and ready.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt as _;
@@ -28,6 +28,8 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+
+mod binding_secrets;
 
 use super::Scope;
 use crate::api::service_binding::ServiceBinding;
@@ -225,7 +227,8 @@ impl Stores {
         let (vcap_secrets, task) =
             typed::<Secret>(scope.api(client), vcap_config, Watched::all("VcapSecret", prune_metadata), shared.clone());
         handles.push(task);
-        let (binding_secrets, task) = binding_secrets(scope.api(client), applications.clone(), shared.clone());
+        let (binding_secrets, task) =
+            binding_secrets::start(client.clone(), scope.api(client), applications.clone(), shared.clone());
         handles.push(task);
         // One Namespace when the scope is one namespace: the engine reads only its annotation.
         let namespace_config = match &scope {
@@ -681,83 +684,6 @@ pub fn referenced_secrets(applications: &Store<CAPApplication>) -> BTreeSet<(Str
             app.spec.btp.services.iter().map(move |service| (namespace.clone(), service.secret.clone()))
         })
         .collect()
-}
-
-/// The binding-Secret watch: every Secret in scope goes by, only referenced ones are kept.
-/// When the referenced set grows, the watch restarts (re-lists) to pick the new ones up.
-fn binding_secrets(
-    api: Api<Secret>,
-    applications: Store<CAPApplication>,
-    shared: Shared,
-) -> (Store<Secret>, JoinHandle<()>) {
-    let (reader, mut writer) = reflector::store::<Secret>();
-    let store = reader.clone();
-    let task = tokio::spawn(async move {
-        let mut ready = shared.ready.subscribe();
-        if tokio::select! {
-            () = shared.cancel.cancelled() => true,
-            result = ready.wait_for(|kinds| kinds.contains("CAPApplication")) => result.is_err(),
-        } {
-            return;
-        }
-        let wanted = Arc::new(RwLock::new(referenced_secrets(&applications)));
-        let mut app_changes = shared.application_changes.subscribe();
-        loop {
-            let mut stream = watcher(api.clone(), watcher::Config::default())
-                .default_backoff()
-                .modify(prune_metadata::<Secret>)
-                .boxed();
-            let restart = loop {
-                tokio::select! {
-                    () = shared.cancel.cancelled() => return,
-                    changed = app_changes.changed() => {
-                        if changed.is_err() {
-                            return;
-                        }
-                        let now = referenced_secrets(&applications);
-                        let grew = wanted.read().map(|known| !now.is_subset(&known)).unwrap_or(true);
-                        if let Ok(mut known) = wanted.write() {
-                            *known = now;
-                        }
-                        if grew {
-                            break true;
-                        }
-                    }
-                    next = stream.next() => match next {
-                        Some(Ok(event)) => {
-                            if !matches!(event, watcher::Event::Init) {
-                                shared.served("BindingSecret");
-                            }
-                            let is_wanted = |secret: &Secret| {
-                                wanted.read().is_ok_and(|known| known.contains(&(secret.namespace().unwrap_or_default(), secret.name_any())))
-                            };
-                            let event = match event {
-                                watcher::Event::InitApply(secret) if !is_wanted(&secret) => None,
-                                watcher::Event::Apply(secret) if !is_wanted(&secret) => {
-                                    // No longer referenced: drop it if we had it.
-                                    reader.get(&ObjectRef::from_obj(&secret)).map(|_| watcher::Event::Delete(secret))
-                                }
-                                other => Some(other),
-                            };
-                            if let Some(event) = event {
-                                writer.apply_watcher_event(&event);
-                                if matches!(event, watcher::Event::InitDone) {
-                                    shared.mark_ready("BindingSecret");
-                                }
-                                shared.changed();
-                            }
-                        }
-                        Some(Err(error)) => shared.failed("BindingSecret", &error),
-                        None => break false,
-                    },
-                }
-            };
-            if !restart {
-                return;
-            }
-        }
-    });
-    (store, task)
 }
 
 /// While a watch reports errors, ask `/version` every two seconds; the first answer marks the

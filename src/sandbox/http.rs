@@ -248,8 +248,37 @@ fn injected(status: u16) -> ApiError {
     ApiError::new(status, reason, message)
 }
 
-fn wants_table(accept: &str) -> bool {
-    accept.split(',').next().is_some_and(|first| first.contains("as=Table"))
+/// How objects are answered, from the first media type the client accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Presentation {
+    Object,
+    /// `as=Table`: kubectl's printer columns.
+    Table,
+    /// `as=PartialObjectMetadata` / `as=PartialObjectMetadataList`: metadata only (kube's
+    /// `Api<PartialObjectMeta<K>>`, client-go's metadata informers).
+    Metadata,
+}
+
+impl Presentation {
+    fn of(accept: &str) -> Self {
+        let first = accept.split(',').next().unwrap_or_default();
+        if first.contains("as=Table") {
+            Self::Table
+        } else if first.contains("as=PartialObjectMetadata") {
+            Self::Metadata
+        } else {
+            Self::Object
+        }
+    }
+
+    /// One object as this presentation shows it.
+    fn object(self, resource: &ResourceType, object: &Object) -> Value {
+        match self {
+            Self::Object => (**object).clone(),
+            Self::Table => views::table(resource, std::slice::from_ref(object), None, None),
+            Self::Metadata => views::partial_object_metadata(object),
+        }
+    }
 }
 
 async fn handle(State(sandbox): State<Sandbox>, request: Request) -> Response {
@@ -471,13 +500,13 @@ async fn resource_request(
     }
     let status_only = target.subresource.is_some();
     let options = write_options(query);
-    let table = wants_table(accept);
+    let presentation = Presentation::of(accept);
     let result: Result<(u16, Value), ApiError> = match (info.verb.as_str(), &target.name) {
-        ("watch", _) => return watch(sandbox, target, query, table, stopping),
+        ("watch", _) => return watch(sandbox, target, query, presentation, stopping),
         ("get", Some(name)) => sandbox
             .with_store(|store| store.get(resource, &namespace, name))
-            .map(|object| (200, if table { views::table(resource, &[object], None, None) } else { (*object).clone() })),
-        ("list", None) => list(sandbox, resource, target.namespace.as_deref(), query, table),
+            .map(|object| (200, presentation.object(resource, &object))),
+        ("list", None) => list(sandbox, resource, target.namespace.as_deref(), query, presentation),
         ("create", None) => parse_body(&body, content_type)
             .and_then(|value| sandbox.with_store_mut(|store| store.create(resource, &namespace, value, &options)))
             .map(|object| (201, (*object).clone())),
@@ -576,7 +605,7 @@ fn list(
     resource: &ResourceType,
     namespace: Option<&str>,
     query: &HashMap<String, String>,
-    table: bool,
+    presentation: Presentation,
 ) -> Result<(u16, Value), ApiError> {
     let selectors = selectors(query)?;
     let limit = query.get("limit").and_then(|l| l.parse::<usize>().ok()).filter(|l| *l > 0);
@@ -606,7 +635,7 @@ fn list(
             let token = ContinueToken { rv, namespace, name };
             base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(serde_json::to_vec(&token).unwrap_or_default())
         });
-        if table {
+        if presentation == Presentation::Table {
             return Ok((200, views::table(resource, &items, Some(rv), continue_token)));
         }
         let mut metadata = json!({"resourceVersion": rv.to_string()});
@@ -616,10 +645,10 @@ fn list(
         Ok((
             200,
             json!({
-                "kind": format!("{}List", resource.kind),
-                "apiVersion": resource.api_version(),
+                "kind": if presentation == Presentation::Metadata { "PartialObjectMetadataList".to_string() } else { format!("{}List", resource.kind) },
+                "apiVersion": if presentation == Presentation::Metadata { "meta.k8s.io/v1".to_string() } else { resource.api_version() },
                 "metadata": metadata,
-                "items": items.iter().map(|object| (**object).clone()).collect::<Vec<_>>(),
+                "items": items.iter().map(|object| presentation.object(resource, object)).collect::<Vec<_>>(),
             }),
         ))
     })
@@ -654,7 +683,7 @@ fn watch(
     sandbox: &Sandbox,
     target: ResourceRoute,
     query: &HashMap<String, String>,
-    table: bool,
+    presentation: Presentation,
     stopping: Option<ServerStopping>,
 ) -> Response {
     let resource = target.resource;
@@ -684,9 +713,7 @@ fn watch(
             text.push(b'\n');
             Ok(Bytes::from(text))
         };
-        let present = |object: &Object| {
-            if table { views::table(&resource, std::slice::from_ref(object), None, None) } else { (**object).clone() }
-        };
+        let present = |object: &Object| presentation.object(&resource, object);
         let (initial, mut changes, mut revision) = match subscription {
             Ok(subscription) => subscription,
             Err(error) => {

@@ -151,6 +151,15 @@ fn age(timestamp: &Value) -> Value {
     }
 }
 
+/// An object as `meta.k8s.io/v1` PartialObjectMetadata: its metadata alone.
+pub fn partial_object_metadata(object: &Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": object.get("metadata").cloned().unwrap_or(Value::Null),
+    })
+}
+
 /// A `meta.k8s.io/v1` Table: Name, the printer columns (built-ins get Age appended), and each
 /// row's object as PartialObjectMetadata.
 pub fn table(
@@ -187,11 +196,7 @@ pub fn table(
             }
             json!({
                 "cells": cells,
-                "object": {
-                    "kind": "PartialObjectMetadata",
-                    "apiVersion": "meta.k8s.io/v1",
-                    "metadata": object.get("metadata").cloned().unwrap_or(Value::Null),
-                },
+                "object": partial_object_metadata(object),
             })
         })
         .collect();

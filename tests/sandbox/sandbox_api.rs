@@ -817,3 +817,49 @@ async fn simulated_pods_follow_a_rollout_and_a_stalled_one_crash_loops() {
     assert!(rows.iter().all(|row| row.name != lines_pod), "the crash-looping Pod is gone: {rows:?}");
     cancel.cancel();
 }
+
+// kube's `Api<PartialObjectMeta<K>>` (the engine's binding-Secret watch) asks for metadata only:
+// lists, gets and watch events carry no data, as kube-apiserver answers them.
+both_transports!(metadata_only_lists_gets_and_watches, |cluster: Cluster| async move {
+    use kube::api::PartialObjectMeta;
+    let secrets: Api<Secret> = Api::default_namespaced(cluster.client.clone());
+    for name in ["meta-a", "meta-b"] {
+        secrets.create(&PostParams::default(), &secret(name)).await.expect("create");
+    }
+    let request = http::Request::get("/api/v1/namespaces/default/secrets?limit=1")
+        .header("Accept", "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")
+        .body(Vec::new())
+        .expect("request");
+    let text = cluster.client.request_text(request).await.expect("metadata list");
+    assert!(!text.contains("aHVudGVyMg"), "no data in a metadata-only list: {text}");
+    let page: serde_json::Value = serde_json::from_str(&text).expect("json");
+    assert!(page["items"][0].get("data").is_none(), "{page}");
+    assert_eq!(page["kind"], "PartialObjectMetadataList", "{page}");
+    assert_eq!(page["apiVersion"], "meta.k8s.io/v1", "{page}");
+    assert_eq!(page["items"][0]["kind"], "PartialObjectMetadata", "{page}");
+    assert_eq!(page["items"][0]["metadata"]["name"], "meta-a", "{page}");
+    assert!(page["metadata"]["continue"].is_string(), "pages as any list: {page}");
+
+    let metadata: Api<PartialObjectMeta<Secret>> = Api::default_namespaced(cluster.client.clone());
+    let listed = metadata.list(&ListParams::default()).await.expect("typed metadata list");
+    let names: Vec<String> = listed.items.iter().filter_map(|item| item.metadata.name.clone()).collect();
+    assert_eq!(names, ["meta-a", "meta-b"]);
+    let one = metadata.get("meta-b").await.expect("metadata get");
+    assert_eq!(one.metadata.name.as_deref(), Some("meta-b"));
+
+    let (reader, writer) = reflector::store::<PartialObjectMeta<Secret>>();
+    let task = tokio::spawn(
+        reflector(writer, watcher(metadata, watcher::Config::default())).default_backoff().for_each(|_| async {}),
+    );
+    tokio::time::timeout(Duration::from_secs(10), reader.wait_until_ready()).await.expect("listed").expect("ready");
+    let patch = json!({"metadata": {"labels": {"seen": "yes"}}, "stringData": {"password": "changed"}});
+    secrets.patch("meta-a", &PatchParams::default(), &Patch::Merge(patch)).await.expect("patch");
+    eventually("the change in the metadata watch", Duration::from_secs(10), || async {
+        reader
+            .state()
+            .iter()
+            .any(|item| item.metadata.labels.as_ref().is_some_and(|labels| labels.contains_key("seen")))
+    })
+    .await;
+    task.abort();
+});
