@@ -15,9 +15,17 @@ use serde_json::{Value, json};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// Requests and bytes per request label (`list secrets (metadata)`, `watch capapplications`, …).
+const INITIAL_EVENTS_END: &[u8] = b"k8s.io/initial-events-end";
+
+/// Requests and bytes per request label (`list secrets (metadata)`, `watch capapplications`,
+/// `streaming list captenants`, …).
 #[derive(Clone, Default)]
-pub struct ReadCounter(Arc<Mutex<BTreeMap<String, Tally>>>);
+pub struct ReadCounter {
+    tallies: Arc<Mutex<BTreeMap<String, Tally>>>,
+    /// In order: `sent LABEL` per request, and `initial events end LABEL` when a streaming
+    /// list's response says its initial objects are all sent.
+    log: Arc<Mutex<Vec<String>>>,
+}
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Tally {
@@ -35,14 +43,23 @@ impl ReadCounter {
     }
 
     fn add(&self, label: &str, requests: u64, bytes: u64) {
-        let mut tallies = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut tallies = self.tallies.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let tally = tallies.entry(label.to_string()).or_default();
         tally.requests += requests;
         tally.bytes += bytes;
     }
 
     pub fn snapshot(&self) -> BTreeMap<String, Tally> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        self.tallies.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    fn note(&self, entry: String) {
+        self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(entry);
+    }
+
+    /// What was sent and when streaming lists ended their initial events, in order.
+    pub fn log(&self) -> Vec<String> {
+        self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     /// The reads since `before` (a snapshot), as JSON: totals and the requests by label.
@@ -84,7 +101,9 @@ fn label<B>(request: &Request<B>) -> String {
         [plural] => (*plural, false),
         [plural, ..] => (*plural, true),
     };
+    let streaming = query.split('&').any(|pair| pair == "sendInitialEvents=true");
     let verb = match (request.method().as_str(), named, watch) {
+        ("GET", _, true) if streaming => "streaming list",
         ("GET", _, true) => "watch",
         ("GET", false, false) => "list",
         ("GET", true, false) => "get",
@@ -119,6 +138,8 @@ where
     fn call(&mut self, request: Request<Body>) -> Self::Future {
         let label = label(&request);
         self.counter.add(&label, 1, 0);
+        self.counter.note(format!("sent {label}"));
+        let streaming = label.starts_with("streaming list");
         let counter = self.counter.clone();
         let response = self.inner.call(request);
         Box::pin(async move {
@@ -127,6 +148,10 @@ where
                 let counted = body.map_frame(move |frame| {
                     if let Some(data) = frame.data_ref() {
                         counter.add(&label, 0, data.len() as u64);
+                        // The bookmark that ends a streaming list's initial objects.
+                        if streaming && data.windows(INITIAL_EVENTS_END.len()).any(|w| w == INITIAL_EVENTS_END) {
+                            counter.note(format!("initial events end {label}"));
+                        }
                     }
                     frame
                 });
@@ -154,6 +179,9 @@ mod tests {
         let metadata = Some("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1");
         assert_eq!(labelled("GET", "/api/v1/namespaces/a/secrets?limit=500", metadata), "list secrets (metadata)");
         assert_eq!(labelled("GET", "/api/v1/secrets?watch=true&resourceVersion=4", None), "watch secrets");
+        let streaming =
+            "/apis/sme.sap.com/v1alpha1/captenants?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan";
+        assert_eq!(labelled("GET", streaming, None), "streaming list captenants");
         assert_eq!(labelled("GET", "/apis/sme.sap.com/v1alpha1/namespaces/a/captenants/t1", None), "get captenants");
         assert_eq!(labelled("PATCH", "/apis/apps/v1/namespaces/a/deployments/d", None), "patch deployments");
         assert_eq!(labelled("GET", "/api/v1/namespaces", None), "list namespaces");

@@ -120,15 +120,45 @@ struct Shared {
     /// CAPApplication changes only: what the binding-Secret watch follows (recomputing the
     /// referenced set on every change of every kind was quadratic at start-up).
     application_changes: watch::Sender<u64>,
+    /// The kind on the console's screen, listed before any other (`None`: all at once).
+    first: Option<&'static str>,
+    /// Open once the first kind has listed (or cannot be listed): the other watches start then.
+    turn: watch::Sender<bool>,
     cancel: CancellationToken,
 }
 
 /// Every store but Events, by the name readiness is tracked under.
 const KINDS: usize = 10;
 
+/// The kinds a console view shows, by the name their store is tracked under: what
+/// [`Stores::start_for_console`] may list first.
+pub const VIEW_KINDS: [&str; 6] =
+    ["CAPApplication", "CAPApplicationVersion", "CAPTenant", "CAPTenantOperation", "RotationBatch", "Event"];
+
 impl Shared {
     fn mark_ready(&self, kind: &'static str) {
         self.ready.send_if_modified(|ready| ready.insert(kind));
+        self.first_done(kind);
+    }
+
+    /// The first kind listed, is missing, or failed: every other watch may start.
+    fn first_done(&self, kind: &'static str) {
+        if self.first == Some(kind) {
+            self.turn.send_if_modified(|open| !std::mem::replace(open, true));
+        }
+    }
+
+    /// Wait until `kind` may list: at once, unless another kind goes first and has not listed
+    /// yet. False when cancelled meanwhile.
+    async fn wait_turn(&self, kind: &'static str) -> bool {
+        if self.first.is_none_or(|first| first == kind) {
+            return true;
+        }
+        let mut turn = self.turn.subscribe();
+        tokio::select! {
+            () = self.cancel.cancelled() => false,
+            open = turn.wait_for(|open| *open) => open.is_ok(),
+        }
     }
 
     fn changed(&self) {
@@ -136,6 +166,7 @@ impl Shared {
     }
 
     fn failed(&self, kind: &'static str, error: &watcher::Error) {
+        self.first_done(kind);
         if is_missing_kind(error) {
             self.missing.send_if_modified(|missing| missing.insert(kind));
             return;
@@ -175,12 +206,19 @@ impl Shared {
 impl Stores {
     /// Start every watch in `scope`. The stores fill in the background; see `wait_ready`.
     pub fn start(client: &kube::Client, scope: Scope, cancel: CancellationToken) -> (Self, StoreTasks) {
-        Self::start_with(client, scope, cancel, false)
+        Self::start_with(client, scope, cancel, false, None)
     }
 
     /// `start`, plus a store of the Events about CAP objects and batches (the console).
-    pub fn start_with_events(client: &kube::Client, scope: Scope, cancel: CancellationToken) -> (Self, StoreTasks) {
-        Self::start_with(client, scope, cancel, true)
+    /// The console's stores: Events too, and `first` (the kind on screen, one of [`VIEW_KINDS`])
+    /// listed before anything else, with a streaming list where the API server offers one.
+    pub fn start_for_console(
+        client: &kube::Client,
+        scope: Scope,
+        cancel: CancellationToken,
+        first: Option<&'static str>,
+    ) -> (Self, StoreTasks) {
+        Self::start_with(client, scope, cancel, true, first)
     }
 
     fn start_with(
@@ -188,6 +226,7 @@ impl Stores {
         scope: Scope,
         cancel: CancellationToken,
         with_events: bool,
+        first: Option<&'static str>,
     ) -> (Self, StoreTasks) {
         let (changes_tx, changes) = watch::channel(0u64);
         let (connection_tx, connection) = watch::channel(ConnectionState::default());
@@ -201,6 +240,8 @@ impl Stores {
             ready: ready_tx,
             missing: missing_tx,
             application_changes: watch::channel(0u64).0,
+            first,
+            turn: watch::channel(first.is_none()).0,
             cancel,
         };
         let mut handles = Vec::new();
@@ -376,7 +417,16 @@ where
     let (reader, mut writer) = reflector::store::<K>();
     let store = reader.clone();
     let task = tokio::spawn(async move {
-        let mut stream = watcher(api, watcher::Config::default()).default_backoff().boxed();
+        if !shared.wait_turn(kind).await {
+            return;
+        }
+        // The kind on screen streams its first list (one request, served from the watch cache)
+        // where the API server offers it; pages otherwise.
+        let mut streaming = shared.first == Some(kind);
+        let config = |streaming: bool| {
+            if streaming { watcher::Config::default().streaming_lists() } else { watcher::Config::default() }
+        };
+        let mut stream = watcher(api.clone(), config(streaming)).default_backoff().boxed();
         let mut pending_invalid: Option<BTreeMap<(String, String), String>> = None;
         loop {
             let next = tokio::select! {
@@ -385,6 +435,12 @@ where
             };
             let event = match next {
                 Some(Ok(event)) => event,
+                Some(Err(error)) if streaming && refuses_streaming(&error) => {
+                    tracing::info!(%error, kind, "the API server refuses streaming lists; listing in pages");
+                    streaming = false;
+                    stream = watcher(api.clone(), config(false)).default_backoff().boxed();
+                    continue;
+                }
                 Some(Err(error)) => {
                     shared.failed(kind, &error);
                     continue;
@@ -517,6 +573,9 @@ where
     let (reader, mut writer) = reflector::store::<K>();
     let Watched { kind, prune, keep, optional } = watched;
     let task = tokio::spawn(async move {
+        if !shared.wait_turn(kind).await {
+            return;
+        }
         let mut stream = watcher(api, config).default_backoff().modify(prune).boxed();
         let mut denied = false;
         loop {
@@ -580,6 +639,9 @@ fn service_bindings(
     let (reader, mut writer) = reflector::store::<ServiceBinding>();
     let (available, available_rx) = watch::channel(None);
     let task = tokio::spawn(async move {
+        if !shared.wait_turn("ServiceBinding").await {
+            return;
+        }
         let crds: Api<CustomResourceDefinition> = Api::all(client);
         let by_name = watcher::Config::default().fields(&format!("metadata.name={SERVICE_BINDING_CRD}"));
         let mut crd_events = watcher(crds, by_name).default_backoff().boxed();
@@ -709,6 +771,12 @@ async fn probe(client: kube::Client, shared: Shared) {
             }
         }
     }
+}
+
+/// A streaming list (`sendInitialEvents`) refused as a bad or invalid request: an API server
+/// without the WatchList feature (before 1.32, or with it turned off) says 400 or 422.
+fn refuses_streaming(error: &watcher::Error) -> bool {
+    matches!(api_status(error), Some(400 | 422))
 }
 
 /// A 404 on a list or watch: the API server does not serve the kind (its CRD is missing).

@@ -27,6 +27,20 @@ pub enum ViewKind {
 }
 
 impl ViewKind {
+    /// The store this view lists (by the name `cluster::stores` tracks it under), which the
+    /// console lists before any other; `None` for views drawn from several.
+    pub fn store_kind(self) -> Option<&'static str> {
+        match self {
+            Self::Applications => Some("CAPApplication"),
+            Self::Versions => Some("CAPApplicationVersion"),
+            Self::Tenants => Some("CAPTenant"),
+            Self::Operations => Some("CAPTenantOperation"),
+            Self::Batches | Self::Rollouts => Some("RotationBatch"),
+            Self::Events => Some("Event"),
+            Self::Credentials | Self::Fleet => None,
+        }
+    }
+
     pub const ALL: [Self; 9] = [
         Self::Applications,
         Self::Versions,
@@ -324,6 +338,20 @@ fn leader_text(leader: &crate::cluster::leader::LeaderView) -> (String, Severity
         // The help screen and `capdeck doctor` say why; the header stays short.
         LeaderView::CannotLook { .. } => {
             ("(leader unknown: you may not read capdeck's Leases)".to_string(), Severity::Warning)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_view_lists_first_a_kind_the_stores_track() {
+        for view in ViewKind::ALL {
+            if let Some(kind) = view.store_kind() {
+                assert!(crate::cluster::stores::VIEW_KINDS.contains(&kind), "{view:?} names {kind}");
+            }
         }
     }
 }

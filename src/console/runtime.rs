@@ -75,15 +75,18 @@ struct Live {
 }
 
 impl Live {
+    /// `first`: the kind on screen, listed before the others.
     fn start(
         connection: Connection,
         scope: Scope,
+        first: Option<&'static str>,
         options: &Options,
         tx: &mpsc::UnboundedSender<Envelope>,
         generation: u64,
     ) -> Self {
         let cancel = CancellationToken::new();
-        let (stores, _tasks) = Stores::start_with_events(&connection.client, scope.clone(), cancel.child_token());
+        let (stores, _tasks) =
+            Stores::start_for_console(&connection.client, scope.clone(), cancel.child_token(), first);
         let mut config = options.engine.clone();
         if options.readonly {
             config.mode = EngineMode::Observe;
@@ -156,7 +159,13 @@ impl Live {
     }
 
     /// `:ns`: new view stores in `scope`; the engine keeps its own.
-    fn switch_scope(&mut self, scope: Scope, tx: &mpsc::UnboundedSender<Envelope>, generation: u64) {
+    fn switch_scope(
+        &mut self,
+        scope: Scope,
+        first: Option<&'static str>,
+        tx: &mpsc::UnboundedSender<Envelope>,
+        generation: u64,
+    ) {
         for task in self.forwarders.drain(..) {
             task.abort();
         }
@@ -165,7 +174,8 @@ impl Live {
         }
         if scope != self.engine_stores.scope {
             let cancel = self.cancel.child_token();
-            let (stores, _tasks) = Stores::start_with_events(&self.connection.client, scope.clone(), cancel.clone());
+            let (stores, _tasks) =
+                Stores::start_for_console(&self.connection.client, scope.clone(), cancel.clone(), first);
             self.view = Some((stores, cancel));
         }
         self.scope = scope;
@@ -532,9 +542,11 @@ impl Runtime<'_> {
                     let _ = tx.send((generation, Msg::Namespaces(names)));
                 });
             }
-            Command::SwitchNamespace(namespace) => self.switch_namespace(namespace, pending).await,
+            Command::SwitchNamespace(namespace) => {
+                self.switch_namespace(namespace, app.route.view.store_kind(), pending).await;
+            }
             Command::SwitchContext(context) => {
-                if let Err(error) = self.switch_context(&context, None, pending).await {
+                if let Err(error) = self.switch_context(&context, None, app.route.view.store_kind(), pending).await {
                     pending.push_back(Msg::Error(format!(":ctx {context}: {error}")));
                 }
             }
@@ -542,7 +554,9 @@ impl Runtime<'_> {
             Command::OpenContext { context, namespace, route } => {
                 let same = context == self.live.connection.context
                     && namespace.as_ref().is_none_or(|namespace| self.live.scope.includes(namespace));
-                let switched = if same { Ok(()) } else { self.switch_context(&context, namespace, pending).await };
+                let first = app.route.view.store_kind();
+                let switched =
+                    if same { Ok(()) } else { self.switch_context(&context, namespace, first, pending).await };
                 match switched {
                     Ok(()) => pending.push_back(Msg::Open(route)),
                     Err(error) => pending.push_back(Msg::Error(format!("context {context}: {error}"))),
@@ -675,7 +689,12 @@ impl Runtime<'_> {
     }
 
     /// `:ns`: `:ns nope` must not quietly show an empty cluster, so the API server is asked first.
-    async fn switch_namespace(&mut self, namespace: Option<String>, pending: &mut VecDeque<Msg>) {
+    async fn switch_namespace(
+        &mut self,
+        namespace: Option<String>,
+        first: Option<&'static str>,
+        pending: &mut VecDeque<Msg>,
+    ) {
         if let Some(name) = &namespace {
             let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
                 kube::Api::all(self.live.connection.client.clone());
@@ -696,7 +715,7 @@ impl Runtime<'_> {
         let scope = namespace.map_or(Scope::All, Scope::Namespace);
         self.generation += 1;
         pending.push_back(Msg::Switched { context: self.live.connection.context.clone(), scope: scope.label() });
-        self.live.switch_scope(scope, &self.tx, self.generation);
+        self.live.switch_scope(scope, first, &self.tx, self.generation);
     }
 
     /// `:ctx` (and Enter in the fleet view, with a namespace): a new connection, stores and
@@ -705,6 +724,7 @@ impl Runtime<'_> {
         &mut self,
         context: &str,
         namespace: Option<String>,
+        first: Option<&'static str>,
         pending: &mut VecDeque<Msg>,
     ) -> Result<(), crate::cluster::ConnectError> {
         let mut cluster = self.options.cluster.clone();
@@ -717,8 +737,8 @@ impl Runtime<'_> {
         let scope = cluster.scope(&connection);
         self.generation += 1;
         pending.push_back(Msg::Switched { context: connection.context.clone(), scope: scope.label() });
-        let old =
-            std::mem::replace(&mut self.live, Live::start(connection, scope, self.options, &self.tx, self.generation));
+        let live = Live::start(connection, scope, first, self.options, &self.tx, self.generation);
+        let old = std::mem::replace(&mut self.live, live);
         tokio::spawn(old.stop());
         Ok(())
     }
@@ -774,7 +794,7 @@ where
     app.session.context = connection.context.clone();
     app.session.scope = scope.label();
     app.lease_namespace = Some(options.engine.lease.namespace.clone());
-    let live = Live::start(connection, scope, &options, &tx, 1);
+    let live = Live::start(connection, scope, app.route.view.store_kind(), &options, &tx, 1);
     let ticker = start_ticker(tx.clone());
     let (fleet_shown, _) = watch::channel(app.route.view == super::app::ViewKind::Fleet);
     let mut runtime = Runtime { options: &options, live, generation: 1, tx, fleet: None, fleet_shown };

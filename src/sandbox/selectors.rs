@@ -123,6 +123,12 @@ impl FieldSelector {
         self.0.is_empty()
     }
 
+    /// The one name `metadata.name=NAME` selects, if it does: the list reads that key alone, as
+    /// kube-apiserver does.
+    pub fn exact_name(&self) -> Option<&str> {
+        self.0.iter().find(|(path, equal, _)| *equal && path == "metadata.name").map(|(_, _, name)| name.as_str())
+    }
+
     pub fn matches(&self, object: &Value) -> bool {
         self.0.iter().all(|(path, equal, expected)| {
             let pointer = format!("/{}", path.replace('.', "/"));

@@ -383,6 +383,11 @@ impl Store {
             namespace: after.map(|a| a.0.clone()).or_else(|| namespace.map(str::to_string)).unwrap_or_default(),
             name: after.map(|a| a.1.clone()).unwrap_or_default(),
         };
+        if let (Some(namespace), Some(name), None) = (namespace, selectors.fields.exact_name(), after) {
+            let key = ObjectKey { namespace: namespace.to_string(), name: name.to_string(), ..start };
+            let one = self.objects.get(&key).filter(|object| selectors.matches(object)).cloned();
+            return (one.into_iter().collect(), None);
+        }
         let mut items = Vec::new();
         let mut next = None;
         for (key, object) in self.objects.range(start..) {

@@ -128,3 +128,38 @@ pub async fn lease_taken_by_another_holder_stops_writes(backend: Backend) {
     assert!(writes.is_empty(), "{writes:#?}");
     engine.stop().await;
 }
+
+/// The console lists the kind on screen first, as one streaming list where the API server
+/// offers it (kube-apiserver 1.34 and 1.37 both do; the sandbox too), and reads no Secret
+/// before that kind has listed: every other store waits its turn.
+pub async fn the_console_lists_the_kind_on_screen_first_and_streams_it(backend: Backend) {
+    use capdeck::bench::reads::ReadCounter;
+    use capdeck::cluster::stores::Stores;
+    let world = World::new(backend, "list-first").await;
+    load_current(&world, &AppOptions::default()).await;
+    let config = kube::config::Kubeconfig::read_from(&world.admin_kubeconfig).expect("kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(config, &kube::config::KubeConfigOptions::default())
+        .await
+        .expect("config");
+    let reads = ReadCounter::default();
+    let client = reads.client(config).expect("client");
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let scope = capdeck::cluster::Scope::Namespace(world.ns.clone());
+    let (stores, tasks) = Stores::start_for_console(&client, scope, cancel.clone(), Some("CAPTenant"));
+    tokio::time::timeout(LONG, stores.wait_ready()).await.expect("every store ready");
+    // In the order sent: the tenants' streaming list, its end of initial objects, then the rest.
+    let log = reads.log();
+    let end = log.iter().position(|entry| entry == "initial events end streaming list captenants");
+    let end = end.unwrap_or_else(|| panic!("the tenants are one streaming list: {log:#?}"));
+    let before: Vec<&String> = log[..end].iter().filter(|entry| *entry != "sent streaming list captenants").collect();
+    assert!(before.is_empty(), "nothing but the tenants is read before they have listed: {before:?}");
+    assert!(!log.iter().any(|entry| entry == "sent list captenants"), "no paged list when streaming works: {log:#?}");
+    // Then everything else, and the referenced binding Secrets are read by name (no list of all).
+    let all = reads.since(&Default::default());
+    assert!(!stores.binding_secrets.state().is_empty(), "the referenced binding Secrets are read: {all}");
+    assert_eq!(all["by_request"]["list secrets (metadata)"]["requests"], 1, "one version read, no list: {all}");
+    cancel.cancel();
+    for task in tasks.handles {
+        let _ = task.await;
+    }
+}

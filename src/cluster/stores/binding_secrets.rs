@@ -1,35 +1,39 @@
 //! The binding-Secret store: the Secrets some CAPApplication references, whole, and nothing else.
 //!
-//! Every Secret in scope goes by as metadata only (a `PartialObjectMetadata` list and watch: no
-//! data, a few hundred bytes each), so the reads do not grow with the data of Secrets nobody
-//! references. A referenced Secret is read whole, by name, when it is first seen and again only
-//! when its resourceVersion moves. Reads by name are lists with a `metadata.name` field
-//! selector: the API server answers them from one key, and they need no RBAC verb beyond the
-//! `list` and `watch` the store had before.
+//! Nothing is listed. A sync takes the Secrets' current resourceVersion (a metadata-only list of
+//! one item), reads each referenced Secret by name, then watches every Secret in scope from that
+//! version, as metadata only: changes arrive, but no initial list, and no data of a Secret
+//! nobody references. A referenced Secret is read again only when its resourceVersion moves.
+//! So the reads of a sync grow with the referenced Secrets alone, and at rest an unreferenced
+//! Secret costs its change events' metadata and nothing else.
 //!
-//! Nothing of an unreferenced Secret is kept, not even its metadata, so memory stays flat in them.
+//! Reads by name are lists with a `metadata.name` field selector (kube-apiserver answers them
+//! from one key): they need no RBAC verb beyond the `list` and `watch` a full watch needed. When
+//! the watch's version expires (410), the sync starts over.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{ListParams, PartialObjectMeta};
+use kube::api::{ListParams, PartialObjectMeta, WatchEvent, WatchParams};
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
-use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use tokio::task::JoinHandle;
 
-use super::{Shared, prune_metadata, referenced_secrets};
+use super::{Shared, api_status, prune_metadata, referenced_secrets};
 use crate::api::CAPApplication;
 
 /// The name readiness and errors are tracked under.
 const KIND: &str = "BindingSecret";
-/// Whole Secrets read at once after a list (a start, or a re-list after the watch expired).
-const PARALLEL_READS: usize = 8;
+/// Referenced Secrets read at once during a sync.
+const PARALLEL_READS: usize = 16;
 /// A read that failed (not a 404) is tried again after this long: a missed baseline would turn
 /// the Secret's next rotation into its first sight.
 const RETRY: Duration = Duration::from_secs(5);
+/// A watch request's server-side timeout; it is renewed from the last version seen.
+const WATCH_TIMEOUT_SECONDS: u32 = 290;
 
 type Key = (String, String);
 
@@ -48,6 +52,9 @@ pub(super) fn start(
     let (reader, writer) = reflector::store::<Secret>();
     let store = reader.clone();
     let task = tokio::spawn(async move {
+        if !shared.wait_turn(KIND).await {
+            return;
+        }
         let mut ready = shared.ready.subscribe();
         if tokio::select! {
             () = shared.cancel.cancelled() => true,
@@ -58,122 +65,88 @@ pub(super) fn start(
         let wanted = referenced_secrets(&applications);
         let mut follower = Follower {
             client,
+            metadata,
+            applications,
             reader,
             writer,
             wanted,
-            listing: None,
-            read_while_listing: BTreeSet::new(),
             retry: BTreeSet::new(),
             retry_at: None,
+            failures: 0,
             shared,
         };
-        follower.run(metadata, applications).await;
+        follower.run().await;
     });
     (store, task)
 }
 
 struct Follower {
     client: kube::Client,
+    metadata: Api<PartialObjectMeta<Secret>>,
+    applications: Store<CAPApplication>,
     reader: Store<Secret>,
     writer: Writer<Secret>,
     /// What the CAPApplications reference now.
     wanted: BTreeSet<Key>,
-    /// During a list: the referenced Secrets it showed, with their resourceVersion.
-    listing: Option<BTreeMap<Key, String>>,
-    /// Secrets read during a list because they became referenced then (the list may have shown
-    /// them before): its end keeps them.
-    read_while_listing: BTreeSet<Key>,
     /// Referenced Secrets whose last read failed, and when to try them again.
     retry: BTreeSet<Key>,
     retry_at: Option<tokio::time::Instant>,
+    /// Failed list or watch requests in a row (the backoff).
+    failures: u32,
     shared: Shared,
 }
 
+/// How a watch ended.
+enum Ended {
+    /// Cancelled: the stores stop.
+    Stop,
+    /// Its version is too old (410): sync again.
+    Expired,
+    /// Timed out or failed: watch again from the last version seen.
+    Renew,
+}
+
 impl Follower {
-    async fn run(&mut self, metadata: Api<PartialObjectMeta<Secret>>, applications: Store<CAPApplication>) {
+    async fn run(&mut self) {
         let mut app_changes = self.shared.application_changes.subscribe();
-        let mut stream = watcher(metadata, watcher::Config::default()).default_backoff().boxed();
+        'sync: loop {
+            let Some(mut version) = self.current_version().await else { return };
+            self.read_all().await;
+            loop {
+                match self.follow(&mut version, &mut app_changes).await {
+                    Ended::Stop => return,
+                    Ended::Expired => continue 'sync,
+                    Ended::Renew => {}
+                }
+            }
+        }
+    }
+
+    /// The Secrets' resourceVersion now, from a metadata-only list of one item; retried with a
+    /// backoff until it answers. `None` when cancelled.
+    async fn current_version(&mut self) -> Option<String> {
         loop {
-            tokio::select! {
-                () = self.shared.cancel.cancelled() => return,
-                changed = app_changes.changed() => {
-                    if changed.is_err() {
-                        return;
-                    }
-                    self.references_changed(referenced_secrets(&applications)).await;
+            match self.metadata.list(&ListParams::default().limit(1)).await {
+                Ok(list) => {
+                    self.failures = 0;
+                    self.shared.served(KIND);
+                    return Some(list.metadata.resource_version.unwrap_or_default());
                 }
-                next = stream.next() => match next {
-                    Some(Ok(event)) => self.event(event).await,
-                    Some(Err(error)) => self.shared.failed(KIND, &error),
-                    None => return,
-                },
-                () = sleep_until(self.retry_at) => {
-                    self.retry_at = None;
-                    let keys = std::mem::take(&mut self.retry);
-                    for key in keys {
-                        self.refresh(&key).await;
+                Err(error) => {
+                    self.shared.failed(KIND, &watcher::Error::InitialListFailed(error));
+                    if !self.back_off().await {
+                        return None;
                     }
                 }
             }
         }
     }
 
-    async fn event(&mut self, event: watcher::Event<PartialObjectMeta<Secret>>) {
-        // `Init` comes before the list request is even sent: no proof of a connection.
-        if !matches!(event, watcher::Event::Init) {
-            self.shared.served(KIND);
-        }
-        match event {
-            watcher::Event::Init => {
-                self.listing = Some(BTreeMap::new());
-                self.read_while_listing.clear();
-            }
-            watcher::Event::InitApply(meta) => {
-                let key = key_of(&meta);
-                if let Some(listing) = self.listing.as_mut()
-                    && self.wanted.contains(&key)
-                {
-                    listing.insert(key, meta.resource_version().unwrap_or_default());
-                }
-            }
-            watcher::Event::InitDone => self.list_done().await,
-            watcher::Event::Apply(meta) => {
-                let key = key_of(&meta);
-                if self.wanted.contains(&key) && self.stored_version(&key) != meta.resource_version() {
-                    self.refresh(&key).await;
-                }
-            }
-            watcher::Event::Delete(meta) => {
-                let key = key_of(&meta);
-                self.retry.remove(&key);
-                self.forget(&key);
-            }
-        }
-    }
-
-    /// A list ended: the store becomes exactly the referenced Secrets it showed, each read whole
-    /// unless the store already holds that version.
-    async fn list_done(&mut self) {
-        let listed = self.listing.take().unwrap_or_default();
-        let mut secrets = Vec::with_capacity(listed.len());
-        for key in std::mem::take(&mut self.read_while_listing) {
-            if !listed.contains_key(&key)
-                && let Some(secret) = self.stored(&key)
-            {
-                secrets.push((*secret).clone());
-            }
-        }
-        let mut to_read = Vec::new();
-        for (key, version) in listed {
-            match self.stored(&key) {
-                Some(secret) if secret.resource_version().as_deref() == Some(version.as_str()) => {
-                    secrets.push((*secret).clone());
-                }
-                _ => to_read.push(key),
-            }
-        }
+    /// Every referenced Secret, read whole: the store becomes exactly those that exist.
+    async fn read_all(&mut self) {
+        let keys: Vec<Key> = self.wanted.iter().cloned().collect();
         let client = self.client.clone();
-        let mut reads = futures::stream::iter(to_read)
+        let mut reads = futures::stream::iter(keys)
             .map(|key| {
                 let client = client.clone();
                 async move {
@@ -182,10 +155,10 @@ impl Follower {
                 }
             })
             .buffer_unordered(PARALLEL_READS);
+        let mut secrets = Vec::with_capacity(self.wanted.len());
         while let Some((key, read)) = reads.next().await {
             match read {
                 Ok(Some(secret)) => secrets.push(secret),
-                // Deleted since the list: its Delete event follows.
                 Ok(None) => {}
                 Err(error) => {
                     self.read_failed(&key, &error);
@@ -196,17 +169,97 @@ impl Follower {
             }
         }
         self.writer.apply_watcher_event(&watcher::Event::Init);
-        for secret in &secrets {
-            self.writer.apply_watcher_event(&watcher::Event::InitApply(secret.clone()));
+        for secret in secrets {
+            self.writer.apply_watcher_event(&watcher::Event::InitApply(secret));
         }
         self.writer.apply_watcher_event(&watcher::Event::InitDone);
         self.shared.mark_ready(KIND);
         self.shared.changed();
     }
 
+    /// One watch request, from `version` on, until it ends; `version` follows what it shows.
+    async fn follow(&mut self, version: &mut String, app_changes: &mut tokio::sync::watch::Receiver<u64>) -> Ended {
+        let params = WatchParams::default().timeout(WATCH_TIMEOUT_SECONDS);
+        let mut stream = match self.metadata.watch(&params, version).await {
+            Ok(stream) => stream.boxed(),
+            Err(error) => {
+                let error = watcher::Error::WatchStartFailed(error);
+                return self.watch_failed(&error).await;
+            }
+        };
+        loop {
+            tokio::select! {
+                () = self.shared.cancel.cancelled() => return Ended::Stop,
+                changed = app_changes.changed() => {
+                    if changed.is_err() {
+                        return Ended::Stop;
+                    }
+                    self.references_changed(referenced_secrets(&self.applications)).await;
+                }
+                () = sleep_until(self.retry_at) => {
+                    self.retry_at = None;
+                    for key in std::mem::take(&mut self.retry) {
+                        self.refresh(&key).await;
+                    }
+                }
+                next = stream.next() => match next {
+                    None => return Ended::Renew,
+                    Some(Ok(WatchEvent::Added(meta) | WatchEvent::Modified(meta))) => {
+                        self.seen(version, &meta);
+                        let key = key_of(&meta);
+                        if self.wanted.contains(&key) && self.stored_version(&key) != meta.resource_version() {
+                            self.refresh(&key).await;
+                        }
+                    }
+                    Some(Ok(WatchEvent::Deleted(meta))) => {
+                        self.seen(version, &meta);
+                        let key = key_of(&meta);
+                        self.retry.remove(&key);
+                        self.forget(&key);
+                    }
+                    Some(Ok(WatchEvent::Bookmark(bookmark))) => {
+                        *version = bookmark.metadata.resource_version;
+                    }
+                    Some(Ok(WatchEvent::Error(status))) => {
+                        return self.watch_failed(&watcher::Error::WatchError(status)).await;
+                    }
+                    Some(Err(error)) => {
+                        return self.watch_failed(&watcher::Error::WatchFailed(error)).await;
+                    }
+                },
+            }
+        }
+    }
+
+    fn seen(&mut self, version: &mut String, meta: &PartialObjectMeta<Secret>) {
+        self.failures = 0;
+        self.shared.served(KIND);
+        if let Some(seen) = meta.resource_version() {
+            *version = seen;
+        }
+    }
+
+    /// A watch failed: 410 starts a sync over; anything else is retried after the backoff.
+    async fn watch_failed(&mut self, error: &watcher::Error) -> Ended {
+        if api_status(error) == Some(410) {
+            return Ended::Expired;
+        }
+        self.shared.failed(KIND, error);
+        if self.back_off().await { Ended::Renew } else { Ended::Stop }
+    }
+
+    /// Wait before the next attempt: 1 s, doubling to 30 s. False when cancelled meanwhile.
+    async fn back_off(&mut self) -> bool {
+        let delay = Duration::from_secs(1 << self.failures.min(5)).min(Duration::from_secs(30));
+        self.failures = self.failures.saturating_add(1);
+        tokio::select! {
+            () = self.shared.cancel.cancelled() => false,
+            () = tokio::time::sleep(delay) => true,
+        }
+    }
+
     /// CAPApplications reference other Secrets now: read the new ones, drop the ones no longer
-    /// referenced. (During a list, the list's end reads what it showed; a Secret it showed
-    /// before it became referenced is read here.)
+    /// referenced.
     async fn references_changed(&mut self, now: BTreeSet<Key>) {
         let added: Vec<Key> = now.difference(&self.wanted).cloned().collect();
         let removed: Vec<Key> = self.wanted.difference(&now).cloned().collect();
@@ -216,9 +269,6 @@ impl Follower {
             self.forget(&key);
         }
         for key in added {
-            if self.listing.is_some() {
-                self.read_while_listing.insert(key.clone());
-            }
             self.refresh(&key).await;
         }
     }
@@ -226,12 +276,9 @@ impl Follower {
     /// Read one referenced Secret whole and store it (or drop it, when it is gone).
     async fn refresh(&mut self, key: &Key) {
         match read(&self.client, key).await {
-            Ok(Some(mut secret)) => {
+            Ok(Some(secret)) => {
                 self.retry.remove(key);
-                let newer =
-                    self.stored(key).is_none_or(|stored| stored.resource_version() != secret.resource_version());
-                if newer {
-                    prune_metadata(&mut secret);
+                if self.stored_version(key) != secret.resource_version() {
                     self.writer.apply_watcher_event(&watcher::Event::Apply(secret));
                     self.shared.changed();
                 }
