@@ -118,6 +118,7 @@ impl Sandbox {
                     deny: config.deny,
                     faults: Vec::new(),
                     latency: Duration::ZERO,
+                    refuse_streaming_lists: false,
                 }),
                 requests: Mutex::new(Vec::new()),
                 drop_watches,
@@ -278,6 +279,11 @@ impl Sandbox {
     /// Delay every request by `latency`.
     pub fn set_latency(&self, latency: Duration) {
         self.control(|control| control.latency = latency);
+    }
+
+    /// Refuse streaming lists as kube-apiserver does with `--feature-gates=WatchList=false`.
+    pub fn refuse_streaming_lists(&self, refuse: bool) {
+        self.control(|control| control.refuse_streaming_lists = refuse);
     }
 
     /// End every open watch stream (clients reconnect from their last resourceVersion).

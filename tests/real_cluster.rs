@@ -125,6 +125,7 @@ fn all_stories() -> Vec<(&'static str, Story, &'static [Backend])> {
         fault_stories::concurrent_approvers_one_wins,
         fault_stories::lease_taken_by_another_holder_stops_writes,
         fault_stories::the_console_lists_the_kind_on_screen_first_and_streams_it,
+        fault_stories::where_streaming_lists_are_refused_the_console_lists_in_pages_first,
         fleet_stories::fleet_shows_every_context_and_says_why_one_is_unreachable,
         fleet_stories::notifications_reach_a_loopback_receiver_once_across_a_leader_change,
         install_stories::crds_install_as_the_help_says_and_client_side_apply_is_refused,

@@ -22,8 +22,9 @@ const INITIAL_EVENTS_END: &[u8] = b"k8s.io/initial-events-end";
 #[derive(Clone, Default)]
 pub struct ReadCounter {
     tallies: Arc<Mutex<BTreeMap<String, Tally>>>,
-    /// In order: `sent LABEL` per request, and `initial events end LABEL` when a streaming
-    /// list's response says its initial objects are all sent.
+    /// In order: `sent LABEL` per request, and `answered LABEL` when its answer came: the
+    /// response's headers for a get or list, the end of the initial objects for a streaming list
+    /// (never for a plain watch).
     log: Arc<Mutex<Vec<String>>>,
 }
 
@@ -144,13 +145,16 @@ where
         let response = self.inner.call(request);
         Box::pin(async move {
             let response = response.await?;
+            if !streaming && !label.starts_with("watch") {
+                counter.note(format!("answered {label}"));
+            }
             Ok(response.map(|body| {
                 let counted = body.map_frame(move |frame| {
                     if let Some(data) = frame.data_ref() {
                         counter.add(&label, 0, data.len() as u64);
                         // The bookmark that ends a streaming list's initial objects.
                         if streaming && data.windows(INITIAL_EVENTS_END.len()).any(|w| w == INITIAL_EVENTS_END) {
-                            counter.note(format!("initial events end {label}"));
+                            counter.note(format!("answered {label}"));
                         }
                     }
                     frame

@@ -124,6 +124,9 @@ pub struct Control {
     pub deny: Vec<DenyRule>,
     pub faults: Vec<FaultRule>,
     pub latency: Duration,
+    /// Refuse streaming lists (`sendInitialEvents`) with 422, as a server without the WatchList
+    /// feature does.
+    pub refuse_streaming_lists: bool,
 }
 
 impl Control {
@@ -169,8 +172,14 @@ mod tests {
 
     #[test]
     fn faults_are_consumed() {
-        let mut control =
-            Control { user: "u".into(), groups: vec![], deny: vec![], faults: vec![], latency: Duration::ZERO };
+        let mut control = Control {
+            user: "u".into(),
+            groups: vec![],
+            deny: vec![],
+            faults: vec![],
+            latency: Duration::ZERO,
+            refuse_streaming_lists: false,
+        };
         control.faults.push(FaultRule {
             matcher: RequestMatcher::on("patch", "rotationbatches"),
             status: 409,

@@ -692,6 +692,13 @@ fn watch(
         Err(error) => return error_response(&error),
     };
     let send_initial = query.get("sendInitialEvents").is_some_and(|v| v == "true");
+    if send_initial && sandbox.control(|control| control.refuse_streaming_lists) {
+        return error_response(&ApiError::new(
+            422,
+            "Invalid",
+            "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
+        ));
+    }
     let start = match query.get("resourceVersion").map(String::as_str) {
         _ if send_initial => WatchStart::CurrentState,
         None | Some("" | "0") => WatchStart::CurrentState,

@@ -86,6 +86,8 @@ pub enum Profile {
     NoWatchCache,
     /// Only the CAP Operator's CRDs: capdeck's own come with what the story installs (the chart).
     WithoutCapdeckCrds,
+    /// `--feature-gates=WatchList=false`: streaming lists refused, as by a server before 1.32.
+    WithoutWatchList,
 }
 
 /// One server process under its watchdog (etcd, kube-apiserver, the Go CAP Operator).
@@ -292,6 +294,9 @@ impl ControlPlane {
         ];
         if profile == Profile::NoWatchCache {
             apiserver_args.push("--watch-cache=false".into());
+        }
+        if profile == Profile::WithoutWatchList {
+            apiserver_args.push("--feature-gates=WatchList=false".into());
         }
         let mut plane = Self {
             url: format!("https://127.0.0.1:{port}"),

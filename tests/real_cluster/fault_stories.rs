@@ -133,10 +133,26 @@ pub async fn lease_taken_by_another_holder_stops_writes(backend: Backend) {
 /// offers it (kube-apiserver 1.34 and 1.37 both do; the sandbox too), and reads no Secret
 /// before that kind has listed: every other store waits its turn.
 pub async fn the_console_lists_the_kind_on_screen_first_and_streams_it(backend: Backend) {
+    let world = World::new(backend, "list-first").await;
+    lists_the_tenants_first(&world, "streaming list captenants").await;
+}
+
+/// Where the API server refuses streaming lists (kube-apiserver with the WatchList feature
+/// off, as before 1.32), the kind on screen is listed in pages, still first.
+pub async fn where_streaming_lists_are_refused_the_console_lists_in_pages_first(backend: Backend) {
+    let world = World::dedicated(backend, "list-first-paged", Profile::WithoutWatchList).await;
+    if let Some(sandbox) = &world.sandbox {
+        sandbox.sandbox.refuse_streaming_lists(true);
+    }
+    lists_the_tenants_first(&world, "list captenants").await;
+}
+
+/// The console's stores with the tenants on screen: `listing` (the tenants' list request) is
+/// answered before anything else is sent, and the binding Secrets are read by name.
+async fn lists_the_tenants_first(world: &World, listing: &str) {
     use capdeck::bench::reads::ReadCounter;
     use capdeck::cluster::stores::Stores;
-    let world = World::new(backend, "list-first").await;
-    load_current(&world, &AppOptions::default()).await;
+    load_current(world, &AppOptions::default()).await;
     let config = kube::config::Kubeconfig::read_from(&world.admin_kubeconfig).expect("kubeconfig");
     let config = kube::Config::from_custom_kubeconfig(config, &kube::config::KubeConfigOptions::default())
         .await
@@ -147,13 +163,21 @@ pub async fn the_console_lists_the_kind_on_screen_first_and_streams_it(backend: 
     let scope = capdeck::cluster::Scope::Namespace(world.ns.clone());
     let (stores, tasks) = Stores::start_for_console(&client, scope, cancel.clone(), Some("CAPTenant"));
     tokio::time::timeout(LONG, stores.wait_ready()).await.expect("every store ready");
-    // In the order sent: the tenants' streaming list, its end of initial objects, then the rest.
+    // In the order sent and answered: the tenants' list, its end, then the rest.
     let log = reads.log();
-    let end = log.iter().position(|entry| entry == "initial events end streaming list captenants");
-    let end = end.unwrap_or_else(|| panic!("the tenants are one streaming list: {log:#?}"));
-    let before: Vec<&String> = log[..end].iter().filter(|entry| *entry != "sent streaming list captenants").collect();
+    let end = log.iter().rposition(|entry| *entry == format!("answered {listing}"));
+    let end = end.unwrap_or_else(|| panic!("the tenants are listed by {listing}: {log:#?}"));
+    let tenants = |entry: &&String| entry.ends_with("captenants");
+    let before: Vec<&String> = log[..end].iter().filter(|entry| !tenants(entry)).collect();
     assert!(before.is_empty(), "nothing but the tenants is read before they have listed: {before:?}");
-    assert!(!log.iter().any(|entry| entry == "sent list captenants"), "no paged list when streaming works: {log:#?}");
+    let other =
+        if listing.starts_with("streaming") { "sent list captenants" } else { "sent streaming list captenants" };
+    let refused = log.iter().filter(|entry| *entry == "sent streaming list captenants").count();
+    if listing.starts_with("streaming") {
+        assert!(!log.iter().any(|entry| entry == other), "no paged list when streaming works: {log:#?}");
+    } else {
+        assert_eq!(refused, 1, "one streaming list tried, refused, then pages: {log:#?}");
+    }
     // Then everything else, and the referenced binding Secrets are read by name (no list of all).
     let all = reads.since(&Default::default());
     assert!(!stores.binding_secrets.state().is_empty(), "the referenced binding Secrets are read: {all}");
