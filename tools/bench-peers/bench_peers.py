@@ -254,32 +254,36 @@ class EnginePair:
 class StormPair:
     """A rotation storm: the uaa Secret of every one of N applications changes within one minute, once
     for the Go operator and once for capdeck's daemon (its default pacing and storm guard), each alone
-    on the same applications (those of the engine pair when it ran, grown to N when needed)."""
+    on the same applications: N the engine pair did not rotate, its world grown to them when needed."""
 
     def __init__(self, engine: EnginePair, args):
         self.engine, self.plane, self.audit, self.args = engine, engine.plane, engine.audit, args
+        # Applications the engine pair never rotated: capdeck rolled those minutes before, and its storm
+        # guard (--min-rollout-interval 10m) would hold them for an approval for that, not for the storm.
+        self.first = engine.next_rotation
+        engine.next_rotation += args.storm_apps
 
     def world(self) -> None:
-        """Applications 0..N-1 exist, with their Deployments (the Go operator builds them)."""
-        apps = self.args.storm_apps
-        if self.engine.apps < apps:
+        """The storm's applications exist, with their Deployments (the Go operator builds them)."""
+        last = self.first + self.args.storm_apps
+        if self.engine.apps < last:
             # No filler beyond what is there: the storm is about the rotated applications.
-            self.engine.grow(apps, self.engine.secrets + 3 * apps)
+            self.engine.grow(last, self.engine.secrets + 3 * last)
 
     def rotate_all(self) -> list[int]:
-        """Every application's uaa Secret, spread evenly over --storm-spread-seconds, as `rotator`."""
+        """Every storm application's uaa Secret, spread evenly over --storm-spread-seconds, as `rotator`."""
         apps, spread = self.args.storm_apps, self.args.storm_spread_seconds
         self.engine.generation += 1
         rotator = self.plane.client("rotator")
         started = time.time()
-        for index in range(apps):
-            due = started + spread * index / apps
+        for step, index in enumerate(range(self.first, self.first + apps)):
+            due = started + spread * step / apps
             time.sleep(max(0.0, due - time.time()))
             app, ns = world.app_name(index), world.namespace_of(index)
             rotator.ok("PATCH", f"/api/v1/namespaces/{ns}/secrets/{app}-uaa",
                        {"data": world.credentials(app, "uaa", self.engine.generation)},
                        content_type="application/merge-patch+json")
-        return list(range(apps))
+        return list(range(self.first, self.first + apps))
 
     def measure(self, who: str, user: str, program: Program, ready, port: int | None = None) -> dict:
         """Start-up to quiet, then the storm until every rotated Deployment is written (or capdeck holds
@@ -450,7 +454,8 @@ class StormPair:
         started = time.time()
         self.world()
         total = len(self.plane.admin.list_all("/api/v1/secrets"))
-        print(f"   world ready in {time.time() - started:.0f} s ({self.engine.apps} applications, {total} Secrets)",
+        print(f"   world ready in {time.time() - started:.0f} s ({self.engine.apps} applications, {total} Secrets; "
+              f"the storm rotates {world.app_name(self.first)}..{world.app_name(self.first + a.storm_apps - 1)})",
               flush=True)
         label = f"storm-{a.storm_apps}"
         go = self.engine.start_go(label)
@@ -460,7 +465,9 @@ class StormPair:
         capdeck, port = self.engine.start_capdeck(label)
         capdeck_result = self.measure("capdeck", "capdeck-engine", capdeck, lambda: readyz(port), port)
         print(f"   capdeck: {storm_brief(capdeck_result)}", flush=True)
-        return {"applications": a.storm_apps, "spread_seconds": a.storm_spread_seconds, "secrets": total,
+        return {"applications": a.storm_apps, "spread_seconds": a.storm_spread_seconds,
+                "rotated_applications": [world.app_name(self.first), world.app_name(self.first + a.storm_apps - 1)],
+                "applications_in_cluster": self.engine.apps, "secrets": total,
                 "window": WINDOW, "timeout_seconds": a.storm_timeout, "stall_seconds": a.storm_stall_seconds,
                 "go_operator": go_result, "capdeck": capdeck_result}
 
@@ -787,14 +794,15 @@ def main() -> int:
         logs.mkdir()
 
         engine_results, console_results, storm_results = [], None, None
-        # One world of applications: the storm pair rotates the engine pair's (grown to --storm-apps).
+        # One world of applications: the storm pair grows the engine pair's. It runs before the console
+        # pair: the Go operator reconciles the console's CAPTenants, and those writes are not the storm's.
         engine = EnginePair(plane, audit, args, binaries, logs)
         if "engine" in pairs:
             engine_results = [engine.run(apps, secrets) for apps, secrets in sizes]
-        if "console" in pairs:
-            console_results = ConsolePair(plane, audit, args, binaries, scratch).run()
         if "storm" in pairs:
             storm_results = StormPair(engine, args).run()
+        if "console" in pairs:
+            console_results = ConsolePair(plane, audit, args, binaries, scratch).run()
         report = {
             "schema": 1,
             "smoke": smoke,
