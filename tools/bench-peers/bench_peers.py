@@ -11,6 +11,11 @@ Pairs (docs/PERFORMANCE.md, "Side by side with the peers"):
   console: `capdeck --view tenants` against k9s and kdash (tools/peers/build.sh), in tmux at 160x40,
            on --tenants CAPTenants: time to the first frame showing the full count, RSS after 30 s,
            LIST and WATCH requests at rest, and CPU seconds while idle.
+  storm:   the uaa Secrets of --storm-apps applications all rotate within --storm-spread-seconds, once
+           for the Go operator and once for `capdeck --daemon` (its default pacing and storm guard, the
+           same 30 s window): peak and mean writes/s, total writes, time until every rotated Deployment
+           is written, peak RSS, and for capdeck what its storm guard and pacing did (its /metrics,
+           RotationBatches, Deployments written per 10 s).
 
 Requests are counted by the API server (its audit log; each program has a user of its own), never by
 the program. Writes the report as JSON to --out and a table on stdout. Exits 1 when a peer cannot be
@@ -27,12 +32,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import world  # noqa: E402
-from measure import Audit, Tmux, cpu_seconds, peak_rss_mb, rss_mb, rss_parts_mb, summarize  # noqa: E402
+from measure import (WRITE_VERBS, Audit, Tmux, cpu_seconds, parse_metrics, peak_rss_mb, per_bucket, rss_mb,  # noqa: E402
+                     rss_parts_mb, summarize)
 from plane import REPO, Plane, free_port  # noqa: E402
 
 WINDOW = "30s"  # the Go operator's minimum ROLLOUT_DELAY; capdeck gets the same
@@ -244,6 +251,251 @@ class EnginePair:
                 "capdeck": capdeck_result}
 
 
+class StormPair:
+    """A rotation storm: the uaa Secret of every one of N applications changes within one minute, once
+    for the Go operator and once for capdeck's daemon (its default pacing and storm guard), each alone
+    on the same applications: N the engine pair did not rotate, its world grown to them when needed."""
+
+    def __init__(self, engine: EnginePair, args):
+        self.engine, self.plane, self.audit, self.args = engine, engine.plane, engine.audit, args
+        # Applications the engine pair never rotated: capdeck rolled those minutes before, and its storm
+        # guard (--min-rollout-interval 10m) would hold them for an approval for that, not for the storm.
+        self.first = engine.next_rotation
+        engine.next_rotation += args.storm_apps
+
+    def world(self) -> None:
+        """The storm's applications exist, with their Deployments (the Go operator builds them)."""
+        last = self.first + self.args.storm_apps
+        if self.engine.apps < last:
+            # No filler beyond what is there: the storm is about the rotated applications.
+            self.engine.grow(last, self.engine.secrets + 3 * last)
+
+    def rotate_all(self) -> list[int]:
+        """Every storm application's uaa Secret, spread evenly over --storm-spread-seconds, as `rotator`."""
+        apps, spread = self.args.storm_apps, self.args.storm_spread_seconds
+        self.engine.generation += 1
+        rotator = self.plane.client("rotator")
+        started = time.time()
+        for step, index in enumerate(range(self.first, self.first + apps)):
+            due = started + spread * step / apps
+            time.sleep(max(0.0, due - time.time()))
+            app, ns = world.app_name(index), world.namespace_of(index)
+            rotator.ok("PATCH", f"/api/v1/namespaces/{ns}/secrets/{app}-uaa",
+                       {"data": world.credentials(app, "uaa", self.engine.generation)},
+                       content_type="application/merge-patch+json")
+        return list(range(self.first, self.first + apps))
+
+    def measure(self, who: str, user: str, program: Program, ready, port: int | None = None) -> dict:
+        """Start-up to quiet, then the storm until every rotated Deployment is written (or capdeck holds
+        the rest for an approval, or the time limit passes); the program is running when called."""
+        try:
+            wait(f"{program.name} to lead", 180, ready, program)
+            wait("one window after start", WINDOW_SECONDS + 10, lambda: time.time() - program.started > WINDOW_SECONDS + 5,
+                 program)
+            self.audit.wait_quiet(user, 10, 1800, ignore=not_lease)
+
+            changed_at = time.time()
+            chosen = self.rotate_all()
+            rotation_ended = time.time()
+            program.alive()
+            expected = {world.deployment_of(i) for i in chosen}
+            outcome = self.wait_for_writes(user, program, port, expected, changed_at,
+                                                                rotation_ended)
+            try:
+                done_at, quiet = self.audit.wait_quiet(user, 10, 300, ignore=not_lease), True
+            except TimeoutError:
+                done_at, quiet = time.time(), False
+            rotator = [e for e in self.audit.of("rotator", changed_at - 1) if e["resource"] == "secrets"]
+            rotated_at, last_rotation = min(e["at"] for e in rotator), max(e["at"] for e in rotator)
+            storm = [e for e in self.audit.of(user, changed_at, done_at) if not not_lease(e)]
+            writes = [e for e in storm if e["verb"] in WRITE_VERBS]
+            deployment_writes = [e for e in storm if is_deployment_write(e)]
+            names = [e["name"] for e in deployment_writes]
+            last = max((e["at"] for e in writes), default=rotated_at)
+            seconds = max(last - rotated_at, 1e-3)
+            per_second = per_bucket([e["at"] for e in writes], rotated_at, 1)
+            result = {
+                "outcome": outcome,
+                "quiet_after": quiet,
+                "rotated_deployments": len(expected),
+                "rotation_spread_s": round(last_rotation - rotated_at, 2),
+                "deployment_writes": len(deployment_writes),
+                "deployments_written": len(set(names) & expected),
+                "deployments_written_more_than_once": sorted({n for n in names if names.count(n) > 1}),
+                "deployments_written_not_rotated": sorted(set(names) - expected),
+                "deployments_not_written": len(expected - set(names)),
+                "peak_writes_per_s": max(per_second, default=0),
+                "writes": len(writes),
+                "requests": len(storm),
+                "storm_seconds": round(seconds, 2),
+                "mean_writes_per_s": round(len(writes) / seconds, 2),
+                "all_deployments_written_s": (round(max(e["at"] for e in deployment_writes) - rotated_at, 2)
+                                              if expected <= set(names) else None),
+                "first_deployment_write_s": (round(min(e["at"] for e in deployment_writes) - rotated_at, 2)
+                                             if deployment_writes else None),
+                "deployment_writes_per_10s": per_bucket([e["at"] for e in deployment_writes], rotated_at, 10),
+                "peak_rss_mb": peak_rss_mb(program.pid),
+                "summary": summarize(storm),
+            }
+            if port is not None:
+                account = self.capdeck_account(port, rotated_at)
+                held = set(account.pop("deployments_not_rolled")) & (expected - set(names))
+                result["deployments_held"] = len(held)
+                result["capdeck"] = account
+            return result
+        finally:
+            program.stop()
+
+    def wait_for_writes(self, user: str, program: Program, port: int | None, expected: set, changed_at: float,
+                        rotation_ended: float) -> str:
+        """Until every expected Deployment is written ("all written"); or, for capdeck, nothing written for
+        --storm-stall-seconds while it holds batches for an approval ("held"); or --storm-timeout ("timeout")."""
+        a = self.args
+        written: set = set()
+        last_write = rotation_ended
+        seen = 0
+        while True:
+            entries = self.audit.refresh()
+            for e in entries[seen:]:
+                if e["user"] == user and e["at"] >= changed_at and is_deployment_write(e):
+                    written.add(e["name"])
+                    last_write = max(last_write, e["at"])
+            seen = len(entries)
+            if expected <= written:
+                return "all written"
+            now = time.time()
+            if now - changed_at > a.storm_timeout:
+                print(f"   {program.name}: timed out after {a.storm_timeout:.0f} s with {len(written & expected)} of "
+                      f"{len(expected)} Deployments written", flush=True)
+                return "timeout"
+            if port is not None and now - last_write > a.storm_stall_seconds:
+                try:
+                    held = waiting_for_approval(metrics_of(port))
+                except OSError as error:  # a slow answer is not a verdict; the time limit still bounds the wait
+                    print(f"   {program.name}: /metrics did not answer ({error}); waiting on", flush=True)
+                    held = 0
+                if held:
+                    print(f"   {program.name}: nothing written for {now - last_write:.0f} s, {held} batches held or "
+                          f"awaiting an approval; {len(written & expected)} of {len(expected)} written", flush=True)
+                    return "held"
+            program.alive()
+            time.sleep(1)
+
+    def capdeck_account(self, port: int, since: float) -> dict:
+        """What the storm guard and pacing did, from capdeck's /metrics, its Lease and its RotationBatches."""
+        samples = metrics_of(port)
+
+        def total(name: str, **labels) -> float:
+            return sum(v for n, l, v in samples if n == name and all(l.get(k) == w for k, w in labels.items()))
+
+        def by(name: str, label: str) -> dict:
+            out: dict = {}
+            for n, l, v in samples:
+                if n == name:
+                    out[l.get(label, "")] = out.get(l.get(label, ""), 0) + v
+            return out
+
+        awaiting = [(l, v) for n, l, v in samples if n == "capdeck_batch_awaiting_approval_seconds"]
+        held = [l for n, l, v in samples if n == "capdeck_batch_held" and v]
+        batches = [b for b in self.plane.admin.list_all("/apis/capdeck.dev/v1alpha1/rotationbatches")
+                   if datetime.fromisoformat(b["metadata"]["creationTimestamp"].replace("Z", "+00:00")).timestamp()
+                   >= since - 1]
+        phases: dict = {}
+        open_reasons: dict = {}
+        not_rolled: list = []
+        for b in batches:
+            status = b.get("status") or {}
+            phase = status.get("phase") or "Collecting"
+            phases[phase] = phases.get(phase, 0) + 1
+            if phase in ("AwaitingApproval", "Held", "Waiting"):
+                ready = next((c for c in status.get("conditions", []) if c.get("type") == "Ready"), {})
+                key = f"{phase}/{ready.get('reason', '?')}"
+                entry = open_reasons.setdefault(key, {"batches": 0, "deployments": 0,
+                                                      "example": ready.get("message", "")})
+                names = [d.get("name", "") for d in status.get("deployments", [])]
+                entry["batches"] += 1
+                entry["deployments"] += len(names)
+                not_rolled.extend(names)
+        settings = {}
+        for lease in self.plane.admin.list_all("/apis/coordination.k8s.io/v1/namespaces/default/leases"):
+            text = (lease["metadata"].get("annotations") or {}).get("capdeck.dev/settings")
+            if text:
+                settings = json.loads(text)
+        return {
+            "settings": settings,
+            "max_parallel_rollouts": settings.get("maxParallelRollouts"),
+            "min_rollout_interval_seconds": settings.get("minRolloutIntervalSeconds"),
+            "batches_opened": len(batches),
+            "batch_phases": phases,
+            "batches_not_rolled": open_reasons,
+            "deployments_not_rolled": not_rolled,
+            "metrics": {
+                "rotations_total": total("capdeck_rotations_total"),
+                "deployments_restarted_total": total("capdeck_deployments_restarted_total"),
+                "restarts_skipped_total": by("capdeck_restarts_skipped_total", "reason"),
+                "batches_by_phase": by("capdeck_batches", "phase"),
+                "batch_held": len(held),
+                "batch_held_by_reason": by("capdeck_batch_held", "reason"),
+                "batch_awaiting_approval": len(awaiting),
+                "batch_awaiting_approval_max_seconds": max((v for _, v in awaiting), default=0),
+                "batches_waiting_for_window": total("capdeck_batches_waiting_for_window"),
+                "approval_wait_count": total("capdeck_approval_wait_seconds_count"),
+                "rollout_duration_count": total("capdeck_rollout_duration_seconds_count"),
+                "rollout_duration_sum_seconds": round(total("capdeck_rollout_duration_seconds_sum"), 1),
+                "api_writes_total": by("capdeck_api_writes_total", "resource"),
+                "api_errors_total": total("capdeck_api_errors_total"),
+            },
+        }
+
+    def run(self) -> dict:
+        a = self.args
+        print(f"== storm pair: {a.storm_apps} applications' uaa Secrets rotated over {a.storm_spread_seconds:g} s",
+              flush=True)
+        started = time.time()
+        self.world()
+        total = len(self.plane.admin.list_all("/api/v1/secrets"))
+        print(f"   world ready in {time.time() - started:.0f} s ({self.engine.apps} applications, {total} Secrets; "
+              f"the storm rotates {world.app_name(self.first)}..{world.app_name(self.first + a.storm_apps - 1)})",
+              flush=True)
+        label = f"storm-{a.storm_apps}"
+        go = self.engine.start_go(label)
+        go_result = self.measure("the Go operator", "go-operator", go,
+                                 lambda: "Started leading" in go.log.read_text(errors="replace"))
+        print(f"   go: {storm_brief(go_result)}", flush=True)
+        capdeck, port = self.engine.start_capdeck(label)
+        capdeck_result = self.measure("capdeck", "capdeck-engine", capdeck, lambda: readyz(port), port)
+        print(f"   capdeck: {storm_brief(capdeck_result)}", flush=True)
+        return {"applications": a.storm_apps, "spread_seconds": a.storm_spread_seconds,
+                "rotated_applications": [world.app_name(self.first), world.app_name(self.first + a.storm_apps - 1)],
+                "applications_in_cluster": self.engine.apps, "secrets": total,
+                "window": WINDOW, "timeout_seconds": a.storm_timeout, "stall_seconds": a.storm_stall_seconds,
+                "go_operator": go_result, "capdeck": capdeck_result}
+
+
+def storm_brief(result: dict) -> str:
+    keys = ("outcome", "rotated_deployments", "deployments_written", "deployment_writes", "peak_writes_per_s", "writes",
+            "mean_writes_per_s", "all_deployments_written_s", "peak_rss_mb")
+    brief_result = {k: result[k] for k in keys}
+    if "capdeck" in result:
+        c = result["capdeck"]
+        brief_result |= {"deployments_held": result["deployments_held"], "batches_opened": c["batches_opened"],
+                         "batch_phases": c["batch_phases"]}
+    return json.dumps(brief_result)
+
+
+def metrics_of(port: int) -> list[tuple[str, dict, float]]:
+    import urllib.request
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        return parse_metrics(response.read().decode())
+
+
+def waiting_for_approval(samples: list) -> int:
+    """Open batches capdeck holds or keeps for an approval (or a window), from its /metrics."""
+    awaiting = sum(1 for n, _, _ in samples if n == "capdeck_batch_awaiting_approval_seconds")
+    held = sum(v for n, _, v in samples if n in ("capdeck_batch_held", "capdeck_batches_waiting_for_window"))
+    return int(awaiting + held)
+
+
 def readyz(port: int) -> bool:
     import urllib.request
     try:
@@ -402,6 +654,13 @@ def ratio(a, b):
     return None if a is None or b in (None, 0) else round(a / b, 3)
 
 
+def storm_cell(result: dict, key: str) -> str:
+    """A storm figure; a missing time says how many Deployments were written and why the rest were not."""
+    if result[key] is not None:
+        return str(result[key])
+    return f"{result['outcome']}: {result['deployments_written']}/{result['rotated_deployments']} written"
+
+
 def table(report: dict) -> str:
     rows = ["| pair | measure | capdeck | peer | capdeck / peer | target |", "|---|---|---|---|---|---|"]
     for size in report["engine"]:
@@ -415,6 +674,17 @@ def table(report: dict) -> str:
                           ("writes per rotated Deployment", "writes_per_rotated_deployment"),
                           ("Secret change to first Deployment write, s", "change_to_first_write_s")]:
             rows.append(f"| {label} | {name} | {c[key]} | {g[key]} | {ratio(c[key], g[key])} | |")
+    storm = report.get("storm")
+    if storm:
+        c, g = storm["capdeck"], storm["go_operator"]
+        label = f"rotation storm, {storm['applications']} apps in {storm['spread_seconds']:g} s"
+        for name, key in [("peak writes/s", "peak_writes_per_s"), ("total writes", "writes"),
+                          ("mean writes/s", "mean_writes_per_s"),
+                          ("time to all Deployments written, s", "all_deployments_written_s"),
+                          ("peak RSS MB", "peak_rss_mb")]:
+            cv, gv = storm_cell(c, key), storm_cell(g, key)
+            r = ratio(c[key], g[key])
+            rows.append(f"| {label} | {name} | {cv} | {gv} | {'' if r is None else r} | |")
     console = report["console"]
     if not console:
         return "\n".join(rows)
@@ -444,7 +714,18 @@ def main() -> int:
     parser.add_argument("--rotate", type=int, default=None, help="applications rotated per measured run (default 10)")
     parser.add_argument("--capdeck", default=None, help="the capdeck binary (default target/release/capdeck)")
     parser.add_argument("--out", default=None, help="the JSON report (default target/bench-peers.json)")
-    parser.add_argument("--pairs", default="engine,console", help="which pairs to run (default engine,console)")
+    parser.add_argument("--pairs", default="engine,console,storm",
+                        help="which pairs to run, comma-separated (default engine,console,storm)")
+    parser.add_argument("--storm-apps", type=int, default=None,
+                        help="applications whose uaa Secrets all rotate in the storm pair (default 1000)")
+    parser.add_argument("--storm-spread-seconds", type=float, default=None,
+                        help="the storm's rotations are spread evenly over this long (default 60)")
+    parser.add_argument("--storm-timeout", type=float, default=None,
+                        help="longest wait, from the first rotation, for every rotated Deployment to be written "
+                             "(default 1.8 s per application, at least 300 s: 30 min at 1000)")
+    parser.add_argument("--storm-stall-seconds", type=float, default=None,
+                        help="stop waiting for capdeck when it wrote no Deployment this long and holds batches for "
+                             "an approval (default 120)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory (logs, audit log)")
     args = parser.parse_args()
     smoke = args.smoke
@@ -453,6 +734,10 @@ def main() -> int:
     args.rest_seconds = args.rest_seconds or (5 if smoke else 60)
     args.rss_after = args.rss_after or (5 if smoke else 30)
     args.rotate = args.rotate or (2 if smoke else 10)
+    args.storm_apps = args.storm_apps or (6 if smoke else 1000)
+    args.storm_spread_seconds = args.storm_spread_seconds or (5 if smoke else 60)
+    args.storm_timeout = args.storm_timeout or max(300.0, 1.8 * args.storm_apps)
+    args.storm_stall_seconds = args.storm_stall_seconds or (30 if smoke else 120)
     target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
     args.out = Path(args.out or target / "bench-peers.json")
     sizes = [tuple(int(x) for x in size.split(":")) for size in args.sizes.split(",")]
@@ -465,8 +750,9 @@ def main() -> int:
         sys.exit(f"bench-peers: no capdeck binary at {capdeck}; run `cargo build --release` or pass --capdeck")
     print("== peers (built once, then reused from the cache)", flush=True)
     pairs = set(args.pairs.split(","))
-    if not pairs or pairs - {"engine", "console"}:
-        sys.exit(f"bench-peers: --pairs takes engine, console or both, not {args.pairs!r}")
+    if not pairs or pairs - {"engine", "console", "storm"}:
+        sys.exit(f"bench-peers: --pairs takes engine, console and storm (any of them, comma-separated), "
+                 f"not {args.pairs!r}")
     binaries = {
         "capdeck": capdeck,
         "assets": built(["bash", "tools/envtest/build.sh", "k8s"], "kube-apiserver 1.34"),
@@ -507,10 +793,14 @@ def main() -> int:
         logs = scratch / "logs"
         logs.mkdir()
 
-        engine_results, console_results = [], None
+        engine_results, console_results, storm_results = [], None, None
+        # One world of applications: the storm pair grows the engine pair's. It runs before the console
+        # pair: the Go operator reconciles the console's CAPTenants, and those writes are not the storm's.
+        engine = EnginePair(plane, audit, args, binaries, logs)
         if "engine" in pairs:
-            engine = EnginePair(plane, audit, args, binaries, logs)
             engine_results = [engine.run(apps, secrets) for apps, secrets in sizes]
+        if "storm" in pairs:
+            storm_results = StormPair(engine, args).run()
         if "console" in pairs:
             console_results = ConsolePair(plane, audit, args, binaries, scratch).run()
         report = {
@@ -521,9 +811,13 @@ def main() -> int:
                         "kernel": platform.release()},
             "versions": versions,
             "settings": {"sizes": args.sizes, "tenants": args.tenants, "rest_seconds": args.rest_seconds,
-                         "rss_after_seconds": args.rss_after, "rotate": args.rotate, "window": WINDOW},
+                         "rss_after_seconds": args.rss_after, "rotate": args.rotate, "window": WINDOW,
+                         "storm_apps": args.storm_apps, "storm_spread_seconds": args.storm_spread_seconds,
+                         "storm_timeout_seconds": args.storm_timeout,
+                         "storm_stall_seconds": args.storm_stall_seconds},
             "engine": engine_results,
             "console": console_results,
+            "storm": storm_results,
             "seconds": round(time.time() - started),
         }
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -79,6 +79,58 @@ def summarize(entries: list[dict]) -> dict:
     }
 
 
+def per_bucket(times: list[float], start: float, seconds: float, until: float | None = None) -> list[int]:
+    """How many of `times` fall in each `seconds`-long bucket from `start` (to `until`, else the last one)."""
+    end = max(times, default=start) if until is None else until
+    counts = [0] * (int(max(0.0, end - start) // seconds) + 1)
+    for at in times:
+        if start <= at <= end:
+            counts[int((at - start) // seconds)] += 1
+    return counts
+
+
+def parse_metrics(text: str) -> list[tuple[str, dict, float]]:
+    """(name, labels, value) of every sample in a Prometheus/OpenMetrics text exposition."""
+    samples = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        if "{" in line:
+            name, rest = line.split("{", 1)
+            body, value = rest.rsplit("}", 1)
+            labels = {}
+            for part in _label_pairs(body):
+                key, _, quoted = part.partition("=")
+                labels[key.strip()] = quoted.strip().strip('"')
+        else:
+            name, value = line.split(None, 1)
+        try:
+            samples.append((name.strip(), labels if "{" in line else {}, float(value.split()[0])))
+        except (ValueError, IndexError):
+            continue
+    return samples
+
+
+def _label_pairs(body: str) -> list[str]:
+    """Split `a="x",b="y,z"` at the commas outside quotes."""
+    parts, current, quoted, escaped = [], "", False, False
+    for char in body:
+        if escaped:
+            current, escaped = current + char, False
+        elif char == "\\":
+            current, escaped = current + char, True
+        elif char == '"':
+            current, quoted = current + char, not quoted
+        elif char == "," and not quoted:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    if current.strip():
+        parts.append(current)
+    return parts
+
+
 def status_kib(pid: int, field: str) -> int | None:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
