@@ -712,7 +712,7 @@ def main() -> int:
     parser.add_argument("--rest-seconds", type=float, default=None, help="the at-rest window (default 60)")
     parser.add_argument("--rss-after", type=float, default=None, help="console RSS read this long after start (default 30)")
     parser.add_argument("--rotate", type=int, default=None, help="applications rotated per measured run (default 10)")
-    parser.add_argument("--capdeck", default=None, help="the capdeck binary (default target/release/capdeck)")
+    parser.add_argument("--capdeck", default=None, help="the capdeck binary (default target/dist/capdeck: the image's profile)")
     parser.add_argument("--out", default=None, help="the JSON report (default target/bench-peers.json)")
     parser.add_argument("--pairs", default="engine,console,storm",
                         help="which pairs to run, comma-separated (default engine,console,storm)")
@@ -745,9 +745,9 @@ def main() -> int:
     for tool in ("tmux", "openssl", "curl"):
         if not shutil.which(tool):
             sys.exit(f"bench-peers: {tool} is not on PATH (the console pair runs each program in tmux)")
-    capdeck = Path(args.capdeck) if args.capdeck else target / "release/capdeck"
+    capdeck = Path(args.capdeck) if args.capdeck else target / "dist/capdeck"
     if not capdeck.exists():
-        sys.exit(f"bench-peers: no capdeck binary at {capdeck}; run `cargo build --release` or pass --capdeck")
+        sys.exit(f"bench-peers: no capdeck binary at {capdeck}; run `cargo build --profile dist` or pass --capdeck")
     print("== peers (built once, then reused from the cache)", flush=True)
     pairs = set(args.pairs.split(","))
     if not pairs or pairs - {"engine", "console", "storm"}:
