@@ -726,6 +726,11 @@ def main() -> int:
     parser.add_argument("--storm-stall-seconds", type=float, default=None,
                         help="stop waiting for capdeck when it wrote no Deployment this long and holds batches for "
                              "an approval (default 120)")
+    parser.add_argument("--kube", choices=["1.34", "1.37"], default="1.34",
+                        help="the kube-apiserver minor the pairs run on (default 1.34)")
+    parser.add_argument("--no-watch-list", action="store_true",
+                        help="start kube-apiserver with --feature-gates=WatchList=false: streaming lists are refused, "
+                             "so clients list in pages (what a server before 1.32 does)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory (logs, audit log)")
     args = parser.parse_args()
     smoke = args.smoke
@@ -755,13 +760,15 @@ def main() -> int:
                  f"not {args.pairs!r}")
     binaries = {
         "capdeck": capdeck,
-        "assets": built(["bash", "tools/envtest/build.sh", "k8s"], "kube-apiserver 1.34"),
+        "assets": built(["bash", "tools/envtest/build.sh", "k8s" if args.kube == "1.34" else "k8s-1.37"],
+                        f"kube-apiserver {args.kube}"),
         "go": built(["bash", "tools/upstream/build.sh"], "the Go CAP Operator"),
     }
     versions = {
         "capdeck": version_of(capdeck, "--version"),
         "go_operator": "SAP/cap-operator v0.35.0 (../shared/peers tarball)",
-        "kube_apiserver": version_of(binaries["assets"] / "kube-apiserver", "--version"),
+        "kube_apiserver": version_of(binaries["assets"] / "kube-apiserver", "--version")
+        + (" (--feature-gates=WatchList=false)" if args.no_watch_list else ""),
     }
     if "console" in pairs:
         binaries["k9s"] = built(["bash", "tools/peers/build.sh", "k9s"], "k9s")
@@ -777,8 +784,9 @@ def main() -> int:
     plane = None
     started = time.time()
     try:
-        print(f"== kube-apiserver 1.34 in {scratch}", flush=True)
-        plane = Plane(scratch / "plane", binaries["assets"])
+        gates = ["--feature-gates=WatchList=false"] if args.no_watch_list else []
+        print(f"== kube-apiserver {args.kube} {' '.join(gates)} in {scratch}", flush=True)
+        plane = Plane(scratch / "plane", binaries["assets"], gates)
         plane.kubectl("apply", "--server-side", "-f", str(crds))
         ours = json.loads(subprocess.run([str(capdeck), "crds", "-o", "json"], capture_output=True, text=True,
                                          check=True).stdout)

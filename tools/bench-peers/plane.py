@@ -32,7 +32,7 @@ class ApiError(Exception):
 class Plane:
     """The running control plane: its directory, server URL, CA and kubeconfigs per user."""
 
-    def __init__(self, directory: Path, assets: Path):
+    def __init__(self, directory: Path, assets: Path, extra_args: list[str] | None = None):
         self.dir = directory
         self.assets = assets
         self.audit_log = directory / "audit.log"
@@ -54,6 +54,7 @@ class Plane:
                 "--audit-log-mode=blocking",
                 # The Go operator makes a Service per Deployment: 1,000 applications fill up.sh's /24.
                 "--service-cluster-ip-range=10.96.0.0/16",
+                *(extra_args or []),
             ]
         )
         env = dict(os.environ, KUBEBUILDER_ASSETS=str(assets), CAPDECK_ENVTEST_ADMINS=" ".join(USERS),
