@@ -3,9 +3,11 @@
 //!
 //! - CAP kinds and RotationBatches are decoded through `DeserializeGuard`: a malformed object is
 //!   recorded (`Stores::invalid`) and never stops a watch.
-//! - Binding Secrets: only those a CAPApplication references are kept, and only they are read
-//!   whole; the rest go by as metadata (`binding_secrets`), so neither memory nor the bytes read
-//!   grow with the data of Secrets nobody references.
+//! - Binding Secrets: only those a CAPApplication references are read (by name) and kept; a
+//!   metadata-only watch from the version they were read at brings changes (`binding_secrets`).
+//!   Nothing lists all Secrets, so neither memory nor reads grow with Secrets nobody references.
+//! - The console's stores list the kind on screen first (a streaming list where the server offers
+//!   it); every other watch waits until it has listed.
 //! - VCAP Secrets are selected server-side by their `sme.sap.com/secret-owner-hash` label.
 //! - Deployments are held as `DeploymentView` (what capdeck reads of them), decoded straight
 //!   from the watch: k8s-openapi's `Deployment` costs 4.5 KB per object before any content.
@@ -209,9 +211,9 @@ impl Stores {
         Self::start_with(client, scope, cancel, false, None)
     }
 
-    /// `start`, plus a store of the Events about CAP objects and batches (the console).
-    /// The console's stores: Events too, and `first` (the kind on screen, one of [`VIEW_KINDS`])
-    /// listed before anything else, with a streaming list where the API server offers one.
+    /// The console's stores: `start`, a store of the Events about CAP objects and batches, and
+    /// `first` (the kind on screen, one of [`VIEW_KINDS`]) listed before anything else, with a
+    /// streaming list where the API server offers one.
     pub fn start_for_console(
         client: &kube::Client,
         scope: Scope,
