@@ -802,7 +802,8 @@ pub enum BenchCommand {
     #[command(long_about = "The engine at scale. A sandbox in a child process is seeded with APPS CAPApplications \
 (each with SERVICES binding Secrets, a Ready version with DEPLOYMENTS Deployments consuming every service, a tenant, \
 current VCAP Secrets) plus UNREFERENCED Secrets nobody uses. The engine runs in this process over loopback HTTP. \
-Reported: sync_ms (stores ready), plan_ms (the full start-up re-check), startup_writes (must be 0), then ROTATE \
+Reported: sync_ms (stores ready), sync_reads (requests and response bytes until then, by request, counted on the \
+client: the binding Secrets are read by name, so `list secrets` holds those reads and the VCAP Secrets' list), plan_ms (the full start-up re-check), startup_writes (must be 0), then ROTATE \
 binding Secrets are rotated with the window forced (--natural-windows: a 5 s window ends on its own): \
 rotated_deployments, rotation_writes, writes_per_deployment (the workload's: VCAP Secret, Deployment, old Secret), \
 engine_writes_per_deployment (every engine write: the workload's plus the batch, its status and Events; \

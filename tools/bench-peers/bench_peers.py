@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
-"""capdeck beside the programs it replaces, on one real kube-apiserver 1.34, in one run.
+"""capdeck beside the programs it replaces, on one real kube-apiserver (1.34, or --kube 1.37), in one run.
 
+  cargo build --profile dist      # the binary it measures by default: target/dist/capdeck (the image's profile)
   python3 tools/bench-peers/bench_peers.py [--smoke] [--out target/bench-peers.json]
+
+kube-apiserver, etcd and the peers are built from Go modules by tools/envtest/build.sh,
+tools/upstream/build.sh and tools/peers/build.sh (Go 1.26; cached after the first build; docs/TESTING.md).
 
 Pairs (docs/PERFORMANCE.md, "Side by side with the peers"):
   engine:  `capdeck --daemon` against the Go CAP Operator v0.35.0 (tools/upstream/build.sh), on the

@@ -103,7 +103,7 @@ impl ViewSpec for Credentials {
             lines.push(format!("policy          {}", rotation.policy_text()));
             lines.push(format!("last rotation   {}", from_now(app, rotation.last_rotation)));
             lines.push(format!(
-                "next rotation   {} (by {} at the latest: the operator's resync){}",
+                "next rotation   {} (at the latest {}: the operator's resync){}",
                 from_now(app, rotation.next_due),
                 from_now(app, rotation.next_due_latest),
                 if rotation.in_progress { "; rotating now" } else { "" }
