@@ -62,14 +62,13 @@ pub(super) fn start(
         } {
             return;
         }
-        let wanted = referenced_secrets(&applications);
         let mut follower = Follower {
             client,
             metadata,
             applications,
             reader,
             writer,
-            wanted,
+            wanted: BTreeSet::new(),
             retry: BTreeSet::new(),
             retry_at: None,
             failures: 0,
@@ -108,7 +107,9 @@ enum Ended {
 
 impl Follower {
     async fn run(&mut self) {
+        // Subscribed before the referenced set is taken: a change in between is not missed.
         let mut app_changes = self.shared.application_changes.subscribe();
+        self.wanted = referenced_secrets(&self.applications);
         'sync: loop {
             let Some(mut version) = self.current_version().await else { return };
             self.read_all().await;
