@@ -162,7 +162,7 @@ impl Follower {
                 Ok(Some(secret)) => secrets.push(secret),
                 Ok(None) => {}
                 Err(error) => {
-                    self.read_failed(&key, &error);
+                    self.read_failed(&key, error);
                     if let Some(old) = self.stored(&key) {
                         secrets.push((*old).clone());
                     }
@@ -288,13 +288,13 @@ impl Follower {
                 self.retry.remove(key);
                 self.forget(key);
             }
-            Err(error) => self.read_failed(key, &error),
+            Err(error) => self.read_failed(key, error),
         }
     }
 
-    fn read_failed(&mut self, key: &Key, error: &kube::Error) {
+    fn read_failed(&mut self, key: &Key, error: kube::Error) {
         tracing::warn!(namespace = %key.0, secret = %key.1, %error, "could not read a referenced binding Secret; trying again");
-        self.shared.failed(KIND, &watcher::Error::InitialListFailed(clone_error(error)));
+        self.shared.failed(KIND, &watcher::Error::InitialListFailed(error));
         self.retry.insert(key.clone());
         self.retry_at.get_or_insert_with(|| tokio::time::Instant::now() + RETRY);
     }
@@ -331,13 +331,4 @@ async fn read(client: &kube::Client, (namespace, name): &Key) -> Result<Option<S
         prune_metadata(&mut secret);
         secret
     }))
-}
-
-/// `kube::Error` is not `Clone`; the store's error bookkeeping wants a watcher error. The API's
-/// answer keeps its status (so it is counted under its code); anything else is a transport error.
-fn clone_error(error: &kube::Error) -> kube::Error {
-    match error {
-        kube::Error::Api(status) => kube::Error::Api(status.clone()),
-        other => kube::Error::Service(other.to_string().into()),
-    }
 }
