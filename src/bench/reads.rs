@@ -22,10 +22,11 @@ const INITIAL_EVENTS_END: &[u8] = b"k8s.io/initial-events-end";
 #[derive(Clone, Default)]
 pub struct ReadCounter {
     tallies: Arc<Mutex<BTreeMap<String, Tally>>>,
-    /// In order: `sent LABEL` per request, and `answered LABEL` when its answer came: the
-    /// response's headers for a get or list, the end of the initial objects for a streaming list
-    /// (never for a plain watch).
-    log: Arc<Mutex<Vec<String>>>,
+    /// Only when asked for ([`ReadCounter::logging`]; the engine bench reports this process's
+    /// memory): in order, `sent LABEL` per request, and `answered LABEL` when its answer came:
+    /// the response's headers for a get or list, the end of the initial objects for a streaming
+    /// list (never for a plain watch).
+    log: Option<Arc<Mutex<Vec<String>>>>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -35,6 +36,11 @@ pub struct Tally {
 }
 
 impl ReadCounter {
+    /// A counter that also keeps the order of requests and answers ([`ReadCounter::log`]).
+    pub fn logging() -> Self {
+        Self { log: Some(Arc::default()), ..Self::default() }
+    }
+
     /// A client for `config` whose every request is counted here.
     pub fn client(&self, config: kube::Config) -> anyhow::Result<kube::Client> {
         let counter = self.clone();
@@ -54,13 +60,18 @@ impl ReadCounter {
         self.tallies.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
-    fn note(&self, entry: String) {
-        self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(entry);
+    fn note(&self, entry: impl FnOnce() -> String) {
+        if let Some(log) = &self.log {
+            log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(entry());
+        }
     }
 
-    /// What was sent and when streaming lists ended their initial events, in order.
+    /// What was sent and answered, in order; empty unless made with [`ReadCounter::logging`].
     pub fn log(&self) -> Vec<String> {
-        self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        self.log
+            .as_ref()
+            .map(|log| log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone())
+            .unwrap_or_default()
     }
 
     /// The reads since `before` (a snapshot), as JSON: totals and the requests by label.
@@ -139,14 +150,14 @@ where
     fn call(&mut self, request: Request<Body>) -> Self::Future {
         let label = label(&request);
         self.counter.add(&label, 1, 0);
-        self.counter.note(format!("sent {label}"));
+        self.counter.note(|| format!("sent {label}"));
         let streaming = label.starts_with("streaming list");
         let counter = self.counter.clone();
         let response = self.inner.call(request);
         Box::pin(async move {
             let response = response.await?;
             if !streaming && !label.starts_with("watch") {
-                counter.note(format!("answered {label}"));
+                counter.note(|| format!("answered {label}"));
             }
             Ok(response.map(|body| {
                 let counted = body.map_frame(move |frame| {
@@ -154,7 +165,7 @@ where
                         counter.add(&label, 0, data.len() as u64);
                         // The bookmark that ends a streaming list's initial objects.
                         if streaming && data.windows(INITIAL_EVENTS_END.len()).any(|w| w == INITIAL_EVENTS_END) {
-                            counter.note(format!("answered {label}"));
+                            counter.note(|| format!("answered {label}"));
                         }
                     }
                     frame

@@ -157,7 +157,7 @@ async fn lists_the_tenants_first(world: &World, listing: &str) {
     let config = kube::Config::from_custom_kubeconfig(config, &kube::config::KubeConfigOptions::default())
         .await
         .expect("config");
-    let reads = ReadCounter::default();
+    let reads = ReadCounter::logging();
     let client = reads.client(config).expect("client");
     let cancel = tokio_util::sync::CancellationToken::new();
     let scope = capdeck::cluster::Scope::Namespace(world.ns.clone());
