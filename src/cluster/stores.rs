@@ -230,6 +230,8 @@ impl Stores {
         with_events: bool,
         first: Option<&'static str>,
     ) -> (Self, StoreTasks) {
+        // A kind no store lists would never open the turn, and every other store would wait.
+        let first = first.filter(|kind| VIEW_KINDS.contains(kind));
         let (changes_tx, changes) = watch::channel(0u64);
         let (connection_tx, connection) = watch::channel(ConnectionState::default());
         let (ready_tx, ready) = watch::channel(BTreeSet::new());
