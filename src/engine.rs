@@ -19,7 +19,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::leader::EngineScope;
+use crate::cluster::leader::{EngineScope, WatchedLeases};
 use crate::cluster::stores::Stores;
 use config::{EngineConfig, EngineMode};
 use metrics::Metrics;
@@ -273,9 +273,15 @@ async fn lead(
 ) {
     let recheck = Duration::from_secs(config.lease.duration_seconds.max(1));
     let mut reported: Option<String> = None;
+    // Looked at every lease duration while observing and while leading: from a watch, not a LIST each time.
+    let mut watched = WatchedLeases::engines(&client);
     loop {
         // Another engine leading an overlapping scope keeps this one an observer.
-        let wait = match lease::other_leader(&client, &config.lease, &scope).await {
+        let other = match lease::other_leader_seen(&watched, &config.lease, &scope) {
+            Some(seen) => Ok(seen),
+            None => lease::other_leader(&client, &config.lease, &scope).await,
+        };
+        let wait = match other {
             Ok(None) => None,
             Ok(Some(other)) => {
                 let holder = other.renewing().map(|(identity, _)| identity.to_string()).unwrap_or_default();
@@ -294,15 +300,17 @@ async fn lead(
         };
         if let Some(wait) = wait {
             leader.send_if_modified(|known| known.replace(false) != Some(false));
+            // The other leader's Lease expiring changes nothing on the watch: look again after `wait` too.
             tokio::select! {
                 () = cancel.cancelled() => return,
                 () = tokio::time::sleep(wait) => continue,
+                () = watched.changed() => continue,
             }
         }
         reported = None;
         let Some(manager) = lease_manager(&client, &config, &leader, &cancel).await else { return };
         let (state, task) = manager.watch().await;
-        let outcome = hold(&client, &config, &scope, &leader, state, &cancel).await;
+        let outcome = hold(&client, &config, &scope, &leader, state, &mut watched, &cancel).await;
         leader.send_replace(Some(false));
         match tokio::time::timeout(Duration::from_secs(5), task).await {
             Ok(Ok(Ok(_))) => tracing::info!("lease released"),
@@ -374,6 +382,7 @@ async fn hold(
     scope: &EngineScope,
     leader: &watch::Sender<Option<bool>>,
     mut state: watch::Receiver<bool>,
+    watched: &mut WatchedLeases,
     cancel: &CancellationToken,
 ) -> Held {
     let recheck = Duration::from_secs(config.lease.duration_seconds.max(1));
@@ -381,6 +390,9 @@ async fn hold(
     let own_key = format!("{}/{}", config.lease.namespace, config.lease.name);
     let mut leading = false;
     let mut holding = *state.borrow_and_update();
+    // An interval, not a sleep per turn: the watch's changes must not keep postponing it.
+    let mut every_recheck = tokio::time::interval_at(tokio::time::Instant::now() + recheck, recheck);
+    every_recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let outcome = loop {
         if holding && !leading {
             if let Err(error) = lease::mark(client, &config.lease, scope, &settings, Some(&config.identity)).await {
@@ -417,11 +429,26 @@ async fn hold(
                 }
                 holding = *state.borrow_and_update();
             }
-            // While leading (or retrying the mark), look again: only a lost write could let two
-            // engines lead; then the one whose Lease sorts first stays.
-            () = tokio::time::sleep(recheck), if holding => {
+            // While leading (or retrying the mark), look again whenever a Lease changes and every
+            // lease duration: only a lost write could let two engines lead; then the one whose
+            // Lease sorts first stays. The watch makes each look free; while it cannot be
+            // trusted, the timer LISTs.
+            () = watched.changed(), if leading => {
+                if let Some(Some(other)) = lease::other_leader_seen(watched, &config.lease, scope)
+                    && other.key() < own_key
+                {
+                    tracing::warn!(lease = %other.key(), "another capdeck engine leads an overlapping scope; stepping back");
+                    break Held::SteppedBack;
+                }
+            }
+            _ = every_recheck.tick(), if holding => {
+                let other = match lease::other_leader_seen(watched, &config.lease, scope) {
+                    Some(seen) => Some(seen),
+                    None if leading => lease::other_leader(client, &config.lease, scope).await.ok(),
+                    None => None,
+                };
                 if leading
-                    && let Ok(Some(other)) = lease::other_leader(client, &config.lease, scope).await
+                    && let Some(Some(other)) = other
                     && other.key() < own_key
                 {
                     tracing::warn!(lease = %other.key(), "another capdeck engine leads an overlapping scope; stepping back");

@@ -110,6 +110,7 @@ fn all_stories() -> Vec<(&'static str, Story, &'static [Backend])> {
         engine_stories::next_engine_leads_after_a_graceful_stop,
         engine_stories::engines_of_different_namespaces_both_lead,
         engine_stories::engines_with_different_lease_places_never_lead_the_same_namespaces_at_once,
+        engine_stories::the_go_operator_lease_is_watched_in_any_namespace,
         process_stories::daemon_readme_flow_readyz_metrics_json_logs_sigterm,
         process_stories::cli_approve_records_the_identity_the_server_returns,
         process_stories::cli_refuses_a_user_without_patch_permission,

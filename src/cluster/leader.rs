@@ -18,6 +18,9 @@ use serde::{Deserialize, Serialize};
 
 use super::Scope;
 
+mod watched;
+pub use watched::WatchedLeases;
+
 /// On every capdeck engine's Lease (value `true`): what the cluster-wide LIST selects.
 pub const ENGINE_LABEL: &str = "capdeck.dev/engine";
 /// The namespaces the engine writes in: `*` for all, else one namespace.
@@ -325,8 +328,12 @@ pub fn leader_among(leases: &[EngineLease], scope: &Scope) -> LeaderView {
 pub async fn engine_leases(client: &kube::Client) -> Result<Vec<EngineLease>, kube::Error> {
     let api: Api<Lease> = Api::all(client.clone());
     let list = api.list(&ListParams::default().labels(&format!("{ENGINE_LABEL}=true"))).await?;
-    let now = Timestamp::now();
-    Ok(list.items.iter().map(|lease| EngineLease::from_lease(lease, now)).collect())
+    Ok(engine_leases_among(&list.items, Timestamp::now()))
+}
+
+/// Engine Leases as read at `now` (from a LIST or a [`WatchedLeases`]).
+pub fn engine_leases_among(leases: &[Lease], now: Timestamp) -> Vec<EngineLease> {
+    leases.iter().map(|lease| EngineLease::from_lease(lease, now)).collect()
 }
 
 /// The Go CAP Operator's Leases renewed at `now` (`NAMESPACE/NAME`, any namespace): one LIST by
@@ -334,12 +341,16 @@ pub async fn engine_leases(client: &kube::Client) -> Result<Vec<EngineLease>, ku
 pub async fn renewed_go_operator_leases(client: &kube::Client, now: Timestamp) -> Result<Vec<String>, kube::Error> {
     let leases: Api<Lease> = Api::all(client.clone());
     let list = leases.list(&ListParams::default().fields(&format!("metadata.name={GO_OPERATOR_LEASE}"))).await?;
-    Ok(list
-        .items
+    Ok(renewed_among(&list.items, now))
+}
+
+/// Those of `leases` renewed at `now` (`NAMESPACE/NAME`).
+pub fn renewed_among(leases: &[Lease], now: Timestamp) -> Vec<String> {
+    leases
         .iter()
         .filter(|lease| matches!(holder_of(Some(lease), now), Holder::Renewing { .. }))
         .map(|lease| format!("{}/{}", lease.namespace().unwrap_or_default(), lease.name_any()))
-        .collect())
+        .collect()
 }
 
 /// Find the engine that leads what `scope` shows. When Leases cannot be listed cluster-wide,

@@ -582,6 +582,14 @@ async fn lease(
              by its Lease wherever it lives, and an engine run as you will not lead without making sure no other \
              does",
         ));
+    } else if !can_i(&connection.client, "watch", "coordination.k8s.io", "leases", None).await {
+        out.push(finding(
+            "lease",
+            Status::Warn,
+            "you may not watch leases.coordination.k8s.io in all namespaces: an engine run as you lists them \
+             every lease duration instead (more requests at rest; the ClusterRole `capdeck manifests` prints grants \
+             list and watch)",
+        ));
     }
     match leader {
         LeaderView::Leads { lease, identity, renewed_ago, scope: led, settings } => out.push(finding(

@@ -109,6 +109,19 @@ pub async fn other_leader(
     Ok(other_among(leases, lease, scope))
 }
 
+/// [`other_leader`] from a watch instead of a LIST: `None` while the watch cannot be trusted
+/// (then LIST). Not for the check right after marking our Lease leading, which must read after
+/// our write (a LIST is linearizable; a watch may lag).
+pub fn other_leader_seen(
+    watched: &crate::cluster::leader::WatchedLeases,
+    lease: &LeaseSettings,
+    scope: &EngineScope,
+) -> Option<Option<EngineLease>> {
+    let leases = watched.current()?;
+    let now = Timestamp::now();
+    Some(other_among(crate::cluster::leader::engine_leases_among(&leases, now), lease, scope))
+}
+
 /// The pure part of [`other_leader`].
 pub fn other_among(leases: Vec<EngineLease>, lease: &LeaseSettings, scope: &EngineScope) -> Option<EngineLease> {
     leases

@@ -36,6 +36,7 @@ use crate::api::change_window::{ANNOTATION_CHANGE_WINDOWS, AppliedWindows};
 use crate::api::rotation_batch::reason;
 use crate::api::service_binding::ServiceBinding;
 use crate::api::{ANNOTATION_ROLLED_AT, BatchPhase, CAPApplication, RotationBatch, RotationBatchStatus};
+use crate::cluster::leader::WatchedLeases;
 use crate::cluster::stores::Stores;
 use crate::credentials::{batch_margin_seconds, batch_revocation, seconds};
 use crate::plan::{CapIndex, Rotated, plan_application};
@@ -131,6 +132,8 @@ pub struct Reconciler {
     batch_backoff: Backoff<AppKey>,
     /// When the leader last looked for the Go CAP Operator's Lease.
     go_operator_checked_at: Option<tokio::time::Instant>,
+    /// The Go CAP Operator's Leases, watched while leading (each look is then no request).
+    go_operator_leases: Option<WatchedLeases>,
 }
 
 impl Reconciler {
@@ -144,6 +147,7 @@ impl Reconciler {
             transitions: Transitions::default(),
             batch_backoff: Backoff::default(),
             go_operator_checked_at: None,
+            go_operator_leases: None,
         }
     }
 
@@ -198,13 +202,15 @@ impl Reconciler {
         self.detection.forget_pending();
         self.context.metrics.go_operator_running.set(0);
         self.go_operator_checked_at = None;
+        self.go_operator_leases = None;
         self.batch_backoff = Backoff::default();
         self.batching.forget_backoff();
         self.update_phase_metrics(self.context.stores.service_bindings().as_deref());
     }
 
     /// Whether the Go CAP Operator runs (its Lease renewed, in any namespace), once a minute
-    /// while leading: `capdeck_go_operator_running`. One LIST of at most a few Leases.
+    /// while leading: `capdeck_go_operator_running`. From a watch on its Lease; one LIST of at
+    /// most a few Leases while the watch cannot be trusted (the first look, a failing watch).
     async fn look_for_go_operator(&mut self) {
         let due = self.go_operator_checked_at.is_none_or(|at| at.elapsed() >= Duration::from_secs(60));
         if !due {
@@ -212,8 +218,13 @@ impl Reconciler {
         }
         self.go_operator_checked_at = Some(tokio::time::Instant::now());
         let now = self.context.config.clock.now();
-        let running = match crate::cluster::leader::renewed_go_operator_leases(self.context.writes.client(), now).await
-        {
+        let client = self.context.writes.client();
+        let watched = self.go_operator_leases.get_or_insert_with(|| WatchedLeases::go_operator(client));
+        let renewed = match watched.current() {
+            Some(leases) => Ok(crate::cluster::leader::renewed_among(&leases, now)),
+            None => crate::cluster::leader::renewed_go_operator_leases(client, now).await,
+        };
+        let running = match renewed {
             Ok(renewed) => !renewed.is_empty(),
             Err(error) => {
                 tracing::debug!(error = %crate::cluster::describe_error(&error), "cannot look for the Go CAP Operator's Lease");

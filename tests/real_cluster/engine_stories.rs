@@ -900,8 +900,10 @@ pub async fn engines_of_different_namespaces_both_lead(backend: Backend) {
 /// the first leads, takes over when it stops, and an engine of one namespace observes beside them
 /// (its scope overlaps theirs). A monitor samples both roles throughout (an invariant, not a
 /// timing). Engines over every namespace: on a control plane of their own, away from the other
-/// stories' namespaces.
+/// stories' namespaces. At rest, the leader's and the observer's re-checks read a watch: no LIST
+/// of Leases over a whole lease duration (each used to LIST once per duration).
 pub async fn engines_with_different_lease_places_never_lead_the_same_namespaces_at_once(backend: Backend) {
+    use capdeck::bench::reads::ReadCounter;
     let world = World::dedicated(backend, "lease-places", Profile::Standard).await;
     load_current(&world, &AppOptions::default()).await;
     world
@@ -914,9 +916,15 @@ pub async fn engines_with_different_lease_places_never_lead_the_same_namespaces_
         config.lease.namespace = namespace.into();
         config
     };
-    let daemon = Engine::start(world.client.clone(), config("daemon", "capdeck-system")).await;
+    let reads = ReadCounter::default();
+    let kubeconfig = kube::config::Kubeconfig::read_from(&world.admin_kubeconfig).expect("kubeconfig");
+    let counted = kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
+        .await
+        .expect("config");
+    let counted = reads.client(counted).expect("client");
+    let daemon = Engine::start(counted.clone(), config("daemon", "capdeck-system")).await;
     daemon.wait_for_role_within(Role::Leader, LONG).await;
-    let laptop = Engine::start(world.client.clone(), config("laptop", "default")).await;
+    let laptop = Engine::start(counted.clone(), config("laptop", "default")).await;
     let both = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let monitor = {
         let (daemon_role, laptop_role, both) = (daemon.roles(), laptop.roles(), both.clone());
@@ -930,12 +938,23 @@ pub async fn engines_with_different_lease_places_never_lead_the_same_namespaces_
         })
     };
     laptop.wait_for_role_within(Role::Observer, LONG).await;
+    // Three watches of Leases have listed once they watch: each engine's engines' Leases, the
+    // leader's Go CAP Operator's Lease.
+    let lease_requests = |verb: &str| reads.snapshot().get(&format!("{verb} leases")).map_or(0, |tally| tally.requests);
+    eventually("the engines watch the Leases", LONG, || async { lease_requests("watch") >= 3 }).await;
+    let lists_before = lease_requests("list");
     // Over several lease renewals (10 s leases) and re-checks it stays so; its own Lease is never
     // taken.
     for _ in 0..6 {
         tokio::time::sleep(Duration::from_secs(2)).await;
         assert_eq!((daemon.role(), laptop.role()), (Role::Leader, Role::Observer));
     }
+    assert_eq!(
+        lease_requests("list"),
+        lists_before,
+        "re-checks over a lease duration listed Leases: {:#?}",
+        reads.snapshot()
+    );
     assert_eq!(lease_holder(&world, "default").await, None, "the laptop's engine never took its Lease");
     assert_eq!(lease_holder(&world, "capdeck-system").await.as_deref(), Some("daemon"));
     // An engine of one namespace overlaps the daemon's all namespaces: it observes too.
@@ -957,6 +976,41 @@ pub async fn engines_with_different_lease_places_never_lead_the_same_namespaces_
     assert!(!both.load(std::sync::atomic::Ordering::SeqCst), "the daemon and the laptop led at the same time");
     laptop.stop().await;
     other.stop().await;
+}
+
+/// The Go CAP Operator's Lease, watched (what the leader's `capdeck_go_operator_running` reads
+/// once a minute without a request): a Lease of that name renewed in any namespace shows as
+/// renewed as soon as it is, and no longer once released.
+pub async fn the_go_operator_lease_is_watched_in_any_namespace(backend: Backend) {
+    use capdeck::cluster::leader::{GO_OPERATOR_LEASE, WatchedLeases, renewed_among};
+    let world = World::new(backend, "go-lease").await;
+    let watched = WatchedLeases::go_operator(&world.client);
+    eventually("the watch has listed", LONG, || async { watched.current().is_some() }).await;
+    let ours = format!("{}/{GO_OPERATOR_LEASE}", world.ns);
+    // Other stories' Go CAP Operators may renew theirs on the same kube-apiserver: ours only.
+    let renewed_here = || {
+        let leases = watched.current().unwrap_or_default();
+        renewed_among(&leases, Timestamp::now()).contains(&ours)
+    };
+    assert!(!renewed_here());
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(world.client.clone(), &world.ns);
+    let lease = serde_json::json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": GO_OPERATOR_LEASE, "namespace": world.ns},
+        "spec": {"holderIdentity": "go-pod", "leaseDurationSeconds": 60,
+                 "renewTime": Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()},
+    });
+    let params = kube::api::PatchParams::apply("go-operator-stand-in");
+    leases.patch(GO_OPERATOR_LEASE, &params, &kube::api::Patch::Apply(lease)).await.expect("take");
+    eventually("the renewed Lease is seen", LONG, || async { renewed_here() }).await;
+    // Released as client-go's leader election does it: an update without a holder.
+    let release = serde_json::json!({"spec": {"holderIdentity": null}});
+    leases
+        .patch(GO_OPERATOR_LEASE, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(release))
+        .await
+        .expect("release");
+    eventually("the released Lease is seen", LONG, || async { !renewed_here() }).await;
 }
 
 /// Who holds the engines' Lease in `namespace`, if anyone.

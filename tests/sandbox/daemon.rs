@@ -181,7 +181,7 @@ fn spawn_daemon(kubeconfig: &std::path::Path, port: u16, log: &std::path::Path, 
 }
 
 /// `/readyz` is 200 for an observer only while another engine renews the lease, and names it;
-/// with nobody leading it is 503 and says rotations are not handled.
+/// with nobody leading it is 503 and says rotations are not handled. Asking costs no request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_is_ready_only_while_someone_leads() {
     let sandbox = Sandbox::default();
@@ -202,6 +202,15 @@ async fn readyz_is_ready_only_while_someone_leads() {
         matches!(common::http_get(&ready).await, Some((200, body)) if body.contains("observer; leader: engine-a"))
     })
     .await;
+    // Probes read the observer's watch of the Leases, not a LIST each (kubelet probes every few
+    // seconds; each scrape of /metrics asks too).
+    let lease_lists =
+        || sandbox.requests().iter().filter(|r| r.info.verb == "list" && r.info.resource == "leases").count();
+    let before = lease_lists();
+    for _ in 0..10 {
+        assert!(matches!(common::http_get(&ready).await, Some((200, _))), "the observer stays ready");
+    }
+    assert_eq!(lease_lists(), before, "/readyz listed Leases");
     leader.stop().await;
     served.stop().await;
 }
@@ -264,5 +273,39 @@ async fn without_the_crds_readyz_and_the_log_name_the_missing_kinds() {
     assert_eq!(text.matches("reachable again").count(), 0, "{text}");
     assert_eq!(text.matches("unreachable").count(), 0, "a missing kind is no outage:\n{text}");
     assert!(text.matches("does not serve").count() <= 2, "said once (or once more as kinds are found):\n{text}");
+    served.stop().await;
+}
+
+/// An engine installed with a ClusterRole that predates `watch leases` still leads (it lists the
+/// Leases at each look instead), says in its log what to grant, and `capdeck doctor` says it too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_watch_on_leases_the_daemon_leads_by_listing_and_says_what_to_grant() {
+    let sandbox = Sandbox::default();
+    sandbox.install_crds();
+    sandbox.deny("watch:leases".parse().expect("rule"));
+    let (served, dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sandbox-admin").await;
+    let port = free_port();
+    let log = dir.path().join("daemon.log");
+    let _daemon = spawn_daemon(&kubeconfig, port, &log, &[]);
+    let ready = format!("http://127.0.0.1:{port}/readyz");
+    common::eventually("leader", Duration::from_secs(30), || async {
+        matches!(common::http_get(&ready).await, Some((200, body)) if body.contains("ok (leader)"))
+    })
+    .await;
+    let text = || std::fs::read_to_string(&log).unwrap_or_default();
+    common::eventually("the log says what to grant", Duration::from_secs(30), || async {
+        text().contains("may not watch capdeck engines' Leases") && text().contains("grant watch on leases")
+    })
+    .await;
+    let doctor = Command::new(assert_cmd::cargo::cargo_bin("capdeck"))
+        .args(["doctor", "-A", "--lease-namespace", "default"])
+        .env("KUBECONFIG", &kubeconfig)
+        .output()
+        .expect("doctor runs");
+    let report = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        report.contains("you may not watch leases.coordination.k8s.io in all namespaces"),
+        "doctor names the missing verb:\n{report}"
+    );
     served.stop().await;
 }
