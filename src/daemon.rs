@@ -28,6 +28,10 @@ pub struct Health {
     /// To name the leader when this engine observes (and to see that nobody leads).
     pub client: kube::Client,
     pub lease: crate::engine::config::LeaseSettings,
+    /// The engines' Leases, watched from the first time this engine observes: an observer's
+    /// `/readyz` (probed every few seconds, and at each scrape of `/metrics`) names the leader
+    /// without a LIST each time. A leader never needs it.
+    pub leases: std::sync::Arc<std::sync::OnceLock<crate::cluster::leader::WatchedLeases>>,
 }
 
 /// Where the daemon is: `/healthz` answers from the first moment, `/readyz` says why not yet.
@@ -85,8 +89,19 @@ async fn readiness(served: Served) -> Response {
         Role::Leader => (StatusCode::OK, "ok (leader)\n").into_response(),
         // Observing is ready only while somebody else leads: otherwise rotations go unhandled.
         Role::Observer => {
-            let fallback = [(health.lease.namespace.clone(), health.lease.name.clone())];
-            match crate::cluster::leader::find(&health.client, &health.stores.scope, &fallback).await {
+            use crate::cluster::leader::{engine_leases_among, find, leader_among};
+            let watched = health.leases.get_or_init(|| crate::cluster::leader::WatchedLeases::engines(&health.client));
+            let view = match watched.current() {
+                Some(leases) => leader_among(
+                    &engine_leases_among(&leases, k8s_openapi::jiff::Timestamp::now()),
+                    &health.stores.scope,
+                ),
+                None => {
+                    let fallback = [(health.lease.namespace.clone(), health.lease.name.clone())];
+                    find(&health.client, &health.stores.scope, &fallback).await
+                }
+            };
+            match view {
                 crate::cluster::leader::LeaderView::Leads { identity, lease, renewed_ago, .. } => (
                     StatusCode::OK,
                     format!("ok (observer; leader: {identity} in {lease}, renewed {renewed_ago}s ago)\n"),
@@ -340,6 +355,7 @@ pub async fn run(cluster: &ClusterArgs, config: DaemonConfig) -> anyhow::Result<
         role: handle.role.clone(),
         client: connection.client.clone(),
         lease: lease_settings,
+        leases: std::sync::Arc::default(),
     })));
     let mut connection_state = stores.connection();
     let server_url = connection.server.clone();
