@@ -56,7 +56,16 @@ pub async fn run(args: SandboxArgs) -> anyhow::Result<ExitCode> {
     }
     {
         let mut out = std::io::stdout().lock();
-        writeln!(out, "capdeck sandbox serving at {} (seed: {:?}, user: {})", served.url, args.seed, args.user)?;
+        let seed = match (args.synthetic, args.seed) {
+            (Some(size), _) => format!(
+                "synthetic {}:{}:{}:{} = applications:Deployments each:services each:unreferenced Secrets",
+                size.apps, size.deployments_per_app, size.services_per_app, size.unreferenced_secrets
+            ),
+            (None, seed) => {
+                clap::ValueEnum::to_possible_value(&seed).map(|value| value.get_name().to_string()).unwrap_or_default()
+            }
+        };
+        writeln!(out, "capdeck sandbox serving at {} (seed: {seed}, user: {})", served.url, args.user)?;
         writeln!(out, "kubeconfig written to {}", kubeconfig.display())?;
         writeln!(out, "  export KUBECONFIG={}", kubeconfig.display())?;
         writeln!(out, "Stop with Ctrl-C or SIGTERM.")?;

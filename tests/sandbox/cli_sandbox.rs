@@ -32,6 +32,7 @@ async fn serves_demo_seed_and_stops_cleanly_on_sigterm() {
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     let first = lines.next().expect("a line").expect("utf8");
     assert!(first.starts_with("capdeck sandbox serving at http://127.0.0.1:"), "{first}");
+    assert!(first.contains("(seed: demo, user: alice)"), "{first}");
     let hint: Vec<String> = lines.by_ref().take(3).map(|line| line.expect("line")).collect();
     assert!(hint.iter().any(|line| line.contains(&format!("export KUBECONFIG={}", kubeconfig.display()))), "{hint:?}");
 
