@@ -393,6 +393,11 @@ async fn hold(
     // An interval, not a sleep per turn: the watch's changes must not keep postponing it.
     let mut every_recheck = tokio::time::interval_at(tokio::time::Instant::now() + recheck, recheck);
     every_recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // kube-lease-manager only logs a failed renewal and goes on saying "held": the engine itself
+    // looks every second whether the API server still has its Lease renewed by it.
+    let mut every_second = tokio::time::interval(Duration::from_secs(1));
+    every_second.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut renewed = lease::OwnRenewal::default();
     let outcome = loop {
         if holding && !leading {
             if let Err(error) = lease::mark(client, &config.lease, scope, &settings, Some(&config.identity)).await {
@@ -401,6 +406,8 @@ async fn hold(
                 match lease::other_leader(client, &config.lease, scope).await {
                     Ok(None) => {
                         leading = true;
+                        // The lease manager has just taken or renewed it.
+                        renewed = lease::OwnRenewal::starting_now();
                         tracing::info!(identity = %config.identity, lease = %own_key, %scope, "leading");
                         leader.send_replace(Some(true));
                     }
@@ -439,6 +446,15 @@ async fn hold(
                 {
                     tracing::warn!(lease = %other.key(), "another capdeck engine leads an overlapping scope; stepping back");
                     break Held::SteppedBack;
+                }
+            }
+            _ = every_second.tick(), if leading => {
+                if let Some(silent) = renewed.look(client, &config.lease, &config.identity, watched).await {
+                    tracing::error!(lease = %own_key, last_renewed_seconds_ago = silent,
+                        "this engine's renewals of its lease have failed for longer than the lease lasts (the \
+                         errors above say why: a revoked token, a deleted RoleBinding, an unreachable API server); \
+                         another engine may lead now, so this one stops writing");
+                    break Held::Lost;
                 }
             }
             _ = every_recheck.tick(), if holding => {

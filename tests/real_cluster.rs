@@ -125,6 +125,7 @@ fn all_stories() -> Vec<(&'static str, Story, &'static [Backend])> {
         fault_stories::watch_resumes_after_compaction_410,
         fault_stories::concurrent_approvers_one_wins,
         fault_stories::lease_taken_by_another_holder_stops_writes,
+        fault_stories::a_leader_whose_renewals_fail_steps_down,
         fault_stories::the_console_lists_the_kind_on_screen_first_and_streams_it,
         fault_stories::where_streaming_lists_are_refused_the_console_lists_in_pages_first,
         fleet_stories::fleet_shows_every_context_and_says_why_one_is_unreachable,

@@ -122,6 +122,65 @@ pub fn other_leader_seen(
     Some(other_among(crate::cluster::leader::engine_leases_among(&leases, now), lease, scope))
 }
 
+/// When this engine's own Lease was last seen renewed by it, as the API server has it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OwnRenewal {
+    last: Option<Timestamp>,
+}
+
+impl OwnRenewal {
+    /// Just taken or renewed by the lease manager.
+    pub fn starting_now() -> Self {
+        Self { last: Some(Timestamp::now()) }
+    }
+
+    /// Look (from `watched`; a GET only while the watch cannot be trusted and a renewal is
+    /// due) and say, in seconds since the last renewal seen, whether the Lease has gone longer
+    /// than its duration without one: from then on any engine may take it.
+    pub async fn look(
+        &mut self,
+        client: &kube::Client,
+        lease: &LeaseSettings,
+        identity: &str,
+        watched: &crate::cluster::leader::WatchedLeases,
+    ) -> Option<i64> {
+        let now = Timestamp::now();
+        let duration = i64::try_from(lease.duration_seconds).unwrap_or(i64::MAX);
+        let since = |last: Option<Timestamp>| last.map_or(i64::MAX, |at| now.as_second() - at.as_second());
+        let ours = |found: &Lease| {
+            found.metadata.namespace.as_deref() == Some(lease.namespace.as_str())
+                && found.metadata.name.as_deref() == Some(lease.name.as_str())
+        };
+        let seen = match watched.current() {
+            Some(leases) => leases.into_iter().find(ours),
+            None => None,
+        };
+        let seen = match seen {
+            Some(found) => Some(found),
+            // Not on the watch (it cannot be trusted now, or has not shown our mark yet): read it
+            // when a renewal is due.
+            None if since(self.last) > duration.saturating_sub(i64::try_from(lease.grace_seconds).unwrap_or(0)) => {
+                Api::<Lease>::namespaced(client.clone(), &lease.namespace).get_opt(&lease.name).await.ok().flatten()
+            }
+            None => None,
+        };
+        if let Some(renewed) = seen.as_ref().and_then(|found| renewed_by(found, identity)) {
+            self.last = self.last.max(Some(renewed));
+        }
+        let silent = since(self.last);
+        (silent > duration).then_some(silent)
+    }
+}
+
+/// When `lease` was last renewed (or taken) by `identity`, if it is held by it.
+fn renewed_by(lease: &Lease, identity: &str) -> Option<Timestamp> {
+    let spec = lease.spec.as_ref()?;
+    if spec.holder_identity.as_deref() != Some(identity) {
+        return None;
+    }
+    spec.renew_time.as_ref().or(spec.acquire_time.as_ref()).map(|time| time.0)
+}
+
 /// The pure part of [`other_leader`].
 pub fn other_among(leases: Vec<EngineLease>, lease: &LeaseSettings, scope: &EngineScope) -> Option<EngineLease> {
     leases

@@ -129,6 +129,61 @@ pub async fn lease_taken_by_another_holder_stops_writes(backend: Backend) {
     engine.stop().await;
 }
 
+/// The API server starts refusing the leader's Lease writes (on a real cluster: a revoked
+/// RoleBinding, an expired token; here a policy, on the sandbox a deny rule). kube-lease-manager
+/// only logs each failed renewal; the engine sees its Lease go a whole duration without one (from
+/// then on another engine may take it), stops leading, and opens no batch for a rotation.
+pub async fn a_leader_whose_renewals_fail_steps_down(backend: Backend) {
+    let world = World::new(backend, "renewals-fail").await;
+    load_current(&world, &AppOptions::default()).await;
+    let engine = Engine::on(&world, engine_config(&world, "engine-a")).await;
+    engine.wait_for_role_within(Role::Leader, LONG).await;
+    let policy = format!("capdeck-story-refuse-leases-{}", world.ns);
+    match backend {
+        Backend::Sandbox => world.sandbox().deny("patch:leases".parse().expect("rule")),
+        Backend::KubeApiserver => {
+            world
+                .apply_objects(vec![
+                    json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+                        "metadata": {"name": policy},
+                        "spec": {"failurePolicy": "Fail",
+                            "matchConstraints": {"resourceRules": [{"apiGroups": ["coordination.k8s.io"],
+                                "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["leases"]}]},
+                            "validations": [{"expression": "false", "message": "Lease writes refused by the story"}]}}),
+                    json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+                        "metadata": {"name": policy},
+                        "spec": {"policyName": policy, "validationActions": ["Deny"],
+                            "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": world.ns}}}}}),
+                ])
+                .await;
+        }
+    }
+    // Leases of 10 s renewed every 7 s: a leader whose renewals fail would have gone within ~20 s.
+    engine.wait_for_role_within(Role::Observer, Duration::from_secs(40)).await;
+    let leases: Api<Lease> = Api::namespaced(world.client.clone(), &world.ns);
+    let lease = leases.get("capdeck-engine").await.expect("lease");
+    let holder = lease.spec.as_ref().and_then(|spec| spec.holder_identity.as_deref());
+    assert_eq!(holder, Some("engine-a"), "the Lease was neither released nor taken: only its renewals failed");
+    world.rotate_secret("bookshop-uaa").await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(world.batches("bookshop").await.is_empty(), "an engine that could not renew opened a batch");
+    assert!(engine.workload_writes().is_empty(), "{:#?}", engine.workload_writes());
+    engine.stop().await;
+    if backend == Backend::KubeApiserver {
+        for kind in ["validatingadmissionpolicybindings", "validatingadmissionpolicies"] {
+            let resource = kube::discovery::ApiResource {
+                group: "admissionregistration.k8s.io".into(),
+                version: "v1".into(),
+                api_version: "admissionregistration.k8s.io/v1".into(),
+                kind: String::new(),
+                plural: kind.into(),
+            };
+            let api: Api<kube::api::DynamicObject> = Api::all_with(world.client.clone(), &resource);
+            let _ = api.delete(&policy, &Default::default()).await;
+        }
+    }
+}
+
 /// The console lists the kind on screen first, as one streaming list where the API server
 /// offers it (kube-apiserver 1.34 and 1.37 both do; the sandbox too), and reads no Secret
 /// before that kind has listed: every other store waits its turn.
