@@ -495,9 +495,11 @@ comparing the VCAP_SERVICES payload with the Secret the Deployment references no
 Exit codes: 0 when a plan was computed (problems included), 1 when input cannot be read or \
 parsed, 2 for usage errors.")]
     Plan(PlanArgs),
-    /// Print the CustomResourceDefinitions capdeck knows (CAP Operator kinds and RotationBatch)
+    /// Print the CustomResourceDefinitions capdeck knows (CAP Operator kinds, RotationBatch, Freeze)
     #[command(long_about = "Print the CustomResourceDefinitions of every kind capdeck knows: the CAP \
-Operator's sme.sap.com/v1alpha1 kinds and capdeck.dev/v1alpha1 RotationBatch.\n\n\
+Operator's sme.sap.com/v1alpha1 kinds and capdeck.dev/v1alpha1 RotationBatch and Freeze. On a \
+cluster with the CAP Operator, apply only capdeck's (the CAP Operator owns its own), or let the Helm \
+chart install them.\n\n\
 Example: capdeck crds | kubectl apply --server-side -f -")]
     Crds(CrdsArgs),
     /// Run the sandbox cluster: an in-memory Kubernetes API server for kubectl and capdeck

@@ -129,12 +129,26 @@ async fn serve_metrics(State(served): State<Served>) -> Response {
     response
 }
 
-/// What to say about kinds the cluster does not serve.
+/// What to say about kinds the cluster does not serve, with the fix for whose CRDs they are.
 pub fn missing_kinds_text(kinds: &[&str]) -> String {
-    format!(
-        "the cluster does not serve {} (their CRDs are not installed): capdeck crds | kubectl apply --server-side -f -",
-        kinds.join(", ")
-    )
+    let (ours, cap): (Vec<&str>, Vec<&str>) =
+        kinds.iter().partition(|kind| matches!(**kind, "RotationBatch" | "Freeze"));
+    let mut parts = Vec::new();
+    if !cap.is_empty() {
+        parts.push(format!(
+            "the cluster does not serve {} (the CAP Operator's CRDs are not installed): install the CAP Operator, \
+             which brings them; to try capdeck without it: capdeck crds | kubectl apply --server-side -f -",
+            cap.join(", ")
+        ));
+    }
+    if !ours.is_empty() {
+        parts.push(format!(
+            "the cluster does not serve {} (capdeck's CRDs are not installed): the Helm chart installs them \
+             (crds.install=true, the default); otherwise capdeck crds | kubectl apply --server-side -f -",
+            ours.join(", ")
+        ));
+    }
+    parts.join("; ")
 }
 
 /// The notification receivers by host (their URLs are secrets), for the start-up line.

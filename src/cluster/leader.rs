@@ -318,7 +318,7 @@ pub fn leader_among(leases: &[EngineLease], scope: &Scope) -> LeaderView {
             if relevant.is_empty() {
                 "no capdeck engine runs for this scope (installed with Helm or capdeck manifests? check its Pods: kubectl get pods -A -l app.kubernetes.io/name=capdeck; none: helm install capdeck charts/capdeck -n capdeck-system --create-namespace, or capdeck manifests | kubectl apply -f -)".into()
             } else {
-                "every capdeck engine lease is free; rotations are not being handled (start the daemon: capdeck manifests | kubectl apply -f -)".into()
+                "every capdeck engine lease is free; rotations are not being handled (is the daemon running? kubectl get pods -A -l app.kubernetes.io/name=capdeck; none: helm install capdeck charts/capdeck -n capdeck-system --create-namespace, or capdeck manifests | kubectl apply -f -)".into()
             }
         });
     LeaderView::Nobody { detail }

@@ -79,7 +79,12 @@ pub async fn run(cluster: &ClusterArgs, args: &CredentialsArgs) -> anyhow::Resul
         };
         crate::safe_eprintln!("No CAPApplication consumes a binding Secret here.{elsewhere}");
     }
-    crate::output::print(&text)?;
+    // An empty table is a header alone: the line above says it all.
+    let empty_table = result.credentials.is_empty()
+        && matches!(args.output.format, crate::output::OutputFormat::Table | crate::output::OutputFormat::Wide);
+    if !empty_table {
+        crate::output::print(&text)?;
+    }
     crate::safe_eprintln!("note: margins judged with {timing_source}; {windows_source}");
     if let Err(why) = &world.namespace_windows {
         crate::safe_eprintln!(

@@ -305,3 +305,19 @@ async fn live_verdicts_count_change_windows_and_freezes() {
         "{stderr}"
     );
 }
+
+/// Nothing consumes a binding Secret: one line says so (and where else to look), with no table
+/// header alone under it; JSON still answers with an empty list.
+#[test]
+fn nothing_to_judge_says_so_without_an_empty_table() {
+    let dir = tempfile::tempdir().expect("dir");
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "lonely", "namespace": "shop"}});
+    std::fs::write(dir.path().join("secret.json"), secret.to_string()).expect("write");
+    let output = capdeck().args(["credentials", "-f"]).arg(dir.path()).output().expect("runs");
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "", "no header alone");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("No CAPApplication consumes a binding Secret here."));
+    let output = capdeck().args(["credentials", "-f"]).arg(dir.path()).args(["-o", "json"]).output().expect("runs");
+    let document: Value = serde_json::from_slice(&output.stdout).expect("json");
+    assert_eq!(document["credentials"], json!([]));
+}
