@@ -236,6 +236,32 @@ pub fn lint_and_template() -> Result<(), String> {
     // One replica: no PDB (it would block every drain).
     let single = documents(&helm.run(None, &["template", RELEASE, &chart(), "--set", "replicaCount=1"])?);
     assert!(!kinds(&single).contains("PodDisruptionBudget"), "no PDB for one replica");
+    // Change windows: a malformed value fails the render (not the Pod, which would crash-loop),
+    // saying how to check it; whatever the binary accepts renders (the chart is never stricter).
+    let cases = [
+        ("Mon-Fri 22:00-05:00 Europe/Berlin; Sat-Sun 00:00-24:00 Europe/Berlin", true),
+        ("monday,Wed 01:00-02:00 UTC", true),
+        (" ; Fri-Mon 22:00-05:00 America/Argentina/Buenos_Aires;", true),
+        ("Sun 01:00-04:00 Etc/GMT+2", true),
+        ("Mo-Fr 22:00-05:00 Europe/Berlin", false),
+        ("Mon 22:00 Europe/Berlin", false),
+    ];
+    for (windows, valid) in cases {
+        let binary = std::process::Command::new(env!("CARGO_BIN_EXE_capdeck"))
+            .args(["windows", windows])
+            .output()
+            .map_err(|e| e.to_string())?;
+        assert_eq!(binary.status.success(), valid, "capdeck windows {windows:?}");
+        let values = dir_with_values(&serde_json::json!({"engine": {"changeWindows": windows}}))?;
+        let values_path = values.path().join("values.yaml").display().to_string();
+        let rendered = helm.run(None, &["template", RELEASE, &chart(), "-f", &values_path]);
+        if valid {
+            rendered.map_err(|e| format!("{windows:?} does not render: {e}"))?;
+        } else {
+            let error = rendered.expect_err(windows);
+            assert!(error.contains("engine.changeWindows") && error.contains("capdeck windows"), "{error}");
+        }
+    }
     let rule = rendered.iter().find(|o| o["kind"] == "PrometheusRule").expect("rule");
     let alerts: Vec<Value> = rule["spec"]["groups"]
         .as_array()
@@ -459,4 +485,11 @@ pub async fn install_upgrade_rollback_uninstall_and_the_daemon_as_its_service_ac
     let output =
         plane.kubectl().args(["get", "rotationbatches", "-n", &world.ns, "-o", "name"]).output().expect("kubectl");
     assert!(text(&output).0.contains(&batch.name_any()), "and with them the batches");
+}
+
+/// A directory with `values.yaml` holding `values` (JSON is YAML).
+fn dir_with_values(values: &Value) -> Result<tempfile::TempDir, String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    std::fs::write(dir.path().join("values.yaml"), values.to_string()).map_err(|e| e.to_string())?;
+    Ok(dir)
 }

@@ -66,6 +66,14 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - {{ printf "--lease-name=%v" (default (printf "%s-engine" (include "capdeck.fullname" .)) .Values.engine.leaseName) | quote }}
 - {{ printf "--on-deadline=%v" .Values.engine.onDeadline | quote }}
 {{- if .Values.engine.changeWindows }}
+{{- /* The shape only (the binary checks days, times and zones): a typo fails the install, not the Pod. */}}
+{{- $day := "(?i:mon|tue|wed|thu|fri|sat|sun)[a-z]*" }}
+{{- $days := printf "%s(-%s)?(,%s(-%s)?)*" $day $day $day $day }}
+{{- $range := printf "\\s*%s\\s+[0-9]{1,2}:[0-9]{2}-[0-9]{1,2}:[0-9]{2}\\s+[A-Za-z][A-Za-z0-9_+/-]*\\s*" $days }}
+{{- $segment := printf "(\\s*|%s)" $range }}
+{{- if not (regexMatch (printf "^%s(;%s)*$" $segment $segment) (toString .Values.engine.changeWindows)) }}
+{{- fail (printf "engine.changeWindows %q is not 'DAYS HH:MM-HH:MM ZONE' ranges separated by ';' (e.g. 'Mon-Fri 22:00-05:00 Europe/Berlin'): check it with capdeck windows '...' (docs/WINDOWS.md)" (toString .Values.engine.changeWindows)) }}
+{{- end }}
 - {{ printf "--change-windows=%v" .Values.engine.changeWindows | quote }}
 {{- end }}
 {{- if .Values.clusterName }}
