@@ -497,13 +497,27 @@ async fn crds(connection: &Connection) -> Vec<Finding> {
                     ));
                 }
             }
-            Ok(None) => out.push(finding(
-                "crd",
-                Status::Fail,
-                format!("{name} is not installed: capdeck crds | kubectl apply --server-side -f -"),
-            )),
+            Ok(None) => {
+                let fix = if ours.spec.group == "capdeck.dev" {
+                    "the Helm chart installs it; otherwise capdeck crds | kubectl apply --server-side -f -"
+                } else {
+                    "the CAP Operator brings it; to try capdeck without it, capdeck crds | kubectl apply --server-side -f -"
+                };
+                out.push(finding("crd", Status::Fail, format!("{name} is not installed: {fix}")));
+            }
+            // One line, not one per CRD: the same answer would come for each (a ServiceAccount
+            // without `get customresourcedefinitions`, as the chart's).
             Err(error) => {
-                out.push(finding("crd", Status::Warn, format!("cannot read {name}: {}", describe_error(&error))));
+                out.push(finding(
+                    "crd",
+                    Status::Warn,
+                    format!(
+                        "cannot read CustomResourceDefinitions, so their versions go unchecked ({}); the checks \
+                         below still find a kind that is not served",
+                        describe_error(&error)
+                    ),
+                ));
+                break;
             }
         }
     }

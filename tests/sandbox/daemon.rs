@@ -313,3 +313,31 @@ async fn without_watch_on_leases_the_daemon_leads_by_listing_and_says_what_to_gr
     );
     served.stop().await;
 }
+
+/// A ServiceAccount that may not read CRDs (the chart's) gets one line saying so from
+/// `capdeck doctor`, not one per CRD; a missing CRD says whose it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_says_once_that_crds_cannot_be_read_and_whose_a_missing_one_is() {
+    let sandbox = Sandbox::default();
+    let (served, _dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sandbox-admin").await;
+    let doctor = || {
+        let output = Command::new(assert_cmd::cargo::cargo_bin("capdeck"))
+            .args(["doctor", "-A", "--lease-namespace", "default"])
+            .env("KUBECONFIG", &kubeconfig)
+            .output()
+            .expect("doctor runs");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    // No CRDs at all: each missing one says who installs it.
+    let report = doctor();
+    let missing = |line: &&str| line.contains("is not installed");
+    assert!(report.lines().filter(missing).any(|line| line.contains("the CAP Operator brings it")), "{report}");
+    assert!(report.lines().filter(missing).any(|line| line.contains("the Helm chart installs it")), "{report}");
+    sandbox.install_crds();
+    sandbox.deny("get:customresourcedefinitions".parse().expect("rule"));
+    let report = doctor();
+    let unreadable: Vec<&str> =
+        report.lines().filter(|line| line.contains("cannot read CustomResourceDefinitions")).collect();
+    assert_eq!(unreadable.len(), 1, "one line, not one per CRD:\n{report}");
+    served.stop().await;
+}
