@@ -180,6 +180,19 @@ fn spawn_daemon(kubeconfig: &std::path::Path, port: u16, log: &std::path::Path, 
     Guard(Some(child))
 }
 
+/// A daemon over every namespace, once `/readyz` says it leads; its log file.
+async fn leading_daemon(kubeconfig: &std::path::Path, dir: &std::path::Path) -> (Guard, std::path::PathBuf) {
+    let port = free_port();
+    let log = dir.join("daemon.log");
+    let daemon = spawn_daemon(kubeconfig, port, &log, &[]);
+    let ready = format!("http://127.0.0.1:{port}/readyz");
+    common::eventually("leader", Duration::from_secs(30), || async {
+        matches!(common::http_get(&ready).await, Some((200, body)) if body.contains("ok (leader)"))
+    })
+    .await;
+    (daemon, log)
+}
+
 /// `/readyz` is 200 for an observer only while another engine renews the lease, and names it;
 /// with nobody leading it is 503 and says rotations are not handled. Asking costs no request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -223,14 +236,7 @@ async fn reconnect_logging_tells_the_truth() {
     sandbox.install_crds();
     let (served, dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sandbox-admin").await;
     let address = served.address;
-    let port = free_port();
-    let log = dir.path().join("daemon.log");
-    let _daemon = spawn_daemon(&kubeconfig, port, &log, &[]);
-    let ready = format!("http://127.0.0.1:{port}/readyz");
-    common::eventually("leader", Duration::from_secs(30), || async {
-        matches!(common::http_get(&ready).await, Some((200, body)) if body.contains("ok (leader)"))
-    })
-    .await;
+    let (_daemon, log) = leading_daemon(&kubeconfig, dir.path()).await;
     served.stop().await;
     let count = |needle: &str| std::fs::read_to_string(&log).unwrap_or_default().matches(needle).count();
     common::eventually("the outage is logged", Duration::from_secs(30), || async {
@@ -288,14 +294,7 @@ async fn without_watch_on_leases_the_daemon_leads_by_listing_and_says_what_to_gr
     sandbox.install_crds();
     sandbox.deny("watch:leases".parse().expect("rule"));
     let (served, dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sandbox-admin").await;
-    let port = free_port();
-    let log = dir.path().join("daemon.log");
-    let _daemon = spawn_daemon(&kubeconfig, port, &log, &[]);
-    let ready = format!("http://127.0.0.1:{port}/readyz");
-    common::eventually("leader", Duration::from_secs(30), || async {
-        matches!(common::http_get(&ready).await, Some((200, body)) if body.contains("ok (leader)"))
-    })
-    .await;
+    let (_daemon, log) = leading_daemon(&kubeconfig, dir.path()).await;
     let text = || std::fs::read_to_string(&log).unwrap_or_default();
     common::eventually("the log says what to grant", Duration::from_secs(30), || async {
         text().contains("may not watch capdeck engines' Leases") && text().contains("grant watch on leases")
