@@ -130,6 +130,18 @@ struct Shared {
 }
 
 /// Every store but Events, by the name readiness is tracked under.
+/// How long one watch request lasts before it is resumed: each resumption is one request, and
+/// kube's default (290 s) made them most of the engine's requests at rest. A quiet watch still
+/// gets a bookmark every minute (kube-apiserver's watch cache sends one to every watch that allows
+/// them, as kube's watcher asks; the sandbox every 15 s), so the client's 295 s read timeout never
+/// trips on it and still finds a dead connection.
+pub const WATCH_TIMEOUT_SECONDS: u32 = 1800;
+
+/// A watcher configuration with [`WATCH_TIMEOUT_SECONDS`].
+pub fn watch_config() -> watcher::Config {
+    watcher::Config::default().timeout(WATCH_TIMEOUT_SECONDS)
+}
+
 const KINDS: usize = 10;
 
 /// The kinds a console view shows, by the name their store is tracked under: what
@@ -263,12 +275,12 @@ impl Stores {
         handles.push(task);
         let (deployments, task) = typed::<DeploymentView>(
             scope.api(client),
-            watcher::Config::default(),
+            watch_config(),
             Watched::all("Deployment", prune_metadata),
             shared.clone(),
         );
         handles.push(task);
-        let vcap_config = watcher::Config::default().labels(LABEL_SECRET_OWNER_HASH);
+        let vcap_config = watch_config().labels(LABEL_SECRET_OWNER_HASH);
         let (vcap_secrets, task) =
             typed::<Secret>(scope.api(client), vcap_config, Watched::all("VcapSecret", prune_metadata), shared.clone());
         handles.push(task);
@@ -277,21 +289,21 @@ impl Stores {
         handles.push(task);
         // One Namespace when the scope is one namespace: the engine reads only its annotation.
         let namespace_config = match &scope {
-            Scope::All => watcher::Config::default(),
-            Scope::Namespace(namespace) => watcher::Config::default().fields(&format!("metadata.name={namespace}")),
+            Scope::All => watch_config(),
+            Scope::Namespace(namespace) => watch_config().fields(&format!("metadata.name={namespace}")),
         };
         let watched = Watched { optional: true, ..Watched::all("Namespace", prune_metadata) };
         let (namespaces, task) =
             typed::<Namespace>(Api::all(client.clone()), namespace_config, watched, shared.clone());
         handles.push(task);
         let watched = Watched { optional: true, ..Watched::all("Freeze", prune_metadata) };
-        let (freezes, task) = typed::<Freeze>(scope.api(client), watcher::Config::default(), watched, shared.clone());
+        let (freezes, task) = typed::<Freeze>(scope.api(client), watch_config(), watched, shared.clone());
         handles.push(task);
         let events = with_events.then(|| {
             // Only Events about CAP objects and batches are kept; a user who may not list Events
             // still gets every other view.
             let watched = Watched { keep: is_relevant_event, optional: true, ..Watched::all("Event", prune_metadata) };
-            let (events, task) = typed::<Event>(scope.api(client), watcher::Config::default(), watched, shared.clone());
+            let (events, task) = typed::<Event>(scope.api(client), watch_config(), watched, shared.clone());
             handles.push(task);
             events
         });
@@ -428,7 +440,7 @@ where
         // where the API server offers it; pages otherwise.
         let mut streaming = shared.first == Some(kind);
         let config = |streaming: bool| {
-            if streaming { watcher::Config::default().streaming_lists() } else { watcher::Config::default() }
+            if streaming { watch_config().streaming_lists() } else { watch_config() }
         };
         let mut stream = watcher(api.clone(), config(streaming)).default_backoff().boxed();
         let mut pending_invalid: Option<BTreeMap<(String, String), String>> = None;
@@ -647,11 +659,10 @@ fn service_bindings(
             return;
         }
         let crds: Api<CustomResourceDefinition> = Api::all(client);
-        let by_name = watcher::Config::default().fields(&format!("metadata.name={SERVICE_BINDING_CRD}"));
+        let by_name = watch_config().fields(&format!("metadata.name={SERVICE_BINDING_CRD}"));
         let mut crd_events = watcher(crds, by_name).default_backoff().boxed();
-        let start = || -> BindingEvents {
-            watcher(api.clone(), watcher::Config::default()).default_backoff().modify(strip).boxed()
-        };
+        let start =
+            || -> BindingEvents { watcher(api.clone(), watch_config()).default_backoff().modify(strip).boxed() };
         let mut bindings: Option<BindingEvents> = None;
         // No CRD watch (403): one attempt at the ServiceBindings themselves, no retries.
         let mut direct = false;

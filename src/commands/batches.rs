@@ -127,7 +127,7 @@ async fn watch(
 ) -> anyhow::Result<()> {
     use futures::StreamExt as _;
     use kube::runtime::watcher;
-    let changes = watcher::watcher(api, watcher::Config::default());
+    let changes = watcher::watcher(api, crate::cluster::stores::watch_config());
     futures::pin_mut!(changes);
     // Listening once, before the loop: a signal handler made anew each turn misses a SIGTERM that
     // arrives between two turns (while a line is printed), and the watch never ends.

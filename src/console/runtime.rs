@@ -248,7 +248,7 @@ fn forward_leader(
     };
     tokio::spawn(async move {
         let api: kube::Api<k8s_openapi::api::coordination::v1::Lease> = kube::Api::all(client.clone());
-        let config = watcher::Config::default().labels(&format!("{ENGINE_LABEL}=true"));
+        let config = crate::cluster::stores::watch_config().labels(&format!("{ENGINE_LABEL}=true"));
         let mut stream = watcher(api, config).default_backoff().boxed();
         let mut leases = std::collections::BTreeMap::new();
         let mut known = false;
@@ -308,8 +308,8 @@ fn forward_go_operator(client: kube::Client, tx: mpsc::UnboundedSender<Envelope>
     use kube::runtime::{WatchStreamExt as _, watcher};
     tokio::spawn(async move {
         let api: kube::Api<k8s_openapi::api::coordination::v1::Lease> = kube::Api::all(client);
-        let config =
-            watcher::Config::default().fields(&format!("metadata.name={}", crate::engine::lease::GO_OPERATOR_LEASE));
+        let config = crate::cluster::stores::watch_config()
+            .fields(&format!("metadata.name={}", crate::engine::lease::GO_OPERATOR_LEASE));
         let mut stream = watcher(api, config).default_backoff().boxed();
         let mut leases: std::collections::BTreeMap<String, k8s_openapi::api::coordination::v1::Lease> =
             std::collections::BTreeMap::new();

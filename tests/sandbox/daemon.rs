@@ -340,3 +340,30 @@ async fn doctor_says_once_that_crds_cannot_be_read_and_whose_a_missing_one_is() 
     assert_eq!(unreadable.len(), 1, "one line, not one per CRD:\n{report}");
     served.stop().await;
 }
+
+/// Every watch the daemon sends lasts half an hour and allows bookmarks (so the API server keeps
+/// a quiet one alive with a bookmark a minute): with kube's 290 s default, resuming watches was
+/// most of the engine's requests at rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemons_watches_last_half_an_hour_and_allow_bookmarks() {
+    let sandbox = Sandbox::default();
+    sandbox.install_crds();
+    let (served, dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sandbox-admin").await;
+    let (_daemon, _log) = leading_daemon(&kubeconfig, dir.path()).await;
+    let watches = || -> Vec<String> {
+        let requests = sandbox.requests();
+        requests.iter().filter(|r| r.info.verb == "watch").map(|r| format!("{}?{}", r.path, r.query)).collect()
+    };
+    // The stores' watches, the binding Secrets' metadata watch, the engines' Leases and, after
+    // the first pass, the Go CAP Operator's Lease.
+    common::eventually("the daemon watches", Duration::from_secs(30), || async {
+        watches().iter().any(|watch| watch.contains("capoperator-lease-lock"))
+    })
+    .await;
+    let watches = watches();
+    assert!(watches.len() >= 12, "{watches:#?}");
+    for watch in &watches {
+        assert!(watch.contains("timeoutSeconds=1800") && watch.contains("allowWatchBookmarks=true"), "{watch}");
+    }
+    served.stop().await;
+}

@@ -46,7 +46,7 @@ impl WatchedLeases {
         Self::spawn(
             client,
             "capdeck engines' Leases",
-            watcher::Config::default().labels(&format!("{ENGINE_LABEL}=true")),
+            crate::cluster::stores::watch_config().labels(&format!("{ENGINE_LABEL}=true")),
         )
     }
 
@@ -55,7 +55,7 @@ impl WatchedLeases {
         Self::spawn(
             client,
             "the Go CAP Operator's Lease",
-            watcher::Config::default().fields(&format!("metadata.name={GO_OPERATOR_LEASE}")),
+            crate::cluster::stores::watch_config().fields(&format!("metadata.name={GO_OPERATOR_LEASE}")),
         )
     }
 

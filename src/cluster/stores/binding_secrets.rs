@@ -32,8 +32,6 @@ const PARALLEL_READS: usize = 16;
 /// A read that failed (not a 404) is tried again after this long: a missed baseline would turn
 /// the Secret's next rotation into its first sight.
 const RETRY: Duration = Duration::from_secs(5);
-/// A watch request's server-side timeout; it is renewed from the last version seen.
-const WATCH_TIMEOUT_SECONDS: u32 = 290;
 
 type Key = (String, String);
 
@@ -180,7 +178,7 @@ impl Follower {
 
     /// One watch request, from `version` on, until it ends; `version` follows what it shows.
     async fn follow(&mut self, version: &mut String, app_changes: &mut tokio::sync::watch::Receiver<u64>) -> Ended {
-        let params = WatchParams::default().timeout(WATCH_TIMEOUT_SECONDS);
+        let params = WatchParams::default().timeout(super::WATCH_TIMEOUT_SECONDS);
         let mut stream = match self.metadata.watch(&params, version).await {
             Ok(stream) => stream.boxed(),
             Err(error) => {
