@@ -107,11 +107,17 @@ async fn readiness(served: Served) -> Response {
                     format!("ok (observer; leader: {identity} in {lease}, renewed {renewed_ago}s ago)\n"),
                 )
                     .into_response(),
-                other => (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    format!("not ready: this engine observes and {other}; rotations are not being handled\n"),
-                )
-                    .into_response(),
+                other => {
+                    let other = other.to_string();
+                    // Some views already say it.
+                    let tail = if other.contains("rotations are not being handled") {
+                        ""
+                    } else {
+                        "; rotations are not being handled"
+                    };
+                    (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: this engine observes and {other}{tail}\n"))
+                        .into_response()
+                }
             }
         }
     }

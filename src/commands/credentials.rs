@@ -85,6 +85,12 @@ pub async fn run(cluster: &ClusterArgs, args: &CredentialsArgs) -> anyhow::Resul
     if !empty_table {
         crate::output::print(&text)?;
     }
+    // Said once: both halves would otherwise end in it.
+    const NO_LEADER: &str = "no leading engine publishes its settings";
+    let windows_source = match windows_source.strip_suffix(&format!(" ({NO_LEADER})")) {
+        Some(short) if timing_source.contains(NO_LEADER) => short,
+        _ => windows_source.as_str(),
+    };
     crate::safe_eprintln!("note: margins judged with {timing_source}; {windows_source}");
     if let Err(why) = &world.namespace_windows {
         crate::safe_eprintln!(

@@ -241,6 +241,7 @@ pub fn lint_and_template() -> Result<(), String> {
     let cases = [
         ("Mon-Fri 22:00-05:00 Europe/Berlin; Sat-Sun 00:00-24:00 Europe/Berlin", true),
         ("monday,Wed 01:00-02:00 UTC", true),
+        ("MONDAY-FRIDAY 22:00-05:00 UTC; SATURDAY 00:00-24:00 UTC", true),
         (" ; Fri-Mon 22:00-05:00 America/Argentina/Buenos_Aires;", true),
         ("Sun 01:00-04:00 Etc/GMT+2", true),
         ("Mo-Fr 22:00-05:00 Europe/Berlin", false),

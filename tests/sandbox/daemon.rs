@@ -205,7 +205,7 @@ async fn readyz_is_ready_only_while_someone_leads() {
     let _daemon = spawn_daemon(&kubeconfig, port, &log, &["--engine", "observe"]);
     let ready = format!("http://127.0.0.1:{port}/readyz");
     common::eventually("503: nobody leads", Duration::from_secs(30), || async {
-        matches!(common::http_get(&ready).await, Some((503, body)) if body.contains("nobody leads") && body.contains("not being handled"))
+        matches!(common::http_get(&ready).await, Some((503, body)) if body.contains("nobody leads") && body.matches("not being handled").count() == 1)
     })
     .await;
     let leader =

@@ -67,7 +67,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - {{ printf "--on-deadline=%v" .Values.engine.onDeadline | quote }}
 {{- if .Values.engine.changeWindows }}
 {{- /* The shape only (the binary checks days, times and zones): a typo fails the install, not the Pod. */}}
-{{- $day := "(?i:mon|tue|wed|thu|fri|sat|sun)[a-z]*" }}
+{{- $day := "(?i:(mon|tue|wed|thu|fri|sat|sun)[a-z]*)" }}
 {{- $days := printf "%s(-%s)?(,%s(-%s)?)*" $day $day $day $day }}
 {{- $range := printf "\\s*%s\\s+[0-9]{1,2}:[0-9]{2}-[0-9]{1,2}:[0-9]{2}\\s+[A-Za-z][A-Za-z0-9_+/-]*\\s*" $days }}
 {{- $segment := printf "(\\s*|%s)" $range }}
