@@ -1,10 +1,10 @@
 //! Leases kept up to date by one watch (all namespaces, by label or by name), for an engine that
 //! looks at them again and again: a leader re-checking that nobody else leads, an observer waiting
 //! for the leader to go, the Go CAP Operator's Lease once a minute. Each look is then free; the
-//! API server sees one watch, resumed every few minutes, instead of a LIST per look.
+//! API server sees one watch, resumed every 30 minutes, instead of a LIST per look.
 //!
 //! The copy is only trusted while the watch works: until its first list is answered, and from a
-//! failed watch until it recovers, [`WatchedLeases::current`] says `None` and the caller LISTs as
+//! failed watch until it delivers again, [`WatchedLeases::current`] says `None` and the caller LISTs as
 //! before (so an engine whose ClusterRole lacks `watch leases` still works, with the old requests).
 
 use std::collections::BTreeMap;
