@@ -349,6 +349,7 @@ async fn lease_manager(
     leader: &watch::Sender<Option<bool>>,
     cancel: &CancellationToken,
 ) -> Option<kube_lease_manager::LeaseManager> {
+    let mut failed = false;
     loop {
         let built = LeaseManagerBuilder::new(client.clone(), &config.lease.name)
             .with_namespace(&config.lease.namespace)
@@ -359,8 +360,14 @@ async fn lease_manager(
             .build()
             .await;
         match built {
-            Ok(manager) => return Some(manager),
+            Ok(manager) => {
+                if failed {
+                    tracing::info!(namespace = %config.lease.namespace, lease = %config.lease.name, "the lease can be used again");
+                }
+                return Some(manager);
+            }
             Err(error) => {
+                failed = true;
                 tracing::error!(%error, namespace = %config.lease.namespace, lease = %config.lease.name, "cannot use the lease; observing until it works");
                 // Known not to lead: observe (and say so) while retrying.
                 leader.send_if_modified(|known| known.replace(false) != Some(false));

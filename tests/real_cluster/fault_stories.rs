@@ -132,7 +132,8 @@ pub async fn lease_taken_by_another_holder_stops_writes(backend: Backend) {
 /// The API server starts refusing the leader's Lease writes (on a real cluster: a revoked
 /// RoleBinding, an expired token; here a policy, on the sandbox a deny rule). kube-lease-manager
 /// only logs each failed renewal; the engine sees its Lease go a whole duration without one (from
-/// then on another engine may take it), stops leading, and opens no batch for a rotation.
+/// then on another engine may take it), stops leading, and opens no batch for a rotation. Once
+/// the writes are allowed again it leads again and opens that batch.
 pub async fn a_leader_whose_renewals_fail_steps_down(backend: Backend) {
     let world = World::new(backend, "renewals-fail").await;
     load_current(&world, &AppOptions::default()).await;
@@ -168,20 +169,30 @@ pub async fn a_leader_whose_renewals_fail_steps_down(backend: Backend) {
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert!(world.batches("bookshop").await.is_empty(), "an engine that could not renew opened a batch");
     assert!(engine.workload_writes().is_empty(), "{:#?}", engine.workload_writes());
-    engine.stop().await;
-    if backend == Backend::KubeApiserver {
-        for kind in ["validatingadmissionpolicybindings", "validatingadmissionpolicies"] {
-            let resource = kube::discovery::ApiResource {
-                group: "admissionregistration.k8s.io".into(),
-                version: "v1".into(),
-                api_version: "admissionregistration.k8s.io/v1".into(),
-                kind: String::new(),
-                plural: kind.into(),
-            };
-            let api: Api<kube::api::DynamicObject> = Api::all_with(world.client.clone(), &resource);
-            let _ = api.delete(&policy, &Default::default()).await;
+    // The refusal ends: the engine takes its Lease again and, leading, its start-up re-check
+    // opens the batch the rotation called for.
+    match backend {
+        Backend::Sandbox => world.sandbox().allow_all(),
+        Backend::KubeApiserver => {
+            for kind in ["validatingadmissionpolicybindings", "validatingadmissionpolicies"] {
+                let resource = kube::discovery::ApiResource {
+                    group: "admissionregistration.k8s.io".into(),
+                    version: "v1".into(),
+                    api_version: "admissionregistration.k8s.io/v1".into(),
+                    kind: String::new(),
+                    plural: kind.into(),
+                };
+                let api: Api<kube::api::DynamicObject> = Api::all_with(world.client.clone(), &resource);
+                api.delete(&policy, &Default::default()).await.expect("delete the refusal");
+            }
         }
     }
+    engine.wait_for_role_within(Role::Leader, LONG).await;
+    crate::world::eventually("the rotation's batch once leading again", LONG, || async {
+        !world.batches("bookshop").await.is_empty()
+    })
+    .await;
+    engine.stop().await;
 }
 
 /// The console lists the kind on screen first, as one streaming list where the API server
