@@ -126,6 +126,10 @@ async fn run(
     }
     // None until the lease state is known (observers know at once).
     let (leader_tx, mut leader) = watch::channel(None::<bool>);
+    // The lease is let go only once this loop has stopped writing and said so: cancelled at the
+    // same time, the lease task released the Lease while a pass still wrote, and an engine that
+    // watches the Leases took over within that pass.
+    let release = CancellationToken::new();
     let mut leadership = AbortOnDrop(match config.mode {
         EngineMode::Observe => {
             leader_tx.send_replace(Some(false));
@@ -136,7 +140,7 @@ async fn run(
             config.clone(),
             EngineScope::of(&stores.scope),
             leader_tx.clone(),
-            cancel.clone(),
+            release.clone(),
         ))),
     });
     let _notifier = spawn_notifier(&client, &stores, &config, &metrics, &leader, &cancel);
@@ -185,13 +189,14 @@ async fn run(
         }
     }
     drop(leader_tx);
+    metrics.leader.set(0);
+    role.send_replace(Role::Observer);
+    release.cancel();
     if let Some(mut task) = leadership.0.take()
         && tokio::time::timeout(Duration::from_secs(10), &mut task).await.is_err()
     {
         task.abort();
     }
-    metrics.leader.set(0);
-    role.send_replace(Role::Observer);
 }
 
 /// `capdeck_secret_credentials_*`: verdicts move with time alone (a revocation comes closer), not
