@@ -127,8 +127,9 @@ async fn freeze_list_unfreeze_and_freeze_again() {
 
     // Frozen again after the lift: the same object, the new freeze in place of the old record.
     let uid = freeze["metadata"]["uid"].clone();
-    // A month from now, written with an offset; stored in UTC.
-    let later = jiff::Timestamp::from_second(jiff::Timestamp::now().as_second() + 30 * 86_400).expect("time");
+    // A month (and an hour, so that a slow run still reads "30d": kubectl's format rounds down)
+    // from now, written with an offset; stored in UTC.
+    let later = jiff::Timestamp::from_second(jiff::Timestamp::now().as_second() + 30 * 86_400 + 3_600).expect("time");
     let with_offset = later.to_zoned(jiff::tz::TimeZone::fixed(jiff::tz::offset(1))).strftime("%Y-%m-%dT%H:%M:%S%:z");
     let again = stdout(
         &cluster
