@@ -17,7 +17,7 @@ use crate::common::story_world::StoryWorld as _;
 use crate::control_plane::Profile;
 use crate::faker::Faker;
 use crate::setup::{Engine, EngineExt as _, engine_config, install_service_binding_crd, load_current, service_binding};
-use crate::world::{Backend, World, eventually};
+use crate::world::{Backend, World, config_for, eventually};
 
 const LONG: Duration = Duration::from_secs(60);
 /// The window of the stories that do not choose their own.
@@ -917,11 +917,7 @@ pub async fn engines_with_different_lease_places_never_lead_the_same_namespaces_
         config
     };
     let reads = ReadCounter::default();
-    let kubeconfig = kube::config::Kubeconfig::read_from(&world.admin_kubeconfig).expect("kubeconfig");
-    let counted = kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-        .await
-        .expect("config");
-    let counted = reads.client(counted).expect("client");
+    let counted = reads.client(config_for(&world.admin_kubeconfig).await).expect("client");
     let daemon = Engine::start(counted.clone(), config("daemon", "capdeck-system")).await;
     daemon.wait_for_role_within(Role::Leader, LONG).await;
     let laptop = Engine::start(counted.clone(), config("laptop", "default")).await;

@@ -17,7 +17,7 @@ use crate::common::story_world::StoryWorld as _;
 use crate::control_plane::Profile;
 use crate::faker::Faker;
 use crate::setup::{Engine, EngineExt as _, engine_config, load_current};
-use crate::world::{Backend, World};
+use crate::world::{Backend, World, config_for};
 
 const LONG: Duration = Duration::from_secs(90);
 
@@ -219,12 +219,8 @@ async fn lists_the_tenants_first(world: &World, listing: &str) {
     use capdeck::bench::reads::ReadCounter;
     use capdeck::cluster::stores::Stores;
     load_current(world, &AppOptions::default()).await;
-    let config = kube::config::Kubeconfig::read_from(&world.admin_kubeconfig).expect("kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(config, &kube::config::KubeConfigOptions::default())
-        .await
-        .expect("config");
     let reads = ReadCounter::logging();
-    let client = reads.client(config).expect("client");
+    let client = reads.client(config_for(&world.admin_kubeconfig).await).expect("client");
     let cancel = tokio_util::sync::CancellationToken::new();
     let scope = capdeck::cluster::Scope::Namespace(world.ns.clone());
     let (stores, tasks) = Stores::start_for_console(&client, scope, cancel.clone(), Some("CAPTenant"));

@@ -114,12 +114,14 @@ pub fn b64(text: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(text)
 }
 
-pub async fn client_for(kubeconfig: &std::path::Path) -> kube::Client {
+/// The client configuration of a kubeconfig file (stories that wrap it, e.g. to count requests).
+pub async fn config_for(kubeconfig: &std::path::Path) -> kube::Config {
     let config = kube::config::Kubeconfig::read_from(kubeconfig).expect("kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(config, &kube::config::KubeConfigOptions::default())
-        .await
-        .expect("config");
-    kube::Client::try_from(config).expect("client")
+    kube::Config::from_custom_kubeconfig(config, &kube::config::KubeConfigOptions::default()).await.expect("config")
+}
+
+pub async fn client_for(kubeconfig: &std::path::Path) -> kube::Client {
+    kube::Client::try_from(config_for(kubeconfig).await).expect("client")
 }
 
 impl World {
