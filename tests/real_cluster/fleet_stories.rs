@@ -135,14 +135,14 @@ pub async fn fleet_shows_every_context_and_says_why_one_is_unreachable(backend: 
     );
     let started = std::time::Instant::now();
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_capdeck"))
-        .args(["fleet", "--timeout", "4s", "-o", "json", "--lease-namespace", &world.ns])
+        .args(["fleet", "--timeout", "6s", "-o", "json", "--lease-namespace", &world.ns])
         .arg("--kubeconfig")
         .arg(&kubeconfig)
         .output()
         .await
         .expect("capdeck fleet runs");
     let elapsed = started.elapsed();
-    eprintln!("capdeck fleet over 7 contexts (2 silent, 4s timeout) on {}: {elapsed:?}", backend.label());
+    eprintln!("capdeck fleet over 7 contexts (2 silent, 6s timeout) on {}: {elapsed:?}", backend.label());
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "contexts could not be read: exit 1\n{stdout}\n{stderr}");
@@ -193,12 +193,13 @@ pub async fn fleet_shows_every_context_and_says_why_one_is_unreachable(backend: 
         format!("cannot connect to {down}: connection refused (is the cluster up and the kubeconfig right?)")
     );
     assert_eq!(state("hangs"), "unreachable");
-    assert!(why("hangs").starts_with("no answer within 4s"), "{}", why("hangs"));
-    assert!(why("hangs-too").starts_with("no answer within 4s"), "{}", why("hangs-too"));
+    assert!(why("hangs").starts_with("no answer within 6s"), "{}", why("hangs"));
+    assert!(why("hangs-too").starts_with("no answer within 6s"), "{}", why("hangs-too"));
     assert_eq!(state("locked"), "forbidden");
     assert!(why("locked").starts_with("cannot list RotationBatches: forbidden:"), "{}", why("locked"));
-    // Read one after the other, the two silent contexts alone would take 8 s.
-    assert!(elapsed < Duration::from_secs(8), "contexts read concurrently: {elapsed:?}");
+    // Read one after the other, the two silent contexts alone would take 12 s; read at once,
+    // 6 s and the rest (6 s of room for a loaded machine).
+    assert!(elapsed < Duration::from_secs(12), "contexts read concurrently: {elapsed:?}");
 
     let mut console = Console::start_fleet(&kubeconfig, &world.ns, (80, 24), capdeck::fleet::ContextList::All).await;
     let screen = console

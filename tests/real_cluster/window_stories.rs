@@ -105,6 +105,15 @@ async fn lift(world: &World, name: &str) {
     api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.expect("lift the freeze");
 }
 
+/// The freeze `name` ends `seconds` from now (its `until` moved); that end.
+async fn end_freeze_in(world: &World, name: &str, seconds_from_now: i64) -> Timestamp {
+    let until = Timestamp::now().checked_add(seconds(seconds_from_now)).expect("time");
+    let api: kube::Api<Freeze> = kube::Api::namespaced(world.client.clone(), &world.ns);
+    let patch = json!({"spec": {"until": until.to_string()}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.expect("move the freeze's end");
+    until
+}
+
 /// The escalations among the notifications received (credentials events come besides them).
 fn deadline_events(received: &std::sync::Mutex<crate::fleet_stories::Received>) -> Vec<(String, String)> {
     accepted_events(received).into_iter().filter(|(_, event)| event.starts_with("Deadline")).collect()
@@ -289,12 +298,14 @@ pub async fn a_freeze_holds_across_restart_and_leader_change_and_ends_by_unfreez
     .await;
     assert_ne!(w.vcap_of("bookshop-v1-srv").await, before);
 
-    // A freeze of `orders` alone, for 8 s: its batch waits, then rolls with nobody acting.
-    let until = Timestamp::now().checked_add(seconds(8)).expect("time");
-    freeze(&world, Some("orders"), until).await;
+    // A freeze of `orders` alone: its batch waits; the freeze is cut to end 5 s later, and the
+    // batch rolls at that end with nobody acting. (Frozen for an hour first, so that a slow
+    // machine cannot let the freeze end before the batch waited.)
+    let frozen = freeze(&world, Some("orders"), Timestamp::now().checked_add(seconds(3600)).expect("time")).await;
     w.rotate_secret("orders-uaa").await;
     let batch = w.wait_phase("orders", BatchPhase::Waiting, LONG).await;
     assert_eq!(ready(&batch).0, reason::FROZEN);
+    let until = end_freeze_in(&world, &frozen.name_any(), 5).await;
     let batch = w.wait_phase("orders", BatchPhase::Succeeded, LONG).await;
     let started = batch.status.as_ref().and_then(|s| s.rollout_started_at.clone()).expect("started");
     // The API keeps whole seconds.
@@ -348,9 +359,10 @@ pub async fn force_overrides_a_window_and_the_record_says_so(backend: Backend) {
     );
     // A freeze that ends by itself while nothing waits (and no notifier writes): the engine comes
     // back at its end, and the metric an alert would watch drops, though no object changed.
-    let short = Timestamp::now().checked_add(seconds(5)).expect("time");
-    freeze(&world, None, short).await;
+    // (An hour first, cut to 5 s once the metric is up: a slow engine cannot miss the freeze.)
+    let frozen = freeze(&world, None, Timestamp::now().checked_add(seconds(3600)).expect("time")).await;
     eventually("the freeze metric up", LONG, || async { engine.metric("capdeck_freeze_active") == Some(1) }).await;
+    end_freeze_in(&world, &frozen.name_any(), 5).await;
     eventually("the freeze metric down at its end", Duration::from_secs(20), || async {
         engine.metric("capdeck_freeze_active") == Some(0)
     })

@@ -216,7 +216,18 @@ async fn readyz_is_ready_only_while_someone_leads() {
     })
     .await;
     // Probes read the observer's watch of the Leases, not a LIST each (kubelet probes every few
-    // seconds; each scrape of /metrics asks too).
+    // seconds; each scrape of /metrics asks too). The leader's own Lease LISTs come first: its
+    // first pass looks for the Go CAP Operator's Lease by a LIST while the watch of it has not
+    // listed yet, then that watch lists; both are over once the watch watches.
+    leader.wait_for_first_pass_as_leader().await;
+    let go_operator_lease = format!("metadata.name%3D{}", capdeck::cluster::leader::GO_OPERATOR_LEASE);
+    common::eventually("the leader watches the Go CAP Operator's Lease", Duration::from_secs(30), || async {
+        sandbox
+            .requests()
+            .iter()
+            .any(|r| r.info.verb == "watch" && r.info.resource == "leases" && r.query.contains(&go_operator_lease))
+    })
+    .await;
     let lease_lists =
         || sandbox.requests().iter().filter(|r| r.info.verb == "list" && r.info.resource == "leases").count();
     let before = lease_lists();

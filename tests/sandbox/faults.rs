@@ -274,7 +274,8 @@ async fn leader_losing_its_lease_mid_rollout_stops_writing_and_the_next_leader_f
     lease["spec"]["holderIdentity"] = json!("intruder");
     lease["spec"]["acquireTime"] = json!(now);
     lease["spec"]["renewTime"] = json!(now);
-    lease["spec"]["leaseDurationSeconds"] = json!(6);
+    // Held for an hour: however slow the machine, it cannot lapse inside the no-write check below.
+    lease["spec"]["leaseDurationSeconds"] = json!(3600);
     sandbox.load([lease]).expect("stolen lease");
     first.wait_for_role(Role::Observer).await;
     // Writes in flight when the role flipped may land; after that, nothing until a leader returns.
@@ -285,7 +286,17 @@ async fn leader_losing_its_lease_mid_rollout_stops_writing_and_the_next_leader_f
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(logged_workload_writes(&sandbox).len(), writes_when_lost, "an observer writes nothing");
 
-    // The intruder never renews: after its 6 s a leader (the same engine or a new one) finishes.
+    // The intruder stops renewing: its Lease lapses (renewed an hour ago, 6 s long), and a
+    // leader (the same engine or a new one) finishes.
+    let mut lease = sandbox.get("coordination.k8s.io", "leases", "default", "capdeck-engine").expect("lease");
+    assert_eq!(lease["spec"]["holderIdentity"], "intruder", "nobody takes a Lease held for an hour");
+    let long_ago = k8s_openapi::jiff::Timestamp::from_second(k8s_openapi::jiff::Timestamp::now().as_second() - 3600)
+        .expect("time")
+        .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
+        .to_string();
+    lease["spec"]["renewTime"] = json!(long_ago);
+    lease["spec"]["leaseDurationSeconds"] = json!(6);
+    sandbox.load([lease]).expect("lapsed lease");
     let second = RunningEngine::start(sandbox.client(), config("engine-b")).await;
     sandbox.wait_phase("bookshop", BatchPhase::Succeeded, Duration::from_secs(60)).await;
     monitor.finish(true).await;
