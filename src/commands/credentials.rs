@@ -227,14 +227,24 @@ pub(super) async fn read_namespace_windows(
     scope: &Scope,
 ) -> Result<BTreeMap<String, String>, String> {
     let api: kube::Api<Namespace> = kube::Api::all(client.clone());
+    let forbidden = |error: &kube::Error| matches!(error, kube::Error::Api(status) if status.code == 403);
     let namespaces = match scope {
         Scope::All => api.list(&ListParams::default()).await.map(|list| list.items),
-        Scope::Namespace(namespace) => api.get_opt(namespace).await.map(|found| found.into_iter().collect()),
+        Scope::Namespace(namespace) => match api.get_opt(namespace).await {
+            // May list but not get (as the engine's ClusterRole, which grants list and watch):
+            // the one Namespace by a LIST of its name.
+            Err(error) if forbidden(&error) => api
+                .list(&ListParams::default().fields(&format!("metadata.name={namespace}")))
+                .await
+                .map(|list| list.items)
+                .map_err(|listed| if forbidden(&listed) { error } else { listed }),
+            found => found.map(|found| found.into_iter().collect()),
+        },
     };
     match namespaces {
         Ok(namespaces) => Ok(namespace_windows(&namespaces)),
-        Err(kube::Error::Api(status)) if status.code == 403 => {
-            Err(format!("you may not {} namespaces", if matches!(scope, Scope::All) { "list" } else { "get" }))
+        Err(error) if forbidden(&error) => {
+            Err(format!("you may not {} namespaces", if matches!(scope, Scope::All) { "list" } else { "get or list" }))
         }
         Err(error) => Err(format!("cannot read Namespaces: {}", describe_error(&error))),
     }

@@ -291,6 +291,14 @@ async fn live_verdicts_count_change_windows_and_freezes() {
     assert!(why.contains("from the cluster's change windows)"), "{why}");
     assert!(stderr.contains(&format!("cluster change windows {late} from your --change-windows")), "{stderr}");
 
+    // Allowed to list Namespaces but not to get one (the engine's ClusterRole): one namespace's
+    // windows are still read, by a LIST of its name.
+    sandbox.deny("get:namespaces".parse::<DenyRule>().expect("rule"));
+    let (document, stderr) = live_credentials(&kubeconfig, &["-n", "hr"]).await;
+    let (_, hr, why) = verdicts(&document).remove(0);
+    assert_eq!(hr, "unsafe", "the Namespace's windows, listed: {why}\n{stderr}");
+    assert!(!stderr.contains("not readable"), "{stderr}");
+
     // Namespaces and Freezes that may not be read: said once each, judged without them.
     sandbox.deny("list:namespaces".parse::<DenyRule>().expect("rule"));
     sandbox.deny("list:freezes".parse::<DenyRule>().expect("rule"));
@@ -302,6 +310,12 @@ async fn live_verdicts_count_change_windows_and_freezes() {
     assert_eq!(stderr.matches("namespace windows not readable (you may not list namespaces)").count(), 1, "{stderr}");
     assert_eq!(
         stderr.matches("no freeze information (you may not read freezes.capdeck.dev in all namespaces)").count(),
+        1,
+        "{stderr}"
+    );
+    let (_, stderr) = live_credentials(&kubeconfig, &["-n", "hr"]).await;
+    assert_eq!(
+        stderr.matches("namespace windows not readable (you may not get or list namespaces)").count(),
         1,
         "{stderr}"
     );
