@@ -498,9 +498,11 @@ parsed, 2 for usage errors.")]
     /// Print the CustomResourceDefinitions capdeck knows (CAP Operator kinds, RotationBatch, Freeze)
     #[command(long_about = "Print the CustomResourceDefinitions of every kind capdeck knows: the CAP \
 Operator's sme.sap.com/v1alpha1 kinds and capdeck.dev/v1alpha1 RotationBatch and Freeze. On a \
-cluster with the CAP Operator, apply only capdeck's (the CAP Operator owns its own), or let the Helm \
-chart install them.\n\n\
-Example: capdeck crds | kubectl apply --server-side -f -")]
+cluster with the CAP Operator, apply only capdeck's (--only capdeck): the CAP Operator owns its own, \
+and applying this binary's copies over them would replace its schemas. Or let the Helm chart install \
+capdeck's.\n\n\
+Examples:\n  capdeck crds --only capdeck | kubectl apply --server-side -f -   (beside the CAP Operator)\n  \
+capdeck crds | kubectl apply --server-side -f -                 (to try capdeck without it)")]
     Crds(CrdsArgs),
     /// Run the sandbox cluster: an in-memory Kubernetes API server for kubectl and capdeck
     #[command(long_about = "Run the sandbox cluster: an in-memory Kubernetes API server that kubectl, kube-rs \
@@ -782,7 +784,7 @@ pub struct ForceArgs {
 #[command(long_about = "Print the manifests to run `capdeck --daemon` in a cluster: ServiceAccount, a \
 least-privilege ClusterRole and binding, a Role for the leader-election Lease, the Deployment and the \
 metrics Service. The namespace comes from --namespace/-n (default capdeck-system).\n\n\
-Example: capdeck crds | kubectl apply --server-side -f - && capdeck manifests -n capdeck-system | kubectl apply -f -")]
+Example: capdeck crds --only capdeck | kubectl apply --server-side -f - && capdeck manifests -n capdeck-system | kubectl apply -f -")]
 pub struct ManifestsArgs {
     /// Container image to run
     #[arg(long, value_name = "IMAGE", default_value = "ghcr.io/capdeck/capdeck:0.1.0")]
@@ -1055,6 +1057,19 @@ pub struct CrdsArgs {
     /// Output format of the definitions
     #[arg(short = 'o', long = "output", value_enum, default_value_t = CrdFormat::Yaml)]
     pub output: CrdFormat,
+    /// Only capdeck's own definitions (RotationBatch, Freeze) or only the CAP Operator's
+    /// (sme.sap.com); all when not given
+    #[arg(long, value_enum, value_name = "SET")]
+    pub only: Option<CrdSet>,
+}
+
+/// Whose definitions `capdeck crds --only` prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CrdSet {
+    /// capdeck.dev: RotationBatch, Freeze
+    Capdeck,
+    /// sme.sap.com: the CAP Operator's kinds
+    CapOperator,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -150,7 +150,7 @@ pub fn missing_kinds_text(kinds: &[&str]) -> String {
     if !ours.is_empty() {
         parts.push(format!(
             "the cluster does not serve {} (capdeck's CRDs are not installed): the Helm chart installs them \
-             (crds.install=true, the default); otherwise capdeck crds | kubectl apply --server-side -f -",
+             (crds.install=true, the default); otherwise capdeck crds --only capdeck | kubectl apply --server-side -f -",
             ours.join(", ")
         ));
     }

@@ -235,7 +235,7 @@ pub enum FreezeError {
     #[error("{0}")]
     Refused(String),
     #[error(
-        "the cluster has no Freeze kind yet: install the CRDs with `capdeck crds | kubectl apply --server-side -f -`"
+        "the cluster has no Freeze kind yet: install it with the Helm chart, or `capdeck crds --only capdeck | kubectl apply --server-side -f -`"
     )]
     NoKind,
     #[error(
@@ -635,7 +635,7 @@ mod tests {
         );
         assert!(matches!(policy, FreezeError::Api(ref text) if text.contains("spec.frozen.by")), "{policy}");
         let kind = write_error(status(404, "the server could not find the requested resource"), "create", "shop");
-        assert!(kind.to_string().contains("capdeck crds | kubectl apply --server-side -f -"), "{kind}");
+        assert!(kind.to_string().contains("capdeck crds --only capdeck | kubectl apply --server-side -f -"), "{kind}");
         let namespace = write_error(status(404, r#"namespaces "nope" not found"#), "create", "nope");
         assert_eq!(namespace.to_string(), "namespace nope does not exist (kubectl get namespaces lists them)");
     }

@@ -35,12 +35,20 @@ pub fn to_yaml(crd: &CustomResourceDefinition) -> Result<String, serde_saphyr::s
     serde_saphyr::to_string(crd)
 }
 
+/// capdeck's own group (RotationBatch, Freeze); every other CRD here is the CAP Operator's.
+pub const CAPDECK_GROUP: &str = "capdeck.dev";
+
 /// All CRDs as one multi-document YAML stream.
 pub fn all_yaml() -> Result<String, serde_saphyr::ser::Error> {
+    to_yaml_stream(&all())
+}
+
+/// `crds` as one multi-document YAML stream.
+pub fn to_yaml_stream(crds: &[CustomResourceDefinition]) -> Result<String, serde_saphyr::ser::Error> {
     let mut out = String::new();
-    for crd in all() {
+    for crd in crds {
         out.push_str("---\n");
-        out.push_str(&to_yaml(&crd)?);
+        out.push_str(&to_yaml(crd)?);
     }
     Ok(out)
 }

@@ -73,7 +73,7 @@ pub async fn list(cluster: &ClusterArgs, args: &BatchesArgs) -> anyhow::Result<E
         Ok(list) => list.items,
         Err(kube::Error::Api(status)) if status.code == 404 => {
             anyhow::bail!(
-                "the cluster has no RotationBatch kind yet: install the CRDs with `capdeck crds | kubectl apply --server-side -f -`"
+                "the cluster has no RotationBatch kind yet: install it with the Helm chart, or `capdeck crds --only capdeck | kubectl apply --server-side -f -`"
             )
         }
         Err(error) => anyhow::bail!("cannot list rotation batches: {}", describe_error(&error)),

@@ -213,7 +213,7 @@ pub(super) async fn read_freezes(client: &kube::Client, scope: &Scope, lease_nam
 fn freezes_unreadable(error: &kube::Error, place: &str) -> String {
     match error {
         kube::Error::Api(status) if status.code == 404 => {
-            "the Freeze CRD is not installed: capdeck crds | kubectl apply --server-side -f -".into()
+            "the Freeze CRD is not installed: the Helm chart installs it, or capdeck crds --only capdeck | kubectl apply --server-side -f -".into()
         }
         kube::Error::Api(status) if status.code == 403 => format!("you may not read freezes.capdeck.dev in {place}"),
         other => format!("cannot read freezes.capdeck.dev in {place}: {}", describe_error(other)),

@@ -467,6 +467,47 @@ async fn service_binding_ttls(connection: &Connection, scope: &Scope, window: st
     }
 }
 
+/// What an installed CRD means for capdeck. capdeck's own (capdeck.dev) should be this binary's
+/// schema. The CAP Operator's carry its own schema (descriptions, newer fields): capdeck reads
+/// the version it knows, and never advises replacing them with its copies.
+fn installed_crd_finding(ours: &CustomResourceDefinition, theirs: &CustomResourceDefinition, same: bool) -> Finding {
+    let name = ours.name_any();
+    let served: Vec<&str> = theirs.spec.versions.iter().filter(|v| v.served).map(|v| v.name.as_str()).collect();
+    if same {
+        return finding("crd", Status::Ok, format!("{name} installed, as this binary defines it"));
+    }
+    if ours.spec.group == crate::api::crds::CAPDECK_GROUP {
+        return finding(
+            "crd",
+            Status::Warn,
+            format!(
+                "{name} is installed (serves {}) but differs from this binary's: helm upgrade the chart, or \
+                 capdeck crds --only capdeck | kubectl apply --server-side -f -",
+                served.join(", ")
+            ),
+        );
+    }
+    let reads: Vec<&str> = ours.spec.versions.iter().map(|v| v.name.as_str()).collect();
+    match reads.iter().find(|version| served.contains(version)) {
+        Some(version) => finding(
+            "crd",
+            Status::Ok,
+            format!("{name} installed, serving {version}, which capdeck reads (its schema is the CAP Operator's)"),
+        ),
+        None => finding(
+            "crd",
+            Status::Fail,
+            format!(
+                "{name} does not serve {} (it serves {}), which capdeck reads: run a CAP Operator release that \
+                 serves it, or a capdeck that reads {}",
+                reads.join(", "),
+                if served.is_empty() { "nothing".to_string() } else { served.join(", ") },
+                served.first().copied().unwrap_or("its versions")
+            ),
+        ),
+    }
+}
+
 /// Every CRD capdeck knows installed, each with the versions and schema of this binary.
 async fn crds(connection: &Connection) -> Vec<Finding> {
     let api: Api<CustomResourceDefinition> = Api::all(connection.client.clone());
@@ -482,24 +523,11 @@ async fn crds(connection: &Connection) -> Vec<Finding> {
                         .map(|v| (v.name.clone(), serde_json::to_value(&v.schema).unwrap_or(Value::Null)))
                         .collect::<Vec<_>>()
                 };
-                if schema(&theirs) == schema(&ours) {
-                    out.push(finding("crd", Status::Ok, format!("{name} installed, as this binary defines it")));
-                } else {
-                    let versions: Vec<String> = theirs.spec.versions.iter().map(|v| v.name.clone()).collect();
-                    out.push(finding(
-                        "crd",
-                        Status::Warn,
-                        format!(
-                            "{name} is installed ({}) but differs from this binary's: \
-                             capdeck crds | kubectl apply --server-side -f -",
-                            versions.join(", ")
-                        ),
-                    ));
-                }
+                out.push(installed_crd_finding(&ours, &theirs, schema(&theirs) == schema(&ours)));
             }
             Ok(None) => {
                 let fix = if ours.spec.group == "capdeck.dev" {
-                    "the Helm chart installs it; otherwise capdeck crds | kubectl apply --server-side -f -"
+                    "the Helm chart installs it; otherwise capdeck crds --only capdeck | kubectl apply --server-side -f -"
                 } else {
                     "the CAP Operator brings it; to try capdeck without it, capdeck crds | kubectl apply --server-side -f -"
                 };

@@ -328,7 +328,7 @@ async fn rbac_and_a_missing_crd_are_explained() {
             .await
             .expect("join")
             .code(1)
-            .stderr(predicate::str::contains("capdeck crds | kubectl apply --server-side -f -"));
+            .stderr(predicate::str::contains("capdeck crds --only capdeck | kubectl apply --server-side -f -"));
     }
     served.stop().await;
 }

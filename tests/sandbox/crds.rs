@@ -126,4 +126,19 @@ fn capdeck_crds_prints_every_definition() {
     let output = Command::cargo_bin("capdeck").expect("bin").args(["crds", "-o", "json"]).output().expect("runs");
     let list: serde_json::Value = serde_json::from_slice(&output.stdout).expect("json");
     assert_eq!(list["items"].as_array().map(Vec::len), Some(crds::all().len()));
+    // Beside the CAP Operator only capdeck's own are applied; the two sets make the whole.
+    let only = |set: &str| -> Vec<CustomResourceDefinition> {
+        let output = Command::cargo_bin("capdeck").expect("bin").args(["crds", "--only", set]).output().expect("runs");
+        assert!(output.status.success(), "{output:?}");
+        serde_saphyr::from_multiple(&String::from_utf8(output.stdout).expect("utf8")).expect("valid YAML")
+    };
+    let (ours, theirs) = (only("capdeck"), only("cap-operator"));
+    let names = |crds: &[CustomResourceDefinition]| -> Vec<String> {
+        crds.iter().filter_map(|crd| crd.metadata.name.clone()).collect()
+    };
+    assert_eq!(names(&ours), ["rotationbatches.capdeck.dev", "freezes.capdeck.dev"]);
+    assert!(theirs.iter().all(|crd| crd.spec.group == "sme.sap.com") && theirs.len() == 7, "{:?}", names(&theirs));
+    assert_eq!([theirs, ours].concat(), crds::all());
+    let refused = Command::cargo_bin("capdeck").expect("bin").args(["crds", "--only", "istio"]).output().expect("runs");
+    assert_eq!(refused.status.code(), Some(2), "an unknown set is a usage error");
 }

@@ -352,6 +352,66 @@ async fn doctor_says_once_that_crds_cannot_be_read_and_whose_a_missing_one_is() 
     served.stop().await;
 }
 
+/// The CAP Operator's own CRDs carry its schema, not capdeck's copy: `capdeck doctor` says OK while
+/// the version capdeck reads is served (never advising to replace them), FAIL when it is not;
+/// capdeck's own CRD that differs is a warning naming the chart and `capdeck crds --only capdeck`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_leaves_the_cap_operators_crds_to_it() {
+    let sandbox = Sandbox::default();
+    sandbox.install_crds();
+    let changed: Vec<Value> = capdeck::api::crds::all()
+        .iter()
+        .filter_map(|crd| {
+            let mut crd = serde_json::to_value(crd).ok()?;
+            let name = crd["metadata"]["name"].as_str()?.to_string();
+            match name.as_str() {
+                // As the CAP Operator's chart installs them: its own descriptions.
+                "capapplications.sme.sap.com" | "rotationbatches.capdeck.dev" => {
+                    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["description"] = "upstream's words".into();
+                }
+                // A release that serves another version only.
+                "captenants.sme.sap.com" => crd["spec"]["versions"][0]["name"] = "v1beta1".into(),
+                _ => return None,
+            }
+            Some(crd)
+        })
+        .collect();
+    assert_eq!(changed.len(), 3);
+    sandbox.load(changed).expect("changed CRDs");
+    let (served, _dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sandbox-admin").await;
+    let output = Command::new(assert_cmd::cargo::cargo_bin("capdeck"))
+        .args(["doctor", "-A", "--lease-namespace", "default"])
+        .env("KUBECONFIG", &kubeconfig)
+        .output()
+        .expect("doctor runs");
+    let report = String::from_utf8_lossy(&output.stdout).into_owned();
+    let line = |name: &str| {
+        let found = report.lines().find(|line| line.starts_with("crd ") && line.contains(name));
+        found.unwrap_or_default().split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    let application = line("capapplications.sme.sap.com");
+    assert!(
+        application.starts_with("crd ok ")
+            && application.contains("serving v1alpha1, which capdeck reads (its schema is the CAP Operator's)"),
+        "{report}"
+    );
+    let tenants = line("captenants.sme.sap.com");
+    assert!(
+        tenants.contains("FAIL")
+            && tenants.contains("does not serve v1alpha1 (it serves v1beta1), which capdeck reads"),
+        "{report}"
+    );
+    let batches = line("rotationbatches.capdeck.dev");
+    assert!(
+        batches.starts_with("crd warn ")
+            && batches.contains("differs from this binary's: helm upgrade the chart, or capdeck crds --only capdeck |"),
+        "{report}"
+    );
+    assert!(line("capapplicationversions.sme.sap.com").contains("installed, as this binary defines it"), "{report}");
+    assert_eq!(report.matches("capdeck crds |").count(), 0, "never: apply all of capdeck's copies\n{report}");
+    served.stop().await;
+}
+
 /// Every watch the daemon sends lasts half an hour and allows bookmarks (so the API server keeps
 /// a quiet one alive with a bookmark a minute): with kube's 290 s default, resuming watches was
 /// most of the engine's requests at rest.
