@@ -310,8 +310,9 @@ fn main() -> ExitCode {
         });
         trials.push(trial.with_ignored_flag(ignored));
     }
-    // The Helm chart, checked with the real helm (tools/ops/build.sh).
+    // The Helm chart, checked with the real helm 3 and 4 (tools/ops/build.sh).
     let helm = ops_tools::find(&ops_tools::HELM);
+    let helm4 = ops_tools::find(&ops_tools::HELM4);
     let prometheus_crds = helm.as_ref().map_err(Clone::clone).and_then(|_| ops_tools::prometheus_operator_crds());
     match (&helm, &prometheus_crds) {
         (Err(why), _) | (_, Err(why)) if required => {
@@ -321,9 +322,30 @@ fn main() -> ExitCode {
         (Err(why), _) | (_, Err(why)) => eprintln!("tools::helm and chart:: are ignored: {why}"),
         _ => {}
     }
+    match &helm4 {
+        Err(why) if required => {
+            eprintln!("CAPDECK_REQUIRE_REAL_CLUSTER=1 but {why}");
+            return ExitCode::FAILURE;
+        }
+        Err(why) => eprintln!("tools::helm4 and chart::helm4_… are ignored: {why}"),
+        Ok(_) => {}
+    }
     trials.push(
         Trial::test("tools::helm::lint_and_template", || chart::lint_and_template().map_err(Failed::from))
             .with_ignored_flag(helm.is_err()),
+    );
+    trials.push(
+        Trial::test("tools::helm4::lint_and_template", || chart::lint_and_template_with_helm4().map_err(Failed::from))
+            .with_ignored_flag(helm4.is_err()),
+    );
+    trials.push(
+        Trial::test("chart::helm4_installs_upgrades_rolls_back_and_uninstalls::kube-apiserver", || {
+            run(
+                |backend| Box::pin(chart::helm4_installs_upgrades_rolls_back_and_uninstalls(backend)),
+                Backend::KubeApiserver,
+            )
+        })
+        .with_ignored_flag(real.is_err() || prometheus_crds.is_err() || helm4.is_err()),
     );
     trials.push(
         Trial::test(

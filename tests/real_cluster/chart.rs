@@ -8,6 +8,8 @@
 //!   install, upgrade, rollback, a daemon run with the chart's ServiceAccount token and the
 //!   Deployment's own arguments rolling a batch, its `/metrics` naming every metric the alerts and
 //!   the dashboard use, and an uninstall that leaves only the CRDs (kept on purpose) behind.
+//! - `tools::helm4::lint_and_template` and `chart::helm4_installs_upgrades_rolls_back_and_uninstalls`:
+//!   the same with Helm 4, which writes with server-side apply (the daemon's part not again).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -18,7 +20,7 @@ use serde_json::Value;
 
 use crate::common::fixtures::AppOptions;
 use crate::faker::Faker;
-use crate::ops_tools::{self, HELM};
+use crate::ops_tools::{self, HELM, HELM4, Tool};
 use crate::process_stories::{Daemon, http_get};
 use crate::setup::{load_current, text};
 use crate::world::{Backend, World};
@@ -32,8 +34,8 @@ struct Helm {
 }
 
 impl Helm {
-    fn new() -> Result<Self, String> {
-        Ok(Self { binary: ops_tools::find(&HELM)?, home: tempfile::tempdir().map_err(|e| e.to_string())? })
+    fn new(tool: &Tool) -> Result<Self, String> {
+        Ok(Self { binary: ops_tools::find(tool)?, home: tempfile::tempdir().map_err(|e| e.to_string())? })
     }
 
     fn run(&self, kubeconfig: Option<&Path>, args: &[&str]) -> Result<String, String> {
@@ -139,7 +141,16 @@ fn exported(metrics: &str) -> BTreeSet<String> {
 
 /// helm lint and template, the defaults against `capdeck manifests`, every option on.
 pub fn lint_and_template() -> Result<(), String> {
-    let helm = Helm::new()?;
+    lint_and_template_with(&HELM)
+}
+
+/// The same with Helm 4.
+pub fn lint_and_template_with_helm4() -> Result<(), String> {
+    lint_and_template_with(&HELM4)
+}
+
+fn lint_and_template_with(tool: &Tool) -> Result<(), String> {
+    let helm = Helm::new(tool)?;
     let all_on = format!("{}/ci/all-on-values.yaml", chart());
     helm.run(None, &["lint", "--strict", &chart()])?;
     helm.run(None, &["lint", "--strict", &chart(), "-f", &all_on])?;
@@ -314,10 +325,24 @@ const BAD_VALUES: &[(&str, &str)] = &[
 ];
 
 pub async fn install_upgrade_rollback_uninstall_and_the_daemon_as_its_service_account(backend: Backend) {
+    install_story(backend, &HELM, "chart", true).await;
+}
+
+/// The same life cycle with Helm 4, which installs and upgrades with server-side apply (the
+/// daemon's part is Helm's objects, the same as above, and is not run again), adopting CRDs
+/// installed before with `capdeck crds --only capdeck` as the chart's README says.
+pub async fn helm4_installs_upgrades_rolls_back_and_uninstalls(backend: Backend) {
+    install_story(backend, &HELM4, "chart-helm4", false).await;
+}
+
+/// Bad values refused, install, upgrade, rollback, (`with_daemon`: the daemon as the chart's
+/// ServiceAccount rolling a batch), uninstall, with `tool` on a kube-apiserver of its own.
+/// Without the daemon, capdeck's CRDs are there before the install, to be adopted.
+async fn install_story(backend: Backend, tool: &Tool, test: &str, with_daemon: bool) {
     assert_eq!(backend, Backend::KubeApiserver, "helm installs into a real API server");
-    let helm = Helm::new().expect("helm");
+    let helm = Helm::new(tool).expect("helm");
     let crds = ops_tools::prometheus_operator_crds().expect("the prometheus-operator CRDs");
-    let world = World::dedicated(backend, "chart", crate::control_plane::Profile::WithoutCapdeckCrds).await;
+    let world = World::dedicated(backend, test, crate::control_plane::Profile::WithoutCapdeckCrds).await;
     let plane = world.plane();
     let output = plane.kubectl().args(["apply", "--server-side", "-f"]).arg(&crds).output().expect("kubectl");
     assert!(output.status.success(), "prometheus-operator CRDs: {}", String::from_utf8_lossy(&output.stderr));
@@ -331,6 +356,24 @@ pub async fn install_upgrade_rollback_uninstall_and_the_daemon_as_its_service_ac
     let kubeconfig = world.admin_kubeconfig.clone();
     let system = format!("{}-system", world.ns);
     let chart_path = chart();
+    if !with_daemon {
+        // Installed by hand first (chart README, "CRDs and upgrades"), then adopted by Helm.
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_capdeck"))
+            .args(["crds", "--only", "capdeck"])
+            .output()
+            .expect("capdeck crds");
+        plane.kubectl_apply(&String::from_utf8_lossy(&output.stdout)).expect("capdeck's CRDs applied");
+        let names = ["rotationbatches.capdeck.dev", "freezes.capdeck.dev"];
+        let release = format!("meta.helm.sh/release-namespace={system}");
+        let adopt = [
+            &["annotate", "crd", names[0], names[1], "meta.helm.sh/release-name=capdeck", &release][..],
+            &["label", "crd", names[0], names[1], "app.kubernetes.io/managed-by=Helm"],
+        ];
+        for args in adopt {
+            let output = plane.kubectl().args(args).output().expect("kubectl");
+            assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        }
+    }
     let install = |extra: &[&str]| -> Result<String, String> {
         let mut args = vec!["install", RELEASE, &chart_path, "-n", &system, "--create-namespace"];
         args.extend_from_slice(extra);
@@ -371,13 +414,22 @@ pub async fn install_upgrade_rollback_uninstall_and_the_daemon_as_its_service_ac
     let deployment = |plane: &crate::control_plane::ControlPlane| -> Value {
         let output = plane
             .kubectl()
-            .args(["get", "deployment", RELEASE, "-n", &system, "-o", "json"])
+            .args(["get", "deployment", RELEASE, "-n", &system, "-o", "json", "--show-managed-fields"])
             .output()
             .expect("kubectl");
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
         serde_json::from_slice(&output.stdout).expect("json")
     };
     let installed = deployment(plane);
+    // Helm 4 applies server-side, Helm 3 updates: what each wrote is the API server's record.
+    let operations: BTreeSet<&str> = installed["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|field| field["operation"].as_str())
+        .collect();
+    let applied = if tool.env == HELM4.env { "Apply" } else { "Update" };
+    assert!(operations.contains(applied), "{} wrote with {operations:?}", tool.env);
     assert!(daemon_args(&installed).contains(&"--approval=auto".to_string()));
     for (kind, name) in [
         ("servicemonitor", RELEASE.to_string()),
@@ -419,49 +471,8 @@ pub async fn install_upgrade_rollback_uninstall_and_the_daemon_as_its_service_ac
     let history = helm.run(Some(&kubeconfig), &["history", RELEASE, "-n", &system, "-o", "json"]).expect("history");
     assert_eq!(serde_json::from_str::<Value>(&history).expect("json").as_array().map(Vec::len), Some(3));
 
-    // The daemon as the chart's ServiceAccount, with the live Deployment's arguments.
-    let service_account =
-        rolled_back["spec"]["template"]["spec"]["serviceAccountName"].as_str().expect("sa").to_string();
-    let output = plane
-        .kubectl()
-        .args(["create", "token", &service_account, "-n", &system, "--duration=1h"])
-        .output()
-        .expect("kubectl create token");
-    let (token, stderr) = text(&output);
-    assert!(output.status.success(), "create token: {stderr}");
-    let sa_kubeconfig = plane.write_token_kubeconfig("chart-sa", token.trim()).expect("kubeconfig");
-    let health_port = crate::control_plane::free_port().expect("port");
-    let args: Vec<String> = daemon_args(&rolled_back)
-        .into_iter()
-        .map(
-            |arg| {
-                if arg.starts_with("--health-addr=") { format!("--health-addr=127.0.0.1:{health_port}") } else { arg }
-            },
-        )
-        .collect();
-    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
-    let dir = tempfile::tempdir().expect("dir");
-    let mut daemon = Daemon::spawn(
-        &sa_kubeconfig,
-        &args,
-        &[("POD_NAMESPACE", system.as_str()), ("POD_NAME", "capdeck-0"), ("RUST_LOG", "info")],
-        health_port,
-        dir.path(),
-    );
-    let batch = crate::process_stories::leads_then_rolls_a_forced_rotation(&world, &daemon, "chart").await;
-    let (code, metrics) = http_get(&format!("{}/metrics", daemon.health)).await.expect("metrics");
-    assert_eq!(code, 200);
-    let exported = exported(&metrics);
-    let missing: Vec<String> = metrics_used().into_iter().filter(|name| !exported.contains(name)).collect();
-    assert!(
-        missing.is_empty(),
-        "metrics the alerts or the dashboard use but the daemon does not export: {missing:?}\n{metrics}"
-    );
-    assert!(metrics.contains("capdeck_leader 1") && metrics.contains("capdeck_ready 1"), "{metrics}");
-    let log = daemon.log();
-    assert!(!log.contains("forbidden"), "the chart's ServiceAccount was refused something: {log}");
-    assert!(daemon.terminate().success());
-    faker.stop().await;
+    let batch =
+        if with_daemon { Some(daemon_as_the_service_account(&world, &rolled_back, &system).await) } else { None };
 
     // Uninstall: nothing of the release is left but the CRDs it keeps (and the batch they hold).
     helm.run(Some(&kubeconfig), &["uninstall", RELEASE, "-n", &system, "--wait"]).expect("helm uninstall");
@@ -483,9 +494,61 @@ pub async fn install_upgrade_rollback_uninstall_and_the_daemon_as_its_service_ac
         .output()
         .expect("kubectl");
     assert!(output.status.success(), "the CRDs are kept: {}", String::from_utf8_lossy(&output.stderr));
-    let output =
-        plane.kubectl().args(["get", "rotationbatches", "-n", &world.ns, "-o", "name"]).output().expect("kubectl");
-    assert!(text(&output).0.contains(&batch.name_any()), "and with them the batches");
+    if let Some(batch) = batch {
+        let output =
+            plane.kubectl().args(["get", "rotationbatches", "-n", &world.ns, "-o", "name"]).output().expect("kubectl");
+        assert!(text(&output).0.contains(&batch), "and with them the batches");
+    }
+}
+
+/// The daemon as the chart's ServiceAccount (its token), with the live Deployment's arguments:
+/// it leads, rolls a forced rotation, and exports every metric the alerts and the dashboard use;
+/// the batch's name.
+async fn daemon_as_the_service_account(world: &World, rolled_back: &Value, system: &str) -> String {
+    let plane = world.plane();
+    let service_account =
+        rolled_back["spec"]["template"]["spec"]["serviceAccountName"].as_str().expect("sa").to_string();
+    let output = plane
+        .kubectl()
+        .args(["create", "token", &service_account, "-n", system, "--duration=1h"])
+        .output()
+        .expect("kubectl create token");
+    let (token, stderr) = text(&output);
+    assert!(output.status.success(), "create token: {stderr}");
+    let sa_kubeconfig = plane.write_token_kubeconfig("chart-sa", token.trim()).expect("kubeconfig");
+    let health_port = crate::control_plane::free_port().expect("port");
+    let args: Vec<String> = daemon_args(rolled_back)
+        .into_iter()
+        .map(
+            |arg| {
+                if arg.starts_with("--health-addr=") { format!("--health-addr=127.0.0.1:{health_port}") } else { arg }
+            },
+        )
+        .collect();
+    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let dir = tempfile::tempdir().expect("dir");
+    let mut daemon = Daemon::spawn(
+        &sa_kubeconfig,
+        &args,
+        &[("POD_NAMESPACE", system), ("POD_NAME", "capdeck-0"), ("RUST_LOG", "info")],
+        health_port,
+        dir.path(),
+    );
+    let batch = crate::process_stories::leads_then_rolls_a_forced_rotation(world, &daemon, "chart").await;
+    let (code, metrics) = http_get(&format!("{}/metrics", daemon.health)).await.expect("metrics");
+    assert_eq!(code, 200);
+    let exported = exported(&metrics);
+    let missing: Vec<String> = metrics_used().into_iter().filter(|name| !exported.contains(name)).collect();
+    assert!(
+        missing.is_empty(),
+        "metrics the alerts or the dashboard use but the daemon does not export: {missing:?}\n{metrics}"
+    );
+    assert!(metrics.contains("capdeck_leader 1") && metrics.contains("capdeck_ready 1"), "{metrics}");
+    let log = daemon.log();
+    assert!(!log.contains("forbidden"), "the chart's ServiceAccount was refused something: {log}");
+    assert!(daemon.terminate().success());
+    faker.stop().await;
+    batch.name_any()
 }
 
 /// A directory with `values.yaml` holding `values` (JSON is YAML).

@@ -1,6 +1,6 @@
-//! The operations tools the chart, the alert rules and the dashboard are checked with: helm,
-//! promtool and the prometheus-operator CRDs, built by `tools/ops/build.sh` (pinned, from the Go
-//! module proxy). Found through `CAPDECK_HELM`, `CAPDECK_PROMTOOL` and
+//! The operations tools the chart, the alert rules and the dashboard are checked with: helm 3
+//! and 4, promtool and the prometheus-operator CRDs, built by `tools/ops/build.sh` (pinned, from
+//! the Go module proxy). Found through `CAPDECK_HELM`, `CAPDECK_HELM4`, `CAPDECK_PROMTOOL` and
 //! `CAPDECK_PROMETHEUS_OPERATOR_CRDS`, else in the build script's cache. Without them their
 //! trials are ignored (the reason printed); with `CAPDECK_REQUIRE_REAL_CLUSTER=1` (CI) the run fails.
 
@@ -16,6 +16,9 @@ pub struct Tool {
 
 pub const HELM: Tool =
     Tool { env: "CAPDECK_HELM", cached: "ops/helm-v3.22.0-linux-amd64/helm", build: "bash tools/ops/build.sh helm" };
+/// Helm 4: installs and upgrades with server-side apply (Helm 3 with a three-way merge).
+pub const HELM4: Tool =
+    Tool { env: "CAPDECK_HELM4", cached: "ops/helm-v4.3.1-linux-amd64/helm", build: "bash tools/ops/build.sh helm4" };
 pub const PROMTOOL: Tool = Tool {
     env: "CAPDECK_PROMTOOL",
     cached: "ops/promtool-v0.316.0-linux-amd64/promtool",

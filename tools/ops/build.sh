@@ -4,6 +4,8 @@
 # as the last line on stdout:
 #
 #   build.sh helm                       <cache>/ops/helm-v3.22.0-<os>-<arch>/helm
+#   build.sh helm4                      <cache>/ops/helm-v4.3.1-<os>-<arch>/helm (Helm 4 installs with
+#                                       server-side apply: the chart is checked with both majors)
 #   build.sh promtool                   <cache>/ops/promtool-v0.316.0-<os>-<arch>/promtool
 #   build.sh prometheus-operator-crds   the CRD directory of github.com/prometheus-operator/prometheus-operator
 #                                       v0.85.0 in the Go module cache (ServiceMonitor, PodMonitor,
@@ -12,17 +14,18 @@
 # The cache root is $CAPDECK_ENVTEST_CACHE, else ${XDG_DATA_HOME:-~/.local/share}/kubebuilder-envtest,
 # as tools/envtest/build.sh. A binary already present is reused. Nothing of these tools is committed.
 #
-# Why this way: neither helm.sh/helm/v3 nor github.com/prometheus/prometheus carries `replace` lines,
+# Why this way: neither helm.sh/helm/v3, helm.sh/helm/v4 nor github.com/prometheus/prometheus carries `replace` lines,
 # so `go install module/cmd@version` builds exactly the dependency set their own go.sum names (as
 # tools/peers/build.sh does for k9s). prometheus/prometheus v0.316.0 is the Go module of a Prometheus
 # 3 release. The prometheus-operator root module is served at v0.85.0 (newer ones are refused here);
 # its example/prometheus-operator-crd/ holds the CRDs its releases ship.
 #
-# .ci/run calls all three; tests/real_cluster/ops_tools.rs finds them (CAPDECK_HELM, CAPDECK_PROMTOOL,
-# CAPDECK_PROMETHEUS_OPERATOR_CRDS, else this cache).
+# .ci/run calls all four; tests/real_cluster/ops_tools.rs finds them (CAPDECK_HELM, CAPDECK_PROMTOOL,
+# CAPDECK_HELM4, CAPDECK_PROMETHEUS_OPERATOR_CRDS, else this cache).
 set -euo pipefail
 
 HELM_VERSION="v3.22.0"
+HELM4_VERSION="v4.3.1"
 PROMETHEUS_MODULE_VERSION="v0.316.0"
 PROMETHEUS_OPERATOR_VERSION="v0.85.0"
 
@@ -62,6 +65,10 @@ case "$tool" in
     install helm "$HELM_VERSION" helm.sh/helm/v3/cmd/helm \
       "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
     ;;
+  helm4)
+    install helm "$HELM4_VERSION" helm.sh/helm/v4/cmd/helm \
+      "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM4_VERSION"
+    ;;
   promtool)
     install promtool "$PROMETHEUS_MODULE_VERSION" github.com/prometheus/prometheus/cmd/promtool \
       "-s -w -X github.com/prometheus/common/version.Version=module-$PROMETHEUS_MODULE_VERSION"
@@ -78,7 +85,7 @@ case "$tool" in
     echo "$crds"
     ;;
   *)
-    echo "usage: tools/ops/build.sh helm|promtool|prometheus-operator-crds   (prints the path)" >&2
+    echo "usage: tools/ops/build.sh helm|helm4|promtool|prometheus-operator-crds   (prints the path)" >&2
     exit 2
     ;;
 esac
