@@ -511,32 +511,14 @@ fn installed_crd_finding(ours: &CustomResourceDefinition, theirs: &CustomResourc
 /// Every CRD capdeck knows installed, each with the versions and schema of this binary.
 async fn crds(connection: &Connection) -> Vec<Finding> {
     let api: Api<CustomResourceDefinition> = Api::all(connection.client.clone());
-    let mut out = Vec::new();
+    let mut found = Vec::new();
     for ours in crate::api::crds::all() {
-        let name = ours.name_any();
-        match api.get_opt(&name).await {
-            Ok(Some(theirs)) => {
-                let schema = |crd: &CustomResourceDefinition| {
-                    crd.spec
-                        .versions
-                        .iter()
-                        .map(|v| (v.name.clone(), serde_json::to_value(&v.schema).unwrap_or(Value::Null)))
-                        .collect::<Vec<_>>()
-                };
-                out.push(installed_crd_finding(&ours, &theirs, schema(&theirs) == schema(&ours)));
-            }
-            Ok(None) => {
-                let fix = if ours.spec.group == "capdeck.dev" {
-                    "the Helm chart installs it; otherwise capdeck crds --only capdeck | kubectl apply --server-side -f -"
-                } else {
-                    "the CAP Operator brings it; to try capdeck without it, capdeck crds | kubectl apply --server-side -f -"
-                };
-                out.push(finding("crd", Status::Fail, format!("{name} is not installed: {fix}")));
-            }
+        match api.get_opt(&ours.name_any()).await {
+            Ok(theirs) => found.push((ours, theirs)),
             // One line, not one per CRD: the same answer would come for each (a ServiceAccount
             // without `get customresourcedefinitions`, as the chart's).
             Err(error) => {
-                out.push(finding(
+                return vec![finding(
                     "crd",
                     Status::Warn,
                     format!(
@@ -544,12 +526,41 @@ async fn crds(connection: &Connection) -> Vec<Finding> {
                          below still find a kind that is not served",
                         describe_error(&error)
                     ),
-                ));
-                break;
+                )];
             }
         }
     }
-    out
+    // Some of the CAP Operator's CRDs there: it is installed, and owns them all.
+    let cap_operator_there =
+        found.iter().any(|(ours, theirs)| ours.spec.group != crate::api::crds::CAPDECK_GROUP && theirs.is_some());
+    let schema = |crd: &CustomResourceDefinition| {
+        crd.spec
+            .versions
+            .iter()
+            .map(|v| (v.name.clone(), serde_json::to_value(&v.schema).unwrap_or(Value::Null)))
+            .collect::<Vec<_>>()
+    };
+    found
+        .into_iter()
+        .map(|(ours, theirs)| match theirs {
+            Some(theirs) => installed_crd_finding(&ours, &theirs, schema(&theirs) == schema(&ours)),
+            None => {
+                let name = ours.name_any();
+                let fix = if ours.spec.group == crate::api::crds::CAPDECK_GROUP {
+                    "the Helm chart installs it; otherwise capdeck crds --only capdeck | kubectl apply --server-side -f -"
+                } else if cap_operator_there {
+                    // Never `capdeck crds | kubectl apply` here: it would replace the schemas of the
+                    // CAP Operator's other CRDs with capdeck's copies (fields they have would be pruned).
+                    "the CAP Operator's other CRDs are installed, so its release is older or partial: install \
+                     the CAP Operator release that brings it (not capdeck crds, whose copies would replace the \
+                     schemas of the CRDs it has)"
+                } else {
+                    "the CAP Operator brings it; to try capdeck without it, capdeck crds | kubectl apply --server-side -f -"
+                };
+                finding("crd", Status::Fail, format!("{name} is not installed: {fix}"))
+            }
+        })
+        .collect()
 }
 
 /// One line per permission the engine (daemon) or the console lacks in the scope.

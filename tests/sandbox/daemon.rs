@@ -409,6 +409,23 @@ async fn doctor_leaves_the_cap_operators_crds_to_it() {
     );
     assert!(line("capapplicationversions.sme.sap.com").contains("installed, as this binary defines it"), "{report}");
     assert_eq!(report.matches("capdeck crds |").count(), 0, "never: apply all of capdeck's copies\n{report}");
+
+    // An older CAP Operator without one of its CRDs: install the release that brings it, never
+    // all of capdeck's copies over the CRDs it has.
+    let crds: kube::Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        kube::Api::all(sandbox.client());
+    crds.delete("domains.sme.sap.com", &Default::default()).await.expect("deleted");
+    let output = Command::new(assert_cmd::cargo::cargo_bin("capdeck"))
+        .args(["doctor", "-A", "--lease-namespace", "default"])
+        .env("KUBECONFIG", &kubeconfig)
+        .output()
+        .expect("doctor runs");
+    let report = String::from_utf8_lossy(&output.stdout).into_owned();
+    let missing = report.lines().find(|line| line.contains("domains.sme.sap.com is not installed")).unwrap_or_default();
+    assert!(
+        missing.contains("install the CAP Operator release that brings it") && !missing.contains("capdeck crds |"),
+        "{report}"
+    );
     served.stop().await;
 }
 
