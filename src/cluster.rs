@@ -310,6 +310,33 @@ pub async fn list_service_bindings(
     }
 }
 
+/// One Secret by name, for the CLI's live reads (`credentials`, `fleet`, `deps`). A GET, and on a
+/// 403 a LIST of that name: the engine's ClusterRole (and so the chart's ServiceAccount) grants
+/// `list` on Secrets, not `get`. Which error came is kept for the person: neither allowed says so.
+pub async fn read_secret(client: &kube::Client, namespace: &str, name: &str) -> crate::lookup::SecretLookup {
+    use crate::lookup::SecretLookup;
+    use k8s_openapi::api::core::v1::Secret;
+    let api: kube::Api<Secret> = kube::Api::namespaced(client.clone(), namespace);
+    let forbidden = |error: &kube::Error| matches!(error, kube::Error::Api(status) if status.code == 403);
+    let read = match api.get_opt(name).await {
+        Err(error) if forbidden(&error) => api
+            .list(&kube::api::ListParams::default().fields(&format!("metadata.name={name}")))
+            .await
+            .map(|list| list.items.into_iter().next())
+            .map_err(|listed| if forbidden(&listed) { error } else { listed }),
+        read => read,
+    };
+    match read {
+        Ok(Some(secret)) => SecretLookup::Found(std::sync::Arc::new(secret)),
+        Ok(None) => SecretLookup::Missing,
+        Err(error) if forbidden(&error) => SecretLookup::Malformed(format!(
+            "cannot be read: you may neither get nor list Secrets in {namespace} ({})",
+            describe_error(&error)
+        )),
+        Err(error) => SecretLookup::Malformed(format!("cannot be read: {}", describe_error(&error))),
+    }
+}
+
 /// A kube error at a module boundary: `Display` is `describe_error` (what happened and what to
 /// do), the kube error stays available as the source.
 #[derive(Debug, thiserror::Error)]

@@ -494,7 +494,8 @@ fn report(
             None
         }
         SecretLookup::Malformed(why) => {
-            reasons.push(format!("Secret {namespace}/{secret_name} is malformed: {why}"));
+            // Malformed data, or (live) a Secret that could not be read.
+            reasons.push(format!("Secret {namespace}/{secret_name} cannot be used: {why}"));
             None
         }
     };

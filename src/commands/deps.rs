@@ -1,16 +1,14 @@
 //! `capdeck deps --app NS/NAME [-f PATH...]`: the subscription dependencies of an application.
 
 use std::process::ExitCode;
-use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 
 use crate::api::CAPApplication;
 use crate::cli::DepsArgs;
 use crate::cluster::{ClusterArgs, describe_error};
 use crate::deps::{Dependency, DependencyReport, dependencies};
-use crate::lookup::{Objects, SecretLookup};
+use crate::lookup::Objects;
 use crate::output::{OutputFormat, Table};
 
 pub async fn run(cluster: &ClusterArgs, args: &DepsArgs) -> anyhow::Result<ExitCode> {
@@ -65,14 +63,9 @@ async fn live(cluster: &ClusterArgs, namespace: &str, name: &str) -> anyhow::Res
         Ok(None) => anyhow::bail!("no CAPApplication {namespace}/{name} (list them with `kubectl get ca -A`)"),
         Err(error) => anyhow::bail!("cannot read CAPApplication {namespace}/{name}: {}", describe_error(&error)),
     };
-    let secrets: Api<Secret> = Api::namespaced(connection.client.clone(), namespace);
     let mut fetched = Objects::default();
     for service in &app.spec.btp.services {
-        let lookup = match secrets.get_opt(&service.secret).await {
-            Ok(Some(secret)) => SecretLookup::Found(Arc::new(secret)),
-            Ok(None) => SecretLookup::Missing,
-            Err(error) => SecretLookup::Malformed(format!("cannot be read: {}", describe_error(&error))),
-        };
+        let lookup = crate::cluster::read_secret(&connection.client, namespace, &service.secret).await;
         fetched.secrets.insert((namespace.to_string(), service.secret.clone()), lookup);
     }
     Ok(dependencies(&app, &fetched))

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt as _;
-use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt as _;
 use kube::api::ListParams;
@@ -347,12 +346,7 @@ pub async fn binding_secrets(
         .collect();
     futures::stream::iter(wanted)
         .map(|(namespace, name)| async move {
-            let api: kube::Api<Secret> = kube::Api::namespaced(client.clone(), &namespace);
-            let lookup = match api.get_opt(&name).await {
-                Ok(Some(secret)) => SecretLookup::Found(Arc::new(secret)),
-                Ok(None) => SecretLookup::Missing,
-                Err(error) => SecretLookup::Malformed(format!("cannot be read: {}", describe_error(&error))),
-            };
+            let lookup = crate::cluster::read_secret(client, &namespace, &name).await;
             ((namespace, name), lookup)
         })
         .buffer_unordered(8)

@@ -291,13 +291,18 @@ async fn live_verdicts_count_change_windows_and_freezes() {
     assert!(why.contains("from the cluster's change windows)"), "{why}");
     assert!(stderr.contains(&format!("cluster change windows {late} from your --change-windows")), "{stderr}");
 
-    // Allowed to list Namespaces but not to get one (the engine's ClusterRole): one namespace's
-    // windows are still read, by a LIST of its name.
+    // Allowed to list Namespaces and Secrets but not to get one (the engine's ClusterRole, so the
+    // chart's ServiceAccount): one namespace's windows and the binding Secrets are still read, by
+    // a LIST of the name.
     sandbox.deny("get:namespaces".parse::<DenyRule>().expect("rule"));
+    sandbox.deny("get:secrets".parse::<DenyRule>().expect("rule"));
     let (document, stderr) = live_credentials(&kubeconfig, &["-n", "hr"]).await;
     let (_, hr, why) = verdicts(&document).remove(0);
     assert_eq!(hr, "unsafe", "the Namespace's windows, listed: {why}\n{stderr}");
-    assert!(!stderr.contains("not readable"), "{stderr}");
+    assert!(!stderr.contains("not readable") && !why.contains("cannot"), "{why}\n{stderr}");
+    let (document, _) = live_credentials(&kubeconfig, &["-n", "plain"]).await;
+    let (_, plain, why) = verdicts(&document).remove(0);
+    assert_eq!(plain, "ok", "the binding Secret, listed: {why}");
 
     // Namespaces and Freezes that may not be read: said once each, judged without them.
     sandbox.deny("list:namespaces".parse::<DenyRule>().expect("rule"));
@@ -319,6 +324,11 @@ async fn live_verdicts_count_change_windows_and_freezes() {
         1,
         "{stderr}"
     );
+    // A binding Secret that may be neither got nor listed says so (not "malformed").
+    sandbox.deny("list:secrets".parse::<DenyRule>().expect("rule"));
+    let (document, _) = live_credentials(&kubeconfig, &["-n", "plain"]).await;
+    let (_, _, why) = verdicts(&document).remove(0);
+    assert!(why.contains("cannot be used: cannot be read: you may neither get nor list Secrets in plain"), "{why}");
 }
 
 /// Nothing consumes a binding Secret: one line says so (and where else to look), with no table
