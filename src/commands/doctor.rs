@@ -477,14 +477,17 @@ fn installed_crd_finding(ours: &CustomResourceDefinition, theirs: &CustomResourc
         return finding("crd", Status::Ok, format!("{name} installed, as this binary defines it"));
     }
     if ours.spec.group == crate::api::crds::CAPDECK_GROUP {
+        // Helm's own are upgraded with the chart: a kubectl apply would take their fields from it.
+        let by_helm = theirs.labels().get("app.kubernetes.io/managed-by").is_some_and(|by| by == "Helm");
+        let fix = if by_helm {
+            "the Helm chart manages it: helm upgrade to the chart of this capdeck"
+        } else {
+            "capdeck crds --only capdeck | kubectl apply --server-side -f - (or let the Helm chart manage it)"
+        };
         return finding(
             "crd",
             Status::Warn,
-            format!(
-                "{name} is installed (serves {}) but differs from this binary's: helm upgrade the chart, or \
-                 capdeck crds --only capdeck | kubectl apply --server-side -f -",
-                served.join(", ")
-            ),
+            format!("{name} is installed (serves {}) but differs from this binary's: {fix}", served.join(", ")),
         );
     }
     let reads: Vec<&str> = ours.spec.versions.iter().map(|v| v.name.as_str()).collect();

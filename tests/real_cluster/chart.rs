@@ -470,6 +470,40 @@ async fn install_story(backend: Backend, tool: &Tool, test: &str, with_daemon: b
     assert!(exists("servicemonitor") && !exists("podmonitor"), "the rollback swapped them back");
     let history = helm.run(Some(&kubeconfig), &["history", RELEASE, "-n", &system, "-o", "json"]).expect("history");
     assert_eq!(serde_json::from_str::<Value>(&history).expect("json").as_array().map(Vec::len), Some(3));
+    if !with_daemon {
+        // The CRDs adopted after `kubectl apply --server-side`: the first upgrade that changes one
+        // conflicts with kubectl's field manager under Helm 4, and goes through with
+        // `--force-conflicts`, as the chart's README says.
+        let newer = tempfile::tempdir().expect("dir");
+        let copied = std::process::Command::new("cp")
+            .args(["-r", &chart_path])
+            .arg(newer.path().join("capdeck"))
+            .status()
+            .expect("cp");
+        assert!(copied.success());
+        let crd = newer.path().join("capdeck/files/crds/capdeck.dev_freezes.yaml");
+        let original = std::fs::read_to_string(&crd).expect("crd");
+        let changed = original.replacen("description: \"Freeze: ", "description: \"Freeze (a newer chart): ", 1);
+        assert_ne!(changed, original, "the copy's CRD changed");
+        std::fs::write(&crd, changed).expect("write");
+        let newer_chart = newer.path().join("capdeck").display().to_string();
+        let upgrade = ["upgrade", RELEASE, &newer_chart, "-n", &system, "--reuse-values"];
+        let conflict = helm.run(Some(&kubeconfig), &upgrade).expect_err("kubectl's fields conflict");
+        assert!(conflict.contains("conflict") && conflict.contains("kubectl"), "{conflict}");
+        helm.run(Some(&kubeconfig), &[&upgrade[..], &["--force-conflicts"]].concat()).expect("forced upgrade");
+        let output = plane
+            .kubectl()
+            .args([
+                "get",
+                "crd",
+                "freezes.capdeck.dev",
+                "-o",
+                "jsonpath={.spec.versions[0].schema.openAPIV3Schema.description}",
+            ])
+            .output()
+            .expect("kubectl");
+        assert!(text(&output).0.starts_with("Freeze (a newer chart): "), "{}", text(&output).0);
+    }
 
     let batch =
         if with_daemon { Some(daemon_as_the_service_account(&world, &rolled_back, &system).await) } else { None };

@@ -354,7 +354,7 @@ async fn doctor_says_once_that_crds_cannot_be_read_and_whose_a_missing_one_is() 
 
 /// The CAP Operator's own CRDs carry its schema, not capdeck's copy: `capdeck doctor` says OK while
 /// the version capdeck reads is served (never advising to replace them), FAIL when it is not;
-/// capdeck's own CRD that differs is a warning naming the chart and `capdeck crds --only capdeck`.
+/// capdeck's own CRD that differs is a warning: `capdeck crds --only capdeck`, or Helm where Helm manages it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doctor_leaves_the_cap_operators_crds_to_it() {
     let sandbox = Sandbox::default();
@@ -369,6 +369,11 @@ async fn doctor_leaves_the_cap_operators_crds_to_it() {
                 "capapplications.sme.sap.com" | "rotationbatches.capdeck.dev" => {
                     crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["description"] = "upstream's words".into();
                 }
+                // Installed by the Helm chart, from an older capdeck.
+                "freezes.capdeck.dev" => {
+                    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["description"] = "older words".into();
+                    crd["metadata"]["labels"] = serde_json::json!({"app.kubernetes.io/managed-by": "Helm"});
+                }
                 // A release that serves another version only.
                 "captenants.sme.sap.com" => crd["spec"]["versions"][0]["name"] = "v1beta1".into(),
                 _ => return None,
@@ -376,7 +381,7 @@ async fn doctor_leaves_the_cap_operators_crds_to_it() {
             Some(crd)
         })
         .collect();
-    assert_eq!(changed.len(), 3);
+    assert_eq!(changed.len(), 4);
     sandbox.load(changed).expect("changed CRDs");
     let (served, _dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sandbox-admin").await;
     let output = Command::new(assert_cmd::cargo::cargo_bin("capdeck"))
@@ -404,8 +409,15 @@ async fn doctor_leaves_the_cap_operators_crds_to_it() {
     let batches = line("rotationbatches.capdeck.dev");
     assert!(
         batches.starts_with("crd warn ")
-            && batches.contains("differs from this binary's: helm upgrade the chart, or capdeck crds --only capdeck |"),
+            && batches
+                .contains("differs from this binary's: capdeck crds --only capdeck | kubectl apply --server-side"),
         "{report}"
+    );
+    let freezes = line("freezes.capdeck.dev");
+    assert!(
+        freezes.starts_with("crd warn ")
+            && freezes.ends_with("the Helm chart manages it: helm upgrade to the chart of this capdeck"),
+        "never kubectl apply over Helm's: {report}"
     );
     assert!(line("capapplicationversions.sme.sap.com").contains("installed, as this binary defines it"), "{report}");
     assert_eq!(report.matches("capdeck crds |").count(), 0, "never: apply all of capdeck's copies\n{report}");
