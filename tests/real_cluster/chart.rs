@@ -257,6 +257,13 @@ fn lint_and_template_with(tool: &Tool) -> Result<(), String> {
         ("Sun 01:00-04:00 Etc/GMT+2", true),
         ("Mo-Fr 22:00-05:00 Europe/Berlin", false),
         ("Mon 22:00 Europe/Berlin", false),
+        ("Mon 22:00-24:00 UTC", true),
+        ("Mon-Fri 25:00-05:00 UTC", false),
+        ("Mon 24:00-05:00 UTC", false),
+        ("Mon 9:00-10:00 UTC", false),
+        ("Mon 10:60-11:00 UTC", false),
+        ("Monkey 10:00-11:00 UTC", false),
+        ("Thurs 10:00-11:00 UTC", false),
     ];
     for (windows, valid) in cases {
         let binary = std::process::Command::new(env!("CARGO_BIN_EXE_capdeck"))

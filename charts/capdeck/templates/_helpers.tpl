@@ -66,10 +66,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - {{ printf "--lease-name=%v" (default (printf "%s-engine" (include "capdeck.fullname" .)) .Values.engine.leaseName) | quote }}
 - {{ printf "--on-deadline=%v" .Values.engine.onDeadline | quote }}
 {{- if .Values.engine.changeWindows }}
-{{- /* The shape only (the binary checks days, times and zones): a typo fails the install, not the Pod. */}}
-{{- $day := "(?i:(mon|tue|wed|thu|fri|sat|sun)[a-z]*)" }}
+{{- /* Days, times and the shape as the binary reads them (zones only by their shape; the binary checks
+       them): a typo fails the install, not the Pod. Never stricter than `capdeck windows`. */}}
+{{- $day := "(?i:mon(day)?|tue(sday)?|wed(nesday)?|thu(rsday)?|fri(day)?|sat(urday)?|sun(day)?)" }}
 {{- $days := printf "%s(-%s)?(,%s(-%s)?)*" $day $day $day $day }}
-{{- $range := printf "\\s*%s\\s+[0-9]{1,2}:[0-9]{2}-[0-9]{1,2}:[0-9]{2}\\s+[A-Za-z][A-Za-z0-9_+/-]*\\s*" $days }}
+{{- $start := "([01][0-9]|2[0-3]):[0-5][0-9]" }}
+{{- $end := printf "(%s|24:00)" $start }}
+{{- $range := printf "\\s*%s\\s+%s-%s\\s+[A-Za-z][A-Za-z0-9_+/-]*\\s*" $days $start $end }}
 {{- $segment := printf "(\\s*|%s)" $range }}
 {{- if not (regexMatch (printf "^%s(;%s)*$" $segment $segment) (toString .Values.engine.changeWindows)) }}
 {{- fail (printf "engine.changeWindows %q is not 'DAYS HH:MM-HH:MM ZONE' ranges separated by ';' (e.g. 'Mon-Fri 22:00-05:00 Europe/Berlin'): check it with capdeck windows '...' (docs/WINDOWS.md)" (toString .Values.engine.changeWindows)) }}
