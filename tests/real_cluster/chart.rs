@@ -417,7 +417,9 @@ async fn install_story(backend: Backend, tool: &Tool, test: &str, with_daemon: b
         "--set",
         &api_port,
     ];
-    install(&options).expect("helm install");
+    let said = install(&options).expect("helm install");
+    // NOTES: how to check the install, in the namespace the engine serves.
+    assert!(said.contains(&format!("capdeck doctor -n {}\n", world.ns)), "{said}");
     let deployment = |plane: &crate::control_plane::ControlPlane| -> Value {
         let output = plane
             .kubectl()
