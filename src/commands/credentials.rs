@@ -92,10 +92,22 @@ pub async fn run(cluster: &ClusterArgs, args: &CredentialsArgs) -> anyhow::Resul
         _ => windows_source.as_str(),
     };
     crate::safe_eprintln!("note: margins judged with {timing_source}; {windows_source}");
-    if let Err(why) = &world.namespace_windows {
-        crate::safe_eprintln!(
+    match &world.namespace_windows {
+        Err(why) => crate::safe_eprintln!(
             "note: namespace windows not readable ({why}): judged with the applications' and the cluster's windows"
-        );
+        ),
+        // Which namespaces' own windows counted (where an application sets none of its own).
+        Ok(found) if !found.is_empty() => {
+            const SHOWN: usize = 5;
+            let names: Vec<&str> = found.keys().map(String::as_str).take(SHOWN).collect();
+            let more = found.len().saturating_sub(SHOWN);
+            let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+            crate::safe_eprintln!(
+                "note: namespace change windows (capdeck.dev/change-windows) of {}{more}",
+                names.join(", ")
+            );
+        }
+        Ok(_) => {}
     }
     if let Some(why) = &world.freezes.missing {
         crate::safe_eprintln!("note: no freeze information ({why}): judged as if nothing were frozen");

@@ -299,6 +299,7 @@ async fn live_verdicts_count_change_windows_and_freezes() {
     let (document, stderr) = live_credentials(&kubeconfig, &["-n", "hr"]).await;
     let (_, hr, why) = verdicts(&document).remove(0);
     assert_eq!(hr, "unsafe", "the Namespace's windows, listed: {why}\n{stderr}");
+    assert!(stderr.contains("note: namespace change windows (capdeck.dev/change-windows) of hr\n"), "{stderr}");
     assert!(!stderr.contains("not readable") && !why.contains("cannot"), "{why}\n{stderr}");
     let (document, _) = live_credentials(&kubeconfig, &["-n", "plain"]).await;
     let (_, plain, why) = verdicts(&document).remove(0);
