@@ -324,20 +324,23 @@ async fn without_watch_on_leases_the_daemon_leads_by_listing_and_says_what_to_gr
     served.stop().await;
 }
 
+/// `capdeck doctor -A`'s report (stdout) over `kubeconfig`.
+fn doctor_report(kubeconfig: &std::path::Path) -> String {
+    let output = Command::new(assert_cmd::cargo::cargo_bin("capdeck"))
+        .args(["doctor", "-A", "--lease-namespace", "default"])
+        .env("KUBECONFIG", kubeconfig)
+        .output()
+        .expect("doctor runs");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
 /// A ServiceAccount that may not read CRDs (the chart's) gets one line saying so from
 /// `capdeck doctor`, not one per CRD; a missing CRD says whose it is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doctor_says_once_that_crds_cannot_be_read_and_whose_a_missing_one_is() {
     let sandbox = Sandbox::default();
     let (served, _dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sandbox-admin").await;
-    let doctor = || {
-        let output = Command::new(assert_cmd::cargo::cargo_bin("capdeck"))
-            .args(["doctor", "-A", "--lease-namespace", "default"])
-            .env("KUBECONFIG", &kubeconfig)
-            .output()
-            .expect("doctor runs");
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    };
+    let doctor = || doctor_report(&kubeconfig);
     // No CRDs at all: each missing one says who installs it.
     let report = doctor();
     let missing = |line: &&str| line.contains("is not installed");
@@ -384,41 +387,32 @@ async fn doctor_leaves_the_cap_operators_crds_to_it() {
     assert_eq!(changed.len(), 4);
     sandbox.load(changed).expect("changed CRDs");
     let (served, _dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sandbox-admin").await;
-    let output = Command::new(assert_cmd::cargo::cargo_bin("capdeck"))
-        .args(["doctor", "-A", "--lease-namespace", "default"])
-        .env("KUBECONFIG", &kubeconfig)
-        .output()
-        .expect("doctor runs");
-    let report = String::from_utf8_lossy(&output.stdout).into_owned();
+    let doctor = || doctor_report(&kubeconfig);
+    let report = doctor();
     let line = |name: &str| {
         let found = report.lines().find(|line| line.starts_with("crd ") && line.contains(name));
         found.unwrap_or_default().split_whitespace().collect::<Vec<_>>().join(" ")
     };
-    let application = line("capapplications.sme.sap.com");
-    assert!(
-        application.starts_with("crd ok ")
-            && application.contains("serving v1alpha1, which capdeck reads (its schema is the CAP Operator's)"),
-        "{report}"
-    );
-    let tenants = line("captenants.sme.sap.com");
-    assert!(
-        tenants.contains("FAIL")
-            && tenants.contains("does not serve v1alpha1 (it serves v1beta1), which capdeck reads"),
-        "{report}"
-    );
-    let batches = line("rotationbatches.capdeck.dev");
-    assert!(
-        batches.starts_with("crd warn ")
-            && batches
-                .contains("differs from this binary's: capdeck crds --only capdeck | kubectl apply --server-side"),
-        "{report}"
-    );
-    let freezes = line("freezes.capdeck.dev");
-    assert!(
-        freezes.starts_with("crd warn ")
-            && freezes.ends_with("the Helm chart manages it: helm upgrade to the chart of this capdeck"),
-        "never kubectl apply over Helm's: {report}"
-    );
+    // (CRD, status, what its line says.)
+    let expected = [
+        (
+            "capapplications.sme.sap.com",
+            "ok",
+            "serving v1alpha1, which capdeck reads (its schema is the CAP Operator's)",
+        ),
+        ("captenants.sme.sap.com", "FAIL", "does not serve v1alpha1 (it serves v1beta1), which capdeck reads"),
+        (
+            "rotationbatches.capdeck.dev",
+            "warn",
+            "differs from this binary's: capdeck crds --only capdeck | kubectl apply --server-side",
+        ),
+        // Never kubectl apply over Helm's.
+        ("freezes.capdeck.dev", "warn", "the Helm chart manages it: helm upgrade to the chart of this capdeck"),
+    ];
+    for (crd, status, says) in expected {
+        let line = line(crd);
+        assert!(line.starts_with(&format!("crd {status} ")) && line.contains(says), "{crd}: {report}");
+    }
     assert!(line("capapplicationversions.sme.sap.com").contains("installed, as this binary defines it"), "{report}");
     assert_eq!(report.matches("capdeck crds |").count(), 0, "never: apply all of capdeck's copies\n{report}");
 
@@ -427,12 +421,7 @@ async fn doctor_leaves_the_cap_operators_crds_to_it() {
     let crds: kube::Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
         kube::Api::all(sandbox.client());
     crds.delete("domains.sme.sap.com", &Default::default()).await.expect("deleted");
-    let output = Command::new(assert_cmd::cargo::cargo_bin("capdeck"))
-        .args(["doctor", "-A", "--lease-namespace", "default"])
-        .env("KUBECONFIG", &kubeconfig)
-        .output()
-        .expect("doctor runs");
-    let report = String::from_utf8_lossy(&output.stdout).into_owned();
+    let report = doctor();
     let missing = report.lines().find(|line| line.contains("domains.sme.sap.com is not installed")).unwrap_or_default();
     assert!(
         missing.contains("install the CAP Operator release that brings it") && !missing.contains("capdeck crds |"),
