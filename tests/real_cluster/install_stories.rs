@@ -66,15 +66,15 @@ impl Bare {
     }
 }
 
-/// The install command `capdeck crds --help` gives, split at its pipe: (capdeck's arguments,
-/// kubectl's arguments).
+/// The command `capdeck crds --help` gives to install every CRD on a cluster without the CAP
+/// Operator, split at its pipe: (capdeck's arguments, kubectl's arguments).
 fn install_command_from_help() -> (Vec<String>, Vec<String>) {
     let help = Command::new(env!("CARGO_BIN_EXE_capdeck")).args(["crds", "--help"]).output().expect("capdeck runs");
     let help = String::from_utf8_lossy(&help.stdout).into_owned();
     let example = help
         .lines()
-        .find_map(|line| line.trim().strip_prefix("Example:"))
-        .unwrap_or_else(|| panic!("no Example line in capdeck crds --help:\n{help}"));
+        .find_map(|line| line.trim().strip_suffix("(to try capdeck without it)"))
+        .unwrap_or_else(|| panic!("no example for a cluster without the CAP Operator in capdeck crds --help:\n{help}"));
     let (left, right) = example.split_once('|').unwrap_or_else(|| panic!("no pipe in {example:?}"));
     let words = |text: &str| text.split_whitespace().map(str::to_string).collect::<Vec<_>>();
     let (left, right) = (words(left), words(right));
