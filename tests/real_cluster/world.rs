@@ -53,10 +53,14 @@ pub fn shared_plane() -> Result<Arc<ControlPlane>, String> {
         .clone()
 }
 
-/// Stop the shared control plane (at the end of the run, so its directory is removed).
+/// Stop the shared control plane at the end of the run and remove its directory (etcd's data,
+/// about 66 MB): a static is never dropped, so its `TempDir` would stay behind after every run.
 pub fn stop_shared_plane() {
     if let Some(Ok(plane)) = SHARED.get() {
         plane.stop();
+        if let Err(error) = std::fs::remove_dir_all(plane.dir.path()) {
+            eprintln!("could not remove the shared control plane's directory {}: {error}", plane.dir.path().display());
+        }
     }
 }
 
