@@ -22,7 +22,7 @@ mod certificates;
 mod schedule;
 
 pub use certificates::CertificateExpiry;
-pub use schedule::{Judging, Schedule, namespace_windows};
+pub use schedule::{Judging, Schedule, namespace_windows, read_namespace_windows};
 
 /// Who writes a binding Secret.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ListParams;
 
@@ -17,8 +16,7 @@ use crate::cli::CredentialsArgs;
 use crate::cluster::leader::{LeaderView, PublishedSettings};
 use crate::cluster::{ClusterArgs, Scope, describe_error};
 use crate::credentials::{
-    CredentialsOverview, Inputs, Schedule, choose_timing, choose_windows, human_signed, namespace_windows,
-    overview_scheduled,
+    CredentialsOverview, Inputs, Schedule, choose_timing, choose_windows, human_signed, overview_scheduled,
 };
 use crate::manifest::Manifests;
 use crate::output::Table;
@@ -232,36 +230,6 @@ fn freezes_unreadable(error: &kube::Error, place: &str) -> String {
     }
 }
 
-/// The `capdeck.dev/change-windows` annotation of each Namespace in `scope` (one GET for one
-/// namespace, a LIST for all), or why they cannot be read.
-pub(super) async fn read_namespace_windows(
-    client: &kube::Client,
-    scope: &Scope,
-) -> Result<BTreeMap<String, String>, String> {
-    let api: kube::Api<Namespace> = kube::Api::all(client.clone());
-    let forbidden = |error: &kube::Error| matches!(error, kube::Error::Api(status) if status.code == 403);
-    let namespaces = match scope {
-        Scope::All => api.list(&ListParams::default()).await.map(|list| list.items),
-        Scope::Namespace(namespace) => match api.get_opt(namespace).await {
-            // May list but not get (as the engine's ClusterRole, which grants list and watch):
-            // the one Namespace by a LIST of its name.
-            Err(error) if forbidden(&error) => api
-                .list(&ListParams::default().fields(&format!("metadata.name={namespace}")))
-                .await
-                .map(|list| list.items)
-                .map_err(|listed| if forbidden(&listed) { error } else { listed }),
-            found => found.map(|found| found.into_iter().collect()),
-        },
-    };
-    match namespaces {
-        Ok(namespaces) => Ok(namespace_windows(&namespaces)),
-        Err(error) if forbidden(&error) => {
-            Err(format!("you may not {} namespaces", if matches!(scope, Scope::All) { "list" } else { "get or list" }))
-        }
-        Err(error) => Err(format!("cannot read Namespaces: {}", describe_error(&error))),
-    }
-}
-
 /// The namespace of the leading engine's Lease (`namespace/name`), when one leads.
 pub(super) fn lease_namespace(leader: &LeaderView) -> Option<String> {
     match leader {
@@ -279,7 +247,7 @@ async fn live(cluster: &ClusterArgs) -> anyhow::Result<World> {
     let (leader, applications, namespace_windows) = tokio::join!(
         crate::cluster::leader::find(client, &scope, &[]),
         super::tenants::list(client, &scope, "CAPApplication"),
-        read_namespace_windows(client, &scope),
+        crate::credentials::read_namespace_windows(client, &scope),
     );
     let mut manifests = Manifests { applications: applications?, ..Manifests::default() };
     let lease_namespace = lease_namespace(&leader);

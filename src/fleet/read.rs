@@ -120,6 +120,8 @@ struct Essentials {
     lease_namespace: String,
     /// The Freezes, or why they could not be read.
     freezes: Result<Vec<Arc<Freeze>>, String>,
+    /// Each Namespace's change windows annotation, or why they could not be read.
+    namespace_windows: Result<BTreeMap<String, String>, String>,
     notes: Vec<String>,
 }
 
@@ -145,6 +147,7 @@ async fn read_context(
         leader_settings,
         lease_namespace,
         freezes,
+        namespace_windows,
         mut notes,
     } = essentials;
     let (timing, timing_source) =
@@ -174,12 +177,10 @@ async fn read_context(
     let change_windows = leader_settings.as_ref().and_then(|settings| settings.change_windows.clone());
     let deadline_rolls =
         leader_settings.as_ref().is_some_and(crate::cluster::leader::PublishedSettings::deadline_rolls);
-    if change_windows.is_some() {
-        notes.push(
-            "credential verdicts count the cluster's change windows and the freezes, not Namespace annotations \
-             (capdeck credentials reads those)"
-                .into(),
-        );
+    if let Err(why) = &namespace_windows {
+        notes.push(format!(
+            "namespace windows not readable ({why}): credential verdicts count the applications' and the cluster's"
+        ));
     }
     if let Err(why) = &freezes {
         notes.push(format!("no freeze information: {why}"));
@@ -194,6 +195,7 @@ async fn read_context(
         now: Timestamp::now(),
         timing,
         freezes: freezes.as_deref().ok(),
+        namespace_windows: namespace_windows.as_ref().ok(),
         lease_namespace: &lease_namespace,
         change_windows: change_windows.as_deref(),
         deadline_rolls,
@@ -211,14 +213,16 @@ async fn read_essentials(cluster: &ClusterArgs, context: &str, options: &FleetOp
     let client = connection.client.clone();
     let scope = options.namespace.clone().map_or(Scope::All, Scope::Namespace);
     let server = connection.server.as_str();
-    // The Freezes are the one LIST the windows add (the leader publishes the cluster's windows).
+    // The Freezes and the Namespaces (their windows annotation) are the reads the windows add
+    // (the leader publishes the cluster's windows).
     let freezes: kube::Api<Freeze> = scope.api(&client);
     let params = ListParams::default();
-    let (batches, applications, bindings, freezes) = tokio::join!(
+    let (batches, applications, bindings, freezes, namespace_windows) = tokio::join!(
         list_lenient::<RotationBatch>(&client, &scope, "RotationBatches", server),
         list_lenient::<CAPApplication>(&client, &scope, "CAPApplications", server),
         crate::cluster::list_service_bindings(&client, &scope),
         freezes.list(&params),
+        crate::credentials::read_namespace_windows(&client, &scope),
     );
     let (batches, mut notes) = batches?;
     let (applications, more) = applications?;
@@ -262,6 +266,7 @@ async fn read_essentials(cluster: &ClusterArgs, context: &str, options: &FleetOp
         leader_settings,
         lease_namespace,
         freezes,
+        namespace_windows,
         notes,
     })
 }
@@ -369,6 +374,8 @@ pub(super) struct Inputs<'a> {
     pub timing: Timing,
     /// The Freezes (`None`: not readable).
     pub freezes: Option<&'a [Arc<Freeze>]>,
+    /// Each Namespace's change windows annotation (`None`: not readable).
+    pub namespace_windows: Option<&'a BTreeMap<String, String>>,
     /// Where a cluster freeze is honoured.
     pub lease_namespace: &'a str,
     /// The leading engine's cluster change windows, as published.
@@ -462,11 +469,9 @@ pub(super) fn rows(context: &str, inputs: &Inputs<'_>) -> Vec<FleetRow> {
             }
         }
     }
-    // Namespace annotations are not read here (one LIST per context at most for the windows):
-    // the verdicts count the cluster's windows and the freezes.
     let cluster_windows = inputs.change_windows.and_then(|text| ChangeWindows::parse(text).ok());
     let schedule = Schedule {
-        namespace_windows: None,
+        namespace_windows: inputs.namespace_windows,
         cluster_windows: cluster_windows.as_ref(),
         freezes: inputs.freezes.unwrap_or_default(),
         lease_namespace: Some(inputs.lease_namespace),
@@ -565,6 +570,7 @@ mod tests {
             now: at(NOW),
             timing: Timing { window: Duration::from_secs(3600), expected_rollout: Duration::from_secs(900) },
             freezes: Some(&[]),
+            namespace_windows: None,
             lease_namespace: "capdeck-system",
             change_windows: None,
             deadline_rolls: false,

@@ -264,6 +264,10 @@ fn lint_and_template_with(tool: &Tool) -> Result<(), String> {
         ("Mon 10:60-11:00 UTC", false),
         ("Monkey 10:00-11:00 UTC", false),
         ("Thurs 10:00-11:00 UTC", false),
+        // Whitespace Rust splits on and Go's \s does not know: a no-break space, a vertical tab,
+        // a line separator.
+        ("Mon\u{a0}10:00-11:00 UTC\u{a0}", true),
+        ("Mon\u{b}10:00-11:00\u{3000}UTC\u{2028}", true),
     ];
     for (windows, valid) in cases {
         let binary = std::process::Command::new(env!("CARGO_BIN_EXE_capdeck"))

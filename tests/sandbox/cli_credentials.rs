@@ -282,6 +282,21 @@ async fn live_verdicts_count_change_windows_and_freezes() {
     assert_eq!(plain, "ok", "nothing keeps it waiting: {why}");
     assert!(stderr.contains("; no cluster change windows"), "{stderr}");
     assert_eq!(stderr.matches("no leading engine publishes its settings").count(), 1, "said once: {stderr}");
+    // `capdeck fleet` judges the same: the Namespace's and the application's windows, the freeze.
+    let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("capdeck"));
+    command.env("KUBECONFIG", &kubeconfig).env_remove("ROLLOUT_DELAY").args(["fleet", "-o", "json"]);
+    let output = tokio::task::spawn_blocking(move || command.output().expect("runs")).await.expect("joined");
+    let fleet: Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
+    let fleet_verdict = |namespace: &str| -> Vec<String> {
+        let rows = fleet["fleet"].as_array().into_iter().flatten();
+        let row = rows.filter(|row| row["namespace"] == namespace);
+        row.flat_map(|row| row["credentials"].as_array().cloned().unwrap_or_default())
+            .filter_map(|c| c["verdict"].as_str().map(str::to_string))
+            .collect()
+    };
+    for namespace in ["shop", "hr", "travel"] {
+        assert_eq!(fleet_verdict(namespace), ["unsafe"], "{namespace} in fleet as in credentials: {fleet}");
+    }
     assert!(!stderr.contains("freeze information") && !stderr.contains("not readable"), "{stderr}");
 
     // The cluster's windows given as a flag, as the leading engine would publish them.

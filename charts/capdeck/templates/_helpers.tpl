@@ -72,8 +72,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- $days := printf "%s(-%s)?(,%s(-%s)?)*" $day $day $day $day }}
 {{- $start := "([01][0-9]|2[0-3]):[0-5][0-9]" }}
 {{- $end := printf "(%s|24:00)" $start }}
-{{- $range := printf "\\s*%s\\s+%s-%s\\s+[A-Za-z][A-Za-z0-9_+/-]*\\s*" $days $start $end }}
-{{- $segment := printf "(\\s*|%s)" $range }}
+{{- /* Whitespace as Rust's split_whitespace sees it (Go's \s is ASCII only): a no-break space
+       pasted from a wiki must not fail the chart where the binary accepts it. */}}
+{{- $ws := "[\\s\\v\\x{85}\\p{Z}]" }}
+{{- $range := printf "%s*%s%s+%s-%s%s+[A-Za-z][A-Za-z0-9_+/-]*%s*" $ws $days $ws $start $end $ws $ws }}
+{{- $segment := printf "(%s*|%s)" $ws $range }}
 {{- if not (regexMatch (printf "^%s(;%s)*$" $segment $segment) (toString .Values.engine.changeWindows)) }}
 {{- fail (printf "engine.changeWindows %q is not 'DAYS HH:MM-HH:MM ZONE' ranges separated by ';' (e.g. 'Mon-Fri 22:00-05:00 Europe/Berlin'): check it with capdeck windows '...' (docs/WINDOWS.md)" (toString .Values.engine.changeWindows)) }}
 {{- end }}
