@@ -358,7 +358,7 @@ pub async fn force_overrides_a_window_and_the_record_says_so(backend: Backend) {
         "{forced:?}"
     );
     // A freeze that ends by itself while nothing waits (and no notifier writes): the engine comes
-    // back at its end, and the metric an alert would watch drops, though no object changed.
+    // back at its end, and the metric an alert would watch drops, though no object changes then.
     // (An hour first, cut to 5 s once the metric is up: a slow engine cannot miss the freeze.)
     let frozen = freeze(&world, None, Timestamp::now().checked_add(seconds(3600)).expect("time")).await;
     eventually("the freeze metric up", LONG, || async { engine.metric("capdeck_freeze_active") == Some(1) }).await;
