@@ -310,26 +310,37 @@ pub async fn list_service_bindings(
     }
 }
 
-/// One Secret by name, for the CLI's live reads (`credentials`, `fleet`, `deps`). A GET, and on a
-/// 403 a LIST of that name: the engine's ClusterRole (and so the chart's ServiceAccount) grants
-/// `list` on Secrets, not `get`. Which error came is kept for the person: neither allowed says so.
-pub async fn read_secret(client: &kube::Client, namespace: &str, name: &str) -> crate::lookup::SecretLookup {
-    use crate::lookup::SecretLookup;
-    use k8s_openapi::api::core::v1::Secret;
-    let api: kube::Api<Secret> = kube::Api::namespaced(client.clone(), namespace);
-    let forbidden = |error: &kube::Error| matches!(error, kube::Error::Api(status) if status.code == 403);
-    let read = match api.get_opt(name).await {
-        Err(error) if forbidden(&error) => api
+/// A 403: the API server refused the request to this user.
+pub fn is_forbidden(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 403)
+}
+
+/// One object by name: a GET, and on a 403 a LIST of that name (`metadata.name` field selector).
+/// The engine's ClusterRole (and so the chart's ServiceAccount) grants `list` on Secrets and
+/// Namespaces, not `get`. When both are refused, the GET's error.
+pub async fn get_or_list_by_name<K>(api: &kube::Api<K>, name: &str) -> Result<Option<K>, kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.get_opt(name).await {
+        Err(error) if is_forbidden(&error) => api
             .list(&kube::api::ListParams::default().fields(&format!("metadata.name={name}")))
             .await
             .map(|list| list.items.into_iter().next())
-            .map_err(|listed| if forbidden(&listed) { error } else { listed }),
+            .map_err(|listed| if is_forbidden(&listed) { error } else { listed }),
         read => read,
-    };
-    match read {
+    }
+}
+
+/// One Secret by name, for the CLI's live reads (`credentials`, `fleet`, `deps`), by
+/// [`get_or_list_by_name`]: neither allowed says so.
+pub async fn read_secret(client: &kube::Client, namespace: &str, name: &str) -> crate::lookup::SecretLookup {
+    use crate::lookup::SecretLookup;
+    let api: kube::Api<k8s_openapi::api::core::v1::Secret> = kube::Api::namespaced(client.clone(), namespace);
+    match get_or_list_by_name(&api, name).await {
         Ok(Some(secret)) => SecretLookup::Found(std::sync::Arc::new(secret)),
         Ok(None) => SecretLookup::Missing,
-        Err(error) if forbidden(&error) => SecretLookup::Malformed(format!(
+        Err(error) if is_forbidden(&error) => SecretLookup::Malformed(format!(
             "cannot be read: you may neither get nor list Secrets in {namespace} ({})",
             describe_error(&error)
         )),

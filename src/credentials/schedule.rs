@@ -83,29 +83,22 @@ pub fn namespace_windows<'n>(namespaces: impl IntoIterator<Item = &'n Namespace>
 }
 
 /// The `capdeck.dev/change-windows` annotation of each Namespace in `scope` (one GET for one
-/// namespace, a LIST for all), or why they cannot be read.
+/// namespace, a LIST of its name where only listing is allowed; a LIST for all), or why they
+/// cannot be read.
 pub async fn read_namespace_windows(
     client: &kube::Client,
     scope: &crate::cluster::Scope,
 ) -> Result<BTreeMap<String, String>, String> {
     let api: kube::Api<Namespace> = kube::Api::all(client.clone());
-    let forbidden = |error: &kube::Error| matches!(error, kube::Error::Api(status) if status.code == 403);
     let namespaces = match scope {
         crate::cluster::Scope::All => api.list(&kube::api::ListParams::default()).await.map(|list| list.items),
-        crate::cluster::Scope::Namespace(namespace) => match api.get_opt(namespace).await {
-            // May list but not get (as the engine's ClusterRole, which grants list and watch):
-            // the one Namespace by a LIST of its name.
-            Err(error) if forbidden(&error) => api
-                .list(&kube::api::ListParams::default().fields(&format!("metadata.name={namespace}")))
-                .await
-                .map(|list| list.items)
-                .map_err(|listed| if forbidden(&listed) { error } else { listed }),
-            found => found.map(|found| found.into_iter().collect()),
-        },
+        crate::cluster::Scope::Namespace(namespace) => {
+            crate::cluster::get_or_list_by_name(&api, namespace).await.map(|found| found.into_iter().collect())
+        }
     };
     match namespaces {
         Ok(namespaces) => Ok(namespace_windows(&namespaces)),
-        Err(error) if forbidden(&error) => Err(format!(
+        Err(error) if crate::cluster::is_forbidden(&error) => Err(format!(
             "you may not {} namespaces",
             if matches!(scope, crate::cluster::Scope::All) { "list" } else { "get or list" }
         )),

@@ -311,12 +311,7 @@ async fn without_watch_on_leases_the_daemon_leads_by_listing_and_says_what_to_gr
         text().contains("may not watch capdeck engines' Leases") && text().contains("grant watch on leases")
     })
     .await;
-    let doctor = Command::new(assert_cmd::cargo::cargo_bin("capdeck"))
-        .args(["doctor", "-A", "--lease-namespace", "default"])
-        .env("KUBECONFIG", &kubeconfig)
-        .output()
-        .expect("doctor runs");
-    let report = String::from_utf8_lossy(&doctor.stdout);
+    let report = doctor_report(&kubeconfig);
     assert!(
         report.contains("you may not watch leases.coordination.k8s.io in all namespaces"),
         "doctor names the missing verb:\n{report}"
