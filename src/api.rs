@@ -9,6 +9,7 @@ pub mod crds;
 pub mod deployment_view;
 pub mod freeze;
 pub mod go_duration;
+pub mod lenient;
 pub mod rollout_progress;
 pub mod rotation_batch;
 pub mod service_binding;

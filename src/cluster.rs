@@ -9,6 +9,7 @@ pub mod stores;
 
 use std::path::PathBuf;
 
+use crate::api::lenient::{Lenient, Undecodable};
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use k8s_openapi::api::authorization::v1::{ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec};
 use kube::api::{Api, PostParams};
@@ -278,33 +279,71 @@ pub async fn can_i_subresource(
         .is_some_and(|status| status.allowed)
 }
 
+/// A list decoded one object at a time ([`Lenient`]): the objects that decode, and those that do
+/// not, each named (never quoted). One bad object never fails a list.
+#[derive(Debug)]
+pub struct Listed<K> {
+    pub items: Vec<K>,
+    pub undecodable: Vec<Undecodable>,
+}
+
+impl<K> Default for Listed<K> {
+    fn default() -> Self {
+        Self { items: Vec::new(), undecodable: Vec::new() }
+    }
+}
+
+impl<K> Listed<K> {
+    pub fn of(objects: impl IntoIterator<Item = Lenient<K>>) -> Self {
+        let mut listed = Self::default();
+        for object in objects {
+            match object.into_result() {
+                Ok(object) => listed.items.push(object),
+                Err(undecodable) => listed.undecodable.push(undecodable),
+            }
+        }
+        listed
+    }
+}
+
+/// LIST `api`, decoding each object on its own.
+pub async fn list_each<K>(api: &kube::Api<Lenient<K>>, params: &kube::api::ListParams) -> Result<Listed<K>, kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.list(params).await.map(|list| Listed::of(list.items))
+}
+
+/// An object that did not decode, for the CLI's warnings and `doctor`: `Freeze other/x: field
+/// spec.until: …; skipped (kubectl -n other get freeze x -o yaml shows it)`.
+pub fn describe_undecodable(kind: &str, undecodable: &Undecodable) -> String {
+    let namespace = undecodable.namespace();
+    let name = undecodable.name();
+    let (at, flag) = if namespace.is_empty() {
+        (String::new(), String::new())
+    } else {
+        (format!("{namespace}/"), format!("-n {namespace} "))
+    };
+    format!(
+        "{kind} {at}{name} does not decode ({}); skipped. `kubectl {flag}get {} {name} -o yaml` shows it: fix or delete it",
+        undecodable.describe(),
+        kind.to_lowercase()
+    )
+}
+
+/// An object that does not decode, as the kube error a read or write of it returns (its
+/// message names the object and the field, never a value).
+pub fn undecodable_error(kind: &str, undecodable: &Undecodable) -> kube::Error {
+    kube::Error::SerdeError(<serde_json::Error as serde::de::Error>::custom(format!("{kind} {undecodable}")))
+}
+
 /// sap-btp-service-operator's ServiceBindings; `None` when the kind is not served.
 pub async fn list_service_bindings(
     client: &kube::Client,
     scope: &Scope,
-) -> Result<Option<Vec<crate::api::service_binding::ServiceBinding>>, String> {
-    let resource = kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
-        crate::api::service_binding::GROUP,
-        "v1",
-        "ServiceBinding",
-    ));
-    let api: kube::Api<kube::api::DynamicObject> = match scope {
-        Scope::All => kube::Api::all_with(client.clone(), &resource),
-        Scope::Namespace(namespace) => kube::Api::namespaced_with(client.clone(), namespace, &resource),
-    };
-    match api.list(&kube::api::ListParams::default()).await {
-        Ok(list) => Ok(Some(
-            list.items
-                .into_iter()
-                .filter_map(|object| {
-                    let name = object.metadata.name.clone().unwrap_or_default();
-                    serde_json::to_value(object)
-                        .and_then(serde_json::from_value::<crate::api::service_binding::ServiceBinding>)
-                        .map_err(|error| tracing::warn!(%error, binding = %name, "a ServiceBinding does not decode; skipped"))
-                        .ok()
-                })
-                .collect(),
-        )),
+) -> Result<Option<Listed<crate::api::service_binding::ServiceBinding>>, String> {
+    match list_each(&scope.api(client), &kube::api::ListParams::default()).await {
+        Ok(listed) => Ok(Some(listed)),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
         Err(error) => Err(describe_error(&error)),
     }
@@ -317,28 +356,34 @@ pub fn is_forbidden(error: &kube::Error) -> bool {
 
 /// One object by name: a GET, and on a 403 a LIST of that name (`metadata.name` field selector).
 /// The engine's ClusterRole (and so the chart's ServiceAccount) grants `list` on Secrets and
-/// Namespaces, not `get`. When both are refused, the GET's error.
-pub async fn get_or_list_by_name<K>(api: &kube::Api<K>, name: &str) -> Result<Option<K>, kube::Error>
+/// Namespaces, not `get`. When both are refused, the GET's error. The object is decoded on its
+/// own: one that does not decode is `Some(Err(…))`.
+pub async fn get_or_list_by_name<K>(
+    api: &kube::Api<Lenient<K>>,
+    name: &str,
+) -> Result<Option<Result<K, Undecodable>>, kube::Error>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    match api.get_opt(name).await {
+    let found = match api.get_opt(name).await {
         Err(error) if is_forbidden(&error) => api
             .list(&kube::api::ListParams::default().fields(&format!("metadata.name={name}")))
             .await
             .map(|list| list.items.into_iter().next())
             .map_err(|listed| if is_forbidden(&listed) { error } else { listed }),
         read => read,
-    }
+    };
+    found.map(|found| found.map(Lenient::into_result))
 }
 
 /// One Secret by name, for the CLI's live reads (`credentials`, `fleet`, `deps`), by
 /// [`get_or_list_by_name`]: neither allowed says so.
 pub async fn read_secret(client: &kube::Client, namespace: &str, name: &str) -> crate::lookup::SecretLookup {
     use crate::lookup::SecretLookup;
-    let api: kube::Api<k8s_openapi::api::core::v1::Secret> = kube::Api::namespaced(client.clone(), namespace);
+    let api: kube::Api<Lenient<k8s_openapi::api::core::v1::Secret>> = kube::Api::namespaced(client.clone(), namespace);
     match get_or_list_by_name(&api, name).await {
-        Ok(Some(secret)) => SecretLookup::Found(std::sync::Arc::new(secret)),
+        Ok(Some(Ok(secret))) => SecretLookup::Found(std::sync::Arc::new(secret)),
+        Ok(Some(Err(undecodable))) => SecretLookup::Malformed(format!("does not decode ({})", undecodable.describe())),
         Ok(None) => SecretLookup::Missing,
         Err(error) if is_forbidden(&error) => SecretLookup::Malformed(format!(
             "cannot be read: you may neither get nor list Secrets in {namespace} ({})",
@@ -546,6 +591,26 @@ fn describe(error: &kube::Error) -> String {
                 unreachable_cause(error).unwrap_or_else(|| error.to_string())
             )
         }
+        // serde's message may quote a value of the answer, and an answer may hold credentials;
+        // capdeck's own (`undecodable_error`) names the object and the field only.
+        kube::Error::SerdeError(error) if error.to_string().contains(" does not decode (") => {
+            format!("{error}: fix or delete it")
+        }
+        kube::Error::SerdeError(_) => {
+            "the API server's answer does not decode (not shown: it may hold credentials)".into()
+        }
+        other => other.to_string(),
+    }
+}
+
+/// A watch's error for people and logs, like [`describe_error`].
+pub fn describe_watch_error(error: &kube::runtime::watcher::Error) -> String {
+    use kube::runtime::watcher::Error;
+    match error {
+        Error::InitialListFailed(error) | Error::WatchStartFailed(error) | Error::WatchFailed(error) => {
+            describe_error(error)
+        }
+        Error::WatchError(status) => format!("{} ({} {})", status.message, status.code, status.reason),
         other => other.to_string(),
     }
 }

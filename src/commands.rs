@@ -25,6 +25,13 @@ use crate::process::runtime;
 use readonly::refuse_if_readonly;
 pub use readonly::writes;
 
+/// Name on stderr each object a list skipped because it does not decode (the list goes on).
+fn warn_undecodable(kind: &str, undecodable: &[crate::api::lenient::Undecodable]) {
+    for object in undecodable {
+        crate::safe_eprintln!("warning: {}", crate::cluster::describe_undecodable(kind, object));
+    }
+}
+
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     use crate::actions::BatchAction;
     if let Some(refused) = refuse_if_readonly(&cli)? {

@@ -81,21 +81,23 @@ pub struct ConsoleSetup {
     pub contexts: Option<crate::fleet::ContextList>,
 }
 
-/// Log to a daily rolling file (stdout is the terminal). Returns the file's directory and a
-/// guard that flushes on drop; `None` when the directory cannot be created.
+/// Log to a daily file (stdout is the terminal), the user's alone (0600 in a 0700 directory),
+/// with no response body and credential-looking values masked (`crate::logging`). Returns the
+/// file's directory and a guard that flushes on drop; `None` when the directory cannot be made.
 pub fn init_file_logging() -> Option<(PathBuf, tracing_appender::non_blocking::WorkerGuard)> {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let dir = config::log_dir();
-    std::fs::create_dir_all(&dir).ok()?;
-    let appender = tracing_appender::rolling::Builder::new()
-        .rotation(tracing_appender::rolling::Rotation::DAILY)
-        .filename_prefix("capdeck")
-        .filename_suffix("log")
-        .max_log_files(7)
-        .build(&dir)
-        .ok()?;
-    let (writer, guard) = tracing_appender::non_blocking(appender);
+    let file = crate::logging::PrivateDailyFile::new(&dir, 7).ok()?;
+    let (writer, guard) = tracing_appender::non_blocking(crate::logging::Masking(file));
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube=warn,tower=warn,hyper=warn"));
-    tracing_subscriber::fmt().with_ansi(false).with_env_filter(filter).with_writer(writer).try_init().ok()?;
+    let layer = tracing_subscriber::fmt::layer()
+        .with_ansi(false)
+        .with_writer(writer)
+        .with_filter(crate::logging::without_response_bodies())
+        .with_filter(filter);
+    tracing_subscriber::registry().with(layer).try_init().ok()?;
     Some((dir, guard))
 }

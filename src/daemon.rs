@@ -288,16 +288,21 @@ async fn first_answer(connection: &Connection, timeout: RequestTimeout, phase: &
     }
 }
 
-/// JSON logs on stdout; `RUST_LOG` filters (default `info`).
+/// JSON logs on stdout; `RUST_LOG` filters (default `info`), and no response body ever reaches
+/// them (`crate::logging`).
 pub fn init_logging() {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
+    let layer = tracing_subscriber::fmt::layer()
         .json()
         .with_current_span(false)
-        .with_env_filter(filter)
-        .with_writer(|| EscapingWriter(std::io::stdout()))
-        .try_init();
+        .with_writer(|| EscapingWriter(crate::logging::Masking(std::io::stdout())))
+        .with_filter(crate::logging::without_response_bodies())
+        .with_filter(filter);
+    let _ = tracing_subscriber::registry().with(layer).try_init();
 }
 
 /// The JSON log's writer: tracing's JSON escapes C0 controls but passes DEL, C1 (an 8-bit CSI)

@@ -15,6 +15,7 @@ use kube::ResourceExt as _;
 use kube::api::{Api, PostParams};
 
 use crate::api::freeze::{CLUSTER_FREEZE_NAME, NAMESPACE_FREEZE_NAME, application_freeze_name};
+use crate::api::lenient::{Lenient, time_text};
 use crate::api::rotation_batch::UserAction;
 use crate::api::{Freeze, FreezeScope, FreezeSpec};
 use crate::cluster::batch_writer::Writer;
@@ -186,6 +187,9 @@ impl FreezeState {
 
 /// `in 4h`, `in 2d4h` (kubectl's age format, to the future).
 pub fn in_text(at: Timestamp, now: Timestamp) -> String {
+    if crate::api::lenient::is_forever(at) {
+        return "forever".into();
+    }
     format!("in {}", human_duration(at.as_second() - now.as_second()))
 }
 
@@ -249,6 +253,9 @@ pub enum FreezeError {
     Api(String),
     #[error("the freeze kept changing under us ({ATTEMPTS} conflicts in a row); try again")]
     Conflicts,
+    /// The freeze there does not decode: named, with the field.
+    #[error("Freeze {0}: freeze it again (capdeck freeze replaces it) or delete it")]
+    Undecodable(crate::api::lenient::Undecodable),
 }
 
 /// What a freeze write did.
@@ -268,9 +275,10 @@ impl FreezeReport {
     pub fn frozen_summary(&self, now: Timestamp) -> String {
         let until = self.freeze.spec.until.0;
         let mut text = format!(
-            "froze {} as {} until {until} ({}): {} collect but do not roll until then",
+            "froze {} as {} until {} ({}): {} collect but do not roll until then",
             self.target.describe(),
             self.by,
+            time_text(until),
             in_text(until, now),
             self.target.batches()
         );
@@ -288,7 +296,7 @@ impl FreezeReport {
             "lifted the freeze of {} (frozen by {} until {}) as {}: {} roll again, inside their change windows",
             self.target.describe(),
             frozen.frozen.by,
-            frozen.until.0,
+            time_text(frozen.until.0),
             self.by,
             self.target.batches()
         )
@@ -299,7 +307,7 @@ impl FreezeReport {
 fn previous_text(previous: &Freeze, now: Timestamp) -> String {
     let spec = &previous.spec;
     match FreezeState::of(previous, now) {
-        FreezeState::Active => format!("the active freeze by {} until {}", spec.frozen.by, spec.until.0),
+        FreezeState::Active => format!("the active freeze by {} until {}", spec.frozen.by, time_text(spec.until.0)),
         FreezeState::Ended => format!("the freeze by {} that ended at {}", spec.frozen.by, spec.until.0),
         FreezeState::Lifted => format!(
             "the freeze by {} lifted by {}",
@@ -319,24 +327,31 @@ pub async fn freeze(
     until: Timestamp,
     now: Timestamp,
 ) -> Result<FreezeReport, FreezeError> {
-    let api: Api<Freeze> = Api::namespaced(client.clone(), target.namespace());
+    let api: Api<Lenient<Freeze>> = Api::namespaced(client.clone(), target.namespace());
     let name = target.object_name();
     let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() };
     for _ in 0..ATTEMPTS {
-        let existing = read(&api, target).await?;
+        let existing = read_lenient(&api, target).await?;
         let mut object = new_freeze(target, by, reason, now, until);
         let (verb, written) = match &existing {
-            None => ("create", api.create(&params, &object).await),
-            Some(current) => {
+            None => ("create", api.create(&params, &Lenient(Ok(object))).await),
+            // A freeze that does not decode is replaced whole: that is how a person mends it.
+            Some(Err(undecodable)) => {
+                object.metadata = ObjectMeta { managed_fields: None, ..undecodable.metadata.clone() };
+                ("update", api.replace(&name, &params, &Lenient(Ok(object))).await)
+            }
+            Some(Ok(current)) => {
                 object.metadata = writable_metadata(current);
                 object.status.clone_from(&current.status);
-                ("update", api.replace(&name, &params, &object).await)
+                ("update", api.replace(&name, &params, &Lenient(Ok(object))).await)
             }
         };
-        match written {
-            Ok(freeze) => {
-                return Ok(FreezeReport { target: target.clone(), by: by.into(), freeze, previous: existing });
+        match written.map(Lenient::into_result) {
+            Ok(Ok(freeze)) => {
+                let previous = existing.and_then(Result::ok);
+                return Ok(FreezeReport { target: target.clone(), by: by.into(), freeze, previous });
             }
+            Ok(Err(undecodable)) => return Err(FreezeError::Undecodable(undecodable)),
             // Created by someone else meanwhile (AlreadyExists), or changed since read.
             Err(kube::Error::Api(status)) if status.code == 409 => {}
             Err(error) => return Err(write_error(error, verb, target.namespace())),
@@ -354,7 +369,7 @@ pub async fn unfreeze(
     reason: &str,
     now: Timestamp,
 ) -> Result<FreezeReport, FreezeError> {
-    let api: Api<Freeze> = Api::namespaced(client.clone(), target.namespace());
+    let api: Api<Lenient<Freeze>> = Api::namespaced(client.clone(), target.namespace());
     let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() };
     for _ in 0..ATTEMPTS {
         let current = read(&api, target).await?.ok_or_else(|| not_found(target))?;
@@ -364,10 +379,11 @@ pub async fn unfreeze(
         let mut object = current.clone();
         object.metadata = writable_metadata(&current);
         object.spec.lifted = Some(user_action(by, now, reason));
-        match api.replace(&target.object_name(), &params, &object).await {
-            Ok(freeze) => {
+        match api.replace(&target.object_name(), &params, &Lenient(Ok(object))).await.map(Lenient::into_result) {
+            Ok(Ok(freeze)) => {
                 return Ok(FreezeReport { target: target.clone(), by: by.into(), freeze, previous: Some(current) });
             }
+            Ok(Err(undecodable)) => return Err(FreezeError::Undecodable(undecodable)),
             Err(kube::Error::Api(status)) if status.code == 409 => {}
             Err(error) => return Err(write_error(error, "update", target.namespace())),
         }
@@ -389,9 +405,20 @@ pub fn not_found(target: &Target) -> FreezeError {
     FreezeError::NotFound { what: target.describe(), list }
 }
 
-async fn read(api: &Api<Freeze>, target: &Target) -> Result<Option<Freeze>, FreezeError> {
+async fn read(api: &Api<Lenient<Freeze>>, target: &Target) -> Result<Option<Freeze>, FreezeError> {
+    match read_lenient(api, target).await? {
+        Some(Err(undecodable)) => Err(FreezeError::Undecodable(undecodable)),
+        found => Ok(found.and_then(Result::ok)),
+    }
+}
+
+/// The freeze of `target`, decoded on its own.
+async fn read_lenient(
+    api: &Api<Lenient<Freeze>>,
+    target: &Target,
+) -> Result<Option<Result<Freeze, crate::api::lenient::Undecodable>>, FreezeError> {
     match api.get(&target.object_name()).await {
-        Ok(freeze) => Ok(Some(freeze)),
+        Ok(freeze) => Ok(Some(freeze.into_result())),
         Err(kube::Error::Api(status)) if status.code == 404 && kind_missing(&status.message) => {
             Err(FreezeError::NoKind)
         }

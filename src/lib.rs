@@ -17,6 +17,7 @@ pub mod deps;
 pub mod engine;
 pub mod fleet;
 pub mod freezes;
+pub mod logging;
 pub mod lookup;
 pub mod manifest;
 pub mod output;

@@ -18,7 +18,8 @@ from pathlib import Path
 
 # Lowest first. A module uses modules of lower layers; same-layer use needs an entry in PEERS.
 LAYERS = [
-    ["api", "output", "process"],  # types of the CRDs and upstream objects; printing; runtime and signals
+    # types of the CRDs and upstream objects; printing; runtime and signals; what logs may hold
+    ["api", "output", "process", "logging"],
     ["lookup"],  # point lookups of Secrets and Deployments, the CAP objects by application
     ["vcap", "cluster"],  # the VCAP_SERVICES format; kube client, stores, error descriptions
     ["plan"],  # the pure planner: which Deployment needs which payload

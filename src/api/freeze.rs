@@ -118,7 +118,9 @@ impl Freeze {
     /// `frozen until 2026-11-27T18:00:00Z by alice: release weekend` (the console's banner, a
     /// batch's message).
     pub fn summary(&self) -> String {
-        let mut text = format!("{} frozen until {} by {}", self.target(), self.spec.until.0, self.spec.frozen.by);
+        let until = self.spec.until.0;
+        let until = if super::lenient::is_forever(until) { "forever".into() } else { format!("until {until}") };
+        let mut text = format!("{} frozen {until} by {}", self.target(), self.spec.frozen.by);
         if let Some(reason) = self.spec.frozen.reason.as_deref().filter(|r| !r.is_empty()) {
             text.push_str(": ");
             text.push_str(reason);

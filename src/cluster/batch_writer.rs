@@ -16,6 +16,7 @@ use kube::core::Status;
 use serde_json::{Value, json};
 
 use crate::api::RotationBatch;
+use crate::api::lenient::Lenient;
 use crate::api::rotation_batch::attribution::{ACTIONS_FIELD_MANAGER, ENGINE_FIELD_MANAGER, NOTIFIER_FIELD_MANAGER};
 
 /// Who writes: it names the field manager and the verb a batch is read with.
@@ -122,30 +123,39 @@ pub struct BatchWriter {
     writer: Writer,
 }
 
+/// A batch that does not decode is an error that names its field (never its value).
+fn decoded(batch: Lenient<RotationBatch>) -> Result<RotationBatch, kube::Error> {
+    batch.into_result().map_err(|undecodable| crate::cluster::undecodable_error("RotationBatch", &undecodable))
+}
+
 impl BatchWriter {
     pub fn new(client: kube::Client, writer: Writer) -> Self {
         Self { client, writer }
     }
 
-    fn api(&self, namespace: &str) -> Api<RotationBatch> {
+    /// Batches read and written one object at a time ([`Lenient`]): a value past capdeck's range
+    /// (a `windowEnd` in year 9999) is no error.
+    fn api(&self, namespace: &str) -> Api<Lenient<RotationBatch>> {
         Api::namespaced(self.client.clone(), namespace)
     }
 
     /// Create a batch (`generateName` allowed).
     pub async fn create(&self, batch: &RotationBatch) -> Result<RotationBatch, kube::Error> {
         let params = PostParams { field_manager: Some(self.writer.field_manager().into()), ..PostParams::default() };
-        self.api(&batch.namespace().unwrap_or_default()).create(&params, batch).await
+        let api = self.api(&batch.namespace().unwrap_or_default());
+        decoded(api.create(&params, &Lenient(Ok(batch.clone()))).await?)
     }
 
     /// One batch, fresh from the API server, read with the writer's verb.
     pub async fn read(&self, namespace: &str, name: &str) -> Result<Option<RotationBatch>, kube::Error> {
         let api = self.api(namespace);
-        if self.writer.reads_by_list() {
+        let found = if self.writer.reads_by_list() {
             let params = ListParams::default().fields(&format!("metadata.name={name}"));
-            Ok(api.list(&params).await?.items.into_iter().next())
+            api.list(&params).await?.items.into_iter().next()
         } else {
-            api.get_opt(name).await
-        }
+            api.get_opt(name).await?
+        };
+        found.map(decoded).transpose()
     }
 
     /// One change of the batch as the caller read it; a conflict is the caller's to handle.
@@ -188,7 +198,7 @@ impl BatchWriter {
     /// Write `changes` in order, each under the resourceVersion the one before left.
     async fn send(
         &self,
-        api: &Api<RotationBatch>,
+        api: &Api<Lenient<RotationBatch>>,
         name: &str,
         mut batch: RotationBatch,
         changes: Vec<Change>,
@@ -199,17 +209,17 @@ impl BatchWriter {
             batch = match change {
                 Change::MergeSpec(spec) => {
                     let params = PatchParams { field_manager: manager.clone(), ..PatchParams::default() };
-                    api.patch(name, &params, &Patch::Merge(json!({"metadata": version, "spec": spec}))).await?
+                    decoded(api.patch(name, &params, &Patch::Merge(json!({"metadata": version, "spec": spec}))).await?)?
                 }
                 Change::MergeStatus(status) => {
                     let params = PatchParams { field_manager: manager.clone(), ..PatchParams::default() };
                     let patch = json!({"metadata": version, "status": status});
-                    api.patch_status(name, &params, &Patch::Merge(patch)).await?
+                    decoded(api.patch_status(name, &params, &Patch::Merge(patch)).await?)?
                 }
                 Change::Replace(mut object) => {
                     object.metadata.resource_version = batch.metadata.resource_version.clone();
                     let params = PostParams { field_manager: manager.clone(), ..PostParams::default() };
-                    api.replace(name, &params, &object).await?
+                    decoded(api.replace(name, &params, &Lenient(Ok(*object))).await?)?
                 }
             };
         }
@@ -222,6 +232,7 @@ mod tests {
     use std::cell::Cell;
 
     use super::*;
+    use crate::api::lenient::Lenient;
     use crate::sandbox::{RequestMatcher, Sandbox, SandboxConfig};
 
     fn sandbox_with_batch() -> Sandbox {

@@ -17,6 +17,7 @@ use kube::api::{Api, ListParams};
 use serde::{Deserialize, Serialize};
 
 use super::Scope;
+use crate::api::lenient::Lenient;
 
 mod watched;
 pub use watched::WatchedLeases;
@@ -61,13 +62,21 @@ impl std::fmt::Display for Holder {
 }
 
 /// Who holds `lease` at `now`. A missing Lease is `Nobody`.
+/// How far in the future a renewal may lie and still count (the clocks of two machines differ).
+pub const MAX_CLOCK_SKEW_SECONDS: i64 = 60;
+/// The longest a Lease counts as held after its renewal, whatever its `leaseDurationSeconds`.
+pub const MAX_TRUSTED_DURATION_SECONDS: i64 = 300;
+
 pub fn holder_of(lease: Option<&Lease>, now: Timestamp) -> Holder {
     let Some(spec) = lease.and_then(|l| l.spec.as_ref()) else { return Holder::Nobody };
     let Some(identity) = spec.holder_identity.clone().filter(|h| !h.is_empty()) else { return Holder::Nobody };
     let Some(renewed) = spec.renew_time.as_ref().or(spec.acquire_time.as_ref()) else { return Holder::Nobody };
     let renewed_ago = now.as_second() - renewed.0.as_second();
-    let duration = i64::from(spec.lease_duration_seconds.unwrap_or(15));
-    if renewed_ago <= duration {
+    // Anyone who may write a Lease may write a renewal in year 9999 or a duration of 68 years: a
+    // renewal from the future (past clock skew) renews nothing, and no Lease lasts longer than
+    // `MAX_TRUSTED_DURATION_SECONDS` after it, so one forged object cannot hold leadership forever.
+    let duration = i64::from(spec.lease_duration_seconds.unwrap_or(15)).clamp(0, MAX_TRUSTED_DURATION_SECONDS);
+    if (-MAX_CLOCK_SKEW_SECONDS..=duration).contains(&renewed_ago) {
         Holder::Renewing { identity, renewed_ago: renewed_ago.max(0) }
     } else {
         Holder::Expired { identity, renewed_ago }
@@ -302,6 +311,12 @@ pub fn leader_among(leases: &[EngineLease], scope: &Scope) -> LeaderView {
     let detail = relevant
         .iter()
         .find_map(|lease| match &lease.holder {
+            Holder::Expired { identity, renewed_ago } if *renewed_ago < 0 => Some(format!(
+                "the lease {} of {identity} says it was renewed {}s in the future, which capdeck does not trust; \
+                 rotations are not being handled (check the clocks, or who writes that Lease)",
+                lease.key(),
+                -renewed_ago
+            )),
             Holder::Expired { identity, renewed_ago } => Some(format!(
                 "the lease {} of {identity} expired (last renewed {renewed_ago}s ago); rotations are not being handled (is the daemon running? kubectl -n {} get pods)",
                 lease.key(),
@@ -326,9 +341,9 @@ pub fn leader_among(leases: &[EngineLease], scope: &Scope) -> LeaderView {
 
 /// Every capdeck engine Lease in the cluster (one LIST by label, all namespaces).
 pub async fn engine_leases(client: &kube::Client) -> Result<Vec<EngineLease>, kube::Error> {
-    let api: Api<Lease> = Api::all(client.clone());
-    let list = api.list(&ListParams::default().labels(&format!("{ENGINE_LABEL}=true"))).await?;
-    Ok(engine_leases_among(&list.items, Timestamp::now()))
+    let api: Api<Lenient<Lease>> = Api::all(client.clone());
+    let listed = super::list_each(&api, &ListParams::default().labels(&format!("{ENGINE_LABEL}=true"))).await?;
+    Ok(engine_leases_among(&listed.items, Timestamp::now()))
 }
 
 /// Engine Leases as read at `now` (from a LIST or a [`WatchedLeases`]).
@@ -339,9 +354,10 @@ pub fn engine_leases_among(leases: &[Lease], now: Timestamp) -> Vec<EngineLease>
 /// The Go CAP Operator's Leases renewed at `now` (`NAMESPACE/NAME`, any namespace): one LIST by
 /// name. `capdeck doctor` and the leading engine's `capdeck_go_operator_running` read it.
 pub async fn renewed_go_operator_leases(client: &kube::Client, now: Timestamp) -> Result<Vec<String>, kube::Error> {
-    let leases: Api<Lease> = Api::all(client.clone());
-    let list = leases.list(&ListParams::default().fields(&format!("metadata.name={GO_OPERATOR_LEASE}"))).await?;
-    Ok(renewed_among(&list.items, now))
+    let leases: Api<Lenient<Lease>> = Api::all(client.clone());
+    let listed =
+        super::list_each(&leases, &ListParams::default().fields(&format!("metadata.name={GO_OPERATOR_LEASE}"))).await?;
+    Ok(renewed_among(&listed.items, now))
 }
 
 /// Those of `leases` renewed at `now` (`NAMESPACE/NAME`).
@@ -369,10 +385,10 @@ pub async fn find(client: &kube::Client, scope: &Scope, fallback: &[(String, Str
                 unique.entry(place).or_insert(());
             }
             for (namespace, name) in unique.into_keys() {
-                let api: Api<Lease> = Api::namespaced(client.clone(), &namespace);
-                match api.get_opt(&name).await {
-                    Ok(Some(lease)) => seen.push(EngineLease::from_lease(&lease, Timestamp::now())),
-                    Ok(None) => {}
+                let api: Api<Lenient<Lease>> = Api::namespaced(client.clone(), &namespace);
+                match api.get_opt(&name).await.map(|found| found.map(Lenient::into_result)) {
+                    Ok(Some(Ok(lease))) => seen.push(EngineLease::from_lease(&lease, Timestamp::now())),
+                    Ok(Some(Err(_)) | None) => {}
                     Err(_) => refused.push(format!("{namespace}/{name}")),
                 }
             }
@@ -430,6 +446,13 @@ mod tests {
             (Some(lease(Some("a"), Some(3), 15, now)), Holder::Renewing { identity: "a".into(), renewed_ago: 3 }),
             (Some(lease(Some("a"), Some(15), 15, now)), Holder::Renewing { identity: "a".into(), renewed_ago: 15 }),
             (Some(lease(Some("a"), Some(16), 15, now)), Holder::Expired { identity: "a".into(), renewed_ago: 16 }),
+            // Forged: a renewal from the future, a duration of decades.
+            (Some(lease(Some("a"), Some(-30), 15, now)), Holder::Renewing { identity: "a".into(), renewed_ago: 0 }),
+            (Some(lease(Some("a"), Some(-61), 15, now)), Holder::Expired { identity: "a".into(), renewed_ago: -61 }),
+            (
+                Some(lease(Some("a"), Some(301), i32::MAX, now)),
+                Holder::Expired { identity: "a".into(), renewed_ago: 301 },
+            ),
         ];
         for (lease, expected) in cases {
             assert_eq!(holder_of(lease.as_ref(), now), expected, "{lease:?}");

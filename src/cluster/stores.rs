@@ -22,7 +22,6 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::api::events::v1::Event;
-use kube::core::DeserializeGuard;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Resource, ResourceExt};
@@ -34,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 mod binding_secrets;
 
 use super::Scope;
+use crate::api::lenient::Lenient;
 use crate::api::service_binding::ServiceBinding;
 use crate::api::{
     CAPApplication, CAPApplicationVersion, CAPTenant, CAPTenantOperation, DeploymentView, Freeze,
@@ -175,6 +175,20 @@ impl Shared {
         }
     }
 
+    /// Record that `kind`'s object `key` does not decode (`Some`), or does again (`None`).
+    fn record_invalid(&self, kind: &'static str, (namespace, name): &(String, String), error: Option<String>) {
+        let mut map = self.invalid.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let key = (kind, namespace.clone(), name.clone());
+        let changed = match error {
+            Some(error) => map.insert(key, error.clone()).as_ref() != Some(&error),
+            None => map.remove(&key).is_some(),
+        };
+        drop(map);
+        if changed {
+            self.changed();
+        }
+    }
+
     fn changed(&self) {
         self.changes.send_modify(|generation| *generation = generation.wrapping_add(1));
     }
@@ -192,7 +206,7 @@ impl Shared {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .entry((kind, code))
             .or_default() += 1;
-        let text = error.to_string();
+        let text = crate::cluster::describe_watch_error(error);
         self.connection.send_if_modified(|state| {
             if state.error.as_deref() == Some(text.as_str()) {
                 return false;
@@ -262,18 +276,34 @@ impl Stores {
         };
         let mut handles = Vec::new();
 
-        let (applications, task) = guarded::<CAPApplication>(scope.api(client), "CAPApplication", shared.clone());
+        let (applications, task) = watched::<CAPApplication>(
+            scope.api(client),
+            watch_config(),
+            Watched::cap("CAPApplication"),
+            shared.clone(),
+        );
         handles.push(task);
-        let (versions, task) =
-            guarded::<CAPApplicationVersion>(scope.api(client), "CAPApplicationVersion", shared.clone());
+        let (versions, task) = watched::<CAPApplicationVersion>(
+            scope.api(client),
+            watch_config(),
+            Watched::cap("CAPApplicationVersion"),
+            shared.clone(),
+        );
         handles.push(task);
-        let (tenants, task) = guarded::<CAPTenant>(scope.api(client), "CAPTenant", shared.clone());
+        let (tenants, task) =
+            watched::<CAPTenant>(scope.api(client), watch_config(), Watched::cap("CAPTenant"), shared.clone());
         handles.push(task);
-        let (operations, task) = guarded::<CAPTenantOperation>(scope.api(client), "CAPTenantOperation", shared.clone());
+        let (operations, task) = watched::<CAPTenantOperation>(
+            scope.api(client),
+            watch_config(),
+            Watched::cap("CAPTenantOperation"),
+            shared.clone(),
+        );
         handles.push(task);
-        let (batches, task) = guarded::<RotationBatch>(scope.api(client), "RotationBatch", shared.clone());
+        let (batches, task) =
+            watched::<RotationBatch>(scope.api(client), watch_config(), Watched::cap("RotationBatch"), shared.clone());
         handles.push(task);
-        let (deployments, task) = typed::<DeploymentView>(
+        let (deployments, task) = watched::<DeploymentView>(
             scope.api(client),
             watch_config(),
             Watched::all("Deployment", prune_metadata),
@@ -281,8 +311,12 @@ impl Stores {
         );
         handles.push(task);
         let vcap_config = watch_config().labels(LABEL_SECRET_OWNER_HASH);
-        let (vcap_secrets, task) =
-            typed::<Secret>(scope.api(client), vcap_config, Watched::all("VcapSecret", prune_metadata), shared.clone());
+        let (vcap_secrets, task) = watched::<Secret>(
+            scope.api(client),
+            vcap_config,
+            Watched::all("VcapSecret", prune_metadata),
+            shared.clone(),
+        );
         handles.push(task);
         let (binding_secrets, task) =
             binding_secrets::start(client.clone(), scope.api(client), applications.clone(), shared.clone());
@@ -292,18 +326,21 @@ impl Stores {
             Scope::All => watch_config(),
             Scope::Namespace(namespace) => watch_config().fields(&format!("metadata.name={namespace}")),
         };
-        let watched = Watched { optional: true, ..Watched::all("Namespace", prune_metadata) };
-        let (namespaces, task) =
-            typed::<Namespace>(Api::all(client.clone()), namespace_config, watched, shared.clone());
+        let (namespaces, task) = watched::<Namespace>(
+            Api::all(client.clone()),
+            namespace_config,
+            Watched::optional("Namespace"),
+            shared.clone(),
+        );
         handles.push(task);
-        let watched = Watched { optional: true, ..Watched::all("Freeze", prune_metadata) };
-        let (freezes, task) = typed::<Freeze>(scope.api(client), watch_config(), watched, shared.clone());
+        let (freezes, task) =
+            watched::<Freeze>(scope.api(client), watch_config(), Watched::optional("Freeze"), shared.clone());
         handles.push(task);
         let events = with_events.then(|| {
             // Only Events about CAP objects and batches are kept; a user who may not list Events
             // still gets every other view.
-            let watched = Watched { keep: is_relevant_event, optional: true, ..Watched::all("Event", prune_metadata) };
-            let (events, task) = typed::<Event>(scope.api(client), watch_config(), watched, shared.clone());
+            let relevant = Watched { keep: is_relevant_event, ..Watched::optional("Event") };
+            let (events, task) = watched::<Event>(scope.api(client), watch_config(), relevant, shared.clone());
             handles.push(task);
             events
         });
@@ -410,163 +447,27 @@ impl Stores {
     }
 }
 
-fn strip<K: Resource>(object: &mut K) {
+fn strip_managed_fields<K: Resource>(object: &mut K) {
     object.meta_mut().managed_fields = None;
-}
-
-/// Drop what nobody reads from the metadata of the objects kept: managedFields and kubectl's
-/// copy of the last applied object (often larger than the rest). A `DeploymentView` holds
-/// nothing else of a Deployment's pod template already.
-fn prune_metadata<K: Resource>(object: &mut K) {
-    strip(object);
-    if let Some(annotations) = object.meta_mut().annotations.as_mut() {
-        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
-    }
-}
-
-/// A watch of a kind decoded through `DeserializeGuard`, reflected into a `Store<K>` of the
-/// objects that decode; the others go to the invalid map.
-fn guarded<K>(api: Api<DeserializeGuard<K>>, kind: &'static str, shared: Shared) -> (Store<K>, JoinHandle<()>)
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-{
-    let (reader, mut writer) = reflector::store::<K>();
-    let store = reader.clone();
-    let task = tokio::spawn(async move {
-        if !shared.wait_turn(kind).await {
-            return;
-        }
-        // The kind on screen streams its first list (one request, served from the watch cache)
-        // where the API server offers it; pages otherwise.
-        let mut streaming = shared.first == Some(kind);
-        let config = |streaming: bool| {
-            if streaming { watch_config().streaming_lists() } else { watch_config() }
-        };
-        let mut stream = watcher(api.clone(), config(streaming)).default_backoff().boxed();
-        let mut pending_invalid: Option<BTreeMap<(String, String), String>> = None;
-        loop {
-            let next = tokio::select! {
-                () = shared.cancel.cancelled() => return,
-                next = stream.next() => next,
-            };
-            let event = match next {
-                Some(Ok(event)) => event,
-                Some(Err(error)) if streaming && refuses_streaming(&error) => {
-                    tracing::info!(%error, kind, "the API server refuses streaming lists; listing in pages");
-                    streaming = false;
-                    stream = watcher(api.clone(), config(false)).default_backoff().boxed();
-                    continue;
-                }
-                Some(Err(error)) => {
-                    shared.failed(kind, &error);
-                    continue;
-                }
-                None => return,
-            };
-            // `Init` comes before the list request is even sent: no proof of a connection.
-            if !matches!(event, watcher::Event::Init) {
-                shared.served(kind);
-            }
-            let init_done = matches!(event, watcher::Event::InitDone);
-            apply_guarded(event, kind, &reader, &mut writer, &shared.invalid, &mut pending_invalid);
-            if init_done {
-                shared.mark_ready(kind);
-            }
-            shared.changed();
-            if kind == "CAPApplication" {
-                shared.application_changes.send_modify(|generation| *generation = generation.wrapping_add(1));
-            }
-        }
-    });
-    (store, task)
 }
 
 fn key_of(meta: &kube::core::ObjectMeta) -> (String, String) {
     (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default())
 }
 
-fn apply_guarded<K>(
-    event: watcher::Event<DeserializeGuard<K>>,
-    kind: &'static str,
-    reader: &Store<K>,
-    writer: &mut Writer<K>,
-    invalid: &InvalidMap,
-    pending: &mut Option<BTreeMap<(String, String), String>>,
-) where
-    K: Resource<DynamicType = ()> + Clone,
-{
-    let record = |key: (String, String), error: Option<String>| {
-        if let Ok(mut map) = invalid.lock() {
-            match error {
-                Some(error) => {
-                    map.insert((kind, key.0, key.1), error);
-                }
-                None => {
-                    map.remove(&(kind, key.0, key.1));
-                }
-            }
-        }
-    };
-    let forget_valid = |writer: &mut Writer<K>, key: &(String, String)| {
-        let reference = ObjectRef::<K>::new(&key.1).within(&key.0);
-        if let Some(previous) = reader.get(&reference) {
-            writer.apply_watcher_event(&watcher::Event::Delete((*previous).clone()));
-        }
-    };
-    match event {
-        watcher::Event::Init => {
-            *pending = Some(BTreeMap::new());
-            writer.apply_watcher_event(&watcher::Event::Init);
-        }
-        watcher::Event::InitApply(DeserializeGuard(result)) => match result {
-            Ok(mut object) => {
-                strip(&mut object);
-                writer.apply_watcher_event(&watcher::Event::InitApply(object));
-            }
-            Err(error) => {
-                if let Some(pending) = pending.as_mut() {
-                    pending.insert(key_of(&error.metadata), error.error);
-                }
-            }
-        },
-        watcher::Event::InitDone => {
-            writer.apply_watcher_event(&watcher::Event::InitDone);
-            if let (Some(found), Ok(mut map)) = (pending.take(), invalid.lock()) {
-                map.retain(|(k, _, _), _| *k != kind);
-                for ((namespace, name), error) in found {
-                    map.insert((kind, namespace, name), error);
-                }
-            }
-        }
-        watcher::Event::Apply(DeserializeGuard(result)) => match result {
-            Ok(mut object) => {
-                strip(&mut object);
-                record(key_of(object.meta()), None);
-                writer.apply_watcher_event(&watcher::Event::Apply(object));
-            }
-            Err(error) => {
-                let key = key_of(&error.metadata);
-                forget_valid(writer, &key);
-                record(key, Some(error.error));
-            }
-        },
-        watcher::Event::Delete(DeserializeGuard(result)) => match result {
-            Ok(object) => {
-                record(key_of(object.meta()), None);
-                writer.apply_watcher_event(&watcher::Event::Delete(object));
-            }
-            Err(error) => {
-                let key = key_of(&error.metadata);
-                forget_valid(writer, &key);
-                record(key, None);
-            }
-        },
+/// Drop what nobody reads from the metadata of the objects kept: managedFields and kubectl's
+/// copy of the last applied object (often larger than the rest). A `DeploymentView` holds
+/// nothing else of a Deployment's pod template already.
+fn prune_metadata<K: Resource>(object: &mut K) {
+    strip_managed_fields(object);
+    if let Some(annotations) = object.meta_mut().annotations.as_mut() {
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
     }
 }
 
-/// How a typed watch treats what it sees: a pruning step before the store, which objects it
-/// keeps, and whether the kind is optional (a 403 leaves its store empty and ready, instead of
-/// marking the API unreachable).
+/// How a watch treats what it sees: a pruning step before the store, which objects it keeps,
+/// whether the kind is optional (a 403 leaves its store empty and ready, instead of marking the
+/// API unreachable), and whether it may stream its first list (the kind on the console's screen).
 struct Watched<K> {
     kind: &'static str,
     prune: fn(&mut K),
@@ -574,25 +475,51 @@ struct Watched<K> {
     optional: bool,
 }
 
-impl<K> Watched<K> {
+impl<K: Resource> Watched<K> {
     /// Every object, pruned; a required kind.
     fn all(kind: &'static str, prune: fn(&mut K)) -> Self {
         Self { kind, prune, keep: |_| true, optional: false }
     }
+
+    /// A CAP kind or a batch: every object, without its managedFields.
+    fn cap(kind: &'static str) -> Self {
+        Self::all(kind, strip_managed_fields)
+    }
+
+    /// A kind the user may not be allowed to read, or that may not be installed.
+    fn optional(kind: &'static str) -> Self {
+        Self { optional: true, ..Self::all(kind, prune_metadata) }
+    }
 }
 
-/// A typed watch reflected into a store.
-fn typed<K>(api: Api<K>, config: watcher::Config, watched: Watched<K>, shared: Shared) -> (Store<K>, JoinHandle<()>)
+/// A watch reflected into a store of the objects that decode, each decoded on its own
+/// ([`Lenient`]): one that does not is skipped and recorded (`Stores::invalid`), and never stops
+/// the watch or the other objects. The kind on the console's screen streams its first list (one
+/// request, served from the watch cache) where the API server offers it, and pages otherwise.
+fn watched<K>(
+    api: Api<Lenient<K>>,
+    config: watcher::Config,
+    watched: Watched<K>,
+    shared: Shared,
+) -> (Store<K>, JoinHandle<()>)
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
-    let (reader, mut writer) = reflector::store::<K>();
+    let (reader, writer) = reflector::store::<K>();
+    let store = reader.clone();
     let Watched { kind, prune, keep, optional } = watched;
     let task = tokio::spawn(async move {
         if !shared.wait_turn(kind).await {
             return;
         }
-        let mut stream = watcher(api, config).default_backoff().modify(prune).boxed();
+        let mut streaming = shared.first == Some(kind);
+        let start = |streaming: bool| {
+            let config = if streaming { config.clone().streaming_lists() } else { config.clone() };
+            watcher(api.clone(), config).default_backoff().boxed()
+        };
+        let mut stream = start(streaming);
+        let mut reflected =
+            Reflected { kind, prune, keep, reader, writer, invalid: shared.invalid.clone(), pending: None };
         let mut denied = false;
         loop {
             let next = tokio::select! {
@@ -605,23 +532,29 @@ where
                     if !matches!(event, watcher::Event::Init) {
                         shared.served(kind);
                     }
-                    let kept = match &event {
-                        watcher::Event::Apply(object) | watcher::Event::InitApply(object) => keep(object),
-                        watcher::Event::Delete(_) | watcher::Event::Init | watcher::Event::InitDone => true,
-                    };
-                    if kept {
-                        writer.apply_watcher_event(&event);
+                    let init_done = matches!(event, watcher::Event::InitDone);
+                    if reflected.apply(event) {
                         shared.changed();
+                        if kind == "CAPApplication" {
+                            shared
+                                .application_changes
+                                .send_modify(|generation| *generation = generation.wrapping_add(1));
+                        }
                     }
-                    if matches!(event, watcher::Event::InitDone) {
+                    if init_done {
                         shared.mark_ready(kind);
                     }
+                }
+                Some(Err(error)) if streaming && refuses_streaming(&error) => {
+                    tracing::info!(error = %crate::cluster::describe_watch_error(&error), kind, "the API server refuses streaming lists; listing in pages");
+                    streaming = false;
+                    stream = start(false);
                 }
                 // An optional kind the user may not list, or whose CRD is not installed: every
                 // other store still works (the watch keeps retrying with its backoff).
                 Some(Err(error)) if optional && matches!(api_status(&error), Some(403 | 404)) => {
                     if !denied {
-                        tracing::info!(%error, kind, "not readable with these credentials, or not installed; its view stays empty");
+                        tracing::info!(error = %crate::cluster::describe_watch_error(&error), kind, "not readable with these credentials, or not installed; its view stays empty");
                         denied = true;
                     }
                     shared.mark_ready(kind);
@@ -631,13 +564,113 @@ where
             }
         }
     });
-    (reader, task)
+    (store, task)
+}
+
+/// A store's writer, fed with objects decoded one by one: those that decode (pruned, and if
+/// kept) go to the store, the others to the invalid map, under the kind's name.
+struct Reflected<K: Resource<DynamicType = ()> + Clone + 'static> {
+    kind: &'static str,
+    prune: fn(&mut K),
+    keep: fn(&K) -> bool,
+    reader: Store<K>,
+    writer: Writer<K>,
+    invalid: InvalidMap,
+    /// During a (re-)list: the objects that did not decode, recorded at its end.
+    pending: Option<BTreeMap<(String, String), String>>,
+}
+
+impl<K: Resource<DynamicType = ()> + Clone + 'static> Reflected<K> {
+    /// Apply one event; true when the store or the invalid map may have changed.
+    fn apply(&mut self, event: watcher::Event<Lenient<K>>) -> bool {
+        match event {
+            watcher::Event::Init => {
+                self.pending = Some(BTreeMap::new());
+                self.writer.apply_watcher_event(&watcher::Event::Init);
+                false
+            }
+            watcher::Event::InitApply(Lenient(decoded)) => {
+                match decoded {
+                    Ok(object) => {
+                        if let Some(object) = self.kept(object) {
+                            self.writer.apply_watcher_event(&watcher::Event::InitApply(object));
+                        }
+                    }
+                    Err(undecodable) => {
+                        let key = (undecodable.namespace().to_string(), undecodable.name().to_string());
+                        self.pending.get_or_insert_with(BTreeMap::new).insert(key, undecodable.describe());
+                    }
+                }
+                false
+            }
+            watcher::Event::InitDone => {
+                self.writer.apply_watcher_event(&watcher::Event::InitDone);
+                let found = self.pending.take().unwrap_or_default();
+                let mut map = self.invalid.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                map.retain(|(kind, _, _), _| *kind != self.kind);
+                for ((namespace, name), error) in found {
+                    map.insert((self.kind, namespace, name), error);
+                }
+                true
+            }
+            watcher::Event::Apply(Lenient(decoded)) => {
+                match decoded {
+                    Ok(object) => {
+                        let key = key_of(object.meta());
+                        self.record(key, None);
+                        match self.kept(object) {
+                            Some(object) => self.writer.apply_watcher_event(&watcher::Event::Apply(object)),
+                            None => return false,
+                        }
+                    }
+                    Err(undecodable) => {
+                        let key = (undecodable.namespace().to_string(), undecodable.name().to_string());
+                        // What the store held of it is no longer what the server holds.
+                        self.forget(&key);
+                        self.record(key, Some(undecodable.describe()));
+                    }
+                }
+                true
+            }
+            watcher::Event::Delete(Lenient(decoded)) => {
+                let key = match &decoded {
+                    Ok(object) => key_of(object.meta()),
+                    Err(undecodable) => (undecodable.namespace().to_string(), undecodable.name().to_string()),
+                };
+                self.forget(&key);
+                self.record(key, None);
+                true
+            }
+        }
+    }
+
+    /// The object pruned, if the store keeps it.
+    fn kept(&self, mut object: K) -> Option<K> {
+        (self.prune)(&mut object);
+        (self.keep)(&object).then_some(object)
+    }
+
+    fn record(&self, (namespace, name): (String, String), error: Option<String>) {
+        let mut map = self.invalid.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match error {
+            Some(error) => map.insert((self.kind, namespace, name), error),
+            None => map.remove(&(self.kind, namespace, name)),
+        };
+    }
+
+    fn forget(&mut self, (namespace, name): &(String, String)) {
+        let reference = ObjectRef::<K>::new(name).within(namespace);
+        if let Some(previous) = self.reader.get(&reference) {
+            self.writer.apply_watcher_event(&watcher::Event::Delete((*previous).clone()));
+        }
+    }
 }
 
 /// sap-btp-service-operator's CRD, watched by name: whether ServiceBindings can be watched at all.
 const SERVICE_BINDING_CRD: &str = "servicebindings.services.cloud.sap.com";
 
-type BindingEvents = futures::stream::BoxStream<'static, Result<watcher::Event<ServiceBinding>, watcher::Error>>;
+type BindingEvents =
+    futures::stream::BoxStream<'static, Result<watcher::Event<Lenient<ServiceBinding>>, watcher::Error>>;
 
 /// ServiceBindings, while their CRD exists. Another operator's kind: absent or unreadable is no
 /// outage and no missing capdeck kind, and it does not count for readiness (`available` says
@@ -647,30 +680,39 @@ type BindingEvents = futures::stream::BoxStream<'static, Result<watcher::Event<S
 /// unknown (logged once) until capdeck restarts.
 fn service_bindings(
     client: kube::Client,
-    api: Api<ServiceBinding>,
+    api: Api<Lenient<ServiceBinding>>,
     shared: Shared,
 ) -> (Store<ServiceBinding>, watch::Receiver<Option<bool>>, JoinHandle<()>) {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
-    let (reader, mut writer) = reflector::store::<ServiceBinding>();
+    let (reader, writer) = reflector::store::<ServiceBinding>();
+    let store = reader.clone();
     let (available, available_rx) = watch::channel(None);
     let task = tokio::spawn(async move {
         if !shared.wait_turn("ServiceBinding").await {
             return;
         }
-        let crds: Api<CustomResourceDefinition> = Api::all(client);
+        let crds: Api<Lenient<CustomResourceDefinition>> = Api::all(client);
         let by_name = watch_config().fields(&format!("metadata.name={SERVICE_BINDING_CRD}"));
         let mut crd_events = watcher(crds, by_name).default_backoff().boxed();
-        let start =
-            || -> BindingEvents { watcher(api.clone(), watch_config()).default_backoff().modify(strip).boxed() };
+        let start = || -> BindingEvents { watcher(api.clone(), watch_config()).default_backoff().boxed() };
+        let mut reflected = Reflected {
+            kind: "ServiceBinding",
+            prune: strip_managed_fields,
+            keep: |_| true,
+            reader,
+            writer,
+            invalid: shared.invalid.clone(),
+            pending: None,
+        };
         let mut bindings: Option<BindingEvents> = None;
         // No CRD watch (403): one attempt at the ServiceBindings themselves, no retries.
         let mut direct = false;
         let mut crd_seen = false;
-        let unavailable = |writer: &mut Writer<ServiceBinding>, why: &str| {
+        let unavailable = |reflected: &mut Reflected<ServiceBinding>, why: &str| {
             // What the store held would mislead: without the kind there is no information.
-            writer.apply_watcher_event(&watcher::Event::Init);
-            writer.apply_watcher_event(&watcher::Event::InitDone);
+            reflected.apply(watcher::Event::Init);
+            reflected.apply(watcher::Event::InitDone);
             if available.send_if_modified(|state| state.replace(false) != Some(false)) {
                 tracing::info!("no ServiceBinding information: {why}");
                 shared.changed();
@@ -694,15 +736,16 @@ fn service_bindings(
                     Some(Ok(watcher::Event::InitDone)) => {
                         if !crd_seen {
                             bindings = None;
-                            unavailable(&mut writer, &format!("the CRD {SERVICE_BINDING_CRD} is not installed"));
+                            unavailable(&mut reflected, &format!("the CRD {SERVICE_BINDING_CRD} is not installed"));
                         }
                     }
                     Some(Ok(watcher::Event::Delete(_))) => {
                         crd_seen = false;
                         bindings = None;
-                        unavailable(&mut writer, &format!("the CRD {SERVICE_BINDING_CRD} was deleted"));
+                        unavailable(&mut reflected, &format!("the CRD {SERVICE_BINDING_CRD} was deleted"));
                     }
                     Some(Err(error)) if api_status(&error) == Some(403) => {
+                        let error = crate::cluster::describe_watch_error(&error);
                         tracing::info!(%error, "cannot watch the CRD {SERVICE_BINDING_CRD}; trying ServiceBindings once");
                         direct = true;
                         bindings.get_or_insert_with(start);
@@ -713,7 +756,7 @@ fn service_bindings(
                 event = next_binding => match event {
                     Some(Ok(event)) => {
                         let done = matches!(event, watcher::Event::InitDone);
-                        writer.apply_watcher_event(&event);
+                        reflected.apply(event);
                         if done {
                             available.send_if_modified(|state| state.replace(true) != Some(true));
                         }
@@ -723,7 +766,7 @@ fn service_bindings(
                         Some(403) => {
                             bindings = None;
                             unavailable(
-                                &mut writer,
+                                &mut reflected,
                                 "not readable with these credentials (list, watch servicebindings.services.cloud.sap.com)",
                             );
                         }
@@ -731,7 +774,7 @@ fn service_bindings(
                         Some(404) if !direct => {}
                         Some(404) => {
                             bindings = None;
-                            unavailable(&mut writer, &format!("the CRD {SERVICE_BINDING_CRD} is not installed"));
+                            unavailable(&mut reflected, &format!("the CRD {SERVICE_BINDING_CRD} is not installed"));
                         }
                         _ => shared.failed("ServiceBinding", &error),
                     },
@@ -740,7 +783,7 @@ fn service_bindings(
             }
         }
     });
-    (reader, available_rx, task)
+    (store, available_rx, task)
 }
 
 /// Whether an Event is about a CAP object or a batch. Filtered here rather than with a field

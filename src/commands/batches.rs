@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::actions::{BatchAction, act};
 use crate::api::RotationBatch;
+use crate::api::lenient::Lenient;
 use crate::cli::{BatchActionArgs, BatchesArgs};
 use crate::cluster::{ClusterArgs, Connection, Requests, describe_error, who_am_i};
 use crate::output::{OutputArgs, OutputFormat, Printable, Table, human_duration};
@@ -68,9 +69,12 @@ pub async fn list(cluster: &ClusterArgs, args: &BatchesArgs) -> anyhow::Result<E
     let requests = if args.watch { Requests::Watching } else { Requests::OneShot };
     let connection = cluster.connect_for(requests).await?;
     let scope = cluster.scope(&connection);
-    let api: Api<RotationBatch> = scope.api(&connection.client);
-    let mut batches = match api.list(&ListParams::default()).await {
-        Ok(list) => list.items,
+    let api: Api<Lenient<RotationBatch>> = scope.api(&connection.client);
+    let mut batches = match crate::cluster::list_each(&api, &ListParams::default()).await {
+        Ok(listed) => {
+            super::warn_undecodable("RotationBatch", &listed.undecodable);
+            listed.items
+        }
         Err(kube::Error::Api(status)) if status.code == 404 => {
             anyhow::bail!(
                 "the cluster has no RotationBatch kind yet: install it with the Helm chart, or `capdeck crds --only capdeck | kubectl apply --server-side -f -`"
@@ -81,7 +85,8 @@ pub async fn list(cluster: &ClusterArgs, args: &BatchesArgs) -> anyhow::Result<E
     batches.sort_by_key(|b| (b.namespace(), b.metadata.creation_timestamp.clone().map(|t| t.0), b.name_any()));
     // When the old credentials of an open batch's Secrets may be revoked (sap-btp-service-operator).
     let bindings = if batches.iter().any(|batch| !batch.is_terminal()) {
-        crate::cluster::list_service_bindings(&connection.client, &scope).await.ok().flatten().unwrap_or_default()
+        let listed = crate::cluster::list_service_bindings(&connection.client, &scope).await.ok().flatten();
+        listed.map(|listed| listed.items).unwrap_or_default()
     } else {
         Vec::new()
     };
@@ -121,7 +126,7 @@ pub async fn list(cluster: &ClusterArgs, args: &BatchesArgs) -> anyhow::Result<E
 /// `batches -w`: one line (or document) per change, until interrupted or the watch ends.
 /// `printed` holds (namespace, name, resourceVersion) of what the list showed already.
 async fn watch(
-    api: Api<RotationBatch>,
+    api: Api<Lenient<RotationBatch>>,
     output: &OutputArgs,
     printed: std::collections::BTreeSet<(Option<String>, String, Option<String>)>,
 ) -> anyhow::Result<()> {
@@ -149,7 +154,14 @@ async fn watch(
             Some(Ok(watcher::Event::Apply(batch) | watcher::Event::Delete(batch))) => batch,
             Some(Ok(_)) => continue,
             Some(Err(error)) => {
-                crate::safe_eprintln!("watch interrupted, resuming: {error}");
+                crate::safe_eprintln!("watch interrupted, resuming: {}", crate::cluster::describe_watch_error(&error));
+                continue;
+            }
+        };
+        let batch = match batch.into_result() {
+            Ok(batch) => batch,
+            Err(undecodable) => {
+                super::warn_undecodable("RotationBatch", std::slice::from_ref(&undecodable));
                 continue;
             }
         };
@@ -308,9 +320,13 @@ async fn dry_run(
     name: &str,
     action: BatchAction,
 ) -> anyhow::Result<ExitCode> {
-    let api: Api<RotationBatch> = Api::namespaced(connection.client.clone(), namespace);
-    let batch = match api.get_opt(name).await {
-        Ok(Some(batch)) => batch,
+    let api: Api<Lenient<RotationBatch>> = Api::namespaced(connection.client.clone(), namespace);
+    let batch = match api.get_opt(name).await.map(|found| found.map(Lenient::into_result)) {
+        Ok(Some(Ok(batch))) => batch,
+        Ok(Some(Err(undecodable))) => {
+            crate::safe_eprintln!("error: {}", crate::cluster::describe_undecodable("RotationBatch", &undecodable));
+            return Ok(ExitCode::from(1));
+        }
         Ok(None) => {
             crate::safe_eprintln!("error: rotation batch {namespace}/{name} not found (capdeck batches -A lists them)");
             return Ok(ExitCode::from(1));
@@ -330,9 +346,9 @@ async fn dry_run(
         _ => ("Deployments to restart", batch.restarts().collect()),
     };
     let versions: std::collections::BTreeSet<&str> = restarts.iter().map(|d| d.version.as_str()).collect();
-    let tenants: Api<crate::api::CAPTenant> = Api::namespaced(connection.client.clone(), namespace);
-    let served: Vec<String> = match tenants.list(&ListParams::default()).await {
-        Ok(list) => list
+    let tenants: Api<Lenient<crate::api::CAPTenant>> = Api::namespaced(connection.client.clone(), namespace);
+    let served: Vec<String> = match crate::cluster::list_each(&tenants, &ListParams::default()).await {
+        Ok(listed) => listed
             .items
             .iter()
             .filter(|t| t.spec.cap_application_instance == batch.spec.application)

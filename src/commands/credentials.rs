@@ -10,6 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::ListParams;
 
 use crate::api::freeze::CLUSTER_FREEZE_NAME;
+use crate::api::lenient::Lenient;
 use crate::api::service_binding::GROUP;
 use crate::api::{Freeze, RotationBatch};
 use crate::cli::CredentialsArgs;
@@ -200,18 +201,25 @@ pub(super) struct Freezes {
 /// The Freezes in `scope`, and the cluster freeze in the Lease's namespace when that lies outside
 /// the scope (only there is one honoured). A missing CRD or a refusal is said, never an error.
 pub(super) async fn read_freezes(client: &kube::Client, scope: &Scope, lease_namespace: Option<&str>) -> Freezes {
-    let api: kube::Api<Freeze> = scope.api(client);
-    let mut found = match api.list(&ListParams::default()).await {
-        Ok(list) => list.items,
+    let api: kube::Api<Lenient<Freeze>> = scope.api(client);
+    let mut found = match crate::cluster::list_each(&api, &ListParams::default()).await {
+        Ok(listed) => {
+            super::warn_undecodable("Freeze", &listed.undecodable);
+            listed.items
+        }
         Err(error) => return Freezes { found: Vec::new(), missing: Some(freezes_unreadable(&error, &scope.label())) },
     };
     let mut missing = None;
     if let (Scope::Namespace(viewed), Some(lease)) = (scope, lease_namespace)
         && viewed != lease
     {
-        let api: kube::Api<Freeze> = kube::Api::namespaced(client.clone(), lease);
+        let api: kube::Api<Lenient<Freeze>> = kube::Api::namespaced(client.clone(), lease);
         match api.get_opt(CLUSTER_FREEZE_NAME).await {
-            Ok(freeze) => found.extend(freeze),
+            Ok(freeze) => match freeze.map(Lenient::into_result) {
+                Some(Ok(freeze)) => found.push(freeze),
+                Some(Err(undecodable)) => super::warn_undecodable("Freeze", std::slice::from_ref(&undecodable)),
+                None => {}
+            },
             Err(error) => {
                 missing = Some(freezes_unreadable(&error, &format!("namespace {lease} (the cluster freeze)")))
             }
@@ -251,22 +259,26 @@ async fn live(cluster: &ClusterArgs) -> anyhow::Result<World> {
     );
     let mut manifests = Manifests { applications: applications?, ..Manifests::default() };
     let lease_namespace = lease_namespace(&leader);
-    let batches: kube::Api<RotationBatch> = scope.api(client);
+    let batches: kube::Api<Lenient<RotationBatch>> = scope.api(client);
     let params = ListParams::default();
     let (batches, freezes, bindings) = tokio::join!(
-        batches.list(&params),
+        crate::cluster::list_each(&batches, &params),
         read_freezes(client, &scope, lease_namespace.as_deref()),
         crate::cluster::list_service_bindings(client, &scope),
     );
     manifests.batches = match batches {
-        Ok(list) => list.items.into_iter().map(Arc::new).collect(),
+        Ok(listed) => {
+            super::warn_undecodable("RotationBatch", &listed.undecodable);
+            listed.items.into_iter().map(Arc::new).collect()
+        }
         Err(kube::Error::Api(status)) if status.code == 404 => Vec::new(),
         Err(error) => anyhow::bail!("cannot list RotationBatches: {}", describe_error(&error)),
     };
     manifests.lookup.secrets = crate::fleet::binding_secrets(client, &manifests.applications).await;
     let bindings_known = match bindings {
         Ok(Some(bindings)) => {
-            manifests.service_bindings = bindings;
+            super::warn_undecodable("ServiceBinding", &bindings.undecodable);
+            manifests.service_bindings = bindings.items;
             true
         }
         Ok(None) => false,

@@ -57,9 +57,12 @@ pub async fn run(cluster: &ClusterArgs, args: &DepsArgs) -> anyhow::Result<ExitC
 
 async fn live(cluster: &ClusterArgs, namespace: &str, name: &str) -> anyhow::Result<DependencyReport> {
     let connection = cluster.connect().await?;
-    let apps: Api<CAPApplication> = Api::namespaced(connection.client.clone(), namespace);
-    let app = match apps.get_opt(name).await {
-        Ok(Some(app)) => app,
+    let apps: Api<crate::api::lenient::Lenient<CAPApplication>> = Api::namespaced(connection.client.clone(), namespace);
+    let app = match apps.get_opt(name).await.map(|found| found.map(crate::api::lenient::Lenient::into_result)) {
+        Ok(Some(Ok(app))) => app,
+        Ok(Some(Err(undecodable))) => {
+            anyhow::bail!("{}", crate::cluster::describe_undecodable("CAPApplication", &undecodable))
+        }
         Ok(None) => anyhow::bail!("no CAPApplication {namespace}/{name} (list them with `kubectl get ca -A`)"),
         Err(error) => anyhow::bail!("cannot read CAPApplication {namespace}/{name}: {}", describe_error(&error)),
     };

@@ -4,7 +4,6 @@
 
 use std::process::ExitCode;
 
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt as _;
@@ -12,7 +11,9 @@ use kube::api::{Api, ListParams};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use crate::api::DeploymentView;
 use crate::api::change_window::{ANNOTATION_CHANGE_WINDOWS, AppliedWindows};
+use crate::api::lenient::Lenient;
 use crate::api::rotation_batch::reason;
 use crate::api::{BatchPhase, CAPApplication, CAPApplicationVersion, CAPTenant, FreezeScope};
 use crate::cli::DoctorArgs;
@@ -90,6 +91,7 @@ async fn checks(connection: &Connection, scope: &Scope, engine: &EngineSettings,
     let crds_missing = crd_findings.iter().any(|f| f.status == Status::Fail);
     out.extend(crd_findings);
     out.extend(permissions(connection, scope).await);
+    out.extend(undecodable(connection, scope).await);
     let (config, delay_warning) = engine.config(&connection.default_namespace);
     let fallback = [(config.lease.namespace.clone(), config.lease.name.clone())];
     let leader = crate::cluster::leader::find(&connection.client, scope, &fallback).await;
@@ -103,8 +105,7 @@ async fn checks(connection: &Connection, scope: &Scope, engine: &EngineSettings,
     let (window, delay) = rollout_delay(config.rollout_delay, explicit_delay, delay_warning, leader.settings());
     out.extend(service_binding_ttls(connection, scope, window).await);
     let lease_namespace = super::credentials::lease_namespace(&leader);
-    let applications: Result<Vec<CAPApplication>, kube::Error> =
-        scope.api(&connection.client).list(&ListParams::default()).await.map(|list| list.items);
+    let applications: Result<Vec<CAPApplication>, kube::Error> = decoded(&connection.client, scope).await;
     out.extend(nothing_here(scope, &applications));
     out.extend(change_windows(connection, scope, &applications, leader.settings()).await);
     out.extend(freezes(connection, scope, lease_namespace.as_deref(), &config.lease.namespace).await);
@@ -290,9 +291,8 @@ async fn freezes(connection: &Connection, scope: &Scope, leader_lease: Option<&s
 /// waiting would outlive their old credentials: a person decides those.
 async fn waiting_batches(connection: &Connection, scope: &Scope) -> Finding {
     const CHECK: &str = "waiting";
-    let api: kube::Api<crate::api::RotationBatch> = scope.api(&connection.client);
-    let batches = match api.list(&ListParams::default()).await {
-        Ok(list) => list.items,
+    let batches = match decoded::<crate::api::RotationBatch>(&connection.client, scope).await {
+        Ok(batches) => batches,
         // The CRD check above says what to install.
         Err(kube::Error::Api(status)) if status.code == 404 => Vec::new(),
         Err(error) => {
@@ -388,9 +388,8 @@ async fn notifications(connection: &Connection, scope: &Scope, engine: &EngineSe
         Ok(notify) => notify.targets.len(),
         Err(error) => return finding(CHECK, Status::Fail, error),
     };
-    let batches: kube::Api<crate::api::RotationBatch> = scope.api(&connection.client);
-    let batches = match batches.list(&kube::api::ListParams::default()).await {
-        Ok(list) => list.items,
+    let batches = match decoded::<crate::api::RotationBatch>(&connection.client, scope).await {
+        Ok(batches) => batches,
         // The CRD check above already says what to install.
         Err(kube::Error::Api(status)) if status.code == 404 => Vec::new(),
         Err(error) => {
@@ -446,6 +445,7 @@ async fn service_binding_ttls(connection: &Connection, scope: &Scope, window: st
         )],
         Err(why) => vec![finding("credentials", Status::Warn, format!("cannot list ServiceBindings: {why}"))],
         Ok(Some(bindings)) => {
+            let bindings = bindings.items;
             let short: Vec<Finding> = crate::credentials::short_ttls(&bindings, window)
                 .map(|(_, problem)| finding("credentials", Status::Warn, problem))
                 .collect();
@@ -605,7 +605,7 @@ async fn lease(
     scope: &Scope,
     leader: &LeaderView,
 ) -> Vec<Finding> {
-    let namespaces: Api<Namespace> = Api::all(connection.client.clone());
+    let namespaces: Api<Lenient<Namespace>> = Api::all(connection.client.clone());
     let mut out = Vec::new();
     if let Ok(None) = namespaces.get_opt(&lease.namespace).await {
         out.push(finding(
@@ -680,10 +680,8 @@ async fn go_operator(connection: &Connection, scope: &Scope) -> Vec<Finding> {
             )];
         }
     };
-    let apps: Api<CAPApplication> = scope.api(&connection.client);
-    let flagged: Vec<String> = match apps.list(&ListParams::default()).await {
-        Ok(list) => list
-            .items
+    let flagged: Vec<String> = match decoded::<CAPApplication>(&connection.client, scope).await {
+        Ok(apps) => apps
             .iter()
             .filter(|a| a.spec.rollout_on_credential_update == Some(true))
             .map(|a| format!("{}/{}", a.namespace().unwrap_or_default(), a.name_any()))
@@ -727,20 +725,97 @@ async fn go_operator(connection: &Connection, scope: &Scope) -> Vec<Finding> {
     }
 }
 
+/// Every object of a kind in `scope` that decodes (those that do not: [`undecodable`]).
+async fn decoded<K>(client: &kube::Client, scope: &Scope) -> Result<Vec<K>, kube::Error>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    crate::cluster::list_each(&scope.api::<Lenient<K>>(client), &ListParams::default()).await.map(|listed| listed.items)
+}
+
+/// Objects capdeck reads that do not decode: each one is skipped by the engine, the console and
+/// every list, so each is a failure here, named with its field.
+async fn undecodable(connection: &Connection, scope: &Scope) -> Vec<Finding> {
+    const CHECK: &str = "objects";
+    let client = &connection.client;
+    let all = ListParams::default();
+    let vcap = ListParams::default().labels(crate::api::LABEL_SECRET_OWNER_HASH);
+    let engines = ListParams::default().labels(&format!("{}=true", crate::cluster::leader::ENGINE_LABEL));
+    // (kind, what did not decode); a kind that cannot be listed is another check's finding.
+    let listed: Vec<(&str, Result<Vec<crate::api::lenient::Undecodable>, kube::Error>)> = vec![
+        ("CAPApplication", undecodable_of::<CAPApplication>(&scope.api(client), &all).await),
+        ("CAPApplicationVersion", undecodable_of::<CAPApplicationVersion>(&scope.api(client), &all).await),
+        ("CAPTenant", undecodable_of::<CAPTenant>(&scope.api(client), &all).await),
+        ("CAPTenantOperation", undecodable_of::<crate::api::CAPTenantOperation>(&scope.api(client), &all).await),
+        ("RotationBatch", undecodable_of::<crate::api::RotationBatch>(&scope.api(client), &all).await),
+        ("Freeze", undecodable_of::<crate::api::Freeze>(&scope.api(client), &all).await),
+        ("Deployment", undecodable_of::<DeploymentView>(&scope.api(client), &all).await),
+        ("Secret", undecodable_of::<Secret>(&scope.api(client), &vcap).await),
+        (
+            "ServiceBinding",
+            undecodable_of::<crate::api::service_binding::ServiceBinding>(&scope.api(client), &all).await,
+        ),
+        ("Namespace", undecodable_of::<Namespace>(&Api::all(client.clone()), &namespaces_in(scope)).await),
+        (
+            "Lease",
+            undecodable_of::<k8s_openapi::api::coordination::v1::Lease>(&Api::all(client.clone()), &engines).await,
+        ),
+    ];
+    let mut out = Vec::new();
+    let mut checked = 0;
+    for (kind, found) in listed {
+        let Ok(found) = found else { continue };
+        checked += 1;
+        out.extend(
+            found.iter().map(|object| finding(CHECK, Status::Fail, crate::cluster::describe_undecodable(kind, object))),
+        );
+    }
+    if out.is_empty() {
+        out.push(finding(
+            CHECK,
+            Status::Ok,
+            format!("every object of the {checked} kinds capdeck reads decodes in {}", scope.label()),
+        ));
+    }
+    out
+}
+
+/// The Namespaces of `scope`.
+fn namespaces_in(scope: &Scope) -> ListParams {
+    match scope {
+        Scope::All => ListParams::default(),
+        Scope::Namespace(namespace) => ListParams::default().fields(&format!("metadata.name={namespace}")),
+    }
+}
+
+async fn undecodable_of<K>(
+    api: &Api<Lenient<K>>,
+    params: &ListParams,
+) -> Result<Vec<crate::api::lenient::Undecodable>, kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    crate::cluster::list_each(api, params).await.map(|listed| listed.undecodable)
+}
+
 /// Binding Secrets of opted-in applications whose format capdeck cannot turn into VCAP entries.
 async fn binding_secrets(connection: &Connection, scope: &Scope) -> Vec<Finding> {
     let client = &connection.client;
     let listed = async {
-        let apps: Vec<CAPApplication> = scope.api(client).list(&ListParams::default()).await?.items;
-        let versions: Vec<CAPApplicationVersion> = scope.api(client).list(&ListParams::default()).await?.items;
-        let tenants: Vec<CAPTenant> = scope.api(client).list(&ListParams::default()).await?.items;
-        let deployments: Vec<Deployment> = scope.api(client).list(&ListParams::default()).await?.items;
+        let apps: Vec<CAPApplication> = decoded(client, scope).await?;
+        let versions: Vec<CAPApplicationVersion> = decoded(client, scope).await?;
+        let tenants: Vec<CAPTenant> = decoded(client, scope).await?;
+        let deployments: Vec<k8s_openapi::api::apps::v1::Deployment> = decoded(client, scope).await?;
         let mut secrets = Vec::new();
         for app in apps.iter().filter(|a| a.rollout_opted_in()) {
             let namespace = app.namespace().unwrap_or_default();
-            let api: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+            let api: Api<Lenient<Secret>> = Api::namespaced(client.clone(), &namespace);
             for service in &app.spec.btp.services {
-                if let Some(secret) = api.get_opt(&service.secret).await? {
+                // One that does not decode is named by the undecodable check.
+                if let Some(Ok(secret)) = api.get_opt(&service.secret).await?.map(Lenient::into_result) {
                     secrets.push(secret);
                 }
             }

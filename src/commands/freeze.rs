@@ -132,7 +132,9 @@ fn cluster_namespace(leader: &LeaderView, flag: Option<&str>) -> (String, String
 /// go on (the freeze's RBAC is what counts).
 async fn application_exists(connection: &Connection, target: &Target) -> Result<(), String> {
     let Target::Application { namespace, name } = target else { return Ok(()) };
-    let api: Api<crate::api::CAPApplication> = Api::namespaced(connection.client.clone(), namespace);
+    // Existence only: an application that does not decode still exists.
+    let api: Api<crate::api::lenient::Lenient<crate::api::CAPApplication>> =
+        Api::namespaced(connection.client.clone(), namespace);
     let hint = format!(
         "kubectl get capapplications -n {namespace} lists the applications, capdeck freezes -n {namespace} the \
          freezes"
@@ -282,9 +284,12 @@ pub async fn unfreeze(cluster: &ClusterArgs, args: &UnfreezeArgs) -> anyhow::Res
 pub async fn list(cluster: &ClusterArgs, args: &FreezesArgs) -> anyhow::Result<ExitCode> {
     let connection = cluster.connect().await?;
     let scope = cluster.scope(&connection);
-    let api: Api<Freeze> = scope.api(&connection.client);
-    let mut freezes = match api.list(&ListParams::default()).await {
-        Ok(list) => list.items,
+    let api: Api<crate::api::lenient::Lenient<Freeze>> = scope.api(&connection.client);
+    let mut freezes = match crate::cluster::list_each(&api, &ListParams::default()).await {
+        Ok(listed) => {
+            super::warn_undecodable("Freeze", &listed.undecodable);
+            listed.items
+        }
         Err(kube::Error::Api(status)) if status.code == 404 => {
             anyhow::bail!("{}", crate::freezes::FreezeError::NoKind)
         }
@@ -326,6 +331,7 @@ fn printable(freezes: &[Freeze], now: Timestamp) -> Printable {
         let spec = &freeze.spec;
         let state = FreezeState::of(freeze, now);
         let until = match state {
+            FreezeState::Active if crate::api::lenient::is_forever(spec.until.0) => "forever".into(),
             FreezeState::Active => format!("{} ({})", spec.until.0, in_text(spec.until.0, now)),
             _ => spec.until.0.to_string(),
         };

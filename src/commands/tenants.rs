@@ -20,9 +20,12 @@ where
         + serde::de::DeserializeOwned
         + std::fmt::Debug,
 {
-    let api: kube::Api<K> = scope.api(client);
-    match api.list(&ListParams::default()).await {
-        Ok(list) => Ok(list.items.into_iter().map(Arc::new).collect()),
+    let api: kube::Api<crate::api::lenient::Lenient<K>> = scope.api(client);
+    match crate::cluster::list_each(&api, &ListParams::default()).await {
+        Ok(listed) => {
+            super::warn_undecodable(what, &listed.undecodable);
+            Ok(listed.items.into_iter().map(Arc::new).collect())
+        }
         Err(kube::Error::Api(status)) if status.code == 404 => anyhow::bail!(
             "the cluster has no {what} kind: install the CAP Operator's CRDs (or `capdeck crds | kubectl apply --server-side -f -`)"
         ),

@@ -227,8 +227,7 @@ fn forward_leader(
     tx: mpsc::UnboundedSender<Envelope>,
     generation: u64,
 ) -> JoinHandle<()> {
-    use crate::cluster::leader::{ENGINE_LABEL, EngineLease, LeaderView, find, leader_among};
-    use kube::runtime::{WatchStreamExt as _, watcher};
+    use crate::cluster::leader::{LeaderView, WatchedLeases, engine_leases_among, find, leader_among};
     let LeaderWatch { lease, scope, timing, own } = watching;
     // The margins follow the leader's settings; this console's own when nobody publishes any.
     let send = move |view: LeaderView| {
@@ -247,54 +246,30 @@ fn forward_leader(
         tx.send((generation, Msg::Leader(view))).is_ok()
     };
     tokio::spawn(async move {
-        let api: kube::Api<k8s_openapi::api::coordination::v1::Lease> = kube::Api::all(client.clone());
-        let config = crate::cluster::stores::watch_config().labels(&format!("{ENGINE_LABEL}=true"));
-        let mut stream = watcher(api, config).default_backoff().boxed();
-        let mut leases = std::collections::BTreeMap::new();
-        let mut known = false;
+        let mut watched = WatchedLeases::engines(&client);
+        let fallback = [(lease.namespace.clone(), lease.name.clone())];
         let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let mut looked: Option<tokio::time::Instant> = None;
         loop {
             tokio::select! {
-                event = stream.next() => match event {
-                    Some(Ok(watcher::Event::Apply(found) | watcher::Event::InitApply(found))) => {
-                        let key = (kube::ResourceExt::namespace(&found).unwrap_or_default(), kube::ResourceExt::name_any(&found));
-                        leases.insert(key, found);
+                () = watched.changed() => {}
+                _ = tick.tick() => {}
+            }
+            let view = match watched.current() {
+                Some(leases) => leader_among(&engine_leases_among(&leases, Timestamp::now()), &scope),
+                // Not answered yet: nothing to say.
+                None if watched.failing().is_none() => continue,
+                // The watch fails (e.g. no `watch leases` in all namespaces): read the well-known
+                // places, every 10 s.
+                None => {
+                    if looked.is_some_and(|at| at.elapsed() < Duration::from_secs(10)) {
                         continue;
                     }
-                    Some(Ok(watcher::Event::Delete(gone))) => {
-                        leases.remove(&(kube::ResourceExt::namespace(&gone).unwrap_or_default(), kube::ResourceExt::name_any(&gone)));
-                    }
-                    Some(Ok(watcher::Event::Init)) => {
-                        leases.clear();
-                        continue;
-                    }
-                    Some(Ok(watcher::Event::InitDone)) => known = true,
-                    Some(Err(
-                        watcher::Error::InitialListFailed(kube::Error::Api(status))
-                        | watcher::Error::WatchStartFailed(kube::Error::Api(status)),
-                    )) if status.code == 403 => break,
-                    Some(Err(_)) => continue,
-                    None => return,
-                },
-                _ = tick.tick() => {
-                    if !known {
-                        continue;
-                    }
+                    looked = Some(tokio::time::Instant::now());
+                    find(&client, &scope, &fallback).await
                 }
-            }
-            let now = Timestamp::now();
-            let seen: Vec<EngineLease> = leases.values().map(|found| EngineLease::from_lease(found, now)).collect();
-            if !send(leader_among(&seen, &scope)) {
-                return;
-            }
-        }
-        // Not allowed to list Leases in all namespaces: read the well-known places.
-        drop(stream);
-        let fallback = [(lease.namespace.clone(), lease.name.clone())];
-        let mut poll = tokio::time::interval(Duration::from_secs(10));
-        loop {
-            poll.tick().await;
-            if !send(find(&client, &scope, &fallback).await) {
+            };
+            if !send(view) {
                 return;
             }
         }
@@ -305,48 +280,27 @@ fn forward_leader(
 /// namespace it runs), re-evaluated every 5 s and sent when it changes. A user who may not watch
 /// Leases cluster-wide sees no warning; the log says why once.
 fn forward_go_operator(client: kube::Client, tx: mpsc::UnboundedSender<Envelope>, generation: u64) -> JoinHandle<()> {
-    use kube::runtime::{WatchStreamExt as _, watcher};
+    use crate::cluster::leader::WatchedLeases;
     tokio::spawn(async move {
-        let api: kube::Api<k8s_openapi::api::coordination::v1::Lease> = kube::Api::all(client);
-        let config = crate::cluster::stores::watch_config()
-            .fields(&format!("metadata.name={}", crate::engine::lease::GO_OPERATOR_LEASE));
-        let mut stream = watcher(api, config).default_backoff().boxed();
-        let mut leases: std::collections::BTreeMap<String, k8s_openapi::api::coordination::v1::Lease> =
-            std::collections::BTreeMap::new();
+        let mut watched = WatchedLeases::go_operator(&client);
         let mut tick = tokio::time::interval(Duration::from_secs(5));
         let mut told = false;
         // What the app was last told (it starts knowing of none).
         let mut sent: Option<String> = None;
         loop {
             tokio::select! {
-                event = stream.next() => match event {
-                    Some(Ok(watcher::Event::Apply(lease) | watcher::Event::InitApply(lease))) => {
-                        leases.insert(kube::ResourceExt::namespace(&lease).unwrap_or_default(), lease);
-                    }
-                    Some(Ok(watcher::Event::Delete(lease))) => {
-                        leases.remove(&kube::ResourceExt::namespace(&lease).unwrap_or_default());
-                    }
-                    Some(Ok(watcher::Event::Init)) => leases.clear(),
-                    Some(Ok(watcher::Event::InitDone)) => {}
-                    Some(Err(error)) => {
-                        if !told {
-                            tracing::info!(%error, "cannot watch the Go CAP Operator's Lease; the header will not warn about it");
-                            told = true;
-                        }
-                        continue;
-                    }
-                    None => return,
-                },
+                () = watched.changed() => {}
                 _ = tick.tick() => {}
             }
-            let now = Timestamp::now();
-            let running = leases.iter().find_map(|(namespace, lease)| {
-                matches!(
-                    crate::engine::lease::holder_of(Some(lease), now),
-                    crate::engine::lease::Holder::Renewing { .. }
-                )
-                .then(|| format!("{namespace}/{}", crate::engine::lease::GO_OPERATOR_LEASE))
-            });
+            let Some(leases) = watched.current() else {
+                if let Some(error) = watched.failing()
+                    && !std::mem::replace(&mut told, true)
+                {
+                    tracing::info!(%error, "cannot watch the Go CAP Operator's Lease; the header will not warn about it");
+                }
+                continue;
+            };
+            let running = crate::cluster::leader::renewed_among(&leases, Timestamp::now()).into_iter().next();
             if running == sent {
                 continue;
             }

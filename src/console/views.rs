@@ -277,6 +277,9 @@ pub fn revocable(at: k8s_openapi::jiff::Timestamp, now: k8s_openapi::jiff::Times
 
 /// A batch window: `in 4m` (still collecting) or `2m ago` (ended).
 pub fn window(end: k8s_openapi::jiff::Timestamp, now: k8s_openapi::jiff::Timestamp) -> String {
+    if crate::api::lenient::is_forever(end) {
+        return "never".into();
+    }
     let seconds = end.as_second() - now.as_second();
     if seconds > 0 { format!("in {}", relative(seconds)) } else { format!("{} ago", relative(-seconds)) }
 }

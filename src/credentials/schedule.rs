@@ -89,12 +89,15 @@ pub async fn read_namespace_windows(
     client: &kube::Client,
     scope: &crate::cluster::Scope,
 ) -> Result<BTreeMap<String, String>, String> {
-    let api: kube::Api<Namespace> = kube::Api::all(client.clone());
+    let api: kube::Api<crate::api::lenient::Lenient<Namespace>> = kube::Api::all(client.clone());
+    // A Namespace that does not decode has no windows capdeck can read (doctor names it).
     let namespaces = match scope {
-        crate::cluster::Scope::All => api.list(&kube::api::ListParams::default()).await.map(|list| list.items),
-        crate::cluster::Scope::Namespace(namespace) => {
-            crate::cluster::get_or_list_by_name(&api, namespace).await.map(|found| found.into_iter().collect())
+        crate::cluster::Scope::All => {
+            crate::cluster::list_each(&api, &kube::api::ListParams::default()).await.map(|listed| listed.items)
         }
+        crate::cluster::Scope::Namespace(namespace) => crate::cluster::get_or_list_by_name(&api, namespace)
+            .await
+            .map(|found| found.and_then(Result::ok).into_iter().collect()),
     };
     match namespaces {
         Ok(namespaces) => Ok(namespace_windows(&namespaces)),

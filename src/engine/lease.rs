@@ -52,6 +52,7 @@ pub async fn preflight(client: &kube::Client, lease: &LeaseSettings, identity: &
     }
 }
 
+use crate::api::lenient::Lenient;
 use crate::cluster::leader::{
     ENGINE_LABEL, EngineLease, EngineScope, LEADING_ANNOTATION, PublishedSettings, SCOPE_ANNOTATION,
     SETTINGS_ANNOTATION,
@@ -60,9 +61,10 @@ pub use crate::cluster::leader::{GO_OPERATOR_LEASE, Holder, holder_of};
 
 /// Read the Lease and say who holds it. A missing Lease is `Nobody`.
 pub async fn holder(client: &kube::Client, lease: &LeaseSettings) -> Result<Holder, crate::cluster::ApiError> {
-    let api: Api<Lease> = Api::namespaced(client.clone(), &lease.namespace);
+    let api: Api<Lenient<Lease>> = Api::namespaced(client.clone(), &lease.namespace);
     let found = api.get_opt(&lease.name).await.map_err(crate::cluster::ApiError)?;
-    Ok(holder_of(found.as_ref(), Timestamp::now()))
+    // A Lease that does not decode is held by nobody capdeck can name.
+    Ok(holder_of(found.and_then(|found| found.0.ok()).as_ref(), Timestamp::now()))
 }
 
 /// The field manager of the marks: one for every engine, so a later holder overwrites them.
@@ -160,7 +162,8 @@ impl OwnRenewal {
             // Not on the watch (it cannot be trusted now, or has not shown our mark yet): read it
             // when a renewal is due.
             None if since(self.last) > duration.saturating_sub(i64::try_from(lease.grace_seconds).unwrap_or(0)) => {
-                Api::<Lease>::namespaced(client.clone(), &lease.namespace).get_opt(&lease.name).await.ok().flatten()
+                let api = Api::<Lenient<Lease>>::namespaced(client.clone(), &lease.namespace);
+                api.get_opt(&lease.name).await.ok().flatten().and_then(|found| found.0.ok())
             }
             None => None,
         };

@@ -67,6 +67,11 @@ pub struct ErrorLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct VersionLabels {
     pub version: String,
 }
@@ -109,6 +114,8 @@ pub struct Metrics {
     pub go_operator_running: Gauge,
     /// While the Go CAP Operator runs: applications both programs restart.
     pub applications_also_rolled_by_go_operator: Gauge,
+    /// Objects the stores skip because they do not decode, by kind (`capdeck doctor` names them).
+    pub undecodable_objects: Family<KindLabels, Gauge>,
     registry: Arc<Registry>,
     /// The labelled families by OpenMetrics name and type: they have no series until something
     /// is counted, and `encode` announces them anyway.
@@ -260,7 +267,15 @@ impl Metrics {
              restarts too (docs/COMPATIBILITY.md)",
             applications_also_rolled_by_go_operator.clone(),
         );
+        let undecodable_objects = Family::<KindLabels, Gauge>::default();
+        registry.labelled(
+            "undecodable_objects",
+            "Objects the engine skips because they do not decode as their kind, by kind (capdeck doctor names \
+             them; the rest keeps working)",
+            undecodable_objects.clone(),
+        );
         Self {
+            undecodable_objects,
             ready,
             batch_awaiting_approval_seconds,
             batch_held,
@@ -285,6 +300,14 @@ impl Metrics {
             api_writes,
             registry: Arc::new(registry.registry),
             labelled: Arc::new(registry.labelled),
+        }
+    }
+
+    /// How many objects of each kind the stores skip (`capdeck_undecodable_objects`).
+    pub fn set_undecodable(&self, invalid: &[crate::cluster::stores::InvalidObject]) {
+        self.undecodable_objects.clear();
+        for object in invalid {
+            self.undecodable_objects.get_or_create(&KindLabels { kind: object.kind.to_string() }).inc();
         }
     }
 
@@ -395,6 +418,7 @@ mod tests {
             ("capdeck_secret_credentials_margin_seconds", "gauge"),
             ("capdeck_secret_credentials_state", "gauge"),
             ("capdeck_api_errors", "counter"),
+            ("capdeck_undecodable_objects", "gauge"),
         ];
         let noted: Vec<(&str, &str)> = metrics.labelled.iter().map(|(n, k)| (n.as_str(), k.as_str())).collect();
         assert_eq!(noted, expected);

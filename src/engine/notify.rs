@@ -430,7 +430,8 @@ pub async fn targets(
         out.push(NotifyTarget::parse(url).map_err(|why| format!("--notify (number {}) {why}", position + 1))?);
     }
     for reference in secrets {
-        let api: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &reference.namespace);
+        let api: Api<crate::api::lenient::Lenient<k8s_openapi::api::core::v1::Secret>> =
+            Api::namespaced(client.clone(), &reference.namespace);
         // A LIST by name: the engine's ClusterRole lists Secrets, it does not GET them.
         let params = kube::api::ListParams::default().fields(&format!("metadata.name={}", reference.name));
         let secret = api
@@ -453,7 +454,9 @@ pub async fn targets(
                      -n {} --from-literal={}=https://…)",
                     reference.namespace, reference.name, reference.name, reference.namespace, reference.key
                 )
-            })?;
+            })?
+            .into_result()
+            .map_err(|undecodable| format!("--notify-secret {reference}: the Secret {undecodable}"))?;
         let data = crate::plan::secret_data(&secret);
         let value = data.get(&reference.key).ok_or_else(|| {
             let keys: Vec<&str> = data.keys().map(String::as_str).collect();

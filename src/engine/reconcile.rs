@@ -290,6 +290,7 @@ impl Reconciler {
 
     fn update_phase_metrics(&self, bindings: Option<&[ServiceBinding]>) {
         let Context { config, stores, metrics, .. } = &self.context;
+        metrics.set_undecodable(&stores.invalid());
         // Read once: every gauge below is counted from the same view of the batches.
         let all = stores.batches.state();
         let open = self.context.open_batches();

@@ -15,6 +15,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::metrics::Metrics;
+use crate::api::lenient::Lenient;
 use crate::api::rotation_batch::{Approval, RotatedSecret, UserAction};
 use crate::api::{
     ANNOTATION_ROLLED_AT, CAPApplication, CAPApplicationVersion, DeploymentView, LABEL_APPLICATION,
@@ -380,22 +381,30 @@ impl Writes {
         written: impl FnOnce(i64, W) -> T,
         gone: impl FnOnce() -> T,
     ) -> Result<T, kube::Error> {
-        let api: Api<Deployment> = Api::namespaced(self.client.clone(), namespace);
+        let api: Api<Lenient<Deployment>> = Api::namespaced(self.client.clone(), namespace);
         let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() };
         let mut attempts = 0;
         loop {
-            let Some(mut deployment) = self.counted(("get", "deployments"), api.get_opt(name).await)? else {
+            let Some(live) = self.counted(("get", "deployments"), api.get_opt(name).await)? else {
                 return Ok(gone());
             };
+            let mut deployment = live.into_result().map_err(|undecodable| {
+                let why = format!("Deployment {namespace}/{name} does not decode ({})", undecodable.describe());
+                kube::Error::SerdeError(<serde_json::Error as serde::de::Error>::custom(why))
+            })?;
+            // Written back without them: the server keeps its own record of who owns which field
+            // (and a time it held past capdeck's range is not rewritten).
+            deployment.metadata.managed_fields = None;
             let generation = deployment.metadata.generation.unwrap_or(0);
             let carried = match edit(&mut deployment) {
                 Ok(carried) => carried,
                 Err(answer) => return Ok(answer),
             };
-            match api.replace(name, &params, &deployment).await {
+            match api.replace(name, &params, &Lenient(Ok(deployment))).await {
                 Ok(updated) => {
                     self.metrics.write("update", "deployments");
-                    return Ok(written(updated.metadata.generation.unwrap_or(generation + 1), carried));
+                    let generation = updated.meta().generation.unwrap_or(generation + 1);
+                    return Ok(written(generation, carried));
                 }
                 Err(kube::Error::Api(status)) if status.code == 409 && attempts < 5 => {
                     attempts += 1;

@@ -14,6 +14,7 @@ use kube::api::ListParams;
 use super::{ActiveFreeze, CredentialRisk, FleetRow, OpenBatch, RowState};
 use crate::api::change_window::ChangeWindows;
 use crate::api::freeze::CLUSTER_FREEZE_NAME;
+use crate::api::lenient::Lenient;
 use crate::api::rotation_batch::DeploymentRolloutState;
 use crate::api::service_binding::ServiceBinding;
 use crate::api::{BatchPhase, CAPApplication, Freeze, FreezeScope, RotationBatch};
@@ -215,23 +216,28 @@ async fn read_essentials(cluster: &ClusterArgs, context: &str, options: &FleetOp
     let server = connection.server.as_str();
     // The Freezes and the Namespaces (their windows annotation) are the reads the windows add
     // (the leader publishes the cluster's windows).
-    let freezes: kube::Api<Freeze> = scope.api(&client);
+    let freezes: kube::Api<Lenient<Freeze>> = scope.api(&client);
     let params = ListParams::default();
     let (batches, applications, bindings, freezes, namespace_windows) = tokio::join!(
         list_lenient::<RotationBatch>(&client, &scope, "RotationBatches", server),
         list_lenient::<CAPApplication>(&client, &scope, "CAPApplications", server),
         crate::cluster::list_service_bindings(&client, &scope),
-        freezes.list(&params),
+        crate::cluster::list_each(&freezes, &params),
         crate::credentials::read_namespace_windows(&client, &scope),
     );
     let (batches, mut notes) = batches?;
     let (applications, more) = applications?;
     notes.extend(more);
     // Without ServiceBindings the verdicts say "unknown"; that is not a reason to drop the row.
-    let bindings = bindings.unwrap_or_else(|why| {
-        notes.push(format!("ServiceBindings not read ({why}): credential verdicts are unknown"));
-        None
-    });
+    let bindings = bindings
+        .unwrap_or_else(|why| {
+            notes.push(format!("ServiceBindings not read ({why}): credential verdicts are unknown"));
+            None
+        })
+        .map(|listed| {
+            notes.extend(undecodable_note("ServiceBindings", &listed.undecodable));
+            listed.items
+        });
     let fallback = [(
         options.lease_namespace.clone().unwrap_or_else(|| connection.default_namespace.clone()),
         options.lease_name.clone(),
@@ -244,7 +250,7 @@ async fn read_essentials(cluster: &ClusterArgs, context: &str, options: &FleetOp
         _ => None,
     }
     .unwrap_or_else(|| fallback[0].0.clone());
-    let freezes = with_cluster_freeze(&client, &scope, &lease_namespace, freezes).await;
+    let freezes = with_cluster_freeze(&client, &scope, &lease_namespace, freezes, &mut notes).await;
     // Each namespace's row names the engine that leads it (engines of single namespaces may lead
     // side by side in one context).
     let mut leaders = BTreeMap::new();
@@ -277,19 +283,26 @@ async fn with_cluster_freeze(
     client: &kube::Client,
     scope: &Scope,
     lease_namespace: &str,
-    listed: Result<kube::api::ObjectList<Freeze>, kube::Error>,
+    listed: Result<crate::cluster::Listed<Freeze>, kube::Error>,
+    notes: &mut Vec<String>,
 ) -> Result<Vec<Arc<Freeze>>, String> {
     let unreadable = |error: &kube::Error| match error {
         kube::Error::Api(status) if status.code == 404 => "the Freeze CRD is not installed".to_string(),
         kube::Error::Api(status) if status.code == 403 => "you may not list freezes.capdeck.dev".to_string(),
         other => format!("cannot list freezes.capdeck.dev: {}", describe_error(other)),
     };
-    let mut freezes = listed.map_err(|error| unreadable(&error))?.items;
+    let listed = listed.map_err(|error| unreadable(&error))?;
+    notes.extend(undecodable_note("Freezes", &listed.undecodable));
+    let mut freezes = listed.items;
     if let Scope::Namespace(viewed) = scope
         && viewed != lease_namespace
     {
-        let api: kube::Api<Freeze> = kube::Api::namespaced(client.clone(), lease_namespace);
-        freezes.extend(api.get_opt(CLUSTER_FREEZE_NAME).await.map_err(|error| unreadable(&error))?);
+        let api: kube::Api<Lenient<Freeze>> = kube::Api::namespaced(client.clone(), lease_namespace);
+        match api.get_opt(CLUSTER_FREEZE_NAME).await.map_err(|error| unreadable(&error))?.map(Lenient::into_result) {
+            Some(Ok(freeze)) => freezes.push(freeze),
+            Some(Err(undecodable)) => notes.extend(undecodable_note("Freezes", &[undecodable])),
+            None => {}
+        }
     }
     Ok(freezes.into_iter().map(Arc::new).collect())
 }
@@ -303,37 +316,28 @@ async fn list_lenient<K>(
     server: &str,
 ) -> Result<(Vec<Arc<K>>, Vec<String>), Unread>
 where
-    K: kube::Resource<DynamicType = ()> + serde::de::DeserializeOwned,
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
 {
-    let resource = kube::api::ApiResource::erase::<K>(&());
-    let api: kube::Api<kube::api::DynamicObject> = match scope {
-        Scope::All => kube::Api::all_with(client.clone(), &resource),
-        Scope::Namespace(namespace) => kube::Api::namespaced_with(client.clone(), namespace, &resource),
-    };
-    let list = match api.list(&ListParams::default()).await {
-        Ok(list) => list,
+    let api: kube::Api<Lenient<K>> = scope.api(client);
+    let listed = match crate::cluster::list_each(&api, &ListParams::default()).await {
+        Ok(listed) => listed,
         Err(kube::Error::Api(status)) if status.code == 404 => return Ok((Vec::new(), Vec::new())),
         Err(error) => return Err(Unread::from_kube(&format!("cannot list {what}"), &error, server)),
     };
-    let mut bad = Vec::new();
-    let mut items = Vec::new();
-    for object in list.items {
-        let name = format!(
-            "{}/{}",
-            object.metadata.namespace.clone().unwrap_or_default(),
-            object.metadata.name.clone().unwrap_or_default()
-        );
-        match serde_json::to_value(object).and_then(serde_json::from_value::<K>) {
-            Ok(decoded) => items.push(Arc::new(decoded)),
-            Err(_) => bad.push(name),
-        }
+    let notes = undecodable_note(what, &listed.undecodable).into_iter().collect();
+    Ok((listed.items.into_iter().map(Arc::new).collect(), notes))
+}
+
+/// One note naming the objects of a kind that do not decode and are left out.
+fn undecodable_note(what: &str, undecodable: &[crate::api::lenient::Undecodable]) -> Option<String> {
+    if undecodable.is_empty() {
+        return None;
     }
-    let notes = if bad.is_empty() {
-        Vec::new()
-    } else {
-        vec![format!("{} {what} do not decode and are left out: {} (capdeck doctor)", bad.len(), bad.join(", "))]
-    };
-    Ok((items, notes))
+    let named: Vec<String> = undecodable.iter().map(|object| object.to_string()).collect();
+    Some(format!("{} {what} do not decode and are left out: {} (capdeck doctor)", undecodable.len(), named.join(", ")))
 }
 
 /// The binding Secrets the applications consume, read concurrently (a few at a time); also

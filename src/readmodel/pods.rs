@@ -10,6 +10,7 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams, LogParams};
 
 use crate::api::container::termination_text;
+use crate::api::lenient::Lenient;
 use crate::cluster::describe_error;
 
 /// How many log lines `l` shows.
@@ -129,12 +130,14 @@ fn pod_row(pod: &Pod) -> PodRow {
 /// Read the Deployment, its ReplicaSets and Pods (by its selector) and build the rows. Errors
 /// say what could not be read and why (RBAC names the verb).
 pub async fn fetch(client: &kube::Client, namespace: &str, deployment: &str) -> Result<Vec<PodRow>, String> {
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let deployments: Api<Lenient<Deployment>> = Api::namespaced(client.clone(), namespace);
     let live = deployments
         .get_opt(deployment)
         .await
         .map_err(|error| format!("cannot read Deployment {namespace}/{deployment}: {}", describe_error(&error)))?
-        .ok_or_else(|| format!("Deployment {namespace}/{deployment} no longer exists"))?;
+        .ok_or_else(|| format!("Deployment {namespace}/{deployment} no longer exists"))?
+        .into_result()
+        .map_err(|undecodable| format!("Deployment {undecodable}"))?;
     let labels = live
         .spec
         .as_ref()
@@ -147,14 +150,13 @@ pub async fn fetch(client: &kube::Client, namespace: &str, deployment: &str) -> 
         ));
     }
     let params = ListParams::default().labels(&labels);
-    let replicasets: Api<ReplicaSet> = Api::namespaced(client.clone(), namespace);
-    let replicasets = replicasets
-        .list(&params)
+    // One object each: a ReplicaSet or Pod that does not decode is left out, not the pane.
+    let replicasets: Api<Lenient<ReplicaSet>> = Api::namespaced(client.clone(), namespace);
+    let replicasets = crate::cluster::list_each(&replicasets, &params)
         .await
         .map_err(|error| format!("cannot list ReplicaSets in {namespace}: {}", describe_error(&error)))?;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let pods = pods
-        .list(&params)
+    let pods: Api<Lenient<Pod>> = Api::namespaced(client.clone(), namespace);
+    let pods = crate::cluster::list_each(&pods, &params)
         .await
         .map_err(|error| format!("cannot list Pods in {namespace}: {}", describe_error(&error)))?;
     Ok(rows(&live, &replicasets.items, &pods.items))

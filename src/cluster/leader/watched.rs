@@ -16,6 +16,7 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use tokio::sync::watch;
 
 use super::{ENGINE_LABEL, GO_OPERATOR_LEASE};
+use crate::api::lenient::Lenient;
 
 /// What the watch has seen: the Leases by `(namespace, name)`, once listed, and whether the watch
 /// works now.
@@ -61,14 +62,14 @@ impl WatchedLeases {
 
     fn spawn(client: &kube::Client, what: &'static str, config: watcher::Config) -> Self {
         let (tx, seen) = watch::channel(Seen::default());
-        let api: kube::Api<Lease> = kube::Api::all(client.clone());
+        let api: kube::Api<Lenient<Lease>> = kube::Api::all(client.clone());
         let task = tokio::spawn(async move {
             let mut stream = watcher(api, config).default_backoff().boxed();
             // A re-list builds here and replaces what was seen only once complete.
             let mut relisting: Option<BTreeMap<(String, String), Lease>> = None;
             let mut told = false;
             while let Some(event) = stream.next().await {
-                let key = |lease: &Lease| (lease.namespace().unwrap_or_default(), lease.name_any());
+                let key = |lease: &Lenient<Lease>| (lease.namespace().unwrap_or_default(), lease.name_any());
                 if tx.is_closed() {
                     return;
                 }
@@ -81,7 +82,10 @@ impl WatchedLeases {
                         false
                     }
                     Ok(watcher::Event::InitApply(lease)) => {
-                        relisting.get_or_insert_default().insert(key(&lease), lease);
+                        // A Lease that does not decode leads nothing.
+                        if let Ok(decoded) = lease.0.clone() {
+                            relisting.get_or_insert_default().insert(key(&lease), decoded);
+                        }
                         false
                     }
                     Ok(watcher::Event::InitDone) => {
@@ -91,7 +95,10 @@ impl WatchedLeases {
                         true
                     }
                     Ok(watcher::Event::Apply(lease)) => {
-                        seen.leases.insert(key(&lease), lease);
+                        match lease.0.clone() {
+                            Ok(decoded) => seen.leases.insert(key(&lease), decoded),
+                            Err(_) => seen.leases.remove(&key(&lease)),
+                        };
                         seen.failing = None;
                         true
                     }
@@ -106,7 +113,7 @@ impl WatchedLeases {
                             watcher::Error::InitialListFailed(kube::Error::Api(status))
                                 | watcher::Error::WatchStartFailed(kube::Error::Api(status)) if status.code == 403
                         );
-                        let error = error.to_string();
+                        let error = crate::cluster::describe_watch_error(&error);
                         // Once: an engine installed with an older ClusterRole (no `watch leases`) lists instead.
                         if forbidden && !std::mem::replace(&mut told, true) {
                             tracing::warn!(%error, "may not watch {what} (all namespaces); listing them when \
@@ -128,6 +135,12 @@ impl WatchedLeases {
     pub fn current(&self) -> Option<Vec<Lease>> {
         let seen = self.seen.borrow();
         (seen.listed && seen.failing.is_none()).then(|| seen.leases.values().cloned().collect())
+    }
+
+    /// Why the watch does not work now, once it has failed (`None` while it works or has not
+    /// answered yet).
+    pub fn failing(&self) -> Option<String> {
+        self.seen.borrow().failing.clone()
     }
 
     /// Wait until the watch has seen something new (a Lease renewed, marked, taken or gone; a

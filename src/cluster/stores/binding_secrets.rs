@@ -24,6 +24,7 @@ use tokio::task::JoinHandle;
 
 use super::{Shared, api_status, prune_metadata, referenced_secrets};
 use crate::api::CAPApplication;
+use crate::api::lenient::{Lenient, Undecodable};
 
 /// The name readiness and errors are tracked under.
 const KIND: &str = "BindingSecret";
@@ -36,6 +37,7 @@ const RETRY: Duration = Duration::from_secs(5);
 type Key = (String, String);
 
 fn key_of<K: kube::Resource>(object: &K) -> Key {
+    // A Secret's metadata that does not decode still names it (`Lenient`).
     (object.namespace().unwrap_or_default(), object.name_any())
 }
 
@@ -43,7 +45,7 @@ fn key_of<K: kube::Resource>(object: &K) -> Key {
 /// they reference); until then it is empty and not ready.
 pub(super) fn start(
     client: kube::Client,
-    metadata: Api<PartialObjectMeta<Secret>>,
+    metadata: Api<Lenient<PartialObjectMeta<Secret>>>,
     applications: Store<CAPApplication>,
     shared: Shared,
 ) -> (Store<Secret>, JoinHandle<()>) {
@@ -79,7 +81,7 @@ pub(super) fn start(
 
 struct Follower {
     client: kube::Client,
-    metadata: Api<PartialObjectMeta<Secret>>,
+    metadata: Api<Lenient<PartialObjectMeta<Secret>>>,
     applications: Store<CAPApplication>,
     reader: Store<Secret>,
     writer: Writer<Secret>,
@@ -230,7 +232,7 @@ impl Follower {
         }
     }
 
-    fn seen(&mut self, version: &mut String, meta: &PartialObjectMeta<Secret>) {
+    fn seen(&mut self, version: &mut String, meta: &Lenient<PartialObjectMeta<Secret>>) {
         self.failures = 0;
         self.shared.served(KIND);
         if let Some(seen) = meta.resource_version() {
@@ -277,6 +279,7 @@ impl Follower {
         match read(&self.client, key).await {
             Ok(Some(secret)) => {
                 self.retry.remove(key);
+                self.shared.record_invalid(KIND, key, None);
                 if self.stored_version(key) != secret.resource_version() {
                     self.writer.apply_watcher_event(&watcher::Event::Apply(secret));
                     self.shared.changed();
@@ -290,9 +293,19 @@ impl Follower {
         }
     }
 
-    fn read_failed(&mut self, key: &Key, error: kube::Error) {
-        tracing::warn!(namespace = %key.0, secret = %key.1, %error, "could not read a referenced binding Secret; trying again");
-        self.shared.failed(KIND, &watcher::Error::InitialListFailed(error));
+    fn read_failed(&mut self, key: &Key, error: ReadError) {
+        match error {
+            ReadError::Api(error) => {
+                let why = crate::cluster::describe_error(&error);
+                tracing::warn!(namespace = %key.0, secret = %key.1, error = %why, "could not read a referenced binding Secret; trying again");
+                self.shared.failed(KIND, &watcher::Error::InitialListFailed(error));
+            }
+            // Not retried: it is read again when it changes.
+            ReadError::Undecodable(undecodable) => {
+                self.shared.record_invalid(KIND, key, Some(undecodable.describe()));
+                return;
+            }
+        }
         self.retry.insert(key.clone());
         self.retry_at.get_or_insert_with(|| tokio::time::Instant::now() + RETRY);
     }
@@ -321,12 +334,19 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
     }
 }
 
+/// Why a referenced Secret could not be read.
+enum ReadError {
+    Api(kube::Error),
+    Undecodable(Undecodable),
+}
+
 /// One Secret, whole, by name: `None` when it does not exist.
-async fn read(client: &kube::Client, (namespace, name): &Key) -> Result<Option<Secret>, kube::Error> {
-    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let list = api.list(&ListParams::default().fields(&format!("metadata.name={name}"))).await?;
-    Ok(list.items.into_iter().find(|secret| secret.name_any() == *name).map(|mut secret| {
-        prune_metadata(&mut secret);
-        secret
-    }))
+async fn read(client: &kube::Client, (namespace, name): &Key) -> Result<Option<Secret>, ReadError> {
+    let api: Api<Lenient<Secret>> = Api::namespaced(client.clone(), namespace);
+    let list =
+        api.list(&ListParams::default().fields(&format!("metadata.name={name}"))).await.map_err(ReadError::Api)?;
+    let Some(found) = list.items.into_iter().find(|secret| secret.name_any() == *name) else { return Ok(None) };
+    let mut secret = found.into_result().map_err(ReadError::Undecodable)?;
+    prune_metadata(&mut secret);
+    Ok(Some(secret))
 }

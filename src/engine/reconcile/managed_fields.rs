@@ -10,6 +10,7 @@ use kube::ResourceExt;
 
 use super::{AppKey, batch_key};
 use crate::api::RotationBatch;
+use crate::api::lenient::Lenient;
 
 #[derive(Default)]
 pub(super) struct ManagedFields {
@@ -64,10 +65,12 @@ impl ManagedFields {
 
 /// The batch's managedFields as the server has them at `version`; `None` if it cannot say.
 async fn read(client: &kube::Client, (namespace, name): &AppKey, version: &str) -> Option<Vec<ManagedFieldsEntry>> {
-    let api: kube::Api<RotationBatch> = kube::Api::namespaced(client.clone(), namespace);
+    // Decoded on its own: a managedFields time in year 9999 reads as the latest time.
+    let api: kube::Api<Lenient<kube::core::PartialObjectMeta<RotationBatch>>> =
+        kube::Api::namespaced(client.clone(), namespace);
     let params = kube::api::ListParams::default().fields(&format!("metadata.name={name}"));
-    let live = match api.list_metadata(&params).await {
-        Ok(list) => list.items.into_iter().next(),
+    let live = match api.list(&params).await {
+        Ok(list) => list.items.into_iter().next().and_then(|found| found.0.ok()),
         Err(error) => {
             tracing::warn!(namespace = %namespace, batch = %name, error = %crate::cluster::describe_error(&error),
                 "could not read who wrote the batch's approval or hold (its managedFields); retrying");

@@ -418,9 +418,9 @@ impl Rollouts {
         self.pods_checked.insert(key.clone(), now);
         let labels = live.spec.as_ref()?.selector.as_ref()?.match_labels.as_ref()?;
         let selector = labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",");
-        let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        let pods: kube::Api<crate::api::lenient::Lenient<k8s_openapi::api::core::v1::Pod>> =
             kube::Api::namespaced(context.writes.client().clone(), &key.0);
-        match pods.list(&kube::api::ListParams::default().labels(&selector)).await {
+        match crate::cluster::list_each(&pods, &kube::api::ListParams::default().labels(&selector)).await {
             Ok(list) => {
                 // After a retry, only the Pods of the retried template count (the failed ones go away).
                 let retried = deployment.retried_at.as_ref().map(retry_stamp);
