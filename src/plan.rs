@@ -47,6 +47,9 @@ pub enum PlanAction {
     Unchanged,
     /// The Deployment object does not exist (nothing to roll).
     Missing,
+    /// A Deployment of that name exists, but the CAPApplicationVersion is not its controller
+    /// (matched by uid, as the CAP Operator creates them): someone else's, never written.
+    NotOwned,
 }
 
 /// One affected Deployment.
@@ -285,7 +288,10 @@ version, so it is never the latest",
             }
             let (action, reason, current_secret) = match lookup.deployment(&namespace, &deployment_name) {
                 None => (PlanAction::Missing, "deployment does not exist".to_string(), None),
-                Some(deployment) => compare_with_current(&namespace, &deployment, &payload, lookup),
+                Some(deployment) => match not_owned_by(&deployment, &version_name, version.metadata.uid.as_deref()) {
+                    Some(why) => (PlanAction::NotOwned, why, None),
+                    None => compare_with_current(&namespace, &deployment, &payload, lookup),
+                },
             };
             plan.deployments.push(DeploymentPlan {
                 namespace: namespace.clone(),
@@ -351,11 +357,42 @@ pub fn secret_data(secret: &Secret) -> SecretData {
     data
 }
 
-/// The single Secret every container and initContainer gets through `envFrom`, if they agree.
+/// Why `deployment` is not `version`'s to write: it needs a controller ownerReference to that
+/// CAPApplicationVersion, by uid (by name where the version has no uid, as in files read by
+/// `plan -f`). `None` when it is owned. A Deployment that merely has the right name (a workload
+/// added to a version by someone who may edit versions, not Deployments) is left alone.
+pub fn not_owned_by(deployment: &DeploymentView, version_name: &str, version_uid: Option<&str>) -> Option<String> {
+    let controller = deployment.metadata.owner_references.iter().flatten().find(|owner| owner.controller == Some(true));
+    let owned = controller.is_some_and(|owner| {
+        owner.kind == "CAPApplicationVersion"
+            && owner.api_version.starts_with("sme.sap.com/")
+            && owner.name == version_name
+            && version_uid.is_none_or(|uid| uid == owner.uid)
+    });
+    if owned {
+        return None;
+    }
+    let controlled_by = match controller {
+        Some(owner) => format!("its controller is {} {}", owner.kind, owner.name),
+        None => "it has no controller ownerReference".into(),
+    };
+    Some(format!("not owned by CAPApplicationVersion {version_name} ({controlled_by}); left alone"))
+}
+
+/// Whether an `envFrom` Secret of the Deployment `deployment` is one of its VCAP Secrets: the
+/// CAP Operator and capdeck name them `<deployment>-<suffix>`. Every other entry (a team's
+/// ConfigMap or Secret) is not capdeck's, and is never read as VCAP_SERVICES nor rewritten.
+pub fn is_vcap_entry(secret: &str, deployment: &str) -> bool {
+    secret.strip_prefix(deployment).is_some_and(|rest| rest.len() > 1 && rest.starts_with('-'))
+}
+
+/// The single VCAP Secret every container and initContainer gets through `envFrom`, if they
+/// agree (entries that are not VCAP Secrets, [`is_vcap_entry`], are not counted).
 pub fn referenced_vcap_secret(deployment: &DeploymentView) -> Result<Option<String>, BTreeSet<String>> {
     let Some(pod) = deployment.spec.as_ref().and_then(|spec| spec.template.spec.as_ref()) else {
         return Ok(None);
     };
+    let deployment_name = deployment.metadata.name.as_deref().unwrap_or_default();
     let mut names = BTreeSet::new();
     let mut without = 0usize;
     for container in pod.containers.iter().chain(pod.init_containers.iter().flatten()) {
@@ -364,6 +401,7 @@ pub fn referenced_vcap_secret(deployment: &DeploymentView) -> Result<Option<Stri
             .iter()
             .flatten()
             .filter_map(|source| source.secret_ref.as_ref().map(|secret| secret.name.as_str()))
+            .filter(|name| is_vcap_entry(name, deployment_name))
             .collect();
         if refs.is_empty() {
             without += 1;
@@ -394,6 +432,17 @@ fn compare_with_current(
     let reason = match lookup.secret(namespace, &current) {
         SecretLookup::Missing => format!("referenced secret {current} does not exist"),
         SecretLookup::Malformed(_) => format!("referenced secret {current} is malformed"),
+        // Named like one, but not labelled as a VCAP Secret: not capdeck's to compare or replace.
+        SecretLookup::Found(secret) if !secret.labels().contains_key(crate::api::LABEL_SECRET_OWNER_HASH) => {
+            return (
+                PlanAction::Restart,
+                format!(
+                    "referenced secret {current} is not a VCAP Secret (no {} label)",
+                    crate::api::LABEL_SECRET_OWNER_HASH
+                ),
+                None,
+            );
+        }
         SecretLookup::Found(secret) => match secret_data(&secret).get(VCAP_SERVICES_KEY) {
             None => format!("referenced secret {current} has no {VCAP_SERVICES_KEY}"),
             Some(bytes) if payload.matches(bytes) => {
@@ -569,12 +618,35 @@ mod plan_tests {
 
     impl Cluster {
         fn secret(mut self, name: &str, data: &[(&str, &str)]) -> Self {
+            // Binding Secrets end in -bind; the others are VCAP Secrets, labelled as the operators do.
+            let labels =
+                if name.ends_with("-bind") { json!({}) } else { json!({crate::api::LABEL_SECRET_OWNER_HASH: "h"}) };
             let secret: Secret = serde_json::from_value(json!({
-                "metadata": {"name": name, "namespace": NS},
+                "metadata": {"name": name, "namespace": NS, "labels": labels},
                 "stringData": data.iter().map(|(k, v)| ((*k).to_string(), json!(v))).collect::<serde_json::Map<_, _>>()
             }))
             .expect("secret");
             self.secrets.insert(name.into(), SecretLookup::Found(Arc::new(secret)));
+            self
+        }
+
+        /// The Secret `name` without the owner-hash label.
+        fn unlabelled(mut self, name: &str) -> Self {
+            if let Some(SecretLookup::Found(secret)) = self.secrets.get(name) {
+                let mut secret = (**secret).clone();
+                secret.metadata.labels = None;
+                self.secrets.insert(name.into(), SecretLookup::Found(Arc::new(secret)));
+            }
+            self
+        }
+
+        /// The Deployment `name` with `owners` instead of its version's controller reference.
+        fn owned(mut self, name: &str, owners: Value) -> Self {
+            if let Some(deployment) = self.deployments.get(name) {
+                let mut deployment = (**deployment).clone();
+                deployment.metadata.owner_references = serde_json::from_value(owners).expect("owners");
+                self.deployments.insert(name.into(), Arc::new(deployment));
+            }
             self
         }
 
@@ -588,8 +660,12 @@ mod plan_tests {
                     json!({"name": format!("c{index}"), "image": "i", "envFrom": env_from})
                 })
                 .collect();
+            // Owned by the version its name starts with (`v1-srv` by `v1`), as the CAP Operator does.
+            let version = name.rsplit_once('-').map_or(name, |(version, _)| version);
+            let owners = json!([{"apiVersion": "sme.sap.com/v1alpha1", "kind": "CAPApplicationVersion", "name": version,
+                                 "uid": "", "controller": true}]);
             let deployment: DeploymentView = serde_json::from_value(json!({
-                "metadata": {"name": name, "namespace": NS},
+                "metadata": {"name": name, "namespace": NS, "ownerReferences": owners},
                 "spec": {"selector": {}, "template": {"spec": {"containers": containers}}}
             }))
             .expect("deployment");
@@ -722,50 +798,114 @@ mod plan_tests {
         let cases: Vec<(Cluster, PlanAction, &str)> = vec![
             (
                 base_cluster()
-                    .secret("vcap-a", &[("VCAP_SERVICES", &payload)])
-                    .deployment("v1-srv", &[&["vcap-a"], &["vcap-a"]]),
+                    .secret("v1-srv-vcap-a", &[("VCAP_SERVICES", &payload)])
+                    .deployment("v1-srv", &[&["v1-srv-vcap-a"], &["v1-srv-vcap-a"]]),
                 PlanAction::Unchanged,
                 "is current",
             ),
             (
-                base_cluster().secret("vcap-a", &[("VCAP_SERVICES", "{}")]).deployment("v1-srv", &[&["vcap-a"]]),
+                base_cluster()
+                    .secret("v1-srv-vcap-a", &[("VCAP_SERVICES", "{}")])
+                    .deployment("v1-srv", &[&["v1-srv-vcap-a"]]),
                 PlanAction::Restart,
                 "differs",
             ),
             (
-                base_cluster().secret("vcap-a", &[("other", "x")]).deployment("v1-srv", &[&["vcap-a"]]),
+                base_cluster().secret("v1-srv-vcap-a", &[("other", "x")]).deployment("v1-srv", &[&["v1-srv-vcap-a"]]),
                 PlanAction::Restart,
                 "has no VCAP_SERVICES",
             ),
-            (base_cluster().deployment("v1-srv", &[&["vcap-gone"]]), PlanAction::Restart, "does not exist"),
+            (base_cluster().deployment("v1-srv", &[&["v1-srv-vcap-gone"]]), PlanAction::Restart, "does not exist"),
             (base_cluster().deployment("v1-srv", &[&[]]), PlanAction::Restart, "references no VCAP secret"),
             // A labelled Secret with the right payload that the Deployment does not use is not enough.
             (
                 base_cluster()
-                    .secret("vcap-new", &[("VCAP_SERVICES", &payload)])
-                    .secret("vcap-old", &[("VCAP_SERVICES", "{}")])
-                    .deployment("v1-srv", &[&["vcap-old"]]),
+                    .secret("v1-srv-vcap-new", &[("VCAP_SERVICES", &payload)])
+                    .secret("v1-srv-vcap-old", &[("VCAP_SERVICES", "{}")])
+                    .deployment("v1-srv", &[&["v1-srv-vcap-old"]]),
                 PlanAction::Restart,
                 "differs",
             ),
             (
                 base_cluster()
-                    .secret("vcap-a", &[("VCAP_SERVICES", &payload)])
-                    .deployment("v1-srv", &[&["vcap-a"], &["vcap-b"]]),
+                    .secret("v1-srv-vcap-a", &[("VCAP_SERVICES", &payload)])
+                    .deployment("v1-srv", &[&["v1-srv-vcap-a"], &["v1-srv-vcap-b"]]),
                 PlanAction::Restart,
                 "do not all reference one",
             ),
             (
                 base_cluster()
-                    .secret("vcap-a", &[("VCAP_SERVICES", &payload)])
-                    .deployment("v1-srv", &[&["vcap-a"], &[]]),
+                    .secret("v1-srv-vcap-a", &[("VCAP_SERVICES", &payload)])
+                    .deployment("v1-srv", &[&["v1-srv-vcap-a"], &[]]),
                 PlanAction::Restart,
                 "do not all reference one",
+            ),
+            // Another team's envFrom Secret beside the VCAP one is not a VCAP Secret: not counted.
+            (
+                base_cluster()
+                    .secret("v1-srv-vcap-a", &[("VCAP_SERVICES", &payload)])
+                    .deployment("v1-srv", &[&["payments-db", "v1-srv-vcap-a"], &["v1-srv-vcap-a"]]),
+                PlanAction::Unchanged,
+                "is current",
+            ),
+            // Named like a VCAP Secret but without the owner-hash label: not one to compare with.
+            (
+                base_cluster()
+                    .secret("v1-srv-vcap-a", &[("VCAP_SERVICES", &payload)])
+                    .unlabelled("v1-srv-vcap-a")
+                    .deployment("v1-srv", &[&["v1-srv-vcap-a"]]),
+                PlanAction::Restart,
+                "is not a VCAP Secret",
             ),
         ];
         for (cluster, action, reason) in cases {
             let plan = plan_for(&index, &cluster, &Rotated::All);
             assert_eq!(plan.deployments[0].action, action, "{}", plan.deployments[0].reason);
+            assert!(plan.deployments[0].reason.contains(reason), "{} !~ {reason}", plan.deployments[0].reason);
+        }
+    }
+
+    #[test]
+    fn only_a_deployment_its_version_controls_is_planned_and_the_others_are_named() {
+        let index = one_app_index(
+            vec![version("v1", "app", "1.0.0", true, json!([deployment_workload("srv", &["uaa"])]))],
+            vec![],
+        );
+        let reference = |kind: &str, name: &str, uid: &str, controller: bool| json!([{"apiVersion": "sme.sap.com/v1alpha1", "kind": kind, "name": name, "uid": uid, "controller": controller}]);
+        let with_uid = |uid: &str| {
+            let mut versions = index.versions_of(&index.applications()[0]).to_vec();
+            let mut version = (*versions[0]).clone();
+            version.metadata.uid = Some(uid.into());
+            versions[0] = Arc::new(version);
+            CapIndex::new(index.applications().to_vec(), versions, Vec::new())
+        };
+        let cases: Vec<(CapIndex, Value, PlanAction, &str)> = vec![
+            (
+                with_uid("u-1"),
+                reference("CAPApplicationVersion", "v1", "u-1", true),
+                PlanAction::Restart,
+                "references no",
+            ),
+            (with_uid("u-1"), json!([]), PlanAction::NotOwned, "it has no controller ownerReference"),
+            (
+                with_uid("u-1"),
+                reference("CAPApplicationVersion", "v1", "u-1", false),
+                PlanAction::NotOwned,
+                "no controller ownerReference",
+            ),
+            (
+                with_uid("u-1"),
+                reference("CAPApplicationVersion", "v1", "u-2", true),
+                PlanAction::NotOwned,
+                "not owned by",
+            ),
+            (with_uid("u-1"), reference("CAPApplicationVersion", "v0", "u-1", true), PlanAction::NotOwned, "v0"),
+            (with_uid("u-1"), reference("ReplicaSet", "v1", "u-1", true), PlanAction::NotOwned, "ReplicaSet v1"),
+        ];
+        for (index, owners, action, reason) in cases {
+            let cluster = base_cluster().deployment("v1-srv", &[&[]]).owned("v1-srv", owners.clone());
+            let plan = plan_for(&index, &cluster, &Rotated::All);
+            assert_eq!(plan.deployments[0].action, action, "{owners}: {}", plan.deployments[0].reason);
             assert!(plan.deployments[0].reason.contains(reason), "{} !~ {reason}", plan.deployments[0].reason);
         }
     }

@@ -39,6 +39,8 @@ mod fault_stories;
 mod fleet_stories;
 #[path = "real_cluster/freeze_stories.rs"]
 mod freeze_stories;
+#[path = "real_cluster/hostile_stories.rs"]
+mod hostile_stories;
 #[path = "real_cluster/install_stories.rs"]
 mod install_stories;
 #[path = "real_cluster/kubectl_compat.rs"]
@@ -143,6 +145,9 @@ fn all_stories() -> Vec<(&'static str, Story, &'static [Backend])> {
         window_stories::an_unreadable_window_holds_the_batch_until_it_is_fixed,
         window_stories::a_force_is_carried_into_the_batch_that_supersedes_it,
         freeze_stories::the_admission_policy_refuses_a_freeze_in_another_name only real,
+        hostile_stories::hostile_values_in_every_kind_stop_nothing_and_leak_nothing only real,
+        hostile_stories::a_rotation_seen_by_a_standby_is_batched_when_it_takes_over,
+        hostile_stories::a_workload_added_to_a_version_never_rewrites_another_teams_deployment,
     ]
 }
 

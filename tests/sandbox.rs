@@ -51,6 +51,8 @@ mod hostile_output;
 mod nothing_hangs;
 #[path = "sandbox/promises.rs"]
 mod promises;
+#[path = "sandbox/rotation_invariants.rs"]
+mod rotation_invariants;
 #[path = "sandbox/sandbox_api.rs"]
 mod sandbox_api;
 #[path = "sandbox/sandbox_gaps.rs"]

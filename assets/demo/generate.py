@@ -24,6 +24,16 @@ def suffix():
 def md(name, ns, **extra):
     return dict({"name": name, "namespace": ns}, **extra)
 
+def cav_uid(ns, cav):
+    """A fixed uid for a version (derived, so the seed's random draws stay as they were)."""
+    h = hashlib.sha1(f"{ns}/{cav}".encode()).hexdigest()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+def owned_by(ns, cav):
+    """The controller reference the CAP Operator gives a version's Deployments and VCAP Secrets."""
+    return [{"apiVersion": "sme.sap.com/v1alpha1", "kind": "CAPApplicationVersion", "name": cav,
+             "uid": cav_uid(ns, cav), "controller": True, "blockOwnerDeletion": True}]
+
 BTP_META = json.dumps({
     "metaDataProperties": [{"name": n, "format": "text"} for n in ["instance_name", "instance_guid", "plan", "label", "type"]]
                           + [{"name": "tags", "format": "json"}],
@@ -141,7 +151,7 @@ for app in APPS:
                   else cond("False", "WaitingForWorkloads", "waiting for deployments to become ready")}
         if state == "Ready":
             status["finishedJobs"] = [f"{cav}-content"]
-        out.append({"apiVersion": "sme.sap.com/v1alpha1", "kind": "CAPApplicationVersion", "metadata": md(cav, ns),
+        out.append({"apiVersion": "sme.sap.com/v1alpha1", "kind": "CAPApplicationVersion", "metadata": md(cav, ns, uid=cav_uid(ns, cav)),
                     "spec": {"capApplicationInstance": name, "version": version, "registrySecrets": ["regcred"],
                              "workloads": workloads(app["workloads"]),
                              "tenantOperations": {"upgrade": [{"workloadName": "notify", "continueOnFailure": True},
@@ -224,13 +234,14 @@ for ns, app, cav, workload, deployment, replicas, stall, stale in planned:
     if stale:
         payload = payload.replace("sk-", "sk-old-", 1)
     owner_hash = hashlib.sha1((ns + cav + deployment).encode()).hexdigest()
-    out.append({"apiVersion": "v1", "kind": "Secret", "metadata": md(secret, ns, labels={"sme.sap.com/secret-owner-hash": owner_hash}),
+    out.append({"apiVersion": "v1", "kind": "Secret", "metadata": md(secret, ns, labels={"sme.sap.com/secret-owner-hash": owner_hash},
+                                                                        ownerReferences=owned_by(ns, cav)),
                 "type": "Opaque", "data": {"VCAP_SERVICES": b64(payload)}})
     annotations = {"sandbox.capdeck.dev/stall": "true"} if stall else {}
     labels = {"app": deployment, "sme.sap.com/category": "Workload", "sme.sap.com/workload-name": workload}
     container = {"name": workload.lower(), "image": f"registry.example.com/{workload}:stable",
                  "envFrom": [{"secretRef": {"name": secret, "optional": True}}]}
-    meta = md(deployment, ns, labels=labels)
+    meta = md(deployment, ns, labels=labels, ownerReferences=owned_by(ns, cav))
     if annotations:
         meta["annotations"] = annotations
     out.append({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,

@@ -188,6 +188,9 @@ fn slot<'v>(value: &'v mut Value, path: &serde_path_to_error::Path) -> Option<&'
 /// value is wrong in another way.
 fn bring_into_range(slot: &mut Value, message: &str) -> bool {
     match slot {
+        // The path ends above the value (a flattened struct hides the rest of it): every time in
+        // this part of the object that is past the range.
+        Value::Object(_) | Value::Array(_) => clamp_times_within(slot),
         Value::String(text) => match latest_if_past_range(text) {
             Some(latest) => {
                 *slot = Value::String(latest.to_string());
@@ -216,6 +219,22 @@ fn bring_into_range(slot: &mut Value, message: &str) -> bool {
                 None => false,
             }
         }
+        _ => false,
+    }
+}
+
+/// Bring every time under `value` that is past capdeck's range to `LATEST_TIME`; true if one was.
+fn clamp_times_within(value: &mut Value) -> bool {
+    match value {
+        Value::String(text) => match latest_if_past_range(text) {
+            Some(latest) => {
+                *value = Value::String(latest.to_string());
+                true
+            }
+            None => false,
+        },
+        Value::Array(items) => items.iter_mut().fold(false, |found, item| clamp_times_within(item) || found),
+        Value::Object(fields) => fields.values_mut().fold(false, |found, item| clamp_times_within(item) || found),
         _ => false,
     }
 }
@@ -382,6 +401,20 @@ mod tests {
         .expect_err("no time at all");
         assert_eq!(time.field, "spec.windowEnd");
         assert!(!time.to_string().contains("hunter2"), "{time}");
+    }
+
+    #[test]
+    fn a_time_under_a_flattened_status_is_brought_into_range_too() {
+        let app: crate::api::CAPApplication = lenient(json!({
+            "apiVersion": "sme.sap.com/v1alpha1", "kind": "CAPApplication",
+            "metadata": {"name": "a", "namespace": "n"},
+            "spec": {"btpAppName": "a", "providerSubaccountId": "p", "btp": {"services": []}},
+            "status": {"state": "Consistent", "lastFullReconciliationTime": "9999-12-31T23:59:59Z",
+                       "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "9999-12-31T23:59:59Z"}]}
+        }))
+        .expect("decodes");
+        let status = app.status.expect("status");
+        assert!(status.last_full_reconciliation_time.is_some_and(|t| is_forever(t.0)));
     }
 
     #[test]

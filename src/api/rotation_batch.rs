@@ -37,6 +37,7 @@ pub struct RotationBatchSpec {
     #[serde(default)]
     pub secrets: Vec<RotatedSecret>,
     /// The window is fixed at creation: later rotations join, they do not extend it.
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self < timestamp('2200-01-01T00:00:00Z')", "message": "must be before the year 2200"}]))]
     pub window_end: Time,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<Approval>,
@@ -68,6 +69,7 @@ pub struct RotatedSecret {
     pub name: String,
     /// The CAPApplication service name(s) that use this Secret, comma separated.
     pub service: String,
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self < timestamp('2200-01-01T00:00:00Z')", "message": "must be before the year 2200"}]))]
     pub rotated_at: Time,
     /// sha256 of the Secret's data (keys and values); never the data itself.
     pub data_hash: String,
@@ -83,6 +85,7 @@ pub struct Approval {
     #[schemars(length(max = super::common::MAX_USER), regex(pattern = super::common::NO_NUL_PATTERN))]
     pub approved_by: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self < timestamp('2200-01-01T00:00:00Z')", "message": "must be before the year 2200"}]))]
     pub approved_at: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = super::common::MAX_REASON), regex(pattern = super::common::NO_NUL_PATTERN))]
@@ -94,6 +97,7 @@ pub struct Approval {
 pub struct UserAction {
     #[schemars(length(max = super::common::MAX_USER), regex(pattern = super::common::NO_NUL_PATTERN))]
     pub by: String,
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self < timestamp('2200-01-01T00:00:00Z')", "message": "must be before the year 2200"}]))]
     pub at: Time,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = super::common::MAX_REASON), regex(pattern = super::common::NO_NUL_PATTERN))]
@@ -187,8 +191,9 @@ pub struct NotificationRecord {
     pub failed: Vec<String>,
 }
 
+// NotOwned: a Deployment of the workload's name that the version does not own, never written.
 string_enum! {
-    pub DeploymentAction { Restart = "Restart", Unchanged = "Unchanged", Problem = "Problem" }
+    pub DeploymentAction { Restart = "Restart", Unchanged = "Unchanged", Problem = "Problem", NotOwned = "NotOwned" }
 }
 
 string_enum! {
@@ -327,6 +332,11 @@ impl RotationBatch {
     /// The Deployments this batch restarts (known once its window ended).
     pub fn restarts(&self) -> impl Iterator<Item = &BatchDeployment> {
         self.status.iter().flat_map(|s| s.deployments.iter()).filter(|d| d.action == DeploymentAction::Restart)
+    }
+
+    /// Deployments of the workloads' names that their version does not own: never written.
+    pub fn not_owned(&self) -> impl Iterator<Item = &BatchDeployment> {
+        self.status.iter().flat_map(|s| s.deployments.iter()).filter(|d| d.action == DeploymentAction::NotOwned)
     }
 
     /// `held by bob`, `approved by alice`, `required`, `required: storm guard`, `auto`. A batch

@@ -78,7 +78,11 @@ pub fn seed(sandbox: &Sandbox, size: SeedSize) -> Result<usize, crate::sandbox::
         let workloads: Vec<Value> = (0..size.deployments_per_app)
             .map(|d| json!({"name": format!("w{d}"), "consumedBTPServices": service_names, "deploymentDefinition": {"type": "Additional", "image": "i"}}))
             .collect();
-        let version = json!({"apiVersion": "sme.sap.com/v1alpha1", "kind": "CAPApplicationVersion", "metadata": {"name": cav, "namespace": namespace},
+        // The version's uid, and the controller reference the CAP Operator gives its Deployments.
+        let uid = format!("00000000-0000-4000-8000-{app:012}");
+        let owners = json!([{"apiVersion": "sme.sap.com/v1alpha1", "kind": "CAPApplicationVersion", "name": cav, "uid": uid,
+                             "controller": true, "blockOwnerDeletion": true}]);
+        let version = json!({"apiVersion": "sme.sap.com/v1alpha1", "kind": "CAPApplicationVersion", "metadata": {"name": cav, "namespace": namespace, "uid": uid},
             "spec": {"capApplicationInstance": name, "version": "1.0.0", "workloads": workloads},
             "status": {"state": "Ready", "conditions": [{"type": "Ready", "status": "True"}]}});
         let tenant = json!({"apiVersion": "sme.sap.com/v1alpha1", "kind": "CAPTenant", "metadata": {"name": format!("{name}-provider"), "namespace": namespace},
@@ -103,7 +107,7 @@ pub fn seed(sandbox: &Sandbox, size: SeedSize) -> Result<usize, crate::sandbox::
         }
         for d in 0..size.deployments_per_app {
             let deployment = format!("{cav}-w{d}");
-            let object = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": deployment, "namespace": namespace},
+            let object = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": deployment, "namespace": namespace, "ownerReferences": owners},
                 "spec": {"replicas": 2, "selector": {"matchLabels": {"app": deployment}},
                          "template": {"metadata": {"labels": {"app": deployment}}, "spec": {"containers": [{"name": "main", "image": "i"}]}}}});
             lookup.add_deployment(typed::<DeploymentView>(&object)?);

@@ -232,7 +232,6 @@ mod tests {
     use std::cell::Cell;
 
     use super::*;
-    use crate::api::lenient::Lenient;
     use crate::sandbox::{RequestMatcher, Sandbox, SandboxConfig};
 
     fn sandbox_with_batch() -> Sandbox {

@@ -383,6 +383,13 @@ async fn dry_run(
             }
         }
     }
+    let not_owned = batch.not_owned().map(|d| d.name.as_str()).collect::<Vec<_>>();
+    if !not_owned.is_empty() {
+        writeln!(out, "Left alone, not owned by their CAPApplicationVersion ({}):", not_owned.len())?;
+        for name in not_owned {
+            writeln!(out, "  {name}")?;
+        }
+    }
     writeln!(
         out,
         "Tenants served ({}): {}",

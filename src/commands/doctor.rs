@@ -845,7 +845,7 @@ async fn binding_secrets(connection: &Connection, scope: &Scope) -> Vec<Finding>
         manifests.tenants.iter().cloned(),
     );
     let plan = crate::plan::plan_all(&index, &manifests);
-    let problems: Vec<Finding> = plan
+    let mut problems: Vec<Finding> = plan
         .problems
         .iter()
         .chain(manifests.problems.iter())
@@ -858,6 +858,10 @@ async fn binding_secrets(connection: &Connection, scope: &Scope) -> Vec<Finding>
             )
         })
         .collect();
+    // A Deployment named like a workload that its version does not own: never written.
+    problems.extend(plan.deployments.iter().filter(|d| d.action == crate::plan::PlanAction::NotOwned).map(|d| {
+        finding("ownership", Status::Warn, format!("Deployment {}/{}: {}", d.namespace, d.deployment, d.reason))
+    }));
     if problems.is_empty() {
         let opted = apps.iter().filter(|a| a.rollout_opted_in()).count();
         vec![finding(

@@ -61,6 +61,7 @@ fn action_name(action: PlanAction) -> &'static str {
         PlanAction::Restart => "Restart",
         PlanAction::Unchanged => "Unchanged",
         PlanAction::Missing => "Missing",
+        PlanAction::NotOwned => "NotOwned",
     }
 }
 
@@ -111,10 +112,11 @@ fn plan_table(plan: &Plan, show_secrets: bool, opted_out: usize, wide: bool, hea
         if table.is_empty() { "No affected Deployments.\n".to_string() } else { table.render_with(wide, headers) };
     let count = |action| plan.deployments.iter().filter(|deployment| deployment.action == action).count();
     out.push_str(&format!(
-        "\n{} to restart, {} unchanged, {} missing, {} problem(s){}\n",
+        "\n{} to restart, {} unchanged, {} missing, {} not owned (left alone), {} problem(s){}\n",
         count(PlanAction::Restart),
         count(PlanAction::Unchanged),
         count(PlanAction::Missing),
+        count(PlanAction::NotOwned),
         plan.problems.len(),
         if opted_out > 0 { format!("; {opted_out} application(s) not opted in") } else { String::new() }
     ));

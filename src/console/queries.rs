@@ -246,6 +246,10 @@ pub fn dialog_preview(app: &App, row: &BatchRow, verb: BatchAction) -> Vec<Strin
     };
     let tenants = super::views::tenants_served(&app.snapshot, row);
     let mut lines = vec![strings::preview_line(what, &deployments), strings::preview_line("tenants served", &tenants)];
+    let not_owned: Vec<String> = row.object.not_owned().map(|d| d.name.clone()).collect();
+    if !not_owned.is_empty() {
+        lines.push(strings::preview_line(strings::NOT_OWNED, &not_owned));
+    }
     if let Some(revocable) = row.old_credentials_revocable {
         lines.push(format!("{} {}", strings::OLD_CREDENTIALS, super::views::revocable(revocable, app.now)));
     }

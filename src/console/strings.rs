@@ -38,6 +38,8 @@ pub fn preview_line(label: &str, names: &[String]) -> String {
     }
     format!("{label} ({}): {text}", names.len())
 }
+/// A batch's Deployments whose version does not own them.
+pub const NOT_OWNED: &str = "left alone, not owned by their version";
 pub const NO_IDENTITY: &str =
     "the API server has not said who you are yet (SelfSubjectReview); approvals record a user, so try again shortly";
 pub const SYNCING: &str = "syncing with the API server…";

@@ -16,6 +16,7 @@ pub mod decide;
 mod detect;
 mod gate;
 mod managed_fields;
+mod orphans;
 pub mod pods;
 mod rollout;
 mod status;
@@ -134,6 +135,11 @@ pub struct Reconciler {
     go_operator_checked_at: Option<tokio::time::Instant>,
     /// The Go CAP Operator's Leases, watched while leading (each look is then no request).
     go_operator_leases: Option<WatchedLeases>,
+    /// The open batches of the last leading pass, with their application: one gone from the
+    /// stores before it ended was deleted, and its application is re-checked.
+    open_seen: BTreeMap<AppKey, AppKey>,
+    /// VCAP Secrets of deleted batches may wait for their cleanup (`orphans`).
+    sweep_orphans: bool,
 }
 
 impl Reconciler {
@@ -148,12 +154,28 @@ impl Reconciler {
             batch_backoff: Backoff::default(),
             go_operator_checked_at: None,
             go_operator_leases: None,
+            open_seen: BTreeMap::new(),
+            sweep_orphans: true,
         }
     }
 
     /// Re-check every opted-in application on the next pass as leader (a new leader).
     pub fn recheck_everything(&mut self) {
         self.detection.recheck_everything();
+        self.sweep_orphans = true;
+    }
+
+    /// Batches open on the last leading pass and gone from the stores now were deleted before
+    /// they ended: their applications are re-checked, their VCAP Secrets swept.
+    fn notice_deleted_batches(&mut self) {
+        for (batch, app) in std::mem::take(&mut self.open_seen) {
+            if self.context.stores.batches.get(&ObjectRef::new(&batch.1).within(&batch.0)).is_none() {
+                tracing::warn!(namespace = %batch.0, batch = %batch.1, application = %app.1,
+                    "an open batch was deleted before it ended; re-checking its application");
+                self.detection.recheck_later(app);
+                self.sweep_orphans = true;
+            }
+        }
     }
 
     /// One pass. Returns how long the engine may sleep before the next one (if nothing changes).
@@ -168,8 +190,12 @@ impl Reconciler {
             self.observe();
             return None;
         }
+        self.notice_deleted_batches();
         let index = self.context.index();
         self.detection.recheck(&self.context, &index, now);
+        if std::mem::take(&mut self.sweep_orphans) {
+            self.sweep_orphans = orphans::sweep_all(&self.context, now).await;
+        }
         self.batching.open_or_join(&self.context, &mut self.detection, &mut self.managed_fields, now).await;
         // Taken once per pass: every open batch's decision, the wake-up and the margin metric use it.
         let bindings = self.context.stores.service_bindings();
@@ -200,6 +226,7 @@ impl Reconciler {
             );
         }
         self.detection.forget_pending();
+        self.open_seen.clear();
         self.context.metrics.go_operator_running.set(0);
         self.go_operator_checked_at = None;
         self.go_operator_leases = None;
@@ -245,6 +272,7 @@ impl Reconciler {
     ) {
         let open = self.context.open_batches();
         let open_keys: BTreeSet<AppKey> = open.iter().map(|b| batch_key(b)).collect();
+        self.open_seen = open.iter().map(|b| (batch_key(b), (batch_key(b).0, b.spec.application.clone()))).collect();
         let statuses: Vec<RotationBatchStatus> = open.iter().map(|batch| self.transitions.base(batch)).collect();
         self.rollouts.begin_pass(&statuses, &open_keys);
         self.transitions.retain(&open_keys);

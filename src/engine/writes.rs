@@ -57,6 +57,8 @@ pub enum Pointed {
     AlreadyRolled { generation: i64, secret: Option<String> },
     /// The Deployment does not exist.
     Gone,
+    /// The live Deployment is not the version's (its controller ownerReference): nothing written.
+    NotOwned { why: String },
 }
 
 pub struct Writes {
@@ -104,14 +106,33 @@ fn still_ours(deployment: &Deployment, secret: &str) -> Result<(), Redone> {
     if uses.as_deref() == Some(secret) { Ok(()) } else { Err(Redone::NotOurs { uses }) }
 }
 
-/// Every container and initContainer gets exactly one `envFrom`: the VCAP Secret, optional.
+/// Every container and initContainer reads its VCAP_SERVICES from `secret` (optional): its
+/// VCAP `envFrom` entries ([`crate::plan::is_vcap_entry`]) become this one entry, in the place of
+/// the first; a container without one gets it added last. Every other entry (a team's ConfigMap
+/// or Secret) is kept as it is, where it is. (The Go CAP Operator replaces them all.)
 pub fn point_containers(deployment: &mut Deployment, secret: &str) {
+    let name = deployment.metadata.name.clone().unwrap_or_default();
     let Some(pod) = deployment.spec.as_mut().and_then(|spec| spec.template.spec.as_mut()) else { return };
+    let entry = EnvFromSource {
+        secret_ref: Some(SecretEnvSource { name: secret.to_string(), optional: Some(true) }),
+        ..EnvFromSource::default()
+    };
+    let is_vcap = |source: &EnvFromSource| {
+        source.secret_ref.as_ref().is_some_and(|secret| crate::plan::is_vcap_entry(&secret.name, &name))
+    };
     for container in pod.containers.iter_mut().chain(pod.init_containers.iter_mut().flatten()) {
-        container.env_from = Some(vec![EnvFromSource {
-            secret_ref: Some(SecretEnvSource { name: secret.to_string(), optional: Some(true) }),
-            ..EnvFromSource::default()
-        }]);
+        let sources = container.env_from.get_or_insert_with(Vec::new);
+        match sources.iter().position(is_vcap) {
+            Some(first) => {
+                sources[first] = entry.clone();
+                let mut index = 0;
+                sources.retain(|source| {
+                    index += 1;
+                    index - 1 == first || !is_vcap(source)
+                });
+            }
+            None => sources.push(entry.clone()),
+        }
     }
 }
 
@@ -275,8 +296,8 @@ impl Writes {
     /// two engines.
     pub async fn point_deployment(
         &self,
-        namespace: &str,
-        name: &str,
+        (namespace, name): (&str, &str),
+        (version, version_uid): (&str, Option<&str>),
         secret: &str,
         batch: &str,
         now: Timestamp,
@@ -285,6 +306,11 @@ impl Writes {
             namespace,
             name,
             |deployment| {
+                // Checked again on what is written, not only on what the plan saw.
+                if let Some(why) = crate::plan::not_owned_by(&DeploymentView::from(&*deployment), version, version_uid)
+                {
+                    return Err(Pointed::NotOwned { why });
+                }
                 let current = referenced_secret(deployment);
                 if deployment.annotations().get(ANNOTATION_ROLLED_BY).map(String::as_str) == Some(batch) {
                     let generation = deployment.metadata.generation.unwrap_or(0);
@@ -483,8 +509,9 @@ mod tests {
 
     fn deployment(annotations: serde_json::Value, env_from: &str) -> Deployment {
         let container = |name: &str| {
-            json!({"name": name, "image": "i", "envFrom": [{"secretRef": {"name": env_from, "optional": true}},
-                                                          {"configMapRef": {"name": "extra"}}]})
+            json!({"name": name, "image": "i", "envFrom": [{"configMapRef": {"name": "extra"}},
+                                                          {"secretRef": {"name": env_from, "optional": true}},
+                                                          {"secretRef": {"name": "team-db"}}]})
         };
         serde_json::from_value(json!({
             "apiVersion": "apps/v1", "kind": "Deployment",
@@ -496,16 +523,44 @@ mod tests {
     }
 
     #[test]
-    fn every_container_reads_exactly_one_optional_vcap_secret() {
+    fn every_container_reads_its_vcap_secret_and_keeps_every_other_entry_in_place() {
         let mut srv = deployment(json!({}), "srv-old");
         point_containers(&mut srv, "srv-new");
         let pod = srv.spec.and_then(|spec| spec.template.spec).expect("pod");
+        let entry = |source: &EnvFromSource| match (&source.secret_ref, &source.config_map_ref) {
+            (Some(secret), _) => format!("secret {} {:?}", secret.name, secret.optional),
+            (None, Some(map)) => format!("configMap {}", map.name),
+            _ => "?".into(),
+        };
         for container in pod.containers.iter().chain(pod.init_containers.iter().flatten()) {
-            let env_from = container.env_from.as_deref().unwrap_or_default();
-            assert_eq!(env_from.len(), 1, "{}", container.name);
-            let secret = env_from[0].secret_ref.as_ref().expect("secretRef");
-            assert_eq!((secret.name.as_str(), secret.optional), ("srv-new", Some(true)), "{}", container.name);
+            let env_from: Vec<String> = container.env_from.iter().flatten().map(entry).collect();
+            assert_eq!(
+                env_from,
+                ["configMap extra", "secret srv-new Some(true)", "secret team-db None"],
+                "{}",
+                container.name
+            );
         }
+        // A container without a VCAP entry gets one, last; two VCAP entries become one.
+        let mut bare = deployment(json!({}), "team-other");
+        point_containers(&mut bare, "srv-new");
+        let pod = bare.spec.and_then(|spec| spec.template.spec).expect("pod");
+        let env_from: Vec<String> = pod.containers[0].env_from.iter().flatten().map(entry).collect();
+        assert_eq!(
+            env_from,
+            ["configMap extra", "secret team-other Some(true)", "secret team-db None", "secret srv-new Some(true)"]
+        );
+        let mut twice = deployment(json!({}), "srv-a");
+        if let Some(pod) = twice.spec.as_mut().and_then(|spec| spec.template.spec.as_mut()) {
+            pod.containers[0].env_from.get_or_insert_with(Vec::new).push(EnvFromSource {
+                secret_ref: Some(SecretEnvSource { name: "srv-b".into(), optional: Some(true) }),
+                ..EnvFromSource::default()
+            });
+        }
+        point_containers(&mut twice, "srv-new");
+        let pod = twice.spec.and_then(|spec| spec.template.spec).expect("pod");
+        let env_from: Vec<String> = pod.containers[0].env_from.iter().flatten().map(entry).collect();
+        assert_eq!(env_from, ["configMap extra", "secret srv-new Some(true)", "secret team-db None"]);
     }
 
     #[test]

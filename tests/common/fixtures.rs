@@ -55,6 +55,19 @@ impl Default for AppOptions {
     }
 }
 
+/// A version's uid in the fixtures (the sandbox keeps the uid an object is loaded with; worlds
+/// that create objects through an API server resolve owner references to the live uid).
+pub fn version_uid(version: &str) -> String {
+    let hex: String = version.bytes().map(|b| format!("{b:02x}")).collect::<String>().chars().take(12).collect();
+    format!("00000000-0000-4000-8000-{hex:0>12}")
+}
+
+/// The controller reference the CAP Operator gives a version's Deployments.
+pub fn owned_by_version(version: &str) -> Value {
+    json!([{"apiVersion": "sme.sap.com/v1alpha1", "kind": "CAPApplicationVersion", "name": version,
+            "uid": version_uid(version), "controller": true, "blockOwnerDeletion": true}])
+}
+
 /// Namespace, CAPApplication (uaa: credentials layout, db: flat key/value), one Ready version
 /// with the given deployment workloads plus a TenantOperation job, a Ready tenant, binding
 /// Secrets, and Deployments without VCAP Secrets yet (see `make_current`).
@@ -83,7 +96,8 @@ pub fn application(options: &AppOptions) -> Vec<Value> {
                "data": {"credentials": b64(r#"{"clientid":"sb-app","clientsecret":"first-secret","url":"https://uaa"}"#)}}),
         json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": format!("{app}-db"), "namespace": NS},
                "data": {"host": b64("db.example.com"), "password": b64("db-first")}}),
-        json!({"apiVersion": "sme.sap.com/v1alpha1", "kind": "CAPApplicationVersion", "metadata": {"name": cav, "namespace": NS},
+        json!({"apiVersion": "sme.sap.com/v1alpha1", "kind": "CAPApplicationVersion",
+               "metadata": {"name": cav, "namespace": NS, "uid": version_uid(&cav)},
                "spec": {"capApplicationInstance": app, "version": "1.0.0", "workloads": workloads},
                "status": {"state": "Ready", "conditions": [{"type": "Ready", "status": "True"}]}}),
         json!({"apiVersion": "sme.sap.com/v1alpha1", "kind": "CAPTenant", "metadata": {"name": format!("{app}-provider"), "namespace": NS},
@@ -92,7 +106,8 @@ pub fn application(options: &AppOptions) -> Vec<Value> {
     ];
     for (name, _) in options.deployments {
         let deployment = format!("{cav}-{name}");
-        let mut metadata = json!({"name": deployment, "namespace": NS, "generation": 1});
+        let mut metadata =
+            json!({"name": deployment, "namespace": NS, "generation": 1, "ownerReferences": owned_by_version(&cav)});
         if options.stall.contains(name) {
             metadata["annotations"] = json!({"sandbox.capdeck.dev/stall": "true"});
         }

@@ -236,9 +236,11 @@ impl World {
             let namespace = object.pointer("/metadata/namespace").and_then(Value::as_str).map(str::to_string);
             let status = object.as_object_mut().and_then(|o| o.remove("status"));
             if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-                // generation is the server's.
+                // generation and uid are the server's.
                 metadata.remove("generation");
+                metadata.remove("uid");
             }
+            self.resolve_owners(&mut object, namespace.as_deref()).await;
             let api = self.dynamic(&api_version, &kind, namespace.as_deref()).await;
             let params = PatchParams::apply("capdeck-tests").force();
             api.patch(&name, &params, &Patch::Apply(&object))
@@ -254,6 +256,20 @@ impl World {
                     }
                     Err(e) => panic!("status of {kind} {name}: {e}"),
                 }
+            }
+        }
+    }
+
+    /// Owner references point at their owners' live uids (a fixture names the owner and carries
+    /// a placeholder uid; the server gave the owner its own).
+    async fn resolve_owners(&self, object: &mut Value, namespace: Option<&str>) {
+        let Some(Value::Array(owners)) = object.pointer_mut("/metadata/ownerReferences") else { return };
+        for owner in owners {
+            let text = |field: &str| owner.get(field).and_then(Value::as_str).unwrap_or_default().to_string();
+            let (api_version, kind, name) = (text("apiVersion"), text("kind"), text("name"));
+            let api = self.dynamic(&api_version, &kind, namespace).await;
+            if let Some(live) = api.get_opt(&name).await.expect("owner") {
+                owner["uid"] = json!(live.metadata.uid);
             }
         }
     }

@@ -196,5 +196,7 @@ fn table_output_summarises() {
         .assert()
         .success()
         .stdout(predicate::str::contains("NAMESPACE   APPLICATION   DEPLOYMENT"))
-        .stdout(predicate::str::contains("1 to restart, 2 unchanged, 1 missing, 0 problem(s)"));
+        .stdout(predicate::str::contains(
+            "1 to restart, 2 unchanged, 1 missing, 0 not owned (left alone), 0 problem(s)",
+        ));
 }

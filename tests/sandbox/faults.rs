@@ -179,7 +179,7 @@ async fn api_unreachable_for_30_seconds_then_back() {
     assert!(monitor.violations().is_empty(), "{:#?}", monitor.violations());
     // Still down after 30 s, and the banner says why (not only that).
     let screen = console.shows("API server unreachable").await;
-    assert!(screen.contains("simulated network outage"), "the banner names the cause: {screen}");
+    assert!(screen.contains("connection refused"), "the banner names the cause, in the CLI's words: {screen}");
 
     world.sandbox.set_reachable(true);
     console.until("the banner gone", |screen| !screen.contains("API server unreachable")).await;

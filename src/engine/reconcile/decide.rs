@@ -673,10 +673,17 @@ fn evaluate(
         )
     } else if required && !approved {
         let tenants = usize::try_from(plan.tenants).unwrap_or(usize::MAX);
+        let not_owned: Vec<&str> =
+            deployments.iter().filter(|d| d.action == DeploymentAction::NotOwned).map(|d| d.name.as_str()).collect();
+        let left_alone = if not_owned.is_empty() {
+            String::new()
+        } else {
+            format!("; left alone, not owned by their version: {}", not_owned.join(", "))
+        };
         wait(
             reason::AWAITING_APPROVAL,
             format!(
-                "{} to restart, {} served; waiting for an approval",
+                "{} to restart, {} served{left_alone}; waiting for an approval",
                 count(restarts.len(), "Deployment"),
                 count(tenants, "tenant")
             ),
@@ -913,6 +920,7 @@ pub fn skip_reasons(deployments: &[BatchDeployment]) -> impl Iterator<Item = &'s
         DeploymentAction::Unchanged if deployment.message.as_deref() == Some(MISSING_DEPLOYMENT) => Some("missing"),
         DeploymentAction::Unchanged => Some("unchanged"),
         DeploymentAction::Problem => Some("problem"),
+        DeploymentAction::NotOwned => Some("not owned"),
         DeploymentAction::Restart | DeploymentAction::Other(_) => None,
     })
 }

@@ -11,9 +11,9 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
 use super::{AppKey, Context, batch_key};
-use crate::api::CAPApplication;
-use crate::api::rotation_batch::RotatedSecret;
-use crate::plan::{AppPlan, CapIndex, Rotated, plan_application, secret_data};
+use crate::api::rotation_batch::{DeploymentRolloutState, RotatedSecret};
+use crate::api::{CAPApplication, RotationBatch};
+use crate::plan::{CapIndex, DeploymentPlan, Rotated, plan_application, secret_data};
 use crate::vcap::data_hash;
 
 /// What a binding Secret was when last seen: a new uid or new data is a rotation.
@@ -151,37 +151,50 @@ impl Detection {
         }
     }
 
+    /// Re-check one application (as at start-up) on the next leading pass: its batch was deleted
+    /// before it finished, so what it would have rolled may be left behind.
+    pub(super) fn recheck_later(&mut self, key: AppKey) {
+        self.recheck.insert(key);
+    }
+
+    /// Compare what the application's Deployments run with what its binding Secrets hold: a
+    /// Deployment out of date that no open batch will roll is a rotation, whatever the engine
+    /// remembers (it was down, an observer, or a batch was deleted).
     fn recheck_application(&mut self, context: &Context, key: &AppKey, index: &CapIndex, now: Timestamp) {
         let Some(app) = context.application(&key.0, &key.1) else { return };
-        if !app.rollout_opted_in()
-            || context.open_batches().iter().any(|b| batch_key(b).0 == key.0 && b.spec.application == key.1)
-        {
+        if !app.rollout_opted_in() {
             return;
         }
+        let open: Vec<Arc<RotationBatch>> = context
+            .open_batches()
+            .into_iter()
+            .filter(|b| batch_key(b).0 == key.0 && b.spec.application == key.1)
+            .collect();
         let plan = plan_application(&app, &Rotated::All, index, &context.stores);
+        let left: Vec<&DeploymentPlan> = plan.restarts().filter(|d| !covered(&open, &app, d)).collect();
         let hash = |secret: &str| {
             let secret =
                 context.stores.binding_secrets.get(&kube::runtime::reflector::ObjectRef::new(secret).within(&key.0));
             secret.map(|secret| data_hash(&secret_data(&secret))).unwrap_or_default()
         };
-        self.found(key, &app, &plan, hash, now);
+        self.found(key, &app, &left, hash, now);
     }
 
-    /// What a re-check's plan found: the Secrets of the services whose Deployments it would
-    /// restart, pending like rotations (a rotation seen already is kept).
+    /// What a re-check found: the Secrets of the services whose Deployments are out of date,
+    /// pending like rotations (a rotation seen already is kept).
     fn found(
         &mut self,
         key: &AppKey,
         app: &CAPApplication,
-        plan: &AppPlan,
+        restarts: &[&DeploymentPlan],
         hash: impl Fn(&str) -> String,
         now: Timestamp,
     ) {
-        let services: BTreeSet<&str> = plan.restarts().flat_map(|d| d.services.iter().map(String::as_str)).collect();
+        let services: BTreeSet<&str> = restarts.iter().flat_map(|d| d.services.iter().map(String::as_str)).collect();
         if services.is_empty() {
             return;
         }
-        tracing::info!(namespace = %key.0, application = %key.1, deployments = plan.restarts().count(), "re-check found Deployments out of date");
+        tracing::info!(namespace = %key.0, application = %key.1, deployments = restarts.len(), "re-check found Deployments out of date");
         self.found_by_recheck.insert(key.clone());
         for service in app.spec.btp.services.iter().filter(|s| services.contains(s.name.as_str())) {
             self.pending.entry(key.clone()).or_default().entry(service.secret.clone()).or_insert(RotatedSecret {
@@ -218,6 +231,33 @@ impl Detection {
     pub(super) fn take_found_by_recheck(&mut self, key: &AppKey) -> bool {
         self.found_by_recheck.remove(key)
     }
+}
+
+/// Whether one of the application's open batches will bring `deployment` to the credentials its
+/// Secrets hold now: one not evaluated yet (and not cancelled) that rotates a Secret it consumes
+/// (its plan will include it, with every Secret's current data), or one that lists it to restart
+/// and has not completed it (its state, Held or Failing included, is that batch's to tell).
+fn covered(open: &[Arc<RotationBatch>], app: &CAPApplication, deployment: &DeploymentPlan) -> bool {
+    let consumed: BTreeSet<&str> = app
+        .spec
+        .btp
+        .services
+        .iter()
+        .filter(|service| deployment.services.contains(&service.name))
+        .map(|service| service.secret.as_str())
+        .collect();
+    open.iter().any(|batch| {
+        let listed = batch.restarts().find(|d| d.name == deployment.deployment);
+        match listed {
+            Some(listed) => listed.state != Some(DeploymentRolloutState::Complete),
+            None => {
+                let evaluated = batch.status.as_ref().is_some_and(|status| !status.deployments.is_empty());
+                !evaluated
+                    && batch.spec.cancel.is_none()
+                    && batch.spec.secrets.iter().any(|secret| consumed.contains(secret.name.as_str()))
+            }
+        }
+    })
 }
 
 #[cfg(test)]

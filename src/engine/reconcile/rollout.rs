@@ -161,7 +161,14 @@ impl Rollouts {
         now: Timestamp,
     ) {
         let (namespace, batch_name, _) = key;
-        match context.writes.point_deployment(namespace, &deployment.name, &secret, batch_name, now).await {
+        let version_uid = context
+            .stores
+            .versions
+            .get(&ObjectRef::new(&planned.version).within(namespace))
+            .and_then(|version| version.metadata.uid.clone());
+        let target = (namespace.as_str(), deployment.name.as_str());
+        let owner = (planned.version.as_str(), version_uid.as_deref());
+        match context.writes.point_deployment(target, owner, &secret, batch_name, now).await {
             Ok(Pointed::Updated { generation, previous: live_previous }) => {
                 deployment.vcap_secret = Some(secret);
                 deployment.previous_vcap_secret = previous.or(live_previous);
@@ -181,6 +188,14 @@ impl Rollouts {
             }
             Ok(Pointed::Gone) => {
                 complete_unchanged(deployment, "deployment was deleted before its rollout");
+                let uid = context.stores.secret(namespace, &secret).and_then(|s| s.metadata.uid.clone());
+                let _ = context.writes.delete_secret(namespace, &secret, uid).await;
+            }
+            Ok(Pointed::NotOwned { why }) => {
+                tracing::warn!(namespace, deployment = %deployment.name, batch = %batch_name, "{why}");
+                complete_unchanged(deployment, &why);
+                deployment.action = DeploymentAction::NotOwned;
+                context.metrics.skipped("not owned");
                 let uid = context.stores.secret(namespace, &secret).and_then(|s| s.metadata.uid.clone());
                 let _ = context.writes.delete_secret(namespace, &secret, uid).await;
             }
@@ -605,6 +620,11 @@ fn skip(action: &PlanAction, rolled_by_this_batch: bool, deployment: &mut BatchD
         PlanAction::Missing => {
             complete_unchanged(deployment, MISSING_DEPLOYMENT);
             Some("missing")
+        }
+        PlanAction::NotOwned => {
+            complete_unchanged(deployment, "not owned by its CAPApplicationVersion (any more); left alone");
+            deployment.action = DeploymentAction::NotOwned;
+            Some("not owned")
         }
         PlanAction::Restart => None,
     }

@@ -123,6 +123,9 @@ pub(super) fn batch_deployments(plan: &AppPlan) -> Vec<BatchDeployment> {
                 PlanAction::Missing => {
                     (DeploymentAction::Unchanged, DeploymentRolloutState::Complete, MISSING_DEPLOYMENT.into())
                 }
+                PlanAction::NotOwned => {
+                    (DeploymentAction::NotOwned, DeploymentRolloutState::Complete, planned.reason.clone())
+                }
             };
             BatchDeployment {
                 name: planned.deployment.clone(),
