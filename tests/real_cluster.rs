@@ -138,6 +138,7 @@ fn all_stories() -> Vec<(&'static str, Story, &'static [Backend])> {
         attribution_stories::a_kubectl_forged_approval_or_hold_drives_nothing,
         attribution_stories::a_forged_hold_is_not_carried_into_the_batch_that_supersedes_it,
         attribution_stories::the_admission_policy_refuses_an_attribution_in_another_name only real,
+        attribution_stories::each_action_on_a_batch_is_an_event_of_its_own,
         window_stories::outside_its_window_a_batch_waits_then_rolls_at_the_opening,
         window_stories::a_deadline_before_the_next_window_escalates_and_notifies,
         window_stories::a_freeze_holds_across_restart_and_leader_change_and_ends_by_unfreeze_or_by_itself,

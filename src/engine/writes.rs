@@ -468,14 +468,20 @@ impl Writes {
         }
     }
 
-    /// An Event on the CAPApplication (`events.k8s.io/v1`). Failures are logged, never fatal.
-    pub async fn event(&self, app: &CAPApplication, warning: bool, reason: &str, note: String) {
+    /// An Event on the CAPApplication (`events.k8s.io/v1`) about `batch` (its `related` object,
+    /// at the version it was read at: kube's recorder merges Events of one key within minutes,
+    /// keeping the first note, so each action on each batch is an Event of its own — bob's hold
+    /// never reads "held by alice"). Failures are logged, never fatal.
+    pub async fn event(&self, app: &CAPApplication, batch: &RotationBatch, warning: bool, reason: &str, note: String) {
+        // kube's `object_ref` leaves the resourceVersion out; it is what tells two actions apart.
+        let mut about = batch.object_ref(&());
+        about.resource_version = batch.resource_version();
         let event = Event {
             type_: if warning { EventType::Warning } else { EventType::Normal },
             reason: reason.into(),
             note: Some(event_note(&note)),
             action: "CredentialRollout".into(),
-            secondary: None,
+            secondary: Some(about),
         };
         match self.recorder.publish(&event, &app.object_ref(&())).await {
             Ok(()) => self.metrics.write("create", "events"),

@@ -34,6 +34,22 @@ pub fn validate(crd: &Value, version: &str, object: &Value, old: Option<&Value>)
     out
 }
 
+/// Whether the schema of `version` in `crd` has CEL rules (`x-kubernetes-validations`) anywhere.
+pub fn has_rules(crd: &Value, version: &str) -> bool {
+    fn any_rules(value: &Value) -> bool {
+        match value {
+            Value::Object(map) => map.contains_key("x-kubernetes-validations") || map.values().any(any_rules),
+            Value::Array(items) => items.iter().any(any_rules),
+            _ => false,
+        }
+    }
+    crd.pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .and_then(|versions| versions.iter().find(|v| v.get("name").and_then(Value::as_str) == Some(version)))
+        .and_then(|v| v.pointer("/schema/openAPIV3Schema"))
+        .is_some_and(any_rules)
+}
+
 fn walk(schema: &Value, value: &Value, old: Option<&Value>, path: String, out: &mut Vec<Violation>) {
     if old == Some(value) {
         return; // ratcheting: unchanged values are not validated again

@@ -215,6 +215,10 @@ fn random_suffix(length: usize) -> String {
     (0..length).map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())])).collect()
 }
 
+/// kube-apiserver's second cause when a schema error kept its CEL rules from being evaluated.
+const RULES_NOT_CHECKED: &str = "<nil>: Invalid value: null: some validation rules were not checked because the \
+object was invalid; correct the existing errors to complete validation";
+
 fn new_uid() -> String {
     use rand::RngExt as _;
     let bits: u128 = rand::rng().random();
@@ -284,12 +288,18 @@ impl Store {
             name: crd_name.clone(),
         };
         let Some(crd) = self.objects.get(&key) else { return Ok(()) };
-        match super::schema::validate(crd, &resource.version, object, old).into_iter().next() {
-            Some(violation) => {
-                Err(ApiError::invalid_field(resource, name, &violation.field, violation.reason, &violation.message))
-            }
-            None => Ok(()),
+        let Some(violation) = super::schema::validate(crd, &resource.version, object, old).into_iter().next() else {
+            return Ok(());
+        };
+        let mut error = ApiError::invalid_field(resource, name, &violation.field, violation.reason, &violation.message);
+        // kube-apiserver does not evaluate a schema's CEL rules on a value over its maxLength (their
+        // cost is bounded by it), and says so in a second cause (the sandbox evaluates none).
+        if violation.reason == "FieldValueTooLong" && super::schema::has_rules(crd, &resource.version) {
+            let message = error.message.clone();
+            let (head, cause) = message.split_once(" is invalid: ").unwrap_or((message.as_str(), ""));
+            error.message = format!("{head} is invalid: [{cause}, {RULES_NOT_CHECKED}]");
         }
+        Err(error)
     }
 
     pub fn new(history_limit: usize, watch_buffer: usize) -> Self {

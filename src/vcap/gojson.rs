@@ -81,7 +81,7 @@ impl fmt::Display for GoJsonError {
 
 /// Decode `input` the way `json.Unmarshal(input, &v)` with `var v any` does.
 pub fn decode(input: &[u8]) -> Result<GoValue, GoJsonError> {
-    let mut parser = Parser { input, pos: 0 };
+    let mut parser = Parser { input, pos: 0, key: None };
     parser.skip_whitespace();
     if parser.pos >= input.len() {
         // Go: "unexpected end of JSON input", also for a missing Secret key (nil bytes).
@@ -98,6 +98,8 @@ pub fn decode(input: &[u8]) -> Result<GoValue, GoJsonError> {
 struct Parser<'a> {
     input: &'a [u8],
     pos: usize,
+    /// The key whose value is being read (innermost object), to name where a bad value is.
+    key: Option<String>,
 }
 
 impl Parser<'_> {
@@ -162,7 +164,9 @@ impl Parser<'_> {
             }
             self.pos += 1;
             self.skip_whitespace();
+            let outer = self.key.replace(key.clone());
             let value = self.value(depth + 1)?;
+            self.key = outer;
             // Duplicate keys: the last one wins, as in Go.
             map.insert(key, value);
             self.skip_whitespace();
@@ -235,8 +239,13 @@ impl Parser<'_> {
         // Rust's parse is correctly rounded, like Go's strconv.ParseFloat.
         match text.parse::<f64>() {
             Ok(value) if value.is_finite() => Ok(GoValue::Number(value)),
+            // Never the number itself: it may be a credential.
             _ => Err(GoJsonError {
-                message: format!("cannot unmarshal number {text} into Go value of type float64"),
+                message: format!(
+                    "cannot unmarshal a number of {} characters{} into Go value of type float64 (out of its range)",
+                    text.len(),
+                    self.key.as_ref().map(|key| format!(" at key {key:?}")).unwrap_or_default()
+                ),
                 offset: start,
             }),
         }
@@ -610,7 +619,13 @@ mod tests {
     #[test]
     fn numbers_outside_float64_are_an_error_like_go() {
         let error = decode(b"1e400").expect_err("overflow");
-        assert!(error.message.contains("cannot unmarshal number 1e400"), "{error}");
+        assert!(error.message.contains("cannot unmarshal a number of 5 characters into"), "{error}");
+        let long = format!(r#"{{"clientsecret":{{"pin":{}}}}}"#, "9".repeat(320));
+        let error = decode(long.as_bytes()).expect_err("overflow");
+        assert_eq!(
+            error.to_string(),
+            "cannot unmarshal a number of 320 characters at key \"pin\" into Go value of type float64 (out of its range) (at byte 23)"
+        );
     }
 
     #[test]

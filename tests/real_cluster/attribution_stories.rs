@@ -295,12 +295,71 @@ pub async fn the_admission_policy_refuses_an_attribution_in_another_name(backend
     );
     assert_eq!(batch(&world, &name).await.phase(), BatchPhase::AwaitingApproval);
 
+    // alice holds as herself: mallory may not rewrite the reason under her name; alice releases.
+    let output = capdeck(&world.kubeconfig_for("alice"), &["hold", &target, "--reason", "CHG-8"]);
+    assert!(output.status.success(), "{:?}", text(&output));
+    let reason = json!({"spec": {"hold": {"reason": "held by the CEO's order"}}});
+    let refused = kubectl_patch(&world, &mallory, &name, &reason).await.expect_err("rewriting a hold's reason");
+    assert!(refused.contains("spec.hold.by must be the user making the request (mallory), not alice"), "{refused}");
+    assert_eq!(batch(&world, &name).await.spec.hold.and_then(|f| f.reason).as_deref(), Some("CHG-8"));
+    let output = capdeck(&world.kubeconfig_for("alice"), &["release", &target, "--reason", "CHG-8 done"]);
+    assert!(output.status.success(), "{:?}", text(&output));
+
     // alice approves as herself with capdeck: both layers agree, the batch rolls.
     let output = capdeck(&world.kubeconfig_for("alice"), &["approve", &target, "--reason", "CHG-7"]);
     let (stdout, stderr) = text(&output);
     assert!(output.status.success(), "{stdout}{stderr}");
     let done = world.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     assert_eq!(done.spec.approval.as_ref().and_then(|a| a.approved_by.as_deref()), Some("alice"));
+    // Her approval's why and when are hers: mallory rewriting them under alice's name is refused,
+    // as is rewriting the reason of a record in another's name (a force here).
+    let rewritten =
+        json!({"spec": {"approval": {"reason": "approved by the board", "approvedAt": "2026-11-20T08:00:00Z"}}});
+    let refused = kubectl_patch(&world, &mallory, &name, &rewritten).await.expect_err("rewriting alice's approval");
+    assert!(
+        refused
+            .contains("spec.approval of alice may only be changed by a new approval of mallory; use capdeck approve"),
+        "{refused}"
+    );
+    let kept = batch(&world, &name).await;
+    assert_eq!(kept.spec.approval.and_then(|a| a.reason).as_deref(), Some("CHG-7"));
+    engine.stop().await;
+    faker.stop().await;
+}
+
+/// Each person's action is an Event of its own: alice holds, releases, and dave holds again
+/// within a minute; the two holds are two Events, each naming its holder (kube's recorder merges
+/// Events of one key for minutes and keeps the first note).
+pub async fn each_action_on_a_batch_is_an_event_of_its_own(backend: Backend) {
+    use k8s_openapi::api::events::v1::Event;
+    let world = World::new(backend, "event-per-action").await;
+    let (engine, faker, name) = awaiting(&world).await;
+    let target = format!("{}/{name}", world.ns);
+    for user in ["alice", "dave"] {
+        world.grant(user, "capdeck.dev", &["rotationbatches"], &["get", "list", "watch", "patch"], &[]).await;
+    }
+    let act = |user: &str, args: &[&str]| {
+        let output = capdeck(&world.kubeconfig_for(user), args);
+        assert!(output.status.success(), "{user} {args:?}: {:?}", text(&output));
+    };
+    act("alice", &["hold", &target, "--reason", "audit"]);
+    world.wait_phase("bookshop", BatchPhase::Held, LONG).await;
+    act("alice", &["release", &target, "--reason", "audit done"]);
+    world.wait_phase("bookshop", BatchPhase::AwaitingApproval, LONG).await;
+    act("dave", &["hold", &target, "--reason", "second look"]);
+    world.wait_phase("bookshop", BatchPhase::Held, LONG).await;
+    let events: Api<Event> = Api::namespaced(world.client.clone(), &world.ns);
+    eventually("two Held Events, one per holder", LONG, || async {
+        let all = events.list(&Default::default()).await.map(|list| list.items).unwrap_or_default();
+        let notes: Vec<String> = all
+            .into_iter()
+            .filter(|event| event.reason.as_deref() == Some("Held"))
+            .filter_map(|event| event.note)
+            .collect();
+        let by = |who: &str| notes.iter().any(|note| note.contains(&format!("held by {who}")));
+        if notes.len() == 2 && by("alice") && by("dave") { Ok(()) } else { Err(format!("{notes:?}")) }
+    })
+    .await;
     engine.stop().await;
     faker.stop().await;
 }

@@ -35,7 +35,9 @@ pub async fn overlong_and_nul_reasons_are_refused_by_the_api(backend: Backend) {
     assert_eq!(long.code, 422, "{long:?}");
     assert_eq!(
         long.message,
-        "RotationBatch.capdeck.dev \"bookshop-bounded\" is invalid: spec.hold.reason: Too long: may not be more than 1024 bytes"
+        "RotationBatch.capdeck.dev \"bookshop-bounded\" is invalid: [spec.hold.reason: Too long: may not be more than 1024 \
+         bytes, <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; \
+         correct the existing errors to complete validation]"
     );
 
     let nul = refusal(&api, "freeze\u{0}now").await;

@@ -153,7 +153,18 @@ pub async fn the_admission_policy_refuses_a_freeze_in_another_name(backend: Back
     let record = namespace_freeze(&world).await;
     assert_eq!(record.spec.frozen.by, "alice");
     assert_eq!(record.spec.lifted.as_ref().map(|lifted| lifted.by.as_str()), Some("mallory"));
-    assert_eq!(record.spec.lifted.and_then(|lifted| lifted.reason).as_deref(), Some("sale moved"));
+    assert_eq!(record.spec.lifted.clone().and_then(|lifted| lifted.reason).as_deref(), Some("sale moved"));
+    // A lifted freeze stays lifted: alice removing mallory's record with kubectl (which would
+    // bring her freeze back, still reading "frozen by alice") is refused.
+    let remove = r#"[{"op": "remove", "path": "/spec/lifted"}]"#;
+    let refused =
+        kubectl(&world, &alice, &["patch", "freeze", "namespace", "-n", &ns, "--type", "json", "-p", remove], None)
+            .expect_err("re-activating a lifted freeze");
+    assert!(
+        refused.contains("spec.lifted of mallory may only be dropped by a new freeze of alice; use capdeck freeze"),
+        "{refused}"
+    );
+    assert_eq!(namespace_freeze(&world).await.spec.lifted, record.spec.lifted, "still lifted");
     // And freezes again as herself: the record is hers now.
     let output = capdeck(&mallory, &["freeze", "-n", &ns, "--until", "1h", "--reason", "again"]);
     assert!(output.status.success(), "{:?}", text(&output));

@@ -264,7 +264,11 @@ impl World {
     /// a placeholder uid; the server gave the owner its own).
     async fn resolve_owners(&self, object: &mut Value, namespace: Option<&str>) {
         let Some(Value::Array(owners)) = object.pointer_mut("/metadata/ownerReferences") else { return };
-        for owner in owners {
+        // Only the fixtures' placeholders (`fixtures::version_uid`); any other uid is the story's.
+        let placeholder = |owner: &Value| {
+            owner.get("uid").and_then(Value::as_str).is_some_and(|uid| uid.starts_with("00000000-0000-4000-8000-"))
+        };
+        for owner in owners.iter_mut().filter(|owner| placeholder(owner)) {
             let text = |field: &str| owner.get(field).and_then(Value::as_str).unwrap_or_default().to_string();
             let (api_version, kind, name) = (text("apiVersion"), text("kind"), text("name"));
             let api = self.dynamic(&api_version, &kind, namespace).await;

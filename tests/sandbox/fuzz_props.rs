@@ -150,6 +150,34 @@ proptest! {
         }
     }
 
+    /// A number past float64 (a PIN, a key, any credential of digits) fails the Secret like Go,
+    /// and the error names the key and the problem, never the value.
+    #[test]
+    fn an_error_about_a_binding_secret_never_quotes_its_value(
+        digits in 310usize..420,
+        key in "[a-z]{1,8}",
+        layout in 0u8..3,
+        first in 1u8..10,
+    ) {
+        let number = format!("{first}{}", "7".repeat(digits));
+        let object = format!(r#"{{"{key}":{number},"url":"https://x"}}"#);
+        let data: BTreeMap<String, Vec<u8>> = match layout {
+            0 => [("credentials".to_string(), object.into_bytes())].into(),
+            1 => [
+                (".metadata".to_string(), br#"{"credentialProperties":[{"name":"uaa","format":"json","container":true}]}"#.to_vec()),
+                ("uaa".to_string(), object.into_bytes()),
+            ]
+            .into(),
+            _ => [(key.clone(), number.clone().into_bytes())].into(),
+        };
+        let service = ServiceInfo { name: "svc".into(), secret: "svc-bind".into(), class: "xsuaa".into(), subscription_dependency: None };
+        if let Err(error) = build_entry(&service, &data) {
+            let message = error.to_string();
+            prop_assert!(!message.contains(&"7".repeat(20)), "{}", message);
+            prop_assert!(message.contains("svc-bind"), "{}", message);
+        }
+    }
+
     #[test]
     fn manifest_loader_and_planner_never_panic(text in manifest_text(), json_file in any::<bool>()) {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -60,6 +60,25 @@ async fn gap_no_schema_validation() {
 }
 
 #[tokio::test]
+async fn gap_cel_rules_are_not_evaluated() {
+    let cluster = cluster().await;
+    cluster.sandbox.install_crds();
+    // kube-apiserver refuses it: `spec.windowEnd` must be before the year 2200 (CEL).
+    let body = json!({"apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch", "metadata": {"name": "far"},
+                      "spec": {"application": "a", "windowEnd": "9999-12-31T23:59:59Z"}});
+    let (code, _) = raw(
+        &cluster.client,
+        "POST",
+        "/apis/capdeck.dev/v1alpha1/namespaces/default/rotationbatches",
+        "application/json",
+        "application/json",
+        body.to_string().into_bytes(),
+    )
+    .await;
+    assert_eq!(code, 200, "accepted: the sandbox evaluates no x-kubernetes-validations");
+}
+
+#[tokio::test]
 async fn gap_apply_never_removes_fields_a_manager_stopped_applying() {
     let cluster = cluster().await;
     let maps: Api<ConfigMap> = Api::default_namespaced(cluster.client.clone());

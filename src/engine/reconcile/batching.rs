@@ -220,7 +220,7 @@ async fn supersede(context: &Context, app: &CAPApplication, old: &RotationBatch,
     match context.writes.write_status(old, &status).await {
         Ok(_) => {
             let text = format!("batch {}: {message}", old.name_any());
-            context.writes.event(app, false, reason::SUPERSEDED, text).await;
+            context.writes.event(app, old, false, reason::SUPERSEDED, text).await;
         }
         Err(error) => {
             tracing::warn!(batch = %old.name_any(), error = %crate::cluster::describe_error(&error), "could not mark the batch superseded")

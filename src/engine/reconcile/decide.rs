@@ -816,7 +816,14 @@ pub fn apply(decision: &Decision, status: &mut RotationBatchStatus, now: Timesta
                 Gate::Start(start) => begin(status, start, now),
             }
         }
-        Decision::AwaitApproval => status.phase = BatchPhase::AwaitingApproval,
+        Decision::AwaitApproval => {
+            status.phase = BatchPhase::AwaitingApproval;
+            // Released while it waited: the condition no longer says held.
+            if condition_reason(status) == Some(reason::HELD) {
+                let message = "the hold was lifted; waiting for an approval".to_string();
+                set_condition(status, false, reason::AWAITING_APPROVAL, message, now);
+            }
+        }
         Decision::Escalate { reason, message } => {
             status.phase = BatchPhase::AwaitingApproval;
             set_condition(status, false, reason, message.clone(), now);
@@ -837,7 +844,12 @@ pub fn apply(decision: &Decision, status: &mut RotationBatchStatus, now: Timesta
             set_condition(status, false, reason::CHANGE_WINDOW_UNREADABLE, message.clone(), now);
         }
         Decision::Start(start) => begin(status, start, now),
-        Decision::Roll => status.phase = BatchPhase::RollingOut,
+        Decision::Roll => {
+            status.phase = BatchPhase::RollingOut;
+            if condition_reason(status) == Some(reason::HELD) {
+                set_condition(status, false, reason::RELEASED, "the hold was lifted; rolling out".into(), now);
+            }
+        }
         Decision::RollOn { reason, message, .. } => {
             status.phase = BatchPhase::RollingOut;
             set_condition(status, false, reason, message.clone(), now);
@@ -1367,6 +1379,22 @@ mod tests {
         (Phase::RollingOut, F::ForgedHold, P::RollingOut, why::ROLLING_OUT, true),
         (Phase::WindowEnded, F::ForgedHold, P::RollingOut, why::ROLLING_OUT, true),
     ];
+
+    #[test]
+    fn a_released_batch_no_longer_says_held() {
+        let now: Timestamp = "2026-11-27T12:00:00Z".parse().expect("time");
+        for (decision, phase, reason) in [
+            (Decision::AwaitApproval, BatchPhase::AwaitingApproval, why::AWAITING_APPROVAL),
+            (Decision::Roll, BatchPhase::RollingOut, why::RELEASED),
+        ] {
+            let mut status = RotationBatchStatus { phase: BatchPhase::Held, ..RotationBatchStatus::default() };
+            super::super::status::set_condition(&mut status, false, why::HELD, "held by bob: audit".into(), now);
+            apply(&decision, &mut status, now);
+            assert_eq!((status.phase.clone(), reason_of(&status)), (phase, Some(reason)), "{decision:?}");
+            let message = status.conditions.iter().find(|c| c.type_ == "Ready").map(|c| c.message.clone());
+            assert!(message.is_some_and(|m| m.contains("hold was lifted")), "{status:?}");
+        }
+    }
 
     #[test]
     fn every_phase_under_every_action_and_change() {

@@ -108,7 +108,7 @@ impl Transitions {
         for refusal in refusals(&name, old, &status) {
             tracing::warn!(namespace = %namespace, batch = %name, reason = refusal.reason.as_str(), "{}", refusal.note);
             if let Some(app) = context.application(&namespace, &batch.spec.application) {
-                context.writes.event(&app, true, &refusal.reason, refusal.note).await;
+                context.writes.event(&app, batch, true, &refusal.reason, refusal.note).await;
             }
         }
         if let Some(mut update) = spec_update {
@@ -157,7 +157,7 @@ impl Transitions {
             if let Some(log) = &announcement.log {
                 tracing::info!(namespace = %namespace, batch = %name, "{log}");
             }
-            context.writes.event(&app, announcement.warning, &announcement.reason, announcement.note).await;
+            context.writes.event(&app, batch, announcement.warning, &announcement.reason, announcement.note).await;
         }
     }
 }
@@ -314,14 +314,20 @@ fn announcements(
     let reason = condition_reason(status).unwrap_or(reason::ROLLING_OUT).to_string();
     let message = ready_condition(status).map(|c| c.message.clone()).unwrap_or_default();
     let mut out = Vec::new();
-    if old.phase == BatchPhase::Held
-        && status.phase != BatchPhase::Held
-        && reason != reason::RELEASED
-        && let Some(released) = &batch.spec.released
-    {
-        let text = user_action_text(released, "released");
+    if old.phase == BatchPhase::Held && status.phase != BatchPhase::Held && reason != reason::RELEASED {
+        // Only a release recorded since the batch was held says who released it; a hold removed
+        // another way (kubectl) is no release by whoever released last time.
+        let held_since = ready_condition(old).and_then(|c| c.last_transition_time.as_ref()).map(|t| t.0);
+        let fresh =
+            batch.spec.released.as_ref().filter(|released| held_since.is_none_or(|since| released.at.0 >= since));
+        let text = match fresh {
+            Some(released) => user_action_text(released, "released"),
+            None => "the hold was removed with no release record (not with capdeck release: the API server's \
+                     audit log says who)"
+                .to_string(),
+        };
         let (note, log) = (format!("batch {name}: {text}"), Some(format!("batch released: {text}")));
-        out.push(Announcement { warning: false, reason: reason::RELEASED.into(), note, log });
+        out.push(Announcement { warning: fresh.is_none(), reason: reason::RELEASED.into(), note, log });
     }
     let warning = matches!(status.phase, BatchPhase::Failed)
         || [
@@ -625,9 +631,15 @@ mod tests {
         // A release that lets the window's routine start go on: the release alone.
         let routine = announcements(&released, &held, &ready("RollingOut", reason::ROLLING_OUT, "rolling"), true);
         assert_eq!(routine.iter().map(|a| a.reason.as_str()).collect::<Vec<_>>(), [reason::RELEASED]);
-        // Without a recorded release (a hold removed by hand) only the phase is announced.
-        let plain =
-            announcements(&batch(json!({})), &held, &ready("RollingOut", reason::ROLLING_OUT, "rolling"), false);
-        assert_eq!(plain.len(), 1);
+        // Without a recorded release, or with only one older than the hold (a hold removed by
+        // hand): a warning that names nobody, never the last person who released it.
+        let stale = batch(json!({"released": {"by": "carol", "at": "2026-11-23T11:00:00Z", "reason": "ok"}}));
+        for unrecorded in [batch(json!({})), stale] {
+            let said = announcements(&unrecorded, &held, &ready("RollingOut", reason::ROLLING_OUT, "rolling"), false);
+            assert_eq!(said.len(), 2);
+            assert!(said[0].warning, "{:?}", said[0]);
+            assert!(said[0].note.contains("the hold was removed with no release record"), "{}", said[0].note);
+            assert!(!said[0].note.contains("carol"), "{}", said[0].note);
+        }
     }
 }
