@@ -337,7 +337,7 @@ pub async fn freeze(
             None => ("create", api.create(&params, &Lenient(Ok(object))).await),
             // A freeze that does not decode is replaced whole: that is how a person mends it.
             Some(Err(undecodable)) => {
-                object.metadata = ObjectMeta { managed_fields: None, ..undecodable.metadata.clone() };
+                object.metadata = ObjectMeta { managed_fields: None, ..(*undecodable.metadata).clone() };
                 ("update", api.replace(&name, &params, &Lenient(Ok(object))).await)
             }
             Some(Ok(current)) => {

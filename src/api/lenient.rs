@@ -30,8 +30,8 @@ pub struct Lenient<K>(pub Result<K, Undecodable>);
 #[derive(Clone, Debug, PartialEq)]
 pub struct Undecodable {
     /// What little capdeck reads of any object: name, namespace, uid, resourceVersion, labels,
-    /// owners (the watch resumes from the resourceVersion).
-    pub metadata: ObjectMeta,
+    /// owners (the watch resumes from the resourceVersion). Boxed: it is most of the size.
+    pub metadata: Box<ObjectMeta>,
     /// Where the first field that did not decode is, as a path (`spec.until`,
     /// `status.conditions[0].lastTransitionTime`).
     pub field: String,
@@ -118,11 +118,11 @@ impl<K: kube::Resource> kube::Resource for Lenient<K> {
     }
 
     fn meta(&self) -> &ObjectMeta {
-        self.0.as_ref().map_or_else(|undecodable| &undecodable.metadata, K::meta)
+        self.0.as_ref().map_or_else(|undecodable| &*undecodable.metadata, K::meta)
     }
 
     fn meta_mut(&mut self) -> &mut ObjectMeta {
-        self.0.as_mut().map_or_else(|undecodable| &mut undecodable.metadata, K::meta_mut)
+        self.0.as_mut().map_or_else(|undecodable| &mut *undecodable.metadata, K::meta_mut)
     }
 }
 
@@ -157,14 +157,14 @@ fn decode<K: DeserializeOwned>(mut value: Value) -> Result<K, Undecodable> {
         let adjusted = slot(&mut value, error.path()).is_some_and(|slot| bring_into_range(slot, &message));
         if !adjusted {
             return Err(Undecodable {
-                metadata: minimal_metadata(&value),
+                metadata: Box::new(minimal_metadata(&value)),
                 field: field_path(error.path()),
                 problem: problem(&message),
             });
         }
     }
     Err(Undecodable {
-        metadata: minimal_metadata(&value),
+        metadata: Box::new(minimal_metadata(&value)),
         field: String::new(),
         problem: format!("more than {MAX_ADJUSTMENTS} values out of range"),
     })
@@ -205,7 +205,7 @@ fn bring_into_range(slot: &mut Value, message: &str) -> bool {
             // Only a value past the bounds is clamped: an integer in range that failed for another
             // reason (a fraction where an integer belongs) stays an error.
             let past = number.as_i64().map_or_else(
-                || number.as_u64().map_or(true, |n| i128::from(n) > max),
+                || number.as_u64().is_none_or(|n| i128::from(n) > max),
                 |n| i128::from(n) < min || i128::from(n) > max,
             );
             if !past || number.as_f64().is_some_and(|n| n.fract() != 0.0 && n.abs() < 1e18) {
@@ -233,8 +233,9 @@ fn clamp_times_within(value: &mut Value) -> bool {
             }
             None => false,
         },
-        Value::Array(items) => items.iter_mut().fold(false, |found, item| clamp_times_within(item) || found),
-        Value::Object(fields) => fields.values_mut().fold(false, |found, item| clamp_times_within(item) || found),
+        // Every one, not only the first: no short-circuit.
+        Value::Array(items) => items.iter_mut().map(clamp_times_within).filter(|clamped| *clamped).count() > 0,
+        Value::Object(fields) => fields.values_mut().map(clamp_times_within).filter(|clamped| *clamped).count() > 0,
         _ => false,
     }
 }

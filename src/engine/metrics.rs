@@ -268,12 +268,8 @@ impl Metrics {
             applications_also_rolled_by_go_operator.clone(),
         );
         let undecodable_objects = Family::<KindLabels, Gauge>::default();
-        registry.labelled(
-            "undecodable_objects",
-            "Objects the engine skips because they do not decode as their kind, by kind (capdeck doctor names \
-             them; the rest keeps working)",
-            undecodable_objects.clone(),
-        );
+        let help = "Objects the engine skips because they do not decode as their kind (capdeck doctor names them)";
+        registry.labelled("undecodable_objects", help, undecodable_objects.clone());
         Self {
             undecodable_objects,
             ready,

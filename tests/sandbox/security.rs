@@ -248,7 +248,7 @@ fn rules(document: &Value) -> BTreeSet<(String, String, String)> {
 }
 
 /// The engine's story in the sandbox with every request logged: rotation, a supersede (spec
-/// update), rollout, cleanup, a repeated Event. What it asked for must be exactly the RBAC of
+/// update), rollout, cleanup, the same Event twice. What it asked for must be exactly the RBAC of
 /// `capdeck manifests`.
 #[tokio::test(start_paused = true)]
 async fn the_deploy_rbac_lists_exactly_the_requests_the_engine_makes() {
@@ -292,8 +292,8 @@ async fn the_deploy_rbac_lists_exactly_the_requests_the_engine_makes() {
     tokio::time::sleep(Duration::from_secs(5)).await;
     sandbox.rotate_secret(common::fixtures::NS, "bookshop-db").expect("rotated");
     sandbox.wait_phase("bookshop", BatchPhase::Succeeded, Duration::from_secs(300)).await;
-    // Another rotation within the storm guard: the same "needs approval" Event twice in a row
-    // (a repeated Event is patched, not created again).
+    // Another rotation within the storm guard: the same "needs approval" Event twice in a row,
+    // each an Event of its own (about its own batch: created, never patched).
     for _ in 0..2 {
         sandbox.rotate_secret(common::fixtures::NS, "bookshop-uaa").expect("rotated");
         tokio::time::sleep(Duration::from_secs(40)).await;
