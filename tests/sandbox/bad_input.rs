@@ -435,3 +435,71 @@ async fn bad_notification_settings_stop_the_daemon_and_never_print_the_url() {
     assert_eq!(output.status.code(), Some(1), "{text}");
     assert!(text.contains("need an engine that may lead") && !text.contains("MARKER-URL"), "{text}");
 }
+
+/// Objects that do not decode as their kind, of several kinds, beside good ones (planted past the
+/// API's validation, as a CRD without a schema or an older capdeck could have stored them):
+/// every list command exits 0, lists the good rows and names each skipped one with its field on
+/// stderr, never its value; `doctor` fails its `objects` check naming each; the engine counts them
+/// in `capdeck_undecodable_objects` and still rolls the good application's rotation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_that_do_not_decode_are_skipped_named_counted_and_fail_doctor() {
+    let sandbox = current_sandbox(&AppOptions::default());
+    sandbox
+        .load([
+            json!({"apiVersion": "sme.sap.com/v1alpha1", "kind": "CAPTenant", "metadata": {"name": "bad-tenant", "namespace": NS},
+                   "spec": {"capApplicationInstance": "bookshop", "subDomain": ["not", MARKER], "tenantId": "t"}}),
+            json!({"apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch", "metadata": {"name": "bad-batch", "namespace": NS},
+                   "spec": {"application": "bookshop", "windowEnd": "2026-11-27T10:00:00Z", "secrets": MARKER}}),
+            json!({"apiVersion": "capdeck.dev/v1alpha1", "kind": "Freeze", "metadata": {"name": "namespace", "namespace": NS},
+                   "spec": {"scope": "Namespace", "frozen": {"by": "x", "at": "2026-11-27T10:00:00Z"}, "until": MARKER}}),
+        ])
+        .expect("planted");
+    sandbox.simulate_workloads(Default::default(), tokio_util::sync::CancellationToken::new());
+    let (_served, _dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "admin").await;
+    // The wall clock (the CLI is a process of its own): a 1 s window.
+    let engine = RunningEngine::start(sandbox.client(), common::fixtures::real_time_config("engine-a", 15, 5)).await;
+    engine.wait_for_role(Role::Leader).await;
+    sandbox.rotate_secret(NS, "bookshop-uaa").expect("rotated");
+    eventually("the good application rolls", Duration::from_secs(120), || async {
+        sandbox.batches("bookshop").await.iter().any(|b| b.phase() == BatchPhase::Succeeded)
+    })
+    .await;
+    for (kind, series) in [("CAPTenant", 1), ("RotationBatch", 1), ("Freeze", 1)] {
+        let line = format!("capdeck_undecodable_objects{{kind=\"{kind}\"}}");
+        eventually(&line, Duration::from_secs(60), || async { engine.metric(&line) == Some(series) }).await;
+    }
+    let run = |args: &[&str]| {
+        Command::cargo_bin("capdeck")
+            .expect("binary")
+            .args(args)
+            .env("KUBECONFIG", &kubeconfig)
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("runs")
+    };
+    for (args, kind, name, field) in [
+        (vec!["tenants", "-A"], "CAPTenant", "bad-tenant", "spec.subDomain"),
+        (vec!["batches", "-A"], "RotationBatch", "bad-batch", "spec.secrets"),
+        (vec!["freezes", "-A"], "Freeze", "namespace", "spec.until"),
+    ] {
+        let output = run(&args);
+        let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        assert!(output.status.success(), "{args:?}: {stdout}{stderr}");
+        let named = format!("warning: {kind} {NS}/{name} does not decode (field {field}: ");
+        assert!(stderr.contains(&named), "{args:?} names the skipped object: {stderr}");
+        assert!(!stdout.contains(MARKER) && !stderr.contains(MARKER), "{args:?} quotes a value: {stdout}{stderr}");
+    }
+    let listed = run(&["batches", "-A"]);
+    assert!(String::from_utf8_lossy(&listed.stdout).contains("Succeeded"), "the good batch is listed");
+    let doctor = run(&["doctor", "-A"]);
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert_eq!(doctor.status.code(), Some(1), "{text}");
+    for name in ["CAPTenant shop/bad-tenant", "RotationBatch shop/bad-batch", "Freeze shop/namespace"] {
+        assert!(
+            text.lines().any(|l| l.starts_with("objects") && l.contains("FAIL") && l.contains(name)),
+            "{name}: {text}"
+        );
+    }
+    assert!(!text.contains(MARKER));
+    engine.stop().await;
+}
