@@ -151,7 +151,7 @@ async fn run(
         cancel.clone(),
     ))));
     let mut changes = stores.changes();
-    let writes = Writes::new(client, metrics.clone(), &config.identity, write_failure);
+    let writes = Writes::new(client, stores.vcap_secrets.clone(), metrics.clone(), &config.identity, write_failure);
     let mut reconciler = Reconciler::new(config, stores, metrics.clone(), writes);
     let mut was_leader = false;
     loop {

@@ -26,6 +26,11 @@ pub enum SecretLookup {
 pub trait ObjectLookup {
     fn secret(&self, namespace: &str, name: &str) -> SecretLookup;
     fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<DeploymentView>>;
+    /// Why a Deployment that exists is not readable (it does not decode), if so: a Deployment
+    /// capdeck cannot read is not a missing one.
+    fn undecodable_deployment(&self, _namespace: &str, _name: &str) -> Option<String> {
+        None
+    }
 }
 
 /// The CAP objects, indexed by the application they belong to (`spec.capApplicationInstance`

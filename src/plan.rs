@@ -286,7 +286,17 @@ version, so it is never the latest",
                 ));
                 continue;
             }
-            let (action, reason, current_secret) = match lookup.deployment(&namespace, &deployment_name) {
+            let found = lookup.deployment(&namespace, &deployment_name);
+            if let (None, Some(why)) = (&found, lookup.undecodable_deployment(&namespace, &deployment_name)) {
+                plan.problems.push(problem(
+                    ProblemKind::InvalidObject,
+                    Some(&deployment_name),
+                    None,
+                    format!("Deployment {deployment_name} does not decode ({why}): not rolled until it is fixed"),
+                ));
+                continue;
+            }
+            let (action, reason, current_secret) = match found {
                 None => (PlanAction::Missing, "deployment does not exist".to_string(), None),
                 Some(deployment) => match not_owned_by(&deployment, &version_name, version.metadata.uid.as_deref()) {
                     Some(why) => (PlanAction::NotOwned, why, None),
@@ -379,20 +389,18 @@ pub fn not_owned_by(deployment: &DeploymentView, version_name: &str, version_uid
     Some(format!("not owned by CAPApplicationVersion {version_name} ({controlled_by}); left alone"))
 }
 
-/// Whether an `envFrom` Secret of the Deployment `deployment` is one of its VCAP Secrets: the
-/// CAP Operator and capdeck name them `<deployment>-<suffix>`. Every other entry (a team's
-/// ConfigMap or Secret) is not capdeck's, and is never read as VCAP_SERVICES nor rewritten.
-pub fn is_vcap_entry(secret: &str, deployment: &str) -> bool {
-    secret.strip_prefix(deployment).is_some_and(|rest| rest.len() > 1 && rest.starts_with('-'))
-}
-
 /// The single VCAP Secret every container and initContainer gets through `envFrom`, if they
-/// agree (entries that are not VCAP Secrets, [`is_vcap_entry`], are not counted).
-pub fn referenced_vcap_secret(deployment: &DeploymentView) -> Result<Option<String>, BTreeSet<String>> {
+/// agree. Only `secretRef`s for which `is_vcap` holds count: a VCAP Secret is one labelled
+/// `sme.sap.com/secret-owner-hash` (as both operators make them); every other entry (a team's
+/// ConfigMap or Secret, whatever its name) is not capdeck's, never read as VCAP_SERVICES nor
+/// rewritten.
+pub fn referenced_vcap_secret(
+    deployment: &DeploymentView,
+    is_vcap: impl Fn(&str) -> bool,
+) -> Result<Option<String>, BTreeSet<String>> {
     let Some(pod) = deployment.spec.as_ref().and_then(|spec| spec.template.spec.as_ref()) else {
         return Ok(None);
     };
-    let deployment_name = deployment.metadata.name.as_deref().unwrap_or_default();
     let mut names = BTreeSet::new();
     let mut without = 0usize;
     for container in pod.containers.iter().chain(pod.init_containers.iter().flatten()) {
@@ -401,7 +409,7 @@ pub fn referenced_vcap_secret(deployment: &DeploymentView) -> Result<Option<Stri
             .iter()
             .flatten()
             .filter_map(|source| source.secret_ref.as_ref().map(|secret| secret.name.as_str()))
-            .filter(|name| is_vcap_entry(name, deployment_name))
+            .filter(|name| is_vcap(name))
             .collect();
         if refs.is_empty() {
             without += 1;
@@ -421,7 +429,11 @@ fn compare_with_current(
     payload: &VcapPayload,
     lookup: &dyn ObjectLookup,
 ) -> (PlanAction, String, Option<String>) {
-    let current = match referenced_vcap_secret(deployment) {
+    let is_vcap = |name: &str| {
+        matches!(lookup.secret(namespace, name), SecretLookup::Found(secret)
+            if secret.labels().contains_key(crate::api::LABEL_SECRET_OWNER_HASH))
+    };
+    let current = match referenced_vcap_secret(deployment, is_vcap) {
         Ok(Some(name)) => name,
         Ok(None) => return (PlanAction::Restart, "deployment references no VCAP secret".into(), None),
         Err(names) => {
@@ -815,7 +827,8 @@ mod plan_tests {
                 PlanAction::Restart,
                 "has no VCAP_SERVICES",
             ),
-            (base_cluster().deployment("v1-srv", &[&["v1-srv-vcap-gone"]]), PlanAction::Restart, "does not exist"),
+            // A Secret that is gone is no VCAP Secret one can tell: like none.
+            (base_cluster().deployment("v1-srv", &[&["v1-srv-vcap-gone"]]), PlanAction::Restart, "references no VCAP"),
             (base_cluster().deployment("v1-srv", &[&[]]), PlanAction::Restart, "references no VCAP secret"),
             // A labelled Secret with the right payload that the Deployment does not use is not enough.
             (
@@ -855,7 +868,17 @@ mod plan_tests {
                     .unlabelled("v1-srv-vcap-a")
                     .deployment("v1-srv", &[&["v1-srv-vcap-a"]]),
                 PlanAction::Restart,
-                "is not a VCAP Secret",
+                "references no VCAP secret",
+            ),
+            // A team's Secret named like one (`<deployment>-…`), unlabelled: not counted either.
+            (
+                base_cluster()
+                    .secret("v1-srv-vcap-a", &[("VCAP_SERVICES", &payload)])
+                    .secret("v1-srv-dbconfig", &[("DB_PASSWORD", "x")])
+                    .unlabelled("v1-srv-dbconfig")
+                    .deployment("v1-srv", &[&["v1-srv-vcap-a", "v1-srv-dbconfig"]]),
+                PlanAction::Unchanged,
+                "is current",
             ),
         ];
         for (cluster, action, reason) in cases {

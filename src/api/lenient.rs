@@ -154,12 +154,21 @@ fn decode<K: DeserializeOwned>(mut value: Value) -> Result<K, Undecodable> {
             Err(error) => error,
         };
         let message = error.inner().to_string();
-        let adjusted = slot(&mut value, error.path()).is_some_and(|slot| bring_into_range(slot, &message));
+        let found = slot(&mut value, error.path());
+        let text = found.as_ref().is_some_and(|slot| slot.is_string());
+        let adjusted = found.is_some_and(|slot| bring_into_range(slot, &message));
         if !adjusted {
+            // A text that fails its own parser (a time, a quantity): the parser's words quote
+            // or describe the value, so only this is said.
+            let problem = if text && !message.starts_with("invalid type") && !message.starts_with("unknown variant") {
+                "a text that does not parse as this field's type".to_string()
+            } else {
+                problem(&message)
+            };
             return Err(Undecodable {
                 metadata: Box::new(minimal_metadata(&value)),
                 field: field_path(error.path()),
-                problem: problem(&message),
+                problem,
             });
         }
     }
@@ -191,9 +200,9 @@ fn bring_into_range(slot: &mut Value, message: &str) -> bool {
         // The path ends above the value (a flattened struct hides the rest of it): every time in
         // this part of the object that is past the range.
         Value::Object(_) | Value::Array(_) => clamp_times_within(slot),
-        Value::String(text) => match latest_if_past_range(text) {
-            Some(latest) => {
-                *slot = Value::String(latest.to_string());
+        Value::String(text) => match time_in_range(text) {
+            Some(time) => {
+                *slot = Value::String(time);
                 true
             }
             None => false,
@@ -226,9 +235,9 @@ fn bring_into_range(slot: &mut Value, message: &str) -> bool {
 /// Bring every time under `value` that is past capdeck's range to `LATEST_TIME`; true if one was.
 fn clamp_times_within(value: &mut Value) -> bool {
     match value {
-        Value::String(text) => match latest_if_past_range(text) {
-            Some(latest) => {
-                *value = Value::String(latest.to_string());
+        Value::String(text) => match time_in_range(text) {
+            Some(time) => {
+                *value = Value::String(time);
                 true
             }
             None => false,
@@ -240,19 +249,32 @@ fn clamp_times_within(value: &mut Value) -> bool {
     }
 }
 
-/// `LATEST_TIME` for an RFC 3339 time whose year is 9999 and which is past what jiff holds;
-/// `None` for any other text.
-fn latest_if_past_range(text: &str) -> Option<&'static str> {
-    let bytes = text.as_bytes();
-    let looks_like_time = bytes.len() >= 20
-        && bytes[..4].iter().all(u8::is_ascii_digit)
-        && bytes[4] == b'-'
-        && bytes[7] == b'-'
-        && (bytes[10] == b'T' || bytes[10] == b't');
-    if !looks_like_time || !text.starts_with("9999-") || text.parse::<Timestamp>().is_ok() {
+/// An RFC 3339 time kube-apiserver holds and jiff does not, as one jiff reads: a year of 9999
+/// (or more: `9999-12-31T23:59:59-23:59` is stored as year 10000) past jiff's last instant is
+/// `LATEST_TIME`; more than nine fractional digits (Go keeps them) are cut to nine. `None` for
+/// any other text.
+fn time_in_range(text: &str) -> Option<String> {
+    let year_digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    let rest = &text[year_digits..];
+    let looks_like_time = year_digits >= 4
+        && rest.len() >= 15
+        && rest.as_bytes()[0] == b'-'
+        && rest.as_bytes().get(6).is_some_and(|b| *b == b'T' || *b == b't');
+    if !looks_like_time || text.parse::<Timestamp>().is_ok() {
         return None;
     }
-    Some(LATEST_TIME)
+    let year: u64 = text[..year_digits].parse().unwrap_or(u64::MAX);
+    if year >= 9999 {
+        return Some(LATEST_TIME.to_string());
+    }
+    // `…:59.123456789123Z`: the fraction past nanoseconds dropped.
+    let dot = text.find('.')?;
+    let digits = text[dot + 1..].bytes().take_while(u8::is_ascii_digit).count();
+    if digits <= 9 {
+        return None;
+    }
+    let cut = format!("{}{}", &text[..dot + 10], &text[dot + 1 + digits..]);
+    cut.parse::<Timestamp>().is_ok().then_some(cut)
 }
 
 /// The bounds of the integer type a serde message says it expected (`…, expected i32`).
@@ -416,6 +438,29 @@ mod tests {
         .expect("decodes");
         let status = app.status.expect("status");
         assert!(status.last_full_reconciliation_time.is_some_and(|t| is_forever(t.0)));
+    }
+
+    #[test]
+    fn times_kube_apiserver_holds_are_read_however_they_are_written() {
+        for (written, read) in [
+            ("9999-12-31T23:59:59Z", LATEST_TIME),
+            ("10000-01-01T23:58:59Z", LATEST_TIME),
+            ("2027-01-01T00:00:00.123456789123Z", "2027-01-01T00:00:00.123456789Z"),
+            ("0001-01-01T00:00:00Z", "0001-01-01T00:00:00Z"),
+        ] {
+            let freeze: Freeze = lenient(json!({
+                "metadata": {"name": "f", "namespace": "n"},
+                "spec": {"scope": "Namespace", "frozen": {"by": "b", "at": "2026-11-27T10:00:00Z"}, "until": written}
+            }))
+            .unwrap_or_else(|e| panic!("{written}: {e}"));
+            assert_eq!(freeze.spec.until.0, read.parse::<Timestamp>().expect("time"), "{written}");
+        }
+        let broken = lenient::<Freeze>(json!({
+            "metadata": {"name": "f", "namespace": "n"},
+            "spec": {"scope": "Namespace", "frozen": {"by": "b", "at": "2026-11-27T10:00:00Z"}, "until": "2026-13-45T99:00:00Z"}
+        }))
+        .expect_err("no such day");
+        assert_eq!(broken.describe(), "field spec.until: a text that does not parse as this field's type");
     }
 
     #[test]

@@ -64,8 +64,9 @@ impl std::fmt::Display for Holder {
 /// Who holds `lease` at `now`. A missing Lease is `Nobody`.
 /// How far in the future a renewal may lie and still count (the clocks of two machines differ).
 pub const MAX_CLOCK_SKEW_SECONDS: i64 = 60;
-/// The longest a Lease counts as held after its renewal, whatever its `leaseDurationSeconds`.
-pub const MAX_TRUSTED_DURATION_SECONDS: i64 = 300;
+/// The longest a Lease counts as held after its renewal, whatever its `leaseDurationSeconds`
+/// (capdeck's own last 15 s, as controller-runtime's and the Go CAP Operator's do).
+pub const MAX_TRUSTED_DURATION_SECONDS: i64 = 60;
 
 pub fn holder_of(lease: Option<&Lease>, now: Timestamp) -> Holder {
     let Some(spec) = lease.and_then(|l| l.spec.as_ref()) else { return Holder::Nobody };
@@ -450,8 +451,8 @@ mod tests {
             (Some(lease(Some("a"), Some(-30), 15, now)), Holder::Renewing { identity: "a".into(), renewed_ago: 0 }),
             (Some(lease(Some("a"), Some(-61), 15, now)), Holder::Expired { identity: "a".into(), renewed_ago: -61 }),
             (
-                Some(lease(Some("a"), Some(301), i32::MAX, now)),
-                Holder::Expired { identity: "a".into(), renewed_ago: 301 },
+                Some(lease(Some("a"), Some(61), i32::MAX, now)),
+                Holder::Expired { identity: "a".into(), renewed_ago: 61 },
             ),
         ];
         for (lease, expected) in cases {

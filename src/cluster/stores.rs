@@ -442,6 +442,14 @@ impl Stores {
         self.binding_secrets.get(&key).or_else(|| self.vcap_secrets.get(&key))
     }
 
+    /// The VCAP Secret `deployment` reads (one labelled with the owner hash, which every container
+    /// agrees on), if any.
+    pub fn vcap_secret_of(&self, deployment: &DeploymentView) -> Option<String> {
+        let namespace = deployment.metadata.namespace.clone().unwrap_or_default();
+        let is_vcap = |name: &str| self.vcap_secrets.get(&ObjectRef::new(name).within(&namespace)).is_some();
+        crate::plan::referenced_vcap_secret(deployment, is_vcap).ok().flatten()
+    }
+
     pub fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<DeploymentView>> {
         self.deployments.get(&ObjectRef::new(name).within(namespace))
     }
@@ -863,5 +871,10 @@ impl crate::lookup::ObjectLookup for Stores {
 
     fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<crate::api::DeploymentView>> {
         Stores::deployment(self, namespace, name)
+    }
+
+    fn undecodable_deployment(&self, namespace: &str, name: &str) -> Option<String> {
+        let invalid = self.invalid.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        invalid.get(&("Deployment", namespace.to_string(), name.to_string())).cloned()
     }
 }

@@ -140,6 +140,9 @@ pub struct Reconciler {
     open_seen: BTreeMap<AppKey, AppKey>,
     /// VCAP Secrets of deleted batches may wait for their cleanup (`orphans`).
     sweep_orphans: bool,
+    /// Objects that did not decode on the last leading pass (kind, namespace, name): one that
+    /// decodes again may hide a rotation (a Deployment the planner could not read).
+    undecodable_seen: BTreeSet<(&'static str, String, String)>,
 }
 
 impl Reconciler {
@@ -156,6 +159,7 @@ impl Reconciler {
             go_operator_leases: None,
             open_seen: BTreeMap::new(),
             sweep_orphans: true,
+            undecodable_seen: BTreeSet::new(),
         }
     }
 
@@ -163,6 +167,18 @@ impl Reconciler {
     pub fn recheck_everything(&mut self) {
         self.detection.recheck_everything();
         self.sweep_orphans = true;
+    }
+
+    /// An object that did not decode and does now (someone fixed it): every application is
+    /// re-checked, as what it hid (a Deployment the planner could not read) may be out of date.
+    fn notice_repaired_objects(&mut self) {
+        let now: BTreeSet<(&'static str, String, String)> =
+            self.context.stores.invalid().into_iter().map(|o| (o.kind, o.namespace, o.name)).collect();
+        if let Some((kind, namespace, name)) = self.undecodable_seen.difference(&now).next() {
+            tracing::info!(kind, namespace = %namespace, name = %name, "an object decodes again; re-checking every application");
+            self.detection.recheck_everything();
+        }
+        self.undecodable_seen = now;
     }
 
     /// Batches open on the last leading pass and gone from the stores now were deleted before
@@ -191,6 +207,7 @@ impl Reconciler {
             return None;
         }
         self.notice_deleted_batches();
+        self.notice_repaired_objects();
         let index = self.context.index();
         self.detection.recheck(&self.context, &index, now);
         if std::mem::take(&mut self.sweep_orphans) {
@@ -227,6 +244,7 @@ impl Reconciler {
         }
         self.detection.forget_pending();
         self.open_seen.clear();
+        self.undecodable_seen.clear();
         self.context.metrics.go_operator_running.set(0);
         self.go_operator_checked_at = None;
         self.go_operator_leases = None;

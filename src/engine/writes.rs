@@ -63,6 +63,8 @@ pub enum Pointed {
 
 pub struct Writes {
     client: kube::Client,
+    /// The VCAP Secrets (labelled with the owner hash): which `envFrom` entries are capdeck's.
+    vcap_secrets: kube::runtime::reflector::Store<Secret>,
     /// Every RotationBatch write (`cluster::batch_writer`), as the engine's field manager.
     batches: BatchWriter,
     metrics: Metrics,
@@ -95,31 +97,31 @@ fn owner_reference<K: Resource<DynamicType = ()>>(object: &K, controller: bool) 
     })
 }
 
+/// Whether a Secret a container reads is a VCAP Secret (labelled with the owner hash).
+type IsVcap<'a> = &'a dyn Fn(&str) -> bool;
+
 /// The VCAP Secret the Deployment's containers read now.
-fn referenced_secret(deployment: &Deployment) -> Option<String> {
-    crate::plan::referenced_vcap_secret(&DeploymentView::from(deployment)).ok().flatten()
+fn referenced_secret(deployment: &Deployment, is_vcap: IsVcap<'_>) -> Option<String> {
+    crate::plan::referenced_vcap_secret(&DeploymentView::from(deployment), is_vcap).ok().flatten()
 }
 
 /// A Deployment capdeck left on `secret` and nobody changed since; else why it is left alone.
-fn still_ours(deployment: &Deployment, secret: &str) -> Result<(), Redone> {
-    let uses = referenced_secret(deployment);
+fn still_ours(deployment: &Deployment, secret: &str, is_vcap: IsVcap<'_>) -> Result<(), Redone> {
+    let uses = referenced_secret(deployment, is_vcap);
     if uses.as_deref() == Some(secret) { Ok(()) } else { Err(Redone::NotOurs { uses }) }
 }
 
 /// Every container and initContainer reads its VCAP_SERVICES from `secret` (optional): its
-/// VCAP `envFrom` entries ([`crate::plan::is_vcap_entry`]) become this one entry, in the place of
-/// the first; a container without one gets it added last. Every other entry (a team's ConfigMap
-/// or Secret) is kept as it is, where it is. (The Go CAP Operator replaces them all.)
-pub fn point_containers(deployment: &mut Deployment, secret: &str) {
-    let name = deployment.metadata.name.clone().unwrap_or_default();
+/// VCAP `envFrom` entries (`is_vcap`) become this one entry, in the place of the first; a
+/// container without one gets it added last. Every other entry (a team's ConfigMap or Secret,
+/// whatever its name) is kept as it is, where it is. (The Go CAP Operator replaces them all.)
+pub fn point_containers(deployment: &mut Deployment, secret: &str, is_vcap: IsVcap<'_>) {
     let Some(pod) = deployment.spec.as_mut().and_then(|spec| spec.template.spec.as_mut()) else { return };
     let entry = EnvFromSource {
         secret_ref: Some(SecretEnvSource { name: secret.to_string(), optional: Some(true) }),
         ..EnvFromSource::default()
     };
-    let is_vcap = |source: &EnvFromSource| {
-        source.secret_ref.as_ref().is_some_and(|secret| crate::plan::is_vcap_entry(&secret.name, &name))
-    };
+    let is_vcap = |source: &EnvFromSource| source.secret_ref.as_ref().is_some_and(|secret| is_vcap(&secret.name));
     for container in pod.containers.iter_mut().chain(pod.init_containers.iter_mut().flatten()) {
         let sources = container.env_from.get_or_insert_with(Vec::new);
         match sources.iter().position(is_vcap) {
@@ -139,6 +141,7 @@ pub fn point_containers(deployment: &mut Deployment, secret: &str) {
 impl Writes {
     pub fn new(
         client: kube::Client,
+        vcap_secrets: kube::runtime::reflector::Store<Secret>,
         metrics: Metrics,
         identity: &str,
         last_failure: tokio::sync::watch::Sender<Option<String>>,
@@ -147,7 +150,16 @@ impl Writes {
             Recorder::new(client.clone(), Reporter { controller: "capdeck".into(), instance: Some(identity.into()) });
         let batches = BatchWriter::new(client.clone(), Writer::Engine);
         let failures = std::sync::atomic::AtomicU64::new(0);
-        Self { client, batches, metrics, recorder, failures, last_failure, awaited: Default::default() }
+        Self { client, vcap_secrets, batches, metrics, recorder, failures, last_failure, awaited: Default::default() }
+    }
+
+    /// Whether `name` in `namespace` is a VCAP Secret (the stores show it labelled), or one of
+    /// `also` (Secrets this engine made that the stores may not show yet).
+    fn vcap_in<'a>(&'a self, namespace: &'a str, also: &'a [&'a str]) -> impl Fn(&str) -> bool + 'a {
+        move |name: &str| {
+            also.contains(&name)
+                || self.vcap_secrets.get(&kube::runtime::reflector::ObjectRef::new(name).within(namespace)).is_some()
+        }
     }
 
     /// How many writes have failed so far (Events aside).
@@ -302,6 +314,7 @@ impl Writes {
         batch: &str,
         now: Timestamp,
     ) -> Result<Pointed, kube::Error> {
+        let is_vcap = self.vcap_in(namespace, &[]);
         self.edit_deployment(
             namespace,
             name,
@@ -311,12 +324,16 @@ impl Writes {
                 {
                     return Err(Pointed::NotOwned { why });
                 }
-                let current = referenced_secret(deployment);
-                if deployment.annotations().get(ANNOTATION_ROLLED_BY).map(String::as_str) == Some(batch) {
+                let current = referenced_secret(deployment, &is_vcap);
+                // This batch's annotation and the Secret this batch made: rolled before (a restart).
+                // The annotation alone (copied by someone) is no proof.
+                if deployment.annotations().get(ANNOTATION_ROLLED_BY).map(String::as_str) == Some(batch)
+                    && current.as_deref() == Some(secret)
+                {
                     let generation = deployment.metadata.generation.unwrap_or(0);
                     return Err(Pointed::AlreadyRolled { generation, secret: current });
                 }
-                point_containers(deployment, secret);
+                point_containers(deployment, secret, &is_vcap);
                 let annotations = deployment.annotations_mut();
                 annotations.insert(ANNOTATION_ROLLED_AT.into(), now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
                 annotations.insert(ANNOTATION_ROLLED_BY.into(), batch.into());
@@ -339,11 +356,13 @@ impl Writes {
         at: &str,
         now: Timestamp,
     ) -> Result<Redone, kube::Error> {
+        let also = [secret];
+        let is_vcap = self.vcap_in(namespace, &also);
         self.edit_deployment(
             namespace,
             name,
             |deployment| {
-                still_ours(deployment, secret)?;
+                still_ours(deployment, secret, &is_vcap)?;
                 let generation = deployment.metadata.generation.unwrap_or(0);
                 let template = deployment.spec.as_mut().map(|spec| &mut spec.template.metadata);
                 let annotations = template.map(|meta| {
@@ -376,15 +395,17 @@ impl Writes {
         batch: &str,
         now: Timestamp,
     ) -> Result<Redone, kube::Error> {
+        let also = [secret, previous];
+        let is_vcap = self.vcap_in(namespace, &also);
         self.edit_deployment(
             namespace,
             name,
             |deployment| {
-                if referenced_secret(deployment).as_deref() == Some(previous) {
+                if referenced_secret(deployment, &is_vcap).as_deref() == Some(previous) {
                     return Err(Redone::Done { generation: deployment.metadata.generation.unwrap_or(0) });
                 }
-                still_ours(deployment, secret)?;
-                point_containers(deployment, previous);
+                still_ours(deployment, secret, &is_vcap)?;
+                point_containers(deployment, previous, &is_vcap);
                 let annotations = deployment.annotations_mut();
                 annotations.insert(ANNOTATION_ROLLED_AT.into(), now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
                 annotations.insert(ANNOTATION_UNDONE_BY.into(), batch.into());
@@ -531,7 +552,8 @@ mod tests {
     #[test]
     fn every_container_reads_its_vcap_secret_and_keeps_every_other_entry_in_place() {
         let mut srv = deployment(json!({}), "srv-old");
-        point_containers(&mut srv, "srv-new");
+        let vcap = |name: &str| name.starts_with("srv-");
+        point_containers(&mut srv, "srv-new", &vcap);
         let pod = srv.spec.and_then(|spec| spec.template.spec).expect("pod");
         let entry = |source: &EnvFromSource| match (&source.secret_ref, &source.config_map_ref) {
             (Some(secret), _) => format!("secret {} {:?}", secret.name, secret.optional),
@@ -549,7 +571,7 @@ mod tests {
         }
         // A container without a VCAP entry gets one, last; two VCAP entries become one.
         let mut bare = deployment(json!({}), "team-other");
-        point_containers(&mut bare, "srv-new");
+        point_containers(&mut bare, "srv-new", &vcap);
         let pod = bare.spec.and_then(|spec| spec.template.spec).expect("pod");
         let env_from: Vec<String> = pod.containers[0].env_from.iter().flatten().map(entry).collect();
         assert_eq!(
@@ -563,7 +585,7 @@ mod tests {
                 ..EnvFromSource::default()
             });
         }
-        point_containers(&mut twice, "srv-new");
+        point_containers(&mut twice, "srv-new", &vcap);
         let pod = twice.spec.and_then(|spec| spec.template.spec).expect("pod");
         let env_from: Vec<String> = pod.containers[0].env_from.iter().flatten().map(entry).collect();
         assert_eq!(env_from, ["configMap extra", "secret srv-new Some(true)", "secret team-db None"]);
@@ -572,8 +594,9 @@ mod tests {
     #[test]
     fn a_deployment_someone_else_pointed_elsewhere_is_not_ours() {
         let srv = deployment(json!({}), "srv-new");
-        assert_eq!(still_ours(&srv, "srv-new"), Ok(()));
-        assert_eq!(still_ours(&srv, "srv-older"), Err(Redone::NotOurs { uses: Some("srv-new".into()) }));
+        let vcap = |name: &str| name.starts_with("srv-");
+        assert_eq!(still_ours(&srv, "srv-new", &vcap), Ok(()));
+        assert_eq!(still_ours(&srv, "srv-older", &vcap), Err(Redone::NotOurs { uses: Some("srv-new".into()) }));
     }
 
     #[test]

@@ -77,6 +77,9 @@ impl BatchState {
     pub fn note_text(&self, now: Timestamp, relative: Relative<'_>) -> Option<String> {
         // A time already past: the engine has not moved the batch on yet (its next pass will).
         let from_now = |at: Timestamp, ahead: &str, due: &str| {
+            if crate::api::lenient::is_forever(at) {
+                return "forever".to_string();
+            }
             let seconds = at.as_second() - now.as_second();
             if seconds > 0 { format!("{ahead} {}", relative(seconds)) } else { due.to_string() }
         };

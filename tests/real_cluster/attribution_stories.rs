@@ -323,6 +323,41 @@ pub async fn the_admission_policy_refuses_an_attribution_in_another_name(backend
     );
     let kept = batch(&world, &name).await;
     assert_eq!(kept.spec.approval.and_then(|a| a.reason).as_deref(), Some("CHG-7"));
+    // The window is the engine's: moving it 173 years on holds the batch in nobody's name.
+    let moved = json!({"spec": {"windowEnd": "2199-12-31T23:59:59Z"}});
+    let refused = kubectl_patch(&world, &mallory, &name, &moved).await.expect_err("moving the window");
+    assert!(
+        refused.contains("spec.windowEnd is fixed when the batch opens; to end the window early use capdeck force"),
+        "{refused}"
+    );
+    // Marking a Lease as a leading capdeck engine (which makes every engine of its scope step
+    // back) takes what leading takes: erin, who may write Leases here, may not.
+    world.grant("erin", "coordination.k8s.io", &["leases"], &["get", "list", "create", "update", "patch"], &[]).await;
+    let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "forged", "namespace": world.ns, "labels": {"capdeck.dev/engine": "true"},
+                     "annotations": {"capdeck.dev/scope": "*", "capdeck.dev/leading": "erin"}},
+        "spec": {"holderIdentity": "erin", "leaseDurationSeconds": 15}});
+    let output = world
+        .plane()
+        .kubectl()
+        .env("KUBECONFIG", world.kubeconfig_for("erin"))
+        .args(["create", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write as _;
+            child.stdin.take().expect("stdin").write_all(lease.to_string().as_bytes())?;
+            child.wait_with_output()
+        })
+        .expect("kubectl");
+    let (_, refused) = text(&output);
+    assert!(!output.status.success(), "a forged engine Lease was accepted");
+    assert!(
+        refused.contains("a Lease labelled capdeck.dev/engine claims to lead capdeck in every namespace; erin may not patch rotationbatches/status there"),
+        "{refused}"
+    );
     engine.stop().await;
     faker.stop().await;
 }

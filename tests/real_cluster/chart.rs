@@ -531,7 +531,7 @@ async fn install_story(backend: Backend, tool: &Tool, test: &str, with_daemon: b
     let (left, stderr) = text(&output);
     assert!(output.status.success(), "{stderr}");
     assert!(left.trim().is_empty(), "helm uninstall left: {left}");
-    for policy in ["capdeck-attribution", "capdeck-freeze-attribution"] {
+    for policy in ["capdeck-attribution", "capdeck-freeze-attribution", "capdeck-engine-lease"] {
         let output = plane.kubectl().args(["get", "validatingadmissionpolicy", policy]).output().expect("kubectl");
         assert!(!output.status.success(), "the admission policy {policy} was left behind");
     }

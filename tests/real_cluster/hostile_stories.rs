@@ -285,14 +285,20 @@ pub async fn a_workload_added_to_a_version_never_rewrites_another_teams_deployme
                      "template": {"metadata": {"labels": {"app": "payments"}},
                                   "spec": {"containers": [{"name": "pay", "image": "i", "envFrom": team_env}]}}}})])
         .await;
-    // The owned srv gets an entry of its own beside the VCAP one (a person's edit).
+    // The owned srv gets entries of a person's beside the VCAP one: a ConfigMap before it, and a
+    // Secret after it whose name starts like a VCAP Secret's (`<deployment>-…`) but is no VCAP
+    // Secret (not labelled as one).
+    world
+        .apply_objects(vec![json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "bookshop-v1-srv-dbconfig", "namespace": world.ns}, "stringData": {"DB_USER": "srv"}})])
+        .await;
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(world.client.clone(), &world.ns);
     let mut srv = deployments.get("bookshop-v1-srv").await.expect("srv");
     if let Some(pod) = srv.spec.as_mut().and_then(|spec| spec.template.spec.as_mut()) {
-        pod.containers[0]
-            .env_from
-            .get_or_insert_with(Vec::new)
-            .insert(0, serde_json::from_value(json!({"configMapRef": {"name": "srv-extra"}})).expect("entry"));
+        let env_from = pod.containers[0].env_from.get_or_insert_with(Vec::new);
+        env_from.insert(0, serde_json::from_value(json!({"configMapRef": {"name": "srv-extra"}})).expect("entry"));
+        env_from
+            .push(serde_json::from_value(json!({"secretRef": {"name": "bookshop-v1-srv-dbconfig"}})).expect("entry"));
     }
     deployments.replace("bookshop-v1-srv", &PostParams::default(), &srv).await.expect("srv edited");
     world
@@ -349,6 +355,10 @@ pub async fn a_workload_added_to_a_version_never_rewrites_another_teams_deployme
         "the person's entry kept in place: {env_from}"
     );
     assert!(env_from[1]["secretRef"]["name"].as_str().is_some_and(|n| n != "bookshop-v1-srv-go001"), "{env_from}");
+    assert_eq!(env_from[2], json!({"secretRef": {"name": "bookshop-v1-srv-dbconfig"}}), "{env_from}");
+    assert_eq!(env_from.as_array().map(Vec::len), Some(3), "{env_from}");
+    // Its old VCAP Secret was still recognised as one, and deleted once it rolled out.
+    assert!(world.secret("bookshop-v1-srv-go001").await.is_none(), "the previous VCAP Secret is gone");
     engine.stop().await;
     faker.stop().await;
 }

@@ -503,3 +503,27 @@ async fn objects_that_do_not_decode_are_skipped_named_counted_and_fail_doctor() 
     assert!(!text.contains(MARKER));
     engine.stop().await;
 }
+
+/// A Deployment that does not decode is no missing Deployment: the batch fails naming it (it
+/// never says "already current"), and once someone fixes it the engine finds it out of date and
+/// rolls it.
+#[tokio::test(start_paused = true)]
+async fn a_deployment_that_does_not_decode_fails_its_batch_and_rolls_once_fixed() {
+    let world = world().await;
+    let good = world.sandbox.get("apps", "deployments", NS, "bookshop-v1-srv").expect("srv");
+    let mut broken = good.clone();
+    broken["spec"]["replicas"] = json!("two");
+    world.sandbox.load([broken]).expect("planted");
+    world.sandbox.rotate_secret(NS, "bookshop-uaa").expect("rotated");
+    let failed = terminal_batch(&world.sandbox, 1).await;
+    assert_eq!(failed.phase(), BatchPhase::Failed, "{:?}", failed.status);
+    let srv = failed.status.as_ref().and_then(|s| s.deployments.iter().find(|d| d.name == "bookshop-v1-srv").cloned());
+    let message = srv.and_then(|d| d.message).unwrap_or_default();
+    assert!(message.contains("Deployment bookshop-v1-srv does not decode (field spec.replicas"), "{message}");
+    // Fixed: a new batch rolls it.
+    world.sandbox.load([good]).expect("fixed");
+    let rolled = terminal_batch(&world.sandbox, 2).await;
+    assert_eq!(rolled.phase(), BatchPhase::Succeeded, "{:?}", rolled.status);
+    assert!(rolled.restarts().any(|d| d.name == "bookshop-v1-srv"), "{:?}", rolled.status);
+    world.engine.stop().await;
+}

@@ -327,6 +327,8 @@ fn manifests_render_for_a_namespace() {
             "ValidatingAdmissionPolicy",
             "ValidatingAdmissionPolicyBinding",
             "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
+            "ValidatingAdmissionPolicy",
             "ValidatingAdmissionPolicyBinding"
         ]
     );

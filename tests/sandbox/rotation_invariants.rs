@@ -253,14 +253,15 @@ fn out_of_date(sandbox: &Sandbox) -> Vec<String> {
 /// VCAP Secrets no Deployment reads.
 fn left_behind(sandbox: &Sandbox) -> Vec<String> {
     let deployments = decode::<DeploymentView>(sandbox.list("apps", "deployments"));
-    let read: Vec<String> =
-        deployments.iter().filter_map(|d| capdeck::plan::referenced_vcap_secret(d).ok().flatten()).collect();
-    decode::<Secret>(sandbox.list("", "secrets"))
+    let vcap: Vec<String> = decode::<Secret>(sandbox.list("", "secrets"))
         .iter()
         .filter(|s| s.labels().contains_key(capdeck::api::LABEL_SECRET_OWNER_HASH))
         .map(|s| s.name_any())
-        .filter(|name| !read.contains(name))
-        .collect()
+        .collect();
+    let is_vcap = |name: &str| vcap.iter().any(|v| v == name);
+    let read: Vec<String> =
+        deployments.iter().filter_map(|d| capdeck::plan::referenced_vcap_secret(d, is_vcap).ok().flatten()).collect();
+    vcap.iter().filter(|name| !read.contains(name)).cloned().collect()
 }
 
 /// Deployment updates beyond the batches that listed them to restart, deleted ones included.
@@ -373,6 +374,57 @@ async fn a_batch_deleted_while_it_rolls_strands_nothing_and_leaves_no_old_creden
     world.run(&Step::DeleteOpenBatch).await;
     world.settle().await.expect("settled");
     assert!(left_behind(&world.sandbox).is_empty());
+    for engine in world.engines.drain(..) {
+        engine.stop().await;
+    }
+}
+
+/// The engine killed while its batch rolls, a Secret rotating while it is down: the Deployments
+/// the batch pointed already run the payload of before; the restarted engine batches them again
+/// (a batch that pointed a Deployment covers it only with the payload its Secrets hold now).
+#[tokio::test(start_paused = true)]
+async fn a_rotation_while_the_engine_is_down_mid_rollout_is_not_lost() {
+    let mut world = World::new(0);
+    world.parallel = 1;
+    world.start_engine().await;
+    world.engines[0].wait_for_first_pass_as_leader().await;
+    world.run(&Step::Rotate("bookshop-uaa")).await;
+    world.run(&Step::Wait(40)).await;
+    world.run(&Step::Approve).await;
+    crate::common::eventually("one Deployment pointed, another waiting its turn", Duration::from_secs(120), || async {
+        world.batches().await.iter().any(|b| {
+            use capdeck::api::rotation_batch::DeploymentRolloutState as State;
+            b.phase() == capdeck::api::BatchPhase::RollingOut
+                && b.restarts().any(|d| d.state == Some(State::Queued))
+                && b.restarts().any(|d| matches!(d.state, Some(State::Rolling | State::Complete)))
+        })
+    })
+    .await;
+    world.run(&Step::Kill).await;
+    world.run(&Step::Rotate("bookshop-uaa")).await;
+    world.run(&Step::Start).await;
+    world.settle().await.expect("settled");
+    for engine in world.engines.drain(..) {
+        engine.stop().await;
+    }
+}
+
+/// Someone copies the open batch's `capdeck.dev/rotation-batch` annotation onto a Deployment it
+/// has not rolled: the batch still rolls it, and does not claim a rollout it never made.
+#[tokio::test(start_paused = true)]
+async fn a_copied_rotation_batch_annotation_proves_nothing() {
+    let mut world = World::new(0);
+    world.start_engine().await;
+    world.engines[0].wait_for_first_pass_as_leader().await;
+    world.run(&Step::Rotate("bookshop-uaa")).await;
+    world.run(&Step::Wait(40)).await;
+    let waiting = world.batches().await.into_iter().find(|b| b.phase() == capdeck::api::BatchPhase::AwaitingApproval);
+    let batch = waiting.expect("a batch awaiting approval").name_any();
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(world.sandbox.client(), NS);
+    let patch = json!({"metadata": {"annotations": {"capdeck.dev/rotation-batch": batch}}});
+    deployments.patch("bookshop-v1-srv", &PatchParams::default(), &Patch::Merge(&patch)).await.expect("annotated");
+    world.run(&Step::Approve).await;
+    world.settle().await.expect("settled");
     for engine in world.engines.drain(..) {
         engine.stop().await;
     }

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Builds the real control plane capdeck's tests run against — kube-apiserver and kubectl from
-# k8s.io/kubernetes, etcd from go.etcd.io/etcd/server/v3 — from the pinned consumer modules next to this
-# script, into a cache laid out like setup-envtest's:
+# k8s.io/kubernetes, etcd from go.etcd.io/etcd/server/v3 — and its workload plane —
+# kube-controller-manager and kube-scheduler from the same k8s.io/kubernetes, kwok from
+# sigs.k8s.io/kwok (it plays the kubelets of fake nodes) — from the pinned consumer modules next to
+# this script, into a cache laid out like setup-envtest's:
 #
-#   <cache>/k8s/<k8s version>-linux-amd64/{etcd,kube-apiserver,kubectl}
+#   <cache>/k8s/<k8s version>-linux-amd64/{etcd,kube-apiserver,kubectl,kube-controller-manager,kube-scheduler,kwok}
+#
+# kwok is built once (<cache>/kwok/<version>-linux-amd64/kwok) and copied beside each version.
 #
 # The cache root is $CAPDECK_ENVTEST_CACHE, else ${XDG_DATA_HOME:-~/.local/share}/kubebuilder-envtest
 # (setup-envtest's own default, so binaries it downloaded are found too). Binaries already present are
@@ -33,8 +37,10 @@ arch="$(go env GOARCH 2>/dev/null || echo amd64)"
 cache="${CAPDECK_ENVTEST_CACHE:-${XDG_DATA_HOME:-$HOME/.local/share}/kubebuilder-envtest}"
 assets="$cache/k8s/$k8s_version-$os-$arch"
 
-if [[ -x "$assets/kube-apiserver" && -x "$assets/kubectl" && -x "$assets/etcd" ]]; then
-  echo "build.sh: reusing kube-apiserver, kubectl and etcd in $assets" >&2
+binaries=(kube-apiserver kubectl etcd kube-controller-manager kube-scheduler kwok)
+all_there() { local b; for b in "${binaries[@]}"; do [[ -x "$assets/$b" ]] || return 1; done; }
+if all_there; then
+  echo "build.sh: reusing ${binaries[*]} in $assets" >&2
   echo "$assets"
   exit 0
 fi
@@ -55,16 +61,27 @@ ld="-s -w"
 for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ld="$ld -X $p.gitVersion=v$k8s_version -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
 done
-echo "build.sh: building kube-apiserver and kubectl v$k8s_version (the first build takes several minutes)" >&2
+echo "build.sh: building kube-apiserver, kubectl, kube-controller-manager and kube-scheduler v$k8s_version (the first build takes several minutes)" >&2
 (cd "$k8s_dir" && go build -trimpath -tags selinux,notest,grpcnotrace -ldflags "$ld" -o "$tmp/" \
-  k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl)
+  k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl \
+  k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler)
 echo "build.sh: building etcd v$etcd_version" >&2
 (cd "$here/etcd" && go build -trimpath \
   -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=v$etcd_version" \
   -o "$tmp/etcd" go.etcd.io/etcd/server/v3)
 
-# Move into place only when all three built, so a half-built cache is never reused.
-mv "$tmp/kube-apiserver" "$tmp/kubectl" "$tmp/etcd" "$assets/"
+kwok_version="$(sed -n 's/^\tsigs.k8s.io\/kwok v\([0-9.]*\).*/\1/p' "$here/kwok/go.mod")"
+kwok_dir="$cache/kwok/v$kwok_version-$os-$arch"
+if [[ ! -x "$kwok_dir/kwok" ]]; then
+  echo "build.sh: building kwok v$kwok_version" >&2
+  mkdir -p "$kwok_dir"
+  (cd "$here/kwok" && go build -trimpath -ldflags "-s -w" -o "$tmp/kwok" sigs.k8s.io/kwok/cmd/kwok)
+  mv "$tmp/kwok" "$kwok_dir/kwok"
+fi
+cp "$kwok_dir/kwok" "$tmp/kwok"
+
+# Move into place only when all built, so a half-built cache is never reused.
+for b in "${binaries[@]}"; do mv "$tmp/$b" "$assets/"; done
 end=$(date +%s)
 echo "build.sh: built in $((end - start)) s into $assets ($(du -sh "$assets" | cut -f1))" >&2
 echo "$assets"

@@ -235,8 +235,9 @@ impl Detection {
 
 /// Whether one of the application's open batches will bring `deployment` to the credentials its
 /// Secrets hold now: one not evaluated yet (and not cancelled) that rotates a Secret it consumes
-/// (its plan will include it, with every Secret's current data), or one that lists it to restart
-/// and has not completed it (its state, Held or Failing included, is that batch's to tell).
+/// (its plan will include it, with every Secret's current data), one that has it queued, or one
+/// that pointed it at exactly this payload (its state, Held or Failing included, is that batch's
+/// to tell).
 fn covered(open: &[Arc<RotationBatch>], app: &CAPApplication, deployment: &DeploymentPlan) -> bool {
     let consumed: BTreeSet<&str> = app
         .spec
@@ -246,10 +247,15 @@ fn covered(open: &[Arc<RotationBatch>], app: &CAPApplication, deployment: &Deplo
         .filter(|service| deployment.services.contains(&service.name))
         .map(|service| service.secret.as_str())
         .collect();
+    let current = deployment.payload.sha256();
     open.iter().any(|batch| {
         let listed = batch.restarts().find(|d| d.name == deployment.deployment);
         match listed {
-            Some(listed) => listed.state != Some(DeploymentRolloutState::Complete),
+            // Queued: rolled with every Secret's data of the moment its turn comes.
+            Some(listed) if matches!(listed.state, None | Some(DeploymentRolloutState::Queued)) => true,
+            // Pointed already: only with the payload its Secrets hold now (a rotation since, or
+            // while the engine was down, is not this batch's).
+            Some(listed) => listed.vcap_sha256.as_deref() == Some(current.as_str()),
             None => {
                 let evaluated = batch.status.as_ref().is_some_and(|status| !status.deployments.is_empty());
                 !evaluated

@@ -20,7 +20,6 @@ use kube::runtime::reflector::ObjectRef;
 use super::Context;
 use crate::api::rollout_progress::{Progress, rollout_progress};
 use crate::engine::writes::{ANNOTATION_PREVIOUS_SECRET, LABEL_BATCH};
-use crate::plan::referenced_vcap_secret;
 
 /// How old a VCAP Secret must be before a missing batch means a deleted one (a batch is in the
 /// stores before it creates any Secret; this covers a store that lags).
@@ -55,7 +54,7 @@ pub(super) fn sweep(context: &Context, secret: &Secret, now: Timestamp) -> Sweep
         deployments
             .iter()
             .filter(|d| d.namespace().as_deref() == Some(namespace.as_str()))
-            .filter(|d| referenced_vcap_secret(d).ok().flatten().as_deref() == Some(wanted))
+            .filter(|d| context.stores.vcap_secret_of(d).as_deref() == Some(wanted))
             .cloned()
             .collect::<Vec<Arc<_>>>()
     };

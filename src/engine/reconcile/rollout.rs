@@ -93,10 +93,7 @@ impl Rollouts {
             // before a restart or a leader change) rolls whatever the budget says: it is adopted,
             // nothing is written.
             let adopt = status.deployments[position].retried_at.is_none()
-                && context
-                    .stores
-                    .deployment(&namespace, &status.deployments[position].name)
-                    .is_some_and(|live| live.annotations().get(ANNOTATION_ROLLED_BY) == Some(&batch_name));
+                && rolled_by(context, &namespace, &status.deployments[position].name, &batch_name).is_some();
             if self.rolling >= context.config.max_parallel_rollouts && !adopt {
                 status.deployments[position].message =
                     Some(format!("queued: {} {WAITS_ITS_TURN}", context.config.max_parallel_rollouts));
@@ -129,11 +126,7 @@ impl Rollouts {
         };
         // Rolled by this batch in a pass whose status write was lost: the plan sees it current,
         // but it must be followed (and its previous Secret cleaned up) like any other.
-        let rolled_by_this_batch = context
-            .stores
-            .deployment(&namespace, &deployment.name)
-            .filter(|live| live.annotations().get(ANNOTATION_ROLLED_BY) == Some(&batch_name))
-            .map(|live| referenced_vcap_secret(&live).ok().flatten());
+        let rolled_by_this_batch = rolled_by(context, &namespace, &deployment.name, &batch_name);
         if let Some(skipped) = skip(&planned.action, rolled_by_this_batch.is_some(), deployment) {
             context.metrics.skipped(skipped);
             return;
@@ -492,7 +485,10 @@ impl Rollouts {
         if generation < deployment.rolled_generation.unwrap_or(0) {
             return; // the store has not seen our update yet
         }
-        match referenced_vcap_secret(&live) {
+        let is_vcap = |name: &str| {
+            name == secret || context.stores.vcap_secrets.get(&ObjectRef::new(name).within(&key.0)).is_some()
+        };
+        match referenced_vcap_secret(&live, is_vcap) {
             Ok(Some(current)) if current == secret => {}
             Ok(other) => {
                 if generation > deployment.rolled_generation.unwrap_or(0) {
@@ -547,6 +543,26 @@ impl Rollouts {
     }
 }
 
+/// The VCAP Secret a Deployment uses (`Some(None)`: none it agrees on) when this batch rolled it:
+/// it carries the batch's annotation, and what it reads is a Secret of this batch (by label) or
+/// one the stores do not show yet (the batch's own, just written). An annotation someone else
+/// copied onto a Deployment that reads another Secret proves nothing.
+fn rolled_by(context: &Context, namespace: &str, deployment: &str, batch: &str) -> Option<Option<String>> {
+    let live = context.stores.deployment(namespace, deployment)?;
+    if live.annotations().get(ANNOTATION_ROLLED_BY).map(String::as_str) != Some(batch) {
+        return None;
+    }
+    let uses = context.stores.vcap_secret_of(&live);
+    let ours = uses.as_ref().is_none_or(|name| {
+        context
+            .stores
+            .vcap_secrets
+            .get(&ObjectRef::new(name).within(namespace))
+            .is_none_or(|secret| secret.labels().get(LABEL_BATCH).map(String::as_str) == Some(batch))
+    });
+    ours.then_some(uses)
+}
+
 /// Where a Deployment's VCAP Secret comes from.
 struct Target<'a> {
     key: &'a RolloutKey,
@@ -581,7 +597,7 @@ async fn remove_previous(
     };
     let still_used = context.stores.deployments.state().iter().any(|other| {
         other.namespace().as_deref() == Some(namespace)
-            && referenced_vcap_secret(other).ok().flatten().as_deref() == Some(previous.as_str())
+            && context.stores.vcap_secret_of(other).as_deref() == Some(previous.as_str())
     });
     if still_used {
         return Ok(format!("rolled out; previous secret {previous} kept: another Deployment uses it"));
