@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use serde::Serialize;
 
+pub use crate::api::container::referenced_vcap_secret;
 use crate::api::{
     CAPApplication, CAPApplicationVersion, DeploymentView, ServiceInfo, VCAP_SERVICES_KEY, WorkloadDetails,
 };
@@ -387,40 +388,6 @@ pub fn not_owned_by(deployment: &DeploymentView, version_name: &str, version_uid
         None => "it has no controller ownerReference".into(),
     };
     Some(format!("not owned by CAPApplicationVersion {version_name} ({controlled_by}); left alone"))
-}
-
-/// The single VCAP Secret every container and initContainer gets through `envFrom`, if they
-/// agree. Only `secretRef`s for which `is_vcap` holds count: a VCAP Secret is one labelled
-/// `sme.sap.com/secret-owner-hash` (as both operators make them); every other entry (a team's
-/// ConfigMap or Secret, whatever its name) is not capdeck's, never read as VCAP_SERVICES nor
-/// rewritten.
-pub fn referenced_vcap_secret(
-    deployment: &DeploymentView,
-    is_vcap: impl Fn(&str) -> bool,
-) -> Result<Option<String>, BTreeSet<String>> {
-    let Some(pod) = deployment.spec.as_ref().and_then(|spec| spec.template.spec.as_ref()) else {
-        return Ok(None);
-    };
-    let mut names = BTreeSet::new();
-    let mut without = 0usize;
-    for container in pod.containers.iter().chain(pod.init_containers.iter().flatten()) {
-        let refs: Vec<&str> = container
-            .env_from
-            .iter()
-            .flatten()
-            .filter_map(|source| source.secret_ref.as_ref().map(|secret| secret.name.as_str()))
-            .filter(|name| is_vcap(name))
-            .collect();
-        if refs.is_empty() {
-            without += 1;
-        }
-        names.extend(refs.into_iter().map(str::to_string));
-    }
-    match names.len() {
-        0 => Ok(None),
-        1 if without == 0 => Ok(names.into_iter().next()),
-        _ => Err(names),
-    }
 }
 
 fn compare_with_current(

@@ -447,7 +447,7 @@ impl Stores {
     pub fn vcap_secret_of(&self, deployment: &DeploymentView) -> Option<String> {
         let namespace = deployment.metadata.namespace.clone().unwrap_or_default();
         let is_vcap = |name: &str| self.vcap_secrets.get(&ObjectRef::new(name).within(&namespace)).is_some();
-        crate::plan::referenced_vcap_secret(deployment, is_vcap).ok().flatten()
+        crate::api::container::referenced_vcap_secret(deployment, is_vcap).ok().flatten()
     }
 
     pub fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<DeploymentView>> {
