@@ -1,6 +1,6 @@
 module capdeck.local/tools/envtest/kwok
 
-go 1.26
+go 1.26.0
 
 tool sigs.k8s.io/kwok/cmd/kwok
 
