@@ -31,8 +31,6 @@ mod deadline_stories;
 mod differential;
 #[path = "real_cluster/engine_stories.rs"]
 mod engine_stories;
-#[path = "real_cluster/faker.rs"]
-mod faker;
 #[path = "real_cluster/fault_stories.rs"]
 mod fault_stories;
 #[path = "real_cluster/fleet_stories.rs"]
@@ -63,6 +61,8 @@ mod upstream_stories;
 mod vcap_corpus;
 #[path = "real_cluster/window_stories.rs"]
 mod window_stories;
+#[path = "real_cluster/workload_stories.rs"]
+mod workload_stories;
 #[path = "real_cluster/world.rs"]
 mod world;
 
@@ -149,6 +149,11 @@ fn all_stories() -> Vec<(&'static str, Story, &'static [Backend])> {
         hostile_stories::hostile_values_in_every_kind_stop_nothing_and_leak_nothing only real,
         hostile_stories::a_rotation_seen_by_a_standby_is_batched_when_it_takes_over,
         hostile_stories::a_workload_added_to_a_version_never_rewrites_another_teams_deployment,
+        workload_stories::the_workload_plane_rolls_deployments_and_completes_jobs only real,
+        workload_stories::a_multi_replica_rollout_is_followed_replica_by_replica,
+        workload_stories::new_pods_that_crash_loop_halt_the_batch_at_once_and_undo_goes_back,
+        workload_stories::unschedulable_new_pods_say_the_schedulers_reason,
+        workload_stories::paused_scaled_to_zero_and_scaled_during_the_rollout,
     ]
 }
 

@@ -28,6 +28,10 @@ pub struct DeploymentView {
 pub struct DeploymentViewSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<i32>,
+    /// Paused by a person (`kubectl rollout pause`): the deployment controller starts no new
+    /// ReplicaSet, and keeps no progress deadline, until it is resumed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<bool>,
     /// Which Pods are this Deployment's (the failure-aware rollout reads the new ones).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
@@ -73,6 +77,7 @@ impl From<&Deployment> for DeploymentView {
             metadata: deployment.metadata.clone(),
             spec: deployment.spec.as_ref().map(|spec| DeploymentViewSpec {
                 replicas: spec.replicas,
+                paused: spec.paused,
                 selector: Some(spec.selector.clone()),
                 template: PodTemplateView {
                     spec: spec.template.spec.as_ref().map(|pod| PodSpecView {

@@ -46,6 +46,17 @@ pub fn rollout_progress(deployment: &DeploymentView) -> RolloutProgress {
     if stalled {
         return result(Progress::Stalled, format!("deployment {name} exceeded its progress deadline"));
     }
+    // Paused, the controller rolls nothing and keeps no deadline: say who can move it on.
+    let paused = deployment.spec.as_ref().and_then(|spec| spec.paused).unwrap_or(false);
+    if paused && (updated < wanted || replicas > updated || available < updated) {
+        return result(
+            Progress::Rolling,
+            format!(
+                "paused (spec.paused): {updated} of {wanted} replicas run the new template; `kubectl rollout resume \
+                 deployment/{name}` lets it roll"
+            ),
+        );
+    }
     if updated < wanted {
         return result(Progress::Rolling, format!("{updated} of {wanted} new replicas have been updated"));
     }
@@ -108,6 +119,35 @@ mod tests {
             assert_eq!(result.progress, progress, "{}", result.message);
             assert!(result.message.contains(message), "{}", result.message);
         }
+    }
+
+    /// A paused Deployment rolls nothing until resumed (and keeps no deadline): capdeck says so
+    /// and how to resume it, instead of counting replicas that will not come.
+    #[test]
+    fn a_paused_deployment_says_how_to_resume_it() {
+        let mut paused = deployment(
+            2,
+            3,
+            json!({"observedGeneration": 2, "updatedReplicas": 0, "replicas": 3,
+                                                 "availableReplicas": 3}),
+        );
+        paused.spec.as_mut().expect("spec").paused = Some(true);
+        let result = rollout_progress(&paused);
+        assert_eq!(result.progress, Progress::Rolling);
+        assert_eq!(
+            result.message,
+            "paused (spec.paused): 0 of 3 replicas run the new template; `kubectl rollout resume deployment/web` lets \
+             it roll"
+        );
+        // Paused after it rolled out: nothing to wait for.
+        let mut done = deployment(
+            2,
+            3,
+            json!({"observedGeneration": 2, "updatedReplicas": 3, "replicas": 3,
+                                               "availableReplicas": 3}),
+        );
+        done.spec.as_mut().expect("spec").paused = Some(true);
+        assert_eq!(rollout_progress(&done).progress, Progress::Complete);
     }
 
     #[test]

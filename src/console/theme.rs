@@ -134,7 +134,9 @@ impl Theme {
 pub fn state_style(theme: &Theme, state: &str) -> Style {
     match state {
         "Ready" | "Succeeded" | "Complete" | "Provisioned" | "Completed" | "Normal" | "NoChange" => theme.ok(),
-        "Error" | "Failed" | "ProvisioningError" | "UpgradeError" | "DeletionError" | "Warning" => theme.error(),
+        "Error" | "Failed" | "Failing" | "ProvisioningError" | "UpgradeError" | "DeletionError" | "Warning" => {
+            theme.error()
+        }
         "Stalled" => theme.error().add_modifier(Modifier::REVERSED),
         "AwaitingApproval" | "Held" | "Processing" | "Provisioning" | "Upgrading" | "Rolling" | "RollingOut"
         | "Collecting" | "Queued" | "Deleting" | "Undone" => theme.warning(),
@@ -151,6 +153,18 @@ pub fn state_style(theme: &Theme, state: &str) -> Style {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every state a batch or one of its Deployments can be in has a colour (a `Failing`
+    /// Deployment was drawn plain).
+    #[test]
+    fn every_batch_and_rollout_state_has_a_colour() {
+        let theme = Theme::load("dark", None).expect("dark");
+        let states =
+            crate::api::BatchPhase::KNOWN.iter().chain(crate::api::rotation_batch::DeploymentRolloutState::KNOWN);
+        let plain: Vec<&&str> = states.filter(|state| state_style(&theme, state) == theme.base()).collect();
+        assert!(plain.is_empty(), "drawn without a colour: {plain:?}");
+        assert_eq!(state_style(&theme, "Failing"), theme.error());
+    }
 
     #[test]
     fn every_shipped_theme_parses() {

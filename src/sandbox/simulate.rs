@@ -16,10 +16,50 @@ mod pods;
 
 use super::Sandbox;
 use super::store::{ChangeKind, ObjectKey, WriteOptions, now_rfc3339};
-use pods::PodTarget;
+use pods::{NewPods, PodTarget};
 
-/// Annotation that makes a Deployment's rollouts stall until the progress deadline.
+/// Annotation that makes a Deployment's rollouts stall until the progress deadline (its new
+/// Pod crash-loops; the deadline is the simulation's, at most).
 pub const STALL_ANNOTATION: &str = "sandbox.capdeck.dev/stall";
+/// Annotation that makes a Deployment's rollouts never progress: the new Pods run and never
+/// become ready, and the spec's progress deadline (600 s unless set) is kept, not compressed.
+pub const HANG_ANNOTATION: &str = "sandbox.capdeck.dev/hang";
+/// Annotation that makes a Deployment's new Pods crash-loop: the rollout never progresses, and
+/// the spec's progress deadline is kept (as with real Pods refusing new credentials).
+pub const CRASH_LOOP_ANNOTATION: &str = "sandbox.capdeck.dev/crash-loop";
+/// Annotation that leaves a Deployment's new Pods unscheduled (the scheduler's condition says
+/// the sandbox's one node is cordoned); the spec's progress deadline is kept.
+pub const UNSCHEDULABLE_ANNOTATION: &str = "sandbox.capdeck.dev/unschedulable";
+
+/// How a rollout's new Pods behave (the Deployment's annotations say).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fate {
+    Healthy,
+    Stall,
+    Hang,
+    CrashLoop,
+    Unschedulable,
+}
+
+impl Fate {
+    fn of(deployment: &Value) -> Self {
+        let annotated = |key: &str| {
+            deployment.pointer(&format!("/metadata/annotations/{}", key.replace('/', "~1"))).and_then(Value::as_str)
+                == Some("true")
+        };
+        if annotated(STALL_ANNOTATION) {
+            Self::Stall
+        } else if annotated(CRASH_LOOP_ANNOTATION) {
+            Self::CrashLoop
+        } else if annotated(UNSCHEDULABLE_ANNOTATION) {
+            Self::Unschedulable
+        } else if annotated(HANG_ANNOTATION) {
+            Self::Hang
+        } else {
+            Self::Healthy
+        }
+    }
+}
 const MANAGER: &str = "sandbox-controller-manager";
 
 #[derive(Clone, Debug)]
@@ -55,8 +95,35 @@ struct Rollout {
     generation: i64,
     replicas: i64,
     started: Instant,
-    stall: bool,
+    fate: Fate,
     deadline: Duration,
+    /// How long each new Pod takes to become ready, when the Pod template says
+    /// (`READY_DELAY_ANNOTATION`): one replica after the other, like a surge of one.
+    ready_delay: Option<Duration>,
+}
+
+impl Rollout {
+    /// Replicas of the new template ready after `elapsed`.
+    #[allow(clippy::cast_possible_truncation)]
+    fn updated(&self, elapsed: Duration, simulation: &WorkloadSimulation) -> i64 {
+        let ready = match self.ready_delay.filter(|delay| !delay.is_zero()) {
+            Some(delay) => (elapsed.as_secs_f64() / delay.as_secs_f64()).floor() as i64,
+            None => (elapsed.as_secs_f64() * simulation.replicas_per_second).floor() as i64,
+        };
+        ready.min(self.replicas)
+    }
+}
+
+/// The Pod template annotation kwok's `pod-ready` stage takes its delay from (the real workload
+/// plane's, `tools/envtest/kwok/stages.yaml`): the simulation honours it too, so one object rolls
+/// at the same pace in both worlds. A Go duration (`3s`, `500ms`).
+pub const READY_DELAY_ANNOTATION: &str = "pod-ready.stage.kwok.x-k8s.io/delay";
+
+fn ready_delay(deployment: &Value) -> Option<Duration> {
+    let text = deployment
+        .pointer(&format!("/spec/template/metadata/annotations/{}", READY_DELAY_ANNOTATION.replace('/', "~1")))
+        .and_then(Value::as_str)?;
+    crate::api::go_duration::parse_go_duration(text).ok()
 }
 
 fn int(object: &Value, pointer: &str) -> Option<i64> {
@@ -73,6 +140,21 @@ fn complete_status(generation: i64, replicas: i64) -> Value {
         "conditions": [
             {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable", "message": "Deployment has minimum availability.", "lastUpdateTime": now_rfc3339(), "lastTransitionTime": now_rfc3339()},
             {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable", "message": "ReplicaSet has successfully progressed.", "lastUpdateTime": now_rfc3339(), "lastTransitionTime": now_rfc3339()},
+        ],
+    })
+}
+
+/// A paused Deployment's status: observed, its Pods as they were, `Progressing` Unknown.
+fn paused_status(generation: i64, replicas: i64, updated: i64) -> Value {
+    json!({
+        "observedGeneration": generation,
+        "replicas": replicas,
+        "updatedReplicas": updated,
+        "readyReplicas": replicas,
+        "availableReplicas": replicas,
+        "conditions": [
+            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable", "message": "Deployment has minimum availability.", "lastUpdateTime": now_rfc3339(), "lastTransitionTime": now_rfc3339()},
+            {"type": "Progressing", "status": "Unknown", "reason": "DeploymentPaused", "message": "Deployment is paused", "lastUpdateTime": now_rfc3339(), "lastTransitionTime": now_rfc3339()},
         ],
     })
 }
@@ -225,11 +307,13 @@ impl Sandbox {
                     complete_status(generation, replicas),
                 );
                 if simulation.pods {
-                    self.sync_pods(object, &PodTarget { replicas, updated: replicas, crash_restarts: None });
+                    self.sync_pods(object, &PodTarget { replicas, updated: replicas, new_pods: NewPods::Ready });
                 }
             }
             Some(observed) if observed >= generation => {
-                if simulation.pods {
+                let paused = object.pointer("/spec/paused").and_then(Value::as_bool) == Some(true);
+                // Paused on a template it never rolled: no ReplicaSet for it until resumed.
+                if simulation.pods && (!paused || self.has_replicaset_for(object)) {
                     // At rest: complete, or stalled with its new Pod crash-looping.
                     let stalled =
                         object.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|conditions| {
@@ -238,30 +322,42 @@ impl Sandbox {
                                 .any(|c| c.get("reason").and_then(Value::as_str) == Some("ProgressDeadlineExceeded"))
                         });
                     let target = if stalled {
-                        PodTarget { replicas, updated: 0, crash_restarts: Some(5) }
+                        PodTarget { replicas, updated: 0, new_pods: NewPods::CrashLoop(5) }
                     } else {
-                        PodTarget { replicas, updated: replicas, crash_restarts: None }
+                        PodTarget { replicas, updated: replicas, new_pods: NewPods::Ready }
                     };
                     self.sync_pods(object, &target);
                 }
             }
+            _ if object.pointer("/spec/paused").and_then(Value::as_bool) == Some(true) => {
+                // Paused by a person: the deployment controller observes the spec, starts no new
+                // ReplicaSet and keeps no deadline until it is resumed (a new generation).
+                rollouts.remove(key);
+                let updated = if simulation.pods && self.has_replicaset_for(object) { replicas } else { 0 };
+                self.write_status(
+                    "apps",
+                    "deployments",
+                    &key.namespace,
+                    &key.name,
+                    paused_status(generation, replicas, updated),
+                );
+            }
             _ => {
                 // A rollback to a template whose Pods exist does not stall (there is nothing new
                 // to start); known only when Pods are simulated.
-                let stall = object
-                    .pointer(&format!("/metadata/annotations/{}", STALL_ANNOTATION.replace('/', "~1")))
-                    .and_then(Value::as_str)
-                    == Some("true")
-                    && !(simulation.pods && self.has_replicaset_for(object));
-                // Sandbox time is compressed: a stalled rollout gives up after the simulation's
+                let fate =
+                    if simulation.pods && self.has_replicaset_for(object) { Fate::Healthy } else { Fate::of(object) };
+                let spec_deadline = int(object, "/spec/progressDeadlineSeconds")
+                    .map_or(Duration::from_secs(600), |seconds| Duration::from_secs(seconds.unsigned_abs()));
+                // Sandbox time is compressed for a stall: it gives up after the simulation's
                 // deadline at most (the spec's, 600 s by default, would stall a demo for minutes).
-                let deadline = int(object, "/spec/progressDeadlineSeconds")
-                    .map_or(simulation.progress_deadline, |seconds| Duration::from_secs(seconds.unsigned_abs()))
-                    .min(simulation.progress_deadline);
-                let rollout = Rollout { generation, replicas, started: Instant::now(), stall, deadline };
+                let deadline =
+                    if fate == Fate::Stall { spec_deadline.min(simulation.progress_deadline) } else { spec_deadline };
+                let ready_delay = ready_delay(object);
+                let rollout = Rollout { generation, replicas, started: Instant::now(), fate, deadline, ready_delay };
                 self.write_status("apps", "deployments", &key.namespace, &key.name, rolling_status(&rollout, 0, false));
                 if simulation.pods {
-                    self.sync_pods(object, &PodTarget { replicas, updated: 0, crash_restarts: None });
+                    self.sync_pods(object, &PodTarget { replicas, updated: 0, new_pods: NewPods::Ready });
                 }
                 rollouts.insert(key.clone(), rollout);
             }
@@ -275,17 +371,17 @@ impl Sandbox {
             if simulation.pods
                 && let Some(deployment) = self.get("apps", "deployments", &key.namespace, &key.name)
             {
-                #[allow(clippy::cast_possible_truncation)]
-                let updated =
-                    ((elapsed.as_secs_f64() * simulation.replicas_per_second).floor() as i64).min(rollout.replicas);
-                let target = if rollout.stall {
-                    PodTarget { replicas: rollout.replicas, updated: 0, crash_restarts: Some(crash_restarts(elapsed)) }
-                } else {
-                    PodTarget { replicas: rollout.replicas, updated, crash_restarts: None }
+                let updated = rollout.updated(elapsed, simulation);
+                let new_pods = match rollout.fate {
+                    Fate::Healthy => NewPods::Ready,
+                    Fate::Stall | Fate::CrashLoop => NewPods::CrashLoop(crash_restarts(elapsed)),
+                    Fate::Hang => NewPods::NotReady,
+                    Fate::Unschedulable => NewPods::Unschedulable,
                 };
-                self.sync_pods(&deployment, &target);
+                let updated = if rollout.fate == Fate::Healthy { updated } else { 0 };
+                self.sync_pods(&deployment, &PodTarget { replicas: rollout.replicas, updated, new_pods });
             }
-            if rollout.stall {
+            if rollout.fate != Fate::Healthy {
                 if elapsed >= rollout.deadline {
                     self.write_status(
                         "apps",
@@ -298,9 +394,7 @@ impl Sandbox {
                 }
                 continue;
             }
-            #[allow(clippy::cast_possible_truncation)]
-            let updated =
-                ((elapsed.as_secs_f64() * simulation.replicas_per_second).floor() as i64).min(rollout.replicas);
+            let updated = rollout.updated(elapsed, simulation);
             if updated >= rollout.replicas {
                 self.write_status(
                     "apps",

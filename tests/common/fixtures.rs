@@ -36,9 +36,18 @@ pub struct AppOptions {
     pub manual: bool,
     pub deployments: &'static [(&'static str, &'static [&'static str])],
     pub replicas: i64,
+    /// Deployments whose next rollout stalls at its progress deadline (`ProgressDeadlineExceeded`).
     pub stall: &'static [&'static str],
-    /// Deployments whose rollout never progresses (the faker leaves them alone).
+    /// Deployments whose next rollout never progresses: its new Pods never become ready.
     pub hang: &'static [&'static str],
+    /// Deployments whose next rollout's new Pods crash-loop.
+    pub crash_loop: &'static [&'static str],
+    /// Deployments whose next rollout's new Pods find no node.
+    pub unschedulable: &'static [&'static str],
+    /// Each new Pod becomes ready this long after it started (a Go duration: kwok's `pod-ready`
+    /// delay on a real server, the simulation's pace in the sandbox), so a story can act while
+    /// Deployments roll; `None`: at once.
+    pub ready_after: Option<&'static str>,
 }
 
 impl Default for AppOptions {
@@ -51,6 +60,9 @@ impl Default for AppOptions {
             replicas: 2,
             stall: &[],
             hang: &[],
+            crash_loop: &[],
+            unschedulable: &[],
+            ready_after: None,
         }
     }
 }
@@ -114,9 +126,19 @@ pub fn application(options: &AppOptions) -> Vec<Value> {
         if options.hang.contains(name) {
             metadata["annotations"] = json!({"sandbox.capdeck.dev/hang": "true"});
         }
+        if options.crash_loop.contains(name) {
+            metadata["annotations"] = json!({"sandbox.capdeck.dev/crash-loop": "true"});
+        }
+        if options.unschedulable.contains(name) {
+            metadata["annotations"] = json!({"sandbox.capdeck.dev/unschedulable": "true"});
+        }
+        let mut template_metadata = json!({"labels": {"app": deployment}});
+        if let Some(delay) = options.ready_after {
+            template_metadata["annotations"] = json!({capdeck::sandbox::simulate::READY_DELAY_ANNOTATION: delay});
+        }
         objects.push(json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata,
             "spec": {"replicas": options.replicas, "selector": {"matchLabels": {"app": deployment}},
-                     "template": {"metadata": {"labels": {"app": deployment}}, "spec": {
+                     "template": {"metadata": template_metadata, "spec": {
                          "containers": [{"name": "main", "image": "i"}], "initContainers": [{"name": "init", "image": "i"}]}}},
             "status": {"observedGeneration": 1, "replicas": options.replicas, "updatedReplicas": options.replicas,
                        "readyReplicas": options.replicas, "availableReplicas": options.replicas}}));

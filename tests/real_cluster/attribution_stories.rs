@@ -95,7 +95,7 @@ async fn refusal_event(world: &World, reason: &str, needle: &str) {
 /// honoured.
 pub async fn a_kubectl_forged_approval_or_hold_drives_nothing(backend: Backend) {
     let world = World::new(backend, "forged-attribution").await;
-    let (engine, faker, name) = awaiting(&world).await;
+    let (engine, workloads, name) = awaiting(&world).await;
     let target = format!("{}/{name}", world.ns);
 
     // A hold in someone else's name: the batch keeps waiting for its approval, not Held.
@@ -157,7 +157,7 @@ pub async fn a_kubectl_forged_approval_or_hold_drives_nothing(backend: Backend) 
     assert_eq!(done.spec.approval.as_ref().and_then(|a| a.approved_by.as_deref()), Some("alice"));
     assert!(!done.attribution_refused(attribution::APPROVAL_HONOURED), "{:?}", done.status);
     engine.stop().await;
-    faker.stop().await;
+    workloads.stop().await;
 }
 
 /// A forged hold is not carried into the batch that supersedes the held one (the engine writes
@@ -165,7 +165,7 @@ pub async fn a_kubectl_forged_approval_or_hold_drives_nothing(backend: Backend) 
 /// written with `capdeck hold` is.
 pub async fn a_forged_hold_is_not_carried_into_the_batch_that_supersedes_it(backend: Backend) {
     let world = World::new(backend, "forged-carry").await;
-    let (engine, faker, name) = awaiting(&world).await;
+    let (engine, workloads, name) = awaiting(&world).await;
     let forged_hold =
         json!({"spec": {"hold": {"by": "ceo@example.com", "at": "2026-11-25T08:00:00Z", "reason": "forged"}}});
     kubectl_patch(&world, &world.admin_kubeconfig, &name, &forged_hold).await.expect("kubectl patch (no policy)");
@@ -214,7 +214,7 @@ pub async fn a_forged_hold_is_not_carried_into_the_batch_that_supersedes_it(back
     })
     .await;
     engine.stop().await;
-    faker.stop().await;
+    workloads.stop().await;
 }
 
 /// The admission policy of `capdeck manifests`, installed as shipped on a control plane of its
@@ -232,7 +232,7 @@ pub async fn the_admission_policy_refuses_an_attribution_in_another_name(backend
     // kube-apiserver compiles the expressions when it loads the policy (its type check lands in
     // the status only with kube-controller-manager, which this control plane has not): every
     // validation runs on every write below, so one that does not compile refuses them all.
-    let (engine, faker, name) = awaiting(&world).await;
+    let (engine, workloads, name) = awaiting(&world).await;
     let target = format!("{}/{name}", world.ns);
     for user in ["alice", "mallory"] {
         world.grant(user, "capdeck.dev", &["rotationbatches"], &["get", "list", "watch", "patch"], &[]).await;
@@ -359,7 +359,7 @@ pub async fn the_admission_policy_refuses_an_attribution_in_another_name(backend
         "{refused}"
     );
     engine.stop().await;
-    faker.stop().await;
+    workloads.stop().await;
 }
 
 /// Each person's action is an Event of its own: alice holds, releases, and dave holds again
@@ -368,7 +368,7 @@ pub async fn the_admission_policy_refuses_an_attribution_in_another_name(backend
 pub async fn each_action_on_a_batch_is_an_event_of_its_own(backend: Backend) {
     use k8s_openapi::api::events::v1::Event;
     let world = World::new(backend, "event-per-action").await;
-    let (engine, faker, name) = awaiting(&world).await;
+    let (engine, workloads, name) = awaiting(&world).await;
     let target = format!("{}/{name}", world.ns);
     for user in ["alice", "dave"] {
         world.grant(user, "capdeck.dev", &["rotationbatches"], &["get", "list", "watch", "patch"], &[]).await;
@@ -396,5 +396,5 @@ pub async fn each_action_on_a_batch_is_an_event_of_its_own(backend: Backend) {
     })
     .await;
     engine.stop().await;
-    faker.stop().await;
+    workloads.stop().await;
 }

@@ -13,13 +13,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use kube::ResourceExt as _;
 use serde_json::Value;
 
 use crate::common::fixtures::AppOptions;
-use crate::faker::Faker;
 use crate::ops_tools::{self, HELM, HELM4, Tool};
 use crate::process_stories::{Daemon, http_get};
 use crate::setup::{load_current, text};
@@ -572,7 +570,7 @@ async fn daemon_as_the_service_account(world: &World, rolled_back: &Value, syste
             },
         )
         .collect();
-    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let workloads = world.workloads();
     let dir = tempfile::tempdir().expect("dir");
     let mut daemon = Daemon::spawn(
         &sa_kubeconfig,
@@ -594,7 +592,7 @@ async fn daemon_as_the_service_account(world: &World, rolled_back: &Value, syste
     let log = daemon.log();
     assert!(!log.contains("forbidden"), "the chart's ServiceAccount was refused something: {log}");
     assert!(daemon.terminate().success());
-    faker.stop().await;
+    workloads.stop().await;
     batch.name_any()
 }
 

@@ -21,11 +21,22 @@ use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose
 /// RBAC objects each test creates.
 pub const TOKEN_USERS: &[&str] = &["alice", "dave", "erin", "mallory"];
 
+/// The workload plane's programs, each as a user of its own in `system:masters` (so what they
+/// write is told apart from the admin's and capdeck's in audit logs and managedFields).
+pub const WORKLOAD_USERS: &[&str] = &["kube-controller-manager", "kube-scheduler", "kwok"];
+
+/// The node annotation kwok manages Nodes by (`--manage-nodes-with-annotation-selector`).
+pub const KWOK_NODE_ANNOTATION: (&str, &str) = ("kwok.x-k8s.io/node", "fake");
+
 #[derive(Clone, Debug)]
 pub struct Assets {
     pub kube_apiserver: PathBuf,
     pub etcd: PathBuf,
     pub kubectl: PathBuf,
+    /// The workload plane, built beside them by `tools/envtest/build.sh`.
+    pub kube_controller_manager: PathBuf,
+    pub kube_scheduler: PathBuf,
+    pub kwok: PathBuf,
 }
 
 /// Where the binaries are, or why there are none (the text says how to get them).
@@ -43,15 +54,35 @@ pub fn find_assets() -> Result<Assets, String> {
             .filter(|path| path.is_file())
             .or_else(|| Some(PathBuf::from("/usr/local/kubebuilder/bin").join(name)).filter(|p| p.is_file()))
     };
-    match (
+    let (Some(kube_apiserver), Some(etcd), Some(kubectl)) = (
         pick("TEST_ASSET_KUBE_APISERVER", "kube-apiserver"),
         pick("TEST_ASSET_ETCD", "etcd"),
         pick("TEST_ASSET_KUBECTL", "kubectl"),
+    ) else {
+        return Err("no kube-apiserver, etcd and kubectl found: run tools/envtest/build.sh (needs Go >= 1.26), \
+                    or point KUBEBUILDER_ASSETS at its output"
+            .into());
+    };
+    // The workload plane sits beside kube-apiserver (setup-envtest's downloads have none of it).
+    let beside = |var: &str, name: &str| -> Option<PathBuf> {
+        std::env::var_os(var)
+            .map(PathBuf::from)
+            .or_else(|| kube_apiserver.parent().map(|dir| dir.join(name)))
+            .filter(|path| path.is_file())
+    };
+    match (
+        beside("TEST_ASSET_KUBE_CONTROLLER_MANAGER", "kube-controller-manager"),
+        beside("TEST_ASSET_KUBE_SCHEDULER", "kube-scheduler"),
+        beside("TEST_ASSET_KWOK", "kwok"),
     ) {
-        (Some(kube_apiserver), Some(etcd), Some(kubectl)) => Ok(Assets { kube_apiserver, etcd, kubectl }),
-        _ => Err("no kube-apiserver, etcd and kubectl found: run tools/envtest/build.sh (needs Go >= 1.26), \
-                  or point KUBEBUILDER_ASSETS at setup-envtest's binaries"
-            .into()),
+        (Some(kube_controller_manager), Some(kube_scheduler), Some(kwok)) => {
+            Ok(Assets { kube_apiserver, etcd, kubectl, kube_controller_manager, kube_scheduler, kwok })
+        }
+        _ => Err(format!(
+            "no kube-controller-manager, kube-scheduler and kwok beside {}: run tools/envtest/build.sh (needs Go \
+             >= 1.26) and point KUBEBUILDER_ASSETS at its output",
+            kube_apiserver.display()
+        )),
     }
 }
 
@@ -166,8 +197,34 @@ pub struct ControlPlane {
     apiserver_args: Vec<String>,
     etcd: Mutex<Option<Supervised>>,
     apiserver: Mutex<Option<Supervised>>,
+    /// kube-controller-manager, kube-scheduler and kwok, once started (`start_workloads`).
+    workloads: Mutex<Vec<Supervised>>,
     /// How long etcd + kube-apiserver took from spawn to `/readyz` 200.
     pub start_time: Duration,
+    /// How long the workload plane took to its pool's Nodes being schedulable (when started).
+    pub workloads_start_time: Duration,
+}
+
+/// kwok's Stages: what the fake nodes' kubelets do (the file says which node does what).
+pub const KWOK_STAGES: &str = include_str!("../../tools/envtest/kwok/stages.yaml");
+
+/// The node pool every story's Pods may run on: Nodes without taints whose Pods become ready.
+pub const POOL_NODES: &[&str] = &["kwok-pool-0", "kwok-pool-1"];
+
+/// A fake Node kwok plays (`name` says what its Pods do: `-crash-loop`, `-never-ready`, else
+/// healthy), with `labels` and `taints` (JSON) of the story's choosing.
+pub fn kwok_node(name: &str, labels: &serde_json::Value, taints: &serde_json::Value) -> serde_json::Value {
+    let (key, value) = KWOK_NODE_ANNOTATION;
+    let mut all_labels =
+        serde_json::json!({"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok"});
+    if let (Some(all), Some(extra)) = (all_labels.as_object_mut(), labels.as_object()) {
+        all.extend(extra.clone());
+    }
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "annotations": {key: value}, "labels": all_labels},
+        "spec": {"taints": taints},
+    })
 }
 
 pub fn free_port() -> Result<u16, String> {
@@ -251,7 +308,11 @@ impl ControlPlane {
         write(&certs.join("apiserver.key"), &pki.serving_key)?;
         write(&certs.join("sa.key"), &pki.sa_key)?;
         write(&certs.join("sa.pub"), &pki.sa_public)?;
-        let tokens: String = TOKEN_USERS.iter().map(|user| format!("{},{user},uid-{user}\n", token_of(user))).collect();
+        let mut tokens: String =
+            TOKEN_USERS.iter().map(|user| format!("{},{user},uid-{user}\n", token_of(user))).collect();
+        for user in WORKLOAD_USERS {
+            tokens.push_str(&format!("{},{user},uid-{user},system:masters\n", token_of(user)));
+        }
         write(&certs.join("tokens.csv"), &tokens)?;
 
         let (etcd_port, peer_port, port) = (free_port()?, free_port()?, free_port()?);
@@ -307,7 +368,9 @@ impl ControlPlane {
             apiserver_args,
             etcd: Mutex::new(Some(etcd)),
             apiserver: Mutex::new(None),
+            workloads: Mutex::new(Vec::new()),
             start_time: Duration::ZERO,
+            workloads_start_time: Duration::ZERO,
             assets,
             dir,
         };
@@ -351,6 +414,121 @@ impl ControlPlane {
             }
             std::thread::sleep(Duration::from_millis(250));
         }
+    }
+
+    /// Start the workload plane beside the server: kube-controller-manager (the deployment,
+    /// replicaset, garbage-collector, job, namespace and node-lifecycle controllers),
+    /// kube-scheduler, and kwok playing the kubelets of the Nodes annotated
+    /// `kwok.x-k8s.io/node: fake` with `KWOK_STAGES`; then the pool's Nodes, once they are Ready
+    /// and schedulable. Returns how long that took.
+    pub fn start_workloads(&self) -> Result<Duration, String> {
+        let started = Instant::now();
+        let dir = self.dir.path();
+        let kubeconfig = |user: &str| format!("--kubeconfig={}", self.kubeconfig_path(user).display());
+        let stages = dir.join("kwok-stages.yaml");
+        write(&stages, KWOK_STAGES)?;
+        let controllers = [
+            "deployment-controller",
+            "replicaset-controller",
+            "garbage-collector-controller",
+            "job-controller",
+            "namespace-controller",
+            "node-lifecycle-controller",
+        ];
+        let kcm_args: Vec<String> = vec![
+            kubeconfig("kube-controller-manager"),
+            "--leader-elect=false".into(),
+            format!("--controllers={}", controllers.join(",")),
+            // No HTTPS endpoint: nothing here scrapes it, and it would need a port per plane.
+            "--secure-port=0".into(),
+            format!("--cert-dir={}", dir.join("kcm-certs").display()),
+            // The defaults (20 qps) throttle a storm of a thousand Deployments.
+            "--kube-api-qps=200".into(),
+            "--kube-api-burst=400".into(),
+            "--concurrent-deployment-syncs=10".into(),
+            "--concurrent-replicaset-syncs=10".into(),
+            "--v=1".into(),
+        ];
+        let scheduler_args: Vec<String> = vec![
+            kubeconfig("kube-scheduler"),
+            "--leader-elect=false".into(),
+            "--secure-port=0".into(),
+            "--kube-api-qps=200".into(),
+            "--kube-api-burst=400".into(),
+            "--v=1".into(),
+        ];
+        let (key, value) = KWOK_NODE_ANNOTATION;
+        let kwok_args: Vec<String> = vec![
+            kubeconfig("kwok"),
+            format!("--config={}", stages.display()),
+            format!("--manage-nodes-with-annotation-selector={key}={value}"),
+            "--node-lease-duration-seconds=40".into(),
+            // Room for the storm's Pods (kwok's default is a /24).
+            "--cidr=10.128.0.0/9".into(),
+        ];
+        let mut started_here = Vec::new();
+        for (binary, args, log) in [
+            (&self.assets.kube_controller_manager, &kcm_args, "kube-controller-manager.log"),
+            (&self.assets.kube_scheduler, &scheduler_args, "kube-scheduler.log"),
+            (&self.assets.kwok, &kwok_args, "kwok.log"),
+        ] {
+            started_here.push(Supervised::start(binary, args, &dir.join(log))?);
+        }
+        *self.workloads.lock().map_err(|_| "poisoned")? = started_here;
+        let nodes: Vec<String> = POOL_NODES
+            .iter()
+            .map(|name| {
+                serde_json::to_string(&kwok_node(name, &serde_json::json!({}), &serde_json::json!([])))
+                    .unwrap_or_default()
+            })
+            .collect();
+        self.kubectl_apply(&nodes.join("\n---\n"))?;
+        for name in POOL_NODES {
+            self.wait_node_schedulable(name, Duration::from_secs(90))?;
+        }
+        Ok(started.elapsed())
+    }
+
+    /// Wait until `node` is Ready and carries no taint of Kubernetes' own (the node-lifecycle
+    /// controller took off the not-ready one admission put on it; a story's own taint stays).
+    pub fn wait_node_schedulable(&self, node: &str, limit: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + limit;
+        let query = r#"{.status.conditions[?(@.type=="Ready")].status}/{.spec.taints[*].key}"#;
+        loop {
+            let output = self
+                .kubectl()
+                .args(["get", "node", node, "-o", &format!("jsonpath={query}")])
+                .output()
+                .map_err(|e| e.to_string())?;
+            let text = String::from_utf8_lossy(&output.stdout).trim().to_string();
+            let (ready, taints) = text.split_once('/').unwrap_or((&text, ""));
+            if ready == "True" && !taints.split_whitespace().any(|key| key.starts_with("node.kubernetes.io/")) {
+                return Ok(());
+            }
+            if let Some(exited) = self.workload_exited() {
+                return Err(format!("{exited} exited before node {node} was schedulable"));
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "node {node} not Ready and untainted after {limit:?} (Ready/taints: {text})\n--- kwok.log ---\n{}\n--- \
+                     kube-controller-manager.log ---\n{}",
+                    tail(&self.dir.path().join("kwok.log")),
+                    tail(&self.dir.path().join("kube-controller-manager.log"))
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    /// The workload plane's program that exited, if one did (with the end of its log).
+    pub fn workload_exited(&self) -> Option<String> {
+        let mut workloads = self.workloads.lock().ok()?;
+        let names = ["kube-controller-manager", "kube-scheduler", "kwok"];
+        workloads.iter_mut().zip(names).find_map(|(server, name)| {
+            server
+                .exited()
+                .map(|status| format!("{name} ({status}):\n{}", tail(&self.dir.path().join(format!("{name}.log")))))
+        })
     }
 
     /// Stop kube-apiserver (etcd keeps the data) and start it again on the same port.
@@ -405,7 +583,7 @@ impl ControlPlane {
                 ),
             ),
         )?;
-        for user in TOKEN_USERS {
+        for user in TOKEN_USERS.iter().chain(WORKLOAD_USERS) {
             write(&self.kubeconfig_path(user), &file(user, format!("    token: {}\n", token_of(user))))?;
         }
         Ok(())
@@ -452,6 +630,12 @@ impl ControlPlane {
     }
 
     pub fn stop(&self) {
+        if let Ok(mut workloads) = self.workloads.lock() {
+            for server in workloads.iter_mut() {
+                server.stop();
+            }
+            workloads.clear();
+        }
         for slot in [&self.apiserver, &self.etcd] {
             if let Ok(mut guard) = slot.lock()
                 && let Some(mut server) = guard.take()

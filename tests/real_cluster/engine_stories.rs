@@ -15,9 +15,8 @@ use kube::ResourceExt as _;
 use crate::common::fixtures::AppOptions;
 use crate::common::story_world::StoryWorld as _;
 use crate::control_plane::Profile;
-use crate::faker::Faker;
 use crate::setup::{Engine, EngineExt as _, engine_config, install_service_binding_crd, load_current, service_binding};
-use crate::world::{Backend, World, config_for, eventually};
+use crate::world::{Backend, Fate, Workloads, World, config_for, eventually};
 
 const LONG: Duration = Duration::from_secs(60);
 /// The window of the stories that do not choose their own.
@@ -26,7 +25,7 @@ const WINDOW: Duration = Duration::from_secs(2);
 struct Running {
     world: World,
     engine: Engine,
-    faker: Faker,
+    workloads: Workloads,
 }
 
 impl Running {
@@ -60,7 +59,7 @@ async fn running_with(backend: Backend, test: &str, options: &AppOptions, window
     running_configured(backend, test, std::slice::from_ref(options), |config| config.rollout_delay = window).await
 }
 
-/// A world with the applications loaded, the status faker, and a leading engine whose settings
+/// A world with the applications loaded, the workload controllers, and a leading engine whose settings
 /// (a 2 s window unless changed) `configure` adjusts.
 async fn running_configured(
     backend: Backend,
@@ -72,18 +71,18 @@ async fn running_configured(
     for options in apps {
         load_current(&world, options).await;
     }
-    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let workloads = world.workloads();
     let mut config = engine_config(&world, "engine-a");
     configure(&mut config);
     let engine = Engine::on(&world, config).await;
     engine.wait_for_role_within(Role::Leader, LONG).await;
-    Running { world, engine, faker }
+    Running { world, engine, workloads }
 }
 
 impl Running {
     async fn stop(self) {
         self.engine.stop().await;
-        self.faker.stop().await;
+        self.workloads.stop().await;
     }
 }
 
@@ -361,7 +360,7 @@ pub async fn start_up_recheck_opens_a_batch_only_for_real_differences(backend: B
     let world = World::new(backend, "start-up-recheck").await;
     load_current(&world, &AppOptions::default()).await;
     world.rotate_secret("bookshop-uaa").await;
-    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let workloads = world.workloads();
     let engine = Engine::on(&world, engine_config(&world, "engine-a")).await;
     engine.wait_for_role_within(Role::Leader, LONG).await;
     let batch = world.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
@@ -372,7 +371,7 @@ pub async fn start_up_recheck_opens_a_batch_only_for_real_differences(backend: B
     assert_eq!(world.batches("bookshop").await.len(), 1);
     assert_eq!(batch.status.and_then(|s| s.progress).as_deref(), Some("2/2"));
     engine.stop().await;
-    faker.stop().await;
+    workloads.stop().await;
 }
 
 /// Force on a manual batch ends its window but still needs an approval; a new rotation then
@@ -407,9 +406,9 @@ pub async fn force_on_a_manual_batch_still_needs_an_approval_unless_given_with_i
 /// never started.
 pub async fn cancel_mid_rollout_lets_rolling_deployments_finish_and_starts_nothing_new(backend: Backend) {
     let world = World::new(backend, "cancel-mid-rollout").await;
-    load_current(&world, &AppOptions::default()).await;
     // Slow rollouts, so the cancel lands while the first Deployment rolls.
-    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_secs(3));
+    load_current(&world, &AppOptions { ready_after: Some("3s"), ..AppOptions::default() }).await;
+    let workloads = world.workloads();
     let mut config = engine_config(&world, "engine-a");
     config.max_parallel_rollouts = 1;
     let engine = Engine::on(&world, config).await;
@@ -425,7 +424,7 @@ pub async fn cancel_mid_rollout_lets_rolling_deployments_finish_and_starts_nothi
     assert_eq!(states.iter().filter(|s| **s == Some(DeploymentRolloutState::Complete)).count(), 1, "{states:?}");
     assert_eq!(states.iter().filter(|s| **s == Some(DeploymentRolloutState::Queued)).count(), 1, "{states:?}");
     engine.stop().await;
-    faker.stop().await;
+    workloads.stop().await;
 }
 
 /// A stalled Deployment, with nothing queued behind it for the failure guard to hold back (both
@@ -499,7 +498,7 @@ async fn expiring_credentials(backend: Backend, manual: bool) {
         install_service_binding_crd(&world).await;
         world.apply_objects(bindings.clone()).await;
     }
-    let faker = Faker::start(world.client.clone(), &ns, Duration::from_millis(300));
+    let workloads = world.workloads();
     let mut config = engine_config(&world, "engine-a");
     config.rollout_delay = Duration::from_secs(3600);
     let engine = Engine::on(&world, config).await;
@@ -513,7 +512,7 @@ async fn expiring_credentials(backend: Backend, manual: bool) {
         })
         .await;
     }
-    let r = Running { world, engine, faker };
+    let r = Running { world, engine, workloads };
     let w = &r.world;
     w.rotate_secret("bookshop-uaa").await;
 
@@ -647,12 +646,14 @@ pub async fn a_stalled_deployment_halts_the_batch_until_released(backend: Backen
     r.stop().await;
 }
 
-/// The namespace's Events: (type, reason, note).
+/// capdeck's Events in the namespace: (type, reason, note). Kubernetes' own controllers report
+/// there too (scheduling, ReplicaSets, kwok's kubelets): those are not capdeck's.
 pub(crate) async fn events_of(w: &World) -> Vec<(String, String, String)> {
     let events: kube::Api<k8s_openapi::api::events::v1::Event> = kube::Api::namespaced(w.client.clone(), &w.ns);
     let listed = events.list(&Default::default()).await.expect("events").items;
     listed
         .into_iter()
+        .filter(|e| e.reporting_controller.as_deref() == Some("capdeck"))
         .map(|e| (e.type_.unwrap_or_default(), e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
         .collect()
 }
@@ -660,15 +661,6 @@ pub(crate) async fn events_of(w: &World) -> Vec<(String, String, String)> {
 /// The batch's Events with `reason`: (type, note).
 pub(crate) async fn events_with(w: &World, reason: &str) -> Vec<(String, String)> {
     events_of(w).await.into_iter().filter(|(_, r, _)| r == reason).map(|(kind, _, note)| (kind, note)).collect()
-}
-
-/// The fix an SRE made outside capdeck (quota, node, image): the Deployment stops stalling.
-async fn stop_stalling(w: &World, deployment: &str) {
-    let api: kube::Api<k8s_openapi::api::apps::v1::Deployment> = kube::Api::namespaced(w.client.clone(), &w.ns);
-    let patch = serde_json::json!({"metadata": {"annotations": {"sandbox.capdeck.dev/stall": null}}});
-    api.patch(deployment, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
-        .await
-        .expect("remove the stall");
 }
 
 /// The failure guard halted the batch at a stalled Deployment; the cause is fixed and an SRE
@@ -688,7 +680,7 @@ pub async fn a_halted_batch_is_retried_and_rolls_on(backend: Backend) {
         .find(|d| d.name == "bookshop-v1-b")
         .and_then(|d| d.vcap_secret.clone())
         .expect("b was pointed at a new VCAP Secret");
-    stop_stalling(w, "bookshop-v1-b").await;
+    w.next_pods("bookshop-v1-b", Fate::Ready).await;
     let report = act(&w.client, &w.ns, &name, BatchAction::Retry, "alice", Some("quota raised"), Timestamp::now())
         .await
         .expect("retry a halted batch");
@@ -762,15 +754,15 @@ pub async fn an_undone_batch_goes_back_to_the_previous_secrets(backend: Backend)
     r.stop().await;
 }
 
-/// Failure-aware pacing: one rollout at a time, the middle Deployment's new Pod crash-loops
-/// (its rollout never ends, as a real one would not before its 10 min deadline). The engine reads
-/// the Pods of the new ReplicaSet, marks it Failing with the container's last termination and
-/// halts the batch with the last Deployment still queued.
+/// Failure-aware pacing: one rollout at a time, the middle Deployment's new Pods crash-loop (on a
+/// real server: the deployment controller's new ReplicaSet, kube-scheduler, and kwok's
+/// CrashLoopBackOff; its rollout would not end before its 10 min progress deadline). The engine
+/// reads the Pods of the new ReplicaSet, marks it Failing with the container's last termination
+/// and halts the batch with the last Deployment still queued.
 pub async fn a_crash_looping_new_pod_halts_the_batch_early(backend: Backend) {
-    use k8s_openapi::api::core::v1::Pod;
     let options = AppOptions {
         deployments: &[("a", &["uaa"]), ("b", &["uaa"]), ("c", &["uaa"])],
-        hang: &["b"],
+        crash_loop: &["b"],
         ..AppOptions::default()
     };
     let r = running_configured(backend, "pod-failure", std::slice::from_ref(&options), |config| {
@@ -778,47 +770,24 @@ pub async fn a_crash_looping_new_pod_halts_the_batch_early(backend: Backend) {
     })
     .await;
     let w = &r.world;
-    let before = w.vcap_of("bookshop-v1-b").await;
     w.rotate_secret("bookshop-uaa").await;
-    // The live Deployment says when it rolls: the batch records a start after waiting its turn
-    // with its next status write (up to a minute later).
-    let rolling = || async {
-        let now = w.vcap_of("bookshop-v1-b").await;
-        (now != before && !now.is_empty()).then_some(now)
-    };
-    eventually("bookshop-v1-b rolling", LONG, || async { rolling().await.is_some() }).await;
-    let secret = rolling().await.expect("seen above");
-
-    let pods: kube::Api<Pod> = kube::Api::namespaced(w.client.clone(), &w.ns);
-    let pod: Pod = serde_json::from_value(serde_json::json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "bookshop-v1-b-7d9-x2k4p", "labels": {"app": "bookshop-v1-b"}},
-        "spec": {"containers": [{"name": "main", "image": "i", "envFrom": [{"secretRef": {"name": secret, "optional": true}}]}]}
-    }))
-    .expect("pod");
-    pods.create(&Default::default(), &pod).await.expect("create the new Pod");
-    let crash = serde_json::json!({"status": {"phase": "Running", "containerStatuses": [{
-        "name": "main", "image": "i", "imageID": "", "ready": false, "restartCount": 2,
-        "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s restarting failed container"}},
-        "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}}}]}});
-    pods.patch_status("bookshop-v1-b-7d9-x2k4p", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&crash))
-        .await
-        .expect("the Pod crash-loops");
-
     let batch = w.wait_phase("bookshop", BatchPhase::Held, LONG).await;
     let status = batch.status.clone().expect("status");
     let condition = status.conditions.first().cloned().expect("condition");
     assert_eq!(condition.reason, "RolloutFailureGuard", "{condition:?}");
+    let b = status.deployments.iter().find(|d| d.name == "bookshop-v1-b").expect("b");
+    assert_eq!(b.state, Some(DeploymentRolloutState::Failing));
+    let message = b.message.clone().unwrap_or_default();
     assert!(
-        condition.message.starts_with(
-            "halted: bookshop-v1-b is failing (Pod bookshop-v1-b-7d9-x2k4p: container main CrashLoopBackOff; last \
-             terminated: Error (exit code 1))"
-        ),
+        message.starts_with("Pod bookshop-v1-b-")
+            && message.ends_with(": container main CrashLoopBackOff; last terminated: Error (exit code 1)"),
+        "{message}"
+    );
+    assert!(
+        condition.message.starts_with(&format!("halted: bookshop-v1-b is failing ({message}); 1 queued Deployment")),
         "{}",
         condition.message
     );
-    let b = status.deployments.iter().find(|d| d.name == "bookshop-v1-b").expect("b");
-    assert_eq!(b.state, Some(DeploymentRolloutState::Failing));
     let queued = status.deployments.iter().filter(|d| d.state == Some(DeploymentRolloutState::Queued)).count();
     assert_eq!(queued, 1, "the last Deployment waits: {:?}", status.deployments);
     r.stop().await;
@@ -826,11 +795,11 @@ pub async fn a_crash_looping_new_pod_halts_the_batch_early(backend: Backend) {
 
 /// An engine killed mid-rollout: its successor takes the lease after it expires and finishes.
 pub async fn engine_killed_mid_rollout_is_finished_by_the_next(backend: Backend) {
-    let options = AppOptions { stall: &[], ..AppOptions::default() };
+    // Slow rollouts, so the kill lands while Deployments roll.
+    let options = AppOptions { ready_after: Some("3s"), ..AppOptions::default() };
     let world = World::new(backend, "killed-mid-rollout").await;
     load_current(&world, &options).await;
-    // Slow rollouts, so the kill lands while Deployments roll.
-    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_secs(3));
+    let workloads = world.workloads();
     let first = Engine::on(&world, engine_config(&world, "engine-a")).await;
     first.wait_for_role_within(Role::Leader, LONG).await;
     world.rotate_secret("bookshop-uaa").await;
@@ -841,7 +810,7 @@ pub async fn engine_killed_mid_rollout_is_finished_by_the_next(backend: Backend)
     let batch = world.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     assert_eq!(batch.status.and_then(|s| s.progress).as_deref(), Some("2/2"));
     second.stop().await;
-    faker.stop().await;
+    workloads.stop().await;
 }
 
 /// Two engines on one Lease: exactly one leads, over several renewals. The leader opens one batch
@@ -850,7 +819,7 @@ pub async fn engine_killed_mid_rollout_is_finished_by_the_next(backend: Backend)
 pub async fn two_engines_share_one_lease_and_roll_each_deployment_once(backend: Backend) {
     let world = World::new(backend, "two-engines").await;
     load_current(&world, &AppOptions::default()).await;
-    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let workloads = world.workloads();
     let config = |identity: &str| {
         let mut config = engine_config(&world, identity);
         // Both batches roll the same Deployments seconds apart; the storm guard has its own story.
@@ -881,7 +850,7 @@ pub async fn two_engines_share_one_lease_and_roll_each_deployment_once(backend: 
     eventually("a second batch", LONG, || async { world.batches("bookshop").await.len() == 2 }).await;
     world.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     b.stop().await;
-    faker.stop().await;
+    workloads.stop().await;
 }
 
 /// Engines of two different namespaces do not overlap: both lead, each on its own Lease.

@@ -15,7 +15,6 @@ use serde_json::json;
 use crate::common::fixtures::AppOptions;
 use crate::common::story_world::StoryWorld as _;
 use crate::control_plane::Profile;
-use crate::faker::Faker;
 use crate::setup::{Engine, EngineExt as _, engine_config, load_current};
 use crate::world::{Backend, World, config_for};
 
@@ -25,8 +24,9 @@ const LONG: Duration = Duration::from_secs(90);
 /// data): the batch still succeeds, and no Deployment is rolled twice.
 pub async fn api_server_restarted_mid_rollout(backend: Backend) {
     let world = World::dedicated(backend, "apiserver-restart", Profile::Standard).await;
-    load_current(&world, &AppOptions::default()).await;
-    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_secs(2));
+    // Slow rollouts (each new Pod ready 2 s after it started), so the restart lands while they roll.
+    load_current(&world, &AppOptions { ready_after: Some("2s"), ..AppOptions::default() }).await;
+    let workloads = world.workloads();
     let engine = Engine::on(&world, engine_config(&world, "engine-a")).await;
     engine.wait_for_role_within(Role::Leader, LONG).await;
     world.rotate_secret("bookshop-uaa").await;
@@ -37,7 +37,7 @@ pub async fn api_server_restarted_mid_rollout(backend: Backend) {
     let writes = engine.workload_writes();
     assert_eq!(writes.get("update deployments").copied(), Some(2), "{writes:#?}");
     engine.stop().await;
-    faker.stop().await;
+    workloads.stop().await;
 }
 
 /// History compacted while the engine's watches are cut: they resume from a resourceVersion the
@@ -45,7 +45,7 @@ pub async fn api_server_restarted_mid_rollout(backend: Backend) {
 pub async fn watch_resumes_after_compaction_410(backend: Backend) {
     let world = World::dedicated(backend, "compaction-410", Profile::NoWatchCache).await;
     load_current(&world, &AppOptions::default()).await;
-    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let workloads = world.workloads();
     let engine = Engine::on(&world, engine_config(&world, "engine-a")).await;
     engine.wait_for_role_within(Role::Leader, LONG).await;
     // Changes the engine has seen, then history gone.
@@ -70,7 +70,7 @@ pub async fn watch_resumes_after_compaction_410(backend: Backend) {
     world.rotate_secret("bookshop-uaa").await;
     world.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     engine.stop().await;
-    faker.stop().await;
+    workloads.stop().await;
 }
 
 /// Two people approve the same batch at the same moment: one write wins (resourceVersion
@@ -78,7 +78,7 @@ pub async fn watch_resumes_after_compaction_410(backend: Backend) {
 pub async fn concurrent_approvers_one_wins(backend: Backend) {
     let world = World::new(backend, "concurrent-approvers").await;
     load_current(&world, &AppOptions { manual: true, ..AppOptions::default() }).await;
-    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let workloads = world.workloads();
     let engine = Engine::on(&world, engine_config(&world, "engine-a")).await;
     engine.wait_for_role_within(Role::Leader, LONG).await;
     world.rotate_secret("bookshop-uaa").await;
@@ -99,7 +99,7 @@ pub async fn concurrent_approvers_one_wins(backend: Backend) {
     let by = batch.spec.approval.and_then(|a| a.approved_by).unwrap_or_default();
     assert!(by == "alice" || by == "erin", "{by}");
     engine.stop().await;
-    faker.stop().await;
+    workloads.stop().await;
 }
 
 /// Someone else takes the Lease (a forced apply with a long duration): the engine notices at its

@@ -17,7 +17,6 @@ use serde_json::{Value, json};
 use crate::common::console::Console;
 use crate::common::fixtures::AppOptions;
 use crate::common::story_world::StoryWorld as _;
-use crate::faker::Faker;
 use crate::setup::{Engine, EngineExt as _, engine_config, load_current};
 use crate::world::{Backend, World, eventually};
 
@@ -309,7 +308,7 @@ pub async fn notifications_reach_a_loopback_receiver_once_across_a_leader_change
     let world = World::new(backend, "notify").await;
     load_current(&world, &AppOptions { manual: true, ..AppOptions::default() }).await;
     load_current(&world, &AppOptions { name: "travel", manual: true, ..AppOptions::default() }).await;
-    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let workloads = world.workloads();
     let (flaky_port, flaky) = receiver(Behaviour::FailsOnce).await;
     let (failing_port, failing) = receiver(Behaviour::AlwaysFails).await;
     let (hanging_port, hanging) = receiver(Behaviour::Hangs).await;
@@ -414,5 +413,5 @@ pub async fn notifications_reach_a_loopback_receiver_once_across_a_leader_change
     assert_eq!((body["cluster"].as_str(), body["engine"].as_str()), (Some("story"), Some("engine-b")));
     assert!(!body.to_string().contains("first-secret"), "never a credential: {body}");
     b.stop().await;
-    faker.stop().await;
+    workloads.stop().await;
 }

@@ -15,7 +15,6 @@ use crate::common::fixtures::AppOptions;
 use crate::common::http_get;
 use crate::common::story_world::StoryWorld as _;
 use crate::control_plane::Profile;
-use crate::faker::Faker;
 use crate::process_stories::Daemon;
 use crate::setup::{Engine, EngineExt as _, capdeck, engine_config, install_service_binding_crd, load_current, text};
 use crate::world::{Backend, World, b64, eventually};
@@ -140,7 +139,7 @@ pub async fn hostile_values_in_every_kind_stop_nothing_and_leak_nothing(backend:
     let world = World::dedicated(backend, "hostile-values", Profile::Standard).await;
     install_service_binding_crd(&world).await;
     load_current(&world, &AppOptions::default()).await;
-    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let workloads = world.workloads();
     let other = format!("{}-other", world.ns);
     world.apply_objects(hostile_objects(&other)).await;
     for (resource, name) in [
@@ -225,7 +224,7 @@ pub async fn hostile_values_in_every_kind_stop_nothing_and_leak_nothing(backend:
         assert!(!text.contains(CANARY) && !text.contains(&b64(CANARY)), "{what} holds the credential");
         assert!(!text.contains("SecretList"), "{what} holds a response body");
     }
-    faker.stop().await;
+    workloads.stop().await;
 }
 
 /// No rotation is lost across a failover: a manual batch for uaa waits; the leader is killed;
@@ -237,7 +236,7 @@ pub async fn a_rotation_seen_by_a_standby_is_batched_when_it_takes_over(backend:
     let options =
         AppOptions { manual: true, deployments: &[("srv", &["uaa"]), ("worker", &["db"])], ..AppOptions::default() };
     load_current(&world, &options).await;
-    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let workloads = world.workloads();
     let leader = Engine::on(&world, engine_config(&world, "engine-a")).await;
     leader.wait_for_role_within(Role::Leader, LONG).await;
     let standby = Engine::on(&world, engine_config(&world, "engine-b")).await;
@@ -265,7 +264,7 @@ pub async fn a_rotation_seen_by_a_standby_is_batched_when_it_takes_over(backend:
     let worker = world.vcap_payload(&world.vcap_of("bookshop-v1-worker").await).await;
     assert!(worker.contains("rotated-"), "worker runs the rotated db password: {worker}");
     standby.stop().await;
-    faker.stop().await;
+    workloads.stop().await;
 }
 
 /// Someone who may edit CAPApplicationVersions, and not Deployments, adds a workload named like
@@ -276,7 +275,7 @@ pub async fn a_workload_added_to_a_version_never_rewrites_another_teams_deployme
     let world = World::new(backend, "not-owned").await;
     let options = AppOptions { manual: true, ..AppOptions::default() };
     load_current(&world, &options).await;
-    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let workloads = world.workloads();
     let team_env = json!([{"configMapRef": {"name": "payments-config"}}, {"secretRef": {"name": "payments-db"}}]);
     world
         .apply_objects(vec![json!({"apiVersion": "apps/v1", "kind": "Deployment",
@@ -360,5 +359,5 @@ pub async fn a_workload_added_to_a_version_never_rewrites_another_teams_deployme
     // Its old VCAP Secret was still recognised as one, and deleted once it rolled out.
     assert!(world.secret("bookshop-v1-srv-go001").await.is_none(), "the previous VCAP Secret is gone");
     engine.stop().await;
-    faker.stop().await;
+    workloads.stop().await;
 }

@@ -10,9 +10,8 @@ use serde_json::{Value, json};
 
 use crate::common::fixtures::AppOptions;
 use crate::common::story_world::StoryWorld as _;
-use crate::faker::Faker;
 use crate::setup::{Engine, EngineExt as _, capdeck, engine_config, load_current, text};
-use crate::world::{Backend, World, eventually};
+use crate::world::{Backend, Workloads, World, eventually};
 
 const LONG: Duration = Duration::from_secs(60);
 
@@ -119,7 +118,7 @@ fn batches_json(kubeconfig: &std::path::Path, ns: &str) -> Vec<Value> {
 pub async fn daemon_readme_flow_readyz_metrics_json_logs_sigterm(backend: Backend) {
     let world = World::new(backend, "daemon-readme").await;
     load_current(&world, &AppOptions::default()).await;
-    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let workloads = world.workloads();
     let dir = tempfile::tempdir().expect("dir");
     let mut daemon = Daemon::start(&world.admin_kubeconfig, &world.ns, dir.path(), &["--rollout-delay", "1h"]);
     eventually("daemon ready", LONG, || async {
@@ -163,24 +162,24 @@ pub async fn daemon_readme_flow_readyz_metrics_json_logs_sigterm(backend: Backen
     .await;
     next.wait_for_role_within(Role::Leader, Duration::from_secs(15)).await;
     next.stop().await;
-    faker.stop().await;
+    workloads.stop().await;
 }
 
-/// A manual application, the status faker, a leading engine, and a batch awaiting approval.
-pub async fn awaiting_batch(world: &World) -> (Engine, Faker, String) {
+/// A manual application, the status workloads, a leading engine, and a batch awaiting approval.
+pub async fn awaiting_batch(world: &World) -> (Engine, Workloads, String) {
     load_current(world, &AppOptions { manual: true, ..AppOptions::default() }).await;
-    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let workloads = world.workloads();
     let engine = Engine::on(world, engine_config(world, "engine-a")).await;
     engine.wait_for_role_within(Role::Leader, LONG).await;
     world.rotate_secret("bookshop-uaa").await;
     let batch = world.wait_phase("bookshop", BatchPhase::AwaitingApproval, LONG).await;
-    (engine, faker, batch.name_any())
+    (engine, workloads, batch.name_any())
 }
 
 /// `capdeck approve` records the user the API server's SelfSubjectReview names.
 pub async fn cli_approve_records_the_identity_the_server_returns(backend: Backend) {
     let world = World::new(backend, "cli-identity").await;
-    let (engine, faker, name) = awaiting_batch(&world).await;
+    let (engine, workloads, name) = awaiting_batch(&world).await;
     world.grant("alice", "capdeck.dev", &["rotationbatches"], &["get", "list", "watch", "patch"], &[]).await;
     let alice = world.kubeconfig_for("alice");
     let output = capdeck(&alice, &["approve", &format!("{}/{name}", world.ns), "--reason", "CHG-7"]);
@@ -192,14 +191,14 @@ pub async fn cli_approve_records_the_identity_the_server_returns(backend: Backen
     assert_eq!(approval.approved_by.as_deref(), Some("alice"));
     assert_eq!(approval.reason.as_deref(), Some("CHG-7"));
     engine.stop().await;
-    faker.stop().await;
+    workloads.stop().await;
 }
 
 /// A user whose Role lacks `patch rotationbatches` is refused with a text naming user, verb and
 /// resource, and the batch is unchanged.
 pub async fn cli_refuses_a_user_without_patch_permission(backend: Backend) {
     let world = World::new(backend, "cli-refusal").await;
-    let (engine, faker, name) = awaiting_batch(&world).await;
+    let (engine, workloads, name) = awaiting_batch(&world).await;
     world
         .grant("dave", "capdeck.dev", &["rotationbatches"], &["get", "list", "watch"], &["patch:rotationbatches"])
         .await;
@@ -213,7 +212,7 @@ pub async fn cli_refuses_a_user_without_patch_permission(backend: Backend) {
     let batch = world.batches("bookshop").await.pop().expect("batch");
     assert!(batch.spec.approval.and_then(|a| a.approved_by).is_none());
     engine.stop().await;
-    faker.stop().await;
+    workloads.stop().await;
 }
 
 fn kubectl_path() -> std::path::PathBuf {
@@ -224,13 +223,13 @@ fn kubectl_path() -> std::path::PathBuf {
 /// shows the printer columns and resolves the short names.
 pub async fn crds_are_accepted_and_kubectl_shows_their_columns(backend: Backend) {
     let world = World::new(backend, "crds-kubectl").await;
-    let (engine, faker, name) = awaiting_batch(&world).await;
+    let (engine, workloads, name) = awaiting_batch(&world).await;
     let Ok(assets) = crate::world::assets() else {
         // The sandbox variant needs the built kubectl too; without it there is nothing to check.
         assert_eq!(backend, Backend::Sandbox);
         eprintln!("no built kubectl: the sandbox variant checks nothing");
         engine.stop().await;
-        faker.stop().await;
+        workloads.stop().await;
         return;
     };
     let _ = kubectl_path();
@@ -256,7 +255,7 @@ pub async fn crds_are_accepted_and_kubectl_shows_their_columns(backend: Backend)
     let versions = kubectl(&["get", "cav", "-n", &world.ns, "-o", "name"]);
     assert!(versions.contains("bookshop-v1"), "{versions}");
     engine.stop().await;
-    faker.stop().await;
+    workloads.stop().await;
 }
 
 /// `capdeck manifests` applied, and the daemon run with the token of that ServiceAccount
@@ -265,7 +264,7 @@ pub async fn crds_are_accepted_and_kubectl_shows_their_columns(backend: Backend)
 pub async fn daemon_as_the_manifests_service_account_completes_a_rotation(backend: Backend) {
     let world = World::new(backend, "daemon-as-sa").await;
     load_current(&world, &AppOptions::default()).await;
-    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let workloads = world.workloads();
     let system = format!("{}-system", world.ns);
     let kubeconfig = install_as_service_account(&world, &system);
     let dir = tempfile::tempdir().expect("dir");
@@ -276,7 +275,7 @@ pub async fn daemon_as_the_manifests_service_account_completes_a_rotation(backen
     let log = daemon.log();
     assert!(!log.contains("forbidden"), "the ServiceAccount was refused something: {log}");
     assert!(daemon.terminate().success());
-    faker.stop().await;
+    workloads.stop().await;
 }
 
 /// The daemon leads (`/readyz`); bookshop-uaa rotates; the admin forces and approves its batch
@@ -476,7 +475,7 @@ pub async fn console_approves_as_the_user_and_refuses_without_permission(backend
     use crossterm::event::KeyCode;
 
     let world = World::new(backend, "console").await;
-    let (engine, faker, name) = awaiting_batch(&world).await;
+    let (engine, workloads, name) = awaiting_batch(&world).await;
     let ns = world.ns.clone();
     let before = world.batches("bookshop").await.pop().expect("batch").metadata.resource_version;
 
@@ -538,7 +537,7 @@ pub async fn console_approves_as_the_user_and_refuses_without_permission(backend
     assert_eq!(approval.approved_by.as_deref(), Some("alice"));
     assert_eq!(approval.reason.as_deref(), Some("CHG-9 from the console"));
     engine.stop().await;
-    faker.stop().await;
+    workloads.stop().await;
 }
 
 /// `capdeck credentials` on a namespace: first without the ServiceBinding CRD (it says so, the
@@ -553,20 +552,63 @@ pub async fn credentials_report_margins_and_verdicts(backend: Backend) {
         {"name": "db", "class": "hana", "secret": "db-bind"},
         {"name": "dest", "class": "destination", "secret": "dest-bind"}]);
     let metadata = crate::world::b64(r#"{"credentialProperties":[{"name":"clientid","format":"text"}]}"#);
-    let owned = |name: &str, group: &str| {
+    // The binding Secrets are owned by their ServiceBindings. A placeholder uid is the fixtures'
+    // (`World::apply_objects` points it at the live binding): kube-controller-manager's garbage
+    // collector deletes a Secret whose owner does not exist. cf-service-operator's kind is not
+    // served here, so nothing resolves (or collects) that one.
+    let owned = |name: &str, group: &str, uid: &str| {
         json!({"apiVersion": "v1", "kind": "Secret",
                "metadata": {"name": name, "namespace": ns, "ownerReferences": [
-                   {"apiVersion": group, "kind": "ServiceBinding", "name": name, "uid": "0a4a-uid"}]},
+                   {"apiVersion": group, "kind": "ServiceBinding", "name": name, "uid": uid}]},
                "data": {".metadata": metadata, "clientid": crate::world::b64("sb-1")}})
     };
+    let binding = |name: &str, extra: Value| {
+        let mut binding = json!({"apiVersion": "services.cloud.sap.com/v1", "kind": "ServiceBinding",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"secretName": name, "credentialsRotationPolicy": {"enabled": true}},
+            "status": {"ready": "True", "conditions": []}});
+        if let (Some(target), Some(extra)) = (binding.as_object_mut(), extra.as_object()) {
+            for (key, value) in extra {
+                target.insert(key.clone(), value.clone());
+            }
+        }
+        // Upstream's schema requires it (the hand-written CRD never did).
+        binding["spec"]["serviceInstanceName"] = json!("bookshop-instance");
+        binding
+    };
+    let bindings = vec![
+        binding("uaa-bind", json!({})),
+        binding(
+            "uaa-bind-k3x9q",
+            json!({
+            "metadata": {"name": "uaa-bind-k3x9q", "namespace": ns, "labels": {
+                "services.cloud.sap.com/rotationOf": "uaa-bind", "services.cloud.sap.com/stale": "old-id"}},
+            "spec": {"secretName": "uaa-bind-k3x9q",
+                     "credentialsRotationPolicy": {"enabled": false, "rotatedBindingTTL": "30m"}}}),
+        ),
+        binding("db-bind", json!({})),
+    ];
+    let install_bindings = || async {
+        let crd: Value =
+            capdeck::manifest::parse_documents(&crate::setup::servicebinding_crd(), false).expect("CRD yaml").remove(0);
+        world.apply_objects(vec![crd]).await;
+        eventually("ServiceBindings served", LONG, || async { world_has_service_bindings(&world).await }).await;
+        world.apply_objects(bindings.clone()).await;
+    };
+    // On a real server (with a garbage collector) the bindings come first, as the operator makes
+    // them; the sandbox shows the verdicts without the CRD first.
+    let real = backend == Backend::KubeApiserver;
+    if real {
+        install_bindings().await;
+    }
     world
         .apply_objects(vec![
             json!({"apiVersion": "sme.sap.com/v1alpha1", "kind": "CAPApplication",
                    "metadata": {"name": "bookshop", "namespace": ns},
                    "spec": {"btpAppName": "bookshop", "providerSubaccountId": "p", "btp": {"services": services}}}),
-            owned("uaa-bind", "services.cloud.sap.com/v1"),
-            owned("db-bind", "services.cloud.sap.com/v1"),
-            owned("dest-bind", "cf.cs.sap.com/v1alpha1"),
+            owned("uaa-bind", "services.cloud.sap.com/v1", "00000000-0000-4000-8000-0000000000b1"),
+            owned("db-bind", "services.cloud.sap.com/v1", "00000000-0000-4000-8000-0000000000b2"),
+            owned("dest-bind", "cf.cs.sap.com/v1alpha1", "0a4a-uid"),
         ])
         .await;
     let credentials = |args: &[&str]| {
@@ -586,7 +628,6 @@ pub async fn credentials_report_margins_and_verdicts(backend: Backend) {
             .map(|c| (c["secret"].as_str().unwrap_or("").to_string(), c["verdict"].as_str().unwrap_or("").to_string()))
             .collect()
     };
-    // The shared control plane gets the ServiceBinding CRD only below; the sandbox never had it.
     let (stdout, stderr) = credentials(&["-o", "json"]);
     if !world_has_service_bindings(&world).await {
         assert!(stderr.contains("no ServiceBinding information"), "{stderr}");
@@ -594,39 +635,9 @@ pub async fn credentials_report_margins_and_verdicts(backend: Backend) {
         assert!(found.contains(&("uaa-bind".into(), "unknown".into())), "{found:?}");
         assert!(found.contains(&("dest-bind".into(), "unsafe".into())), "cf needs no CRD to be judged: {found:?}");
     }
-
-    let crd: Value =
-        capdeck::manifest::parse_documents(&crate::setup::servicebinding_crd(), false).expect("CRD yaml").remove(0);
-    world.apply_objects(vec![crd]).await;
-    eventually("ServiceBindings served", LONG, || async { world_has_service_bindings(&world).await }).await;
-    let binding = |name: &str, extra: Value| {
-        let mut binding = json!({"apiVersion": "services.cloud.sap.com/v1", "kind": "ServiceBinding",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {"secretName": name, "credentialsRotationPolicy": {"enabled": true}},
-            "status": {"ready": "True", "conditions": []}});
-        if let (Some(target), Some(extra)) = (binding.as_object_mut(), extra.as_object()) {
-            for (key, value) in extra {
-                target.insert(key.clone(), value.clone());
-            }
-        }
-        // Upstream's schema requires it (the hand-written CRD never did).
-        binding["spec"]["serviceInstanceName"] = json!("bookshop-instance");
-        binding
-    };
-    world
-        .apply_objects(vec![
-            binding("uaa-bind", json!({})),
-            binding(
-                "uaa-bind-k3x9q",
-                json!({
-                "metadata": {"name": "uaa-bind-k3x9q", "namespace": ns, "labels": {
-                    "services.cloud.sap.com/rotationOf": "uaa-bind", "services.cloud.sap.com/stale": "old-id"}},
-                "spec": {"secretName": "uaa-bind-k3x9q",
-                         "credentialsRotationPolicy": {"enabled": false, "rotatedBindingTTL": "30m"}}}),
-            ),
-            binding("db-bind", json!({})),
-        ])
-        .await;
+    if !real {
+        install_bindings().await;
+    }
     let (stdout, _) = credentials(&["-o", "json"]);
     let found = verdicts(&stdout);
     assert_eq!(
@@ -707,78 +718,64 @@ async fn world_has_service_bindings(world: &World) -> bool {
     kube::discovery::pinned_kind(&world.client, &gvk).await.is_ok()
 }
 
-/// The console's drill-down from a rollout row: a Deployment's ReplicaSets (newest first, with
-/// the VCAP Secret each reads) and their Pods (state, ready, restarts, last termination), read
-/// the way the Pods pane reads them; `l` checks `get pods/log` before reading a log, and says
-/// which permission is missing.
+/// The console's drill-down from a rollout row, on real ReplicaSets and Pods (kube-controller-
+/// manager's, kwok's kubelets; the sandbox's simulation): a rotation rolls `srv`, whose new Pod
+/// crash-loops. The rows are its ReplicaSets (newest first, with the VCAP Secret each reads) and
+/// their Pods (state, restarts, last termination), read the way the Pods pane reads them; `l`
+/// checks `get pods/log` before reading a log, and says which permission is missing.
 pub async fn pods_pane_shows_replicasets_pods_and_checks_log_permission(backend: Backend) {
     use capdeck::readmodel::pods::{RowKind, fetch, log};
     let world = World::new(backend, "pods-pane").await;
-    load_current(&world, &AppOptions { deployments: &[("srv", &["uaa"])], ..AppOptions::default() }).await;
-    let deployment = world.get("apps/v1", "Deployment", "bookshop-v1-srv").await.expect("deployment");
-    let uid = deployment["metadata"]["uid"].as_str().expect("uid").to_string();
-    let selector = deployment["spec"]["selector"]["matchLabels"].clone();
-    let owner = |kind: &str, name: &str, uid: &str| json!([{"apiVersion": "apps/v1", "kind": kind, "name": name, "uid": uid, "controller": true}]);
-    let replicaset = |name: &str, revision: &str, secret: &str| {
-        json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
-               "metadata": {"name": name, "namespace": world.ns, "labels": selector,
-                            "ownerReferences": owner("Deployment", "bookshop-v1-srv", &uid),
-                            "annotations": {"deployment.kubernetes.io/revision": revision}},
-               "spec": {"replicas": 1, "selector": {"matchLabels": selector},
-                        "template": {"metadata": {"labels": selector},
-                                     "spec": {"containers": [{"name": "main", "image": "i",
-                                              "envFrom": [{"secretRef": {"name": secret, "optional": true}}]}]}}}})
-    };
-    world
-        .apply_objects(vec![
-            replicaset("bookshop-v1-srv-6c4", "1", "bookshop-v1-srv-old"),
-            replicaset("bookshop-v1-srv-7d9", "2", "bookshop-v1-srv-new"),
-        ])
-        .await;
-    let new_rs = world.get("apps/v1", "ReplicaSet", "bookshop-v1-srv-7d9").await.expect("rs");
-    let rs_uid = new_rs["metadata"]["uid"].as_str().expect("rs uid").to_string();
-    world
-        .apply_objects(vec![json!({"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "bookshop-v1-srv-7d9-x2k4p", "namespace": world.ns, "labels": selector,
-                         "ownerReferences": owner("ReplicaSet", "bookshop-v1-srv-7d9", &rs_uid)},
-            "spec": {"containers": [{"name": "main", "image": "i"}]}})])
-        .await;
-    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(world.client.clone(), &world.ns);
-    let crash = json!({"status": {"phase": "Running", "containerStatuses": [{
-        "name": "main", "image": "i", "imageID": "", "ready": false, "restartCount": 5,
-        "state": {"waiting": {"reason": "CrashLoopBackOff"}},
-        "lastState": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}]}});
-    pods.patch_status("bookshop-v1-srv-7d9-x2k4p", &Default::default(), &kube::api::Patch::Merge(&crash))
-        .await
-        .expect("the Pod crash-loops");
+    let options = AppOptions { deployments: &[("srv", &["uaa"])], crash_loop: &["srv"], ..AppOptions::default() };
+    load_current(&world, &options).await;
+    let old_secret = world.vcap_of("bookshop-v1-srv").await;
+    let workloads = world.workloads();
+    let engine = Engine::on(&world, engine_config(&world, "engine-a")).await;
+    engine.wait_for_role_within(Role::Leader, LONG).await;
+    world.rotate_secret("bookshop-uaa").await;
+    let seen = std::sync::Mutex::new(Vec::new());
+    eventually("the new ReplicaSet's Pod crash-looping beside the old ones", LONG, || async {
+        let rows = fetch(&world.client, &world.ns, "bookshop-v1-srv").await?;
+        let shape: Vec<(RowKind, &str)> = rows.iter().map(|r| (r.kind, r.status.as_str())).collect();
+        let want = [
+            (RowKind::ReplicaSet, "current"),
+            (RowKind::Pod, "CrashLoopBackOff"),
+            (RowKind::ReplicaSet, "old"),
+            (RowKind::Pod, "Running"),
+            (RowKind::Pod, "Running"),
+        ];
+        let matched = shape == want;
+        let said = format!("{shape:?}");
+        *seen.lock().expect("lock") = rows;
+        if matched { Ok(()) } else { Err(said) }
+    })
+    .await;
+    let rows = seen.into_inner().expect("lock");
+    let new_secret = world.vcap_of("bookshop-v1-srv").await;
+    assert_ne!(new_secret, old_secret, "capdeck pointed srv at its new VCAP Secret");
+    let (current, crashing, old) = (&rows[0], &rows[1], &rows[2]);
+    assert_eq!(current.secret.as_deref(), Some(new_secret.as_str()), "{current:?}");
+    assert_eq!(old.secret.as_deref(), Some(old_secret.as_str()), "{old:?}");
+    assert!(crashing.name.starts_with(&format!("{}-", current.name)), "{crashing:?} of {current:?}");
+    assert!(crashing.restarts >= 1 && current.restarts == crashing.restarts, "{current:?} {crashing:?}");
+    assert_eq!(crashing.last_termination.as_deref(), Some("Error (exit code 1)"));
+    assert_eq!(crashing.log_container.as_deref(), Some("main"));
+    assert!(rows[3..].iter().all(|pod| pod.ready == "1/1" && pod.restarts == 0), "{rows:?}");
+    engine.stop().await;
+    workloads.stop().await;
+    let crashing_pod = crashing.name.clone();
 
-    let rows = fetch(&world.client, &world.ns, "bookshop-v1-srv").await.expect("rows");
-    let summary: Vec<(RowKind, &str, &str, i32, Option<&str>)> = rows
-        .iter()
-        .map(|r| {
-            (
-                r.kind,
-                r.name.as_str(),
-                r.status.as_str(),
-                r.restarts,
-                r.last_termination.as_deref().or(r.secret.as_deref()),
-            )
-        })
-        .collect();
-    assert_eq!(
-        summary,
-        [
-            (RowKind::ReplicaSet, "bookshop-v1-srv-7d9", "current", 5, Some("bookshop-v1-srv-new")),
-            (RowKind::Pod, "bookshop-v1-srv-7d9-x2k4p", "CrashLoopBackOff", 5, Some("OOMKilled (exit code 137)")),
-            (RowKind::ReplicaSet, "bookshop-v1-srv-6c4", "old", 0, Some("bookshop-v1-srv-old")),
-        ]
-    );
     let missing = fetch(&world.client, &world.ns, "nope").await.expect_err("no such Deployment");
     assert_eq!(missing, format!("Deployment {}/nope no longer exists", world.ns));
 
     // A Pod never scheduled to a node has no log: kube-apiserver answers empty (no kubelet to
     // ask), and so does the sandbox.
-    let unscheduled = log(&world.client, &world.ns, "bookshop-v1-srv-7d9-x2k4p", Some("main")).await;
+    world
+        .apply_objects(vec![json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "nowhere", "namespace": world.ns},
+            "spec": {"nodeSelector": {"capdeck.dev/test-pool": "none"}, "containers": [{"name": "main", "image": "i"}]}})])
+        .await;
+    let unscheduled = log(&world.client, &world.ns, "nowhere", Some("main")).await;
     assert_eq!(unscheduled, Ok(Vec::new()));
     let gone = log(&world.client, &world.ns, "nope", None).await.expect_err("no such Pod");
     assert!(gone.starts_with(&format!("cannot read the log of Pod {}/nope: ", world.ns)), "{gone}");
@@ -799,7 +796,7 @@ pub async fn pods_pane_shows_replicasets_pods_and_checks_log_permission(backend:
     // A user who may list Pods but not read their logs is told which permission is missing.
     world.grant("erin", "", &["pods"], &["get", "list"], &["get:pods/log"]).await;
     let erin = crate::world::client_for(&world.kubeconfig_for("erin")).await;
-    let denied = log(&erin, &world.ns, "bookshop-v1-srv-7d9-x2k4p", Some("main")).await.expect_err("no pods/log");
+    let denied = log(&erin, &world.ns, &crashing_pod, Some("main")).await.expect_err("no pods/log");
     assert_eq!(
         denied,
         format!(

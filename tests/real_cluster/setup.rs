@@ -15,10 +15,31 @@ use k8s_openapi::api::core::v1::Secret;
 use serde_json::{Value, json};
 
 use crate::common::fixtures::{AppOptions, NS, RunningEngine, application};
-use crate::world::{World, b64};
+use crate::world::{Backend, Fate, World, b64, node_pool, pin_to_pool};
+
+/// The Deployments of `options` with a fate (full names): their Pods run on Nodes of their own,
+/// and what their next Pods do is the fate's.
+pub fn fated(options: &AppOptions) -> Vec<(String, Fate)> {
+    let full = |name: &str| format!("{}-v1-{name}", options.name);
+    let lists: [(&[&str], Fate); 4] = [
+        (options.stall, Fate::NeverReady),
+        (options.hang, Fate::NeverReady),
+        (options.crash_loop, Fate::CrashLoop),
+        (options.unschedulable, Fate::Unschedulable),
+    ];
+    lists.iter().flat_map(|(names, fate)| names.iter().map(move |name| (full(name), *fate))).collect()
+}
+
+/// How long a stalling Deployment's rollout may go without progress (`progressDeadlineSeconds`).
+pub const STALL_DEADLINE_SECONDS: i64 = 5;
+/// The same for an unschedulable one: long enough for capdeck to have read the scheduler's reason
+/// (it lists a rolling Deployment's Pods every 5 s).
+pub const UNSCHEDULABLE_DEADLINE_SECONDS: i64 = 12;
 
 /// The fixture application of `options` in `ns`, its Deployments already pointing at VCAP
 /// Secrets with exactly their current payload, so an engine starting on it has nothing to do.
+/// Deployments with a fate are pinned to their own Node pool; a stalling one gives up after
+/// `STALL_DEADLINE_SECONDS`.
 pub fn current_application(options: &AppOptions, ns: &str) -> Vec<Value> {
     let mut objects: Vec<Value> = application(options)
         .into_iter()
@@ -31,6 +52,23 @@ pub fn current_application(options: &AppOptions, ns: &str) -> Vec<Value> {
         })
         .collect();
     make_current(&mut objects);
+    let full =
+        |names: &[&str]| -> Vec<String> { names.iter().map(|name| format!("{}-v1-{name}", options.name)).collect() };
+    let (stalling, unschedulable) = (full(options.stall), full(options.unschedulable));
+    for (deployment, _) in fated(options) {
+        for object in objects.iter_mut().filter(|o| o["kind"] == "Deployment" && key_of(o).1 == deployment) {
+            pin_to_pool(object, &node_pool(ns, &deployment));
+            if stalling.contains(&deployment) {
+                // As on the real plane: new Pods that never become ready, then the deadline (the
+                // sandbox's `stall` annotation makes them crash-loop, which fails them earlier).
+                object["spec"]["progressDeadlineSeconds"] = json!(STALL_DEADLINE_SECONDS);
+                object["metadata"]["annotations"] = json!({capdeck::sandbox::simulate::HANG_ANNOTATION: "true"});
+            }
+            if unschedulable.contains(&deployment) {
+                object["spec"]["progressDeadlineSeconds"] = json!(UNSCHEDULABLE_DEADLINE_SECONDS);
+            }
+        }
+    }
     objects
 }
 
@@ -91,8 +129,28 @@ fn make_current(objects: &mut Vec<Value>) {
 
 /// A CAPApplicationVersion's Ready status must follow its creation; the fixture's objects in
 /// an order a real server accepts (Secrets before what names them).
+/// On a real server the Deployments' status is the deployment controller's (the fixture's is
+/// left out), and this returns once they rolled out, with each fate armed.
 pub async fn load_current(world: &World, options: &AppOptions) {
-    world.apply_objects(current_application(options, &world.ns)).await;
+    let fated = fated(options);
+    for (deployment, _) in &fated {
+        world.prepare_pool(deployment).await;
+    }
+    let mut objects = current_application(options, &world.ns);
+    if world.backend == Backend::KubeApiserver {
+        for object in objects.iter_mut().filter(|o| o["kind"] == "Deployment") {
+            if let Some(object) = object.as_object_mut() {
+                object.remove("status");
+            }
+        }
+    }
+    world.apply_objects(objects).await;
+    if world.backend == Backend::KubeApiserver {
+        world.settled().await;
+        for (deployment, fate) in &fated {
+            world.next_pods(deployment, *fate).await;
+        }
+    }
 }
 
 /// Engine settings for wall-clock scenarios: a 2 s window, progress every 200 ms, a 10 s lease

@@ -62,7 +62,8 @@ pub fn find() -> Result<Upstream, String> {
 /// A control plane with the Go operator's own CRDs (not capdeck's copies), Istio's and
 /// cert-manager's that its informers need, and capdeck's RotationBatch.
 fn start_plane(upstream: &Upstream) -> Result<ControlPlane, String> {
-    let plane = ControlPlane::start(crate::world::assets()?, Profile::Standard)?;
+    let mut plane = ControlPlane::start(crate::world::assets()?, Profile::Standard)?;
+    plane.workloads_start_time = plane.start_workloads()?;
     let mut files: Vec<PathBuf> = std::fs::read_dir(&upstream.crds)
         .map_err(|e| format!("{}: {e}", upstream.crds.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))

@@ -12,12 +12,11 @@ use sha2::Digest as _;
 
 use crate::common::story_world::StoryWorld as _;
 use crate::control_plane::last_lines;
-use crate::faker::Faker;
 use crate::process_stories::Daemon;
 use crate::setup::{Engine, EngineExt as _, capdeck, engine_config, text};
 use crate::upstream::{SpecWrites, UpstreamWorld, application, secret, version, version_with_tenants};
 use crate::vcap_corpus::{self, Shape};
-use crate::world::{World, b64, eventually};
+use crate::world::{Fate, POOL_KEY, World, b64, eventually, node_pool};
 
 /// The Go operator's shortest window (anything below is clamped to it).
 const GO_DELAY: &str = "30s";
@@ -131,7 +130,7 @@ pub async fn vcap_corpus_is_byte_identical() {
     let shape_count = all_shapes(1).len() + 2;
     assert!(shape_count >= 30, "the corpus has {shape_count} shapes");
     w.apply_objects(objects).await;
-    let faker = Faker::start(w.client.clone(), &w.ns, Duration::from_millis(300));
+    let workloads = w.workloads();
     u.start_operator(GO_DELAY);
     u.wait_operator_leads().await;
     u.wait_versions_ready(&["corpus-a-v1", "corpus-b-v1"]).await;
@@ -225,7 +224,7 @@ pub async fn vcap_corpus_is_byte_identical() {
     assert!(u.logged("Deployment updated for credential rollout").is_empty());
     let (plan, _) = u.plan();
     assert!(consumer_names.iter().all(|d| plan[d].0 == "Unchanged"), "{plan:?}");
-    faker.stop().await;
+    workloads.stop().await;
 }
 
 /// The Go operator leads with `rolloutOnCredentialUpdate`; it is stopped and `capdeck --daemon`
@@ -249,7 +248,7 @@ pub async fn switch_over_both_ways() {
         ),
     ])
     .await;
-    let faker = Faker::start(w.client.clone(), &w.ns, Duration::from_millis(300));
+    let workloads = w.workloads();
     u.start_operator(GO_DELAY);
     u.wait_operator_leads().await;
     u.wait_versions_ready(&["bookshop-v1"]).await;
@@ -290,7 +289,7 @@ pub async fn switch_over_both_ways() {
     u.wait_operator_leads().await;
     wait_go_found_unchanged(&u, &all).await;
     assert!(writes.all().is_empty(), "the Go operator restarted after capdeck: {:?}", writes.all());
-    faker.stop().await;
+    workloads.stop().await;
 }
 
 /// The same data under the Secret name `name`.
@@ -315,7 +314,7 @@ pub async fn both_running_on_one_application() {
         ),
     ])
     .await;
-    let faker = Faker::start(w.client.clone(), &w.ns, Duration::from_millis(300));
+    let workloads = w.workloads();
     // Below its minimum: the Go operator says so and uses 30 s (capdeck takes any window).
     u.start_operator("5s");
     u.wait_operator_leads().await;
@@ -371,13 +370,14 @@ pub async fn both_running_on_one_application() {
     assert_eq!(writes.all().len(), 2, "{managers:?}");
     assert!(managers.iter().all(|(_, m)| m == "capdeck-engine"), "{managers:?}");
     engine.stop().await;
-    faker.stop().await;
+    workloads.stop().await;
 }
 
 /// For one rotation, which Deployments each program restarts: the latest Ready version, a
 /// version a Ready tenant still uses, a version only an upgrading tenant uses, and a Deployment
 /// that does not read the rotated Secret. The tenants are the Go operator's own: provisioned
-/// through its tenant operations (the faker completes their Jobs) and one upgrade left running.
+/// through its tenant operations (the real job controller completes their Jobs) and one upgrade left
+/// running (its Job's Pod never becomes ready).
 pub async fn same_choices_for_one_rotation() {
     let u = UpstreamWorld::start("same-choices").await;
     let w = &u.world;
@@ -392,8 +392,18 @@ pub async fn same_choices_for_one_rotation() {
     for (n, semver) in [(1, "1.0.0"), (2, "2.0.0"), (3, "3.0.0")] {
         objects.push(version_with_tenants(&w.ns, "shop", &format!("shop-v{n}"), semver, workloads, &["uaa", "db"]));
     }
+    // The upgrade to 3.0.0 is to hang: v3's tenant operation Jobs run on a Node whose Pods never
+    // become ready (the real job controller never completes them).
+    let upgrade_pool = node_pool(&w.ns, "shop-v3-mtx");
+    let v3_jobs = objects[3].pointer_mut("/spec/workloads").and_then(Value::as_array_mut).expect("v3 workloads");
+    for job in v3_jobs.iter_mut().filter(|w| w["name"] == "mtx") {
+        job["jobDefinition"]["nodeSelector"] = json!({POOL_KEY: upgrade_pool});
+        job["jobDefinition"]["tolerations"] =
+            json!([{"key": POOL_KEY, "operator": "Equal", "value": upgrade_pool, "effect": "NoSchedule"}]);
+    }
+    w.add_pool_node(&upgrade_pool, Fate::NeverReady).await;
     w.apply_objects(objects).await;
-    let faker = Faker::start_holding_upgrades(w.client.clone(), &w.ns, Duration::from_millis(300));
+    let workloads = w.workloads();
     u.start_operator(GO_DELAY);
     u.wait_operator_leads().await;
     u.wait_versions_ready(&["shop-v1", "shop-v2", "shop-v3"]).await;
@@ -451,7 +461,7 @@ pub async fn same_choices_for_one_rotation() {
     let mut capdeck_expected = both.clone();
     capdeck_expected.extend(["shop-v1-srv".to_string(), "shop-v1-router".to_string()]);
     assert_eq!(capdeck_restarts, capdeck_expected, "capdeck");
-    faker.stop().await;
+    workloads.stop().await;
 }
 
 async fn wait_tenant(u: &UpstreamWorld, name: &str, state: &str, current: &str) {

@@ -22,7 +22,6 @@ use serde_json::json;
 use crate::common::fixtures::AppOptions;
 use crate::common::story_world::StoryWorld as _;
 use crate::engine_stories::events_with;
-use crate::faker::Faker;
 use crate::fleet_stories::{Behaviour, accepted_events, receiver};
 use crate::setup::{Engine, EngineExt as _, engine_config, install_service_binding_crd, load_current, service_binding};
 use crate::world::{Backend, World, eventually};
@@ -127,7 +126,7 @@ pub async fn outside_its_window_a_batch_waits_then_rolls_at_the_opening(backend:
     load_current(&world, &AppOptions::default()).await;
     let opens = a_minute_at_least(0);
     annotate_namespace(&world, &window_at(opens)).await;
-    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let workloads = world.workloads();
     let wall = opens.checked_sub(seconds(25)).expect("time");
     let engine = start(&world, "engine-a", |config| {
         config.clock = Clock::Tokio { wall, instant: tokio::time::Instant::now() };
@@ -154,7 +153,7 @@ pub async fn outside_its_window_a_batch_waits_then_rolls_at_the_opening(backend:
     })
     .await;
     engine.stop().await;
-    faker.stop().await;
+    workloads.stop().await;
 }
 
 /// The application's next window is a day away and its old credentials die in 30 min: the
@@ -174,7 +173,7 @@ pub async fn a_deadline_before_the_next_window_escalates_and_notifies(backend: B
         ])
         .await;
     let (port, received) = receiver(Behaviour::Accepts).await;
-    let faker = Faker::start(world.client.clone(), &ns, Duration::from_millis(300));
+    let workloads = world.workloads();
     let engine = start(&world, "engine-a", |config| {
         config.notify = capdeck::engine::config::NotifyConfig {
             targets: vec![
@@ -231,7 +230,7 @@ pub async fn a_deadline_before_the_next_window_escalates_and_notifies(backend: B
     let recorded = batch.status.map(|s| s.notifications).unwrap_or_default();
     assert_eq!(recorded.iter().filter(|r| r.event == "DeadlineBeforeChangeWindow").count(), 1, "{recorded:?}");
     engine.stop().await;
-    faker.stop().await;
+    workloads.stop().await;
 }
 
 /// A freeze of the namespace holds a batch (`Waiting`, `Frozen`, who and why) across an engine's
@@ -245,7 +244,7 @@ pub async fn a_freeze_holds_across_restart_and_leader_change_and_ends_by_unfreez
     }
     let in_an_hour = Timestamp::now().checked_add(1.hour()).expect("time");
     freeze(&world, None, in_an_hour).await;
-    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let workloads = world.workloads();
     let (port, received) = receiver(Behaviour::Accepts).await;
     let notify = capdeck::engine::config::NotifyConfig {
         targets: vec![
@@ -320,7 +319,7 @@ pub async fn a_freeze_holds_across_restart_and_leader_change_and_ends_by_unfreez
     })
     .await;
     second.stop().await;
-    faker.stop().await;
+    workloads.stop().await;
 }
 
 /// The cluster's windows (`--change-windows`) are a day away: the batch waits, and `capdeck
@@ -328,7 +327,7 @@ pub async fn a_freeze_holds_across_restart_and_leader_change_and_ends_by_unfreez
 pub async fn force_overrides_a_window_and_the_record_says_so(backend: Backend) {
     let world = World::new(backend, "window-force").await;
     load_current(&world, &AppOptions::default()).await;
-    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let workloads = world.workloads();
     let windows = capdeck::api::change_window::ChangeWindows::parse(&window_in_two_days()).expect("windows");
     let engine = start(&world, "engine-a", |config| config.change_windows = Some(windows)).await;
     let w = &world;
@@ -368,7 +367,7 @@ pub async fn force_overrides_a_window_and_the_record_says_so(backend: Backend) {
     })
     .await;
     engine.stop().await;
-    faker.stop().await;
+    workloads.stop().await;
 }
 
 /// An application annotation that cannot be parsed is never ignored: its batch is held
@@ -378,7 +377,7 @@ pub async fn an_unreadable_window_holds_the_batch_until_it_is_fixed(backend: Bac
     let world = World::new(backend, "window-unreadable").await;
     load_current(&world, &AppOptions::default()).await;
     annotate_application(&world, "bookshop", "Mon 25:00-26:00 UTC").await;
-    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let workloads = world.workloads();
     let engine = start(&world, "engine-a", |_| {}).await;
     let w = &world;
     let before = w.vcap_of("bookshop-v1-srv").await;
@@ -415,7 +414,7 @@ pub async fn an_unreadable_window_holds_the_batch_until_it_is_fixed(backend: Bac
     w.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     assert_ne!(w.vcap_of("bookshop-v1-srv").await, before);
     engine.stop().await;
-    faker.stop().await;
+    workloads.stop().await;
 }
 
 /// A force is carried into the batch that supersedes the forced one: under a 1 h window, a manual
@@ -424,7 +423,7 @@ pub async fn an_unreadable_window_holds_the_batch_until_it_is_fixed(backend: Bac
 pub async fn a_force_is_carried_into_the_batch_that_supersedes_it(backend: Backend) {
     let world = World::new(backend, "force-carried").await;
     load_current(&world, &AppOptions { manual: true, ..AppOptions::default() }).await;
-    let faker = Faker::start(world.client.clone(), &world.ns, Duration::from_millis(300));
+    let workloads = world.workloads();
     let engine = start(&world, "engine-a", |config| config.rollout_delay = Duration::from_secs(3600)).await;
     let w = &world;
     w.rotate_secret("bookshop-uaa").await;
@@ -457,5 +456,5 @@ pub async fn a_force_is_carried_into_the_batch_that_supersedes_it(backend: Backe
         "its own 1 h window was not waited for"
     );
     engine.stop().await;
-    faker.stop().await;
+    workloads.stop().await;
 }

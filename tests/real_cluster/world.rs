@@ -47,7 +47,12 @@ pub fn shared_plane() -> Result<Arc<ControlPlane>, String> {
     SHARED
         .get_or_init(|| {
             let plane = start_plane(Profile::Standard)?;
-            eprintln!("real control plane up in {:.2} s at {}", plane.start_time.as_secs_f64(), plane.url);
+            eprintln!(
+                "real control plane up in {:.2} s at {} (its workload plane in {:.2} s more)",
+                plane.start_time.as_secs_f64(),
+                plane.url,
+                plane.workloads_start_time.as_secs_f64()
+            );
             Ok(Arc::new(plane))
         })
         .clone()
@@ -64,9 +69,10 @@ pub fn stop_shared_plane() {
     }
 }
 
-/// A control plane with capdeck's CRDs installed and Established.
+/// A control plane with its workload plane, and capdeck's CRDs installed and Established.
 pub fn start_plane(profile: Profile) -> Result<ControlPlane, String> {
-    let plane = ControlPlane::start(assets()?, profile)?;
+    let mut plane = ControlPlane::start(assets()?, profile)?;
+    plane.workloads_start_time = plane.start_workloads()?;
     let mut crds = String::new();
     for crd in capdeck::api::crds::all() {
         if profile == Profile::WithoutCapdeckCrds && crd.spec.group == "capdeck.dev" {
@@ -271,6 +277,12 @@ impl World {
         for owner in owners.iter_mut().filter(|owner| placeholder(owner)) {
             let text = |field: &str| owner.get(field).and_then(Value::as_str).unwrap_or_default().to_string();
             let (api_version, kind, name) = (text("apiVersion"), text("kind"), text("name"));
+            // An owner of a kind the server does not serve (yet) keeps its placeholder.
+            let (group, version) = api_version.rsplit_once('/').unwrap_or(("", &api_version));
+            let gvk = GroupVersionKind::gvk(group, version, &kind);
+            if kube::discovery::pinned_kind(&self.client, &gvk).await.is_err() {
+                continue;
+            }
             let api = self.dynamic(&api_version, &kind, namespace).await;
             if let Some(live) = api.get_opt(&name).await.expect("owner") {
                 owner["uid"] = json!(live.metadata.uid);
@@ -332,11 +344,34 @@ impl World {
                            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}),
                 ])
                 .await;
+                // The authorizer learns of new RBAC objects from its informers, a moment later:
+                // wait until it allows what was granted (as a SubjectAccessReview says).
+                self.wait_allowed(user, group, resources, verbs).await;
             }
             Backend::Sandbox => {
                 for rule in sandbox_denied {
                     self.sandbox().deny(rule.parse().expect("deny rule"));
                 }
+            }
+        }
+    }
+
+    /// Wait until the API server's authorizer allows `user` every verb on every resource.
+    async fn wait_allowed(&self, user: &str, group: &str, resources: &[&str], verbs: &[&str]) {
+        use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+        let reviews: Api<SubjectAccessReview> = Api::all(self.client.clone());
+        for resource in resources {
+            for verb in verbs {
+                let review: SubjectAccessReview = serde_json::from_value(json!({
+                    "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                    "spec": {"user": user, "resourceAttributes": {"namespace": self.ns, "verb": verb,
+                             "group": group, "resource": resource}}}))
+                .expect("review");
+                eventually(&format!("{user} may {verb} {resource}"), Duration::from_secs(30), || async {
+                    let answer = reviews.create(&Default::default(), &review).await.map_err(|e| e.to_string())?;
+                    if answer.status.is_some_and(|status| status.allowed) { Ok(()) } else { Err("denied".into()) }
+                })
+                .await;
             }
         }
     }
@@ -398,3 +433,177 @@ fn namespace_name(test: &str) -> String {
 }
 
 pub use crate::common::eventually;
+
+/// Kubernetes' own controllers for a world's workloads. On a real server they run already (the
+/// workload plane, `ControlPlane::start_workloads`); the sandbox runs its simulation of them
+/// (`Sandbox::simulate_workloads`) until `stop`.
+pub struct Workloads {
+    simulation: Option<(tokio_util::sync::CancellationToken, tokio::task::JoinHandle<()>)>,
+}
+
+impl Workloads {
+    pub async fn stop(self) {
+        if let Some((cancel, task)) = self.simulation {
+            cancel.cancel();
+            let _ = task.await;
+        }
+    }
+}
+
+/// The label and taint that give a Deployment with a fate Nodes of its own (`node_pool`).
+pub const POOL_KEY: &str = "capdeck.dev/test-pool";
+
+/// What the next Pods of a Deployment do (`World::next_pods`). On a real server the Deployment's
+/// Pods run on Nodes of their own and the fate is the Node they are scheduled to next (kwok's
+/// stages, `tools/envtest/kwok/stages.yaml`); the sandbox's simulation reads an annotation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fate {
+    /// Ready after kwok's short delay.
+    Ready,
+    /// Running, never ready (a readiness probe that never passes).
+    NeverReady,
+    /// CrashLoopBackOff, restarted every 10 s, last terminated `Error (exit code 1)`.
+    CrashLoop,
+    /// Nowhere to run: kube-scheduler says why.
+    Unschedulable,
+}
+
+impl Fate {
+    /// The suffix of the Node that plays it (kwok's stages select by it).
+    fn node_suffix(self) -> Option<&'static str> {
+        match self {
+            Self::Ready => Some("ready"),
+            Self::NeverReady => Some("never-ready"),
+            Self::CrashLoop => Some("crash-loop"),
+            Self::Unschedulable => None,
+        }
+    }
+
+    /// The sandbox simulation's annotation for it.
+    fn sandbox_annotation(self) -> Option<&'static str> {
+        match self {
+            Self::Ready => None,
+            Self::NeverReady => Some(capdeck::sandbox::simulate::HANG_ANNOTATION),
+            Self::CrashLoop => Some(capdeck::sandbox::simulate::CRASH_LOOP_ANNOTATION),
+            Self::Unschedulable => Some(capdeck::sandbox::simulate::UNSCHEDULABLE_ANNOTATION),
+        }
+    }
+}
+
+/// The Node pool of one Deployment of one world: `p` and 12 hex digits (a label value).
+pub fn node_pool(ns: &str, deployment: &str) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(format!("{ns}/{deployment}").as_bytes());
+    format!("p{}", digest.iter().take(6).map(|b| format!("{b:02x}")).collect::<String>())
+}
+
+/// What puts a Deployment's Pods on its own Nodes: a node selector and a toleration of their taint.
+pub fn pin_to_pool(deployment: &mut Value, pool: &str) {
+    let spec = &mut deployment["spec"]["template"]["spec"];
+    spec["nodeSelector"] = json!({POOL_KEY: pool});
+    spec["tolerations"] = json!([{"key": POOL_KEY, "operator": "Equal", "value": pool, "effect": "NoSchedule"}]);
+}
+
+impl World {
+    /// Start the world's workload controllers (see `Workloads`): in the sandbox, its simulation
+    /// of Deployments, ReplicaSets, Pods and Jobs.
+    pub fn workloads(&self) -> Workloads {
+        let Some(parts) = &self.sandbox else { return Workloads { simulation: None } };
+        let simulation = capdeck::sandbox::simulate::WorkloadSimulation {
+            // Two replicas in about 200 ms, like the real plane's kwok nodes.
+            replicas_per_second: 10.0,
+            pods: true,
+            ..Default::default()
+        };
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let task = parts.sandbox.simulate_workloads(simulation, cancel.clone());
+        Workloads { simulation: Some((cancel, task)) }
+    }
+
+    /// A Node of `pool` playing `fate` (tainted and labelled for the pool), once schedulable.
+    pub async fn add_pool_node(&self, pool: &str, fate: Fate) {
+        let Some(suffix) = fate.node_suffix() else { return };
+        let name = format!("{pool}-{suffix}");
+        let taints = json!([{"key": POOL_KEY, "value": pool, "effect": "NoSchedule"}]);
+        self.apply_objects(vec![crate::control_plane::kwok_node(&name, &json!({POOL_KEY: pool}), &taints)]).await;
+        let plane = self.plane.clone().expect("a real world");
+        tokio::task::spawn_blocking(move || plane.wait_node_schedulable(&name, Duration::from_secs(60)))
+            .await
+            .expect("join")
+            .expect("the pool's node");
+    }
+
+    async fn cordon(&self, node: &str, cordoned: bool) {
+        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(self.client.clone());
+        let patch = json!({"spec": {"unschedulable": cordoned}});
+        nodes.patch(node, &PatchParams::default(), &Patch::Merge(&patch)).await.expect("cordon");
+    }
+
+    /// Give a Deployment pinned to `node_pool(ns, deployment)` its first, healthy Node (real
+    /// backend; before the Deployment is created).
+    pub async fn prepare_pool(&self, deployment: &str) {
+        if self.backend == Backend::KubeApiserver {
+            self.add_pool_node(&node_pool(&self.ns, deployment), Fate::Ready).await;
+        }
+    }
+
+    /// From now on, `deployment`'s new Pods meet `fate` (its current Pods keep running where they
+    /// are). Real: the pool's Nodes are cordoned but the one that plays `fate`; sandbox: the
+    /// simulation's annotation.
+    pub async fn next_pods(&self, deployment: &str, fate: Fate) {
+        match self.backend {
+            Backend::KubeApiserver => {
+                let pool = node_pool(&self.ns, deployment);
+                if fate != Fate::Ready && fate != Fate::Unschedulable {
+                    self.add_pool_node(&pool, fate).await;
+                }
+                for other in [Fate::Ready, Fate::NeverReady, Fate::CrashLoop] {
+                    let Some(suffix) = other.node_suffix() else { continue };
+                    let name = format!("{pool}-{suffix}");
+                    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(self.client.clone());
+                    if nodes.get_opt(&name).await.expect("node").is_some() {
+                        self.cordon(&name, other != fate).await;
+                    }
+                }
+            }
+            Backend::Sandbox => {
+                let mut annotations = serde_json::Map::new();
+                for other in [Fate::NeverReady, Fate::CrashLoop, Fate::Unschedulable] {
+                    let key = other.sandbox_annotation().expect("annotated");
+                    annotations.insert(key.into(), if other == fate { json!("true") } else { Value::Null });
+                }
+                annotations.insert(capdeck::sandbox::simulate::STALL_ANNOTATION.into(), Value::Null);
+                let api: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(self.client.clone(), &self.ns);
+                let patch = json!({"metadata": {"annotations": annotations}});
+                api.patch(deployment, &PatchParams::default(), &Patch::Merge(&patch)).await.expect("fate");
+            }
+        }
+    }
+
+    /// Wait until every Deployment of the world has rolled out (real: the deployment controller
+    /// and kwok brought their Pods up; sandbox: the status the fixture or simulation wrote).
+    pub async fn settled(&self) {
+        let api: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(self.client.clone(), &self.ns);
+        eventually("every Deployment rolled out", Duration::from_secs(90), || async {
+            let listed = api.list(&Default::default()).await.map_err(|e| e.to_string())?;
+            let pending: Vec<String> = listed
+                .items
+                .iter()
+                .filter(|d| !capdeck_rolled_out(d))
+                .map(|d| format!("{} {:?}", d.metadata.name.clone().unwrap_or_default(), d.status))
+                .collect();
+            if pending.is_empty() { Ok(()) } else { Err(pending.join("; ")) }
+        })
+        .await;
+    }
+}
+
+/// `kubectl rollout status` says done: observed, every replica updated and available, no old one.
+pub fn capdeck_rolled_out(deployment: &k8s_openapi::api::apps::v1::Deployment) -> bool {
+    let want = deployment.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let Some(status) = &deployment.status else { return false };
+    status.observed_generation >= deployment.metadata.generation
+        && status.updated_replicas.unwrap_or(0) == want
+        && status.available_replicas.unwrap_or(0) == want
+        && status.replicas.unwrap_or(0) == want
+}

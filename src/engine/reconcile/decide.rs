@@ -531,9 +531,11 @@ enum Guard {
     Resume(String),
 }
 
-/// The failure guard: halt when a Deployment stalled (or its new Pods fail) while others are
-/// still queued. A release after the halt resumes the batch, and goes on despite the failures
-/// so far and later ones (its condition says `Released`; a cancel stops it).
+/// The failure guard: halt when a Deployment stalled while others are still queued, or as soon
+/// as a rolling Deployment's new Pods fail (even the batch's last: waiting for its progress
+/// deadline helps nobody, and the halt offers undo at once). A release after the halt resumes the
+/// batch, and goes on despite the failures so far and later ones (its condition says `Released`;
+/// a cancel stops it).
 fn failure_guard(batch: &RotationBatch, status: &RotationBatchStatus, context: &DecisionContext<'_>) -> Guard {
     let reason_now = ready_condition(status).map(|condition| condition.reason.as_str());
     if !context.halt_on_failure || reason_now == Some(reason::RELEASED) {
@@ -552,7 +554,9 @@ fn failure_guard(batch: &RotationBatch, status: &RotationBatchStatus, context: &
         })
         .collect();
     let queued = status.deployments.iter().filter(|d| is_queued(d)).count();
-    if stalled.is_empty() || queued == 0 {
+    let failing = status.deployments.iter().any(|d| d.state == Some(DeploymentRolloutState::Failing));
+    // A stall with nothing queued ends the batch once the others are done (Failed): no halt needed.
+    if stalled.is_empty() || (queued == 0 && !failing) {
         return Guard::Clear;
     }
     // Recorded on the status, so a release is still honoured after a window paused the batch
@@ -579,11 +583,18 @@ fn failure_guard(batch: &RotationBatch, status: &RotationBatchStatus, context: &
         .and_then(|d| d.message.as_deref())
         .map(|message| format!(" ({message})"))
         .unwrap_or_default();
-    Guard::Halt(format!(
-        "halted: {}{why}; {} not started — capdeck release to go on, capdeck cancel to stop",
-        stalled.join(", "),
-        count(queued, "queued Deployment")
-    ))
+    let what_next = if queued == 0 {
+        "capdeck undo to go back to the previous credentials, capdeck release to wait for it, capdeck cancel to \
+         stop"
+            .to_string()
+    } else {
+        format!(
+            "{} not started — capdeck undo to go back to the previous credentials, capdeck release to go on, \
+             capdeck cancel to stop",
+            count(queued, "queued Deployment")
+        )
+    };
+    Guard::Halt(format!("halted: {}{why}; {what_next}", stalled.join(", ")))
 }
 
 /// The batch cannot wait for its old credentials' sake: why, and whether its window was still open
@@ -846,8 +857,19 @@ pub fn apply(decision: &Decision, status: &mut RotationBatchStatus, now: Timesta
         Decision::Start(start) => begin(status, start, now),
         Decision::Roll => {
             status.phase = BatchPhase::RollingOut;
-            if condition_reason(status) == Some(reason::HELD) {
-                set_condition(status, false, reason::RELEASED, "the hold was lifted; rolling out".into(), now);
+            match condition_reason(status) {
+                Some(reason::HELD) => {
+                    set_condition(status, false, reason::RELEASED, "the hold was lifted; rolling out".into(), now)
+                }
+                // Halted, and what failed recovered (its Pods became ready): no longer halted.
+                Some(reason::ROLLOUT_FAILURE_GUARD) => set_condition(
+                    status,
+                    false,
+                    reason::ROLLING_OUT,
+                    "what halted the batch recovered; rolling out".into(),
+                    now,
+                ),
+                _ => {}
             }
         }
         Decision::RollOn { reason, message, .. } => {
@@ -980,6 +1002,11 @@ mod tests {
         RollingOutStalled,
         /// Rolling: `srv` stalled, nothing queued (`worker` complete).
         RollingOutStalledLast,
+        /// Rolling: `srv`'s new Pods crash-loop (still rolling, no deadline yet), nothing queued
+        /// (`worker` complete).
+        RollingOutFailingLast,
+        /// Halted because `srv`'s new Pods failed, nothing queued; `srv` has completed since.
+        HaltedThenRecovered,
         /// Halted by the failure guard ten minutes ago: `srv` stalled, `worker` queued.
         HaltedByGuard,
         /// Released after such a halt: rolling on with `srv` stalled and `worker` queued.
@@ -1079,6 +1106,21 @@ mod tests {
                 "deployments": [deployment("srv", "Complete"), deployment("worker", "Queued")],
                 "conditions": condition(why::ROLLING_OUT),
             }),
+            Phase::RollingOutFailingLast | Phase::HaltedThenRecovered => {
+                let recovered = matches!(phase, Phase::HaltedThenRecovered);
+                let mut srv = deployment("srv", if recovered { "Complete" } else { "Failing" });
+                srv["message"] =
+                    json!("Pod srv-7d9-x2k4p: container main CrashLoopBackOff; last terminated: Error (exit code 1)");
+                srv["vcapSecret"] = json!("srv-vcap-new");
+                srv["previousVcapSecret"] = json!("srv-vcap-old");
+                let (phase_name, reason) =
+                    if recovered { ("Held", why::ROLLOUT_FAILURE_GUARD) } else { ("RollingOut", why::ROLLING_OUT) };
+                json!({
+                    "phase": phase_name, "rolloutStartedAt": at(-20 * MINUTE),
+                    "deployments": [srv, deployment("worker", "Complete")],
+                    "conditions": condition(reason),
+                })
+            }
             Phase::RollingOutStalled
             | Phase::RollingOutStalledLast
             | Phase::HaltedByGuard
@@ -1356,6 +1398,12 @@ mod tests {
         (Phase::RollingOutStalled, F::Nothing, P::Held, why::ROLLOUT_FAILURE_GUARD, false),
         (Phase::RollingOutStalled, F::HaltOff, P::RollingOut, why::ROLLING_OUT, true),
         (Phase::RollingOutStalledLast, F::Nothing, P::RollingOut, why::ROLLING_OUT, true),
+        // New Pods that fail halt at once, even with nothing queued (undo is offered then);
+        // when the Deployment completes after all, the batch rolls on and ends.
+        (Phase::RollingOutFailingLast, F::Nothing, P::Held, why::ROLLOUT_FAILURE_GUARD, false),
+        (Phase::RollingOutFailingLast, F::HaltOff, P::RollingOut, why::ROLLING_OUT, true),
+        (Phase::RollingOutFailingLast, F::Undo, P::RollingOut, why::UNDONE, false),
+        (Phase::HaltedThenRecovered, F::Nothing, P::RollingOut, why::ROLLING_OUT, true),
         (Phase::HaltedByGuard, F::Nothing, P::Held, why::ROLLOUT_FAILURE_GUARD, false),
         (Phase::HaltedByGuard, F::Released, P::RollingOut, why::RELEASED, true),
         (Phase::ReleasedFromGuard, F::Nothing, P::RollingOut, why::RELEASED, true),
@@ -1618,7 +1666,17 @@ mod tests {
         assert_eq!(
             ready_condition(&halted.status).expect("condition").message,
             "halted: srv stalled (ProgressDeadlineExceeded: ReplicaSet srv-7d9 has timed out progressing); 1 queued \
-             Deployment not started — capdeck release to go on, capdeck cancel to stop"
+             Deployment not started — capdeck undo to go back to the previous credentials, capdeck release to go on, \
+             capdeck cancel to stop"
+        );
+        // New Pods that fail halt the batch's last Deployment too: nothing is queued, but undo is
+        // offered at once instead of at its progress deadline.
+        let failing = run(Phase::RollingOutFailingLast, F::Nothing);
+        assert_eq!(
+            ready_condition(&failing.status).expect("condition").message,
+            "halted: srv is failing (Pod srv-7d9-x2k4p: container main CrashLoopBackOff; last terminated: Error (exit \
+             code 1)); capdeck undo to go back to the previous credentials, capdeck release to wait for it, capdeck \
+             cancel to stop"
         );
         // A release from before the halt (of an earlier hold) does not count.
         let mut batch = batch(Phase::HaltedByGuard, F::Nothing);

@@ -82,6 +82,72 @@ pub fn pod_failure(pods: &[&Pod], now: Timestamp, readiness_timeout: Duration) -
     })
 }
 
+/// What the new Pods of a rolling Deployment say.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NewPods {
+    /// Healthy, or merely slow.
+    Fine,
+    /// Waiting on something outside them: why (kube-scheduler found no node).
+    Waiting(String),
+    /// Failing: why (`pod_failure`).
+    Failing(String),
+}
+
+/// How the new Pods of a rolling Deployment stand: failing (`pod_failure`), waiting for a node
+/// (kube-scheduler's own words), or fine.
+pub fn judge_new_pods(pods: &[&Pod], now: Timestamp, readiness_timeout: Duration) -> NewPods {
+    if let Some(failure) = pod_failure(pods, now, readiness_timeout) {
+        return NewPods::Failing(failure);
+    }
+    pods.iter().find_map(|pod| unscheduled(pod)).map_or(NewPods::Fine, NewPods::Waiting)
+}
+
+/// The longest scheduler message kept (it lists every node group's reason).
+const MAX_SCHEDULER_MESSAGE: usize = 300;
+
+/// `Pod web-7d9-x2k4p unschedulable: 0/3 nodes are available: …` while kube-scheduler finds no
+/// node for it (condition `PodScheduled` False).
+fn unscheduled(pod: &Pod) -> Option<String> {
+    let condition = pod
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .flatten()
+        .find(|condition| condition.type_ == "PodScheduled" && condition.status == "False")?;
+    let reason = condition.reason.as_deref().unwrap_or("not scheduled");
+    let mut message = condition.message.clone().unwrap_or_default();
+    if message.len() > MAX_SCHEDULER_MESSAGE {
+        let mut end = MAX_SCHEDULER_MESSAGE;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push('…');
+    }
+    let name = pod.metadata.name.as_deref().unwrap_or("?");
+    let what = if reason == "Unschedulable" { "unschedulable".to_string() } else { reason.to_string() };
+    Some(if message.is_empty() { format!("Pod {name} {what}") } else { format!("Pod {name} {what}: {message}") })
+}
+
+/// A label selector as a list call takes it (`matchLabels` and `matchExpressions`), or `None`
+/// when it selects nothing capdeck can express (an empty selector would list every Pod).
+pub fn selector_text(selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector) -> Option<String> {
+    let mut terms: Vec<String> =
+        selector.match_labels.iter().flatten().map(|(key, value)| format!("{key}={value}")).collect();
+    for expression in selector.match_expressions.iter().flatten() {
+        let values = expression.values.clone().unwrap_or_default().join(",");
+        terms.push(match expression.operator.as_str() {
+            "In" => format!("{} in ({values})", expression.key),
+            "NotIn" => format!("{} notin ({values})", expression.key),
+            "Exists" => expression.key.clone(),
+            "DoesNotExist" => format!("!{}", expression.key),
+            _ => return None,
+        });
+    }
+    (!terms.is_empty()).then(|| terms.join(","))
+}
+
 /// `; last terminated: Error (exit code 1)`, when the container has terminated before.
 fn last_termination(container: &ContainerStatus) -> String {
     termination_text(container).map(|text| format!("; last terminated: {text}")).unwrap_or_default()
@@ -112,6 +178,54 @@ mod tests {
     fn failure(status: Value) -> Option<String> {
         let pod = pod("srv-vcap-new", status);
         pod_failure(&[&pod], NOW.parse().expect("now"), Duration::from_secs(300))
+    }
+
+    /// kube-scheduler's reason is the Deployment's message while it waits (truncated, and on a
+    /// character boundary); a failure wins over it.
+    #[test]
+    fn an_unschedulable_new_pod_says_the_schedulers_reason() {
+        let now: Timestamp = NOW.parse().expect("now");
+        let pending = pod(
+            "srv-vcap-new",
+            json!({"phase": "Pending", "conditions": [{"type": "PodScheduled",
+            "status": "False", "reason": "Unschedulable",
+            "message": "0/3 nodes are available: 1 node(s) were unschedulable, 2 node(s) didn't match Pod's node affinity/selector."}]}),
+        );
+        assert_eq!(
+            judge_new_pods(&[&pending], now, Duration::from_secs(300)),
+            NewPods::Waiting(
+                "Pod srv-7d9-x2k4p unschedulable: 0/3 nodes are available: 1 node(s) were unschedulable, 2 node(s) \
+                 didn't match Pod's node affinity/selector."
+                    .into()
+            )
+        );
+        let long = pod(
+            "srv-vcap-new",
+            json!({"conditions": [{"type": "PodScheduled", "status": "False",
+            "reason": "Unschedulable", "message": "é".repeat(400)}]}),
+        );
+        let NewPods::Waiting(said) = judge_new_pods(&[&long], now, Duration::from_secs(300)) else { panic!("waiting") };
+        assert!(said.ends_with('…') && said.len() < 400, "{said}");
+        let crashing = pod(
+            "srv-vcap-new",
+            json!({"containerStatuses": [container(json!({"waiting": {"reason": "CrashLoopBackOff"}}), 1, json!({}))]}),
+        );
+        assert!(matches!(judge_new_pods(&[&pending, &crashing], now, Duration::from_secs(300)), NewPods::Failing(_)));
+        assert_eq!(judge_new_pods(&[], now, Duration::from_secs(300)), NewPods::Fine);
+    }
+
+    #[test]
+    fn selectors_with_expressions_list_the_same_pods() {
+        let selector = |value: Value| {
+            serde_json::from_value::<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>(value)
+                .expect("selector")
+        };
+        assert_eq!(selector_text(&selector(json!({"matchLabels": {"app": "srv"}}))).as_deref(), Some("app=srv"));
+        let expressions = selector(json!({"matchLabels": {"app": "srv"}, "matchExpressions": [
+            {"key": "tier", "operator": "In", "values": ["a", "b"]}, {"key": "canary", "operator": "DoesNotExist"},
+            {"key": "team", "operator": "Exists"}, {"key": "env", "operator": "NotIn", "values": ["dev"]}]}));
+        assert_eq!(selector_text(&expressions).as_deref(), Some("app=srv,tier in (a,b),!canary,team,env notin (dev)"));
+        assert_eq!(selector_text(&selector(json!({}))), None, "an empty selector would list every Pod");
     }
 
     #[test]

@@ -10,6 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
+use super::pods::NewPods;
 use super::status::{MISSING_DEPLOYMENT, is_active, is_queued};
 use super::{AppKey, Context, RolloutKey};
 use crate::api::rotation_batch::{BatchDeployment, DeploymentAction, DeploymentRolloutState, reason};
@@ -50,8 +51,9 @@ pub(super) struct Rollouts {
     rolling: usize,
     /// Failed attempts of each rollout write that retrying cannot fix.
     attempts: HashMap<RolloutKey, u32>,
-    /// When each rolling Deployment's new Pods were last listed (at most every `POD_CHECK_INTERVAL`).
-    pods_checked: HashMap<RolloutKey, tokio::time::Instant>,
+    /// When each rolling Deployment's new Pods were last listed (at most every `POD_CHECK_INTERVAL`),
+    /// and what they said then.
+    pods_checked: HashMap<RolloutKey, (tokio::time::Instant, NewPods)>,
     /// Namespaces where RBAC forbids listing Pods: said once, not asked again.
     pods_denied: BTreeSet<String>,
 }
@@ -406,26 +408,43 @@ impl Rollouts {
         }
     }
 
-    /// Why the new Pods of a rolling Deployment fail (`Some(None)`: they look fine); `None` when
-    /// they were not listed this pass (listed at most every `POD_CHECK_INTERVAL`, and only while
-    /// the Deployment rolls) or could not be.
-    async fn new_pods_failure(
+    /// How the new Pods of a rolling Deployment stand, as last listed (at most every
+    /// `POD_CHECK_INTERVAL`, and only while the Deployment rolls); `None` when they could not be
+    /// listed.
+    async fn new_pods(
         &mut self,
         context: &Context,
         key: &RolloutKey,
         live: &DeploymentView,
         deployment: &BatchDeployment,
         secret: &str,
-    ) -> Option<Option<String>> {
+    ) -> Option<NewPods> {
         let now = tokio::time::Instant::now();
-        if self.pods_denied.contains(&key.0)
-            || self.pods_checked.get(key).is_some_and(|at| now.duration_since(*at) < POD_CHECK_INTERVAL)
-        {
+        if self.pods_denied.contains(&key.0) {
             return None;
         }
-        self.pods_checked.insert(key.clone(), now);
-        let labels = live.spec.as_ref()?.selector.as_ref()?.match_labels.as_ref()?;
-        let selector = labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",");
+        if let Some((at, said)) = self.pods_checked.get(key)
+            && now.duration_since(*at) < POD_CHECK_INTERVAL
+        {
+            return Some(said.clone());
+        }
+        let verdict = self.list_new_pods(context, key, live, deployment, secret).await;
+        if let Some(verdict) = &verdict {
+            self.pods_checked.insert(key.clone(), (now, verdict.clone()));
+        }
+        verdict
+    }
+
+    /// List the Deployment's Pods that read `secret` and judge them.
+    async fn list_new_pods(
+        &mut self,
+        context: &Context,
+        key: &RolloutKey,
+        live: &DeploymentView,
+        deployment: &BatchDeployment,
+        secret: &str,
+    ) -> Option<NewPods> {
+        let selector = super::pods::selector_text(live.spec.as_ref()?.selector.as_ref()?)?;
         let pods: kube::Api<crate::api::lenient::Lenient<k8s_openapi::api::core::v1::Pod>> =
             kube::Api::namespaced(context.writes.client().clone(), &key.0);
         match crate::cluster::list_each(&pods, &kube::api::ListParams::default().labels(&selector)).await {
@@ -438,7 +457,7 @@ impl Rollouts {
                     .filter(|pod| super::pods::reads_secret(pod, secret))
                     .filter(|pod| retried.is_none() || pod.annotations().get(ANNOTATION_RETRIED_AT) == retried.as_ref())
                     .collect();
-                Some(super::pods::pod_failure(&new, context.config.clock.now(), context.config.readiness_timeout))
+                Some(super::pods::judge_new_pods(&new, context.config.clock.now(), context.config.readiness_timeout))
             }
             Err(error) if matches!(&error, kube::Error::Api(status) if status.code == 403) => {
                 tracing::warn!(
@@ -504,19 +523,28 @@ impl Rollouts {
         let progress = rollout_progress(&live);
         show_progress(deployment, &progress);
         match progress.progress {
-            Progress::Rolling => match self.new_pods_failure(context, key, &live, deployment, &secret).await {
-                Some(Some(failure)) => {
+            Progress::Rolling => match self.new_pods(context, key, &live, deployment, &secret).await {
+                Some(NewPods::Failing(failure)) => {
                     deployment.state = Some(DeploymentRolloutState::Failing);
                     deployment.message = Some(failure);
                 }
-                Some(None) => deployment.state = Some(DeploymentRolloutState::Rolling),
-                // Not listed this pass: a failing Deployment keeps saying why.
+                Some(NewPods::Waiting(why)) => {
+                    deployment.state = Some(DeploymentRolloutState::Rolling);
+                    deployment.message = Some(format!("{}; {why}", progress.message));
+                }
+                Some(NewPods::Fine) => deployment.state = Some(DeploymentRolloutState::Rolling),
+                // Could not be listed: a failing Deployment keeps saying why.
                 None if deployment.state == Some(DeploymentRolloutState::Failing) => deployment.message = said,
                 None => {}
             },
             Progress::Stalled => {
+                // What the new Pods said last (kube-scheduler's reason), not only the deadline.
+                let why = match self.pods_checked.get(key) {
+                    Some((_, NewPods::Waiting(why) | NewPods::Failing(why))) => format!(" ({why})"),
+                    _ => String::new(),
+                };
                 deployment.state = Some(DeploymentRolloutState::Stalled);
-                deployment.message = Some(format!("{}; its previous VCAP Secret is kept", progress.message));
+                deployment.message = Some(format!("{}{why}; its previous VCAP Secret is kept", progress.message));
                 self.rolling = self.rolling.saturating_sub(1);
             }
             Progress::Complete => self.complete(context, key, deployment).await,
@@ -768,8 +796,10 @@ mod tests {
             batch(vec![deployment("srv", "Stalled"), deployment("db", "Rolling"), unchanged]),
         ];
         let mut rollouts = Rollouts::default();
-        rollouts.pods_checked.insert(key("srv"), tokio::time::Instant::now());
-        rollouts.pods_checked.insert(("ns".into(), "ended".into(), "srv".into()), tokio::time::Instant::now());
+        rollouts.pods_checked.insert(key("srv"), (tokio::time::Instant::now(), NewPods::Fine));
+        rollouts
+            .pods_checked
+            .insert(("ns".into(), "ended".into(), "srv".into()), (tokio::time::Instant::now(), NewPods::Fine));
         let open_keys = BTreeSet::from([("ns".to_string(), "a".to_string()), ("ns".to_string(), "b".to_string())]);
         rollouts.begin_pass(&open, &open_keys);
         assert_eq!(rollouts.rolling, 3);

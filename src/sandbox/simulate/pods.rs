@@ -19,10 +19,21 @@ pub const LOG_ANNOTATION: &str = "sandbox.capdeck.dev/log";
 /// Where a Deployment's rollout stands, for its Pods.
 pub struct PodTarget {
     pub replicas: i64,
-    /// Pods of the current template.
+    /// Pods of the current template (ready ones, for a healthy rollout).
     pub updated: i64,
-    /// The new Pods crash-loop (a stalled rollout), restarted this often so far.
-    pub crash_restarts: Option<i32>,
+    pub new_pods: NewPods,
+}
+
+/// How the current template's Pods are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NewPods {
+    Ready,
+    /// Running, never ready (a readiness probe that never passes): one Pod, the surge.
+    NotReady,
+    /// Crash-looping, restarted this often so far: one Pod, the surge.
+    CrashLoop(i32),
+    /// Pending: the scheduler found no node (the sandbox's one node is cordoned). One Pod.
+    Unschedulable,
 }
 
 fn text<'a>(object: &'a Value, pointer: &str) -> &'a str {
@@ -118,7 +129,10 @@ impl Sandbox {
             self.update_object("apps", "replicasets", &namespace, &current_name, current.clone(), false);
         }
         replicasets.sort_by_key(|rs| std::cmp::Reverse(revision(rs)));
-        let current_desired = if target.crash_restarts.is_some() { 1 } else { target.updated };
+        if let Some(current) = replicasets.iter().find(|rs| text(rs, "/metadata/name") == current_name) {
+            self.annotate_revision(&namespace, &name, &hash, revision(current));
+        }
+        let current_desired = if target.new_pods == NewPods::Ready { target.updated } else { 1 };
         for (position, rs) in replicasets.iter().enumerate() {
             let desired = match position {
                 0 => current_desired,
@@ -127,15 +141,16 @@ impl Sandbox {
                 _ => 0,
             }
             .max(0);
-            self.sync_replicaset_pods(rs, desired, target.crash_restarts.filter(|_| position == 0));
+            let pods = if position == 0 { target.new_pods } else { NewPods::Ready };
+            self.sync_replicaset_pods(rs, desired, pods);
         }
     }
 
-    fn sync_replicaset_pods(&self, rs: &Value, desired: i64, crash_restarts: Option<i32>) {
+    fn sync_replicaset_pods(&self, rs: &Value, desired: i64, new_pods: NewPods) {
         let namespace = text(rs, "/metadata/namespace").to_string();
         let rs_name = text(rs, "/metadata/name").to_string();
         let rs_uid = text(rs, "/metadata/uid").to_string();
-        let ready = if crash_restarts.is_some() { 0 } else { desired };
+        let ready = if new_pods == NewPods::Ready { desired } else { 0 };
         if rs.pointer("/spec/replicas").and_then(Value::as_i64) != Some(desired)
             || rs.pointer("/status/readyReplicas").and_then(Value::as_i64) != Some(ready)
         {
@@ -155,8 +170,12 @@ impl Sandbox {
         for index in 0..desired {
             let pod_name = format!("{rs_name}-{index}");
             let existing = pods.iter().find(|pod| text(pod, "/metadata/name") == pod_name);
-            let status = pod_status(rs, crash_restarts);
-            let log = crash_restarts.map_or_else(|| healthy_log(&pod_name), crash_log);
+            let status = pod_status(rs, new_pods);
+            let log = match new_pods {
+                NewPods::CrashLoop(restarts) => crash_log(restarts),
+                NewPods::Unschedulable => String::new(),
+                NewPods::Ready | NewPods::NotReady => healthy_log(&pod_name),
+            };
             match existing {
                 Some(pod) if pod.pointer("/status/containerStatuses") == status.pointer("/containerStatuses") => {}
                 Some(pod) => {
@@ -167,7 +186,9 @@ impl Sandbox {
                 }
                 None => {
                     let mut spec = rs.pointer("/spec/template/spec").cloned().unwrap_or_else(|| json!({}));
-                    spec["nodeName"] = json!(NODE);
+                    if new_pods != NewPods::Unschedulable {
+                        spec["nodeName"] = json!(NODE);
+                    }
                     let pod = json!({
                         "apiVersion": "v1", "kind": "Pod",
                         "metadata": {"name": pod_name, "namespace": namespace,
@@ -193,6 +214,24 @@ impl Sandbox {
         }
     }
 
+    /// The Deployment's `deployment.kubernetes.io/revision` is its current ReplicaSet's, as the
+    /// deployment controller writes it. Only while the Deployment still has that template, and
+    /// at the version read (a write in between wins).
+    fn annotate_revision(&self, namespace: &str, name: &str, hash: &str, revision: i64) {
+        let Some(mut live) = self.get("apps", "deployments", namespace, name) else { return };
+        let pointer = format!("/metadata/annotations/{}", REVISION.replace('/', "~1"));
+        let wanted = revision.to_string();
+        let same_template = live.pointer("/spec/template").is_some_and(|template| template_hash(template) == hash);
+        if !same_template || live.pointer(&pointer).and_then(Value::as_str) == Some(wanted.as_str()) {
+            return;
+        }
+        if live.pointer("/metadata/annotations").is_none_or(|a| !a.is_object()) {
+            live["metadata"]["annotations"] = json!({});
+        }
+        live["metadata"]["annotations"][REVISION] = json!(wanted);
+        self.update_object("apps", "deployments", namespace, name, live, false);
+    }
+
     /// Whether the Deployment's current Pod template already has its ReplicaSet (a rollback to
     /// Pods that exist, which a stall annotation does not stop).
     pub(super) fn has_replicaset_for(&self, deployment: &Value) -> bool {
@@ -210,8 +249,14 @@ impl Sandbox {
     }
 }
 
-/// Running and ready, or crash-looping with its last termination.
-fn pod_status(rs: &Value, crash_restarts: Option<i32>) -> Value {
+/// Running and ready (or not), crash-looping with its last termination, or unscheduled.
+fn pod_status(rs: &Value, new_pods: NewPods) -> Value {
+    if new_pods == NewPods::Unschedulable {
+        // kube-scheduler's words for a cluster whose only node is cordoned.
+        return json!({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+            "reason": "Unschedulable", "lastTransitionTime": now_rfc3339(), "lastProbeTime": null,
+            "message": "0/1 nodes are available: 1 node(s) were unschedulable. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."}]});
+    }
     let containers: Vec<String> = rs
         .pointer("/spec/template/spec/containers")
         .and_then(Value::as_array)
@@ -219,17 +264,20 @@ fn pod_status(rs: &Value, crash_restarts: Option<i32>) -> Value {
         .unwrap_or_default();
     let statuses: Vec<Value> = containers
         .iter()
-        .map(|name| match crash_restarts {
-            None => json!({"name": name, "image": "sandbox", "imageID": "", "ready": true, "restartCount": 0,
-                           "started": true, "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}),
-            Some(restarts) => json!({"name": name, "image": "sandbox", "imageID": "", "ready": false,
+        .map(|name| match new_pods {
+            NewPods::Ready | NewPods::NotReady | NewPods::Unschedulable => {
+                json!({"name": name, "image": "sandbox", "imageID": "",
+                "ready": new_pods == NewPods::Ready, "restartCount": 0,
+                "started": true, "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}})
+            }
+            NewPods::CrashLoop(restarts) => json!({"name": name, "image": "sandbox", "imageID": "", "ready": false,
                 "restartCount": restarts, "started": false,
                 "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off restarting failed container"}},
                 "lastState": {"terminated": {"exitCode": 1, "reason": "Error",
                               "startedAt": "2026-01-01T00:00:00Z", "finishedAt": "2026-01-01T00:00:01Z"}}}),
         })
         .collect();
-    let ready = if crash_restarts.is_some() { "False" } else { "True" };
+    let ready = if new_pods == NewPods::Ready { "True" } else { "False" };
     json!({"phase": "Running", "hostIP": "10.0.0.1", "podIP": "10.244.0.10", "startTime": now_rfc3339(),
            "conditions": [{"type": "Ready", "status": ready, "lastTransitionTime": now_rfc3339()}],
            "containerStatuses": statuses})
