@@ -150,7 +150,7 @@ fn all_stories() -> Vec<(&'static str, Story, &'static [Backend])> {
         hostile_stories::a_rotation_seen_by_a_standby_is_batched_when_it_takes_over,
         hostile_stories::a_workload_added_to_a_version_never_rewrites_another_teams_deployment,
         workload_stories::the_workload_plane_rolls_deployments_and_completes_jobs only real,
-        workload_stories::a_multi_replica_rollout_is_followed_replica_by_replica,
+        workload_stories::a_multi_replica_rollout_is_followed_as_it_goes,
         workload_stories::new_pods_that_crash_loop_halt_the_batch_at_once_and_undo_goes_back,
         workload_stories::unschedulable_new_pods_say_the_schedulers_reason,
         workload_stories::paused_scaled_to_zero_and_scaled_during_the_rollout,

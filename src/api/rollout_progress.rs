@@ -38,7 +38,10 @@ pub fn rollout_progress(deployment: &DeploymentView) -> RolloutProgress {
         available,
     };
     if status.observed_generation.unwrap_or(0) < generation {
-        return result(Progress::Rolling, "waiting for the deployment spec update to be observed".into());
+        // The counts are the previous template's: none of the new one is updated yet.
+        let mut waiting = result(Progress::Rolling, "waiting for the deployment spec update to be observed".into());
+        waiting.updated = 0;
+        return waiting;
     }
     let stalled = status.conditions.iter().flatten().any(|condition| {
         condition.type_ == "Progressing" && condition.reason.as_deref() == Some("ProgressDeadlineExceeded")
@@ -119,6 +122,15 @@ mod tests {
             assert_eq!(result.progress, progress, "{}", result.message);
             assert!(result.message.contains(message), "{}", result.message);
         }
+    }
+
+    /// Before the controller observed the new spec, its counts are the previous template's: the
+    /// real controller showed `updated 4 of 4` at that moment (a console once drew it as done).
+    #[test]
+    fn counts_from_before_the_spec_was_observed_are_not_the_new_templates() {
+        let stale = json!({"observedGeneration": 1, "updatedReplicas": 3, "replicas": 3, "availableReplicas": 3});
+        let result = rollout_progress(&deployment(2, 3, stale));
+        assert_eq!((result.progress, result.updated, result.available), (Progress::Rolling, 0, 3));
     }
 
     /// A paused Deployment rolls nothing until resumed (and keeps no deadline): capdeck says so

@@ -308,6 +308,57 @@ async fn gap_deployments_create_no_replicasets_or_pods() {
     let _ = controller.await;
 }
 
+/// kube-controller-manager's garbage collector deletes a dependent whose owner (by uid) does not
+/// exist; the sandbox collects only when an owner is deleted (the real-cluster stories create
+/// owners first: `process_stories::credentials_report_margins_and_verdicts`).
+#[tokio::test]
+async fn gap_dangling_dependents_are_kept() {
+    let cluster = cluster().await;
+    let maps: Api<ConfigMap> = Api::default_namespaced(cluster.client.clone());
+    let orphan = json!({"metadata": {"name": "orphan", "ownerReferences": [
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "nobody", "uid": "00000000-0000-4000-8000-00000000dead"}]}});
+    maps.create(&PostParams::default(), &serde_json::from_value(orphan).expect("cm")).await.expect("create");
+    assert!(maps.get("orphan").await.is_ok(), "kept: a real garbage collector deletes it");
+}
+
+/// The simulation rolls without a surge Pod and writes no Events: the deployment controller
+/// brings up `maxSurge` new Pods before it scales the old ReplicaSet down, and it, the
+/// replicaset controller, kube-scheduler and the kubelets report Events in the namespace
+/// (`workload_stories::a_multi_replica_rollout_is_followed_as_it_goes` checks capdeck
+/// against both).
+#[tokio::test]
+async fn gap_simulated_rollouts_do_not_surge_or_report_events() {
+    let cluster = cluster().await;
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let simulation =
+        capdeck::sandbox::simulate::WorkloadSimulation { pods: true, replicas_per_second: 2.0, ..Default::default() };
+    let controller = cluster.sandbox.simulate_workloads(simulation, cancel.clone());
+    let deployments: Api<Deployment> = Api::default_namespaced(cluster.client.clone());
+    let mut four = deployment("surge");
+    four["spec"]["replicas"] = json!(4);
+    deployments
+        .create(&PostParams::default(), &serde_json::from_value(four).expect("deployment"))
+        .await
+        .expect("create");
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::default_namespaced(cluster.client.clone());
+    common::eventually("4 Pods", std::time::Duration::from_secs(5), || async {
+        pods.list(&ListParams::default()).await.map(|l| l.items.len() == 4).unwrap_or(false)
+    })
+    .await;
+    let patch = json!({"spec": {"template": {"metadata": {"annotations": {"rev": "2"}}}}});
+    deployments.patch("surge", &PatchParams::default(), &Patch::Merge(&patch)).await.expect("new template");
+    let mut most = 0;
+    for _ in 0..30 {
+        most = most.max(pods.list(&ListParams::default()).await.expect("pods").items.len());
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(most, 4, "never a fifth (surge) Pod; a real rollout of 4 has up to 5");
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::default_namespaced(cluster.client.clone());
+    assert!(events.list(&ListParams::default()).await.expect("events").items.is_empty(), "no controller Events");
+    cancel.cancel();
+    let _ = controller.await;
+}
+
 #[tokio::test]
 async fn gap_generation_is_tracked_for_every_kind() {
     let cluster = cluster().await;

@@ -18,8 +18,13 @@ Pairs (docs/PERFORMANCE.md, "Side by side with the peers"):
   storm:   the uaa Secrets of --storm-apps applications all rotate within --storm-spread-seconds, once
            for the Go operator and once for `capdeck --daemon` (its default pacing and storm guard, the
            same 30 s window): peak and mean writes/s, total writes, time until every rotated Deployment
-           is written, peak RSS, and for capdeck what its storm guard and pacing did (its /metrics,
-           RotationBatches, Deployments written per 10 s).
+           is written and until every Pod of them runs on the new credentials (real ReplicaSets, Pods
+           ready after --ready-delay..--ready-jitter), the API server's peak and mean load (requests/s
+           from its own counter, every client; CPU cores), peak RSS, and for capdeck what its storm
+           guard and pacing did (its /metrics, RotationBatches, Deployments written per 10 s).
+
+The control plane runs its workload plane (tools/envtest/up.sh): kube-controller-manager,
+kube-scheduler and kwok, so what the programs write rolls through real ReplicaSets.
 
 Requests are counted by the API server (its audit log; each program has a user of its own), never by
 the program. Writes the report as JSON to --out and a table on stdout. Exits 1 when a peer cannot be
@@ -42,9 +47,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import world  # noqa: E402
-from measure import (WRITE_VERBS, Audit, Tmux, cpu_seconds, parse_metrics, peak_rss_mb, per_bucket, rss_mb,  # noqa: E402
-                     rss_parts_mb, summarize)
-from plane import REPO, Plane, free_port  # noqa: E402
+from measure import (WRITE_VERBS, ApiServerLoad, Audit, Tmux, cpu_seconds, parse_metrics, peak_rss_mb,  # noqa: E402
+                     per_bucket, rss_mb, rss_parts_mb, summarize)
+from plane import NODES, REPO, Plane, free_port  # noqa: E402
 
 WINDOW = "30s"  # the Go operator's minimum ROLLOUT_DELAY; capdeck gets the same
 WINDOW_SECONDS = 30
@@ -298,6 +303,9 @@ class StormPair:
                  program)
             self.audit.wait_quiet(user, 10, 1800, ignore=not_lease)
 
+            expected_now = {world.deployment_of(i) for i in range(self.first, self.first + self.args.storm_apps)}
+            before = self.vcap_secrets(expected_now)
+            load = ApiServerLoad(self.plane.admin, self.plane.apiserver_pid())
             changed_at = time.time()
             chosen = self.rotate_all()
             rotation_ended = time.time()
@@ -309,6 +317,10 @@ class StormPair:
                 done_at, quiet = self.audit.wait_quiet(user, 10, 300, ignore=not_lease), True
             except TimeoutError:
                 done_at, quiet = time.time(), False
+            # Until every Pod of a written Deployment runs on the new credentials (kwok's Pods become
+            # ready 5-20 s after they start); the API server's load is measured over all of it.
+            pods_done_at, on_new = self.wait_new_credentials(before, changed_at, program)
+            apiserver = load.stop()
             rotator = [e for e in self.audit.of("rotator", changed_at - 1) if e["resource"] == "secrets"]
             rotated_at, last_rotation = min(e["at"] for e in rotator), max(e["at"] for e in rotator)
             storm = [e for e in self.audit.of(user, changed_at, done_at) if not not_lease(e)]
@@ -340,6 +352,10 @@ class StormPair:
                 "deployment_writes_per_10s": per_bucket([e["at"] for e in deployment_writes], rotated_at, 10),
                 "peak_rss_mb": peak_rss_mb(program.pid),
                 "summary": summarize(storm),
+                "deployments_on_new_credentials": on_new,
+                "all_pods_on_new_credentials_s": (round(pods_done_at - rotated_at, 2)
+                                                  if pods_done_at is not None else None),
+                "apiserver": apiserver,
             }
             if port is not None:
                 account = self.capdeck_account(port, rotated_at)
@@ -349,6 +365,39 @@ class StormPair:
             return result
         finally:
             program.stop()
+
+    def vcap_secrets(self, names: set) -> dict:
+        """The VCAP Secret each of the Deployments `names` reads now (the first container's envFrom)."""
+        found = {}
+        for d in self.plane.admin.list_all("/apis/apps/v1/deployments"):
+            name = d["metadata"]["name"]
+            if name in names:
+                containers = d.get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])
+                refs = [e.get("secretRef", {}).get("name") for c in containers[:1] for e in c.get("envFrom", [])]
+                found[name] = next((r for r in refs if r), None)
+        return found
+
+    def wait_new_credentials(self, before: dict, changed_at: float, program: Program) -> tuple[float | None, int]:
+        """Until every Deployment that now reads another VCAP Secret than `before` has rolled out (its
+        Pods all on the new template, the old ones gone): when that was first seen (polled every 2 s)
+        and how many. `None` when some had not by --storm-timeout."""
+        deadline = changed_at + self.args.storm_timeout
+        while True:
+            moved, done = 0, 0
+            now_reading = self.vcap_secrets(set(before))
+            rolled = {d["metadata"]["name"] for d in self.plane.admin.list_all("/apis/apps/v1/deployments")
+                      if d["metadata"]["name"] in before and rolled_out(d)}
+            for name, secret in now_reading.items():
+                if secret != before.get(name):
+                    moved += 1
+                    done += name in rolled
+            if moved and done == moved:
+                return time.time(), done
+            if time.time() > deadline:
+                print(f"   {program.name}: {done} of {moved} rewritten Deployments rolled out by the time limit",
+                      flush=True)
+                return None, done
+            time.sleep(2)
 
     def wait_for_writes(self, user: str, program: Program, port: int | None, expected: set, changed_at: float,
                         rotation_ended: float) -> str:
@@ -476,9 +525,19 @@ class StormPair:
                 "go_operator": go_result, "capdeck": capdeck_result}
 
 
+def rolled_out(deployment: dict) -> bool:
+    """`kubectl rollout status` says done: observed, every replica updated and available, no old one."""
+    want = deployment.get("spec", {}).get("replicas", 1)
+    status = deployment.get("status", {})
+    return (status.get("observedGeneration", 0) >= deployment["metadata"].get("generation", 1)
+            and status.get("updatedReplicas", 0) == want and status.get("availableReplicas", 0) == want
+            and status.get("replicas", 0) == want)
+
+
 def storm_brief(result: dict) -> str:
     keys = ("outcome", "rotated_deployments", "deployments_written", "deployment_writes", "peak_writes_per_s", "writes",
-            "mean_writes_per_s", "all_deployments_written_s", "peak_rss_mb")
+            "mean_writes_per_s", "all_deployments_written_s", "all_pods_on_new_credentials_s", "peak_rss_mb",
+            "apiserver")
     brief_result = {k: result[k] for k in keys}
     if "capdeck" in result:
         c = result["capdeck"]
@@ -685,9 +744,16 @@ def table(report: dict) -> str:
         for name, key in [("peak writes/s", "peak_writes_per_s"), ("total writes", "writes"),
                           ("mean writes/s", "mean_writes_per_s"),
                           ("time to all Deployments written, s", "all_deployments_written_s"),
+                          ("time to every Pod on the new credentials, s", "all_pods_on_new_credentials_s"),
                           ("peak RSS MB", "peak_rss_mb")]:
             cv, gv = storm_cell(c, key), storm_cell(g, key)
             r = ratio(c[key], g[key])
+            rows.append(f"| {label} | {name} | {cv} | {gv} | {'' if r is None else r} | |")
+        for name, key in [("API server peak requests/s (every client)", "peak_requests_per_s"),
+                          ("API server mean requests/s", "mean_requests_per_s"),
+                          ("API server peak CPU cores", "peak_cpu_cores")]:
+            cv, gv = c["apiserver"][key], g["apiserver"][key]
+            r = ratio(cv, gv)
             rows.append(f"| {label} | {name} | {cv} | {gv} | {'' if r is None else r} | |")
     console = report["console"]
     if not console:
@@ -735,6 +801,10 @@ def main() -> int:
     parser.add_argument("--no-watch-list", action="store_true",
                         help="start kube-apiserver with --feature-gates=WatchList=false: streaming lists are refused, "
                              "so clients list in pages (what a server before 1.32 does)")
+    parser.add_argument("--ready-delay", default=None,
+                        help="each Pod becomes ready this long after it started, up to --ready-jitter (kwok; "
+                             "default 5s, 1s in a smoke run)")
+    parser.add_argument("--ready-jitter", default=None, help="the longest such delay (default 20s, 2s in a smoke run)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory (logs, audit log)")
     args = parser.parse_args()
     smoke = args.smoke
@@ -747,6 +817,8 @@ def main() -> int:
     args.storm_spread_seconds = args.storm_spread_seconds or (5 if smoke else 60)
     args.storm_timeout = args.storm_timeout or max(300.0, 1.8 * args.storm_apps)
     args.storm_stall_seconds = args.storm_stall_seconds or (30 if smoke else 120)
+    world.READY_DELAY = args.ready_delay or ("1s" if smoke else "5s")
+    world.READY_JITTER = args.ready_jitter or ("2s" if smoke else "20s")
     target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
     args.out = Path(args.out or target / "bench-peers.json")
     sizes = [tuple(int(x) for x in size.split(":")) for size in args.sizes.split(",")]
@@ -800,7 +872,6 @@ def main() -> int:
                                                                             "items": ours_items}))
         plane.kubectl("wait", "--for=condition=Established", "--timeout=90s", "crd", "--all")
         plane.admin.create_all(world.namespaces())
-        world.Faker(plane.admin)
         audit = Audit(plane.audit_log)
         logs = scratch / "logs"
         logs.mkdir()
@@ -826,7 +897,9 @@ def main() -> int:
                          "rss_after_seconds": args.rss_after, "rotate": args.rotate, "window": WINDOW,
                          "storm_apps": args.storm_apps, "storm_spread_seconds": args.storm_spread_seconds,
                          "storm_timeout_seconds": args.storm_timeout,
-                         "storm_stall_seconds": args.storm_stall_seconds},
+                         "storm_stall_seconds": args.storm_stall_seconds,
+                         "pods_ready_after": f"{world.READY_DELAY}-{world.READY_JITTER}",
+                         "workload_plane": f"kube-controller-manager, kube-scheduler, kwok on {NODES} Nodes"},
             "engine": engine_results,
             "console": console_results,
             "storm": storm_results,

@@ -3,6 +3,7 @@
 import json
 import os
 import subprocess
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -212,3 +213,46 @@ class Tmux:
 
     def kill(self) -> None:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, check=False)
+
+
+class ApiServerLoad:
+    """The API server's load while a program runs: every second its own request counter
+    (`apiserver_request_total`, every client: the program, kube-controller-manager, kube-scheduler,
+    kwok) and its CPU time, until `stop`. Requests per second and CPU cores per second, peak and mean."""
+
+    def __init__(self, kube, pid: int):
+        self.kube, self.pid = kube, pid
+        self.samples: list[tuple[float, float, float]] = []  # (at, requests so far, CPU seconds so far)
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                total = sum(v for n, _, v in parse_metrics(self.kube.text("/metrics")) if n == "apiserver_request_total")
+                cpu = cpu_seconds(self.pid)
+                if cpu is not None:
+                    self.samples.append((time.time(), total, cpu))
+            except Exception:  # a missed sample is a gap, not a failure; the next second samples again
+                pass
+            self.stopped.wait(1.0)
+
+    def stop(self) -> dict:
+        self.stopped.set()
+        self.thread.join(timeout=35)
+        rates, cores = [], []
+        for (t0, r0, c0), (t1, r1, c1) in zip(self.samples, self.samples[1:]):
+            if t1 > t0:
+                rates.append((r1 - r0) / (t1 - t0))
+                cores.append((c1 - c0) / (t1 - t0))
+        span = self.samples[-1][0] - self.samples[0][0] if len(self.samples) > 1 else 0.0
+        mean = lambda first, last: round((last - first) / span, 1) if span > 0 else None  # noqa: E731
+        return {
+            "seconds": round(span, 1),
+            "peak_requests_per_s": round(max(rates), 1) if rates else None,
+            "mean_requests_per_s": mean(self.samples[0][1], self.samples[-1][1]) if span else None,
+            "peak_cpu_cores": round(max(cores), 2) if cores else None,
+            "mean_cpu_cores": round((self.samples[-1][2] - self.samples[0][2]) / span, 2) if span else None,
+            "peak_rss_mb": peak_rss_mb(self.pid),
+        }

@@ -1,9 +1,12 @@
-"""One kube-apiserver 1.34 + etcd for the peer bench, with an audit log that counts each client's requests.
+"""One kube-apiserver 1.34 + etcd for the peer bench, with an audit log that counts each client's requests,
+and its workload plane: kube-controller-manager, kube-scheduler and kwok on `NODES` fake Nodes
+(tools/envtest/up.sh), so the Deployments the programs write really roll.
 
 Every measured program runs as its own token user (all in system:masters, so RBAC never limits one
 and not another). The audit policy logs those users alone, at `Metadata`, at the `RequestReceived`
 stage: one line per request as it arrives, counted by the API server and not by the client. The
-seeding and the status faker run as `admin`, which is not logged.
+seeding runs as `admin`, and the workload plane as users of its own; none of them is logged (the
+API server's own request counter, `apiserver_request_total`, counts everyone).
 """
 
 import base64
@@ -23,6 +26,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 # Who is who in the audit log (each gets a token and a kubeconfig of its own).
 USERS = ["go-operator", "capdeck-engine", "capdeck-console", "k9s", "kdash", "rotator"]
+# kwok's fake Nodes (1,000 Pods each, as kwok's stage gives them).
+NODES = 8
 
 
 class ApiError(Exception):
@@ -58,7 +63,8 @@ class Plane:
             ]
         )
         env = dict(os.environ, KUBEBUILDER_ASSETS=str(assets), CAPDECK_ENVTEST_ADMINS=" ".join(USERS),
-                   CAPDECK_ENVTEST_APISERVER_ARGS=extra)
+                   CAPDECK_ENVTEST_APISERVER_ARGS=extra, CAPDECK_ENVTEST_WORKLOADS="1",
+                   CAPDECK_ENVTEST_NODES=str(NODES))
         out = subprocess.run(["bash", str(REPO / "tools/envtest/up.sh"), str(directory)], env=env,
                              capture_output=True, text=True, check=False)
         if out.returncode != 0:
@@ -70,6 +76,9 @@ class Plane:
         self.admin_token = next(line.split(",")[0] for line in (directory / "certs/tokens.csv").read_text().splitlines()
                                 if line.split(",")[1] == "admin")
         self.admin = Kube(self.server, self.ca_file, self.admin_token)
+
+    def apiserver_pid(self) -> int:
+        return int((self.dir / "kube-apiserver.pid").read_text().strip())
 
     def kubeconfig(self, user: str) -> Path:
         """A kubeconfig for `user` (its token from up.sh's tokens.csv), all namespaces' default `default`."""
@@ -142,6 +151,19 @@ class Kube:
                 if attempt == 2:
                     raise
         raise ApiError(f"{method} {path}: no answer")
+
+    def text(self, path: str) -> str:
+        """A GET whose answer is text (the API server's /metrics)."""
+        conn = http.client.HTTPSConnection(self.host, self.port, context=self.context, timeout=30)
+        try:
+            conn.request("GET", path, headers={"Authorization": f"Bearer {self.token}"})
+            response = conn.getresponse()
+            raw = response.read().decode()
+            if response.status != 200:
+                raise ApiError(f"GET {path}: {response.status}")
+            return raw
+        finally:
+            conn.close()
 
     def ok(self, method: str, path: str, body=None, content_type: str = "application/json", allow=()):
         status, answer = self.request(method, path, body, content_type)

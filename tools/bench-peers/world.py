@@ -1,4 +1,7 @@
-"""What the peer bench seeds, and the status faker that stands in for kubelet and controller-manager.
+"""What the peer bench seeds. Kubernetes' own controllers roll what the programs write: the plane runs
+kube-controller-manager, kube-scheduler and kwok (tools/envtest/up.sh), and every Pod becomes ready
+`READY_DELAY` after it started, up to `READY_JITTER` (kwok's `pod-ready` stage reads the Pod
+template's annotations, which the Go operator copies from the version's workload).
 
 Engine world, per application `app-NNNN` in namespace `bench-NN` (10 namespaces):
   - binding Secrets `<app>-uaa` and `<app>-db` (a `credentials` JSON key, as the stories use);
@@ -12,9 +15,10 @@ Console world: one CAPApplication and `--tenants` CAPTenants in namespace `bench
 
 import base64
 import json
-import threading
 
 NAMESPACES = 10
+# A realistic start: each Pod ready 5-20 s after it started (set from --ready-delay).
+READY_DELAY, READY_JITTER = "5s", "20s"
 TENANT_NS = "bench-tenants"
 CAP = "/apis/sme.sap.com/v1alpha1"
 
@@ -66,6 +70,7 @@ def application_objects(first: int, last: int) -> tuple[list, list]:
                       "metadata": {"name": f"{app}-v1", "namespace": ns},
                       "spec": {"capApplicationInstance": app, "version": "1.0.0",
                                "workloads": [{"name": "srv", "consumedBTPServices": ["uaa", "db"],
+                                              "annotations": ready_annotations(),
                                               "deploymentDefinition": {"type": "CAP",
                                                                        "image": "registry.invalid/app:1"}}]}}))
     return secrets, caps
@@ -99,39 +104,7 @@ def tenant_objects(count: int) -> list:
     return items
 
 
-class Faker:
-    """Marks every Deployment available at its generation, as controller-manager would with running Pods.
-
-    Runs as `admin` (not in the audit log) on a watch of all Deployments, for the whole bench.
-    """
-
-    def __init__(self, kube):
-        self.kube = kube
-        self.thread = threading.Thread(target=self.run, daemon=True)
-        self.thread.start()
-
-    def run(self):
-        listed = self.kube.ok("GET", "/apis/apps/v1/deployments?limit=1")
-        version = listed.get("metadata", {}).get("resourceVersion", "")
-        for item in self.kube.list_all("/apis/apps/v1/deployments"):
-            self.mark(item)
-        for event in self.kube.watch_lines("/apis/apps/v1/deployments", version):
-            if event.get("type") in ("ADDED", "MODIFIED"):
-                self.mark(event["object"])
-
-    def mark(self, deployment: dict) -> None:
-        meta, spec, status = deployment["metadata"], deployment.get("spec", {}), deployment.get("status", {})
-        generation, replicas = meta.get("generation", 1), spec.get("replicas", 1)
-        if status.get("observedGeneration") == generation and status.get("availableReplicas") == replicas:
-            return
-        body = {"status": {"observedGeneration": generation, "replicas": replicas, "updatedReplicas": replicas,
-                           "readyReplicas": replicas, "availableReplicas": replicas,
-                           "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
-                                           "message": "Deployment has minimum availability."},
-                                          {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable",
-                                           "message": f"ReplicaSet \"{meta['name']}-1\" has successfully progressed."}]}}
-        path = f"/apis/apps/v1/namespaces/{meta['namespace']}/deployments/{meta['name']}/status"
-        try:
-            self.kube.ok("PATCH", path, body, content_type="application/merge-patch+json", allow=(404, 409))
-        except Exception as error:  # a failed mark is retried on the next event; say it once
-            print(f"faker: {meta['namespace']}/{meta['name']}: {error}", flush=True)
+def ready_annotations() -> dict:
+    """The Pod template annotations kwok's `pod-ready` stage takes its delay from."""
+    return {"pod-ready.stage.kwok.x-k8s.io/delay": READY_DELAY,
+            "pod-ready.stage.kwok.x-k8s.io/jitter-delay": READY_JITTER}

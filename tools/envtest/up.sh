@@ -9,6 +9,12 @@
 # erin have no rights until you bind some. Binaries come from tools/envtest/build.sh (or
 # $KUBEBUILDER_ASSETS). Needs openssl and curl.
 #
+# The workload plane comes up beside it when its binaries are there (tools/envtest/build.sh builds
+# them): kube-controller-manager (deployment, replicaset, garbage-collector, job, namespace and
+# node-lifecycle controllers), kube-scheduler, and kwok playing the kubelets of
+# $CAPDECK_ENVTEST_NODES fake Nodes (default 2, `kwok-node-N`) with tools/envtest/kwok/stages.yaml, so
+# Deployments really roll and Jobs complete. CAPDECK_ENVTEST_WORKLOADS=0 leaves it out.
+#
 # For tools (tools/bench-peers): $CAPDECK_ENVTEST_ADMINS names more token users, each in
 # system:masters with the token capdeck-envtest-token-<name>; $CAPDECK_ENVTEST_APISERVER_ARGS is
 # appended to kube-apiserver's arguments (split on spaces; paths must not hold any).
@@ -41,7 +47,9 @@ admin_token=$(openssl rand -hex 16)
 {
   echo "$admin_token,admin,uid-admin,\"system:masters\""
   for user in alice dave erin; do echo "capdeck-envtest-token-$user,$user,uid-$user"; done
-  for user in ${CAPDECK_ENVTEST_ADMINS:-}; do echo "capdeck-envtest-token-$user,$user,uid-$user,\"system:masters\""; done
+  for user in ${CAPDECK_ENVTEST_ADMINS:-} kube-controller-manager kube-scheduler kwok; do
+    echo "capdeck-envtest-token-$user,$user,uid-$user,\"system:masters\""
+  done
 } > certs/tokens.csv
 
 "$assets/etcd" --data-dir="$dir/etcd" --listen-client-urls="http://127.0.0.1:$etcd_port" \
@@ -74,13 +82,62 @@ users:
 - name: admin
   user: {token: $admin_token}
 EOF
+ready=""
 for _ in $(seq 120); do
   if curl -sf --cacert certs/ca.crt -H "Authorization: Bearer $admin_token" "https://127.0.0.1:$port/readyz" >/dev/null; then
-    echo "kube-apiserver ready at https://127.0.0.1:$port (logs in $dir)" >&2
-    echo "export KUBECONFIG=$dir/kubeconfig"
-    exit 0
+    ready=1
+    break
   fi
   sleep 0.5
 done
-echo "kube-apiserver did not become ready; see $dir/kube-apiserver.log" >&2
-exit 1
+if [[ -z "$ready" ]]; then
+  echo "kube-apiserver did not become ready; see $dir/kube-apiserver.log" >&2
+  exit 1
+fi
+echo "kube-apiserver ready at https://127.0.0.1:$port (logs in $dir)" >&2
+
+# The workload plane, each program as a token user of its own.
+workloads="${CAPDECK_ENVTEST_WORKLOADS:-1}"
+if [[ "$workloads" != "0" ]]; then
+  for b in kube-controller-manager kube-scheduler kwok; do
+    if [[ ! -x "$assets/$b" ]]; then
+      echo "no $b in $assets: run tools/envtest/build.sh, or set CAPDECK_ENVTEST_WORKLOADS=0" >&2
+      exit 1
+    fi
+    sed -e "s/user: admin/user: $b/" -e "s/name: admin/name: $b/" -e "s/token: $admin_token/token: capdeck-envtest-token-$b/" \
+      kubeconfig > "kubeconfig-$b"
+  done
+  "$assets/kube-controller-manager" --kubeconfig=kubeconfig-kube-controller-manager --leader-elect=false \
+    --controllers=deployment-controller,replicaset-controller,garbage-collector-controller,job-controller,namespace-controller,node-lifecycle-controller \
+    --secure-port=0 --cert-dir="$dir/kcm-certs" --kube-api-qps=200 --kube-api-burst=400 \
+    --concurrent-deployment-syncs=10 --concurrent-replicaset-syncs=10 --v=1 >kube-controller-manager.log 2>&1 &
+  echo $! > kube-controller-manager.pid
+  "$assets/kube-scheduler" --kubeconfig=kubeconfig-kube-scheduler --leader-elect=false --secure-port=0 \
+    --kube-api-qps=200 --kube-api-burst=400 --v=1 >kube-scheduler.log 2>&1 &
+  echo $! > kube-scheduler.pid
+  "$assets/kwok" --kubeconfig=kubeconfig-kwok --config="$here/kwok/stages.yaml" \
+    --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake --node-lease-duration-seconds=40 \
+    --cidr=10.128.0.0/9 >kwok.log 2>&1 &
+  echo $! > kwok.pid
+  nodes=()
+  for n in $(seq 0 $(( ${CAPDECK_ENVTEST_NODES:-2} - 1 ))); do
+    name="kwok-node-$n"
+    nodes+=("$name")
+    printf '{"apiVersion":"v1","kind":"Node","metadata":{"name":"%s","annotations":{"kwok.x-k8s.io/node":"fake"},"labels":{"kubernetes.io/hostname":"%s","type":"kwok"}}}\n---\n' "$name" "$name"
+  done | "$assets/kubectl" --kubeconfig=kubeconfig apply --server-side -f - >/dev/null
+  for name in "${nodes[@]}"; do
+    schedulable=""
+    for _ in $(seq 180); do
+      state=$("$assets/kubectl" --kubeconfig=kubeconfig get node "$name" \
+        -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}/{.spec.taints}' 2>/dev/null || true)
+      if [[ "$state" == "True/" ]]; then schedulable=1; break; fi
+      sleep 0.5
+    done
+    if [[ -z "$schedulable" ]]; then
+      echo "node $name not Ready and untainted after 90 s; see $dir/kwok.log and $dir/kube-controller-manager.log" >&2
+      exit 1
+    fi
+  done
+  echo "workload plane ready: ${#nodes[@]} kwok Nodes (logs in $dir)" >&2
+fi
+echo "export KUBECONFIG=$dir/kubeconfig"
