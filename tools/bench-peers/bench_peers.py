@@ -313,13 +313,13 @@ class StormPair:
             expected = {world.deployment_of(i) for i in chosen}
             outcome = self.wait_for_writes(user, program, port, expected, changed_at,
                                                                 rotation_ended)
+            # Until every Pod of a written Deployment runs on the new credentials (kwok's Pods become
+            # ready 5-20 s after they start); the API server's load is measured over all of it.
+            pods_done_at, on_new = self.wait_new_credentials(before, changed_at, program)
             try:
                 done_at, quiet = self.audit.wait_quiet(user, 10, 300, ignore=not_lease), True
             except TimeoutError:
                 done_at, quiet = time.time(), False
-            # Until every Pod of a written Deployment runs on the new credentials (kwok's Pods become
-            # ready 5-20 s after they start); the API server's load is measured over all of it.
-            pods_done_at, on_new = self.wait_new_credentials(before, changed_at, program)
             apiserver = load.stop()
             rotator = [e for e in self.audit.of("rotator", changed_at - 1) if e["resource"] == "secrets"]
             rotated_at, last_rotation = min(e["at"] for e in rotator), max(e["at"] for e in rotator)
@@ -366,10 +366,10 @@ class StormPair:
         finally:
             program.stop()
 
-    def vcap_secrets(self, names: set) -> dict:
+    def vcap_secrets(self, names: set, deployments: list | None = None) -> dict:
         """The VCAP Secret each of the Deployments `names` reads now (the first container's envFrom)."""
         found = {}
-        for d in self.plane.admin.list_all("/apis/apps/v1/deployments"):
+        for d in deployments if deployments is not None else self.plane.admin.list_all("/apis/apps/v1/deployments"):
             name = d["metadata"]["name"]
             if name in names:
                 containers = d.get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])
@@ -379,14 +379,14 @@ class StormPair:
 
     def wait_new_credentials(self, before: dict, changed_at: float, program: Program) -> tuple[float | None, int]:
         """Until every Deployment that now reads another VCAP Secret than `before` has rolled out (its
-        Pods all on the new template, the old ones gone): when that was first seen (polled every 2 s)
+        Pods all on the new template, the old ones gone): when that was first seen (polled every second)
         and how many. `None` when some had not by --storm-timeout."""
         deadline = changed_at + self.args.storm_timeout
         while True:
             moved, done = 0, 0
-            now_reading = self.vcap_secrets(set(before))
-            rolled = {d["metadata"]["name"] for d in self.plane.admin.list_all("/apis/apps/v1/deployments")
-                      if d["metadata"]["name"] in before and rolled_out(d)}
+            deployments = self.plane.admin.list_all("/apis/apps/v1/deployments")
+            now_reading = self.vcap_secrets(set(before), deployments)
+            rolled = {d["metadata"]["name"] for d in deployments if d["metadata"]["name"] in before and rolled_out(d)}
             for name, secret in now_reading.items():
                 if secret != before.get(name):
                     moved += 1
@@ -397,7 +397,7 @@ class StormPair:
                 print(f"   {program.name}: {done} of {moved} rewritten Deployments rolled out by the time limit",
                       flush=True)
                 return None, done
-            time.sleep(2)
+            time.sleep(1)
 
     def wait_for_writes(self, user: str, program: Program, port: int | None, expected: set, changed_at: float,
                         rotation_ended: float) -> str:
