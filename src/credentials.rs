@@ -15,7 +15,7 @@ use crate::api::change_window::ChangeWindows;
 use crate::api::go_duration::{humanize, parse_go_duration};
 use crate::api::service_binding::{self, RESYNC_SECONDS, ServiceBinding};
 use crate::api::{CAPApplication, RotationBatch};
-use crate::plan::{ObjectLookup, SecretLookup};
+use crate::plan::{CapIndex, ObjectLookup, PlanAction, Rotated, SecretLookup};
 use crate::vcap::entry::{SecretLayout, layout};
 
 mod certificates;
@@ -257,6 +257,10 @@ pub struct Inputs<'a> {
     /// `None`: the ServiceBinding CRD is absent (or may not be read).
     pub bindings: Option<&'a [ServiceBinding]>,
     pub batches: &'a [Arc<RotationBatch>],
+    /// The versions and tenants, which say the Deployments that consume a Secret (read through
+    /// `secrets` with the VCAP Secrets they reference). `None`: not read, so what the Pods run is
+    /// not known and the batches alone are judged.
+    pub index: Option<&'a CapIndex>,
     pub now: Timestamp,
     pub timing: Timing,
 }
@@ -295,6 +299,7 @@ pub fn overview_of_stores(
     now: Timestamp,
 ) -> CredentialsOverview {
     let applications = stores.applications.state();
+    let index = CapIndex::new(applications.clone(), stores.versions.state(), stores.tenants.state());
     let batches = stores.batches.state();
     let bindings = stores.service_bindings();
     let namespace_windows = namespace_windows(stores.namespaces.state().iter().map(|ns| &**ns));
@@ -311,6 +316,7 @@ pub fn overview_of_stores(
         secrets: stores,
         bindings: bindings.as_deref(),
         batches: &batches,
+        index: Some(&index),
         now,
         timing,
     };
@@ -478,6 +484,48 @@ fn rolled_out_since(inputs: &Inputs<'_>, namespace: &str, secret: &str, since: T
     })
 }
 
+/// How many Deployments consume Secret `namespace/secret` (those of `applications`' versions in
+/// use) when every one of them has rolled out a VCAP Secret that holds the Secret's current
+/// credentials (the planner's `Unchanged`, and the rollout complete). `None` when that is not
+/// so or not known: one to restart or still rolling, one capdeck may not write (what it runs is
+/// not compared), a broken Secret or version, none at all, or the versions not read.
+fn consumers_running_current(
+    inputs: &Inputs<'_>,
+    namespace: &str,
+    secret: &str,
+    applications: &[String],
+) -> Option<usize> {
+    let index = inputs.index?;
+    let rotated = Rotated::Secrets(std::iter::once(secret.to_string()).collect());
+    let mut current = 0;
+    for name in applications {
+        let app = inputs.applications.iter().find(|app| {
+            app.metadata.namespace.as_deref().unwrap_or("default") == namespace
+                && app.metadata.name.as_deref() == Some(name)
+        })?;
+        let plan = crate::plan::plan_application(app, &rotated, index, inputs.secrets);
+        if !plan.problems.is_empty() {
+            return None;
+        }
+        for deployment in &plan.deployments {
+            match deployment.action {
+                PlanAction::Missing => {}
+                PlanAction::Restart | PlanAction::NotOwned => return None,
+                PlanAction::Unchanged => {
+                    let view = inputs.secrets.deployment(namespace, &deployment.deployment)?;
+                    if crate::api::rollout_progress::rollout_progress(&view).progress
+                        != crate::api::rollout_progress::Progress::Complete
+                    {
+                        return None;
+                    }
+                    current += 1;
+                }
+            }
+        }
+    }
+    (current > 0).then_some(current)
+}
+
 fn report(
     inputs: &Inputs<'_>,
     schedule: &Schedule<'_>,
@@ -630,6 +678,41 @@ fn judge(
     let mut scheduled: Option<(String, Verdict)> = None;
     let margin = match report.earliest_revocation() {
         Some(revocation) => {
+            // Pods that already run the current credentials lose nothing when the old ones die,
+            // whoever rolled them (a batch, the Go operator, a new version, a person).
+            let rolled = || {
+                open.is_none()
+                    && rolled_out_since(
+                        inputs,
+                        &report.namespace,
+                        &report.secret,
+                        latest_rotation(inputs.bindings.unwrap_or_default(), binding),
+                    )
+            };
+            let done = match consumers_running_current(inputs, &report.namespace, &report.secret, &report.applications)
+            {
+                Some(count) => Some(format!(
+                    "{} already run{} its current credentials: the old ones dying harms nothing",
+                    crate::output::count(count, "consuming Deployment"),
+                    if count == 1 { "s" } else { "" }
+                )),
+                None if rolled() => Some("rolled out since the rotation: pods hold the new credentials".into()),
+                None => None,
+            };
+            if let Some(done) = done {
+                report.reasons.push(done);
+                // Done with this rotation; the next one may still wait too long.
+                let ttl = policy.and_then(|policy| go_seconds(policy.ttl()));
+                if let Some((reason, candidate)) =
+                    ttl.and_then(|ttl| next_rotation_wait(inputs, schedule, report, ttl - window - rollout))
+                {
+                    report.reasons.push(reason);
+                    worst(candidate, &mut verdict);
+                }
+                report.verdict = verdict;
+                report.margin_seconds = None;
+                return;
+            }
             // The batch ends its window, waits for its approval (so far: until now), for a change
             // window and the end of any freeze, and rolls.
             let earliest = match open {
@@ -640,25 +723,6 @@ fn judge(
                         .as_ref()
                         .and_then(|status| status.last_credentials_rotation_time.as_ref())
                         .map(|time| time.0);
-                    if rolled_out_since(
-                        inputs,
-                        &report.namespace,
-                        &report.secret,
-                        latest_rotation(inputs.bindings.unwrap_or_default(), binding),
-                    ) {
-                        report.reasons.push("rolled out since the rotation: pods hold the new credentials".into());
-                        // Done with this rotation; the next one may still wait too long.
-                        let ttl = policy.and_then(|policy| go_seconds(policy.ttl()));
-                        if let Some((reason, candidate)) =
-                            ttl.and_then(|ttl| next_rotation_wait(inputs, schedule, report, ttl - window - rollout))
-                        {
-                            report.reasons.push(reason);
-                            worst(candidate, &mut verdict);
-                        }
-                        report.verdict = verdict;
-                        report.margin_seconds = None;
-                        return;
-                    }
                     let observed = observed.unwrap_or(inputs.now).max(inputs.now);
                     plus(observed, window).unwrap_or(Timestamp::MAX)
                 }
@@ -983,12 +1047,18 @@ mod tests {
         let manifests = Manifests::from_objects("test", objects);
         assert!(manifests.problems.is_empty(), "{:?}", manifests.problems);
         let timing = Timing { window: Duration::from_secs(3600), expected_rollout: Duration::from_secs(900) };
+        let index = CapIndex::new(
+            manifests.applications.clone(),
+            manifests.versions.iter().cloned(),
+            manifests.tenants.iter().cloned(),
+        );
         overview_scheduled(
             &Inputs {
                 applications: &manifests.applications,
                 secrets: &manifests,
                 bindings: crd.then_some(manifests.service_bindings.as_slice()),
                 batches: &manifests.batches,
+                index: Some(&index),
                 now: Timestamp::from_second(NOW).expect("now"),
                 timing,
             },
@@ -1633,6 +1703,139 @@ mod tests {
                 "{name}: no reason with {reason:?}: {report:#?}"
             );
         }
+    }
+
+    /// What the consuming Deployments run, in the walk below.
+    #[derive(Clone, Copy, Debug)]
+    enum Running {
+        /// Rolled out, referencing a VCAP Secret with the binding Secret's current credentials.
+        Current,
+        /// Referencing such a Secret, but the controller has not rolled it out yet.
+        CurrentStillRolling,
+        /// Referencing a VCAP Secret with the credentials before the rotation.
+        Previous,
+        /// A Deployment of that name that the version does not control.
+        NotOwned,
+        /// No Deployment and no version in use.
+        Nothing,
+    }
+
+    /// The version, its Deployment and the VCAP Secret it references, as `running` says.
+    fn consumers(running: Running) -> Vec<Value> {
+        let version = json!({"apiVersion": "sme.sap.com/v1alpha1", "kind": "CAPApplicationVersion",
+            "metadata": {"name": "bookshop-1", "namespace": "shop", "uid": "v-uid"},
+            "spec": {"capApplicationInstance": "bookshop", "version": "1.0.0",
+                     "workloads": [{"name": "srv", "consumedBTPServices": ["xsuaa"],
+                                    "deploymentDefinition": {"type": "CAP", "image": "i"}}]},
+            "status": {"state": "Ready", "conditions": [{"type": "Ready", "status": "True"}]}});
+        if matches!(running, Running::Nothing) {
+            return Vec::new();
+        }
+        // The payload capdeck (and the Go operator) builds from the binding Secret as it is now.
+        let world = Manifests::from_objects("payload", vec![app(), metadata_secret(), version.clone()]);
+        let index = CapIndex::new(world.applications.clone(), world.versions.iter().cloned(), Vec::new());
+        let rotated = Rotated::Secrets(std::iter::once("xsuaa-bind".to_string()).collect());
+        let plan = crate::plan::plan_application(&world.applications[0], &rotated, &index, &world);
+        let current = String::from_utf8(plan.deployments[0].payload.as_bytes().to_vec()).expect("utf-8");
+        let payload = match running {
+            Running::Previous => current.replace("sb-1", "sb-0"),
+            _ => current,
+        };
+        assert!(matches!(running, Running::Nothing | Running::Previous) || payload.contains("sb-1"), "{payload}");
+        let controller = match running {
+            Running::NotOwned => json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "other", "uid": "o",
+                                         "controller": true}]),
+            _ => json!([{"apiVersion": "sme.sap.com/v1alpha1", "kind": "CAPApplicationVersion", "name": "bookshop-1",
+                         "uid": "v-uid", "controller": true}]),
+        };
+        let observed = if matches!(running, Running::CurrentStillRolling) { 1 } else { 2 };
+        vec![
+            version,
+            json!({"apiVersion": "v1", "kind": "Secret",
+                   "metadata": {"name": "bookshop-1-srv-vcap", "namespace": "shop",
+                                "labels": {"sme.sap.com/secret-owner-hash": "h"}},
+                   "data": {"VCAP_SERVICES": b64(&payload)}}),
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                   "metadata": {"name": "bookshop-1-srv", "namespace": "shop", "generation": 2,
+                                "ownerReferences": controller},
+                   "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "srv"}},
+                            "template": {"metadata": {"labels": {"app": "srv"}},
+                                         "spec": {"containers": [{"name": "srv", "image": "i",
+                                                  "envFrom": [{"secretRef": {"name": "bookshop-1-srv-vcap"}}]}]}}},
+                   "status": {"observedGeneration": observed, "replicas": 2, "updatedReplicas": 2,
+                              "readyReplicas": 2, "availableReplicas": 2}}),
+        ]
+    }
+
+    /// The verdict comes from what the consuming Deployments run: with a rotation under way whose
+    /// old credentials die in 10 minutes (well before any batch could roll), Deployments that
+    /// already run the current credentials make it `ok` (whoever rolled them), whatever batch
+    /// exists, whichever binding status fields are set, whatever window or freeze would hold a
+    /// batch; anything less leaves the margin to decide (unsafe here). Walks every combination.
+    #[test]
+    fn verdicts_follow_what_the_deployments_run() {
+        let runnings =
+            [Running::Current, Running::CurrentStillRolling, Running::Previous, Running::NotOwned, Running::Nothing];
+        // (name, the batch, if any)
+        let batches: [(&str, Option<Value>); 4] = [
+            ("no batch", None),
+            ("collecting", Some(batch("Collecting", -600, 3000))),
+            ("awaiting approval", Some(batch("AwaitingApproval", -2 * HOUR, -HOUR))),
+            ("held", Some(batch("Held", -2 * HOUR, -HOUR))),
+        ];
+        // Which status fields the sap-btp-service-operator version writes.
+        let statuses: [(&str, Option<i64>); 2] =
+            [("lastCredentialsRotationTime", Some(-600)), ("no rotation time", None)];
+        // (name, app windows, a freeze until)
+        let schedules: [(&str, Option<&str>, Option<i64>); 3] = [
+            ("no window", None, None),
+            ("a closed window", Some("Mon-Sun 01:00-02:00 UTC"), None),
+            ("a freeze", None, Some(2 * HOUR)),
+        ];
+        let mut walked = 0;
+        for running in runnings {
+            for (batch_name, open) in &batches {
+                for (status_name, rotated) in statuses {
+                    for (schedule_name, windows, frozen) in schedules {
+                        let mut objects = vec![
+                            app(),
+                            metadata_secret(),
+                            binding(json!({"enabled": true}), rotated),
+                            old_binding(-600, "20m", false),
+                        ];
+                        if let Some(windows) = windows {
+                            objects[0]["metadata"]["annotations"] = json!({"capdeck.dev/change-windows": windows});
+                        }
+                        objects.extend(consumers(running));
+                        objects.extend(open.clone());
+                        let freezes: Vec<Arc<crate::api::Freeze>> = frozen
+                            .map(|until| {
+                                Arc::new(serde_json::from_value(freeze("shop", "Namespace", until)).expect("a freeze"))
+                            })
+                            .into_iter()
+                            .collect();
+                        let schedule = Schedule { freezes: &freezes, ..Schedule::NONE };
+                        let mut overview = judge_scheduled(objects, true, &schedule);
+                        let report = overview.credentials.remove(0);
+                        let case = format!("{running:?}, {batch_name}, {status_name}, {schedule_name}");
+                        let expected = if matches!(running, Running::Current) { Verdict::Ok } else { Verdict::Unsafe };
+                        assert_eq!(report.verdict, expected, "{case}: {report:#?}");
+                        if expected == Verdict::Ok {
+                            assert!(
+                                report.reasons.iter().any(|r| r.contains(
+                                    "1 consuming Deployment already runs its current credentials: the old ones dying \
+                                     harms nothing"
+                                )),
+                                "{case}: {report:#?}"
+                            );
+                            assert_eq!(report.margin_seconds, None, "{case}");
+                        }
+                        walked += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(walked, 5 * 4 * 2 * 3);
     }
 
     #[test]

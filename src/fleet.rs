@@ -9,7 +9,7 @@ mod read;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
-pub use read::{FleetOptions, binding_secrets, read_fleet};
+pub use read::{FleetOptions, binding_secrets, consumer_objects, read_fleet};
 
 /// `--contexts`: every context of the kubeconfig, or the ones named.
 #[derive(Clone, Debug, PartialEq, Eq)]

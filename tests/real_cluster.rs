@@ -103,6 +103,7 @@ fn all_stories() -> Vec<(&'static str, Story, &'static [Backend])> {
         engine_stories::stale_secrets_are_never_rotations,
         engine_stories::expiring_credentials_end_an_auto_window_early,
         engine_stories::expiring_credentials_escalate_a_manual_batch,
+        engine_stories::credentials_the_pods_already_run_are_ok_on_every_surface,
         engine_stories::a_stalled_deployment_halts_the_batch_until_released,
         engine_stories::a_crash_looping_new_pod_halts_the_batch_early,
         engine_stories::a_halted_batch_is_retried_and_rolls_on,

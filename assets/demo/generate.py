@@ -214,6 +214,14 @@ for app in APPS:
                 planned.append((ns, name, cav, wname, f"{cav}-{wname.lower()}", extra.get("replicas", 2),
                                 wname in app.get("stall", []), wname in app.get("stale", [])))
 
+def rolled_out(replicas):
+    """What the deployment controller reports once its template has rolled out: the seed is a cluster
+    at rest, so its Pods run the VCAP Secret the template references."""
+    available = [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable", "lastTransitionTime": T0},
+                 {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable", "lastTransitionTime": T0}]
+    return {"observedGeneration": 1, "replicas": replicas, "updatedReplicas": replicas, "readyReplicas": replicas,
+            "availableReplicas": replicas, "conditions": available}
+
 # Payloads come from capdeck itself: write the seed so far, plan it, then add VCAP Secrets and Deployments.
 with tempfile.TemporaryDirectory() as tmp:
     for file, items in docs.items():
@@ -246,7 +254,8 @@ for ns, app, cav, workload, deployment, replicas, stall, stale in planned:
         meta["annotations"] = annotations
     out.append({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
                 "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": deployment}},
-                         "template": {"metadata": {"labels": {"app": deployment}}, "spec": {"containers": [container]}}}})
+                         "template": {"metadata": {"labels": {"app": deployment}}, "spec": {"containers": [container]}}},
+                "status": rolled_out(replicas)})
 
 for file, items in docs.items():
     with open(os.path.join(HERE, file), "w") as out:

@@ -21,6 +21,7 @@ use crate::credentials::{
 };
 use crate::manifest::Manifests;
 use crate::output::Table;
+use crate::plan::CapIndex;
 
 pub async fn run(cluster: &ClusterArgs, args: &CredentialsArgs) -> anyhow::Result<ExitCode> {
     args.output.refuse_name("credentials").map_err(|error| super::UsageError(error.to_string()))?;
@@ -34,7 +35,12 @@ pub async fn run(cluster: &ClusterArgs, args: &CredentialsArgs) -> anyhow::Resul
                 }
                 // In manifests, ServiceBinding information exists when some binding is there.
                 let bindings_known = !manifests.service_bindings.is_empty();
-                World { manifests, bindings_known, ..World::default() }
+                let index = CapIndex::new(
+                    manifests.applications.clone(),
+                    manifests.versions.iter().cloned(),
+                    manifests.tenants.iter().cloned(),
+                );
+                World { manifests, bindings_known, index: Some(index), ..World::default() }
             }
             Err(error) => {
                 crate::safe_eprintln!("error: {error}");
@@ -46,25 +52,8 @@ pub async fn run(cluster: &ClusterArgs, args: &CredentialsArgs) -> anyhow::Resul
     let (timing, timing_source) = choose_timing(args.rollout_delay, args.expected_rollout, leader_settings);
     let (cluster_windows, windows_source) =
         choose_windows(args.change_windows.as_ref().and_then(|windows| windows.0.as_ref()), leader_settings);
-    let manifests = &world.manifests;
     let now = Timestamp::now();
-    let inputs = Inputs {
-        applications: &manifests.applications,
-        secrets: manifests,
-        bindings: world.bindings_known.then_some(manifests.service_bindings.as_slice()),
-        batches: &manifests.batches,
-        now,
-        timing,
-    };
-    // As the leader decides (`--on-deadline`; an engine that does not publish it asks).
-    let schedule = Schedule {
-        namespace_windows: world.namespace_windows.as_ref().ok(),
-        cluster_windows: cluster_windows.as_ref(),
-        freezes: &world.freezes.found,
-        lease_namespace: world.lease_namespace.as_deref(),
-        deadline_rolls: leader_settings.is_some_and(crate::cluster::leader::PublishedSettings::deadline_rolls),
-    };
-    let result = overview_scheduled(&inputs, &schedule);
+    let result = judge(&world, timing, cluster_windows.as_ref(), now);
     let document = serde_json::to_value(&result)?;
     let text = crate::output::render_object(&args.output, "credentials", &document, |wide, headers| {
         table(&result, now, wide, headers)
@@ -162,11 +151,51 @@ fn table(result: &CredentialsOverview, now: Timestamp, wide: bool, headers: bool
     table.render_with(wide, headers)
 }
 
+/// The verdicts over `world`, as the leader decides (`--on-deadline`; an engine that does not
+/// publish it asks).
+fn judge(
+    world: &World,
+    timing: crate::credentials::Timing,
+    cluster_windows: Option<&crate::api::change_window::ChangeWindows>,
+    now: Timestamp,
+) -> CredentialsOverview {
+    let manifests = &world.manifests;
+    let inputs = Inputs {
+        applications: &manifests.applications,
+        secrets: manifests,
+        bindings: world.bindings_known.then_some(manifests.service_bindings.as_slice()),
+        batches: &manifests.batches,
+        index: world.index.as_ref(),
+        now,
+        timing,
+    };
+    let schedule = Schedule {
+        namespace_windows: world.namespace_windows.as_ref().ok(),
+        cluster_windows,
+        freezes: &world.freezes.found,
+        lease_namespace: world.lease_namespace.as_deref(),
+        deadline_rolls: world.leader_settings.as_ref().is_some_and(PublishedSettings::deadline_rolls),
+    };
+    overview_scheduled(&inputs, &schedule)
+}
+
+/// The verdicts `capdeck credentials` gives in the cluster, with the leading engine's settings
+/// (`capdeck doctor` says the same).
+pub(super) async fn live_verdicts(cluster: &ClusterArgs) -> anyhow::Result<CredentialsOverview> {
+    let world = live(cluster).await?;
+    let leader_settings = world.leader_settings.as_ref();
+    let (timing, _) = choose_timing(None, None, leader_settings);
+    let (cluster_windows, _) = choose_windows(None, leader_settings);
+    Ok(judge(&world, timing, cluster_windows.as_ref(), Timestamp::now()))
+}
+
 /// What the verdicts are judged from: the objects (gathered into the shape manifests have),
 /// whether ServiceBindings are known, and what a batch may wait for.
 struct World {
     manifests: Manifests,
     bindings_known: bool,
+    /// The versions and tenants: which Deployments consume a Secret (`None`: not readable).
+    index: Option<CapIndex>,
     /// The leading engine's published settings (what the engine decides with).
     leader_settings: Option<PublishedSettings>,
     /// The namespace of the leading engine's Lease (where a cluster freeze is honoured).
@@ -182,6 +211,7 @@ impl Default for World {
         Self {
             manifests: Manifests::default(),
             bindings_known: false,
+            index: None,
             leader_settings: None,
             lease_namespace: None,
             namespace_windows: Ok(BTreeMap::new()),
@@ -275,6 +305,17 @@ async fn live(cluster: &ClusterArgs) -> anyhow::Result<World> {
         Err(error) => anyhow::bail!("cannot list RotationBatches: {}", describe_error(&error)),
     };
     manifests.lookup.secrets = crate::fleet::binding_secrets(client, &manifests.applications).await;
+    let index =
+        match crate::fleet::consumer_objects(client, &scope, &manifests.applications, &mut manifests.lookup).await {
+            Ok(index) => Some(index),
+            Err(why) => {
+                crate::safe_eprintln!(
+                    "warning: which credentials the Deployments run is not known ({why}): verdicts judge from the \
+                 batches alone"
+                );
+                None
+            }
+        };
     let bindings_known = match bindings {
         Ok(Some(bindings)) => {
             super::warn_undecodable("ServiceBinding", &bindings.undecodable);
@@ -290,6 +331,7 @@ async fn live(cluster: &ClusterArgs) -> anyhow::Result<World> {
     Ok(World {
         manifests,
         bindings_known,
+        index,
         leader_settings: leader.settings().cloned(),
         lease_namespace,
         namespace_windows,

@@ -359,6 +359,10 @@ pub async fn run(cluster: &ClusterArgs, engine: &EngineSettings, args: &DoctorAr
         // A window given here is checked as given; else the leading engine's is.
         let explicit_delay = args.engine.rollout_delay.is_some() || std::env::var_os("ROLLOUT_DELAY").is_some();
         findings.extend(checks(&connection, &scope, engine, explicit_delay).await);
+        findings.extend(match super::credentials::live_verdicts(cluster).await {
+            Ok(overview) => credential_verdicts(&overview),
+            Err(error) => vec![finding("credential verdicts", Status::Warn, format!("not judged: {error:#}"))],
+        });
     }
     let blocking = findings.iter().any(|f| f.status == Status::Fail);
     let document = json!({"findings": findings, "ok": !blocking});
@@ -433,6 +437,45 @@ async fn notifications(connection: &Connection, scope: &Scope, engine: &EngineSe
         Status::Ok,
         format!("{receivers}{} sent in the last 24h in {}, every one delivered", health.recorded, scope.label()),
     )
+}
+
+/// The verdicts `capdeck credentials` gives (the same judging, the leader's settings): each
+/// at-risk or unsafe Secret with the reason that decided it.
+fn credential_verdicts(overview: &crate::credentials::CredentialsOverview) -> Vec<Finding> {
+    use crate::credentials::Verdict;
+    const CHECK: &str = "credential verdicts";
+    let mut out: Vec<Finding> = overview
+        .credentials
+        .iter()
+        .filter(|report| matches!(report.verdict, Verdict::AtRisk | Verdict::Unsafe))
+        .map(|report| {
+            finding(
+                CHECK,
+                Status::Warn,
+                format!(
+                    "{} {}/{}: {} (capdeck credentials -n {} says why)",
+                    report.verdict.as_str(),
+                    report.namespace,
+                    report.secret,
+                    report.reasons.last().map_or("", String::as_str),
+                    report.namespace
+                ),
+            )
+        })
+        .collect();
+    if out.is_empty() {
+        let unknown = overview.credentials.iter().filter(|report| report.verdict == Verdict::Unknown).count();
+        out.push(finding(
+            CHECK,
+            Status::Ok,
+            format!(
+                "{}: none at risk or unsafe{}",
+                crate::output::count(overview.credentials.len(), "consumed binding Secret"),
+                if unknown > 0 { format!(" ({unknown} unknown: capdeck credentials says why)") } else { String::new() }
+            ),
+        ));
+    }
+    out
 }
 
 /// ServiceBindings whose old credentials may be revoked before a batch can have rolled.

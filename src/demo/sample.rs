@@ -160,11 +160,17 @@ impl SampleObjects {
             crate::lookup::SecretLookup::Found(secret) => Some(readmodel::secret_keys(&secret)),
             _ => None,
         };
+        let index = crate::lookup::CapIndex::new(
+            self.apps.clone(),
+            self.versions.iter().cloned(),
+            self.tenants.iter().cloned(),
+        );
         let credentials = crate::credentials::overview(&crate::credentials::Inputs {
             applications: &self.apps,
             secrets: self,
             bindings: Some(&self.service_bindings),
             batches: &self.batches,
+            index: Some(&index),
             now: now(),
             timing: crate::credentials::Timing {
                 window: crate::engine::config::DEFAULT_ROLLOUT_DELAY,

@@ -1,6 +1,7 @@
 //! Reading one context into fleet rows: a few LISTs (RotationBatches, CAPApplications,
-//! ServiceBindings), a GET per consumed binding Secret and one of the engine's Lease, all under
-//! one timeout. `rows` is the pure part.
+//! ServiceBindings, CAPApplicationVersions, CAPTenants), a GET per consumed binding Secret, per
+//! Deployment of a version and per Secret it references (which credentials the Pods run), and
+//! one of the engine's Lease, all under one timeout. `rows` is the pure part.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -158,9 +159,13 @@ async fn read_context(
     }
     // The binding Secrets (for the credential verdicts) get what is left of the time: a big
     // context that answers is not "unreachable" because its Secrets take long.
+    let mut lookup = crate::lookup::Objects::default();
+    let scope = options.namespace.clone().map_or(Scope::All, Scope::Namespace);
     let secrets = tokio::time::timeout_at(deadline, binding_secrets(&client, &applications)).await;
     let credentials_checked = secrets.is_ok();
-    if secrets.is_err() {
+    if let Ok(secrets) = secrets {
+        lookup.secrets = secrets;
+    } else {
         notes.push(format!(
             "credentials not checked: the binding Secrets of {} were not read within {} (capdeck credentials \
              --context {context} -A reads them all)",
@@ -168,10 +173,29 @@ async fn read_context(
             crate::output::human_duration(i64::try_from(options.timeout.as_secs()).unwrap_or(i64::MAX))
         ));
     }
+    // Which credentials the Pods run: judged as `capdeck credentials` judges, with the same reads.
+    let index = if credentials_checked {
+        match tokio::time::timeout_at(deadline, consumer_objects(&client, &scope, &applications, &mut lookup)).await {
+            Ok(Ok(index)) => Some(index),
+            Ok(Err(why)) => {
+                notes.push(format!("which credentials the Deployments run is not known ({why})"));
+                None
+            }
+            Err(_) => {
+                notes.push(format!(
+                    "which credentials the Deployments run is not known: not read within {}",
+                    crate::output::human_duration(i64::try_from(options.timeout.as_secs()).unwrap_or(i64::MAX))
+                ));
+                None
+            }
+        }
+    } else {
+        None
+    };
     let manifests = Manifests {
         applications,
         batches,
-        lookup: crate::lookup::Objects { secrets: secrets.unwrap_or_default(), ..Default::default() },
+        lookup,
         service_bindings: bindings.clone().unwrap_or_default(),
         ..Manifests::default()
     };
@@ -190,6 +214,7 @@ async fn read_context(
         manifests: &manifests,
         bindings_known: bindings.is_some(),
         credentials_checked,
+        index: index.as_ref(),
         leader,
         leaders,
         notes,
@@ -363,12 +388,99 @@ pub async fn binding_secrets(
         .await
 }
 
+/// What says which credentials the consuming Deployments run: the CAPApplicationVersions and
+/// CAPTenants (which versions are in use), the Deployments of the versions' workloads and the
+/// Secrets their containers reference (`envFrom`, a VCAP Secret among them), added to `objects`;
+/// also `capdeck credentials`' reading. `Err` says why not (then the verdicts judge from the
+/// batches alone): an object that cannot be read is not one that runs the new credentials.
+pub async fn consumer_objects(
+    client: &kube::Client,
+    scope: &Scope,
+    applications: &[Arc<CAPApplication>],
+    objects: &mut crate::lookup::Objects,
+) -> Result<crate::lookup::CapIndex, String> {
+    use crate::api::{CAPApplicationVersion, CAPTenant, DeploymentView};
+    let versions: kube::Api<Lenient<CAPApplicationVersion>> = scope.api(client);
+    let tenants: kube::Api<Lenient<CAPTenant>> = scope.api(client);
+    let params = ListParams::default();
+    let (versions, tenants) =
+        tokio::join!(crate::cluster::list_each(&versions, &params), crate::cluster::list_each(&tenants, &params));
+    let unread = |what: &str, error: &kube::Error| format!("cannot list {what}: {}", describe_error(error));
+    let versions = versions.map_err(|error| unread("CAPApplicationVersions", &error))?;
+    let tenants = tenants.map_err(|error| unread("CAPTenants", &error))?;
+    if let Some(object) =
+        versions.undecodable.first().map(ToString::to_string).or(tenants.undecodable.first().map(ToString::to_string))
+    {
+        return Err(format!("{object} does not decode"));
+    }
+    let index = crate::lookup::CapIndex::new(
+        applications.to_vec(),
+        versions.items.into_iter().map(Arc::new),
+        tenants.items.into_iter().map(Arc::new),
+    );
+    let mut wanted = std::collections::BTreeSet::new();
+    for app in applications {
+        let namespace = app.namespace().unwrap_or_default();
+        for version in index.versions_of(app) {
+            for workload in version.spec.workloads.iter().filter(|workload| workload.deployment_definition.is_some()) {
+                wanted.insert((namespace.clone(), workload.deployment_name(&version.name_any())));
+            }
+        }
+    }
+    let deployments: Vec<_> = futures::stream::iter(wanted)
+        .map(|(namespace, name)| async move {
+            let api: kube::Api<Lenient<DeploymentView>> = kube::Api::namespaced(client.clone(), &namespace);
+            let read = crate::cluster::get_or_list_by_name(&api, &name).await;
+            (namespace, name, read)
+        })
+        .buffer_unordered(8)
+        .collect()
+        .await;
+    let mut referenced = std::collections::BTreeSet::new();
+    for (namespace, name, read) in deployments {
+        match read {
+            Ok(Some(Ok(deployment))) => {
+                let pod = deployment.spec.as_ref().and_then(|spec| spec.template.spec.as_ref());
+                for container in
+                    pod.iter().flat_map(|pod| pod.containers.iter().chain(pod.init_containers.iter().flatten()))
+                {
+                    for source in container.env_from.iter().flatten() {
+                        if let Some(secret) = &source.secret_ref {
+                            referenced.insert((namespace.clone(), secret.name.clone()));
+                        }
+                    }
+                }
+                objects.add_deployment(Arc::new(deployment));
+            }
+            Ok(None) => {}
+            Ok(Some(Err(undecodable))) => {
+                return Err(format!("Deployment {namespace}/{name} does not decode ({})", undecodable.describe()));
+            }
+            Err(error) => return Err(format!("cannot read Deployment {namespace}/{name}: {}", describe_error(&error))),
+        }
+    }
+    let unknown: Vec<_> = referenced.into_iter().filter(|key| !objects.secrets.contains_key(key)).collect();
+    let secrets: Vec<_> = futures::stream::iter(unknown)
+        .map(|(namespace, name)| async move {
+            let lookup = crate::cluster::read_secret(client, &namespace, &name).await;
+            ((namespace, name), lookup)
+        })
+        .buffer_unordered(8)
+        .collect()
+        .await;
+    objects.secrets.extend(secrets);
+    Ok(index)
+}
+
 /// What one context's rows are made of.
 pub(super) struct Inputs<'a> {
     pub manifests: &'a Manifests,
     pub bindings_known: bool,
     /// Whether the binding Secrets were read (else no credential verdicts).
     pub credentials_checked: bool,
+    /// The versions and tenants, with the Deployments in `manifests`: which credentials the Pods
+    /// run (`None`: not read, the verdicts judge from the batches alone).
+    pub index: Option<&'a crate::lookup::CapIndex>,
     pub leader: String,
     /// Per namespace, when engines of single namespaces lead there: the row names its own leader.
     pub leaders: BTreeMap<String, String>,
@@ -487,6 +599,7 @@ pub(super) fn rows(context: &str, inputs: &Inputs<'_>) -> Vec<FleetRow> {
             secrets: manifests,
             bindings,
             batches: &manifests.batches,
+            index: inputs.index,
             now: inputs.now,
             timing: inputs.timing,
         };
@@ -568,6 +681,7 @@ mod tests {
             manifests,
             bindings_known: false,
             credentials_checked: true,
+            index: None,
             leader: "engine-a".into(),
             leaders: BTreeMap::new(),
             notes: Vec::new(),

@@ -312,9 +312,9 @@ impl Sandbox {
             }
             Some(observed) if observed >= generation => {
                 let paused = object.pointer("/spec/paused").and_then(Value::as_bool) == Some(true);
-                // Paused on a template it never rolled: no ReplicaSet for it until resumed.
-                if simulation.pods && (!paused || self.has_replicaset_for(object)) {
-                    // At rest: complete, or stalled with its new Pod crash-looping.
+                // Paused: its Pods stay as they are until it is resumed.
+                if simulation.pods && !paused {
+                    // At rest: complete, or stalled with its new Pods as its fate leaves them.
                     let stalled =
                         object.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|conditions| {
                             conditions
@@ -322,7 +322,12 @@ impl Sandbox {
                                 .any(|c| c.get("reason").and_then(Value::as_str) == Some("ProgressDeadlineExceeded"))
                         });
                     let target = if stalled {
-                        PodTarget { replicas, updated: 0, new_pods: NewPods::CrashLoop(5) }
+                        let new_pods = match Fate::of(object) {
+                            Fate::Hang => NewPods::NotReady,
+                            Fate::Unschedulable => NewPods::Unschedulable,
+                            Fate::Healthy | Fate::Stall | Fate::CrashLoop => NewPods::CrashLoop(5),
+                        };
+                        PodTarget { replicas, updated: 0, new_pods }
                     } else {
                         PodTarget { replicas, updated: replicas, new_pods: NewPods::Ready }
                     };
@@ -332,8 +337,15 @@ impl Sandbox {
             _ if object.pointer("/spec/paused").and_then(Value::as_bool) == Some(true) => {
                 // Paused by a person: the deployment controller observes the spec, starts no new
                 // ReplicaSet and keeps no deadline until it is resumed (a new generation).
-                rollouts.remove(key);
-                let updated = if simulation.pods && self.has_replicaset_for(object) { replicas } else { 0 };
+                // Paused mid-rollout: the Pods it had brought up so far, no more.
+                let updated = match rollouts.remove(key) {
+                    Some(rollout) if rollout.fate == Fate::Healthy => {
+                        rollout.updated(rollout.started.elapsed(), simulation)
+                    }
+                    Some(_) => 0,
+                    None if simulation.pods && self.has_replicaset_for(object) => replicas,
+                    None => 0,
+                };
                 self.write_status(
                     "apps",
                     "deployments",

@@ -586,6 +586,75 @@ pub async fn expiring_credentials_escalate_a_manual_batch(backend: Backend) {
     expiring_credentials(backend, true).await;
 }
 
+/// The binding Secret's old credentials may be revoked in 30 minutes, sooner than a batch with a
+/// 1 h window could roll — but every Deployment already runs its current credentials (they were
+/// rolled before: the Go operator, a new version, a person), and there is no batch. Nothing is
+/// harmed: `ok` on every surface, the same words — `capdeck credentials`, `capdeck fleet`,
+/// `capdeck doctor` and the engine's `capdeck_secret_credentials_state` (what the alerts read).
+pub async fn credentials_the_pods_already_run_are_ok_on_every_surface(backend: Backend) {
+    let world = World::new(backend, "creds-already-run").await;
+    load_current(&world, &AppOptions::default()).await;
+    let ns = world.ns.clone();
+    install_service_binding_crd(&world).await;
+    world
+        .apply_objects(vec![
+            service_binding(&ns, "bookshop-uaa", "bookshop-uaa", "30m", None),
+            service_binding(&ns, "bookshop-uaa-k3x9q", "bookshop-uaa-k3x9q", "30m", Some("bookshop-uaa")),
+        ])
+        .await;
+    let workloads = world.workloads();
+    let mut config = engine_config(&world, "engine-a");
+    config.rollout_delay = Duration::from_secs(3600);
+    let engine = Engine::on(&world, config).await;
+    engine.wait_for_role_within(Role::Leader, LONG).await;
+    let r = Running { world, engine, workloads };
+    let w = &r.world;
+    let already = "2 consuming Deployments already run its current credentials: the old ones dying harms nothing";
+
+    let output = crate::setup::capdeck(&w.admin_kubeconfig, &["credentials", "-n", &ns, "-o", "json"]);
+    let (stdout, stderr) = crate::setup::text(&output);
+    assert!(output.status.success(), "{stderr}");
+    let document: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    let report = document["credentials"]
+        .as_array()
+        .and_then(|all| all.iter().find(|c| c["secret"] == "bookshop-uaa"))
+        .cloned()
+        .expect("bookshop-uaa's report");
+    assert_eq!(report["verdict"], "ok", "{report}");
+    assert!(report["reasons"].as_array().into_iter().flatten().any(|r| r == already), "{report}");
+    assert!(report["oldCredentials"][0]["revocableAt"].is_string(), "a rotation is under way: {report}");
+    // The engine judges the same (what CapdeckCredentialsUnsafe reads).
+    let ok = format!("capdeck_secret_credentials_state{{namespace=\"{ns}\",secret=\"bookshop-uaa\",state=\"ok\"}}");
+    assert_eq!(r.metric(&ok).await, Some(1));
+    let unsafe_ =
+        format!("capdeck_secret_credentials_state{{namespace=\"{ns}\",secret=\"bookshop-uaa\",state=\"unsafe\"}}");
+    assert_eq!(r.engine.metric(&unsafe_).unwrap_or(0), 0);
+    // The fleet: no credentials at risk in this namespace.
+    let output = crate::setup::capdeck(
+        &w.admin_kubeconfig,
+        &["fleet", "-n", &ns, "--lease-namespace", &ns, "--timeout", "20s", "-o", "json"],
+    );
+    let (stdout, stderr) = crate::setup::text(&output);
+    let fleet: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|_| panic!("{stdout}{stderr}"));
+    let rows = fleet["fleet"].as_array().cloned().unwrap_or_default();
+    assert!(rows.iter().all(|row| row["credentials"].as_array().is_none_or(Vec::is_empty)), "{stdout}{stderr}");
+    // doctor: the same verdicts.
+    let output =
+        crate::setup::capdeck(&w.admin_kubeconfig, &["doctor", "-n", &ns, "--lease-namespace", &ns, "-o", "json"]);
+    let (stdout, stderr) = crate::setup::text(&output);
+    let doctor: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|_| panic!("{stdout}{stderr}"));
+    let verdicts: Vec<&serde_json::Value> = doctor["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|finding| finding["check"] == "credential verdicts")
+        .collect();
+    assert_eq!(verdicts.len(), 1, "{stdout}");
+    assert_eq!(verdicts[0]["status"], "ok", "{stdout}");
+    assert!(verdicts[0]["detail"].as_str().is_some_and(|d| d.contains("none at risk or unsafe")), "{stdout}");
+    r.stop().await;
+}
+
 /// Three Deployments of one version rolled one at a time; the middle one (`b`) stalls.
 async fn middle_of_three_stalls(backend: Backend, test: &str) -> Running {
     let options = AppOptions {

@@ -182,8 +182,10 @@ pub async fn fleet_shows_every_context_and_says_why_one_is_unreachable(backend: 
             })
         })
         .collect();
-    // The demo's bookshop binding keeps old credentials shorter than a 1h window and a 15m rollout.
-    assert_eq!(second_open, [("cap-shop", "bookshop-uaa-bind", "unsafe")], "{stdout}");
+    // The demo's bookshop binding keeps old credentials shorter than a 1h window and a 15m rollout,
+    // but its Deployments already run the current credentials: nothing at risk (the verdict comes
+    // from what the Pods run, as `capdeck credentials` says).
+    assert_eq!(second_open, Vec::<(&str, &str, &str)>::new(), "{stdout}");
     let why = |context: &str| of(context).first().and_then(|row| row["why"].as_str()).unwrap_or_default().to_string();
     let state = |context: &str| of(context).first().map(|row| row["state"].clone()).unwrap_or_default();
     assert_eq!((of("down").len(), state("down")), (1, json!("unreachable")));

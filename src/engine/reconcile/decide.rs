@@ -861,14 +861,32 @@ pub fn apply(decision: &Decision, status: &mut RotationBatchStatus, now: Timesta
                 Some(reason::HELD) => {
                     set_condition(status, false, reason::RELEASED, "the hold was lifted; rolling out".into(), now)
                 }
-                // Halted, and what failed recovered (its Pods became ready): no longer halted.
-                Some(reason::ROLLOUT_FAILURE_GUARD) => set_condition(
-                    status,
-                    false,
-                    reason::ROLLING_OUT,
-                    "what halted the batch recovered; rolling out".into(),
-                    now,
-                ),
+                // Halted, and the guard no longer holds it: what failed completed after all, or
+                // stalled with nothing queued (the batch ends once the others are done).
+                Some(reason::ROLLOUT_FAILURE_GUARD) => {
+                    status.halted_at = None;
+                    let failed: Vec<&str> = status
+                        .deployments
+                        .iter()
+                        .filter(|d| {
+                            matches!(
+                                d.state,
+                                Some(
+                                    DeploymentRolloutState::Stalled
+                                        | DeploymentRolloutState::Failed
+                                        | DeploymentRolloutState::Failing
+                                )
+                            )
+                        })
+                        .map(|d| d.name.as_str())
+                        .collect();
+                    let message = if failed.is_empty() {
+                        "what halted the batch completed after all; rolling out".to_string()
+                    } else {
+                        format!("{} did not roll out; the batch ends once the others are done", failed.join(", "))
+                    };
+                    set_condition(status, false, reason::ROLLING_OUT, message, now);
+                }
                 _ => {}
             }
         }
@@ -1669,6 +1687,24 @@ mod tests {
              Deployment not started — capdeck undo to go back to the previous credentials, capdeck release to go on, \
              capdeck cancel to stop"
         );
+        // A halt whose Deployment stalled since, with nothing queued: no longer held (the batch
+        // ends once the others are done), and not said to have recovered.
+        let mut stalled_since = batch(Phase::HaltedThenRecovered, F::Nothing);
+        let mut status = stalled_since.status.clone().unwrap_or_default();
+        status.halted_at = Some(Time(NOW.parse::<Timestamp>().expect("time")));
+        status.deployments[0].state = Some(DeploymentRolloutState::Stalled);
+        status.deployments[1].state = Some(DeploymentRolloutState::Rolling);
+        stalled_since.status = Some(status.clone());
+        let context = plain_context(None);
+        let app = application(F::Nothing);
+        let decision = decide(&stalled_since, &status, app.as_ref(), AppPlan::default, &context);
+        assert_eq!(decision, Decision::Roll);
+        apply(&decision, &mut status, NOW.parse().expect("time"));
+        assert_eq!(
+            ready_condition(&status).map(|c| c.message.as_str()),
+            Some("srv did not roll out; the batch ends once the others are done")
+        );
+        assert_eq!(status.halted_at, None, "a later failure halts anew");
         // New Pods that fail halt the batch's last Deployment too: nothing is queued, but undo is
         // offered at once instead of at its progress deadline.
         let failing = run(Phase::RollingOutFailingLast, F::Nothing);

@@ -52,10 +52,24 @@ pub(super) struct Rollouts {
     /// Failed attempts of each rollout write that retrying cannot fix.
     attempts: HashMap<RolloutKey, u32>,
     /// When each rolling Deployment's new Pods were last listed (at most every `POD_CHECK_INTERVAL`),
-    /// and what they said then.
-    pods_checked: HashMap<RolloutKey, (tokio::time::Instant, NewPods)>,
+    /// for which attempt, and what they said then.
+    pods_checked: HashMap<RolloutKey, PodsChecked>,
     /// Namespaces where RBAC forbids listing Pods: said once, not asked again.
     pods_denied: BTreeSet<String>,
+}
+
+/// The last listing of a rolling Deployment's new Pods.
+#[derive(Clone, Debug)]
+struct PodsChecked {
+    at: tokio::time::Instant,
+    /// Which attempt it judged (the new VCAP Secret and the retry): a restart is judged afresh.
+    attempt: String,
+    /// `None`: the listing failed (tried again after the interval all the same).
+    verdict: Option<NewPods>,
+}
+
+fn pods_attempt(secret: &str, deployment: &BatchDeployment) -> String {
+    format!("{secret}|{:?}", deployment.retried_at.as_ref().map(|at| at.0))
 }
 
 impl Rollouts {
@@ -212,6 +226,13 @@ impl Rollouts {
         message: &str,
     ) {
         self.follow_from(key, deployment, generation, message);
+        // Counts from the moment of the restart (none of the new template is updated), so the
+        // record never reads "0 replicas" before its first progress read.
+        if let Some(live) = crate::lookup::ObjectLookup::deployment(&context.stores, &key.0, &deployment.name) {
+            deployment.replicas = Some(live.spec.as_ref().and_then(|spec| spec.replicas).unwrap_or(1));
+            deployment.updated_replicas = Some(0);
+            deployment.available_replicas = live.status.as_ref().and_then(|status| status.available_replicas);
+        }
         context.metrics.deployments_restarted.inc();
     }
 
@@ -423,15 +444,15 @@ impl Rollouts {
         if self.pods_denied.contains(&key.0) {
             return None;
         }
-        if let Some((at, said)) = self.pods_checked.get(key)
-            && now.duration_since(*at) < POD_CHECK_INTERVAL
-        {
-            return Some(said.clone());
+        let attempt = pods_attempt(secret, deployment);
+        let earlier = self.pods_checked.get(key).filter(|checked| checked.attempt == attempt);
+        if let Some(checked) = earlier.filter(|checked| now.duration_since(checked.at) < POD_CHECK_INTERVAL) {
+            return checked.verdict.clone();
         }
-        let verdict = self.list_new_pods(context, key, live, deployment, secret).await;
-        if let Some(verdict) = &verdict {
-            self.pods_checked.insert(key.clone(), (now, verdict.clone()));
-        }
+        let said_before = earlier.and_then(|checked| checked.verdict.clone());
+        // A failed listing is not tried again before the interval either; what they said before stands.
+        let verdict = self.list_new_pods(context, key, live, deployment, secret).await.or(said_before);
+        self.pods_checked.insert(key.clone(), PodsChecked { at: now, attempt, verdict: verdict.clone() });
         verdict
     }
 
@@ -528,19 +549,21 @@ impl Rollouts {
                     deployment.state = Some(DeploymentRolloutState::Failing);
                     deployment.message = Some(failure);
                 }
+                // Failing stays failing until it completes, stalls, or is retried or undone: a
+                // crash-looping container runs between its restarts, and a halt must not flap.
+                _ if deployment.state == Some(DeploymentRolloutState::Failing) => deployment.message = said,
                 Some(NewPods::Waiting(why)) => {
                     deployment.state = Some(DeploymentRolloutState::Rolling);
                     deployment.message = Some(format!("{}; {why}", progress.message));
                 }
                 Some(NewPods::Fine) => deployment.state = Some(DeploymentRolloutState::Rolling),
-                // Could not be listed: a failing Deployment keeps saying why.
-                None if deployment.state == Some(DeploymentRolloutState::Failing) => deployment.message = said,
                 None => {}
             },
             Progress::Stalled => {
                 // What the new Pods said last (kube-scheduler's reason), not only the deadline.
-                let why = match self.pods_checked.get(key) {
-                    Some((_, NewPods::Waiting(why) | NewPods::Failing(why))) => format!(" ({why})"),
+                let said = self.pods_checked.get(key).and_then(|checked| checked.verdict.as_ref());
+                let why = match said {
+                    Some(NewPods::Waiting(why) | NewPods::Failing(why)) => format!(" ({why})"),
                     _ => String::new(),
                 };
                 deployment.state = Some(DeploymentRolloutState::Stalled);
@@ -796,10 +819,10 @@ mod tests {
             batch(vec![deployment("srv", "Stalled"), deployment("db", "Rolling"), unchanged]),
         ];
         let mut rollouts = Rollouts::default();
-        rollouts.pods_checked.insert(key("srv"), (tokio::time::Instant::now(), NewPods::Fine));
-        rollouts
-            .pods_checked
-            .insert(("ns".into(), "ended".into(), "srv".into()), (tokio::time::Instant::now(), NewPods::Fine));
+        let checked =
+            PodsChecked { at: tokio::time::Instant::now(), attempt: String::new(), verdict: Some(NewPods::Fine) };
+        rollouts.pods_checked.insert(key("srv"), checked.clone());
+        rollouts.pods_checked.insert(("ns".into(), "ended".into(), "srv".into()), checked);
         let open_keys = BTreeSet::from([("ns".to_string(), "a".to_string()), ("ns".to_string(), "b".to_string())]);
         rollouts.begin_pass(&open, &open_keys);
         assert_eq!(rollouts.rolling, 3);

@@ -314,7 +314,13 @@ fn announcements(
     let reason = condition_reason(status).unwrap_or(reason::ROLLING_OUT).to_string();
     let message = ready_condition(status).map(|c| c.message.clone()).unwrap_or_default();
     let mut out = Vec::new();
-    if old.phase == BatchPhase::Held && status.phase != BatchPhase::Held && reason != reason::RELEASED {
+    // A person's hold only: the failure guard's halt and an unreadable window end on their own.
+    let held_by_someone = condition_reason(old) == Some(reason::HELD);
+    if old.phase == BatchPhase::Held
+        && held_by_someone
+        && status.phase != BatchPhase::Held
+        && reason != reason::RELEASED
+    {
         // Only a release recorded since the batch was held says who released it; a hold removed
         // another way (kubectl) is no release by whoever released last time.
         let held_since = ready_condition(old).and_then(|c| c.last_transition_time.as_ref()).map(|t| t.0);
@@ -640,6 +646,21 @@ mod tests {
             assert!(said[0].warning, "{:?}", said[0]);
             assert!(said[0].note.contains("the hold was removed with no release record"), "{}", said[0].note);
             assert!(!said[0].note.contains("carol"), "{}", said[0].note);
+        }
+        // The failure guard's halt and an unreadable window end on their own: no release, no
+        // warning about a hold someone removed.
+        for (why, text) in [
+            (reason::ROLLOUT_FAILURE_GUARD, "halted: srv is failing"),
+            (reason::CHANGE_WINDOW_UNREADABLE, "the change windows do not parse"),
+        ] {
+            let halted = ready("Held", why, text);
+            let said = announcements(
+                &batch(json!({})),
+                &halted,
+                &ready("RollingOut", reason::ROLLING_OUT, "what halted the batch completed after all; rolling out"),
+                false,
+            );
+            assert!(said.iter().all(|a| a.reason != reason::RELEASED && !a.warning), "{why}: {said:?}");
         }
     }
 }
