@@ -51,12 +51,14 @@ pub fn rollout_progress(deployment: &DeploymentView) -> RolloutProgress {
     }
     // Paused, the controller rolls nothing and keeps no deadline: say who can move it on.
     let paused = deployment.spec.as_ref().and_then(|spec| spec.paused).unwrap_or(false);
+    // With its namespace: the line is read from every namespace's rows (`-A`, the console).
+    let namespace = deployment.metadata.namespace.as_deref().map(|ns| format!(" -n {ns}")).unwrap_or_default();
     if paused && (updated < wanted || replicas > updated || available < updated) {
         return result(
             Progress::Rolling,
             format!(
                 "paused (spec.paused): {updated} of {wanted} replicas run the new template; `kubectl rollout resume \
-                 deployment/{name}` lets it roll"
+                 deployment/{name}{namespace}` lets it roll"
             ),
         );
     }
@@ -80,7 +82,7 @@ mod tests {
 
     fn deployment(generation: i64, replicas: i32, status: serde_json::Value) -> DeploymentView {
         serde_json::from_value(json!({
-            "metadata": {"name": "web", "generation": generation},
+            "metadata": {"name": "web", "namespace": "shop", "generation": generation},
             "spec": {"replicas": replicas, "selector": {}, "template": {}},
             "status": status,
         }))
@@ -148,8 +150,8 @@ mod tests {
         assert_eq!(result.progress, Progress::Rolling);
         assert_eq!(
             result.message,
-            "paused (spec.paused): 0 of 3 replicas run the new template; `kubectl rollout resume deployment/web` lets \
-             it roll"
+            "paused (spec.paused): 0 of 3 replicas run the new template; `kubectl rollout resume deployment/web -n \
+             shop` lets it roll"
         );
         // Paused after it rolled out: nothing to wait for.
         let mut done = deployment(

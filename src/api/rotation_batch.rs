@@ -169,6 +169,23 @@ pub struct RotationBatchStatus {
     /// (`--notify`): recorded before sending, so none is sent twice, even by a new leader.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notifications: Vec<NotificationRecord>,
+    /// What the batch would restart, planned when its window ended and kept while it waits before
+    /// its rollout (a change window, a freeze, windows that cannot be read): whoever approves or
+    /// forces it sees it. The rollout is planned again when it may start, and a difference is said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planned: Option<PlannedRollout>,
+}
+
+/// A batch's plan from the end of its window, before its rollout was decided.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedRollout {
+    pub at: Time,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deployments: Vec<BatchDeployment>,
+    /// How many tenants the affected versions serve.
+    #[serde(default)]
+    pub tenants: u32,
 }
 
 /// One notification: what it was about, when, by which engine, and the hosts it could not reach.
@@ -334,6 +351,23 @@ impl RotationBatch {
         self.status.iter().flat_map(|s| s.deployments.iter()).filter(|d| d.action == DeploymentAction::Restart)
     }
 
+    /// The plan kept while the batch waits before its rollout was decided (`None` once it is).
+    pub fn planned(&self) -> Option<&PlannedRollout> {
+        self.status.as_ref().filter(|status| status.deployments.is_empty()).and_then(|status| status.planned.as_ref())
+    }
+
+    /// What a person approving, forcing or reading the batch is shown it restarts: the
+    /// Deployments it decided on, or while it waits before its rollout, those planned when its
+    /// window ended ([`Self::planned`] says which).
+    pub fn restarts_or_planned(&self) -> impl Iterator<Item = &BatchDeployment> {
+        self.restarts().chain(
+            self.planned()
+                .into_iter()
+                .flat_map(|planned| planned.deployments.iter())
+                .filter(|d| d.action == DeploymentAction::Restart),
+        )
+    }
+
     /// Deployments of the workloads' names that their version does not own: never written.
     pub fn not_owned(&self) -> impl Iterator<Item = &BatchDeployment> {
         self.status.iter().flat_map(|s| s.deployments.iter()).filter(|d| d.action == DeploymentAction::NotOwned)
@@ -370,6 +404,9 @@ impl RotationBatch {
     /// `3/5`, with stalled and failed Deployments called out: `3/5 (1 stalled)`.
     pub fn progress_text(&self) -> String {
         let Some(status) = &self.status else { return "-".into() };
+        if let Some(planned) = self.planned() {
+            return format!("{} planned", self.restarts_or_planned().count().min(planned.deployments.len()));
+        }
         let mut text = status.progress.clone().unwrap_or_else(|| "-".into());
         let count = |state: DeploymentRolloutState| {
             status

@@ -222,7 +222,10 @@ fn printable(batches: &[RotationBatch], deadlines: &[Option<Timestamp>], now: Ti
                 || "-".into(),
                 |at| format!("revocable in {}", crate::credentials::human_signed(at.as_second() - now.as_second())),
             ),
-            status.tenants.map_or_else(|| "-".into(), |n| n.to_string()),
+            status
+                .tenants
+                .or(batch.planned().map(|planned| planned.tenants))
+                .map_or_else(|| "-".into(), |n| n.to_string()),
             reason.unwrap_or_else(|| "-".into()),
             // Spec text quoted in status (an object older than the CRD's limits may hold 1 MB).
             message.map_or_else(|| "-".into(), |m| bounded(&m, MAX_REASON + 256).into_owned()),
@@ -343,7 +346,17 @@ async fn dry_run(
             "Deployments to point back at their previous VCAP Secrets",
             batch.restarts().filter(|d| d.undoable()).collect(),
         ),
-        _ => ("Deployments to restart", batch.restarts().collect()),
+        _ => ("Deployments to restart", batch.restarts_or_planned().collect()),
+    };
+    let planned = match (batch.planned(), action) {
+        (Some(planned), BatchAction::Approve | BatchAction::Force { .. } | BatchAction::Hold | BatchAction::Cancel) => {
+            format!(
+                ", planned when the window ended at {} (planned again when it may start; a change is said, and under \
+                 the manual policy asked again)",
+                planned.at.0
+            )
+        }
+        _ => String::new(),
     };
     let versions: std::collections::BTreeSet<&str> = restarts.iter().map(|d| d.version.as_str()).collect();
     let tenants: Api<Lenient<crate::api::CAPTenant>> = Api::namespaced(connection.client.clone(), namespace);
@@ -373,7 +386,7 @@ async fn dry_run(
     if restarts.is_empty() {
         writeln!(out, "{heading}: none decided yet (the engine plans them when the window ends)")?;
     } else {
-        writeln!(out, "{heading} ({}):", restarts.len())?;
+        writeln!(out, "{heading} ({}{planned}):", restarts.len())?;
         for deployment in &restarts {
             match (&deployment.previous_vcap_secret, action) {
                 (Some(previous), BatchAction::Undo) => {

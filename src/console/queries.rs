@@ -242,6 +242,9 @@ pub fn dialog_preview(app: &App, row: &BatchRow, verb: BatchAction) -> Vec<Strin
     let (what, deployments) = match verb {
         BatchAction::Retry => ("restarts again", names(|d| d.retriable())),
         BatchAction::Undo => ("goes back", names(|d| d.undoable())),
+        _ if row.object.planned().is_some() => {
+            ("restarts (planned)", row.object.restarts_or_planned().map(|d| d.name.clone()).collect())
+        }
         _ => ("restarts", names(|_| true)),
     };
     let tenants = super::views::tenants_served(&app.snapshot, row);

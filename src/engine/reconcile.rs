@@ -488,13 +488,23 @@ impl Reconciler {
                 for skipped in skip_reasons(&evaluation.deployments) {
                     self.context.metrics.skipped(skipped);
                 }
-                return evaluation.approval_required.map(|required| {
-                    let mut update = batch.clone();
-                    // The server keeps its own record of who wrote what.
-                    update.metadata.managed_fields = None;
-                    update.spec.approval.get_or_insert_with(Default::default).required = required;
-                    update
-                });
+                if evaluation.approval_required.is_none() && !evaluation.void_approval {
+                    return None;
+                }
+                let mut update = batch.clone();
+                // The server keeps its own record of who wrote what.
+                update.metadata.managed_fields = None;
+                let approval = update.spec.approval.get_or_insert_with(Default::default);
+                if let Some(required) = evaluation.approval_required {
+                    approval.required = required;
+                }
+                // Given for a plan that changed since: asked again (the condition says whose).
+                if evaluation.void_approval {
+                    approval.approved_by = None;
+                    approval.approved_at = None;
+                    approval.reason = None;
+                }
+                return Some(update);
             }
             Decision::Start(start) => {
                 if let Some(waited) = start.approval_waited {

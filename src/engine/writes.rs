@@ -253,7 +253,7 @@ impl Writes {
     ) -> Result<RotationBatch, kube::Error> {
         let written = self.counted(
             ("patch", "rotationbatches/status"),
-            self.batches.write_as_read(batch, Change::MergeStatus(json!(status))).await,
+            self.batches.write_as_read(batch, Change::MergeStatus(status_patch(batch, status))).await,
         )?;
         self.metrics.write("patch", "rotationbatches/status");
         self.await_version(&written);
@@ -528,11 +528,45 @@ fn event_note(note: &str) -> String {
     note[..end].to_string()
 }
 
+/// The merge patch that makes the batch's status `status`: a field the status had and no longer
+/// has is written `null` (a merge patch keeps what it does not name: a cleared `waitingUntil` or
+/// a plan that was decided would stay otherwise).
+fn status_patch(batch: &RotationBatch, status: &RotationBatchStatus) -> serde_json::Value {
+    let mut patch = json!(status);
+    let before = batch.status.as_ref().map(|before| json!(before));
+    if let (Some(serde_json::Value::Object(before)), Some(patch)) = (before, patch.as_object_mut()) {
+        for key in before.keys() {
+            patch.entry(key.clone()).or_insert(serde_json::Value::Null);
+        }
+    }
+    patch
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// What the status no longer has is written `null`: the merge patch would keep it otherwise.
+    #[test]
+    fn a_status_patch_clears_what_the_status_no_longer_has() {
+        let batch: RotationBatch = serde_json::from_value(json!({
+            "apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
+            "metadata": {"name": "b", "namespace": "ns"},
+            "spec": {"application": "app", "windowEnd": "2026-11-23T12:00:00Z"},
+            "status": {"phase": "Waiting", "waitingUntil": "2026-11-23T22:00:00Z",
+                       "planned": {"at": "2026-11-23T12:00:00Z", "tenants": 3}}}))
+        .expect("batch");
+        let mut status = batch.status.clone().expect("status");
+        status.phase = crate::api::BatchPhase::RollingOut;
+        status.waiting_until = None;
+        status.planned = None;
+        let patch = status_patch(&batch, &status);
+        assert_eq!(patch["phase"], "RollingOut");
+        assert_eq!((patch.get("waitingUntil"), patch.get("planned")), (Some(&json!(null)), Some(&json!(null))));
+        assert_eq!(patch.get("haltedAt"), None, "what it never had is not named");
+    }
 
     fn deployment(annotations: serde_json::Value, env_from: &str) -> Deployment {
         let container = |name: &str| {

@@ -142,9 +142,28 @@ pub async fn outside_its_window_a_batch_waits_then_rolls_at_the_opening(backend:
     let waiting_until = batch.status.as_ref().and_then(|s| s.waiting_until.clone()).expect("waitingUntil");
     assert_eq!(waiting_until.0, opens);
     assert_eq!(w.vcap_of("bookshop-v1-srv").await, before, "nothing rolls outside the window");
+    // Nobody approves blind: the plan made when the window ended is kept, and shown.
+    let planned = batch.status.as_ref().and_then(|s| s.planned.clone()).expect("the plan is kept while it waits");
+    let names: Vec<&str> = planned.deployments.iter().map(|d| d.name.as_str()).collect();
+    assert!(names.contains(&"bookshop-v1-srv"), "{names:?}");
+    let target = format!("{}/{}", w.ns, batch.name_any());
+    let dry = crate::setup::capdeck(&w.admin_kubeconfig, &["approve", &target, "--reason", "CHG-1", "--dry-run"]);
+    let (stdout, stderr) = crate::setup::text(&dry);
+    assert!(dry.status.success(), "{stderr}");
+    assert!(
+        stdout.contains(&format!("Deployments to restart ({}, planned when the window ended at", names.len()))
+            && stdout.contains("  bookshop-v1-srv (version bookshop-v1)")
+            && !stdout.contains("none decided yet"),
+        "{stdout}"
+    );
+    let wide = crate::setup::capdeck(&w.admin_kubeconfig, &["batches", "-n", &w.ns, "-o", "wide"]);
+    let (stdout, _) = crate::setup::text(&wide);
+    assert!(stdout.contains(&format!("{} planned", names.len())), "{stdout}");
     eventually("the waiting metric", LONG, || async { engine.metric("capdeck_batches_waiting_for_window") == Some(1) })
         .await;
     let batch = w.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
+    assert_eq!(batch.status.as_ref().and_then(|s| s.planned.clone()), None, "decided: the record is the plan");
+    assert_eq!(batch.status.as_ref().and_then(|s| s.waiting_until.clone()), None, "no longer waiting");
     let started = batch.status.as_ref().and_then(|s| s.rollout_started_at.clone()).expect("started");
     assert!(started.0 >= opens, "rolled at {} before the opening {opens}", started.0);
     assert_ne!(w.vcap_of("bookshop-v1-srv").await, before);

@@ -353,7 +353,8 @@ pub async fn paused_scaled_to_zero_and_scaled_during_the_rollout(backend: Backen
     })
     .await;
     let said = said.into_inner().expect("lock");
-    assert!(said.ends_with("`kubectl rollout resume deployment/bookshop-v1-srv` lets it roll"), "{said}");
+    let resume = format!("`kubectl rollout resume deployment/bookshop-v1-srv -n {}` lets it roll", w.ns);
+    assert!(said.ends_with(&resume), "{said}");
     assert_ne!(w.vcap_of("bookshop-v1-srv").await, srv_before, "pointed at its new VCAP Secret all the same");
     assert!(w.secret(&srv_before).await.is_some(), "its Pods still read the previous one");
     assert_eq!(

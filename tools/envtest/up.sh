@@ -13,7 +13,11 @@
 # them): kube-controller-manager (deployment, replicaset, garbage-collector, job, namespace and
 # node-lifecycle controllers), kube-scheduler, and kwok playing the kubelets of
 # $CAPDECK_ENVTEST_NODES fake Nodes (default 2, `kwok-node-N`) with tools/envtest/kwok/stages.yaml, so
-# Deployments really roll and Jobs complete. CAPDECK_ENVTEST_WORKLOADS=0 leaves it out.
+# Deployments really roll and Jobs complete. CAPDECK_ENVTEST_WORKLOADS=0 leaves it out. Pods on a
+# Node named `*-crash-loop` crash-loop, on `*-never-ready` never become ready (docs/TESTING.md,
+# "By hand", has the Node to add and how to pin Pods to it).
+#
+# `stop` leaves DIR (etcd's data included): remove it before starting afresh.
 #
 # For tools (tools/bench-peers): $CAPDECK_ENVTEST_ADMINS names more token users, each in
 # system:masters with the token capdeck-envtest-token-<name>; $CAPDECK_ENVTEST_APISERVER_ARGS is
@@ -119,10 +123,10 @@ if [[ "$workloads" != "0" ]]; then
     --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake --node-lease-duration-seconds=40 \
     --cidr=10.128.0.0/9 >kwok.log 2>&1 &
   echo $! > kwok.pid
+  # The names first: a loop on the left of a pipe runs in a subshell, and its list would be lost.
   nodes=()
-  for n in $(seq 0 $(( ${CAPDECK_ENVTEST_NODES:-2} - 1 ))); do
-    name="kwok-node-$n"
-    nodes+=("$name")
+  for n in $(seq 0 $(( ${CAPDECK_ENVTEST_NODES:-2} - 1 ))); do nodes+=("kwok-node-$n"); done
+  for name in "${nodes[@]}"; do
     printf '{"apiVersion":"v1","kind":"Node","metadata":{"name":"%s","annotations":{"kwok.x-k8s.io/node":"fake"},"labels":{"kubernetes.io/hostname":"%s","type":"kwok"}}}\n---\n' "$name" "$name"
   done | "$assets/kubectl" --kubeconfig=kubeconfig apply --server-side -f - >/dev/null
   for name in "${nodes[@]}"; do

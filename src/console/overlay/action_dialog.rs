@@ -431,6 +431,43 @@ mod tests {
         assert!(dialog.preview[1].starts_with("tenants served"), "{:?}", dialog.preview);
     }
 
+    /// A batch that waits before its rollout shows the plan kept from the end of its window, and
+    /// the tenants its versions serve: nobody approves blind.
+    #[test]
+    fn a_waiting_batch_previews_its_kept_plan() {
+        use crate::api::rotation_batch::{BatchDeployment, DeploymentAction, PlannedRollout};
+        let mut objects = SampleObjects::demo().expect("sample");
+        let batch = objects.batch_mut("bookshop-4hx2p").expect("bookshop");
+        let status = batch.status.get_or_insert_with(Default::default);
+        status.phase = crate::api::BatchPhase::Waiting;
+        status.deployments.clear();
+        status.planned = Some(PlannedRollout {
+            at: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(crate::demo::sample::now()),
+            deployments: vec![BatchDeployment {
+                name: "bookshop-1-10-0-srv".into(),
+                version: "bookshop-1-10-0".into(),
+                workload: "srv".into(),
+                action: DeploymentAction::Restart,
+                ..Default::default()
+            }],
+            tenants: 2,
+        });
+        let mut app = sample::app(objects.snapshot());
+        goto_batch(&mut app, "bookshop-4hx2p");
+        press(&mut app, KeyCode::Char('a'));
+        let Overlay::Dialog(dialog) = &app.overlay else { panic!("no dialog") };
+        assert!(
+            dialog.preview[0].starts_with("restarts (planned)") && dialog.preview[0].contains("bookshop-1-10-0-srv"),
+            "{:?}",
+            dialog.preview
+        );
+        assert!(
+            dialog.preview[1].starts_with("tenants served") && !dialog.preview[1].ends_with(" -"),
+            "{:?}",
+            dialog.preview
+        );
+    }
+
     #[test]
     fn shift_f_forces_and_tab_toggles_approving_too() {
         let mut objects = SampleObjects::demo().expect("sample");

@@ -12,7 +12,8 @@ use crate::readmodel::{Snapshot, condition_text};
 
 /// The tenants whose current version is one the batch restarts Deployments of.
 pub fn tenants_served(snapshot: &Snapshot, row: &crate::readmodel::BatchRow) -> Vec<String> {
-    let versions: std::collections::BTreeSet<&str> = row.object.restarts().map(|d| d.version.as_str()).collect();
+    let versions: std::collections::BTreeSet<&str> =
+        row.object.restarts_or_planned().map(|d| d.version.as_str()).collect();
     snapshot
         .tenants
         .iter()
@@ -72,6 +73,16 @@ pub fn batch_lines(lines: &mut Vec<String>, app: &App, row: &crate::readmodel::B
                     "  {} [{}] {} {state}{message}",
                     deployment.name, deployment.version, deployment.action
                 ));
+            }
+        }
+        if let Some(planned) = row.object.planned() {
+            lines.push(String::new());
+            lines.push(format!(
+                "deployments (planned when the window ended, {} ago; planned again when it may start)",
+                relative(now.as_second() - planned.at.0.as_second())
+            ));
+            for deployment in &planned.deployments {
+                lines.push(format!("  {} [{}] {}", deployment.name, deployment.version, deployment.action));
             }
         }
         if let Some(by) = &status.superseded_by {

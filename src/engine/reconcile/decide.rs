@@ -29,7 +29,7 @@ use crate::api::Freeze;
 use crate::api::change_window::AppliedWindows;
 use crate::api::common::{Condition, ConditionStatus, bounded};
 pub use crate::api::rotation_batch::attribution::{Attributed, attribution_check};
-use crate::api::rotation_batch::{BatchDeployment, DeploymentAction, DeploymentRolloutState, reason};
+use crate::api::rotation_batch::{BatchDeployment, DeploymentAction, DeploymentRolloutState, PlannedRollout, reason};
 use crate::api::{BatchPhase, CAPApplication, RotationBatch, RotationBatchStatus};
 use crate::credentials::{batch_margin_seconds, human_signed, seconds};
 use crate::engine::config::{ApprovalPolicy, humanize};
@@ -114,7 +114,25 @@ pub struct Evaluation {
     pub tenants: u32,
     /// The approval requirement to record in the spec, when it differs from what is recorded.
     pub approval_required: Option<bool>,
+    /// The approval was given for a plan that changed since: it is taken back from the spec (the
+    /// condition says whose, and what changed) and asked again.
+    pub void_approval: bool,
     pub gate: Gate,
+}
+
+/// What a batch that waits before its rollout would restart, planned when its window ended:
+/// kept on its status (`planned`) for whoever approves or forces it. The rollout is planned again
+/// when it may start, and what changed is said then.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Planned {
+    pub deployments: Vec<BatchDeployment>,
+    pub tenants: u32,
+}
+
+impl Planned {
+    fn of(plan: &AppPlan) -> Self {
+        Self { deployments: batch_deployments(plan), tenants: plan.tenants }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -162,12 +180,15 @@ pub enum Decision {
         message: String,
         until: Timestamp,
         forget: bool,
+        /// The plan of the moment the window ended, to keep while it waits (first wait only).
+        planned: Option<Planned>,
     },
     /// The application's change windows cannot be read: start nothing until they are fixed
     /// (phase `Held`, `ChangeWindowUnreadable`).
     WindowUnreadable {
         message: String,
         forget: bool,
+        planned: Option<Planned>,
     },
     /// A rollout that waited goes on: the window opened, the freeze ended, the deadline came, or
     /// it was forced (the condition says which, and what a force overrode).
@@ -336,8 +357,16 @@ pub fn decide(
     match check {
         Check::Open => {}
         _ if batch.spec.force.is_some() => overridden = overridden_text(&check),
-        Check::Unreadable { message } => return Decision::WindowUnreadable { message, forget: true },
-        Check::Wait { reason, message, until } => return Decision::Wait { reason, message, until, forget: true },
+        // Waiting before its rollout: the plan of this moment is kept for whoever approves or
+        // forces it (made once, when the window ended).
+        Check::Unreadable { message } => {
+            let planned = status.planned.is_none().then(|| Planned::of(&plan()));
+            return Decision::WindowUnreadable { message, forget: true, planned };
+        }
+        Check::Wait { reason, message, until } => {
+            let planned = status.planned.is_none().then(|| Planned::of(&plan()));
+            return Decision::Wait { reason, message, until, forget: true, planned };
+        }
         Check::Deadline { reason, message } => {
             deadline = Some(Deadline { reason, message, rolls: context.deadline_rolls })
         }
@@ -346,7 +375,8 @@ pub fn decide(
     let expiring = expiring.map(|message| Expiring { message, window_open });
     let urgency =
         Urgency { expiring: expiring.as_ref(), deadline: deadline.as_ref(), overridden: overridden.as_deref() };
-    Decision::Evaluate(evaluate(batch, app, &plan(), approved, urgency, context))
+    let evaluation = evaluate(batch, app, &plan(), approved, urgency, context);
+    Decision::Evaluate(against_the_kept_plan(evaluation, batch, app, status.planned.as_ref(), approved, context))
 }
 
 /// What a forced start overrides, for its record: `outside the change windows (…); next opening …`.
@@ -396,7 +426,7 @@ fn paused_mid_rollout(
             routine: false,
         }),
         Check::Open | Check::Deadline { .. } => None,
-        Check::Unreadable { message } => Some(Decision::WindowUnreadable { message, forget: false }),
+        Check::Unreadable { message } => Some(Decision::WindowUnreadable { message, forget: false, planned: None }),
         Check::Wait { reason, message, until } => Some(window_wait(reason, &message, until, queued, in_flight)),
     }
 }
@@ -414,7 +444,7 @@ fn window_wait(reason: &'static str, message: &str, until: Timestamp, to_start: 
     let reason = if reason == reason::OUTSIDE_CHANGE_WINDOW { reason::CHANGE_WINDOW_CLOSED } else { reason };
     let closed =
         if reason == reason::CHANGE_WINDOW_CLOSED { "the change window closed during the rollout: " } else { "" };
-    Decision::Wait { reason, message: format!("{closed}{message}; {rest}"), until, forget: false }
+    Decision::Wait { reason, message: format!("{closed}{message}; {rest}"), until, forget: false, planned: None }
 }
 
 /// What a user's undo, hold or retry decides, in that order. Undo ends the batch whatever else
@@ -457,7 +487,9 @@ fn user_decision(
                 Check::Wait { reason, message, until } => {
                     return Some(window_wait(reason, &message, until, again.len(), still_rolling));
                 }
-                Check::Unreadable { message } => return Some(Decision::WindowUnreadable { message, forget: false }),
+                Check::Unreadable { message } => {
+                    return Some(Decision::WindowUnreadable { message, forget: false, planned: None });
+                }
                 Check::Open | Check::Deadline { .. } => {}
             }
         }
@@ -504,10 +536,16 @@ fn evaluated_earlier(
         Check::Open => None,
         // Approved: the plan it approved is kept (a new rotation opens a new batch, not joins it).
         Check::Unreadable { message } if batch.spec.force.is_none() => {
-            return Decision::WindowUnreadable { message, forget: false };
+            return Decision::WindowUnreadable { message, forget: false, planned: None };
         }
         Check::Wait { reason, message, until } if batch.spec.force.is_none() => {
-            return Decision::Wait { reason, message: format!("approved; {message}"), until, forget: false };
+            return Decision::Wait {
+                reason,
+                message: format!("approved; {message}"),
+                until,
+                forget: false,
+                planned: None,
+            };
         }
         other => overridden_text(&other),
     };
@@ -642,6 +680,67 @@ fn credentials_expiring(batch: &RotationBatch, context: &DecisionContext<'_>) ->
     })
 }
 
+/// The evaluation when the rollout may start, said against the plan kept while the batch waited:
+/// what changed is added to its condition, and an approval given for the kept plan is asked again
+/// when the policy is manual (a person approved other Deployments than those that would roll).
+fn against_the_kept_plan(
+    mut evaluation: Evaluation,
+    batch: &RotationBatch,
+    app: &CAPApplication,
+    kept: Option<&PlannedRollout>,
+    approved: bool,
+    context: &DecisionContext<'_>,
+) -> Evaluation {
+    let Some(kept) = kept else { return evaluation };
+    let Some(change) = plan_change(&kept.deployments, &evaluation.deployments) else { return evaluation };
+    let approval = batch.spec.approval.as_ref();
+    let approved_the_kept =
+        approved && approval.and_then(|a| a.approved_at.as_ref()).is_some_and(|at| at.0 >= kept.at.0);
+    let manual = ApprovalPolicy::for_application(app, context.approval_default) == ApprovalPolicy::Manual;
+    let said = format!("the plan changed since the window ended ({change})");
+    if manual && approved_the_kept && evaluation.deployments.iter().any(|d| d.action == DeploymentAction::Restart) {
+        let by = approval.and_then(|a| a.approved_by.as_deref()).unwrap_or("someone");
+        let restarts = evaluation.deployments.iter().filter(|d| d.action == DeploymentAction::Restart).count();
+        evaluation.void_approval = true;
+        evaluation.gate = Gate::AwaitApproval {
+            reason: reason::AWAITING_APPROVAL,
+            message: format!(
+                "{said} after {by} approved it: {} to restart, {} served; approve again",
+                count(restarts, "Deployment"),
+                count(usize::try_from(evaluation.tenants).unwrap_or(usize::MAX), "tenant")
+            ),
+        };
+        return evaluation;
+    }
+    match &mut evaluation.gate {
+        Gate::Start(start) => {
+            start.message = format!("{}; {said}", start.message);
+            start.routine = false;
+        }
+        Gate::AwaitApproval { message, .. } => *message = format!("{message}; {said}"),
+        Gate::Finish(outcome) => outcome.message = format!("{}; {said}", outcome.message),
+    }
+    evaluation
+}
+
+/// What differs between the Deployments a kept plan restarts and those restarted now:
+/// `added a, b; dropped c`; `None` when the same.
+fn plan_change(kept: &[BatchDeployment], now: &[BatchDeployment]) -> Option<String> {
+    let restarts = |list: &[BatchDeployment]| -> std::collections::BTreeSet<String> {
+        list.iter().filter(|d| d.action == DeploymentAction::Restart).map(|d| d.name.clone()).collect()
+    };
+    let (kept, now) = (restarts(kept), restarts(now));
+    let list = |names: Vec<&String>| names.into_iter().map(String::as_str).collect::<Vec<_>>().join(", ");
+    let added = list(now.difference(&kept).collect());
+    let dropped = list(kept.difference(&now).collect());
+    match (added.is_empty(), dropped.is_empty()) {
+        (true, true) => None,
+        (false, true) => Some(format!("added {added}")),
+        (true, false) => Some(format!("dropped {dropped}")),
+        (false, false) => Some(format!("added {added}; dropped {dropped}")),
+    }
+}
+
 fn evaluate(
     batch: &RotationBatch,
     app: &CAPApplication,
@@ -656,7 +755,7 @@ fn evaluate(
         deployments.iter().filter(|d| d.action == DeploymentAction::Restart).collect();
     if restarts.is_empty() {
         let gate = Gate::Finish(nothing_to_restart(plan, &deployments));
-        return Evaluation { deployments, tenants: plan.tenants, approval_required: None, gate };
+        return Evaluation { deployments, tenants: plan.tenants, approval_required: None, void_approval: false, gate };
     }
     let required = ApprovalPolicy::for_application(app, context.approval_default) == ApprovalPolicy::Manual;
     let approval_required = (batch.spec.approval.as_ref().map(|a| a.required) != Some(required)).then_some(required);
@@ -728,7 +827,7 @@ fn evaluate(
         }
         Gate::Start(started)
     };
-    Evaluation { deployments, tenants: plan.tenants, approval_required, gate }
+    Evaluation { deployments, tenants: plan.tenants, approval_required, void_approval: false, gate }
 }
 
 /// How a batch with nothing to restart ends: `Failed` when a Secret of a Deployment is missing or
@@ -815,6 +914,8 @@ pub fn apply(decision: &Decision, status: &mut RotationBatchStatus, now: Timesta
         Decision::Evaluate(evaluation) => {
             status.deployments = evaluation.deployments.clone();
             status.tenants = Some(evaluation.tenants);
+            // Decided: the record is the plan now (a batch that waits again plans afresh).
+            status.planned = None;
             progress_summary(status);
             match &evaluation.gate {
                 Gate::Finish(outcome) => {
@@ -839,18 +940,20 @@ pub fn apply(decision: &Decision, status: &mut RotationBatchStatus, now: Timesta
             status.phase = BatchPhase::AwaitingApproval;
             set_condition(status, false, reason, message.clone(), now);
         }
-        Decision::Wait { reason, message, until, forget } => {
+        Decision::Wait { reason, message, until, forget, planned } => {
             if *forget {
                 forget_evaluation(status);
             }
+            keep_plan(status, planned.as_ref(), now);
             status.phase = BatchPhase::Waiting;
             status.waiting_until = Some(Time(*until));
             set_condition(status, false, reason, message.clone(), now);
         }
-        Decision::WindowUnreadable { message, forget } => {
+        Decision::WindowUnreadable { message, forget, planned } => {
             if *forget {
                 forget_evaluation(status);
             }
+            keep_plan(status, planned.as_ref(), now);
             status.phase = BatchPhase::Held;
             set_condition(status, false, reason::CHANGE_WINDOW_UNREADABLE, message.clone(), now);
         }
@@ -912,6 +1015,14 @@ pub fn apply(decision: &Decision, status: &mut RotationBatchStatus, now: Timesta
         Decision::NothingToRetry { at } => status.retried_at = Some(at.clone()),
         // The writes come first (`Reconciler::undo`); it ends the batch.
         Decision::Undo { message } => set_condition(status, false, reason::UNDONE, message.clone(), now),
+    }
+}
+
+/// Keep the plan made when the window ended (a batch waiting before its rollout).
+fn keep_plan(status: &mut RotationBatchStatus, planned: Option<&Planned>, now: Timestamp) {
+    if let Some(planned) = planned {
+        status.planned =
+            Some(PlannedRollout { at: Time(now), deployments: planned.deployments.clone(), tenants: planned.tenants });
     }
 }
 
@@ -2099,10 +2210,10 @@ mod tests {
     }
 
     #[test]
-    fn a_window_wait_says_when_and_why_and_plans_nothing_yet() {
+    fn a_window_wait_says_when_and_why_and_decides_nothing_yet() {
         let outside = OUTSIDE;
         let decided = run_gated(Phase::WindowEnded, F::Nothing, &outside);
-        assert!(!decided.planned, "the plan is made when the window opens, not before");
+        assert!(decided.status.deployments.is_empty(), "the rollout is decided when the window opens, not before");
         let message = &ready_condition(&decided.status).expect("condition").message;
         assert_eq!(
             message,
@@ -2130,6 +2241,104 @@ mod tests {
             message.contains("opens 2026-11-23T22:00:00Z") && message.contains("revoked from 2026-11-23T15:00:00Z"),
             "both times: {message}"
         );
+    }
+
+    /// Nobody approves blind: the plan is made when the window ends, kept while the batch waits
+    /// (made once), shown; when the window opens the rollout is planned again, what changed is
+    /// said, and an approval given for the kept plan is asked again under the manual policy.
+    #[test]
+    fn a_waiting_batch_keeps_its_plan_and_says_what_changed_when_it_rolls() {
+        let waiting = run_gated(Phase::WindowEnded, F::Nothing, &OUTSIDE);
+        assert!(waiting.planned, "planned when the window ended");
+        assert_eq!(waiting.status.phase, BatchPhase::Waiting);
+        let kept = waiting.status.planned.clone().expect("kept on the status");
+        let names: Vec<&str> = kept.deployments.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!((names, kept.tenants), (vec!["srv"], 3));
+        let mut waited = batch(Phase::WindowEnded, F::Nothing);
+        waited.status = Some(waiting.status.clone());
+        assert_eq!(waited.restarts_or_planned().map(|d| d.name.as_str()).collect::<Vec<_>>(), ["srv"]);
+        assert_eq!(waited.progress_text(), "1 planned");
+        // Still waiting: the kept plan stands, nothing is planned again.
+        let mut context = plain_context(None);
+        let windows = AppliedWindows::resolve(("ns", "app", Some(NIGHTS)), None, None);
+        context.windows = windows.as_ref();
+        let again =
+            decide(&waited, &waiting.status, application(F::Nothing).as_ref(), || panic!("planned again"), &context);
+        assert!(matches!(again, Decision::Wait { planned: None, .. }), "{again:?}");
+
+        // The window opens; the plan of that moment is `srv` alone.
+        let earlier: Timestamp = at(-2 * 60 * MINUTE).as_str().expect("time").parse().expect("time");
+        let kept_with = |names: &[&str]| PlannedRollout {
+            at: Time(earlier),
+            deployments: names
+                .iter()
+                .map(|name| BatchDeployment {
+                    name: (*name).into(),
+                    version: "v1".into(),
+                    workload: (*name).into(),
+                    action: DeploymentAction::Restart,
+                    ..BatchDeployment::default()
+                })
+                .collect(),
+            tenants: 3,
+        };
+        // (what, kept plan, manual, approved after it was kept, what the condition says, taken back)
+        type Case<'a> = (&'a str, &'a [&'a str], bool, bool, &'a str, bool);
+        let cases: [Case<'_>; 5] = [
+            ("auto, same plan", &["srv"], false, false, "window ended", false),
+            (
+                "auto, changed",
+                &["srv", "worker"],
+                false,
+                false,
+                "the plan changed since the window ended (dropped worker)",
+                false,
+            ),
+            ("manual, approved, same plan", &["srv"], true, true, "approved by alice", false),
+            (
+                "manual, approved, changed",
+                &["worker"],
+                true,
+                true,
+                "the plan changed since the window ended (added srv; dropped worker) after alice approved it: 1 \
+                 Deployment to restart, 3 tenants served; approve again",
+                true,
+            ),
+            (
+                "manual, not approved, changed",
+                &["worker"],
+                true,
+                false,
+                "waiting for an approval; the plan changed",
+                false,
+            ),
+        ];
+        for (what, kept, manual, approved, said, voided) in cases {
+            let factor = if approved { F::Approval } else { F::Nothing };
+            let mut batch = batch(Phase::WindowEnded, factor);
+            let mut status = batch.status.clone().unwrap_or_default();
+            status.planned = Some(kept_with(kept));
+            batch.status = Some(status.clone());
+            if let Some(approval) = batch.spec.approval.as_mut() {
+                approval.approved_at = Some(Time(NOW.parse().expect("now")));
+            }
+            let mut context = plain_context(None);
+            if manual {
+                context.approval_default = ApprovalPolicy::Manual;
+            }
+            let decision = decide(&batch, &status, application(factor).as_ref(), || plan(factor), &context);
+            let Decision::Evaluate(evaluation) = &decision else { panic!("{what}: {decision:?}") };
+            assert_eq!(evaluation.void_approval, voided, "{what}");
+            let message = match &evaluation.gate {
+                Gate::Start(start) => start.message.clone(),
+                Gate::AwaitApproval { message, .. } => message.clone(),
+                Gate::Finish(outcome) => outcome.message.clone(),
+            };
+            assert!(message.contains(said), "{what}: {message}");
+            assert_eq!(matches!(evaluation.gate, Gate::Start(_)), !voided && (approved || !manual), "{what}");
+            apply(&decision, &mut status, context.now);
+            assert_eq!(status.planned, None, "{what}: decided, the record is the plan now");
+        }
     }
 
     /// A release of the failure guard given while the window is closed is kept: the batch

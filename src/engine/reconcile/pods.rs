@@ -36,6 +36,24 @@ pub fn reads_secret(pod: &Pod, secret: &str) -> bool {
     })
 }
 
+/// Whether `pod` is one the deployment controller made for `deployment`: its controller is the
+/// ReplicaSet `<deployment>-<pod-template-hash>` its own label names. A Pod someone else created
+/// with the Deployment's labels (a user who may create Pods, not edit the Deployment) does not
+/// speak for the rollout; a forged ownerReference is the garbage collector's (an owner that does
+/// not exist) or the ReplicaSet controller's (one Pod too many, an unready one deleted first).
+pub fn made_for(pod: &Pod, deployment: &str) -> bool {
+    let Some(hash) = pod.metadata.labels.as_ref().and_then(|labels| labels.get("pod-template-hash")) else {
+        return false;
+    };
+    let expected = format!("{deployment}-{hash}");
+    pod.metadata.owner_references.iter().flatten().any(|owner| {
+        owner.controller == Some(true)
+            && owner.kind == "ReplicaSet"
+            && owner.api_version == "apps/v1"
+            && owner.name == expected
+    })
+}
+
 /// Why the new Pods fail, naming the Pod, the container and its last termination reason; `None`
 /// while they look healthy or merely slow.
 pub fn pod_failure(pods: &[&Pod], now: Timestamp, readiness_timeout: Duration) -> Option<String> {
@@ -96,11 +114,17 @@ pub enum NewPods {
 /// How the new Pods of a rolling Deployment stand: failing (`pod_failure`), waiting for a node
 /// (kube-scheduler's own words), or fine.
 pub fn judge_new_pods(pods: &[&Pod], now: Timestamp, readiness_timeout: Duration) -> NewPods {
+    // What a kubelet (or whoever may write a Pod's status) says is kept bounded and without
+    // control characters wherever it is copied (the batch's record, its condition, logs).
+    let clean = |text: String| crate::api::common::bounded(&text, MAX_POD_TEXT).into_owned();
     if let Some(failure) = pod_failure(pods, now, readiness_timeout) {
-        return NewPods::Failing(failure);
+        return NewPods::Failing(clean(failure));
     }
-    pods.iter().find_map(|pod| unscheduled(pod)).map_or(NewPods::Fine, NewPods::Waiting)
+    pods.iter().find_map(|pod| unscheduled(pod)).map(clean).map_or(NewPods::Fine, NewPods::Waiting)
 }
+
+/// The longest text about a Pod kept (a failure, or the scheduler's reason with its Pod's name).
+const MAX_POD_TEXT: usize = 512;
 
 /// The longest scheduler message kept (it lists every node group's reason).
 const MAX_SCHEDULER_MESSAGE: usize = 300;
@@ -178,6 +202,52 @@ mod tests {
     fn failure(status: Value) -> Option<String> {
         let pod = pod("srv-vcap-new", status);
         pod_failure(&[&pod], NOW.parse().expect("now"), Duration::from_secs(300))
+    }
+
+    /// Whatever wrote the Pod's status, its words reach the record bounded and without control
+    /// characters (a terminal escape in a termination reason).
+    #[test]
+    fn what_a_pod_says_is_bounded_and_clean() {
+        let reason = format!("\u{1b}]0;PWNED\u{7}\u{1b}[2J{}", "x".repeat(2000));
+        let status = json!({"containerStatuses": [container(
+            json!({"waiting": {"reason": "CrashLoopBackOff"}}), 4,
+            json!({"terminated": {"reason": reason, "exitCode": 1}}))]});
+        let pod = pod("srv-vcap-new", status);
+        let NewPods::Failing(text) = judge_new_pods(&[&pod], NOW.parse().expect("now"), Duration::from_secs(300))
+        else {
+            panic!("a crash loop fails");
+        };
+        assert!(text.starts_with("Pod srv-7d9-x2k4p: container main CrashLoopBackOff; last terminated: "), "{text}");
+        assert!(!text.chars().any(|c| c.is_control()), "{text:?}");
+        assert!(text.chars().count() <= MAX_POD_TEXT + 1, "{}", text.len());
+    }
+
+    /// Only the Pods the deployment controller made for the Deployment speak for its rollout: a
+    /// Pod with its labels and its new Secret that someone else created (no owner, another owner,
+    /// an owner of another name, no template hash) does not.
+    #[test]
+    fn only_the_deployments_own_pods_speak_for_its_rollout() {
+        let rs = |name: &str, controller: bool| json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name, "uid": "u", "controller": controller}]);
+        let cases = [
+            ("made by its ReplicaSet", Some("7d9"), rs("srv-7d9", true), true),
+            ("no owner", Some("7d9"), json!([]), false),
+            ("not the controller", Some("7d9"), rs("srv-7d9", false), false),
+            ("a ReplicaSet of another name", Some("7d9"), rs("other-7d9", true), false),
+            ("a hash that is not its owner's", Some("abc"), rs("srv-7d9", true), false),
+            ("no template hash", None, rs("srv-7d9", true), false),
+            (
+                "a Job of that name",
+                Some("7d9"),
+                json!([{"apiVersion": "batch/v1", "kind": "Job", "name": "srv-7d9", "uid": "u", "controller": true}]),
+                false,
+            ),
+        ];
+        for (name, hash, owners, expected) in cases {
+            let mut pod = pod("srv-vcap-new", json!({}));
+            pod.metadata.labels = hash.map(|hash| [("pod-template-hash".to_string(), hash.to_string())].into());
+            pod.metadata.owner_references = serde_json::from_value(owners).expect("owners");
+            assert_eq!(made_for(&pod, "srv"), expected, "{name}");
+        }
     }
 
     /// kube-scheduler's reason is the Deployment's message while it waits (truncated, and on a

@@ -475,6 +475,7 @@ impl Rollouts {
                 let new: Vec<&k8s_openapi::api::core::v1::Pod> = list
                     .items
                     .iter()
+                    .filter(|pod| super::pods::made_for(pod, &key.2))
                     .filter(|pod| super::pods::reads_secret(pod, secret))
                     .filter(|pod| retried.is_none() || pod.annotations().get(ANNOTATION_RETRIED_AT) == retried.as_ref())
                     .collect();
