@@ -14,7 +14,7 @@ use serde::Serialize;
 use crate::api::change_window::ChangeWindows;
 use crate::api::go_duration::{humanize, parse_go_duration};
 use crate::api::service_binding::{self, RESYNC_SECONDS, ServiceBinding};
-use crate::api::{CAPApplication, RotationBatch};
+use crate::api::{CAPApplication, DeploymentView, RotationBatch};
 use crate::plan::{CapIndex, ObjectLookup, PlanAction, Rotated, SecretLookup};
 use crate::vcap::entry::{SecretLayout, layout};
 
@@ -518,12 +518,61 @@ fn consumers_running_current(
                     {
                         return None;
                     }
+                    let vcap = deployment.current_secret.as_deref()?;
+                    if !written_once(inputs.secrets, namespace, vcap)
+                        || !takes_vcap_from(inputs.secrets, namespace, &view, vcap)
+                    {
+                        return None;
+                    }
                     current += 1;
                 }
             }
         }
     }
     (current > 0).then_some(current)
+}
+
+/// Whether VCAP Secret `namespace/name` holds what it held when it was created: no manager
+/// wrote it since (`metadata.managedFields`, which the API server keeps). Pods read `envFrom` when
+/// they start, so a VCAP Secret edited in place (`kubectl edit`) is not what they run. Without
+/// managedFields (files, or stripped by whoever may write the Secret) it is taken as written once.
+fn written_once(lookup: &dyn ObjectLookup, namespace: &str, name: &str) -> bool {
+    let SecretLookup::Found(secret) = lookup.secret(namespace, name) else { return false };
+    let Some(created) = secret.metadata.creation_timestamp.as_ref().map(|time| time.0) else { return true };
+    secret
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|entry| entry.time.as_ref())
+        .all(|written| written.0.as_second() <= created.as_second() + 1)
+}
+
+/// Whether every container of `deployment` takes `VCAP_SERVICES` from Secret `vcap` and nothing
+/// else: no `env` entry of that name, no prefix on it, and no later `envFrom` source that could
+/// hold the key (a later source wins): a Secret read here without it passes, anything else
+/// (a ConfigMap, a Secret that cannot be read) does not.
+fn takes_vcap_from(lookup: &dyn ObjectLookup, namespace: &str, deployment: &DeploymentView, vcap: &str) -> bool {
+    const KEY: &str = crate::api::VCAP_SERVICES_KEY;
+    let Some(pod) = deployment.spec.as_ref().and_then(|spec| spec.template.spec.as_ref()) else { return false };
+    pod.containers.iter().chain(pod.init_containers.iter().flatten()).all(|container| {
+        let sources = container.env_from.as_deref().unwrap_or_default();
+        let Some(at) = sources.iter().position(|source| source.secret_ref.as_ref().is_some_and(|r| r.name == vcap))
+        else {
+            return false;
+        };
+        let later_lacks_key = sources[at + 1..].iter().all(|source| {
+            let prefix = source.prefix.as_deref().unwrap_or_default();
+            match (&source.secret_ref, &source.config_map_ref) {
+                (Some(secret), None) => matches!(lookup.secret(namespace, &secret.name), SecretLookup::Found(found)
+                    if !crate::plan::secret_data(&found).keys().any(|key| format!("{prefix}{key}") == KEY)),
+                _ => false,
+            }
+        });
+        sources[at].prefix.as_deref().unwrap_or_default().is_empty()
+            && later_lacks_key
+            && !container.env.iter().flatten().any(|var| var.name == KEY)
+    })
 }
 
 fn report(
@@ -1718,6 +1767,13 @@ mod tests {
         NotOwned,
         /// No Deployment and no version in use.
         Nothing,
+        /// Its VCAP Secret holds the current credentials, but was edited after its Pods started
+        /// (a manager wrote it after its creation).
+        EditedInPlace,
+        /// An `env` entry `VCAP_SERVICES` overrides the VCAP Secret.
+        EnvOverride,
+        /// A later `envFrom` ConfigMap may hold `VCAP_SERVICES` (a later source wins).
+        LaterSource,
     }
 
     /// The version, its Deployment and the VCAP Secret it references, as `running` says.
@@ -1749,19 +1805,35 @@ mod tests {
                          "uid": "v-uid", "controller": true}]),
         };
         let observed = if matches!(running, Running::CurrentStillRolling) { 1 } else { 2 };
+        let edited = if matches!(running, Running::EditedInPlace) { 600 } else { 0 };
+        let mut container = json!({"name": "srv", "image": "i",
+                                   "envFrom": [{"configMapRef": {"name": "before-is-overridden"}},
+                                               {"secretRef": {"name": "bookshop-1-srv-vcap"}}]});
+        match running {
+            Running::EnvOverride => container["env"] = json!([{"name": "VCAP_SERVICES", "value": "{}"}]),
+            Running::LaterSource => {
+                if let Some(sources) = container["envFrom"].as_array_mut() {
+                    sources.push(json!({"configMapRef": {"name": "team"}}));
+                }
+            }
+            _ => {}
+        }
         vec![
             version,
             json!({"apiVersion": "v1", "kind": "Secret",
                    "metadata": {"name": "bookshop-1-srv-vcap", "namespace": "shop",
-                                "labels": {"sme.sap.com/secret-owner-hash": "h"}},
+                                "labels": {"sme.sap.com/secret-owner-hash": "h"},
+                                "creationTimestamp": at(-HOUR),
+                                "managedFields": [{"manager": "cap-operator", "operation": "Update", "time": at(-HOUR)},
+                                                  {"manager": "kubectl-edit", "operation": "Update",
+                                                   "time": at(-HOUR + edited)}]},
                    "data": {"VCAP_SERVICES": b64(&payload)}}),
             json!({"apiVersion": "apps/v1", "kind": "Deployment",
                    "metadata": {"name": "bookshop-1-srv", "namespace": "shop", "generation": 2,
                                 "ownerReferences": controller},
                    "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "srv"}},
                             "template": {"metadata": {"labels": {"app": "srv"}},
-                                         "spec": {"containers": [{"name": "srv", "image": "i",
-                                                  "envFrom": [{"secretRef": {"name": "bookshop-1-srv-vcap"}}]}]}}},
+                                         "spec": {"containers": [container]}}},
                    "status": {"observedGeneration": observed, "replicas": 2, "updatedReplicas": 2,
                               "readyReplicas": 2, "availableReplicas": 2}}),
         ]
@@ -1774,8 +1846,16 @@ mod tests {
     /// batch; anything less leaves the margin to decide (unsafe here). Walks every combination.
     #[test]
     fn verdicts_follow_what_the_deployments_run() {
-        let runnings =
-            [Running::Current, Running::CurrentStillRolling, Running::Previous, Running::NotOwned, Running::Nothing];
+        let runnings = [
+            Running::Current,
+            Running::CurrentStillRolling,
+            Running::Previous,
+            Running::NotOwned,
+            Running::Nothing,
+            Running::EditedInPlace,
+            Running::EnvOverride,
+            Running::LaterSource,
+        ];
         // (name, the batch, if any)
         let batches: [(&str, Option<Value>); 4] = [
             ("no batch", None),
@@ -1835,7 +1915,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(walked, 5 * 4 * 2 * 3);
+        assert_eq!(walked, 8 * 4 * 2 * 3);
     }
 
     #[test]

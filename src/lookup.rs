@@ -85,6 +85,8 @@ impl CapIndex {
 pub struct Objects {
     pub secrets: HashMap<(String, String), SecretLookup>,
     pub deployments: HashMap<(String, String), Arc<DeploymentView>>,
+    /// Deployments that exist but could not be read or decoded, and why.
+    pub unreadable_deployments: HashMap<(String, String), String>,
 }
 
 impl Objects {
@@ -110,5 +112,9 @@ impl ObjectLookup for Objects {
 
     fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<DeploymentView>> {
         self.deployments.get(&(namespace.to_string(), name.to_string())).cloned()
+    }
+
+    fn undecodable_deployment(&self, namespace: &str, name: &str) -> Option<String> {
+        self.unreadable_deployments.get(&(namespace.to_string(), name.to_string())).cloned()
     }
 }

@@ -60,6 +60,10 @@ impl ObjectLookup for Manifests {
     fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<DeploymentView>> {
         self.lookup.deployment(namespace, name)
     }
+
+    fn undecodable_deployment(&self, namespace: &str, name: &str) -> Option<String> {
+        self.lookup.undecodable_deployment(namespace, name)
+    }
 }
 
 const EXTENSIONS: &[&str] = &["yaml", "yml", "json"];

@@ -63,6 +63,17 @@ pub struct ContainerView {
     pub image: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env_from: Option<Vec<EnvFromSource>>,
+    /// The names of its `env` entries (their values are not kept): one named `VCAP_SERVICES`
+    /// overrides what `envFrom` gives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<Vec<EnvName>>,
+}
+
+/// An `env` entry's name.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EnvName {
+    #[serde(default)]
+    pub name: String,
 }
 
 /// The view of a full Deployment (a live one read before a write).
@@ -72,6 +83,7 @@ impl From<&Deployment> for DeploymentView {
             name: c.name.clone(),
             image: c.image.clone(),
             env_from: c.env_from.clone(),
+            env: c.env.as_ref().map(|env| env.iter().map(|var| EnvName { name: var.name.clone() }).collect()),
         };
         Self {
             metadata: deployment.metadata.clone(),

@@ -351,9 +351,13 @@ impl RotationBatch {
         self.status.iter().flat_map(|s| s.deployments.iter()).filter(|d| d.action == DeploymentAction::Restart)
     }
 
-    /// The plan kept while the batch waits before its rollout was decided (`None` once it is).
+    /// The plan kept while the batch waits before its rollout was decided (`None` once it is, or
+    /// once the batch ended).
     pub fn planned(&self) -> Option<&PlannedRollout> {
-        self.status.as_ref().filter(|status| status.deployments.is_empty()).and_then(|status| status.planned.as_ref())
+        self.status
+            .as_ref()
+            .filter(|status| status.deployments.is_empty() && !status.phase.is_terminal())
+            .and_then(|status| status.planned.as_ref())
     }
 
     /// What a person approving, forcing or reading the batch is shown it restarts: the

@@ -418,10 +418,11 @@ pub async fn consumer_objects(
         versions.items.into_iter().map(Arc::new),
         tenants.items.into_iter().map(Arc::new),
     );
+    // Only the versions in use: the planner looks at no other.
     let mut wanted = std::collections::BTreeSet::new();
     for app in applications {
         let namespace = app.namespace().unwrap_or_default();
-        for version in index.versions_of(app) {
+        for version in crate::plan::versions_in_use(app, &index) {
             for workload in version.spec.workloads.iter().filter(|workload| workload.deployment_definition.is_some()) {
                 wanted.insert((namespace.clone(), workload.deployment_name(&version.name_any())));
             }
@@ -453,10 +454,13 @@ pub async fn consumer_objects(
                 objects.add_deployment(Arc::new(deployment));
             }
             Ok(None) => {}
+            // Not known, for this Deployment's applications only (the planner says so).
             Ok(Some(Err(undecodable))) => {
-                return Err(format!("Deployment {namespace}/{name} does not decode ({})", undecodable.describe()));
+                objects.unreadable_deployments.insert((namespace, name), undecodable.describe());
             }
-            Err(error) => return Err(format!("cannot read Deployment {namespace}/{name}: {}", describe_error(&error))),
+            Err(error) => {
+                objects.unreadable_deployments.insert((namespace, name), describe_error(&error));
+            }
         }
     }
     let unknown: Vec<_> = referenced.into_iter().filter(|key| !objects.secrets.contains_key(key)).collect();

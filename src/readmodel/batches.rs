@@ -120,8 +120,10 @@ pub enum CollectionWindow {
 impl CollectionWindow {
     pub fn of(batch: &RotationBatch, now: Timestamp) -> Self {
         let end = batch.spec.window_end.0;
-        if let Some(force) = &batch.spec.force {
-            return Self::Forced(force.at.0.min(end));
+        // A force ends the window when it comes while the window is open; one that comes after
+        // the window ended (a batch waiting for an approval, a window, a freeze) ended nothing.
+        if let Some(force) = batch.spec.force.as_ref().filter(|force| force.at.0 < end) {
+            return Self::Forced(force.at.0);
         }
         if end <= now {
             return Self::Ended(end);
@@ -378,6 +380,14 @@ mod tests {
         let ended = batch("Waiting", "OutsideChangeWindow", json!({}), json!({}));
         let later = at("2026-11-20T09:07:00Z");
         assert_eq!(CollectionWindow::of(&ended, later).text(later, &crate::output::human_duration), "ended 2m ago");
+        // Forced 7 s ago, after the window had ended (it waited for an approval): the force ended
+        // nothing, and its clock does not run from the window's end.
+        let late = json!({"force": {"by": "bob", "at": "2026-11-20T09:06:53Z"}});
+        let forced_late = batch("RollingOut", "Forced", late, json!({}));
+        assert_eq!(
+            CollectionWindow::of(&forced_late, later).text(later, &crate::output::human_duration),
+            "ended 2m ago"
+        );
     }
 
     #[test]

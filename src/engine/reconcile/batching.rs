@@ -92,6 +92,8 @@ fn superseded_status(old: &RotationBatch, by: &str, now: Timestamp) -> (Rotation
     status.phase = BatchPhase::Superseded;
     status.superseded_by = Some(by.to_string());
     status.completed_at = Some(Time(now));
+    // The newer batch plans for these rotations.
+    status.planned = None;
     let message = format!("superseded by {by}, which carries these rotations and newer ones");
     set_condition(&mut status, false, reason::SUPERSEDED, message.clone(), now);
     (status, message)

@@ -321,7 +321,8 @@ pub fn decide(
         };
     }
     let approved = batch.spec.approval.as_ref().is_some_and(|a| a.approved_by.is_some())
-        && attribution_check(batch, Attributed::Approval).is_ok();
+        && attribution_check(batch, Attributed::Approval).is_ok()
+        && !taken_back(batch, status);
     let expiring = credentials_expiring(batch, context);
     // A batch that asked for an approval only because of a window or a freeze is judged afresh
     // once that is no longer so (the freeze lifted, the window opened or changed): evaluated
@@ -702,8 +703,13 @@ fn against_the_kept_plan(
         let by = approval.and_then(|a| a.approved_by.as_deref()).unwrap_or("someone");
         let restarts = evaluation.deployments.iter().filter(|d| d.action == DeploymentAction::Restart).count();
         evaluation.void_approval = true;
+        // An escalation (a deadline) keeps its reason: only the approval is asked again.
+        let reason = match &evaluation.gate {
+            Gate::AwaitApproval { reason, .. } => reason,
+            _ => reason::AWAITING_APPROVAL,
+        };
         evaluation.gate = Gate::AwaitApproval {
-            reason: reason::AWAITING_APPROVAL,
+            reason,
             message: format!(
                 "{said} after {by} approved it: {} to restart, {} served; approve again",
                 count(restarts, "Deployment"),
@@ -721,6 +727,16 @@ fn against_the_kept_plan(
         Gate::Finish(outcome) => outcome.message = format!("{}; {said}", outcome.message),
     }
     evaluation
+}
+
+/// An approval the engine took back (the plan changed since it was given) and that nobody gave
+/// again: the plan it asks about is kept (`status.planned`, stamped when it asked) until the
+/// batch starts, and only an approval given after that counts. Until the spec says so too (its
+/// write may fail, or come later), the old approval does not roll the batch.
+fn taken_back(batch: &RotationBatch, status: &RotationBatchStatus) -> bool {
+    let Some(asked) = status.planned.as_ref().filter(|_| !status.deployments.is_empty()) else { return false };
+    let given = batch.spec.approval.as_ref().and_then(|approval| approval.approved_at.as_ref());
+    given.is_none_or(|given| given.0 <= asked.at.0)
 }
 
 /// What differs between the Deployments a kept plan restarts and those restarted now:
@@ -864,7 +880,11 @@ fn start(batch: &RotationBatch, approved: bool) -> Start {
         .filter(|_| approved)
         .and_then(|a| a.approved_by.as_ref().map(|by| (by, a.reason.as_deref())));
     let (reason, message) = match (&batch.spec.force, approval) {
-        (Some(force), _) => (reason::FORCED, user_action_text(force, "window ended early: forced")),
+        // Only a force given while the window was open ended it early.
+        (Some(force), _) if force.at.0 < batch.spec.window_end.0 => {
+            (reason::FORCED, user_action_text(force, "window ended early: forced"))
+        }
+        (Some(force), _) => (reason::FORCED, user_action_text(force, "forced")),
         (None, Some((by, Some(text)))) if !text.is_empty() => (reason::APPROVED, format!("approved by {by}: {text}")),
         (None, Some((by, _))) => (reason::APPROVED, format!("approved by {by}")),
         (None, None) => (reason::ROLLING_OUT, "window ended; rolling out".to_string()),
@@ -914,8 +934,13 @@ pub fn apply(decision: &Decision, status: &mut RotationBatchStatus, now: Timesta
         Decision::Evaluate(evaluation) => {
             status.deployments = evaluation.deployments.clone();
             status.tenants = Some(evaluation.tenants);
-            // Decided: the record is the plan now (a batch that waits again plans afresh).
-            status.planned = None;
+            // Decided: the record is the plan now (a batch that waits again plans afresh); an
+            // approval taken back keeps what it asks about, stamped now, until the batch starts.
+            status.planned = evaluation.void_approval.then(|| PlannedRollout {
+                at: Time(now),
+                deployments: evaluation.deployments.clone(),
+                tenants: evaluation.tenants,
+            });
             progress_summary(status);
             match &evaluation.gate {
                 Gate::Finish(outcome) => {
@@ -1038,6 +1063,7 @@ fn forget_evaluation(status: &mut RotationBatchStatus) {
 
 fn begin(status: &mut RotationBatchStatus, start: &Start, now: Timestamp) {
     status.phase = BatchPhase::RollingOut;
+    status.planned = None;
     status.rollout_started_at = Some(Time(now));
     set_condition(status, false, start.reason, start.message.clone(), now);
 }
@@ -1720,6 +1746,22 @@ mod tests {
         assert!(run(Phase::Collecting, F::Force).planned);
     }
 
+    /// "window ended early" only about a window a force ended: a force given after the window
+    /// ended (the batch waited for an approval, a window or a freeze) says "forced".
+    #[test]
+    fn a_force_ends_the_window_early_only_while_it_is_open() {
+        let open = batch(Phase::Collecting, F::Force);
+        assert!(
+            start(&open, false).message.starts_with("window ended early: forced by dave"),
+            "{:?}",
+            start(&open, false)
+        );
+        let mut late = batch(Phase::AwaitingApproval, F::Force);
+        late.spec.window_end = Time(late.spec.force.as_ref().expect("force").at.0 - SignedDuration::from_mins(5));
+        let said = start(&late, false).message;
+        assert!(said.starts_with("forced by dave"), "{said}");
+    }
+
     #[test]
     fn messages_name_who_and_why() {
         let held = run(Phase::AwaitingApproval, F::Hold);
@@ -2258,6 +2300,11 @@ mod tests {
         waited.status = Some(waiting.status.clone());
         assert_eq!(waited.restarts_or_planned().map(|d| d.name.as_str()).collect::<Vec<_>>(), ["srv"]);
         assert_eq!(waited.progress_text(), "1 planned");
+        let mut ended = waited.clone();
+        if let Some(status) = ended.status.as_mut() {
+            status.phase = BatchPhase::Superseded;
+        }
+        assert_eq!(ended.planned(), None, "an ended batch plans nothing");
         // Still waiting: the kept plan stands, nothing is planned again.
         let mut context = plain_context(None);
         let windows = AppliedWindows::resolve(("ns", "app", Some(NIGHTS)), None, None);
@@ -2337,7 +2384,26 @@ mod tests {
             assert!(message.contains(said), "{what}: {message}");
             assert_eq!(matches!(evaluation.gate, Gate::Start(_)), !voided && (approved || !manual), "{what}");
             apply(&decision, &mut status, context.now);
-            assert_eq!(status.planned, None, "{what}: decided, the record is the plan now");
+            if !voided {
+                assert_eq!(status.planned, None, "{what}: decided, the record is the plan now");
+                continue;
+            }
+            // Taken back: until someone approves again, the old approval rolls nothing, even
+            // while the spec still holds it (its write may fail or come later).
+            let asked = status.planned.clone().expect("what it asks about is kept");
+            assert_eq!(asked.at.0, context.now, "{what}");
+            batch.status = Some(status.clone());
+            let again = decide(&batch, &status, application(factor).as_ref(), || plan(factor), &context);
+            assert_eq!(again, Decision::AwaitApproval, "{what}: the old approval counts no more");
+            let later = context.now.checked_add(SignedDuration::from_secs(30)).expect("time");
+            if let Some(approval) = batch.spec.approval.as_mut() {
+                approval.approved_at = Some(Time(later));
+            }
+            context.now = later;
+            let approved_again = decide(&batch, &status, application(factor).as_ref(), || plan(factor), &context);
+            assert!(matches!(approved_again, Decision::Start(_)), "{what}: {approved_again:?}");
+            apply(&approved_again, &mut status, later);
+            assert_eq!(status.planned, None, "{what}: started");
         }
     }
 

@@ -73,6 +73,8 @@ pub(super) fn finish(status: &mut RotationBatchStatus, phase: BatchPhase, why: &
     let success = matches!(phase, BatchPhase::Succeeded | BatchPhase::NoChange);
     status.phase = phase;
     status.completed_at = Some(Time(now));
+    // Ended: nothing is planned any more.
+    status.planned = None;
     progress_summary(status);
     set_condition(status, success, why, message, now);
 }
