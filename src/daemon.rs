@@ -389,8 +389,20 @@ pub async fn run(cluster: &ClusterArgs, config: DaemonConfig) -> anyhow::Result<
         // retry, and not one per error text either: while a server restarts, refused connections
         // and reset requests alternate, and each would otherwise read as a new outage.
         let mut down = false;
+        let mut refused: std::collections::BTreeSet<&'static str> = std::collections::BTreeSet::new();
         while connection_state.changed().await.is_ok() {
             let state = connection_state.borrow_and_update().clone();
+            // A kind the server refuses (403) is said once, not as an outage.
+            for (kind, why) in state.forbidden.iter().filter(|(kind, _)| !refused.contains(*kind)) {
+                tracing::warn!(
+                    server = %server_url,
+                    kind,
+                    error = %why,
+                    "may not list or watch this kind: what it holds is unknown to the engine until the RBAC grants it \
+                     (capdeck manifests has the ClusterRole)"
+                );
+            }
+            refused = state.forbidden.keys().copied().collect();
             match (state.error, down) {
                 (Some(error), false) => {
                     tracing::warn!(

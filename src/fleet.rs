@@ -9,6 +9,8 @@ mod read;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
+use crate::cluster::leader::NO_LEADER;
+
 pub use read::{FleetOptions, binding_secrets, consumer_objects, read_fleet};
 
 /// `--contexts`: every context of the kubeconfig, or the ones named.
@@ -295,11 +297,16 @@ impl FleetRow {
         if let Some(why) = &self.why {
             return why.clone();
         }
-        match (self.first_batch(), self.credentials.first()) {
+        let why = match (self.first_batch(), self.credentials.first()) {
             (Some(batch), _) => format!("{} {} ({})", batch.name, batch.phase, batch.reason),
             (None, Some(credential)) => format!("{} {}: {}", credential.secret, credential.verdict, credential.reason),
             (None, None) => self.notes.first().cloned().unwrap_or_else(|| "-".into()),
+        };
+        // Open work that no engine handles is said first, in every width (LEADER is a wide column).
+        if self.leader == NO_LEADER && self.state == RowState::Open {
+            return format!("{NO_LEADER}: rotations are not being handled; {why}");
         }
+        why
     }
 
     /// The row's namespace for display (`*`: the whole context).
@@ -363,6 +370,33 @@ mod tests {
             assert!(parse_timeout(zero).is_err_and(|why| why.contains("above zero")), "{zero}");
         }
         assert!(parse_timeout("5").is_err(), "a unit is needed");
+    }
+
+    /// Open work no engine handles says so in every width, not only in `-o wide`'s LEADER.
+    #[test]
+    fn open_work_without_a_leader_says_so_first() {
+        let mut row = FleetRow::problem("prod", RowState::Open, String::new());
+        row.why = None;
+        row.batches = vec![OpenBatch {
+            name: "b1".into(),
+            application: "app".into(),
+            phase: "AwaitingApproval".into(),
+            reason: "AwaitingApproval".into(),
+            window_end: Timestamp::UNIX_EPOCH,
+            old_credentials_revocable: None,
+        }];
+        row.leader = NO_LEADER.into();
+        assert_eq!(
+            row.why_text(),
+            "no leader: rotations are not being handled; b1 AwaitingApproval (AwaitingApproval)"
+        );
+        let narrow = table(std::slice::from_ref(&row), Timestamp::UNIX_EPOCH, false, true);
+        assert!(narrow.contains("no leader: rotations are not being handled"), "{narrow}");
+        row.leader = "capdeck-7d9 (capdeck-system/capdeck-engine)".into();
+        assert_eq!(row.why_text(), "b1 AwaitingApproval (AwaitingApproval)");
+        row.state = RowState::Clear;
+        row.leader = NO_LEADER.into();
+        assert_eq!(row.why_text(), "b1 AwaitingApproval (AwaitingApproval)", "nothing open: nothing to handle");
     }
 
     #[test]

@@ -255,6 +255,9 @@ pub enum LeaderView {
     },
 }
 
+/// What `LeaderView::short` says when no engine leads.
+pub const NO_LEADER: &str = "no leader";
+
 impl LeaderView {
     pub fn is_led(&self) -> bool {
         matches!(self, Self::Leads { .. })
@@ -272,7 +275,7 @@ impl LeaderView {
     pub fn short(&self) -> String {
         match self {
             Self::Leads { lease, identity, .. } => format!("{identity} ({lease})"),
-            Self::Nobody { .. } => "no leader".into(),
+            Self::Nobody { .. } => NO_LEADER.into(),
             Self::CannotLook { .. } => "unknown (cannot read Leases)".into(),
         }
     }

@@ -56,6 +56,9 @@ pub struct ConnectionState {
     pub error: Option<String>,
     /// Failed reconnect probes since the error started.
     pub attempts: u32,
+    /// Kinds the API server answers but refuses to list or watch for these credentials (403),
+    /// with its words: reachable, yet what they hold is missing from every view.
+    pub forbidden: BTreeMap<&'static str, String>,
 }
 
 impl ConnectionState {
@@ -207,6 +210,11 @@ impl Shared {
             .entry((kind, code))
             .or_default() += 1;
         let text = crate::cluster::describe_watch_error(error);
+        // A refusal is an answer: the server is reachable, one kind is not ours to read.
+        if api_status(error) == Some(403) {
+            self.connection.send_if_modified(|state| state.forbidden.insert(kind, text.clone()) != Some(text));
+            return;
+        }
         self.connection.send_if_modified(|state| {
             if state.error.as_deref() == Some(text.as_str()) {
                 return false;
@@ -219,13 +227,15 @@ impl Shared {
     /// A request for `kind` succeeded: it is served, and the API is reachable.
     fn served(&self, kind: &'static str) {
         self.missing.send_if_modified(|missing| missing.remove(kind));
+        self.connection.send_if_modified(|state| state.forbidden.remove(kind).is_some());
         self.succeeded();
     }
 
     fn succeeded(&self) {
         self.connection.send_if_modified(|state| {
-            let changed = state.error.is_some();
-            *state = ConnectionState::default();
+            let changed = state.error.is_some() || state.attempts > 0;
+            state.error = None;
+            state.attempts = 0;
             changed
         });
     }

@@ -340,6 +340,24 @@ async fn dry_run(
         crate::safe_eprintln!("error: cannot {} {namespace}/{name}: {refusal}", action.verb());
         return Ok(ExitCode::from(1));
     }
+    // The real command patches the batch: a dry run that passes where it would be forbidden misleads.
+    if !crate::cluster::can_i(
+        &connection.client,
+        "patch",
+        crate::api::rotation_batch::GROUP,
+        "rotationbatches",
+        Some(namespace),
+    )
+    .await
+    {
+        crate::safe_eprintln!(
+            "error: cannot {} {namespace}/{name}: you may not patch rotationbatches.capdeck.dev in {namespace}, so \
+             the command itself would be refused (ask for that right there; `kubectl auth can-i patch \
+             rotationbatches.capdeck.dev -n {namespace}` checks)",
+            action.verb()
+        );
+        return Ok(ExitCode::from(1));
+    }
     let (heading, restarts): (&str, Vec<&crate::api::rotation_batch::BatchDeployment>) = match action {
         BatchAction::Retry => ("Deployments to restart again", batch.restarts().filter(|d| d.retriable()).collect()),
         BatchAction::Undo => (

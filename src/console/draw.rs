@@ -73,10 +73,14 @@ pub fn table_columns(app: &App, screen: Rect) -> (Rect, table::ColumnPlan) {
 
 fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
     let theme = &app.theme;
-    let (dot, dot_style, state) = if app.connection.is_connected() {
-        ("●", theme.ok(), if app.snapshot.synced { "connected" } else { "syncing" })
+    let forbidden = app.connection.forbidden.len();
+    let (dot, dot_style, state) = if !app.connection.is_connected() {
+        ("●", theme.error(), "disconnected".to_string())
+    } else if forbidden > 0 {
+        // Reachable, but some kinds may not be read: not an outage, not all there either.
+        ("●", theme.warning(), format!("connected, {forbidden} forbidden"))
     } else {
-        ("●", theme.error(), "disconnected")
+        ("●", theme.ok(), if app.snapshot.synced { "connected" } else { "syncing" }.to_string())
     };
     let role_style = match app.role_label() {
         "Leader" => theme.ok(),

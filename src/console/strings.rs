@@ -48,6 +48,37 @@ pub const NOTHING_HERE: &str = "nothing here";
 pub const FLEET_READING: &str = "reading every kube context (each within 5s)…";
 pub const NOTHING_MATCHES: &str = "no row matches the filter (Esc clears it)";
 pub const CONNECTION_LOST: &str = "API server unreachable";
+
+/// What the views miss while these kinds (the stores' names) may not be listed (the API server
+/// answered 403), with the `kubectl auth can-i` that checks the first.
+pub fn forbidden_kinds(kinds: &[&str]) -> String {
+    // (what people call it, what the views miss, its resource for kubectl)
+    let words = |kind: &str| -> (String, &'static str, String) {
+        match kind {
+            "BindingSecret" => ("binding Secrets".into(), "credential verdicts and keys", "secrets".into()),
+            "VcapSecret" => ("VCAP Secrets".into(), "what each Deployment runs", "secrets".into()),
+            "Deployment" => ("Deployments".into(), "rollout progress", "deployments".into()),
+            "RotationBatch" => ("RotationBatches".into(), "batches and rollouts", "rotationbatches.capdeck.dev".into()),
+            "ServiceBinding" => {
+                ("ServiceBindings".into(), "when old credentials die", "servicebindings.services.cloud.sap.com".into())
+            }
+            "Freeze" => ("Freezes".into(), "freezes", "freezes.capdeck.dev".into()),
+            "Namespace" => ("Namespaces".into(), "namespace change windows", "namespaces".into()),
+            "Event" => ("Events".into(), "events", "events".into()),
+            other => (format!("{other}s"), "its objects", format!("{}s", other.to_lowercase())),
+        }
+    };
+    let said: Vec<(String, &str, String)> = kinds.iter().map(|kind| words(kind)).collect();
+    let names: Vec<&str> = said.iter().map(|(name, _, _)| name.as_str()).collect();
+    let mut missing: Vec<&str> = said.iter().map(|(_, hides, _)| *hides).collect();
+    missing.dedup();
+    let resource = said.first().map(|(_, _, resource)| resource.as_str()).unwrap_or("secrets");
+    format!(
+        "you may not list {} here, so the views miss {} — kubectl auth can-i list {resource}",
+        names.join(", "),
+        missing.join(", ")
+    )
+}
 pub const RECONNECTING: &str = "reconnecting by itself; views show the last known state";
 pub const POPUP_HINT: &str = "Esc close · j/k scroll";
 pub const DIALOG_HINT: &str = "Enter confirm · Esc cancel";

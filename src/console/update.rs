@@ -74,6 +74,13 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Command> {
             if state.is_connected() && !app.connection.is_connected() {
                 flash(app, Level::Info, strings::RECONNECTED.to_string());
             }
+            // Newly refused kinds: what is forbidden and what that hides (the header keeps the count).
+            let refused: Vec<&str> =
+                state.forbidden.keys().filter(|kind| !app.connection.forbidden.contains_key(*kind)).copied().collect();
+            if !refused.is_empty() {
+                let all: Vec<&str> = state.forbidden.keys().copied().collect();
+                flash(app, Level::Warning, strings::forbidden_kinds(&all));
+            }
             app.connection = state;
             Vec::new()
         }
@@ -1149,10 +1156,26 @@ mod tests {
         assert_eq!(app.role_label(), "Observer");
         update(&mut app, Msg::Identity("bob@example.com".into()));
         assert_eq!(app.session.user.as_deref(), Some("bob@example.com"));
-        update(&mut app, Msg::Connection(ConnectionState { error: Some("refused".into()), attempts: 1 }));
+        update(
+            &mut app,
+            Msg::Connection(ConnectionState { error: Some("refused".into()), attempts: 1, ..Default::default() }),
+        );
         assert!(!app.connection.is_connected());
         update(&mut app, Msg::Connection(ConnectionState::default()));
         assert_eq!(app.flash.as_ref().map(|f| f.text.as_str()), Some(strings::RECONNECTED));
+        // A refusal is no outage: still connected, and it says what is forbidden and what that hides.
+        let mut refused = ConnectionState::default();
+        refused.forbidden.insert("BindingSecret", "forbidden: secrets is forbidden".into());
+        refused.forbidden.insert("VcapSecret", "forbidden: secrets is forbidden".into());
+        update(&mut app, Msg::Connection(refused));
+        assert!(app.connection.is_connected());
+        assert_eq!(
+            app.flash.as_ref().map(|f| f.text.as_str()),
+            Some(
+                "you may not list binding Secrets, VCAP Secrets here, so the views miss credential verdicts and \
+                 keys, what each Deployment runs — kubectl auth can-i list secrets"
+            )
+        );
         // Flash messages expire after a while.
         let later = Timestamp::from_second(app.now.as_second() + FLASH_SECONDS).expect("time");
         update(&mut app, Msg::Tick(later));

@@ -203,7 +203,13 @@ pub async fn cli_refuses_a_user_without_patch_permission(backend: Backend) {
         .grant("dave", "capdeck.dev", &["rotationbatches"], &["get", "list", "watch"], &["patch:rotationbatches"])
         .await;
     let dave = world.kubeconfig_for("dave");
-    let output = capdeck(&dave, &["approve", &format!("{}/{name}", world.ns), "--reason", "x"]);
+    // The dry run says so first: it does not pass where the command is refused.
+    let target = format!("{}/{name}", world.ns);
+    let dry = capdeck(&dave, &["approve", &target, "--reason", "x", "--dry-run"]);
+    let (stdout, stderr) = text(&dry);
+    assert_eq!(dry.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stderr.contains(&format!("you may not patch rotationbatches.capdeck.dev in {}", world.ns)), "{stderr}");
+    let output = capdeck(&dave, &["approve", &target, "--reason", "x"]);
     let (stdout, stderr) = text(&output);
     assert_eq!(output.status.code(), Some(1), "{stdout}{stderr}");
     for word in ["forbidden", "dave", "patch", "rotationbatches"] {

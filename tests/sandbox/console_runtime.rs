@@ -128,6 +128,20 @@ async fn without_rbac_the_console_names_the_missing_permission() {
     assert!(batch_writes(&world.sandbox).is_empty(), "{:?}", batch_writes(&world.sandbox));
 }
 
+/// A kind the user may not list (403) is no outage: the header stays connected and counts it,
+/// and the footer says what is forbidden and what that hides — no "unreachable" banner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forbidden_kind_is_said_not_shown_as_an_outage() {
+    let world = world("dave").await;
+    world.sandbox.deny("list:secrets".parse().expect("deny rule"));
+    let mut console = Console::start(&world.kubeconfig, false, EngineMode::Observe).await;
+    let screen =
+        console.until("apps listed", |s| s.contains("hr-portal") && s.contains("connected, 2 forbidden")).await;
+    assert!(screen.contains("you may not list binding Secrets, VCAP Secrets here"), "{screen}");
+    assert!(!screen.contains("unreachable") && !screen.contains("disconnected"), "{screen}");
+    console.quit().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_loss_shows_a_banner_and_the_console_reconnects_by_itself() {
     let mut world = world("alice").await;

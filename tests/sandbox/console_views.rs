@@ -381,6 +381,7 @@ fn connection_lost_banner() {
         Msg::Connection(ConnectionState {
             error: Some("error trying to connect: tcp connect error: Connection refused (os error 111)".into()),
             attempts: 3,
+            ..ConnectionState::default()
         }),
     );
     insta::assert_snapshot!("connection_lost", render(&mut app, 160, 12));
