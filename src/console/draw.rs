@@ -93,10 +93,14 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
         Span::styled("engine ", theme.header()),
         Span::styled(app.role_label(), theme.header().patch(role_style).add_modifier(Modifier::BOLD)),
     ];
-    let mut segments: Vec<(Vec<Span<'static>>, u8)> = vec![
-        (vec![Span::styled("capdeck", theme.header().add_modifier(Modifier::BOLD))], 3),
-        (vec![Span::styled(format!("ctx {}", app.session.context), theme.header())], 0),
-        (vec![Span::styled(app.session.scope.clone(), theme.header())], 2),
+    // Each segment has a short form: at 80 or 120 columns the header shortens what it says, it
+    // does not drop the scope, the user or the leader; narrower still it drops by priority (0
+    // always stays).
+    let text = |words: String| vec![Span::styled(words, theme.header())];
+    let mut segments: Vec<Segment> = vec![
+        Segment::new(vec![Span::styled("capdeck", theme.header().add_modifier(Modifier::BOLD))], Vec::new(), 3),
+        Segment::new(text(format!("ctx {}", app.session.context)), text(clipped(&app.session.context, 16)), 0),
+        Segment::new(text(app.session.scope.clone()), text(short_scope(&app.session.scope)), 2),
     ];
     let note = app.leader_note().map(|(note, severity)| {
         let style = match severity {
@@ -107,17 +111,24 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
         (note, theme.header().patch(style), severity)
     });
     // A warning about the engine (no leader, writes failing) is as important as the role.
+    let mut engine_short =
+        vec![Span::styled(app.role_label(), theme.header().patch(role_style).add_modifier(Modifier::BOLD))];
     if let Some((note, style, super::app::Severity::Warning | super::app::Severity::Error)) = &note {
         engine.push(Span::styled(format!(" {note}"), *style));
+        engine_short.push(Span::styled(format!(" {}", clipped(note, 40)), *style));
     }
-    segments.push((engine, 0));
+    segments.push(Segment::new(engine, engine_short, 0));
     if let Some((note, style, super::app::Severity::Info)) = note {
-        segments.push((vec![Span::styled(note, style)], 2));
+        let short = app.leader.as_ref().map_or_else(|| clipped(&note, 24), short_leader);
+        segments.push(Segment::new(vec![Span::styled(note, style)], vec![Span::styled(short, style)], 2));
     }
-    segments
-        .push((vec![Span::styled(format!("user {}", app.session.user.as_deref().unwrap_or("?")), theme.header())], 3));
-    segments.push((
+    let user = app.session.user.as_deref().unwrap_or("?");
+    segments.push(Segment::new(text(format!("user {user}")), text(clipped(user, 12)), 3));
+    // Short, a healthy connection is its green dot; anything else keeps its words.
+    let state_short = if state == "connected" { String::new() } else { format!(" {state}") };
+    segments.push(Segment::new(
         vec![Span::styled(format!("{dot} "), theme.header().patch(dot_style)), Span::styled(state, theme.header())],
+        vec![Span::styled(dot, theme.header().patch(dot_style)), Span::styled(state_short, theme.header())],
         0,
     ));
     let separator = Span::styled(" │ ", theme.header().patch(theme.muted()));
@@ -383,23 +394,85 @@ fn draw_footer(frame: &mut Frame, app: &App, area: Rect) {
 
 /// Keep the segments that fit in `width`, dropping the highest priority numbers first (0 always
 /// stays), in their original order, joined by `separator`.
-fn fit_segments(segments: Vec<(Vec<Span<'static>>, u8)>, separator: &Span<'static>, width: u16) -> Line<'static> {
-    let width_of = |kept: &[&(Vec<Span<'static>>, u8)]| -> usize {
-        1 + kept.iter().map(|(spans, _)| spans.iter().map(Span::width).sum::<usize>()).sum::<usize>()
-            + separator.width() * kept.len().saturating_sub(1)
+/// One part of the header: what it says with room, what it says without, and how soon it goes
+/// when even the short forms do not fit (the highest first; 0 never).
+struct Segment {
+    long: Vec<Span<'static>>,
+    short: Vec<Span<'static>>,
+    priority: u8,
+}
+
+impl Segment {
+    fn new(long: Vec<Span<'static>>, short: Vec<Span<'static>>, priority: u8) -> Self {
+        Self { long, short, priority }
+    }
+}
+
+/// `text`, cut to `max` characters with `…`.
+fn clipped(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut cut: String = text.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+/// `all namespaces` → `-A`, `namespace cap-shop` → `-n cap-shop`: what the flag said.
+fn short_scope(scope: &str) -> String {
+    match scope.strip_prefix("namespace ") {
+        Some(namespace) => format!("-n {}", clipped(namespace, 20)),
+        None if scope == "all namespaces" => "-A".into(),
+        None => clipped(scope, 20),
+    }
+}
+
+/// `leader capdeck-7d9…`: who leads, in a few columns.
+fn short_leader(leader: &crate::cluster::leader::LeaderView) -> String {
+    match leader {
+        crate::cluster::leader::LeaderView::Leads { identity, .. } => format!("leader {}", clipped(identity, 10)),
+        other => clipped(&other.short(), 20),
+    }
+}
+
+/// The segments in their long forms if they fit, else in their short forms, else without the
+/// segments of the highest priority, then the next (priority 0 always stays).
+fn fit_segments(segments: Vec<Segment>, separator: &Span<'static>, width: u16) -> Line<'static> {
+    let width_of = |kept: &[&Vec<Span<'static>>]| -> usize {
+        let shown: Vec<&&Vec<Span<'static>>> = kept.iter().filter(|spans| !spans.is_empty()).collect();
+        1 + shown.iter().map(|spans| spans.iter().map(Span::width).sum::<usize>()).sum::<usize>()
+            + separator.width() * shown.len().saturating_sub(1)
     };
-    let mut dropped_up_to = u8::MAX;
-    let mut kept: Vec<&(Vec<Span<'static>>, u8)> = segments.iter().collect();
-    while width_of(&kept) > usize::from(width) && dropped_up_to > 0 {
+    let width = usize::from(width);
+    // Shorten the least needed first (the highest priority number), one priority at a time.
+    let mut shortened_above = u8::MAX;
+    let forms = |above: u8| -> Vec<(&Vec<Span<'static>>, u8)> {
+        segments
+            .iter()
+            .map(|segment| (if segment.priority >= above { &segment.short } else { &segment.long }, segment.priority))
+            .collect()
+    };
+    let mut kept = forms(shortened_above);
+    let fits = |kept: &[(&Vec<Span<'static>>, u8)]| {
+        width_of(&kept.iter().map(|(spans, _)| *spans).collect::<Vec<_>>()) <= width
+    };
+    while !fits(&kept) && shortened_above > 0 {
+        shortened_above = match shortened_above {
+            u8::MAX => segments.iter().map(|segment| segment.priority).max().unwrap_or(0),
+            above => above - 1,
+        };
+        kept = forms(shortened_above);
+    }
+    loop {
+        let spans: Vec<&Vec<Span<'static>>> = kept.iter().map(|(spans, _)| *spans).collect();
         let highest = kept.iter().map(|(_, priority)| *priority).max().unwrap_or(0);
-        if highest == 0 {
+        if width_of(&spans) <= width || highest == 0 {
             break;
         }
-        dropped_up_to = highest;
         kept.retain(|(_, priority)| *priority < highest);
     }
     let mut spans = vec![Span::raw(" ")];
-    for (index, (segment, _)) in kept.into_iter().enumerate() {
+    for (index, (segment, _)) in kept.into_iter().filter(|(spans, _)| !spans.is_empty()).enumerate() {
         if index > 0 {
             spans.push(separator.clone());
         }

@@ -878,3 +878,36 @@ fn freeze_dialog() {
         }
     }
 }
+
+/// A console observing a daemon, scoped to one namespace: at 80 and 120 columns the header
+/// shortens the scope, the user and the leader, it never drops them (at 160 they are whole).
+#[test]
+fn the_header_shortens_and_never_drops_scope_user_and_leader() {
+    use capdeck::cluster::leader::{EngineScope, LeaderView};
+    let mut app = sample_app();
+    app.role = capdeck::engine::Role::Observer;
+    app.session.scope = "namespace cap-shop".into();
+    app.session.user = Some("alice@example.com".into());
+    app.leader = Some(LeaderView::Leads {
+        lease: "capdeck-system/capdeck-engine".into(),
+        identity: "capdeck-7d9c6b5f4-x2k4p".into(),
+        renewed_ago: 3,
+        scope: EngineScope::All,
+        settings: None,
+    });
+    for width in [80, 120] {
+        let screen = render(&mut app, width, 12);
+        let header = screen.lines().next().unwrap_or_default().to_string();
+        for needed in ["prod-eu10", "cap-shop", "Observer", "alice@examp", "leader capdeck-7", "●"] {
+            assert!(header.contains(needed), "{width} columns: {needed:?} is missing from {header:?}");
+        }
+    }
+    let wide = render(&mut app, 200, 12);
+    let header = wide.lines().next().unwrap_or_default().to_string();
+    assert!(
+        header.contains("namespace cap-shop")
+            && header.contains("user alice@example.com")
+            && header.contains("(leader: capdeck-7d9c6b5f4-x2k4p in capdeck-system, renewed 3s ago)"),
+        "{header}"
+    );
+}
