@@ -197,13 +197,31 @@ impl Table {
     }
 
     pub fn render_with(&self, wide: bool, headers: bool) -> String {
+        self.render_aligned(wide, headers, &[])
+    }
+
+    /// Each column's width: its widest cell, the header included.
+    pub fn widths(&self) -> Vec<usize> {
+        let mut widths = vec![0; self.header.len()];
+        for row in std::iter::once(&self.header).chain(&self.rows) {
+            for (index, cell) in row.iter().enumerate().take(self.header.len()) {
+                widths[index] = widths[index].max(cell.chars().count());
+            }
+        }
+        widths
+    }
+
+    /// [`Self::render_with`], each column at least as wide as `at_least` says: rows printed later
+    /// (`-w`) line up under the table printed first.
+    pub fn render_aligned(&self, wide: bool, headers: bool, at_least: &[usize]) -> String {
         let shown: Vec<usize> = (0..self.header.len()).filter(|&index| wide || !self.wide[index]).collect();
         let lines: Vec<&Vec<String>> = if headers {
             std::iter::once(&self.header).chain(&self.rows).collect()
         } else {
             self.rows.iter().collect()
         };
-        let mut widths = vec![0; self.header.len()];
+        let mut widths: Vec<usize> =
+            (0..self.header.len()).map(|index| at_least.get(index).copied().unwrap_or(0)).collect();
         for row in &lines {
             for (index, cell) in row.iter().enumerate().take(self.header.len()) {
                 widths[index] = widths[index].max(cell.chars().count());

@@ -118,7 +118,7 @@ pub async fn list(cluster: &ClusterArgs, args: &BatchesArgs) -> anyhow::Result<E
     }
     if args.watch {
         let printed = batches.iter().map(|b| (b.namespace(), b.name_any(), b.resource_version())).collect();
-        watch(api, &args.output, printed).await?;
+        watch(api, &args.output, printed, printable.table.widths()).await?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -129,6 +129,7 @@ async fn watch(
     api: Api<Lenient<RotationBatch>>,
     output: &OutputArgs,
     printed: std::collections::BTreeSet<(Option<String>, String, Option<String>)>,
+    mut widths: Vec<usize>,
 ) -> anyhow::Result<()> {
     use futures::StreamExt as _;
     use kube::runtime::watcher;
@@ -166,17 +167,26 @@ async fn watch(
             }
         };
         let line = printable(std::slice::from_ref(&batch), &[], Timestamp::now());
-        let quiet = OutputArgs { format: output.format, no_headers: true };
         let text = match output.format {
             // One compact document per change, like `kubectl get -w -o json` streams objects.
             OutputFormat::Json => crate::output::json_line(&batch_json(&batch, Timestamp::now()))?,
             OutputFormat::Yaml => format!("---\n{}", crate::output::yaml(&batch_json(&batch, Timestamp::now()))),
-            _ => line.render(&quiet, "batches").map_err(|error| crate::commands::UsageError(error.to_string()))?,
+            // Under the columns printed so far (a wider cell widens its column from then on).
+            format => {
+                let text = watched_line(&line.table, format == OutputFormat::Wide, &widths);
+                widths = widths.iter().zip(line.table.widths()).map(|(was, now)| (*was).max(now)).collect();
+                text
+            }
         };
         let mut stdout = crate::output::SafeOut(std::io::stdout().lock());
         stdout.write_all(text.as_bytes())?;
         stdout.flush()?;
     }
+}
+
+/// One `-w` row under the columns already printed.
+fn watched_line(table: &Table, wide: bool, widths: &[usize]) -> String {
+    table.render_aligned(wide, false, widths)
 }
 
 /// The batches in every output form.
@@ -435,6 +445,21 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// `-w` rows line up under the list printed first, whatever their own cells' widths.
+    #[test]
+    fn watched_rows_line_up_under_the_list() {
+        let now = "2026-11-20T09:00:00Z".parse().expect("time");
+        let listed = [batch("bookshop-a-very-long-name", "Collecting", "WindowOpen", json!({}), json!({}))];
+        let list = printable(&listed, &[], now);
+        let widths = list.table.widths();
+        let header = list.table.render();
+        let changed = batch("b", "AwaitingApproval", "AwaitingApproval", json!({}), json!({}));
+        let line = watched_line(&printable(std::slice::from_ref(&changed), &[], now).table, false, &widths);
+        let column = |text: &str, word: &str| text.lines().next().and_then(|line| line.find(word));
+        assert_eq!(column(&header, "APPLICATION"), column(&line, "bookshop"), "{header}{line}");
+        assert_eq!(column(&header, "PHASE"), column(&line, "AwaitingApproval"), "{header}{line}");
+    }
 
     fn batch(name: &str, phase: &str, reason: &str, spec: Value, status: Value) -> RotationBatch {
         let mut object = json!({
