@@ -446,9 +446,10 @@ pub struct EngineArgs {
     pub lease_name: String,
     /// Send a notification to this webhook when a batch awaits approval, is held by the failure
     /// guard or failed, and when credentials become at risk or unsafe and safe again (the leading
-    /// engine only; at most once each). `[json=|slack=]URL`: the generic JSON body, or Slack's
-    /// `text` (the default for hooks.slack.com). Repeatable. See docs/NOTIFICATIONS.md
-    #[arg(long, value_name = "[FORMAT=]URL")]
+    /// engine only; at most once each). `[NAME@][json=|slack=]URL`: what the logs, records and
+    /// doctor call it (default: its host and a short hash of its URL), then the generic JSON body
+    /// or Slack's `text` (the default for hooks.slack.com). Repeatable. See docs/NOTIFICATIONS.md
+    #[arg(long, value_name = "[NAME@][FORMAT=]URL")]
     pub notify: Vec<String>,
     /// Like --notify, with the URL read from a Secret's key, so it is never in an argument list
     /// or a log. Repeatable
@@ -1126,7 +1127,7 @@ mod tests {
                 "ADDR" => "127.0.0.1:1",
                 "MIN-MAX|off" => "off",
                 "all|NAME,..." => "all",
-                "[FORMAT=]URL" => "http://127.0.0.1:9/hook",
+                "[NAME@][FORMAT=]URL" => "http://127.0.0.1:9/hook",
                 "NS/NAME:KEY" => "ns/notify:url",
                 "WINDOWS" => "Mon-Fri 22:00-05:00 Europe/Berlin",
                 _ => "x",

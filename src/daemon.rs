@@ -163,7 +163,7 @@ fn notify_hosts(notify: &crate::engine::config::NotifyConfig) -> String {
         return "none".into();
     }
     let hosts: Vec<String> =
-        notify.targets.iter().map(|target| format!("{} ({:?})", target.host, target.format)).collect();
+        notify.targets.iter().map(|target| format!("{} ({:?})", target.name, target.format)).collect();
     format!("{} as cluster {:?}", hosts.join(", "), notify.cluster)
 }
 

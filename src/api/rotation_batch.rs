@@ -203,7 +203,7 @@ pub struct NotificationRecord {
     pub at: Time,
     /// The engine (Lease identity) that sent it.
     pub by: String,
-    /// Receivers (host names only) that did not accept it after every retry.
+    /// Receivers (their names, never their URLs) that did not accept it after every retry.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed: Vec<String>,
 }

@@ -162,26 +162,38 @@ pub enum PayloadFormat {
     Slack,
 }
 
-/// A receiver. Its URL is a secret (a webhook URL is its own credential): `Debug` shows the
-/// host only, and so does every log line.
+/// A receiver. Its URL is a secret (a webhook URL is its own credential): `Debug`, the logs,
+/// `capdeck doctor` and the batches' records name it by `name` only.
 #[derive(Clone, PartialEq, Eq)]
 pub struct NotifyTarget {
     url: String,
     pub host: String,
+    /// What it is called everywhere: the name given (`oncall@https://…`), else its host and a
+    /// short hash of its URL (`hooks.slack.com#3f9a1c`), so two webhooks of one host differ.
+    pub name: String,
     pub format: PayloadFormat,
 }
 
 impl std::fmt::Debug for NotifyTarget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "NotifyTarget({:?} {})", self.format, self.host)
+        write!(f, "NotifyTarget({:?} {})", self.format, self.name)
     }
 }
 
 impl NotifyTarget {
-    /// `[json=|slack=]URL` with an http(s) URL. Without a prefix a `hooks.slack.com` URL gets the
-    /// Slack body, any other the generic JSON. The error never repeats the URL.
+    /// `[NAME@][json=|slack=]URL` with an http(s) URL. Without a prefix a `hooks.slack.com` URL
+    /// gets the Slack body, any other the generic JSON. The error never repeats the URL.
     pub fn parse(text: &str) -> Result<Self, String> {
         let text = text.trim();
+        // A name is letters, digits, `-`, `_` and `.` before the first `@` (a URL's own `@` comes
+        // after its `://`).
+        let named = text.split_once('@').filter(|(name, _)| {
+            !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        });
+        let (given, text) = match named {
+            Some((name, rest)) => (Some(name.to_string()), rest),
+            None => (None, text),
+        };
         let (format, url) = match text.split_once('=') {
             Some(("json", url)) => (Some(PayloadFormat::Json), url),
             Some(("slack", url)) => (Some(PayloadFormat::Slack), url),
@@ -195,7 +207,13 @@ impl NotifyTarget {
         let host = uri.host().filter(|host| !host.is_empty()).ok_or("has no host")?.to_string();
         let format =
             format.unwrap_or(if host == "hooks.slack.com" { PayloadFormat::Slack } else { PayloadFormat::Json });
-        Ok(Self { url: url.to_string(), host, format })
+        let name = given.unwrap_or_else(|| {
+            use sha2::Digest as _;
+            let digest = sha2::Sha256::digest(url.as_bytes());
+            let short: String = digest.iter().take(3).map(|byte| format!("{byte:02x}")).collect();
+            format!("{host}#{short}")
+        });
+        Ok(Self { url: url.to_string(), host, name, format })
     }
 
     pub fn url(&self) -> &str {

@@ -343,9 +343,9 @@ impl Notifier {
                     }
                     Err(error) => {
                         metrics.notifications_failed.inc();
-                        tracing::warn!(host = %target.host, event, about = %about, %error, "a notification could not be delivered");
+                        tracing::warn!(receiver = %target.name, event, about = %about, %error, "a notification could not be delivered");
                         if let Some(due) = due {
-                            note_failed(&client, &due, &target.host).await;
+                            note_failed(&client, &due, &target.name).await;
                         }
                     }
                 }

@@ -131,7 +131,19 @@ fn targets_parse_without_repeating_the_url() {
     assert_eq!((json.host.as_str(), json.format), ("127.0.0.1", PayloadFormat::Json));
     let forced = NotifyTarget::parse("slack=https://chat.example.com/hook").expect("forced");
     assert_eq!(forced.format, PayloadFormat::Slack);
-    assert!(!format!("{forced:?}").contains("/hook"), "Debug shows the host only: {forced:?}");
+    assert!(!format!("{forced:?}").contains("/hook"), "Debug shows the name only: {forced:?}");
+    // Named: two webhooks of one host differ, by the name given or a short hash of their URL.
+    let oncall = NotifyTarget::parse("oncall@https://hooks.slack.com/services/T0/B1/other").expect("named");
+    assert_eq!((oncall.name.as_str(), oncall.format), ("oncall", PayloadFormat::Slack));
+    let named = NotifyTarget::parse("team-a@slack=https://chat.example.com/hook").expect("named, with a format");
+    assert_eq!((named.name.as_str(), named.format), ("team-a", PayloadFormat::Slack));
+    let other = NotifyTarget::parse("https://hooks.slack.com/services/T0/B1/other").expect("slack");
+    assert!(slack.name.starts_with("hooks.slack.com#") && slack.name.len() == "hooks.slack.com#".len() + 6);
+    assert_ne!(slack.name, other.name, "one host, two receivers: {} {}", slack.name, other.name);
+    assert!(!slack.name.contains("secret") && !format!("{slack:?}").contains("secret"), "{slack:?}");
+    // A URL's own userinfo is no name.
+    let userinfo = NotifyTarget::parse("https://user:pw@example.com/hook").expect("userinfo");
+    assert!(userinfo.name.starts_with("example.com#"), "{}", userinfo.name);
     for bad in ["ftp://example.com/secret-token", "not a url secret-token", "https:///secret-token"] {
         let error = NotifyTarget::parse(bad).expect_err(bad);
         assert!(!error.contains("secret-token"), "{error}");
