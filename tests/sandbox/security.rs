@@ -271,7 +271,9 @@ async fn the_deploy_rbac_lists_exactly_the_requests_the_engine_makes() {
     // are requests of their own.
     let mut config = test_config("engine-a");
     config.notify = capdeck::engine::config::NotifyConfig {
-        targets: vec![capdeck::engine::config::NotifyTarget::parse("http://127.0.0.1:9/hook").expect("url")],
+        targets: vec![
+            capdeck::engine::config::NotifyTarget::parse("unreachable@http://127.0.0.1:9/hook").expect("url"),
+        ],
         cluster: "rbac".into(),
         ..Default::default()
     };
@@ -309,7 +311,7 @@ async fn the_deploy_rbac_lists_exactly_the_requests_the_engine_makes() {
         .flat_map(|batch| batch.status.map(|status| status.notifications).unwrap_or_default())
         .map(|record| (record.event, record.failed))
         .collect();
-    let failed = ("AwaitingApproval".to_string(), vec!["127.0.0.1".to_string()]);
+    let failed = ("AwaitingApproval".to_string(), vec!["unreachable".to_string()]);
     assert_eq!(records, vec![failed.clone(), failed]);
 
     let used: BTreeSet<(String, String, String)> = sandbox
