@@ -452,6 +452,12 @@ pub fn window_text(window_end: k8s_openapi::jiff::Timestamp, now: k8s_openapi::j
     }
 }
 
+/// [`human_duration`] of a span that may be negative (`-50m` for a margin below zero): what
+/// tables show for a time left, as the console does.
+pub fn signed_duration(seconds: i64) -> String {
+    if seconds < 0 { format!("-{}", human_duration(seconds.saturating_neg())) } else { human_duration(seconds) }
+}
+
 /// kubectl's age format (`k8s.io/apimachinery/pkg/util/duration.HumanDuration`): `45s`, `5m30s`,
 /// `3h`, `2d4h`, `1y30d`.
 pub fn human_duration(seconds: i64) -> String {

@@ -16,9 +16,7 @@ use crate::api::{Freeze, RotationBatch};
 use crate::cli::CredentialsArgs;
 use crate::cluster::leader::{LeaderView, PublishedSettings};
 use crate::cluster::{ClusterArgs, Scope, describe_error};
-use crate::credentials::{
-    CredentialsOverview, Inputs, Schedule, choose_timing, choose_windows, human_signed, overview_scheduled,
-};
+use crate::credentials::{CredentialsOverview, Inputs, Schedule, choose_timing, choose_windows, overview_scheduled};
 use crate::manifest::Manifests;
 use crate::output::Table;
 use crate::plan::CapIndex;
@@ -127,7 +125,8 @@ fn table(result: &CredentialsOverview, now: Timestamp, wide: bool, headers: bool
         ],
         &["BINDING", "POLICY", "REASONS"],
     );
-    let until = |time: Timestamp| human_signed(time.as_second() - now.as_second());
+    // Times left as every table and the console say them (`in 6d23h`), not as Go durations.
+    let until = |time: Timestamp| crate::output::signed_duration(time.as_second() - now.as_second());
     for report in &result.credentials {
         table.row(vec![
             report.namespace.clone(),
@@ -141,7 +140,7 @@ fn table(result: &CredentialsOverview, now: Timestamp, wide: bool, headers: bool
                 .and_then(|rotation| rotation.next_due)
                 .map_or_else(|| "-".into(), |due| format!("in {}", until(due))),
             report.earliest_revocation().map_or_else(|| "-".into(), |time| format!("in {}", until(time))),
-            report.margin_seconds.map_or_else(|| "-".into(), human_signed),
+            report.margin_seconds.map_or_else(|| "-".into(), crate::output::signed_duration),
             report.verdict.as_str().into(),
             report.service_binding.clone().unwrap_or_else(|| "-".into()),
             report.rotation.as_ref().map_or_else(|| "-".into(), crate::credentials::Rotation::policy_text),
@@ -337,4 +336,43 @@ async fn live(cluster: &ClusterArgs) -> anyhow::Result<World> {
         namespace_windows,
         freezes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::credentials::{CredentialReport, Format, Rotation, Source, Verdict};
+
+    /// Times left read as in every table and the console (`in 6d23h`), not as Go durations
+    /// (`167h57m49s`); a margin below zero keeps its sign.
+    #[test]
+    fn times_left_read_as_the_console_says_them() {
+        let now = Timestamp::from_second(1_800_000_000).expect("now");
+        let due = Timestamp::from_second(now.as_second() + 167 * 3600 + 57 * 60 + 49).expect("due");
+        let report = CredentialReport {
+            namespace: "shop".into(),
+            secret: "uaa-bind".into(),
+            applications: vec!["bookshop".into()],
+            source: Source::SapBtp,
+            service_binding: Some("uaa-bind".into()),
+            format: Format::Metadata,
+            rotation: Some(Rotation {
+                enabled: true,
+                frequency: Some("168h".into()),
+                rotated_binding_ttl: Some("1h".into()),
+                last_rotation: None,
+                next_due: Some(due),
+                next_due_latest: None,
+                in_progress: false,
+            }),
+            old_credentials: Vec::new(),
+            certificates: Vec::new(),
+            margin_seconds: Some(-3003),
+            verdict: Verdict::Unsafe,
+            reasons: Vec::new(),
+        };
+        let overview = CredentialsOverview { credentials: vec![report], ..CredentialsOverview::default() };
+        let text = table(&overview, now, false, true);
+        assert!(text.contains("in 6d23h") && text.contains("-50m") && !text.contains("167h"), "{text}");
+    }
 }
