@@ -58,9 +58,11 @@ impl BatchAction {
         }
         match self {
             Self::Approve | Self::Force { approve: true } => {
+                // One the engine took back (the plan changed since) may be given again.
                 if let Some(by) = batch.spec.approval.as_ref().and_then(|a| a.approved_by.as_ref())
                     && self == Self::Approve
                     && !not_honoured(batch, Attributed::Approval)
+                    && !batch.approval_taken_back()
                 {
                     return Some(format!("batch {name} is already approved by {by}"));
                 }

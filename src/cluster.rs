@@ -279,6 +279,33 @@ pub async fn can_i_subresource(
         .is_some_and(|status| status.allowed)
 }
 
+/// Whether we may `verb` the resource, as the API server's authorizer answers; `Err` when it could
+/// not be asked (the review failed: a time-out, an error, a server that does not serve them).
+pub async fn may(
+    client: &kube::Client,
+    verb: &str,
+    group: &str,
+    resource: &str,
+    namespace: Option<&str>,
+) -> Result<bool, String> {
+    let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                verb: Some(verb.into()),
+                group: Some(group.into()),
+                resource: Some(resource.into()),
+                namespace: namespace.map(str::to_string),
+                ..ResourceAttributes::default()
+            }),
+            ..SelfSubjectAccessReviewSpec::default()
+        },
+        ..SelfSubjectAccessReview::default()
+    };
+    let answered = reviews.create(&PostParams::default(), &review).await.map_err(|error| describe_error(&error))?;
+    answered.status.map(|status| status.allowed).ok_or_else(|| "the review came back without an answer".into())
+}
+
 /// A list decoded one object at a time ([`Lenient`]): the objects that decode, and those that do
 /// not, each named (never quoted). One bad object never fails a list.
 #[derive(Debug)]

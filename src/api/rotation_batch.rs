@@ -92,6 +92,14 @@ pub struct Approval {
     pub reason: Option<String>,
 }
 
+impl Approval {
+    /// Which approval this is (`alice@2026-11-27T10:00:05Z`), to tell it from one given again.
+    pub fn key(&self) -> Option<String> {
+        let by = self.approved_by.as_ref()?;
+        Some(format!("{by}@{}", self.approved_at.as_ref().map_or_else(|| "-".to_string(), |at| at.0.to_string())))
+    }
+}
+
 /// Who did something to the batch, when and why (the user comes from SelfSubjectReview).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct UserAction {
@@ -186,6 +194,10 @@ pub struct PlannedRollout {
     /// How many tenants the affected versions serve.
     #[serde(default)]
     pub tenants: u32,
+    /// The approval (`Approval::key`) the engine took back because the plan changed since it was
+    /// given: it rolls nothing, and `capdeck approve` may approve again; any other approval counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taken_back: Option<String>,
 }
 
 /// One notification: what it was about, when, by which engine, and the hosts it could not reach.
@@ -349,6 +361,13 @@ impl RotationBatch {
     /// The Deployments this batch restarts (known once its window ended).
     pub fn restarts(&self) -> impl Iterator<Item = &BatchDeployment> {
         self.status.iter().flat_map(|s| s.deployments.iter()).filter(|d| d.action == DeploymentAction::Restart)
+    }
+
+    /// Whether the batch's approval is one the engine took back (the plan changed since).
+    pub fn approval_taken_back(&self) -> bool {
+        let taken =
+            self.status.as_ref().and_then(|status| status.planned.as_ref()).and_then(|p| p.taken_back.as_deref());
+        taken.is_some() && taken.map(str::to_string) == self.spec.approval.as_ref().and_then(Approval::key)
     }
 
     /// The plan kept while the batch waits before its rollout was decided (`None` once it is, or

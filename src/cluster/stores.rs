@@ -324,7 +324,7 @@ impl Stores {
         let (vcap_secrets, task) = watched::<Secret>(
             scope.api(client),
             vcap_config,
-            Watched::all("VcapSecret", prune_metadata),
+            Watched::all("VcapSecret", prune_vcap_secret),
             shared.clone(),
         );
         handles.push(task);
@@ -481,6 +481,25 @@ fn prune_metadata<K: Resource>(object: &mut K) {
     if let Some(annotations) = object.meta_mut().annotations.as_mut() {
         annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
     }
+}
+
+/// [`prune_metadata`], keeping of a VCAP Secret's managedFields only when it was last written: a
+/// VCAP Secret edited in place is not what its Pods read when they started (`credentials`).
+fn prune_vcap_secret(secret: &mut Secret) {
+    let last = secret
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|entry| entry.time.clone())
+        .max_by_key(|time| time.0);
+    prune_metadata(secret);
+    secret.metadata.managed_fields = last.map(|time| {
+        vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry {
+            time: Some(time),
+            ..Default::default()
+        }]
+    });
 }
 
 /// How a watch treats what it sees: a pruning step before the store, which objects it keeps,
@@ -886,5 +905,30 @@ impl crate::lookup::ObjectLookup for Stores {
     fn undecodable_deployment(&self, namespace: &str, name: &str) -> Option<String> {
         let invalid = self.invalid.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         invalid.get(&("Deployment", namespace.to_string(), name.to_string())).cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A VCAP Secret in the store keeps when it was last written (whether it was edited after
+    /// its creation) and nothing else of its managedFields.
+    #[test]
+    fn a_vcap_secret_keeps_only_its_last_write() {
+        let mut secret: Secret = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "srv-vcap", "namespace": "shop", "creationTimestamp": "2026-11-20T08:00:00Z",
+                         "managedFields": [
+                             {"manager": "cap-operator", "operation": "Update", "time": "2026-11-20T08:00:00Z",
+                              "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:VCAP_SERVICES": {}}}},
+                             {"manager": "kubectl-edit", "operation": "Update", "time": "2026-11-21T09:30:00Z",
+                              "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:VCAP_SERVICES": {}}}}]},
+            "data": {"VCAP_SERVICES": "e30="}}))
+        .expect("secret");
+        prune_vcap_secret(&mut secret);
+        let kept = secret.metadata.managed_fields.expect("the last write is kept");
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].time.as_ref().map(|time| time.0.to_string()).as_deref(), Some("2026-11-21T09:30:00Z"));
+        assert!(kept[0].fields_v1.is_none() && kept[0].manager.is_none());
     }
 }

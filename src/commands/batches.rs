@@ -171,6 +171,7 @@ async fn watch(
             // One compact document per change, like `kubectl get -w -o json` streams objects.
             OutputFormat::Json => crate::output::json_line(&batch_json(&batch, Timestamp::now()))?,
             OutputFormat::Yaml => format!("---\n{}", crate::output::yaml(&batch_json(&batch, Timestamp::now()))),
+            OutputFormat::Name => format!("{}/{}\n", batch.namespace().unwrap_or_default(), batch.name_any()),
             // Under the columns printed so far (a wider cell widens its column from then on).
             format => {
                 let text = watched_line(&line.table, format == OutputFormat::Wide, &widths);
@@ -350,16 +351,23 @@ async fn dry_run(
         crate::safe_eprintln!("error: cannot {} {namespace}/{name}: {refusal}", action.verb());
         return Ok(ExitCode::from(1));
     }
-    // The real command patches the batch: a dry run that passes where it would be forbidden misleads.
-    if !crate::cluster::can_i(
+    // The real command patches the batch: a dry run that passes where it would be forbidden
+    // misleads. Only the authorizer's "no" refuses; a review that could not be made is a warning.
+    let allowed = crate::cluster::may(
         &connection.client,
         "patch",
         crate::api::rotation_batch::GROUP,
         "rotationbatches",
         Some(namespace),
     )
-    .await
-    {
+    .await;
+    if let Err(why) = &allowed {
+        crate::safe_eprintln!(
+            "warning: cannot tell whether you may patch rotationbatches.capdeck.dev in {namespace} ({why}); \
+             the command itself will say"
+        );
+    }
+    if allowed == Ok(false) {
         crate::safe_eprintln!(
             "error: cannot {} {namespace}/{name}: you may not patch rotationbatches.capdeck.dev in {namespace}, so \
              the command itself would be refused (ask for that right there; `kubectl auth can-i patch \

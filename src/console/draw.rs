@@ -98,9 +98,11 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
     // always stays).
     let text = |words: String| vec![Span::styled(words, theme.header())];
     let mut segments: Vec<Segment> = vec![
-        Segment::new(vec![Span::styled("capdeck", theme.header().add_modifier(Modifier::BOLD))], Vec::new(), 3),
-        Segment::new(text(format!("ctx {}", app.session.context)), text(clipped(&app.session.context, 16)), 0),
-        Segment::new(text(app.session.scope.clone()), text(short_scope(&app.session.scope)), 2),
+        Segment::new(vec![Span::styled("capdeck", theme.header().add_modifier(Modifier::BOLD))], Vec::new(), 3)
+            .shortened(7),
+        Segment::new(text(format!("ctx {}", app.session.context)), text(clipped(&app.session.context, 16)), 0)
+            .shortened(2),
+        Segment::new(text(app.session.scope.clone()), text(short_scope(&app.session.scope)), 2).shortened(5),
     ];
     let note = app.leader_note().map(|(note, severity)| {
         let style = match severity {
@@ -115,15 +117,26 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect) {
         vec![Span::styled(app.role_label(), theme.header().patch(role_style).add_modifier(Modifier::BOLD))];
     if let Some((note, style, super::app::Severity::Warning | super::app::Severity::Error)) = &note {
         engine.push(Span::styled(format!(" {note}"), *style));
-        engine_short.push(Span::styled(format!(" {}", clipped(note, 40)), *style));
+        // Short, "no leader" is what must not be cut (after the Go CAP Operator's warning).
+        let short = if note.contains("no leader") {
+            let go = if note.starts_with('⚠') { "⚠ Go CAP Operator rolls too; " } else { "" };
+            format!("{go}no leader: rotations not handled")
+        } else if note.starts_with('⚠') {
+            // The Go CAP Operator's warning whole; who leads goes in its own segment.
+            note.split(" (leader").next().unwrap_or(note).to_string()
+        } else {
+            clipped(note, 40)
+        };
+        engine_short.push(Span::styled(format!(" {short}"), *style));
     }
-    segments.push(Segment::new(engine, engine_short, 0));
+    // The engine's role and its warning are shortened last.
+    segments.push(Segment::new(engine, engine_short, 0).shortened(0));
     if let Some((note, style, super::app::Severity::Info)) = note {
         let short = app.leader.as_ref().map_or_else(|| clipped(&note, 24), short_leader);
-        segments.push(Segment::new(vec![Span::styled(note, style)], vec![Span::styled(short, style)], 2));
+        segments.push(Segment::new(vec![Span::styled(note, style)], vec![Span::styled(short, style)], 2).shortened(4));
     }
     let user = app.session.user.as_deref().unwrap_or("?");
-    segments.push(Segment::new(text(format!("user {user}")), text(clipped(user, 12)), 3));
+    segments.push(Segment::new(text(format!("user {user}")), text(clipped(user, 12)), 3).shortened(6));
     // Short, a healthy connection is its green dot; anything else keeps its words.
     let state_short = if state == "connected" { String::new() } else { format!(" {state}") };
     segments.push(Segment::new(
@@ -298,14 +311,18 @@ fn draw_table(frame: &mut Frame, app: &App, area: Rect, rows: Vec<views::RowCell
     }))
     .style(header_style);
     if app.visible.is_empty() {
+        let forbidden: Vec<&str> = app.connection.forbidden.keys().copied().collect();
         let text = if app.route.view == super::app::ViewKind::Fleet && app.snapshot.fleet.is_empty() {
-            strings::FLEET_READING
+            strings::FLEET_READING.to_string()
+        } else if !app.snapshot.synced && app.connection.is_connected() && !forbidden.is_empty() {
+            // Never synced because a kind is refused: say so, not "syncing" for ever.
+            strings::forbidden_kinds(&forbidden)
         } else if !app.snapshot.synced && app.connection.is_connected() {
-            strings::SYNCING
+            strings::SYNCING.to_string()
         } else if app.filter.is_empty() {
-            strings::NOTHING_HERE
+            strings::NOTHING_HERE.to_string()
         } else {
-            strings::NOTHING_MATCHES
+            strings::NOTHING_MATCHES.to_string()
         };
         frame.render_widget(Table::new(Vec::<Row>::new(), widths).header(header).column_spacing(table::SPACING), area);
         let [_, message] = Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(area);
@@ -400,11 +417,17 @@ struct Segment {
     long: Vec<Span<'static>>,
     short: Vec<Span<'static>>,
     priority: u8,
+    /// When it is shortened: the highest first, one at a time.
+    rank: u8,
 }
 
 impl Segment {
     fn new(long: Vec<Span<'static>>, short: Vec<Span<'static>>, priority: u8) -> Self {
-        Self { long, short, priority }
+        Self { long, short, priority, rank: 1 }
+    }
+
+    fn shortened(self, rank: u8) -> Self {
+        Self { rank, ..self }
     }
 }
 
@@ -445,24 +468,26 @@ fn fit_segments(segments: Vec<Segment>, separator: &Span<'static>, width: u16) -
     };
     let width = usize::from(width);
     // Shorten the least needed first (the highest priority number), one priority at a time.
-    let mut shortened_above = u8::MAX;
-    let forms = |above: u8| -> Vec<(&Vec<Span<'static>>, u8)> {
+    let mut order: Vec<usize> = (0..segments.len()).collect();
+    order.sort_by_key(|&index| std::cmp::Reverse(segments[index].rank));
+    let mut short = vec![false; segments.len()];
+    let forms = |short: &[bool]| -> Vec<(&Vec<Span<'static>>, u8)> {
         segments
             .iter()
-            .map(|segment| (if segment.priority >= above { &segment.short } else { &segment.long }, segment.priority))
+            .zip(short)
+            .map(|(segment, &short)| (if short { &segment.short } else { &segment.long }, segment.priority))
             .collect()
     };
-    let mut kept = forms(shortened_above);
     let fits = |kept: &[(&Vec<Span<'static>>, u8)]| {
         width_of(&kept.iter().map(|(spans, _)| *spans).collect::<Vec<_>>()) <= width
     };
-    while !fits(&kept) && shortened_above > 0 {
-        shortened_above = match shortened_above {
-            u8::MAX => segments.iter().map(|segment| segment.priority).max().unwrap_or(0),
-            above => above - 1,
-        };
-        kept = forms(shortened_above);
+    for index in order {
+        if fits(&forms(&short)) {
+            break;
+        }
+        short[index] = true;
     }
+    let mut kept = forms(&short);
     loop {
         let spans: Vec<&Vec<Span<'static>>> = kept.iter().map(|(spans, _)| *spans).collect();
         let highest = kept.iter().map(|(_, priority)| *priority).max().unwrap_or(0);

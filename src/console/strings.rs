@@ -65,6 +65,9 @@ pub fn forbidden_kinds(kinds: &[&str]) -> String {
             "Freeze" => ("Freezes".into(), "freezes", "freezes.capdeck.dev".into()),
             "Namespace" => ("Namespaces".into(), "namespace change windows", "namespaces".into()),
             "Event" => ("Events".into(), "events", "events".into()),
+            other if other.starts_with("CAP") => {
+                (format!("{other}s"), "its objects", format!("{}s.sme.sap.com", other.to_lowercase()))
+            }
             other => (format!("{other}s"), "its objects", format!("{}s", other.to_lowercase())),
         }
     };

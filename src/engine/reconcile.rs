@@ -488,7 +488,7 @@ impl Reconciler {
                 for skipped in skip_reasons(&evaluation.deployments) {
                     self.context.metrics.skipped(skipped);
                 }
-                if evaluation.approval_required.is_none() && !evaluation.void_approval {
+                if evaluation.approval_required.is_none() && evaluation.void_approval.is_none() {
                     return None;
                 }
                 let mut update = batch.clone();
@@ -499,7 +499,7 @@ impl Reconciler {
                     approval.required = required;
                 }
                 // Given for a plan that changed since: asked again (the condition says whose).
-                if evaluation.void_approval {
+                if evaluation.void_approval.is_some() {
                     approval.approved_by = None;
                     approval.approved_at = None;
                     approval.reason = None;

@@ -451,6 +451,7 @@ mod tests {
                 ..Default::default()
             }],
             tenants: 2,
+            taken_back: None,
         });
         let mut app = sample::app(objects.snapshot());
         goto_batch(&mut app, "bookshop-4hx2p");

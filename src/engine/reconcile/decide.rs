@@ -114,9 +114,10 @@ pub struct Evaluation {
     pub tenants: u32,
     /// The approval requirement to record in the spec, when it differs from what is recorded.
     pub approval_required: Option<bool>,
-    /// The approval was given for a plan that changed since: it is taken back from the spec (the
-    /// condition says whose, and what changed) and asked again.
-    pub void_approval: bool,
+    /// The approval (its `Approval::key`) given for a plan that changed since: it is taken back
+    /// (recorded on the status, cleared from the spec; the condition says whose, and what
+    /// changed) and asked again.
+    pub void_approval: Option<String>,
     pub gate: Gate,
 }
 
@@ -376,8 +377,19 @@ pub fn decide(
     let expiring = expiring.map(|message| Expiring { message, window_open });
     let urgency =
         Urgency { expiring: expiring.as_ref(), deadline: deadline.as_ref(), overridden: overridden.as_deref() };
-    let evaluation = evaluate(batch, app, &plan(), approved, urgency, context);
-    Decision::Evaluate(against_the_kept_plan(evaluation, batch, app, status.planned.as_ref(), approved, context))
+    let plan = plan();
+    // Against the plan kept while the batch waited: what changed, and under the manual policy an
+    // approval given before it is asked again (whenever it was given: the clocks of the people
+    // who approve are not the engine's).
+    let change = status.planned.as_ref().and_then(|kept| plan_change(&kept.deployments, &batch_deployments(&plan)));
+    let manual = ApprovalPolicy::for_application(app, context.approval_default) == ApprovalPolicy::Manual;
+    let restarts = plan.restarts().next().is_some();
+    let void = (approved && manual && restarts && change.is_some())
+        .then(|| batch.spec.approval.as_ref().and_then(crate::api::rotation_batch::Approval::key))
+        .flatten();
+    let evaluation = evaluate(batch, app, &plan, approved && void.is_none(), urgency, context);
+    let by = batch.spec.approval.as_ref().and_then(|a| a.approved_by.as_deref()).unwrap_or("someone");
+    Decision::Evaluate(said_against_the_kept_plan(evaluation, change, void, by))
 }
 
 /// What a forced start overrides, for its record: `outside the change windows (…); next opening …`.
@@ -682,43 +694,22 @@ fn credentials_expiring(batch: &RotationBatch, context: &DecisionContext<'_>) ->
 }
 
 /// The evaluation when the rollout may start, said against the plan kept while the batch waited:
-/// what changed is added to its condition, and an approval given for the kept plan is asked again
-/// when the policy is manual (a person approved other Deployments than those that would roll).
-fn against_the_kept_plan(
+/// what changed goes into its condition; an approval taken back (`void`, its key) is recorded
+/// and its condition asks again (the evaluation, made without it, says what it waits for).
+fn said_against_the_kept_plan(
     mut evaluation: Evaluation,
-    batch: &RotationBatch,
-    app: &CAPApplication,
-    kept: Option<&PlannedRollout>,
-    approved: bool,
-    context: &DecisionContext<'_>,
+    change: Option<String>,
+    void: Option<String>,
+    by: &str,
 ) -> Evaluation {
-    let Some(kept) = kept else { return evaluation };
-    let Some(change) = plan_change(&kept.deployments, &evaluation.deployments) else { return evaluation };
-    let approval = batch.spec.approval.as_ref();
-    let approved_the_kept =
-        approved && approval.and_then(|a| a.approved_at.as_ref()).is_some_and(|at| at.0 >= kept.at.0);
-    let manual = ApprovalPolicy::for_application(app, context.approval_default) == ApprovalPolicy::Manual;
+    let Some(change) = change else { return evaluation };
     let said = format!("the plan changed since the window ended ({change})");
-    if manual && approved_the_kept && evaluation.deployments.iter().any(|d| d.action == DeploymentAction::Restart) {
-        let by = approval.and_then(|a| a.approved_by.as_deref()).unwrap_or("someone");
-        let restarts = evaluation.deployments.iter().filter(|d| d.action == DeploymentAction::Restart).count();
-        evaluation.void_approval = true;
-        // An escalation (a deadline) keeps its reason: only the approval is asked again.
-        let reason = match &evaluation.gate {
-            Gate::AwaitApproval { reason, .. } => reason,
-            _ => reason::AWAITING_APPROVAL,
-        };
-        evaluation.gate = Gate::AwaitApproval {
-            reason,
-            message: format!(
-                "{said} after {by} approved it: {} to restart, {} served; approve again",
-                count(restarts, "Deployment"),
-                count(usize::try_from(evaluation.tenants).unwrap_or(usize::MAX), "tenant")
-            ),
-        };
-        return evaluation;
-    }
+    let asked_again = void.is_some();
+    evaluation.void_approval = void;
     match &mut evaluation.gate {
+        Gate::AwaitApproval { message, .. } if asked_again => {
+            *message = format!("{said} after {by} approved it; approve again: {message}");
+        }
         Gate::Start(start) => {
             start.message = format!("{}; {said}", start.message);
             start.routine = false;
@@ -730,13 +721,13 @@ fn against_the_kept_plan(
 }
 
 /// An approval the engine took back (the plan changed since it was given) and that nobody gave
-/// again: the plan it asks about is kept (`status.planned`, stamped when it asked) until the
-/// batch starts, and only an approval given after that counts. Until the spec says so too (its
-/// write may fail, or come later), the old approval does not roll the batch.
+/// again: the status records which (`planned.takenBack`) until the batch starts or ends, and
+/// only another approval counts — whatever the clocks of those who gave them. Until the spec
+/// says so too (its write may fail, or come later), the old approval does not roll the batch.
 fn taken_back(batch: &RotationBatch, status: &RotationBatchStatus) -> bool {
-    let Some(asked) = status.planned.as_ref().filter(|_| !status.deployments.is_empty()) else { return false };
-    let given = batch.spec.approval.as_ref().and_then(|approval| approval.approved_at.as_ref());
-    given.is_none_or(|given| given.0 <= asked.at.0)
+    let taken = status.planned.as_ref().and_then(|planned| planned.taken_back.as_deref());
+    taken.is_some()
+        && taken.map(str::to_string) == batch.spec.approval.as_ref().and_then(crate::api::rotation_batch::Approval::key)
 }
 
 /// What differs between the Deployments a kept plan restarts and those restarted now:
@@ -771,7 +762,7 @@ fn evaluate(
         deployments.iter().filter(|d| d.action == DeploymentAction::Restart).collect();
     if restarts.is_empty() {
         let gate = Gate::Finish(nothing_to_restart(plan, &deployments));
-        return Evaluation { deployments, tenants: plan.tenants, approval_required: None, void_approval: false, gate };
+        return Evaluation { deployments, tenants: plan.tenants, approval_required: None, void_approval: None, gate };
     }
     let required = ApprovalPolicy::for_application(app, context.approval_default) == ApprovalPolicy::Manual;
     let approval_required = (batch.spec.approval.as_ref().map(|a| a.required) != Some(required)).then_some(required);
@@ -843,7 +834,7 @@ fn evaluate(
         }
         Gate::Start(started)
     };
-    Evaluation { deployments, tenants: plan.tenants, approval_required, void_approval: false, gate }
+    Evaluation { deployments, tenants: plan.tenants, approval_required, void_approval: None, gate }
 }
 
 /// How a batch with nothing to restart ends: `Failed` when a Secret of a Deployment is missing or
@@ -936,11 +927,16 @@ pub fn apply(decision: &Decision, status: &mut RotationBatchStatus, now: Timesta
             status.tenants = Some(evaluation.tenants);
             // Decided: the record is the plan now (a batch that waits again plans afresh); an
             // approval taken back keeps what it asks about, stamped now, until the batch starts.
-            status.planned = evaluation.void_approval.then(|| PlannedRollout {
-                at: Time(now),
-                deployments: evaluation.deployments.clone(),
-                tenants: evaluation.tenants,
-            });
+            status.planned = match &evaluation.void_approval {
+                Some(key) => Some(PlannedRollout {
+                    at: Time(now),
+                    deployments: evaluation.deployments.clone(),
+                    tenants: evaluation.tenants,
+                    taken_back: Some(key.clone()),
+                }),
+                // What was taken back stays so until the batch starts or ends.
+                None => status.planned.take().filter(|planned| planned.taken_back.is_some()),
+            };
             progress_summary(status);
             match &evaluation.gate {
                 Gate::Finish(outcome) => {
@@ -1046,8 +1042,12 @@ pub fn apply(decision: &Decision, status: &mut RotationBatchStatus, now: Timesta
 /// Keep the plan made when the window ended (a batch waiting before its rollout).
 fn keep_plan(status: &mut RotationBatchStatus, planned: Option<&Planned>, now: Timestamp) {
     if let Some(planned) = planned {
-        status.planned =
-            Some(PlannedRollout { at: Time(now), deployments: planned.deployments.clone(), tenants: planned.tenants });
+        status.planned = Some(PlannedRollout {
+            at: Time(now),
+            deployments: planned.deployments.clone(),
+            tenants: planned.tenants,
+            taken_back: None,
+        });
     }
 }
 
@@ -2328,6 +2328,7 @@ mod tests {
                 })
                 .collect(),
             tenants: 3,
+            taken_back: None,
         };
         // (what, kept plan, manual, approved after it was kept, what the condition says, taken back)
         type Case<'a> = (&'a str, &'a [&'a str], bool, bool, &'a str, bool);
@@ -2347,8 +2348,8 @@ mod tests {
                 &["worker"],
                 true,
                 true,
-                "the plan changed since the window ended (added srv; dropped worker) after alice approved it: 1 \
-                 Deployment to restart, 3 tenants served; approve again",
+                "the plan changed since the window ended (added srv; dropped worker) after alice approved it; approve \
+                 again: 1 Deployment to restart, 3 tenants served; waiting for an approval",
                 true,
             ),
             (
@@ -2375,7 +2376,7 @@ mod tests {
             }
             let decision = decide(&batch, &status, application(factor).as_ref(), || plan(factor), &context);
             let Decision::Evaluate(evaluation) = &decision else { panic!("{what}: {decision:?}") };
-            assert_eq!(evaluation.void_approval, voided, "{what}");
+            assert_eq!(evaluation.void_approval.is_some(), voided, "{what}");
             let message = match &evaluation.gate {
                 Gate::Start(start) => start.message.clone(),
                 Gate::AwaitApproval { message, .. } => message.clone(),
@@ -2391,13 +2392,22 @@ mod tests {
             // Taken back: until someone approves again, the old approval rolls nothing, even
             // while the spec still holds it (its write may fail or come later).
             let asked = status.planned.clone().expect("what it asks about is kept");
-            assert_eq!(asked.at.0, context.now, "{what}");
+            assert_eq!(asked.taken_back.as_deref(), Some(format!("alice@{}", context.now).as_str()), "{what}");
             batch.status = Some(status.clone());
             let again = decide(&batch, &status, application(factor).as_ref(), || plan(factor), &context);
             assert_eq!(again, Decision::AwaitApproval, "{what}: the old approval counts no more");
+            assert!(batch.approval_taken_back(), "{what}");
+            assert_eq!(
+                crate::actions::BatchAction::Approve.refusal(&batch),
+                None,
+                "{what}: approving again is allowed"
+            );
+            // Approved again from a laptop whose clock is a minute behind the engine's: it counts.
             let later = context.now.checked_add(SignedDuration::from_secs(30)).expect("time");
             if let Some(approval) = batch.spec.approval.as_mut() {
-                approval.approved_at = Some(Time(later));
+                approval.approved_by = Some("bob".into());
+                approval.approved_at =
+                    Some(Time(context.now.checked_sub(SignedDuration::from_secs(60)).expect("time")));
             }
             context.now = later;
             let approved_again = decide(&batch, &status, application(factor).as_ref(), || plan(factor), &context);
