@@ -257,7 +257,24 @@ pub async fn can_i_subresource(
     namespace: Option<&str>,
 ) -> bool {
     let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
-    let review = SelfSubjectAccessReview {
+    let review = access_review(verb, group, resource, subresource, namespace);
+    reviews
+        .create(&PostParams::default(), &review)
+        .await
+        .ok()
+        .and_then(|review| review.status)
+        .is_some_and(|status| status.allowed)
+}
+
+/// The SelfSubjectAccessReview asking whether we may `verb` (a subresource of) the resource.
+fn access_review(
+    verb: &str,
+    group: &str,
+    resource: &str,
+    subresource: &str,
+    namespace: Option<&str>,
+) -> SelfSubjectAccessReview {
+    SelfSubjectAccessReview {
         spec: SelfSubjectAccessReviewSpec {
             resource_attributes: Some(ResourceAttributes {
                 verb: Some(verb.into()),
@@ -270,13 +287,7 @@ pub async fn can_i_subresource(
             ..SelfSubjectAccessReviewSpec::default()
         },
         ..SelfSubjectAccessReview::default()
-    };
-    reviews
-        .create(&PostParams::default(), &review)
-        .await
-        .ok()
-        .and_then(|review| review.status)
-        .is_some_and(|status| status.allowed)
+    }
 }
 
 /// Whether we may `verb` the resource, as the API server's authorizer answers; `Err` when it could
@@ -289,19 +300,7 @@ pub async fn may(
     namespace: Option<&str>,
 ) -> Result<bool, String> {
     let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
-    let review = SelfSubjectAccessReview {
-        spec: SelfSubjectAccessReviewSpec {
-            resource_attributes: Some(ResourceAttributes {
-                verb: Some(verb.into()),
-                group: Some(group.into()),
-                resource: Some(resource.into()),
-                namespace: namespace.map(str::to_string),
-                ..ResourceAttributes::default()
-            }),
-            ..SelfSubjectAccessReviewSpec::default()
-        },
-        ..SelfSubjectAccessReview::default()
-    };
+    let review = access_review(verb, group, resource, "", namespace);
     let answered = reviews.create(&PostParams::default(), &review).await.map_err(|error| describe_error(&error))?;
     answered.status.map(|status| status.allowed).ok_or_else(|| "the review came back without an answer".into())
 }
