@@ -365,8 +365,12 @@ impl RotationBatch {
 
     /// Whether the batch's approval is one the engine took back (the plan changed since).
     pub fn approval_taken_back(&self) -> bool {
-        let taken =
-            self.status.as_ref().and_then(|status| status.planned.as_ref()).and_then(|p| p.taken_back.as_deref());
+        self.status.as_ref().is_some_and(|status| self.approval_taken_back_in(status))
+    }
+
+    /// [`Self::approval_taken_back`], as `status` (the engine's working copy) records it.
+    pub fn approval_taken_back_in(&self, status: &RotationBatchStatus) -> bool {
+        let taken = status.planned.as_ref().and_then(|planned| planned.taken_back.as_deref());
         taken.is_some() && taken.map(str::to_string) == self.spec.approval.as_ref().and_then(Approval::key)
     }
 

@@ -131,21 +131,27 @@ fn int(object: &Value, pointer: &str) -> Option<i64> {
 }
 
 fn complete_status(generation: i64, replicas: i64) -> Value {
-    json!({
-        "observedGeneration": generation,
-        "replicas": replicas,
-        "updatedReplicas": replicas,
-        "readyReplicas": replicas,
-        "availableReplicas": replicas,
-        "conditions": [
-            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable", "message": "Deployment has minimum availability.", "lastUpdateTime": now_rfc3339(), "lastTransitionTime": now_rfc3339()},
-            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable", "message": "ReplicaSet has successfully progressed.", "lastUpdateTime": now_rfc3339(), "lastTransitionTime": now_rfc3339()},
-        ],
-    })
+    available_status(
+        generation,
+        replicas,
+        replicas,
+        ("True", "NewReplicaSetAvailable", "ReplicaSet has successfully progressed."),
+    )
 }
 
 /// A paused Deployment's status: observed, its Pods as they were, `Progressing` Unknown.
 fn paused_status(generation: i64, replicas: i64, updated: i64) -> Value {
+    available_status(generation, replicas, updated, ("Unknown", "DeploymentPaused", "Deployment is paused"))
+}
+
+/// An observed status with every replica available and `Progressing` as given (status, reason,
+/// message).
+fn available_status(
+    generation: i64,
+    replicas: i64,
+    updated: i64,
+    (status, reason, message): (&str, &str, &str),
+) -> Value {
     json!({
         "observedGeneration": generation,
         "replicas": replicas,
@@ -154,7 +160,7 @@ fn paused_status(generation: i64, replicas: i64, updated: i64) -> Value {
         "availableReplicas": replicas,
         "conditions": [
             {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable", "message": "Deployment has minimum availability.", "lastUpdateTime": now_rfc3339(), "lastTransitionTime": now_rfc3339()},
-            {"type": "Progressing", "status": "Unknown", "reason": "DeploymentPaused", "message": "Deployment is paused", "lastUpdateTime": now_rfc3339(), "lastTransitionTime": now_rfc3339()},
+            {"type": "Progressing", "status": status, "reason": reason, "message": message, "lastUpdateTime": now_rfc3339(), "lastTransitionTime": now_rfc3339()},
         ],
     })
 }

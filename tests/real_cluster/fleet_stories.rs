@@ -254,6 +254,17 @@ pub(crate) struct Received {
     requests: usize,
 }
 
+/// Notifications to one loopback receiver on `port` (from [`receiver`]), as cluster `cluster`.
+pub(crate) fn loopback_notify(port: u16, cluster: &str) -> capdeck::engine::config::NotifyConfig {
+    capdeck::engine::config::NotifyConfig {
+        targets: vec![
+            capdeck::engine::config::NotifyTarget::parse(&format!("http://127.0.0.1:{port}/hook")).expect("url"),
+        ],
+        cluster: cluster.into(),
+        ..Default::default()
+    }
+}
+
 pub(crate) async fn receiver(behaviour: Behaviour) -> (u16, Arc<Mutex<Received>>) {
     use axum::extract::State;
     use axum::http::StatusCode;

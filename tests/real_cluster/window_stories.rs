@@ -22,7 +22,7 @@ use serde_json::json;
 use crate::common::fixtures::AppOptions;
 use crate::common::story_world::StoryWorld as _;
 use crate::engine_stories::events_with;
-use crate::fleet_stories::{Behaviour, accepted_events, receiver};
+use crate::fleet_stories::{Behaviour, accepted_events, loopback_notify, receiver};
 use crate::setup::{Engine, EngineExt as _, engine_config, install_service_binding_crd, load_current, service_binding};
 use crate::world::{Backend, World, eventually};
 
@@ -193,16 +193,7 @@ pub async fn a_deadline_before_the_next_window_escalates_and_notifies(backend: B
         .await;
     let (port, received) = receiver(Behaviour::Accepts).await;
     let workloads = world.workloads();
-    let engine = start(&world, "engine-a", |config| {
-        config.notify = capdeck::engine::config::NotifyConfig {
-            targets: vec![
-                capdeck::engine::config::NotifyTarget::parse(&format!("http://127.0.0.1:{port}/hook")).expect("url"),
-            ],
-            cluster: "window-story".into(),
-            ..Default::default()
-        };
-    })
-    .await;
+    let engine = start(&world, "engine-a", |config| config.notify = loopback_notify(port, "window-story")).await;
     let stores = engine.stores.clone();
     eventually("the engine sees the ServiceBindings", LONG, || async {
         stores.service_bindings().is_some_and(|bindings| bindings.len() == 2)
@@ -265,13 +256,7 @@ pub async fn a_freeze_holds_across_restart_and_leader_change_and_ends_by_unfreez
     freeze(&world, None, in_an_hour).await;
     let workloads = world.workloads();
     let (port, received) = receiver(Behaviour::Accepts).await;
-    let notify = capdeck::engine::config::NotifyConfig {
-        targets: vec![
-            capdeck::engine::config::NotifyTarget::parse(&format!("http://127.0.0.1:{port}/hook")).expect("url"),
-        ],
-        cluster: "freeze-story".into(),
-        ..Default::default()
-    };
+    let notify = loopback_notify(port, "freeze-story");
     let freeze_events = || {
         let received = received.lock().expect("lock");
         received

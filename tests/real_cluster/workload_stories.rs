@@ -20,7 +20,7 @@ use serde_json::json;
 
 use crate::common::fixtures::AppOptions;
 use crate::common::story_world::StoryWorld as _;
-use crate::fleet_stories::{Behaviour, accepted_events, receiver};
+use crate::fleet_stories::{Behaviour, accepted_events, loopback_notify, receiver};
 use crate::setup::{Engine, EngineExt as _, engine_config, load_current};
 use crate::world::{Backend, World, capdeck_rolled_out, eventually};
 
@@ -193,16 +193,9 @@ pub async fn a_multi_replica_rollout_is_followed_as_it_goes(backend: Backend) {
 pub async fn new_pods_that_crash_loop_halt_the_batch_at_once_and_undo_goes_back(backend: Backend) {
     let options = AppOptions { deployments: &[("srv", &["uaa"])], crash_loop: &["srv"], ..AppOptions::default() };
     let (port, received) = receiver(Behaviour::Accepts).await;
-    let (w, engine, workloads) = running(backend, "crash-loop", &options, |config| {
-        config.notify = capdeck::engine::config::NotifyConfig {
-            targets: vec![
-                capdeck::engine::config::NotifyTarget::parse(&format!("http://127.0.0.1:{port}/hook")).expect("url"),
-            ],
-            cluster: "crash-loop-story".into(),
-            ..Default::default()
-        };
-    })
-    .await;
+    let (w, engine, workloads) =
+        running(backend, "crash-loop", &options, |config| config.notify = loopback_notify(port, "crash-loop-story"))
+            .await;
     let deployments: Api<Deployment> = Api::namespaced(w.client.clone(), &w.ns);
     let before = deployments.get("bookshop-v1-srv").await.expect("srv");
     let (previous_rs, _) = current_and_old(&before, replicasets(&w, "app=bookshop-v1-srv").await);

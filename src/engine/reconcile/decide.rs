@@ -323,7 +323,9 @@ pub fn decide(
     }
     let approved = batch.spec.approval.as_ref().is_some_and(|a| a.approved_by.is_some())
         && attribution_check(batch, Attributed::Approval).is_ok()
-        && !taken_back(batch, status);
+        // Taken back (the plan changed since) and not given again: it rolls nothing, even while
+        // the spec still holds it; any other approval counts, whatever its clock.
+        && !batch.approval_taken_back_in(status);
     let expiring = credentials_expiring(batch, context);
     // A batch that asked for an approval only because of a window or a freeze is judged afresh
     // once that is no longer so (the freeze lifted, the window opened or changed): evaluated
@@ -718,16 +720,6 @@ fn said_against_the_kept_plan(
         Gate::Finish(outcome) => outcome.message = format!("{}; {said}", outcome.message),
     }
     evaluation
-}
-
-/// An approval the engine took back (the plan changed since it was given) and that nobody gave
-/// again: the status records which (`planned.takenBack`) until the batch starts or ends, and
-/// only another approval counts — whatever the clocks of those who gave them. Until the spec
-/// says so too (its write may fail, or come later), the old approval does not roll the batch.
-fn taken_back(batch: &RotationBatch, status: &RotationBatchStatus) -> bool {
-    let taken = status.planned.as_ref().and_then(|planned| planned.taken_back.as_deref());
-    taken.is_some()
-        && taken.map(str::to_string) == batch.spec.approval.as_ref().and_then(crate::api::rotation_batch::Approval::key)
 }
 
 /// What differs between the Deployments a kept plan restarts and those restarted now:
