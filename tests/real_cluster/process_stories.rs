@@ -383,14 +383,17 @@ pub async fn an_installed_daemon_is_found_and_a_console_never_leads_beside_it(ba
 
     // A console told to lead beside it observes and says who leads.
     let mut console = Console::start_in(&world.admin_kubeconfig, &ns, false, EngineMode::Lead).await;
-    let screen = console.shows("engine Observer").await;
+    // The role and who leads arrive apart (the leader with the next Lease read): wait for both.
     // On the shared control plane another story's Go CAP Operator may put its warning first and
-    // push the leader past the header's end; otherwise the header names the daemon's Lease.
-    // Short of room, it says `leader <identity>…` (the segment shortens, it is not dropped).
-    assert!(
-        screen.contains(&format!("in {system},")) || screen.contains("│ leader ") || screen.contains("Go CAP Operator"),
-        "{screen}"
-    );
+    // push the leader past the header's end; otherwise the header names the daemon's Lease, or,
+    // short of room, `leader <identity>…` (the segment shortens, it is not dropped).
+    let in_system = format!("in {system},");
+    console
+        .until("the console observing and naming the leader", |screen| {
+            screen.contains("engine Observer")
+                && (screen.contains(&in_system) || screen.contains("│ leader ") || screen.contains("Go CAP Operator"))
+        })
+        .await;
     // Over several renewals exactly one Lease leads this namespace: the daemon's.
     let here = EngineScope::Namespace(ns.clone());
     for _ in 0..6 {
