@@ -815,6 +815,8 @@ pub async fn an_undone_batch_goes_back_to_the_previous_secrets(backend: Backend)
     assert_eq!(w.vcap_of("bookshop-v1-b").await, b_before, "b is back on its previous VCAP Secret");
     assert!(w.get("v1", "Secret", &b_new).await.is_none(), "the batch's new Secret for b is deleted");
     assert_eq!(w.vcap_of("bookshop-v1-a").await, a_new, "a completed before the undo: it stays");
+    // The Event follows the status write: wait for it, then there is exactly one.
+    eventually("the Undone Event", LONG, || async { !events_with(w, "Undone").await.is_empty() }).await;
     let undone = events_with(w, "Undone").await;
     assert_eq!(undone.len(), 1, "{undone:?}");
     let again = act(&w.client, &w.ns, &name, BatchAction::Undo, "bob", Some("again"), Timestamp::now()).await;
