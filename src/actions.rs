@@ -8,7 +8,8 @@ use kube::ResourceExt;
 use serde_json::{Value, json};
 
 use crate::api::rotation_batch::attribution::{Attributed, attribution_check};
-use crate::api::rotation_batch::{Approval, BatchDeployment, UserAction, reason};
+use crate::api::rotation_batch::state::HeldBy;
+use crate::api::rotation_batch::{Approval, BatchDeployment, BatchState, UserAction};
 use crate::api::{BatchPhase, RotationBatch};
 use crate::cluster::batch_writer::{BatchWriteError, BatchWriter, Change, Edit, OnConflict, Writer};
 
@@ -87,13 +88,11 @@ impl BatchAction {
                 .as_ref()
                 .filter(|_| !not_honoured(batch, Attributed::Hold))
                 .map(|hold| format!("batch {name} is already held by {}", hold.by)),
-            Self::Release if batch.spec.hold.is_none() && held_for(batch, reason::CHANGE_WINDOW_UNREADABLE) => {
-                Some(format!(
-                    "batch {name} is held because its change windows cannot be read, not by a person: fix the \
+            Self::Release if batch.spec.hold.is_none() && held_for(batch, HeldBy::UnreadableWindows) => Some(format!(
+                "batch {name} is held because its change windows cannot be read, not by a person: fix the \
                  capdeck.dev/change-windows annotation its condition names (capdeck batches -o yaml shows it), or \
                  capdeck force {name} --reason … to roll it now"
-                ))
-            }
+            )),
             Self::Release => (batch.spec.hold.is_none() && !halted_by_failure_guard(batch))
                 .then(|| format!("batch {name} is not held")),
             Self::Cancel => None,
@@ -156,15 +155,12 @@ fn after_failure_refusal(action: BatchAction, batch: &RotationBatch) -> Option<S
 
 /// Held by the engine's failure guard (a stalled Deployment), not by a user's hold.
 fn halted_by_failure_guard(batch: &RotationBatch) -> bool {
-    held_for(batch, reason::ROLLOUT_FAILURE_GUARD)
+    held_for(batch, HeldBy::FailureGuard)
 }
 
 /// Held (the phase) with this Ready reason.
-fn held_for(batch: &RotationBatch, why: &str) -> bool {
-    batch.status.as_ref().is_some_and(|status| {
-        status.phase == BatchPhase::Held
-            && status.conditions.iter().any(|c| c.type_ == crate::api::common::READY && c.reason == why)
-    })
+fn held_for(batch: &RotationBatch, why: HeldBy) -> bool {
+    batch.state() == BatchState::Held { by: why }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -268,7 +264,7 @@ fn what_it_did(action: BatchAction, batch: &RotationBatch, by: &str) -> String {
             "forced {name} as {by}: its change windows and freezes no longer hold it back (an approval it needs, \
              or the storm guard, still does)"
         ),
-        BatchAction::Force { .. } if held_for(batch, reason::CHANGE_WINDOW_UNREADABLE) => format!(
+        BatchAction::Force { .. } if held_for(batch, HeldBy::UnreadableWindows) => format!(
             "forced {name} as {by}: it goes on despite its unreadable change windows (an approval it needs, or the \
              storm guard, still does)"
         ),

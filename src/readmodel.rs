@@ -15,7 +15,7 @@ mod versions;
 mod windows;
 
 pub use applications::{AppRow, BatchSummary, OptIn, ServiceRow};
-pub use batches::{BatchRow, BatchState, CollectionWindow, Deployments, StateNote, approval_text};
+pub use batches::{BatchRow, BatchState, CollectionWindow, Deployments, Relative};
 pub use events::EventRow;
 pub use operations::OperationRow;
 pub use rollouts::RolloutRow;

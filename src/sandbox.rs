@@ -16,7 +16,7 @@ pub mod schema;
 pub mod selectors;
 pub mod simulate;
 pub mod store;
-mod views;
+pub mod views;
 
 use std::net::SocketAddr;
 use std::path::Path;

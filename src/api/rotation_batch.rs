@@ -24,10 +24,11 @@ pub const VERSION: &str = "v1alpha1";
     derive = "PartialEq",
     doc = "RotationBatch: rotated credentials of one CAPApplication, collected in a window, approved and rolled out",
     printcolumn = r#"{"name":"Application","type":"string","jsonPath":".spec.application"}"#,
-    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"State","type":"string","jsonPath":".status.state"}"#,
     printcolumn = r#"{"name":"Window End","type":"string","jsonPath":".spec.windowEnd"}"#,
     printcolumn = r#"{"name":"Deployments","type":"string","jsonPath":".status.progress"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase","priority":1}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct RotationBatchSpec {
@@ -143,6 +144,11 @@ impl BatchPhase {
 pub struct RotationBatchStatus {
     #[serde(default)]
     pub phase: BatchPhase,
+    /// What the batch is doing, as every capdeck surface says it (`Held · failure guard`): the
+    /// phase and the `Ready` reason in a few words, written with every status for `kubectl get rb`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub state: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -294,57 +300,96 @@ impl BatchDeployment {
     }
 }
 
-/// Reasons of the batch's `Ready` condition. Each one is documented in `docs/BATCHES.md`.
-pub mod reason {
-    pub const WINDOW_OPEN: &str = "WindowOpen";
-    pub const AWAITING_APPROVAL: &str = "AwaitingApproval";
-    pub const STORM_GUARD: &str = "StormGuard";
-    pub const HELD: &str = "Held";
-    pub const RELEASED: &str = "Released";
-    pub const APPROVED: &str = "Approved";
-    pub const FORCED: &str = "Forced";
-    pub const ROLLING_OUT: &str = "RollingOut";
-    pub const ROLLOUT_COMPLETE: &str = "RolloutComplete";
-    pub const PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
-    pub const MISSING_SECRET: &str = "MissingSecret";
-    pub const INVALID_SECRET: &str = "InvalidSecret";
-    pub const NO_CHANGE: &str = "NoChange";
-    pub const CANCELLED: &str = "Cancelled";
-    pub const SUPERSEDED: &str = "Superseded";
-    pub const WRITE_FAILED: &str = "WriteFailed";
-    pub const OPTED_OUT: &str = "OptedOut";
-    /// The old credentials of a rotated Secret may be revoked before the batch would have rolled:
-    /// an auto batch stops waiting for its window, one that needs an approval escalates.
-    pub const CREDENTIALS_EXPIRING: &str = "CredentialsExpiring";
-    /// A Deployment of the batch stalled while others wait their turn: nothing new starts until
-    /// an SRE releases (go on) or cancels the batch (`--halt-on-failure`).
-    pub const ROLLOUT_FAILURE_GUARD: &str = "RolloutFailureGuard";
-    /// An SRE asked to roll the failed Deployments once more.
-    pub const RETRIED: &str = "Retried";
-    /// An SRE pointed the Deployments back at their previous VCAP Secrets.
-    pub const UNDONE: &str = "Undone";
-    /// Outside the application's change windows: the batch waits (phase `Waiting`) until the
-    /// next opening, which comes early enough for the old credentials.
-    pub const OUTSIDE_CHANGE_WINDOW: &str = "OutsideChangeWindow";
-    /// The change window closed during the rollout: the Deployments in flight finish, the rest
-    /// wait (phase `Waiting`) for the next opening.
-    pub const CHANGE_WINDOW_CLOSED: &str = "ChangeWindowClosed";
-    /// A freeze covers the application: the batch waits (phase `Waiting`) until it ends.
-    pub const FROZEN: &str = "Frozen";
-    /// The next change window opens too late for the old credentials: a person decides now
-    /// (phase `AwaitingApproval`), unless `--on-deadline roll`.
-    pub const DEADLINE_BEFORE_CHANGE_WINDOW: &str = "DeadlineBeforeChangeWindow";
-    /// The freeze ends too late for the old credentials: a person decides now.
-    pub const DEADLINE_DURING_FREEZE: &str = "DeadlineDuringFreeze";
-    /// The application's change windows cannot be read: the batch is held (phase `Held`) until
-    /// the annotation is fixed.
-    pub const CHANGE_WINDOW_UNREADABLE: &str = "ChangeWindowUnreadable";
+string_enum! {
+    /// Reasons of the batch's `Ready` condition (the engine writes only these; an object written
+    /// by a newer capdeck keeps its own as `Other`). [`ReadyReason::meaning`] says each one, and
+    /// docs/BATCHES.md lists them (a test keeps it true).
+    pub ReadyReason {
+        WindowOpen = "WindowOpen",
+        AwaitingApproval = "AwaitingApproval",
+        StormGuard = "StormGuard",
+        Held = "Held",
+        Released = "Released",
+        Approved = "Approved",
+        Forced = "Forced",
+        RollingOut = "RollingOut",
+        RolloutComplete = "RolloutComplete",
+        ProgressDeadlineExceeded = "ProgressDeadlineExceeded",
+        MissingSecret = "MissingSecret",
+        InvalidSecret = "InvalidSecret",
+        NoChange = "NoChange",
+        Cancelled = "Cancelled",
+        Superseded = "Superseded",
+        WriteFailed = "WriteFailed",
+        OptedOut = "OptedOut",
+        CredentialsExpiring = "CredentialsExpiring",
+        RolloutFailureGuard = "RolloutFailureGuard",
+        Retried = "Retried",
+        Undone = "Undone",
+        OutsideChangeWindow = "OutsideChangeWindow",
+        ChangeWindowClosed = "ChangeWindowClosed",
+        Frozen = "Frozen",
+        DeadlineBeforeChangeWindow = "DeadlineBeforeChangeWindow",
+        DeadlineDuringFreeze = "DeadlineDuringFreeze",
+        ChangeWindowUnreadable = "ChangeWindowUnreadable",
+    }
+}
+
+impl ReadyReason {
+    /// What the reason says, for docs/BATCHES.md.
+    pub fn meaning(&self) -> &'static str {
+        match self {
+            Self::WindowOpen => "collecting rotations until the window ends",
+            Self::AwaitingApproval => "the approval policy asks a person to approve",
+            Self::StormGuard => "a Deployment was rolled too recently (`--min-rollout-interval`): a person approves",
+            Self::Held => "a person holds the batch",
+            Self::Released => "a hold or the failure guard was released; rolling on",
+            Self::Approved => "approved; rolling out",
+            Self::Forced => "forced; rolling out",
+            Self::RollingOut => "the window ended; rolling out",
+            Self::RolloutComplete => "every Deployment completed",
+            Self::ProgressDeadlineExceeded => "a Deployment stalled (its progress deadline passed)",
+            Self::MissingSecret => "a rotated Secret is gone",
+            Self::InvalidSecret => "a rotated Secret cannot be read as credentials",
+            Self::NoChange => "nothing needed a restart",
+            Self::Cancelled => "cancelled by a person, or the application is gone",
+            Self::Superseded => "a newer batch of the application replaced it",
+            Self::WriteFailed => "a write the rollout needed failed",
+            Self::OptedOut => "the application opted out of capdeck's rollouts",
+            Self::CredentialsExpiring => {
+                "the old credentials may be revoked before the batch would roll: an auto batch stops waiting for its \
+                 window, one that needs an approval escalates"
+            }
+            Self::RolloutFailureGuard => {
+                "new Pods fail or a Deployment stalled: nothing new starts until a release, retry, undo or cancel"
+            }
+            Self::Retried => "a person asked to roll the failed Deployments once more",
+            Self::Undone => "a person pointed the Deployments back at their previous VCAP Secrets",
+            Self::OutsideChangeWindow => "outside the application's change windows: waits for the next opening",
+            Self::ChangeWindowClosed => {
+                "the change window closed during the rollout: the rest waits for the next opening"
+            }
+            Self::Frozen => "a freeze covers the application: waits until it ends",
+            Self::DeadlineBeforeChangeWindow => {
+                "the next change window opens too late for the old credentials: a person decides"
+            }
+            Self::DeadlineDuringFreeze => "the freeze ends too late for the old credentials: a person decides",
+            Self::ChangeWindowUnreadable => {
+                "the application's change windows cannot be read: held until they are fixed"
+            }
+            Self::Other(_) => "written by another version of capdeck",
+        }
+    }
 }
 
 /// Conditions beside `Ready` that say an attribution in the spec is not honoured: the server's
 /// `managedFields` name a writer other than capdeck's own (`kubectl patch`, `kubectl edit`, ...).
 /// Present (status `False`) while refused; removed once honoured or gone.
 pub mod attribution;
+
+/// The one state every surface renders ([`state::BatchState`]).
+pub mod state;
+pub use state::BatchState;
 
 impl RotationBatch {
     /// Whether the engine recorded that it does not honour this attribution (one of the
@@ -408,24 +453,32 @@ impl RotationBatch {
         {
             return format!("held by {}", hold.by);
         }
-        let waiting_reason = self
-            .status
-            .as_ref()
-            .filter(|status| status.phase == BatchPhase::AwaitingApproval)
-            .and_then(|status| status.conditions.iter().find(|c| c.type_ == super::common::READY))
-            .map(|condition| condition.reason.as_str());
+        let waiting = match self.state() {
+            BatchState::AwaitingApproval { why } => Some(why),
+            _ => None,
+        };
         let approval_refused = self.attribution_refused(attribution::APPROVAL_HONOURED);
-        match (&self.spec.approval, waiting_reason) {
+        match (&self.spec.approval, waiting) {
             (Some(Approval { approved_by: Some(by), .. }), _) if approval_refused => {
                 format!("approval by {by} not honoured")
             }
             (Some(Approval { approved_by: Some(by), .. }), _) => format!("approved by {by}"),
-            (_, Some(reason::STORM_GUARD)) => "required: storm guard".into(),
-            (_, Some(reason::CREDENTIALS_EXPIRING)) => "required: credentials expiring".into(),
-            (_, Some(_)) => "required".into(),
+            // The state says why in the same words (`AwaitingApproval · storm guard`).
+            (_, Some(why)) => match why {
+                state::ApprovalNeed::Policy => "required".into(),
+                state::ApprovalNeed::StormGuard => "required: storm guard".into(),
+                state::ApprovalNeed::CredentialsExpiring => "required: credentials expiring".into(),
+                state::ApprovalNeed::WindowTooLate => "required: window too late".into(),
+                state::ApprovalNeed::FreezeTooLong => "required: freeze too long".into(),
+            },
             (Some(approval), None) if approval.required => "required".into(),
             _ => "auto".into(),
         }
+    }
+
+    /// What the batch is doing ([`BatchState`]): derived here, rendered by every surface.
+    pub fn state(&self) -> BatchState {
+        BatchState::of(self)
     }
 
     /// `3/5`, with stalled and failed Deployments called out: `3/5 (1 stalled)`.
@@ -463,7 +516,7 @@ impl RotationBatch {
     pub fn ready_note(&self) -> Option<(String, String)> {
         let Some(status) = &self.status else {
             let until = self.spec.window_end.0.strftime("%Y-%m-%dT%H:%M:%SZ");
-            return Some((reason::WINDOW_OPEN.into(), format!("collecting rotations until {until}")));
+            return Some((ReadyReason::WindowOpen.to_string(), format!("collecting rotations until {until}")));
         };
         let ready = status.conditions.iter().find(|c| c.type_ == super::common::READY)?;
         Some((ready.reason.clone(), ready.message.clone()))
@@ -514,21 +567,21 @@ mod tests {
     /// No status yet: the batch collects until its window's end, as the engine would have said.
     #[test]
     fn a_batch_without_a_status_collects_until_its_window_ends() {
-        let mut fresh = batch(json!({}), "Collecting", reason::WINDOW_OPEN);
+        let mut fresh = batch(json!({}), "Collecting", ReadyReason::WindowOpen.as_str());
         fresh.status = None;
         assert_eq!(fresh.phase(), BatchPhase::Collecting);
         assert_eq!(
             fresh.ready_note(),
-            Some((reason::WINDOW_OPEN.into(), "collecting rotations until 2026-11-23T10:00:00Z".into()))
+            Some((ReadyReason::WindowOpen.to_string(), "collecting rotations until 2026-11-23T10:00:00Z".into()))
         );
-        let held = batch(json!({}), "Held", reason::HELD);
-        assert_eq!(held.ready_note(), Some((reason::HELD.into(), String::new())));
+        let held = batch(json!({}), "Held", ReadyReason::Held.as_str());
+        assert_eq!(held.ready_note(), Some((ReadyReason::Held.to_string(), String::new())));
     }
 
     /// The list's APPROVAL column: a batch that waits for an approval says why, never `auto`.
     #[test]
     fn approval_text_names_what_the_batch_waits_for() {
-        let storm = batch(json!({}), "AwaitingApproval", reason::STORM_GUARD);
+        let storm = batch(json!({}), "AwaitingApproval", ReadyReason::StormGuard.as_str());
         assert_eq!(storm.approval_text(), "required: storm guard");
         let manual = batch(json!({"approval": {"required": true}}), "AwaitingApproval", "ApprovalRequired");
         assert_eq!(manual.approval_text(), "required");

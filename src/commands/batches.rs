@@ -15,7 +15,7 @@ use crate::api::lenient::Lenient;
 use crate::cli::{BatchActionArgs, BatchesArgs};
 use crate::cluster::{ClusterArgs, Connection, Requests, describe_error, who_am_i};
 use crate::output::{OutputArgs, OutputFormat, Printable, Table, human_duration};
-use crate::readmodel::{BatchState, CollectionWindow, approval_text};
+use crate::readmodel::CollectionWindow;
 
 async fn connect(cluster: &ClusterArgs) -> anyhow::Result<Connection> {
     Ok(cluster.connect().await?)
@@ -47,7 +47,8 @@ fn batch_json(batch: &RotationBatch, now: Timestamp) -> Value {
         "name": batch.name_any(),
         "application": batch.spec.application,
         "phase": batch.phase().to_string(),
-        "state": BatchState::of(batch).text(now, &human_duration),
+        "state": batch.state().text(now, &human_duration),
+        "stateLabel": batch.state().label(),
         "waitingUntil": status.waiting_until,
         "reason": reason,
         "message": message,
@@ -199,7 +200,7 @@ fn printable(batches: &[RotationBatch], deadlines: &[Option<Timestamp>], now: Ti
             "NAMESPACE",
             "NAME",
             "APPLICATION",
-            "PHASE",
+            "STATE",
             "WINDOW",
             "DEPLOYMENTS",
             "SECRETS",
@@ -222,12 +223,12 @@ fn printable(batches: &[RotationBatch], deadlines: &[Option<Timestamp>], now: Ti
             batch.namespace().unwrap_or_default(),
             batch.name_any(),
             batch.spec.application.clone(),
-            BatchState::of(batch).text(now, &human_duration),
+            batch.state().text(now, &human_duration),
             // Counts down only while the batch collects: not after a force, nor once it went on.
             CollectionWindow::of(batch, now).text(now, &human_duration),
             batch.progress_text(),
             batch.spec.secrets.len().to_string(),
-            bounded(&approval_text(batch), MAX_USER + 16).into_owned(),
+            bounded(&batch.approval_text(), MAX_USER + 16).into_owned(),
             age,
             deadline(index).map_or_else(
                 || "-".into(),
@@ -466,7 +467,7 @@ mod tests {
         let line = watched_line(&printable(std::slice::from_ref(&changed), &[], now).table, false, &widths);
         let column = |text: &str, word: &str| text.lines().next().and_then(|line| line.find(word));
         assert_eq!(column(&header, "APPLICATION"), column(&line, "bookshop"), "{header}{line}");
-        assert_eq!(column(&header, "PHASE"), column(&line, "AwaitingApproval"), "{header}{line}");
+        assert_eq!(column(&header, "STATE"), column(&line, "AwaitingApproval"), "{header}{line}");
     }
 
     fn batch(name: &str, phase: &str, reason: &str, spec: Value, status: Value) -> RotationBatch {
@@ -483,6 +484,154 @@ mod tests {
             }
         }
         serde_json::from_value(object).expect("a batch")
+    }
+
+    /// One batch's state on every surface: the CLI's table, wide and JSON, the console's row (its
+    /// words and colour) and detail, `kubectl get rb`'s STATE column (the printer column over what
+    /// the engine writes), the metrics, and a notification when the state sends one. Returns what
+    /// differs, and whether it notified.
+    fn surfaces_disagree(case: &str, batch: &RotationBatch, now: Timestamp) -> (Vec<String>, bool) {
+        use std::sync::Arc;
+
+        use kube::CustomResourceExt as _;
+
+        use crate::console::app::{App, Session, ViewKind};
+        use crate::console::theme::{Theme, batch_state_style};
+        use crate::engine::metrics::{Metrics, StateLabels};
+
+        let state = batch.state();
+        let label = state.label();
+        let mut wrong = Vec::new();
+        let mut check = |surface: &str, ok: bool, shown: String| {
+            if !ok {
+                wrong.push(format!("{case}: {surface} shows {shown:?}, not {label:?}"));
+            }
+        };
+        // The CLI.
+        let listed = printable(std::slice::from_ref(batch), &[None], now);
+        for format in [OutputFormat::Table, OutputFormat::Wide] {
+            let text = listed.render(&OutputArgs { format, no_headers: true }, "batches").unwrap_or_default();
+            check(&format!("capdeck batches -o {}", format.label()), text.contains(&label), text);
+        }
+        let document = batch_json(batch, now);
+        let text = document["state"].as_str().unwrap_or_default().to_string();
+        check("-o json's state", text.starts_with(&label) && document["stateLabel"] == label, text);
+        // The console: the Batches row (words and colour) and its detail.
+        let batches = [Arc::new(batch.clone())];
+        let snapshot = crate::readmodel::build(crate::readmodel::Sources {
+            batches: &batches,
+            ..crate::readmodel::Sources::cap_objects(&[], &[], &[], &[])
+        });
+        let session = Session {
+            server: "https://api".into(),
+            context: "c".into(),
+            scope: "all namespaces".into(),
+            user: None,
+            readonly: true,
+            demo_kubeconfig: None,
+            log_dir: None,
+        };
+        let theme = Theme::default();
+        let mut app = App::new(session, theme.clone(), Vec::new(), Default::default(), now);
+        app.snapshot = Arc::new(snapshot);
+        app.route.view = ViewKind::Batches;
+        app.visible = vec![0];
+        let row = crate::console::views::cells(&app, ViewKind::Batches, 0);
+        let cell = row.as_ref().and_then(|row| row.cells.get(3));
+        let text: String =
+            cell.map(|line| line.spans.iter().map(|span| span.content.as_ref()).collect()).unwrap_or_default();
+        check("the console's Batches row", text == label, text);
+        let style = cell.and_then(|line| line.spans.first()).map(|span| span.style);
+        let coloured = style == Some(batch_state_style(&theme, &state)) && style != Some(theme.base());
+        check("the console's colour", coloured, format!("{style:?}"));
+        let detail = crate::console::details::detail(&app).map(|(_, lines)| lines).unwrap_or_default();
+        let line = detail.iter().find(|line| line.starts_with("state ")).cloned().unwrap_or_default();
+        check("the console's detail", line.contains(&label), line);
+        // kubectl: the CRD's printer column over the status the engine writes.
+        let mut object = serde_json::to_value(batch).unwrap_or_default();
+        let status = batch.status.clone().unwrap_or_default();
+        object["status"]["state"] = crate::engine::writes::status_patch(batch, &status)["state"].clone();
+        let crd = serde_json::to_value(RotationBatch::crd()).unwrap_or_default();
+        let table = crate::sandbox::registry::from_crd(&crd)
+            .map(|resource| crate::sandbox::views::table(&resource, &[Arc::new(object)], None, None))
+            .unwrap_or_default();
+        let column =
+            table["columnDefinitions"].as_array().and_then(|columns| columns.iter().position(|c| c["name"] == "State"));
+        let cell = column.map(|index| table["rows"][0]["cells"][index].clone()).unwrap_or_default();
+        check("kubectl get rb's STATE", cell == label, cell.to_string());
+        // The metrics.
+        let metrics = Metrics::new();
+        metrics.batch_states.get_or_create(&StateLabels::of(&state)).set(1);
+        let labels = StateLabels::of(&state);
+        let series = format!("capdeck_batch_states{{state=\"{}\",cause=\"{}\"}} 1", labels.state, labels.cause);
+        let encoded = metrics.encode();
+        check("the metrics", encoded.contains(&series) && labels.state == state.word(), series);
+        // The notification, when this state sends one.
+        let shared = Arc::new(batch.clone());
+        let due = crate::engine::notify::due(std::slice::from_ref(&shared), &[], now).into_iter().next();
+        if let Some(due) = &due {
+            let payload = crate::engine::notify::Payload::new("prod", "engine", due, batch, now);
+            check(
+                "the notification",
+                payload.text.contains(&format!("[{label}]")) && payload.state == label,
+                payload.text,
+            );
+        }
+        (wrong, due.is_some())
+    }
+
+    /// The invariant of one state everywhere: every batch the decision tables leave behind, and
+    /// every state the engine can write, reads the same on every surface, with a colour.
+    #[test]
+    fn every_state_reads_the_same_on_every_surface() {
+        use std::collections::BTreeSet;
+
+        use crate::api::rotation_batch::BatchState;
+
+        let now: Timestamp = "2026-11-23T12:00:00Z".parse().expect("time");
+        let decided = crate::engine::reconcile::decide::tests::decided_batches();
+        let produced: BTreeSet<String> = decided.iter().map(|(_, batch)| batch.state().label()).collect();
+        let mut walked = decided;
+        // What the decision does not write itself (a rollout's end, an undo's, a newer batch), as
+        // the engine writes it.
+        for state in BatchState::every() {
+            let (phase, reasons) = state.written_as();
+            for reason in reasons.iter().map(|r| r.as_str()).chain(reasons.is_empty().then_some("ANewerReason")) {
+                let extra = json!({"waitingUntil": "2026-11-23T15:00:00Z"});
+                walked.push((format!("{phase} + {reason}"), batch("b", phase.as_str(), reason, json!({}), extra)));
+            }
+        }
+        let mut wrong = Vec::new();
+        let mut notified = BTreeSet::new();
+        for (case, batch) in &walked {
+            let (differs, notifies) = surfaces_disagree(case, batch, now);
+            wrong.extend(differs);
+            if notifies {
+                notified.insert(batch.state().label());
+            }
+        }
+        assert!(wrong.is_empty(), "{} disagreements:\n{}", wrong.len(), wrong.join("\n"));
+        // The walk reached every state, and the decision tables alone most of them.
+        let walked_labels: BTreeSet<String> = walked.iter().map(|(_, batch)| batch.state().label()).collect();
+        let every: BTreeSet<String> = BatchState::every().iter().map(BatchState::label).collect();
+        assert_eq!(every.len(), BatchState::every().len(), "two states share a label");
+        assert_eq!(walked_labels, every, "the walk and the states differ");
+        for label in [
+            "AwaitingApproval",
+            "AwaitingApproval · storm guard",
+            "Held · failure guard",
+            "Waiting · outside window",
+            "Frozen",
+            "Cancelling",
+            "Undoing",
+        ] {
+            assert!(produced.contains(label), "the decision tables never produce {label:?}: {produced:?}");
+        }
+        // Every state that pages someone was walked with its notification.
+        for label in ["AwaitingApproval", "Held · failure guard", "AwaitingApproval · escalated: window too late"] {
+            assert!(notified.contains(label), "{label} sent no notification: {notified:?}");
+        }
+        assert!(every.iter().all(|label| label.len() <= 64), "status.state holds at most 64 characters");
     }
 
     /// PHASE says what a batch waits for and when it goes on; WINDOW counts down only while the
@@ -508,7 +657,7 @@ mod tests {
         let printable = printable(&batches, &[], now);
         let text = printable.table.render();
         let row = |name: &str| text.lines().find(|line| line.contains(&format!(" {name} "))).unwrap_or_default();
-        assert!(row("waiting").contains("Waiting · opens in 3h12m"), "{text}");
+        assert!(row("waiting").contains("Waiting · outside window, opens in 3h12m"), "{text}");
         assert!(row("frozen").contains("Frozen · until in 2d4h"), "{text}");
         assert!(row("late").contains("AwaitingApproval · escalated: window too late"), "{text}");
         assert!(row("late").contains("required: window too late"), "{text}");
@@ -519,7 +668,7 @@ mod tests {
 
         let items = printable.document["items"].as_array().cloned().unwrap_or_default();
         let item = |name: &str| items.iter().find(|item| item["name"] == name).cloned().unwrap_or_default();
-        assert_eq!(item("waiting")["state"], "Waiting · opens in 3h12m");
+        assert_eq!(item("waiting")["state"], "Waiting · outside window, opens in 3h12m");
         assert_eq!(item("waiting")["waitingUntil"], "2026-11-20T12:12:00Z");
         assert_eq!(item("waiting")["phase"], "Waiting", "the phase stays the API's word");
         assert_eq!(item("frozen")["state"], "Frozen · until in 2d4h");

@@ -14,8 +14,9 @@ use serde_json::{Value, json};
 use crate::api::DeploymentView;
 use crate::api::change_window::{ANNOTATION_CHANGE_WINDOWS, AppliedWindows};
 use crate::api::lenient::Lenient;
-use crate::api::rotation_batch::reason;
-use crate::api::{BatchPhase, CAPApplication, CAPApplicationVersion, CAPTenant, FreezeScope};
+use crate::api::rotation_batch::ReadyReason;
+use crate::api::rotation_batch::state::{ApprovalNeed, BatchState};
+use crate::api::{CAPApplication, CAPApplicationVersion, CAPTenant, FreezeScope};
 use crate::cli::DoctorArgs;
 use crate::cluster::leader::LeaderView;
 use crate::cluster::{ClusterArgs, Connection, Scope, can_i, describe_error};
@@ -299,18 +300,14 @@ async fn waiting_batches(connection: &Connection, scope: &Scope) -> Finding {
             return finding(CHECK, Status::Warn, format!("cannot list RotationBatches: {}", describe_error(&error)));
         }
     };
-    let waiting = batches.iter().filter(|batch| batch.phase() == BatchPhase::Waiting).count();
+    let waiting = batches.iter().filter(|batch| matches!(batch.state(), BatchState::Waiting { .. })).count();
     let escalated: Vec<String> = batches
         .iter()
-        .filter(|batch| batch.phase() == BatchPhase::AwaitingApproval)
         .filter(|batch| {
-            batch.status.iter().flat_map(|status| &status.conditions).any(|condition| {
-                condition.type_ == "Ready"
-                    && matches!(
-                        condition.reason.as_str(),
-                        reason::DEADLINE_BEFORE_CHANGE_WINDOW | reason::DEADLINE_DURING_FREEZE
-                    )
-            })
+            matches!(
+                batch.state(),
+                BatchState::AwaitingApproval { why: ApprovalNeed::WindowTooLate | ApprovalNeed::FreezeTooLong }
+            )
         })
         .map(|batch| format!("{}/{}", batch.namespace().unwrap_or_default(), batch.name_any()))
         .collect();
@@ -330,8 +327,8 @@ async fn waiting_batches(connection: &Connection, scope: &Scope) -> Finding {
              (capdeck approve), or let them wait",
             escalated.len(),
             escalated.join(", "),
-            reason::DEADLINE_BEFORE_CHANGE_WINDOW,
-            reason::DEADLINE_DURING_FREEZE
+            ReadyReason::DeadlineBeforeChangeWindow,
+            ReadyReason::DeadlineDuringFreeze
         ),
     )
 }

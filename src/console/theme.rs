@@ -4,6 +4,9 @@
 use ratatui::style::{Color, Modifier, Style};
 use serde::Deserialize;
 
+use crate::api::rotation_batch::DeploymentRolloutState;
+use crate::api::rotation_batch::state::{ApprovalNeed, BatchState, HeldBy, WaitCause};
+
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Theme {
@@ -147,6 +150,50 @@ pub fn state_style(theme: &Theme, state: &str) -> Style {
         "at-risk" => theme.warning(),
         "unsafe" => theme.error(),
         _ => theme.base(),
+    }
+}
+
+/// A batch state's colour, matched on the typed state so that a new state does not compile
+/// without one: green when done, yellow while under way or waiting on a person, cyan while waiting
+/// for a time, red (reversed: the row asks for a person now) when broken, muted when ended
+/// without effect.
+pub fn batch_state_style(theme: &Theme, state: &BatchState) -> Style {
+    match state {
+        BatchState::Succeeded | BatchState::NoChange => theme.ok(),
+        BatchState::Failed { .. } => theme.error(),
+        BatchState::Held { by: HeldBy::FailureGuard | HeldBy::UnreadableWindows } => {
+            theme.error().add_modifier(Modifier::REVERSED)
+        }
+        BatchState::AwaitingApproval { why: ApprovalNeed::Policy | ApprovalNeed::StormGuard } => theme.warning(),
+        // Waiting would outlive the old credentials: a person must act now.
+        BatchState::AwaitingApproval {
+            why: ApprovalNeed::CredentialsExpiring | ApprovalNeed::WindowTooLate | ApprovalNeed::FreezeTooLong,
+        } => theme.warning().add_modifier(Modifier::BOLD | Modifier::REVERSED),
+        BatchState::Held { by: HeldBy::Person }
+        | BatchState::Collecting { .. }
+        | BatchState::RollingOut
+        | BatchState::Cancelling
+        | BatchState::Undoing
+        | BatchState::Undone => theme.warning(),
+        BatchState::Waiting {
+            why: WaitCause::OutsideWindow | WaitCause::WindowClosed | WaitCause::Frozen | WaitCause::Unsaid,
+            ..
+        } => theme.info(),
+        BatchState::Cancelled | BatchState::Superseded | BatchState::Unknown { .. } => theme.muted(),
+    }
+}
+
+/// A Deployment's rollout state: its cell's colour, and whether its whole row is highlighted
+/// (its new Pods fail or it stopped: the batch's failure guard acts on it).
+pub fn rollout_state_style(theme: &Theme, state: Option<&DeploymentRolloutState>) -> (Style, bool) {
+    match state {
+        Some(DeploymentRolloutState::Complete) => (theme.ok(), false),
+        Some(DeploymentRolloutState::Failing | DeploymentRolloutState::Failed) => (theme.error(), true),
+        Some(DeploymentRolloutState::Stalled) => (theme.error().add_modifier(Modifier::REVERSED), true),
+        Some(DeploymentRolloutState::Queued | DeploymentRolloutState::Rolling | DeploymentRolloutState::Undone) => {
+            (theme.warning(), false)
+        }
+        Some(DeploymentRolloutState::Other(_)) | None => (theme.muted(), false),
     }
 }
 

@@ -2,7 +2,7 @@
 //! priorities and width bounds, see `table`), the cells of a row and their styles, the row's key,
 //! search text and sort keys, where Enter leads, the detail pane and the YAML — lives in one
 //! file under `views/`. Adding a view is that file, a `ViewKind` variant and one line in
-//! [`view`]. A state word gets its colour in one place, `theme::state_style`.
+//! [`view`]. A state gets its colour in one place, `theme` (`batch_state_style`, `rollout_state_style`, `state_style`).
 
 mod applications;
 mod batches;
@@ -22,7 +22,7 @@ use serde_json::Value;
 use super::app::{App, Focus, Route, ViewKind};
 use super::strings::relative;
 use super::table::Column;
-use super::theme::state_style;
+use super::theme::{batch_state_style, rollout_state_style, state_style};
 use crate::readmodel::Snapshot;
 
 pub use detail_lines::tenants_served;
@@ -305,5 +305,5 @@ pub fn batch_when(
     state: &crate::readmodel::BatchState,
     now: k8s_openapi::jiff::Timestamp,
 ) -> String {
-    state.starts().and_then(|_| state.note_text(now, &relative)).unwrap_or_else(|| collection_window(batch, now))
+    state.when(now, &relative).unwrap_or_else(|| collection_window(batch, now))
 }

@@ -144,11 +144,11 @@ impl Wait {
     }
 
     /// The escalation reason the engine gives when this wait would outlive the old credentials.
-    pub fn deadline_reason(&self) -> &'static str {
-        use crate::api::rotation_batch::reason;
+    pub fn deadline_reason(&self) -> crate::api::rotation_batch::ReadyReason {
+        use crate::api::rotation_batch::ReadyReason;
         match self {
-            Self::Frozen { .. } => reason::DEADLINE_DURING_FREEZE,
-            Self::Window { .. } | Self::Unreadable { .. } => reason::DEADLINE_BEFORE_CHANGE_WINDOW,
+            Self::Frozen { .. } => ReadyReason::DeadlineDuringFreeze,
+            Self::Window { .. } | Self::Unreadable { .. } => ReadyReason::DeadlineBeforeChangeWindow,
         }
     }
 }

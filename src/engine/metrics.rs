@@ -15,6 +15,19 @@ pub struct PhaseLabels {
     pub phase: String,
 }
 
+/// A batch state in every surface's words: its word and its cause (`Held`, `failure guard`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabels {
+    pub state: String,
+    pub cause: String,
+}
+
+impl StateLabels {
+    pub fn of(state: &crate::api::rotation_batch::BatchState) -> Self {
+        Self { state: state.word().to_string(), cause: state.cause().unwrap_or_default().to_string() }
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabels {
     pub reason: String,
@@ -81,6 +94,8 @@ pub struct VersionLabels {
 #[derive(Clone)]
 pub struct Metrics {
     pub batches: Family<PhaseLabels, Gauge>,
+    /// RotationBatches by state (`BatchState`'s word and cause, as the CLI and the console say it).
+    pub batch_states: Family<StateLabels, Gauge>,
     pub rotations: Counter,
     pub deployments_restarted: Counter,
     pub restarts_skipped: Family<ReasonLabels, Counter>,
@@ -147,10 +162,18 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    // Table-like: one registration per metric, with its help text (docs/METRICS.md lists them).
+    #[allow(clippy::too_many_lines)]
     pub fn new() -> Self {
         let mut registry = Registering { registry: Registry::with_prefix("capdeck"), labelled: Vec::new() };
         let batches = Family::<PhaseLabels, Gauge>::default();
         registry.labelled("batches", "RotationBatches by phase", batches.clone());
+        let batch_states = Family::<StateLabels, Gauge>::default();
+        registry.labelled(
+            "batch_states",
+            "RotationBatches by state, in the words of capdeck batches and the console",
+            batch_states.clone(),
+        );
         let rotations = Counter::default();
         registry.register("rotations", "Binding Secret rotations detected", rotations.clone());
         let deployments_restarted = Counter::default();
@@ -287,6 +310,7 @@ impl Metrics {
             notifications_sent,
             notifications_failed,
             batches,
+            batch_states,
             rotations,
             deployments_restarted,
             restarts_skipped,
@@ -404,6 +428,7 @@ mod tests {
         // The families registered as labelled, with the type OpenMetrics knows them by.
         let expected = [
             ("capdeck_batches", "gauge"),
+            ("capdeck_batch_states", "gauge"),
             ("capdeck_restarts_skipped", "counter"),
             ("capdeck_api_writes", "counter"),
             ("capdeck_credentials_margin_seconds", "gauge"),

@@ -23,8 +23,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::{NotifyConfig, PayloadFormat};
 use super::metrics::Metrics;
+use crate::api::RotationBatch;
 use crate::api::rotation_batch::NotificationRecord;
-use crate::api::{BatchPhase, RotationBatch};
+use crate::api::rotation_batch::state::{ApprovalNeed, BatchState, HeldBy};
 use crate::cluster::batch_writer::{BatchWriteError, BatchWriter, Change, Edit, OnConflict, Writer};
 use crate::cluster::stores::Stores;
 use crate::credentials::{CredentialReport, Timing, Verdict};
@@ -131,23 +132,25 @@ pub fn due(batches: &[Arc<RotationBatch>], credentials: &[CredentialReport], now
 
 fn batch_event(batch: &RotationBatch, now: Timestamp) -> Option<(Event, String)> {
     let status = batch.status.as_ref()?;
-    let ready = status.conditions.iter().find(|c| c.type_ == "Ready");
-    match status.phase {
+    let ready = status.conditions.iter().find(|c| c.type_ == crate::api::common::READY);
+    match batch.state() {
         // An escalation is an event of its own (keyed apart, so a batch that waited for an
         // approval and then escalated announces both).
-        BatchPhase::AwaitingApproval => {
-            let event = match ready.map(|c| c.reason.as_str()) {
-                Some("DeadlineBeforeChangeWindow") => Event::DeadlineBeforeChangeWindow,
-                Some("DeadlineDuringFreeze") => Event::DeadlineDuringFreeze,
-                _ => Event::AwaitingApproval,
+        BatchState::AwaitingApproval { why } => {
+            let event = match why {
+                ApprovalNeed::WindowTooLate => Event::DeadlineBeforeChangeWindow,
+                ApprovalNeed::FreezeTooLong => Event::DeadlineDuringFreeze,
+                ApprovalNeed::Policy | ApprovalNeed::StormGuard | ApprovalNeed::CredentialsExpiring => {
+                    Event::AwaitingApproval
+                }
             };
             Some((event, event.as_str().into()))
         }
-        BatchPhase::Held if ready.is_some_and(|c| c.reason == "RolloutFailureGuard") => {
+        BatchState::Held { by: HeldBy::FailureGuard } => {
             let retry = status.retried_at.as_ref().map_or(0, |t| t.0.as_second());
             Some((Event::HeldByFailureGuard, format!("HeldByFailureGuard@{retry}")))
         }
-        BatchPhase::Failed => {
+        BatchState::Failed { .. } => {
             let since = ready
                 .and_then(|c| c.last_transition_time.as_ref())
                 .or(status.completed_at.as_ref())
@@ -156,7 +159,19 @@ fn batch_event(batch: &RotationBatch, now: Timestamp) -> Option<(Event, String)>
                 .is_some_and(|since| now.as_second() - since <= RECENT)
                 .then(|| (Event::Failed, Event::Failed.as_str().into()))
         }
-        _ => None,
+        // Nobody is paged for these: they move on by themselves, or a person just acted.
+        BatchState::Collecting { .. }
+        | BatchState::Waiting { .. }
+        | BatchState::RollingOut
+        | BatchState::Cancelling
+        | BatchState::Undoing
+        | BatchState::Held { by: HeldBy::Person | HeldBy::UnreadableWindows }
+        | BatchState::Succeeded
+        | BatchState::NoChange
+        | BatchState::Cancelled
+        | BatchState::Superseded
+        | BatchState::Undone
+        | BatchState::Unknown { .. } => None,
     }
 }
 

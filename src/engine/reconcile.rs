@@ -31,10 +31,11 @@ use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
 use super::config::EngineConfig;
-use super::metrics::{AppLabels, BatchLabels, ErrorLabels, HeldLabels, Metrics, PhaseLabels};
+use super::metrics::{AppLabels, BatchLabels, ErrorLabels, HeldLabels, Metrics, PhaseLabels, StateLabels};
 use super::writes::Writes;
 use crate::api::change_window::{ANNOTATION_CHANGE_WINDOWS, AppliedWindows};
-use crate::api::rotation_batch::reason;
+use crate::api::rotation_batch::ReadyReason;
+use crate::api::rotation_batch::state::{ApprovalNeed, BatchState, HeldBy, WaitCause};
 use crate::api::service_binding::ServiceBinding;
 use crate::api::{ANNOTATION_ROLLED_AT, BatchPhase, CAPApplication, RotationBatch, RotationBatchStatus};
 use crate::cluster::leader::WatchedLeases;
@@ -358,16 +359,21 @@ impl Reconciler {
         for (phase, count) in counts {
             metrics.batches.get_or_create(&PhaseLabels { phase }).set(count);
         }
+        // Every state a batch may be in has its series (0 when none is), like the phases.
+        metrics.batch_states.clear();
+        for state in BatchState::every() {
+            metrics.batch_states.get_or_create(&StateLabels::of(&state)).set(0);
+        }
+        for batch in &all {
+            metrics.batch_states.get_or_create(&StateLabels::of(&batch.state())).inc();
+        }
         let for_window = open
             .iter()
             .filter(|batch| {
-                batch.phase() == BatchPhase::Waiting
-                    && batch.status.as_ref().is_some_and(|status| {
-                        matches!(
-                            condition_reason(status),
-                            Some(reason::OUTSIDE_CHANGE_WINDOW | reason::CHANGE_WINDOW_CLOSED)
-                        )
-                    })
+                matches!(
+                    batch.state(),
+                    BatchState::Waiting { why: WaitCause::OutsideWindow | WaitCause::WindowClosed, .. }
+                )
             })
             .count();
         metrics.batches_waiting_for_window.set(i64::try_from(for_window).unwrap_or(i64::MAX));
@@ -393,8 +399,8 @@ impl Reconciler {
             let namespace = batch.namespace().unwrap_or_default();
             let application = batch.spec.application.clone();
             let condition = batch.status.as_ref().and_then(status::ready_condition);
-            match batch.phase() {
-                BatchPhase::AwaitingApproval => {
+            match batch.state() {
+                BatchState::AwaitingApproval { .. } => {
                     let since = condition.and_then(|c| c.last_transition_time.as_ref()).map(|t| t.0);
                     let waited = since.map_or(0, |since| now.duration_since(since).as_secs().max(0));
                     let labels = AppLabels { namespace, application };
@@ -402,11 +408,21 @@ impl Reconciler {
                     // Two batches of one application: the longer wait.
                     gauge.set(gauge.get().max(waited));
                 }
-                BatchPhase::Held => {
-                    let reason = condition.map_or_else(|| reason::HELD.to_string(), |c| c.reason.clone());
+                BatchState::Held { .. } | BatchState::Undoing => {
+                    let reason = condition.map_or_else(|| ReadyReason::Held.to_string(), |c| c.reason.clone());
                     metrics.batch_held.get_or_create(&HeldLabels { namespace, application, reason }).set(1);
                 }
-                _ => {}
+                BatchState::Collecting { .. }
+                | BatchState::Waiting { .. }
+                | BatchState::RollingOut
+                | BatchState::Cancelling
+                | BatchState::Succeeded
+                | BatchState::NoChange
+                | BatchState::Failed { .. }
+                | BatchState::Cancelled
+                | BatchState::Superseded
+                | BatchState::Undone
+                | BatchState::Unknown { .. } => {}
             }
         }
         metrics.batch_failed.clear();
@@ -535,7 +551,7 @@ impl Reconciler {
                 let took = now.duration_since(started.0).as_secs_f64().max(0.0);
                 self.context.metrics.rollout_duration_seconds.observe(took);
             }
-            finish(status, outcome.phase, outcome.reason, outcome.message, now);
+            finish(status, outcome.phase, &outcome.reason, outcome.message, now);
         }
     }
 }
@@ -628,14 +644,15 @@ fn wake_for(
     if status.phase == BatchPhase::Waiting && !held && !in_flight {
         return status.waiting_until.map(|at| until(at.0).max(Duration::from_millis(10)));
     }
-    if condition_reason(&status) == Some(reason::CHANGE_WINDOW_UNREADABLE) && !in_flight {
+    let state = BatchState::of_status(batch.spec.window_end.0, &status);
+    if state == (BatchState::Held { by: HeldBy::UnreadableWindows }) && !in_flight {
         return None;
     }
     // Asked for an approval because of a window or a freeze: looked at again every minute, so
     // it is judged afresh soon after the window opens (a freeze's end wakes the engine itself).
     let escalated = matches!(
-        condition_reason(&status),
-        Some(reason::DEADLINE_BEFORE_CHANGE_WINDOW | reason::DEADLINE_DURING_FREEZE)
+        state,
+        BatchState::AwaitingApproval { why: ApprovalNeed::WindowTooLate | ApprovalNeed::FreezeTooLong }
     );
     if escalated && status.rollout_started_at.is_none() && !held {
         return Some(ESCALATION_RECHECK);
@@ -651,7 +668,7 @@ fn wake_for(
                 Timestamp::from_second(revocation.as_second().checked_sub(rollout.checked_mul(2)?)?).ok()
             })
             .map(|at| until(at).max(Duration::from_millis(10)))
-            .filter(|_| condition_reason(&status) != Some(reason::CREDENTIALS_EXPIRING) && !escalated)
+            .filter(|_| condition_reason(&status) != Some(ReadyReason::CredentialsExpiring) && !escalated)
     } else {
         None
     }
@@ -737,12 +754,12 @@ mod tests {
                                 "lastTransitionTime": "2026-11-23T11:00:00Z"}]}),
             )
         };
-        let waiting = awaiting(reason::AWAITING_APPROVAL);
+        let waiting = awaiting(ReadyReason::AwaitingApproval.as_str());
         assert_eq!(wake_for(&waiting, || None, SETTINGS, until), None, "no revocation known: nothing to wake for");
         // Revocable in 2 h: escalate at revocation − 2 × 15 min, 90 min from now.
         let revocation = || Some(now().checked_add(k8s_openapi::jiff::SignedDuration::from_hours(2)).expect("time"));
         assert_eq!(wake_for(&waiting, revocation, SETTINGS, until), Some(90 * 60 * SECOND));
-        let escalated = awaiting(reason::CREDENTIALS_EXPIRING);
+        let escalated = awaiting(ReadyReason::CredentialsExpiring.as_str());
         assert_eq!(wake_for(&escalated, revocation, SETTINGS, until), None, "escalated once already");
     }
 }

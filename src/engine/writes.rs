@@ -531,7 +531,12 @@ fn event_note(note: &str) -> String {
 /// The merge patch that makes the batch's status `status`: a field the status had and no longer
 /// has is written `null` (a merge patch keeps what it does not name: a cleared `waitingUntil` or
 /// a plan that was decided would stay otherwise).
-fn status_patch(batch: &RotationBatch, status: &RotationBatchStatus) -> serde_json::Value {
+pub(crate) fn status_patch(batch: &RotationBatch, status: &RotationBatchStatus) -> serde_json::Value {
+    // `status.state` is derived, never decided: whatever the status says, its words for kubectl.
+    let state = crate::api::rotation_batch::BatchState::of_status(batch.spec.window_end.0, status);
+    // Bounded like the schema: a phase written by another capdeck may be any length.
+    let label = crate::api::common::bounded(&state.label(), 64).into_owned();
+    let status = RotationBatchStatus { state: Some(label), ..status.clone() };
     let mut patch = json!(status);
     let before = batch.status.as_ref().map(|before| json!(before));
     if let (Some(serde_json::Value::Object(before)), Some(patch)) = (before, patch.as_object_mut()) {
@@ -564,6 +569,7 @@ mod tests {
         status.planned = None;
         let patch = status_patch(&batch, &status);
         assert_eq!(patch["phase"], "RollingOut");
+        assert_eq!(patch["state"], "RollingOut", "kubectl's STATE column is written with the status");
         assert_eq!((patch.get("waitingUntil"), patch.get("planned")), (Some(&json!(null)), Some(&json!(null))));
         assert_eq!(patch.get("haltedAt"), None, "what it never had is not named");
     }

@@ -7,100 +7,14 @@ use std::sync::Arc;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
-use crate::api::rotation_batch::{DeploymentAction, reason};
+use crate::api::rotation_batch::DeploymentAction;
 use crate::api::service_binding::ServiceBinding;
 use crate::api::{BatchPhase, RotationBatch};
 
 use super::{Index, key};
 
-/// What a batch is doing: a word (its phase, or `Frozen` while a freeze holds it) and what it
-/// waits for. `text` words it: `Waiting · opens in 3h12m`, `Frozen · until in 2d4h`,
-/// `AwaitingApproval · escalated: window too late`, `Held · change windows unreadable`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BatchState {
-    pub word: String,
-    pub note: Option<StateNote>,
-}
-
-/// What a batch waits for, beside its phase.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StateNote {
-    /// Outside its change windows: the next opening (`status.waitingUntil`).
-    Opens(Timestamp),
-    /// The change window closed during the rollout: the rest starts at the next opening.
-    Resumes(Timestamp),
-    /// A freeze holds it (or it waits for a reason this capdeck does not know): it may start then.
-    Until(Timestamp),
-    /// The next change window opens too late for the old credentials: a person decides now.
-    WindowTooLate,
-    /// The freeze ends too late for the old credentials: a person decides now.
-    FreezeTooLong,
-    /// The application's change windows cannot be read: held until they are fixed.
-    WindowsUnreadable,
-}
-
-/// A number of seconds as a time span, in the caller's format (the console never writes a minute
-/// in seconds; the CLI writes kubectl's ages).
-pub type Relative<'a> = &'a dyn Fn(i64) -> String;
-
-impl BatchState {
-    /// From the batch's phase, its `Ready` reason and `status.waitingUntil`.
-    pub fn of(batch: &RotationBatch) -> Self {
-        let phase = batch.phase();
-        let status = batch.status.as_ref();
-        let ready = status.and_then(|s| s.conditions.iter().find(|c| c.type_ == crate::api::common::READY));
-        let reason = ready.map_or("", |c| c.reason.as_str());
-        let until = status.and_then(|s| s.waiting_until.as_ref()).map(|t| t.0);
-        let note = match (&phase, reason) {
-            (BatchPhase::Waiting, reason::OUTSIDE_CHANGE_WINDOW) => until.map(StateNote::Opens),
-            (BatchPhase::Waiting, reason::CHANGE_WINDOW_CLOSED) => until.map(StateNote::Resumes),
-            (BatchPhase::Waiting, _) => until.map(StateNote::Until),
-            (BatchPhase::AwaitingApproval, reason::DEADLINE_BEFORE_CHANGE_WINDOW) => Some(StateNote::WindowTooLate),
-            (BatchPhase::AwaitingApproval, reason::DEADLINE_DURING_FREEZE) => Some(StateNote::FreezeTooLong),
-            (BatchPhase::Held, reason::CHANGE_WINDOW_UNREADABLE) => Some(StateNote::WindowsUnreadable),
-            _ => None,
-        };
-        let word =
-            if phase == BatchPhase::Waiting && reason == reason::FROZEN { "Frozen".into() } else { phase.to_string() };
-        Self { word, note }
-    }
-
-    /// `Waiting · opens in 3h12m`, or the word alone.
-    pub fn text(&self, now: Timestamp, relative: Relative<'_>) -> String {
-        match self.note_text(now, relative) {
-            Some(note) => format!("{} · {note}", self.word),
-            None => self.word.clone(),
-        }
-    }
-
-    /// `opens in 3h12m`, `escalated: window too late`; `None` when the word says it all.
-    pub fn note_text(&self, now: Timestamp, relative: Relative<'_>) -> Option<String> {
-        // A time already past: the engine has not moved the batch on yet (its next pass will).
-        let from_now = |at: Timestamp, ahead: &str, due: &str| {
-            if crate::api::lenient::is_forever(at) {
-                return "forever".to_string();
-            }
-            let seconds = at.as_second() - now.as_second();
-            if seconds > 0 { format!("{ahead} {}", relative(seconds)) } else { due.to_string() }
-        };
-        Some(match self.note? {
-            StateNote::Opens(at) => from_now(at, "opens in", "opening now"),
-            StateNote::Resumes(at) => from_now(at, "window closed, resumes in", "window closed, resuming now"),
-            StateNote::Until(at) => from_now(at, "until in", "ending now"),
-            StateNote::WindowTooLate => "escalated: window too late".into(),
-            StateNote::FreezeTooLong => "escalated: freeze too long".into(),
-            StateNote::WindowsUnreadable => "change windows unreadable".into(),
-        })
-    }
-
-    /// When the batch may start, for a note that says one.
-    pub fn starts(&self) -> Option<Timestamp> {
-        match self.note? {
-            StateNote::Opens(at) | StateNote::Resumes(at) | StateNote::Until(at) => Some(at),
-            _ => None,
-        }
-    }
-}
+pub use crate::api::rotation_batch::BatchState;
+pub use crate::api::rotation_batch::state::Relative;
 
 /// Where a batch's collection window stands at a moment: it counts down only while the batch
 /// still collects. A forced batch, or one that went on early (its old credentials expiring),
@@ -146,16 +60,6 @@ impl CollectionWindow {
             Self::Forced(at) => format!("forced {} ago", ago(at)),
             Self::EndedEarly => "ended early".into(),
         }
-    }
-}
-
-/// `approval_text` of the batch, with what an escalation asks for: `required: window too late`.
-pub fn approval_text(batch: &RotationBatch) -> String {
-    let text = batch.approval_text();
-    match BatchState::of(batch).note {
-        Some(StateNote::WindowTooLate) if text == "required" => "required: window too late".into(),
-        Some(StateNote::FreezeTooLong) if text == "required" => "required: freeze too long".into(),
-        _ => text,
     }
 }
 
@@ -224,7 +128,7 @@ pub(super) fn batch_rows(
                 message,
                 window_end: batch.spec.window_end.0,
                 secrets: batch.spec.secrets.iter().map(|s| s.name.clone()).collect(),
-                approval: approval_text(batch),
+                approval: batch.approval_text(),
                 progress: batch.progress_text(),
                 tenants: status.tenants,
                 deployments: if status.deployments.is_empty() {
@@ -291,7 +195,7 @@ mod tests {
             (
                 "outside the windows: the next opening",
                 batch("Waiting", "OutsideChangeWindow", none.clone(), until("2026-11-20T12:12:00Z")),
-                "Waiting · opens in 3h12m",
+                "Waiting · outside window, opens in 3h12m",
             ),
             (
                 "frozen: until the batch may start",
@@ -306,7 +210,7 @@ mod tests {
             (
                 "an opening already past: the engine moves it on next",
                 batch("Waiting", "OutsideChangeWindow", none.clone(), until("2026-11-20T08:59:00Z")),
-                "Waiting · opening now",
+                "Waiting · outside window, opening now",
             ),
             (
                 "a freeze already over",
@@ -316,7 +220,7 @@ mod tests {
             (
                 "waiting, no time recorded",
                 batch("Waiting", "OutsideChangeWindow", none.clone(), none.clone()),
-                "Waiting",
+                "Waiting · outside window",
             ),
             (
                 "a reason this capdeck does not know: the time alone",
@@ -392,7 +296,7 @@ mod tests {
 
     #[test]
     fn an_escalation_says_what_the_approval_is_for() {
-        let escalated = |reason: &str| approval_text(&batch("AwaitingApproval", reason, json!({}), json!({})));
+        let escalated = |reason: &str| batch("AwaitingApproval", reason, json!({}), json!({})).approval_text();
         assert_eq!(escalated("DeadlineBeforeChangeWindow"), "required: window too late");
         assert_eq!(escalated("DeadlineDuringFreeze"), "required: freeze too long");
         assert_eq!(escalated("AwaitingApproval"), "required");
@@ -402,6 +306,6 @@ mod tests {
             json!({"approval": {"required": true, "approvedBy": "carol"}}),
             json!({}),
         );
-        assert_eq!(approval_text(&approved), "approved by carol", "once approved, who approved");
+        assert_eq!(approved.approval_text(), "approved by carol", "once approved, who approved");
     }
 }

@@ -251,10 +251,14 @@ pub async fn crds_are_accepted_and_kubectl_shows_their_columns(backend: Backend)
     };
     let table = kubectl(&["get", "rb", "-n", &world.ns]);
     let header = table.lines().next().unwrap_or_default().to_string();
-    for column in ["NAME", "APPLICATION", "PHASE"] {
+    for column in ["NAME", "APPLICATION", "STATE"] {
         assert!(header.contains(column), "kubectl get rb header lacks {column}: {table}");
     }
-    assert!(table.contains(&name) && table.contains("AwaitingApproval"), "{table}");
+    // STATE is `status.state`, in the words `capdeck batches` uses; PHASE is under -o wide.
+    let row = table.lines().find(|line| line.contains(&name)).unwrap_or_default();
+    assert!(row.contains("AwaitingApproval"), "{table}");
+    let wide = kubectl(&["get", "rb", "-n", &world.ns, "-o", "wide"]);
+    assert!(wide.lines().next().unwrap_or_default().contains("PHASE"), "{wide}");
     assert!(!table.contains("<invalid>"), "a column renders <invalid>: {table}");
     let apps = kubectl(&["get", "ca", "-n", &world.ns]);
     assert!(apps.contains("bookshop"), "{apps}");

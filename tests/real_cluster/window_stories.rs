@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use capdeck::actions::{BatchAction, act};
 use capdeck::api::change_window::ANNOTATION_CHANGE_WINDOWS;
-use capdeck::api::rotation_batch::reason;
+use capdeck::api::rotation_batch::ReadyReason;
 use capdeck::api::{BatchPhase, Freeze, RotationBatch};
 use capdeck::engine::Role;
 use capdeck::engine::config::{Clock, EngineConfig};
@@ -137,7 +137,7 @@ pub async fn outside_its_window_a_batch_waits_then_rolls_at_the_opening(backend:
     w.rotate_secret("bookshop-uaa").await;
     let batch = w.wait_phase("bookshop", BatchPhase::Waiting, LONG).await;
     let (why, message) = ready(&batch);
-    assert_eq!(why, reason::OUTSIDE_CHANGE_WINDOW, "{message}");
+    assert_eq!(why, ReadyReason::OutsideChangeWindow.as_str(), "{message}");
     assert!(message.contains(&format!("annotation capdeck.dev/change-windows of Namespace {}", w.ns)), "{message}");
     let waiting_until = batch.status.as_ref().and_then(|s| s.waiting_until.clone()).expect("waitingUntil");
     assert_eq!(waiting_until.0, opens);
@@ -204,7 +204,7 @@ pub async fn a_deadline_before_the_next_window_escalates_and_notifies(backend: B
     w.rotate_secret("bookshop-uaa").await;
     let batch = w.wait_phase("bookshop", BatchPhase::AwaitingApproval, LONG).await;
     let (why, message) = ready(&batch);
-    assert_eq!(why, reason::DEADLINE_BEFORE_CHANGE_WINDOW, "{message}");
+    assert_eq!(why, ReadyReason::DeadlineBeforeChangeWindow.as_str(), "{message}");
     assert!(
         message.contains("the next change window opens") && message.contains("they may be revoked from"),
         "both times: {message}"
@@ -221,7 +221,7 @@ pub async fn a_deadline_before_the_next_window_escalates_and_notifies(backend: B
         }
     })
     .await;
-    let warnings = events_with(w, reason::DEADLINE_BEFORE_CHANGE_WINDOW).await;
+    let warnings = events_with(w, ReadyReason::DeadlineBeforeChangeWindow.as_str()).await;
     assert!(warnings.iter().any(|(kind, _)| kind == "Warning"), "{warnings:?}");
 
     act(&w.client, &ns, &name, BatchAction::Approve, "alice", Some("CHG-7: roll before they die"), Timestamp::now())
@@ -229,7 +229,7 @@ pub async fn a_deadline_before_the_next_window_escalates_and_notifies(backend: B
         .expect("approve");
     let batch = w.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     assert_ne!(w.vcap_of("bookshop-v1-srv").await, before);
-    let approved = events_with(w, reason::APPROVED).await;
+    let approved = events_with(w, ReadyReason::Approved.as_str()).await;
     assert!(
         approved
             .iter()
@@ -278,7 +278,7 @@ pub async fn a_freeze_holds_across_restart_and_leader_change_and_ends_by_unfreez
     w.rotate_secret("bookshop-uaa").await;
     let batch = w.wait_phase("bookshop", BatchPhase::Waiting, LONG).await;
     let (why, message) = ready(&batch);
-    assert_eq!(why, reason::FROZEN, "{message}");
+    assert_eq!(why, ReadyReason::Frozen.as_str(), "{message}");
     assert!(message.contains("frozen until") && message.contains("by alice: quarter-end close"), "{message}");
     eventually("the freeze metric", LONG, || async { first.metric("capdeck_freeze_active") == Some(1) }).await;
 
@@ -288,7 +288,7 @@ pub async fn a_freeze_holds_across_restart_and_leader_change_and_ends_by_unfreez
     second.wait_for_first_pass_as_leader().await;
     tokio::time::sleep(Duration::from_secs(4)).await;
     let batch = w.batches("bookshop").await.pop().expect("batch");
-    assert_eq!((batch.phase(), ready(&batch).0), (BatchPhase::Waiting, reason::FROZEN.to_string()));
+    assert_eq!((batch.phase(), ready(&batch).0), (BatchPhase::Waiting, ReadyReason::Frozen.as_str().to_string()));
     assert_eq!(w.vcap_of("bookshop-v1-srv").await, before, "nothing rolled across the hand-over");
 
     lift(&world, capdeck::api::freeze::NAMESPACE_FREEZE_NAME).await;
@@ -307,7 +307,7 @@ pub async fn a_freeze_holds_across_restart_and_leader_change_and_ends_by_unfreez
     let frozen = freeze(&world, Some("orders"), Timestamp::now().checked_add(seconds(3600)).expect("time")).await;
     w.rotate_secret("orders-uaa").await;
     let batch = w.wait_phase("orders", BatchPhase::Waiting, LONG).await;
-    assert_eq!(ready(&batch).0, reason::FROZEN);
+    assert_eq!(ready(&batch).0, ReadyReason::Frozen.as_str());
     let until = end_freeze_in(&world, &frozen.name_any(), 5).await;
     let batch = w.wait_phase("orders", BatchPhase::Succeeded, LONG).await;
     let started = batch.status.as_ref().and_then(|s| s.rollout_started_at.clone()).expect("started");
@@ -338,7 +338,7 @@ pub async fn force_overrides_a_window_and_the_record_says_so(backend: Backend) {
     w.rotate_secret("bookshop-uaa").await;
     let batch = w.wait_phase("bookshop", BatchPhase::Waiting, LONG).await;
     let (why, message) = ready(&batch);
-    assert_eq!(why, reason::OUTSIDE_CHANGE_WINDOW);
+    assert_eq!(why, ReadyReason::OutsideChangeWindow.as_str());
     assert!(message.contains("from the engine's --change-windows"), "{message}");
     let report = act(
         &w.client,
@@ -354,7 +354,7 @@ pub async fn force_overrides_a_window_and_the_record_says_so(backend: Backend) {
     assert_eq!(report.phase_before, BatchPhase::Waiting);
     let batch = w.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     assert_eq!(batch.spec.force.as_ref().map(|f| f.by.as_str()), Some("alice"));
-    let forced = events_with(w, reason::FORCED).await;
+    let forced = events_with(w, ReadyReason::Forced.as_str()).await;
     assert!(
         forced.iter().any(|(_, note)| note.contains("forced by alice: INC-9 hotfix")
             && note.contains("overrides: outside the change windows")),
@@ -388,14 +388,14 @@ pub async fn an_unreadable_window_holds_the_batch_until_it_is_fixed(backend: Bac
     w.rotate_secret("bookshop-uaa").await;
     let batch = w.wait_phase("bookshop", BatchPhase::Held, LONG).await;
     let (why, message) = ready(&batch);
-    assert_eq!(why, reason::CHANGE_WINDOW_UNREADABLE);
+    assert_eq!(why, ReadyReason::ChangeWindowUnreadable.as_str());
     assert!(
         message.contains(&format!("annotation capdeck.dev/change-windows of CAPApplication {}/bookshop", w.ns))
             && message.contains("\"25:00\" is not a time of day")
             && message.contains(&format!("kubectl annotate capapplication -n {} bookshop --overwrite", w.ns)),
         "{message}"
     );
-    let warnings = events_with(w, reason::CHANGE_WINDOW_UNREADABLE).await;
+    let warnings = events_with(w, ReadyReason::ChangeWindowUnreadable.as_str()).await;
     assert!(warnings.iter().any(|(kind, _)| kind == "Warning"), "{warnings:?}");
     assert_eq!(w.vcap_of("bookshop-v1-srv").await, before);
     // `capdeck doctor` names it, with the fix, and fails.

@@ -74,7 +74,7 @@ async fn batches_lists_in_table_and_json() {
             "NAMESPACE",
             "NAME",
             "APPLICATION",
-            "PHASE",
+            "STATE",
             "WINDOW",
             "DEPLOYMENTS",
             "SECRETS",

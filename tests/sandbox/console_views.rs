@@ -742,7 +742,7 @@ fn a_freeze_in_view_shows_a_banner_under_the_header() {
 /// The sample's bookshop: its open batch waits for its change window (Friday 09:00 UTC, outside
 /// `Mon-Fri 22:00-05:00 Europe/Berlin`), the windows set on the application.
 fn waiting_bookshop(windows: &str) -> SampleObjects {
-    use capdeck::api::rotation_batch::{RotationBatchStatus, reason};
+    use capdeck::api::rotation_batch::{ReadyReason, RotationBatchStatus};
     let mut objects = SampleObjects::demo().expect("sample");
     let app = objects.apps.iter_mut().find(|app| app.metadata.name.as_deref() == Some("bookshop")).expect("bookshop");
     std::sync::Arc::make_mut(app)
@@ -757,7 +757,7 @@ fn waiting_bookshop(windows: &str) -> SampleObjects {
     status.phase = capdeck::api::BatchPhase::Waiting;
     status.waiting_until = Some(at("2026-11-20T21:00:00Z"));
     if let Some(ready) = status.conditions.iter_mut().find(|c| c.type_ == "Ready") {
-        ready.reason = reason::OUTSIDE_CHANGE_WINDOW.into();
+        ready.reason = ReadyReason::OutsideChangeWindow.as_str().into();
         ready.message = "outside the change windows; next opening 2026-11-20T21:00:00Z".into();
     }
     objects
@@ -784,7 +784,7 @@ fn a_waiting_batch_says_when_it_goes_on() {
     keys(&mut app, ":apps\n");
     let screen = render(&mut app, 160, 32);
     let row = screen.lines().find(|line| line.contains(" bookshop ")).unwrap_or_default();
-    assert!(row.contains("Waiting · opens in 12h"), "{row}");
+    assert!(row.contains("Waiting · outside window · opens in 12h"), "{row}");
 }
 
 /// The batch detail names the application's change windows, where they come from and their next
@@ -807,7 +807,8 @@ fn the_batch_detail_shows_its_windows_openings_and_freeze() {
     let screen = render(&mut app, 140, 44);
     insta::assert_snapshot!("detail_batch_windows", screen);
     for line in [
-        "phase           Waiting (OutsideChangeWindow) · opens in 12h",
+        "state           Waiting · outside window, opens in 12h",
+        "phase           Waiting (OutsideChangeWindow)",
         "window          1m ago",
         "change windows  Mon-Fri 22:00-05:00 Europe/Berlin; Sat-Sun 00:00-24:00 Europe/Berlin",
         "  from          annotation capdeck.dev/change-windows of CAPApplication cap-shop/bookshop",

@@ -155,8 +155,8 @@ mod tests {
         press(&mut app, KeyCode::Tab);
         assert_eq!(app.input, Input::Command("ns kube-system".into()));
         press(&mut app, KeyCode::Esc);
-        typed(&mut app, ":batches\n:sort ph");
+        typed(&mut app, ":batches\n:sort st");
         press(&mut app, KeyCode::Tab);
-        assert_eq!(app.input, Input::Command("sort phase".into()), "columns complete too");
+        assert_eq!(app.input, Input::Command("sort state".into()), "columns complete too");
     }
 }

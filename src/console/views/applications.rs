@@ -4,7 +4,7 @@ use ratatui::text::{Line, Span};
 use serde_json::Value;
 
 use super::detail_lines::{conditions, to_value, window_lines};
-use super::{DetailNeed, RowCells, ViewSpec, collection_window, relative, state_style};
+use super::{DetailNeed, RowCells, ViewSpec, batch_state_style, relative, state_style};
 use crate::console::app::{App, Focus, Route, ViewKind};
 use crate::console::table::Column;
 use crate::readmodel::{AppRow, Snapshot};
@@ -50,11 +50,11 @@ impl ViewSpec for Applications {
         let batch = row.batch.as_ref().map_or_else(
             || Line::from(Span::styled("-", theme.muted())),
             |b| {
-                // What it waits for (`opens in 3h12m`, `escalated: window too late`), else its window.
-                let when =
-                    b.state.note_text(app.now, &relative).unwrap_or_else(|| collection_window(&b.object, app.now));
-                let text = if when == "-" { b.state.word.clone() } else { format!("{} · {when}", b.state.word) };
-                Line::from(Span::styled(text, state_style(theme, &b.state.word)))
+                // Its state, then when it goes on (`opens in 3h12m`), else where its window stands.
+                let when = super::batch_when(&b.object, &b.state, app.now);
+                let label = b.state.label();
+                let text = if when == "-" { label } else { format!("{label} · {when}") };
+                Line::from(Span::styled(text, batch_state_style(theme, &b.state)))
             },
         );
         RowCells::new(vec![

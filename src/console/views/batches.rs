@@ -4,7 +4,7 @@ use ratatui::text::{Line, Span};
 use serde_json::Value;
 
 use super::detail_lines::{batch_lines, tenants_served, to_value};
-use super::{RowCells, SortKey, ViewSpec, age, age_key, batch_when, state_style};
+use super::{RowCells, SortKey, ViewSpec, age, age_key, batch_state_style, batch_when};
 use crate::console::app::{App, Focus, Route, ViewKind};
 use crate::console::table::Column;
 use crate::readmodel::{BatchRow, Snapshot};
@@ -22,7 +22,7 @@ impl ViewSpec for Batches {
         Column::new("NAMESPACE", 3, 9, 12),
         Column::new("NAME", 0, 4, 40).whole(),
         Column::new("APPLICATION", 2, 8, 14),
-        Column::new("PHASE", 0, 10, 16),
+        Column::new("STATE", 0, 10, 44),
         Column::new("WINDOW", 1, 10, 16),
         Column::new("SECRETS", 4, 7, 7),
         Column::new("APPROVAL", 0, 8, 22),
@@ -53,7 +53,7 @@ impl ViewSpec for Batches {
     }
 
     fn search_text(row: &BatchRow) -> String {
-        format!("{} {} {} {} {}", row.namespace, row.name, row.application, row.phase, row.state.word)
+        format!("{} {} {} {} {}", row.namespace, row.name, row.application, row.phase, row.state.label())
     }
 
     fn cells(app: &App, row: &BatchRow) -> RowCells {
@@ -65,7 +65,7 @@ impl ViewSpec for Batches {
             Line::from(row.namespace.clone()),
             Line::from(row.name.clone()),
             Line::from(row.application.clone()),
-            Line::from(Span::styled(row.state.word.clone(), state_style(theme, &row.state.word))),
+            Line::from(Span::styled(row.state.label(), batch_state_style(theme, &row.state))),
             Line::from(window_cell),
             Line::from(row.secrets.len().to_string()),
             Line::from(Span::styled(

@@ -29,8 +29,8 @@ pub fn batch_lines(lines: &mut Vec<String>, app: &App, row: &crate::readmodel::B
     let now = app.now;
     let batch = &row.object;
     lines.push(format!("application     {}", row.application));
-    let note = row.state.note_text(now, &relative).map(|note| format!(" · {note}")).unwrap_or_default();
-    lines.push(format!("phase           {} ({}){note}", row.phase, row.reason));
+    lines.push(format!("state           {}", row.state.text(now, &relative)));
+    lines.push(format!("phase           {} ({})", row.phase, row.reason));
     if !row.message.is_empty() {
         lines.push(format!("                {}", row.message));
     }

@@ -6,7 +6,7 @@ use ratatui::text::{Line, Span};
 use serde_json::Value;
 
 use super::detail_lines::to_value;
-use super::{RowCells, ViewSpec, state_style};
+use super::{RowCells, ViewSpec, rollout_state_style};
 use crate::api::rotation_batch::{DeploymentAction, DeploymentRolloutState};
 use crate::console::app::{App, Focus};
 use crate::console::table::Column;
@@ -62,14 +62,14 @@ impl ViewSpec for Rollouts {
     fn cells(app: &App, row: &RolloutRow) -> RowCells {
         let theme = &app.theme;
         let state_text = row.state.as_ref().map_or_else(|| "-".to_string(), ToString::to_string);
-        let stalled = matches!(row.state, Some(DeploymentRolloutState::Stalled | DeploymentRolloutState::Failed));
+        let (state_cell, stalled) = rollout_state_style(theme, row.state.as_ref());
         let cells = RowCells::new(vec![
             Line::from(row.namespace.clone()),
             Line::from(row.batch.clone()),
             Line::from(row.deployment.clone()),
             Line::from(row.version.clone()),
             Line::from(row.action.to_string()),
-            Line::from(Span::styled(state_text.clone(), state_style(theme, &state_text))),
+            Line::from(Span::styled(state_text.clone(), state_cell)),
             progress_bar(
                 theme,
                 row.action == DeploymentAction::Restart,

@@ -25,6 +25,8 @@ pub struct Payload {
     pub application: String,
     pub batch: String,
     pub phase: String,
+    /// What the batch is doing, in the words of every other surface (`Held · failure guard`).
+    pub state: String,
     /// The batch's Ready condition: reason and message.
     pub reason: String,
     pub message: String,
@@ -67,6 +69,7 @@ impl Payload {
             application: freeze.spec.application.clone().unwrap_or_default(),
             batch: String::new(),
             phase: String::new(),
+            state: String::new(),
             reason: due.event.as_str().to_string(),
             message,
             window_end: freeze.spec.until.0,
@@ -99,6 +102,7 @@ impl Payload {
             application: due.application.clone(),
             batch: due.batch.clone(),
             phase: status.phase.to_string(),
+            state: batch.state().label(),
             reason: ready.map(|c| c.reason.clone()).unwrap_or_default(),
             message: ready.map(|c| c.message.clone()).unwrap_or_default(),
             window_end: batch.spec.window_end.0,
@@ -121,23 +125,23 @@ impl Payload {
         let last_reason = self.reasons.last().map_or(String::new(), |reason| format!(": {reason}"));
         match self.event {
             e if e == Event::AwaitingApproval.as_str() => format!(
-                "{place}: batch {} awaits approval ({}) — capdeck approve {batch} --reason …",
-                self.batch, self.message
+                "{place}: batch {} awaits approval [{}] ({}) — capdeck approve {batch} --reason …",
+                self.batch, self.state, self.message
             ),
             e if e == Event::DeadlineBeforeChangeWindow.as_str() || e == Event::DeadlineDuringFreeze.as_str() => {
                 format!(
-                    "{place}: batch {} cannot wait for its window: {} — capdeck approve {batch} --reason …",
-                    self.batch, self.message
+                    "{place}: batch {} cannot wait for its window [{}]: {} — capdeck approve {batch} --reason …",
+                    self.batch, self.state, self.message
                 )
             }
             e if e == Event::HeldByFailureGuard.as_str() => format!(
-                "{place}: the failure guard halted batch {} ({}) — capdeck retry|release|undo {batch} --reason …",
-                self.batch, self.message
+                "{place}: the failure guard halted batch {} [{}] ({}) — capdeck retry|release|undo {batch} --reason …",
+                self.batch, self.state, self.message
             ),
             e if e == Event::Failed.as_str() => {
                 format!(
-                    "{place}: batch {} failed ({}) — capdeck retry|undo {batch} --reason …",
-                    self.batch, self.message
+                    "{place}: batch {} failed [{}] ({}) — capdeck retry|undo {batch} --reason …",
+                    self.batch, self.state, self.message
                 )
             }
             e if e == Event::CredentialsResolved.as_str() => {

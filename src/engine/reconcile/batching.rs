@@ -15,7 +15,7 @@ use super::detect::{Detection, Rotations};
 use super::managed_fields::ManagedFields;
 use super::status::{format_time, set_condition};
 use super::{AppKey, Context, batch_key};
-use crate::api::rotation_batch::{RotatedSecret, UserAction, reason};
+use crate::api::rotation_batch::{ReadyReason, RotatedSecret, UserAction};
 use crate::api::{BatchPhase, CAPApplication, RotationBatch, RotationBatchStatus};
 use crate::engine::config::ApprovalPolicy;
 
@@ -95,7 +95,7 @@ fn superseded_status(old: &RotationBatch, by: &str, now: Timestamp) -> (Rotation
     // The newer batch plans for these rotations.
     status.planned = None;
     let message = format!("superseded by {by}, which carries these rotations and newer ones");
-    set_condition(&mut status, false, reason::SUPERSEDED, message.clone(), now);
+    set_condition(&mut status, false, &ReadyReason::Superseded, message.clone(), now);
     (status, message)
 }
 
@@ -222,7 +222,7 @@ async fn supersede(context: &Context, app: &CAPApplication, old: &RotationBatch,
     match context.writes.write_status(old, &status).await {
         Ok(_) => {
             let text = format!("batch {}: {message}", old.name_any());
-            context.writes.event(app, old, false, reason::SUPERSEDED, text).await;
+            context.writes.event(app, old, false, ReadyReason::Superseded.as_str(), text).await;
         }
         Err(error) => {
             tracing::warn!(batch = %old.name_any(), error = %crate::cluster::describe_error(&error), "could not mark the batch superseded")
@@ -383,6 +383,9 @@ mod tests {
         assert_eq!(status.deployments.len(), 1, "what it had planned stays to be read");
         assert_eq!(message, "superseded by new, which carries these rotations and newer ones");
         let ready = super::super::status::ready_condition(&status).expect("Ready");
-        assert_eq!((ready.reason.as_str(), ready.message.as_str()), (reason::SUPERSEDED, message.as_str()));
+        assert_eq!(
+            (ready.reason.as_str(), ready.message.as_str()),
+            (ReadyReason::Superseded.as_str(), message.as_str())
+        );
     }
 }

@@ -29,7 +29,9 @@ use crate::api::Freeze;
 use crate::api::change_window::AppliedWindows;
 use crate::api::common::{Condition, ConditionStatus, bounded};
 pub use crate::api::rotation_batch::attribution::{Attributed, attribution_check};
-use crate::api::rotation_batch::{BatchDeployment, DeploymentAction, DeploymentRolloutState, PlannedRollout, reason};
+use crate::api::rotation_batch::{
+    BatchDeployment, DeploymentAction, DeploymentRolloutState, PlannedRollout, ReadyReason,
+};
 use crate::api::{BatchPhase, CAPApplication, RotationBatch, RotationBatchStatus};
 use crate::credentials::{batch_margin_seconds, human_signed, seconds};
 use crate::engine::config::{ApprovalPolicy, humanize};
@@ -78,14 +80,14 @@ impl DecisionContext<'_> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Outcome {
     pub phase: BatchPhase,
-    pub reason: &'static str,
+    pub reason: ReadyReason,
     pub message: String,
 }
 
 /// The rollout begins: why, for the condition (and the approval wait metric).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Start {
-    pub reason: &'static str,
+    pub reason: ReadyReason,
     pub message: String,
     /// Seconds the batch waited for its approval, when it was approved just now.
     pub approval_waited: Option<f64>,
@@ -100,7 +102,7 @@ pub enum Gate {
     Start(Start),
     /// Wait for an approval: the policy asks for one (`AwaitingApproval`) or the storm guard does.
     AwaitApproval {
-        reason: &'static str,
+        reason: ReadyReason,
         message: String,
     },
     /// Nothing to restart: the batch ends (`NoChange`, or `Failed` when a Secret is missing).
@@ -170,14 +172,14 @@ pub enum Decision {
     /// or the end of a freeze (`DeadlineBeforeChangeWindow`, `DeadlineDuringFreeze`): say so,
     /// with a Warning Event.
     Escalate {
-        reason: &'static str,
+        reason: ReadyReason,
         message: String,
     },
     /// Outside the change windows or frozen: start nothing until `until` (phase `Waiting`);
     /// Deployments already rolling finish. `forget`: the evaluation is made again when it may
     /// start (a batch nobody approved yet).
     Wait {
-        reason: &'static str,
+        reason: ReadyReason,
         message: String,
         until: Timestamp,
         forget: bool,
@@ -194,7 +196,7 @@ pub enum Decision {
     /// A rollout that waited goes on: the window opened, the freeze ended, the deadline came, or
     /// it was forced (the condition says which, and what a force overrode).
     RollOn {
-        reason: &'static str,
+        reason: ReadyReason,
         message: String,
         /// The window opened again: no Event (the status and the log say so).
         routine: bool,
@@ -303,7 +305,7 @@ pub fn decide(
         }
         return Decision::Finish(Outcome {
             phase: BatchPhase::Cancelled,
-            reason: reason::CANCELLED,
+            reason: ReadyReason::Cancelled,
             message: format!("CAPApplication {} no longer exists", batch.spec.application),
         });
     };
@@ -332,7 +334,7 @@ pub fn decide(
     // again, so the storm guard and the policy ask again where they must, or waiting again.
     let escalated_for_the_gate = matches!(
         condition_reason(status),
-        Some(reason::DEADLINE_BEFORE_CHANGE_WINDOW | reason::DEADLINE_DURING_FREEZE)
+        Some(ReadyReason::DeadlineBeforeChangeWindow | ReadyReason::DeadlineDuringFreeze)
     );
     let judge_afresh = escalated_for_the_gate
         && !approved
@@ -349,7 +351,7 @@ pub fn decide(
     if !app.rollout_opted_in() {
         return Decision::Finish(Outcome {
             phase: BatchPhase::Cancelled,
-            reason: reason::OPTED_OUT,
+            reason: ReadyReason::OptedOut,
             message: format!("CAPApplication {} no longer opts in to rollout on credential update", app.name_any()),
         });
     }
@@ -416,27 +418,27 @@ fn paused_mid_rollout(
     let in_flight = status.deployments.iter().filter(|d| is_active(d)).count();
     let waited = matches!(
         condition_reason(status),
-        Some(reason::CHANGE_WINDOW_CLOSED | reason::FROZEN | reason::CHANGE_WINDOW_UNREADABLE)
+        Some(ReadyReason::ChangeWindowClosed | ReadyReason::Frozen | ReadyReason::ChangeWindowUnreadable)
     );
     let check = context.gate();
     if let Some(force) = batch.spec.force.as_ref().filter(|_| waited && queued > 0) {
         // Forced while paused: the record says so, and what it overrode.
         let overrides = overridden_text(&check).map(|text| format!("; {text}")).unwrap_or_default();
         let message = format!("{}{overrides}", user_action_text(force, "forced"));
-        return Some(Decision::RollOn { reason: reason::FORCED, message, routine: false });
+        return Some(Decision::RollOn { reason: ReadyReason::Forced, message, routine: false });
     }
     if batch.spec.force.is_some() || queued == 0 {
         return None;
     }
     match check {
         Check::Open if waited => Some(Decision::RollOn {
-            reason: reason::ROLLING_OUT,
+            reason: ReadyReason::RollingOut,
             message: "the change window is open and no freeze holds it: rolling on".into(),
             routine: true,
         }),
         // Rolling outside the windows without a person: an override, announced.
         Check::Deadline { message, .. } if waited => Some(Decision::RollOn {
-            reason: reason::ROLLING_OUT,
+            reason: ReadyReason::RollingOut,
             message: format!("rolling on: waiting longer would outlive the old credentials ({message})"),
             routine: false,
         }),
@@ -448,7 +450,7 @@ fn paused_mid_rollout(
 
 /// The wait of a batch whose queued Deployments may not start yet (`to_start`), while
 /// `in_flight` finish: the window closed during the rollout, or a freeze holds it.
-fn window_wait(reason: &'static str, message: &str, until: Timestamp, to_start: usize, in_flight: usize) -> Decision {
+fn window_wait(reason: ReadyReason, message: &str, until: Timestamp, to_start: usize, in_flight: usize) -> Decision {
     let verb = |n: usize, one: &str, many: &str| if n == 1 { one.to_string() } else { many.to_string() };
     let later = format!("{} {} then", count(to_start, "queued Deployment"), verb(to_start, "starts", "start"));
     let rest = if in_flight > 0 {
@@ -456,9 +458,9 @@ fn window_wait(reason: &'static str, message: &str, until: Timestamp, to_start: 
     } else {
         later
     };
-    let reason = if reason == reason::OUTSIDE_CHANGE_WINDOW { reason::CHANGE_WINDOW_CLOSED } else { reason };
+    let reason = if reason == ReadyReason::OutsideChangeWindow { ReadyReason::ChangeWindowClosed } else { reason };
     let closed =
-        if reason == reason::CHANGE_WINDOW_CLOSED { "the change window closed during the rollout: " } else { "" };
+        if reason == ReadyReason::ChangeWindowClosed { "the change window closed during the rollout: " } else { "" };
     Decision::Wait { reason, message: format!("{closed}{message}; {rest}"), until, forget: false, planned: None }
 }
 
@@ -527,19 +529,23 @@ fn evaluated_earlier(
 ) -> Decision {
     let escalated = matches!(
         condition_reason(status),
-        Some(reason::CREDENTIALS_EXPIRING | reason::DEADLINE_BEFORE_CHANGE_WINDOW | reason::DEADLINE_DURING_FREEZE)
+        Some(
+            ReadyReason::CredentialsExpiring
+                | ReadyReason::DeadlineBeforeChangeWindow
+                | ReadyReason::DeadlineDuringFreeze
+        )
     );
     let check = context.gate();
     if !approved {
         if let Some(message) = expiring.filter(|_| !escalated) {
             return Decision::Escalate {
-                reason: reason::CREDENTIALS_EXPIRING,
+                reason: ReadyReason::CredentialsExpiring,
                 message: format!("{message}: approve now"),
             };
         }
         return match check {
             // Newly past the deadline, or for another cause (a window, then a freeze).
-            Check::Deadline { reason, message } if !escalated || condition_reason(status) != Some(reason) => {
+            Check::Deadline { reason, message } if !escalated || condition_reason(status).as_ref() != Some(&reason) => {
                 Decision::Escalate { reason, message: format!("{message}: approve to roll now") }
             }
             _ => Decision::AwaitApproval,
@@ -590,8 +596,8 @@ enum Guard {
 /// batch, and goes on despite the failures so far and later ones (its condition says `Released`;
 /// a cancel stops it).
 fn failure_guard(batch: &RotationBatch, status: &RotationBatchStatus, context: &DecisionContext<'_>) -> Guard {
-    let reason_now = ready_condition(status).map(|condition| condition.reason.as_str());
-    if !context.halt_on_failure || reason_now == Some(reason::RELEASED) {
+    let reason_now = condition_reason(status);
+    if !context.halt_on_failure || reason_now == Some(ReadyReason::Released) {
         return Guard::Clear;
     }
     let failed = |d: &&BatchDeployment| {
@@ -616,7 +622,7 @@ fn failure_guard(batch: &RotationBatch, status: &RotationBatchStatus, context: &
     // (its Ready reason is then no longer the guard's); older batches: the condition's time.
     let halted_at = status.halted_at.as_ref().map(|time| time.0).or_else(|| {
         ready_condition(status)
-            .filter(|condition| condition.reason == reason::ROLLOUT_FAILURE_GUARD)
+            .filter(|condition| condition.reason == ReadyReason::RolloutFailureGuard.as_str())
             .and_then(|condition| condition.last_transition_time.as_ref())
             .map(|time| time.0)
     });
@@ -659,7 +665,7 @@ struct Expiring {
 
 /// Waiting for the next change window or a freeze's end would outlive the old credentials.
 struct Deadline {
-    reason: &'static str,
+    reason: ReadyReason,
     message: String,
     /// `--on-deadline roll`: roll at once instead of asking.
     rolls: bool,
@@ -760,20 +766,20 @@ fn evaluate(
     let approval_required = (batch.spec.approval.as_ref().map(|a| a.required) != Some(required)).then_some(required);
     let recently = rolled_recently(&restarts, context);
     // Waiting for an approval while the credentials expire escalates: the same wait, louder.
-    let wait = |reason: &'static str, message: String| match (deadline, expiring) {
+    let wait = |reason: ReadyReason, message: String| match (deadline, expiring) {
         (Some(deadline), _) => Gate::AwaitApproval {
-            reason: deadline.reason,
+            reason: deadline.reason.clone(),
             message: format!("{message}; {}: approve to roll now", deadline.message),
         },
         (None, Some(expiring)) => Gate::AwaitApproval {
-            reason: reason::CREDENTIALS_EXPIRING,
+            reason: ReadyReason::CredentialsExpiring,
             message: format!("{message}; {}: approve now", expiring.message),
         },
         (None, None) => Gate::AwaitApproval { reason, message },
     };
     let gate = if !recently.is_empty() && !approved {
         wait(
-            reason::STORM_GUARD,
+            ReadyReason::StormGuard,
             format!(
                 "storm guard: {} rolled less than {} ago; approve to roll again",
                 recently.join(", "),
@@ -790,7 +796,7 @@ fn evaluate(
             format!("; left alone, not owned by their version: {}", not_owned.join(", "))
         };
         wait(
-            reason::AWAITING_APPROVAL,
+            ReadyReason::AwaitingApproval,
             format!(
                 "{} to restart, {} served{left_alone}; waiting for an approval",
                 count(restarts.len(), "Deployment"),
@@ -800,20 +806,20 @@ fn evaluate(
     } else if let (Some(deadline), None, false) = (deadline, &batch.spec.force, approved) {
         if deadline.rolls {
             Gate::Start(Start {
-                reason: reason::ROLLING_OUT,
+                reason: ReadyReason::RollingOut,
                 message: format!("rolling now (--on-deadline roll): {}", deadline.message),
                 approval_waited: None,
                 routine: false,
             })
         } else {
             Gate::AwaitApproval {
-                reason: deadline.reason,
+                reason: deadline.reason.clone(),
                 message: format!("{}: approve to roll now", deadline.message),
             }
         }
     } else if let (Some(expiring), None, false) = (expiring.filter(|e| e.window_open), &batch.spec.force, approved) {
         Gate::Start(Start {
-            reason: reason::CREDENTIALS_EXPIRING,
+            reason: ReadyReason::CredentialsExpiring,
             message: format!("window ended early: {}", expiring.message),
             approval_waited: None,
             routine: false,
@@ -833,8 +839,11 @@ fn evaluate(
 /// invalid, else `NoChange`.
 fn nothing_to_restart(plan: &AppPlan, deployments: &[BatchDeployment]) -> Outcome {
     if let Some(problem) = plan.problems.iter().find(|p| p.deployment.is_some()) {
-        let why =
-            if problem.kind == ProblemKind::MissingSecret { reason::MISSING_SECRET } else { reason::INVALID_SECRET };
+        let why = if problem.kind == ProblemKind::MissingSecret {
+            ReadyReason::MissingSecret
+        } else {
+            ReadyReason::InvalidSecret
+        };
         return Outcome { phase: BatchPhase::Failed, reason: why, message: problem.message.clone() };
     }
     let message = if deployments.is_empty() {
@@ -842,7 +851,7 @@ fn nothing_to_restart(plan: &AppPlan, deployments: &[BatchDeployment]) -> Outcom
     } else {
         format!("all {} already use current credentials", count(deployments.len(), "affected Deployment"))
     };
-    Outcome { phase: BatchPhase::NoChange, reason: reason::NO_CHANGE, message }
+    Outcome { phase: BatchPhase::NoChange, reason: ReadyReason::NoChange, message }
 }
 
 /// The storm guard: restarts capdeck rolled less than `--min-rollout-interval` ago.
@@ -865,14 +874,17 @@ fn start(batch: &RotationBatch, approved: bool) -> Start {
     let (reason, message) = match (&batch.spec.force, approval) {
         // Only a force given while the window was open ended it early.
         (Some(force), _) if force.at.0 < batch.spec.window_end.0 => {
-            (reason::FORCED, user_action_text(force, "window ended early: forced"))
+            (ReadyReason::Forced, user_action_text(force, "window ended early: forced"))
         }
-        (Some(force), _) => (reason::FORCED, user_action_text(force, "forced")),
-        (None, Some((by, Some(text)))) if !text.is_empty() => (reason::APPROVED, format!("approved by {by}: {text}")),
-        (None, Some((by, _))) => (reason::APPROVED, format!("approved by {by}")),
-        (None, None) => (reason::ROLLING_OUT, "window ended; rolling out".to_string()),
+        (Some(force), _) => (ReadyReason::Forced, user_action_text(force, "forced")),
+        (None, Some((by, Some(text)))) if !text.is_empty() => {
+            (ReadyReason::Approved, format!("approved by {by}: {text}"))
+        }
+        (None, Some((by, _))) => (ReadyReason::Approved, format!("approved by {by}")),
+        (None, None) => (ReadyReason::RollingOut, "window ended; rolling out".to_string()),
     };
-    Start { reason, message, approval_waited: None, routine: reason == reason::ROLLING_OUT }
+    let routine = reason == ReadyReason::RollingOut;
+    Start { reason, message, approval_waited: None, routine }
 }
 
 /// Write a decision into the status (the part of its effects that is data).
@@ -882,36 +894,36 @@ pub fn apply(decision: &Decision, status: &mut RotationBatchStatus, now: Timesta
     }
     match decision {
         Decision::Finish(outcome) => {
-            finish(status, outcome.phase.clone(), outcome.reason, outcome.message.clone(), now)
+            finish(status, outcome.phase.clone(), &outcome.reason, outcome.message.clone(), now)
         }
         Decision::Cancel { message, still_rolling } => {
             for deployment in status.deployments.iter_mut().filter(|d| is_queued(d)) {
                 deployment.message = Some("not started: the batch was cancelled".into());
             }
             if *still_rolling > 0 {
-                set_condition(status, false, reason::CANCELLED, message.clone(), now);
+                set_condition(status, false, &ReadyReason::Cancelled, message.clone(), now);
             } else {
-                finish(status, BatchPhase::Cancelled, reason::CANCELLED, message.clone(), now);
+                finish(status, BatchPhase::Cancelled, &ReadyReason::Cancelled, message.clone(), now);
             }
         }
         Decision::Drain => {}
         Decision::Hold { message } => {
             status.phase = BatchPhase::Held;
-            set_condition(status, false, reason::HELD, message.clone(), now);
+            set_condition(status, false, &ReadyReason::Held, message.clone(), now);
         }
         Decision::Halt { message } => {
             status.halted_at.get_or_insert(Time(now));
             status.phase = BatchPhase::Held;
-            set_condition(status, false, reason::ROLLOUT_FAILURE_GUARD, message.clone(), now);
+            set_condition(status, false, &ReadyReason::RolloutFailureGuard, message.clone(), now);
         }
         Decision::Resume { message } => {
             status.phase = BatchPhase::RollingOut;
-            set_condition(status, false, reason::RELEASED, message.clone(), now);
+            set_condition(status, false, &ReadyReason::Released, message.clone(), now);
         }
         Decision::Collect { until } => {
             status.phase = BatchPhase::Collecting;
             let message = format!("collecting rotations until {}", super::status::format_time(*until));
-            set_condition(status, false, reason::WINDOW_OPEN, message, now);
+            set_condition(status, false, &ReadyReason::WindowOpen, message, now);
             progress_summary(status);
         }
         Decision::Evaluate(evaluation) => {
@@ -932,7 +944,7 @@ pub fn apply(decision: &Decision, status: &mut RotationBatchStatus, now: Timesta
             progress_summary(status);
             match &evaluation.gate {
                 Gate::Finish(outcome) => {
-                    finish(status, outcome.phase.clone(), outcome.reason, outcome.message.clone(), now)
+                    finish(status, outcome.phase.clone(), &outcome.reason, outcome.message.clone(), now)
                 }
                 Gate::AwaitApproval { reason, message } => {
                     status.phase = BatchPhase::AwaitingApproval;
@@ -944,9 +956,9 @@ pub fn apply(decision: &Decision, status: &mut RotationBatchStatus, now: Timesta
         Decision::AwaitApproval => {
             status.phase = BatchPhase::AwaitingApproval;
             // Released while it waited: the condition no longer says held.
-            if condition_reason(status) == Some(reason::HELD) {
+            if condition_reason(status) == Some(ReadyReason::Held) {
                 let message = "the hold was lifted; waiting for an approval".to_string();
-                set_condition(status, false, reason::AWAITING_APPROVAL, message, now);
+                set_condition(status, false, &ReadyReason::AwaitingApproval, message, now);
             }
         }
         Decision::Escalate { reason, message } => {
@@ -968,18 +980,18 @@ pub fn apply(decision: &Decision, status: &mut RotationBatchStatus, now: Timesta
             }
             keep_plan(status, planned.as_ref(), now);
             status.phase = BatchPhase::Held;
-            set_condition(status, false, reason::CHANGE_WINDOW_UNREADABLE, message.clone(), now);
+            set_condition(status, false, &ReadyReason::ChangeWindowUnreadable, message.clone(), now);
         }
         Decision::Start(start) => begin(status, start, now),
         Decision::Roll => {
             status.phase = BatchPhase::RollingOut;
             match condition_reason(status) {
-                Some(reason::HELD) => {
-                    set_condition(status, false, reason::RELEASED, "the hold was lifted; rolling out".into(), now)
+                Some(ReadyReason::Held) => {
+                    set_condition(status, false, &ReadyReason::Released, "the hold was lifted; rolling out".into(), now)
                 }
                 // Halted, and the guard no longer holds it: what failed completed after all, or
                 // stalled with nothing queued (the batch ends once the others are done).
-                Some(reason::ROLLOUT_FAILURE_GUARD) => {
+                Some(ReadyReason::RolloutFailureGuard) => {
                     status.halted_at = None;
                     let failed: Vec<&str> = status
                         .deployments
@@ -1001,7 +1013,7 @@ pub fn apply(decision: &Decision, status: &mut RotationBatchStatus, now: Timesta
                     } else {
                         format!("{} did not roll out; the batch ends once the others are done", failed.join(", "))
                     };
-                    set_condition(status, false, reason::ROLLING_OUT, message, now);
+                    set_condition(status, false, &ReadyReason::RollingOut, message, now);
                 }
                 _ => {}
             }
@@ -1023,11 +1035,11 @@ pub fn apply(decision: &Decision, status: &mut RotationBatchStatus, now: Timesta
             status.retried_at = Some(at.clone());
             status.rollout_started_at.get_or_insert(Time(now));
             progress_summary(status);
-            set_condition(status, false, reason::RETRIED, message.clone(), now);
+            set_condition(status, false, &ReadyReason::Retried, message.clone(), now);
         }
         Decision::NothingToRetry { at } => status.retried_at = Some(at.clone()),
         // The writes come first (`Reconciler::undo`); it ends the batch.
-        Decision::Undo { message } => set_condition(status, false, reason::UNDONE, message.clone(), now),
+        Decision::Undo { message } => set_condition(status, false, &ReadyReason::Undone, message.clone(), now),
     }
 }
 
@@ -1057,7 +1069,7 @@ fn begin(status: &mut RotationBatchStatus, start: &Start, now: Timestamp) {
     status.phase = BatchPhase::RollingOut;
     status.planned = None;
     status.rollout_started_at = Some(Time(now));
-    set_condition(status, false, start.reason, start.message.clone(), now);
+    set_condition(status, false, &start.reason, start.message.clone(), now);
 }
 
 /// How a rollout ends once every Deployment is done (`None` while some are not).
@@ -1075,16 +1087,16 @@ pub fn rollout_outcome(deployments: &[BatchDeployment]) -> Option<Outcome> {
     if stalled + failed + problems == 0 {
         return Some(Outcome {
             phase: BatchPhase::Succeeded,
-            reason: reason::ROLLOUT_COMPLETE,
+            reason: ReadyReason::RolloutComplete,
             message: format!("{} rolled out with the new credentials", count(restarted, "Deployment")),
         });
     }
     let reason = if stalled > 0 {
-        reason::PROGRESS_DEADLINE_EXCEEDED
+        ReadyReason::ProgressDeadlineExceeded
     } else if failed > 0 {
-        reason::WRITE_FAILED
+        ReadyReason::WriteFailed
     } else {
-        reason::INVALID_SECRET
+        ReadyReason::InvalidSecret
     };
     Some(Outcome {
         phase: BatchPhase::Failed,
@@ -1107,14 +1119,14 @@ pub fn skip_reasons(deployments: &[BatchDeployment]) -> impl Iterator<Item = &'s
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use serde_json::{Value, json};
 
     use k8s_openapi::jiff::SignedDuration;
 
     use super::*;
+    use crate::api::rotation_batch::ReadyReason;
     use crate::api::rotation_batch::attribution::tests::recorded;
-    use crate::api::rotation_batch::reason as why;
     use crate::plan::{DeploymentPlan, PlanAction, Problem};
     use crate::vcap::VcapPayload;
 
@@ -1225,33 +1237,33 @@ mod tests {
     }
 
     fn status(phase: Phase) -> Value {
-        let condition = |reason: &str| json!([{"type": "Ready", "status": "False", "reason": reason, "message": "", "lastTransitionTime": at(-10 * MINUTE)}]);
+        let condition = |reason: ReadyReason| json!([{"type": "Ready", "status": "False", "reason": reason.as_str(), "message": "", "lastTransitionTime": at(-10 * MINUTE)}]);
         match phase {
             Phase::Collecting | Phase::WindowEnded => Value::Null,
             Phase::AwaitingApproval | Phase::Held => json!({
                 "phase": if matches!(phase, Phase::Held) { "Held" } else { "AwaitingApproval" },
                 "deployments": [deployment("srv", "Queued")],
-                "conditions": condition(why::AWAITING_APPROVAL),
+                "conditions": condition(ReadyReason::AwaitingApproval),
             }),
             Phase::PausedByWindow => json!({
                 "phase": "Waiting", "rolloutStartedAt": at(-5 * MINUTE),
                 "deployments": [deployment("srv", "Complete"), deployment("worker", "Queued")],
-                "conditions": condition(why::CHANGE_WINDOW_CLOSED),
+                "conditions": condition(ReadyReason::ChangeWindowClosed),
             }),
             Phase::EscalatedForFreeze => json!({
                 "phase": "AwaitingApproval",
                 "deployments": [deployment("srv", "Queued")],
-                "conditions": condition(why::DEADLINE_DURING_FREEZE),
+                "conditions": condition(ReadyReason::DeadlineDuringFreeze),
             }),
             Phase::RollingOut => json!({
                 "phase": "RollingOut", "rolloutStartedAt": at(-5 * MINUTE),
                 "deployments": [deployment("srv", "Rolling"), deployment("worker", "Queued")],
-                "conditions": condition(why::ROLLING_OUT),
+                "conditions": condition(ReadyReason::RollingOut),
             }),
             Phase::RollingOutIdle => json!({
                 "phase": "RollingOut", "rolloutStartedAt": at(-5 * MINUTE),
                 "deployments": [deployment("srv", "Complete"), deployment("worker", "Queued")],
-                "conditions": condition(why::ROLLING_OUT),
+                "conditions": condition(ReadyReason::RollingOut),
             }),
             Phase::RollingOutFailingLast | Phase::HaltedThenRecovered => {
                 let recovered = matches!(phase, Phase::HaltedThenRecovered);
@@ -1260,8 +1272,11 @@ mod tests {
                     json!("Pod srv-7d9-x2k4p: container main CrashLoopBackOff; last terminated: Error (exit code 1)");
                 srv["vcapSecret"] = json!("srv-vcap-new");
                 srv["previousVcapSecret"] = json!("srv-vcap-old");
-                let (phase_name, reason) =
-                    if recovered { ("Held", why::ROLLOUT_FAILURE_GUARD) } else { ("RollingOut", why::ROLLING_OUT) };
+                let (phase_name, reason) = if recovered {
+                    ("Held", ReadyReason::RolloutFailureGuard)
+                } else {
+                    ("RollingOut", ReadyReason::RollingOut)
+                };
                 json!({
                     "phase": phase_name, "rolloutStartedAt": at(-20 * MINUTE),
                     "deployments": [srv, deployment("worker", "Complete")],
@@ -1280,10 +1295,10 @@ mod tests {
                 let worker =
                     if matches!(phase, Phase::RollingOutStalledLast | Phase::Failed) { "Complete" } else { "Queued" };
                 let (phase_name, reason) = match phase {
-                    Phase::HaltedByGuard => ("Held", why::ROLLOUT_FAILURE_GUARD),
-                    Phase::ReleasedFromGuard => ("RollingOut", why::RELEASED),
-                    Phase::Failed => ("Failed", why::PROGRESS_DEADLINE_EXCEEDED),
-                    _ => ("RollingOut", why::ROLLING_OUT),
+                    Phase::HaltedByGuard => ("Held", ReadyReason::RolloutFailureGuard),
+                    Phase::ReleasedFromGuard => ("RollingOut", ReadyReason::Released),
+                    Phase::Failed => ("Failed", ReadyReason::ProgressDeadlineExceeded),
+                    _ => ("RollingOut", ReadyReason::RollingOut),
                 };
                 json!({
                     "phase": phase_name, "rolloutStartedAt": at(-20 * MINUTE),
@@ -1472,8 +1487,8 @@ mod tests {
         }
     }
 
-    fn reason_of(status: &RotationBatchStatus) -> Option<&str> {
-        ready_condition(status).map(|c| c.reason.as_str())
+    fn reason_of(status: &RotationBatchStatus) -> Option<ReadyReason> {
+        ready_condition(status).map(|c| ReadyReason::from(c.reason.as_str()))
     }
 
     use BatchPhase as P;
@@ -1482,108 +1497,126 @@ mod tests {
     /// Every phase × every user action and change of the world: the phase after the decision,
     /// the Ready reason, and whether the rollout effects run.
     /// Phase × factor: the phase and reason the decision leaves, and whether the rollout effects run.
-    const TABLE: &[(Phase, Factor, BatchPhase, &str, bool)] = &[
+    const TABLE: &[(Phase, Factor, BatchPhase, ReadyReason, bool)] = &[
         // Collecting: the window holds everything but force, cancel, hold and a lost app.
-        (Phase::Collecting, F::Nothing, P::Collecting, why::WINDOW_OPEN, false),
-        (Phase::Collecting, F::Approval, P::Collecting, why::WINDOW_OPEN, false),
-        (Phase::Collecting, F::Force, P::RollingOut, why::FORCED, true),
-        (Phase::Collecting, F::Cancel, P::Cancelled, why::CANCELLED, false),
-        (Phase::Collecting, F::Hold, P::Held, why::HELD, false),
-        (Phase::Collecting, F::ApplicationGone, P::Cancelled, why::CANCELLED, false),
-        (Phase::Collecting, F::OptedOut, P::Collecting, why::WINDOW_OPEN, false),
+        (Phase::Collecting, F::Nothing, P::Collecting, ReadyReason::WindowOpen, false),
+        (Phase::Collecting, F::Approval, P::Collecting, ReadyReason::WindowOpen, false),
+        (Phase::Collecting, F::Force, P::RollingOut, ReadyReason::Forced, true),
+        (Phase::Collecting, F::Cancel, P::Cancelled, ReadyReason::Cancelled, false),
+        (Phase::Collecting, F::Hold, P::Held, ReadyReason::Held, false),
+        (Phase::Collecting, F::ApplicationGone, P::Cancelled, ReadyReason::Cancelled, false),
+        (Phase::Collecting, F::OptedOut, P::Collecting, ReadyReason::WindowOpen, false),
         // The window ended: evaluate.
-        (Phase::WindowEnded, F::Nothing, P::RollingOut, why::ROLLING_OUT, true),
-        (Phase::WindowEnded, F::ManualPolicy, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
-        (Phase::WindowEnded, F::Approval, P::RollingOut, why::APPROVED, true),
-        (Phase::WindowEnded, F::StormGuard, P::AwaitingApproval, why::STORM_GUARD, false),
-        (Phase::WindowEnded, F::StormGuardApproved, P::RollingOut, why::APPROVED, true),
-        (Phase::WindowEnded, F::OptedOut, P::Cancelled, why::OPTED_OUT, false),
-        (Phase::WindowEnded, F::SecretGone, P::Failed, why::MISSING_SECRET, false),
-        (Phase::WindowEnded, F::NothingToRestart, P::NoChange, why::NO_CHANGE, false),
-        (Phase::WindowEnded, F::ApplicationGone, P::Cancelled, why::CANCELLED, false),
-        (Phase::WindowEnded, F::Cancel, P::Cancelled, why::CANCELLED, false),
-        (Phase::WindowEnded, F::Hold, P::Held, why::HELD, false),
-        (Phase::WindowEnded, F::Force, P::RollingOut, why::FORCED, true),
+        (Phase::WindowEnded, F::Nothing, P::RollingOut, ReadyReason::RollingOut, true),
+        (Phase::WindowEnded, F::ManualPolicy, P::AwaitingApproval, ReadyReason::AwaitingApproval, false),
+        (Phase::WindowEnded, F::Approval, P::RollingOut, ReadyReason::Approved, true),
+        (Phase::WindowEnded, F::StormGuard, P::AwaitingApproval, ReadyReason::StormGuard, false),
+        (Phase::WindowEnded, F::StormGuardApproved, P::RollingOut, ReadyReason::Approved, true),
+        (Phase::WindowEnded, F::OptedOut, P::Cancelled, ReadyReason::OptedOut, false),
+        (Phase::WindowEnded, F::SecretGone, P::Failed, ReadyReason::MissingSecret, false),
+        (Phase::WindowEnded, F::NothingToRestart, P::NoChange, ReadyReason::NoChange, false),
+        (Phase::WindowEnded, F::ApplicationGone, P::Cancelled, ReadyReason::Cancelled, false),
+        (Phase::WindowEnded, F::Cancel, P::Cancelled, ReadyReason::Cancelled, false),
+        (Phase::WindowEnded, F::Hold, P::Held, ReadyReason::Held, false),
+        (Phase::WindowEnded, F::Force, P::RollingOut, ReadyReason::Forced, true),
         // Waiting for an approval.
-        (Phase::AwaitingApproval, F::Nothing, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
-        (Phase::AwaitingApproval, F::Approval, P::RollingOut, why::APPROVED, true),
-        (Phase::AwaitingApproval, F::Force, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
-        (Phase::AwaitingApproval, F::Cancel, P::Cancelled, why::CANCELLED, false),
-        (Phase::AwaitingApproval, F::Hold, P::Held, why::HELD, false),
-        (Phase::AwaitingApproval, F::ApplicationGone, P::Cancelled, why::CANCELLED, false),
+        (Phase::AwaitingApproval, F::Nothing, P::AwaitingApproval, ReadyReason::AwaitingApproval, false),
+        (Phase::AwaitingApproval, F::Approval, P::RollingOut, ReadyReason::Approved, true),
+        (Phase::AwaitingApproval, F::Force, P::AwaitingApproval, ReadyReason::AwaitingApproval, false),
+        (Phase::AwaitingApproval, F::Cancel, P::Cancelled, ReadyReason::Cancelled, false),
+        (Phase::AwaitingApproval, F::Hold, P::Held, ReadyReason::Held, false),
+        (Phase::AwaitingApproval, F::ApplicationGone, P::Cancelled, ReadyReason::Cancelled, false),
         // The opt-in is checked when the window ends; later opt-outs need a cancel.
-        (Phase::AwaitingApproval, F::OptedOut, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
+        (Phase::AwaitingApproval, F::OptedOut, P::AwaitingApproval, ReadyReason::AwaitingApproval, false),
         // Rolling out.
-        (Phase::RollingOut, F::Nothing, P::RollingOut, why::ROLLING_OUT, true),
-        (Phase::RollingOut, F::Approval, P::RollingOut, why::ROLLING_OUT, true),
-        (Phase::RollingOut, F::Cancel, P::RollingOut, why::CANCELLED, false),
-        (Phase::RollingOutIdle, F::Cancel, P::Cancelled, why::CANCELLED, false),
-        (Phase::RollingOut, F::Hold, P::Held, why::HELD, false),
-        (Phase::RollingOut, F::ApplicationGone, P::RollingOut, why::ROLLING_OUT, false),
-        (Phase::RollingOutIdle, F::ApplicationGone, P::Cancelled, why::CANCELLED, false),
-        (Phase::RollingOut, F::OptedOut, P::RollingOut, why::ROLLING_OUT, true),
+        (Phase::RollingOut, F::Nothing, P::RollingOut, ReadyReason::RollingOut, true),
+        (Phase::RollingOut, F::Approval, P::RollingOut, ReadyReason::RollingOut, true),
+        (Phase::RollingOut, F::Cancel, P::RollingOut, ReadyReason::Cancelled, false),
+        (Phase::RollingOutIdle, F::Cancel, P::Cancelled, ReadyReason::Cancelled, false),
+        (Phase::RollingOut, F::Hold, P::Held, ReadyReason::Held, false),
+        (Phase::RollingOut, F::ApplicationGone, P::RollingOut, ReadyReason::RollingOut, false),
+        (Phase::RollingOutIdle, F::ApplicationGone, P::Cancelled, ReadyReason::Cancelled, false),
+        (Phase::RollingOut, F::OptedOut, P::RollingOut, ReadyReason::RollingOut, true),
         // Held: a hold wins over an approval; a release goes back where it was.
-        (Phase::Held, F::Nothing, P::Held, why::HELD, false),
-        (Phase::Held, F::Approval, P::Held, why::HELD, false),
-        (Phase::Held, F::Cancel, P::Cancelled, why::CANCELLED, false),
+        (Phase::Held, F::Nothing, P::Held, ReadyReason::Held, false),
+        (Phase::Held, F::Approval, P::Held, ReadyReason::Held, false),
+        (Phase::Held, F::Cancel, P::Cancelled, ReadyReason::Cancelled, false),
         // Old credentials die before the batch would have rolled: an auto batch stops waiting
         // for its window, one that needs an approval escalates; force, hold and a rollout
         // under way are not changed by it.
-        (Phase::Collecting, F::CredentialsSafe, P::Collecting, why::WINDOW_OPEN, false),
-        (Phase::Collecting, F::CredentialsExpiring, P::RollingOut, why::CREDENTIALS_EXPIRING, true),
-        (Phase::Collecting, F::CredentialsExpiringManual, P::AwaitingApproval, why::CREDENTIALS_EXPIRING, false),
-        (Phase::Collecting, F::CredentialsExpiringStormGuard, P::AwaitingApproval, why::CREDENTIALS_EXPIRING, false),
-        (Phase::Collecting, F::CredentialsExpiringForced, P::RollingOut, why::FORCED, true),
-        (Phase::WindowEnded, F::CredentialsExpiring, P::RollingOut, why::ROLLING_OUT, true),
-        (Phase::WindowEnded, F::CredentialsExpiringManual, P::AwaitingApproval, why::CREDENTIALS_EXPIRING, false),
-        (Phase::WindowEnded, F::CredentialsSafe, P::RollingOut, why::ROLLING_OUT, true),
-        (Phase::AwaitingApproval, F::CredentialsExpiring, P::AwaitingApproval, why::CREDENTIALS_EXPIRING, false),
-        (Phase::AwaitingApproval, F::CredentialsSafe, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
-        (Phase::RollingOut, F::CredentialsExpiring, P::RollingOut, why::ROLLING_OUT, true),
-        (Phase::Held, F::CredentialsExpiring, P::Held, why::HELD, false),
+        (Phase::Collecting, F::CredentialsSafe, P::Collecting, ReadyReason::WindowOpen, false),
+        (Phase::Collecting, F::CredentialsExpiring, P::RollingOut, ReadyReason::CredentialsExpiring, true),
+        (Phase::Collecting, F::CredentialsExpiringManual, P::AwaitingApproval, ReadyReason::CredentialsExpiring, false),
+        (
+            Phase::Collecting,
+            F::CredentialsExpiringStormGuard,
+            P::AwaitingApproval,
+            ReadyReason::CredentialsExpiring,
+            false,
+        ),
+        (Phase::Collecting, F::CredentialsExpiringForced, P::RollingOut, ReadyReason::Forced, true),
+        (Phase::WindowEnded, F::CredentialsExpiring, P::RollingOut, ReadyReason::RollingOut, true),
+        (
+            Phase::WindowEnded,
+            F::CredentialsExpiringManual,
+            P::AwaitingApproval,
+            ReadyReason::CredentialsExpiring,
+            false,
+        ),
+        (Phase::WindowEnded, F::CredentialsSafe, P::RollingOut, ReadyReason::RollingOut, true),
+        (Phase::AwaitingApproval, F::CredentialsExpiring, P::AwaitingApproval, ReadyReason::CredentialsExpiring, false),
+        (Phase::AwaitingApproval, F::CredentialsSafe, P::AwaitingApproval, ReadyReason::AwaitingApproval, false),
+        (Phase::RollingOut, F::CredentialsExpiring, P::RollingOut, ReadyReason::RollingOut, true),
+        (Phase::Held, F::CredentialsExpiring, P::Held, ReadyReason::Held, false),
         // A stalled Deployment halts what is still queued, until a release (or a cancel).
-        (Phase::RollingOutStalled, F::Nothing, P::Held, why::ROLLOUT_FAILURE_GUARD, false),
-        (Phase::RollingOutStalled, F::HaltOff, P::RollingOut, why::ROLLING_OUT, true),
-        (Phase::RollingOutStalledLast, F::Nothing, P::RollingOut, why::ROLLING_OUT, true),
+        (Phase::RollingOutStalled, F::Nothing, P::Held, ReadyReason::RolloutFailureGuard, false),
+        (Phase::RollingOutStalled, F::HaltOff, P::RollingOut, ReadyReason::RollingOut, true),
+        (Phase::RollingOutStalledLast, F::Nothing, P::RollingOut, ReadyReason::RollingOut, true),
         // New Pods that fail halt at once, even with nothing queued (undo is offered then);
         // when the Deployment completes after all, the batch rolls on and ends.
-        (Phase::RollingOutFailingLast, F::Nothing, P::Held, why::ROLLOUT_FAILURE_GUARD, false),
-        (Phase::RollingOutFailingLast, F::HaltOff, P::RollingOut, why::ROLLING_OUT, true),
-        (Phase::RollingOutFailingLast, F::Undo, P::RollingOut, why::UNDONE, false),
-        (Phase::HaltedThenRecovered, F::Nothing, P::RollingOut, why::ROLLING_OUT, true),
-        (Phase::HaltedByGuard, F::Nothing, P::Held, why::ROLLOUT_FAILURE_GUARD, false),
-        (Phase::HaltedByGuard, F::Released, P::RollingOut, why::RELEASED, true),
-        (Phase::ReleasedFromGuard, F::Nothing, P::RollingOut, why::RELEASED, true),
-        (Phase::HaltedByGuard, F::Cancel, P::Cancelled, why::CANCELLED, false),
-        (Phase::HaltedByGuard, F::Hold, P::Held, why::HELD, false),
+        (Phase::RollingOutFailingLast, F::Nothing, P::Held, ReadyReason::RolloutFailureGuard, false),
+        (Phase::RollingOutFailingLast, F::HaltOff, P::RollingOut, ReadyReason::RollingOut, true),
+        (Phase::RollingOutFailingLast, F::Undo, P::RollingOut, ReadyReason::Undone, false),
+        (Phase::HaltedThenRecovered, F::Nothing, P::RollingOut, ReadyReason::RollingOut, true),
+        (Phase::HaltedByGuard, F::Nothing, P::Held, ReadyReason::RolloutFailureGuard, false),
+        (Phase::HaltedByGuard, F::Released, P::RollingOut, ReadyReason::Released, true),
+        (Phase::ReleasedFromGuard, F::Nothing, P::RollingOut, ReadyReason::Released, true),
+        (Phase::HaltedByGuard, F::Cancel, P::Cancelled, ReadyReason::Cancelled, false),
+        (Phase::HaltedByGuard, F::Hold, P::Held, ReadyReason::Held, false),
         // Retry rolls the failed Deployments again; undo goes back (its effects end the
         // batch Undone), whatever holds the batch.
-        (Phase::HaltedByGuard, F::Retry, P::RollingOut, why::RETRIED, true),
-        (Phase::Failed, F::Retry, P::RollingOut, why::RETRIED, true),
-        (Phase::HaltedByGuard, F::Undo, P::Held, why::UNDONE, false),
-        (Phase::Failed, F::Undo, P::Failed, why::UNDONE, false),
-        (Phase::Held, F::Undo, P::Held, why::UNDONE, false),
-        (Phase::Failed, F::Cancel, P::Cancelled, why::CANCELLED, false),
+        (Phase::HaltedByGuard, F::Retry, P::RollingOut, ReadyReason::Retried, true),
+        (Phase::Failed, F::Retry, P::RollingOut, ReadyReason::Retried, true),
+        (Phase::HaltedByGuard, F::Undo, P::Held, ReadyReason::Undone, false),
+        (Phase::Failed, F::Undo, P::Failed, ReadyReason::Undone, false),
+        (Phase::Held, F::Undo, P::Held, ReadyReason::Undone, false),
+        (Phase::Failed, F::Cancel, P::Cancelled, ReadyReason::Cancelled, false),
         // An approval or a hold kubectl wrote (not capdeck) drives nothing: the batch waits
         // for an approval, a hold does not hold.
-        (Phase::Collecting, F::ForgedApproval, P::Collecting, why::WINDOW_OPEN, false),
-        (Phase::WindowEnded, F::ForgedApproval, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
-        (Phase::AwaitingApproval, F::ForgedApproval, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
-        (Phase::Collecting, F::ForgedHold, P::Collecting, why::WINDOW_OPEN, false),
-        (Phase::AwaitingApproval, F::ForgedHold, P::AwaitingApproval, why::AWAITING_APPROVAL, false),
-        (Phase::RollingOut, F::ForgedHold, P::RollingOut, why::ROLLING_OUT, true),
-        (Phase::WindowEnded, F::ForgedHold, P::RollingOut, why::ROLLING_OUT, true),
+        (Phase::Collecting, F::ForgedApproval, P::Collecting, ReadyReason::WindowOpen, false),
+        (Phase::WindowEnded, F::ForgedApproval, P::AwaitingApproval, ReadyReason::AwaitingApproval, false),
+        (Phase::AwaitingApproval, F::ForgedApproval, P::AwaitingApproval, ReadyReason::AwaitingApproval, false),
+        (Phase::Collecting, F::ForgedHold, P::Collecting, ReadyReason::WindowOpen, false),
+        (Phase::AwaitingApproval, F::ForgedHold, P::AwaitingApproval, ReadyReason::AwaitingApproval, false),
+        (Phase::RollingOut, F::ForgedHold, P::RollingOut, ReadyReason::RollingOut, true),
+        (Phase::WindowEnded, F::ForgedHold, P::RollingOut, ReadyReason::RollingOut, true),
     ];
 
     #[test]
     fn a_released_batch_no_longer_says_held() {
         let now: Timestamp = "2026-11-27T12:00:00Z".parse().expect("time");
         for (decision, phase, reason) in [
-            (Decision::AwaitApproval, BatchPhase::AwaitingApproval, why::AWAITING_APPROVAL),
-            (Decision::Roll, BatchPhase::RollingOut, why::RELEASED),
+            (Decision::AwaitApproval, BatchPhase::AwaitingApproval, ReadyReason::AwaitingApproval),
+            (Decision::Roll, BatchPhase::RollingOut, ReadyReason::Released),
         ] {
             let mut status = RotationBatchStatus { phase: BatchPhase::Held, ..RotationBatchStatus::default() };
-            super::super::status::set_condition(&mut status, false, why::HELD, "held by bob: audit".into(), now);
+            super::super::status::set_condition(
+                &mut status,
+                false,
+                &ReadyReason::Held,
+                "held by bob: audit".into(),
+                now,
+            );
             apply(&decision, &mut status, now);
             assert_eq!((status.phase.clone(), reason_of(&status)), (phase, Some(reason)), "{decision:?}");
             let message = status.conditions.iter().find(|c| c.type_ == "Ready").map(|c| c.message.clone());
@@ -1598,7 +1631,7 @@ mod tests {
         for (phase, factor, expected_phase, expected_reason, expected_rolls) in table {
             let decided = run(*phase, *factor);
             let got = (&decided.status.phase, reason_of(&decided.status), decided.decision.rolls());
-            if got != (expected_phase, Some(*expected_reason), *expected_rolls) {
+            if got != (expected_phase, Some(expected_reason.clone()), *expected_rolls) {
                 failures.push(format!(
                     "{phase:?} × {factor:?}: expected ({expected_phase}, {expected_reason}, rolls {expected_rolls}), got ({}, {:?}, rolls {}) from {:?}",
                     got.0, got.1, got.2, decided.decision
@@ -1646,7 +1679,10 @@ mod tests {
         let app = application(F::Nothing);
         let decision = decide(&batch, &status, app.as_ref(), || plan(F::Nothing), &plain_context(None));
         let Decision::Evaluate(Evaluation { gate: Gate::Start(start), .. }) = &decision else { panic!("{decision:?}") };
-        assert_eq!((start.reason, start.message.as_str()), (why::ROLLING_OUT, "window ended; rolling out"));
+        assert_eq!(
+            (start.reason.clone(), start.message.as_str()),
+            (ReadyReason::RollingOut, "window ended; rolling out")
+        );
         // The same approval written by capdeck is named.
         batch.metadata.managed_fields = Some(vec![serde_json::from_value(json!({"manager": "capdeck-console",
             "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:approval": {"f:approvedBy": {}}}}}))
@@ -1902,16 +1938,22 @@ mod tests {
     fn how_a_rollout_ends() {
         type Case<'a> = (&'a [(&'a str, &'a str)], Option<(BatchPhase, &'a str)>);
         let cases: &[Case] = &[
-            (&[("Restart", "Complete"), ("Unchanged", "Complete")], Some((P::Succeeded, why::ROLLOUT_COMPLETE))),
+            (
+                &[("Restart", "Complete"), ("Unchanged", "Complete")],
+                Some((P::Succeeded, ReadyReason::RolloutComplete.as_str())),
+            ),
             (&[("Restart", "Complete"), ("Restart", "Rolling")], None),
             (&[("Restart", "Complete"), ("Restart", "Queued")], None),
-            (&[("Restart", "Stalled"), ("Restart", "Failed")], Some((P::Failed, why::PROGRESS_DEADLINE_EXCEEDED))),
-            (&[("Restart", "Complete"), ("Restart", "Failed")], Some((P::Failed, why::WRITE_FAILED))),
-            (&[("Restart", "Complete"), ("Problem", "Failed")], Some((P::Failed, why::INVALID_SECRET))),
+            (
+                &[("Restart", "Stalled"), ("Restart", "Failed")],
+                Some((P::Failed, ReadyReason::ProgressDeadlineExceeded.as_str())),
+            ),
+            (&[("Restart", "Complete"), ("Restart", "Failed")], Some((P::Failed, ReadyReason::WriteFailed.as_str()))),
+            (&[("Restart", "Complete"), ("Problem", "Failed")], Some((P::Failed, ReadyReason::InvalidSecret.as_str()))),
         ];
         for (states, expected) in cases {
             let outcome = rollout_outcome(&rolled(states)).map(|o| (o.phase, o.reason));
-            assert_eq!(outcome.as_ref().map(|(p, r)| (p, *r)), expected.as_ref().map(|(p, r)| (p, *r)), "{states:?}");
+            assert_eq!(outcome, expected.clone().map(|(p, r)| (p, ReadyReason::from(r))), "{states:?}");
         }
         let stalled = rollout_outcome(&rolled(&[("Restart", "Complete"), ("Restart", "Stalled")])).expect("ended");
         assert_eq!(
@@ -1977,30 +2019,57 @@ mod tests {
 
     /// (what, phase, factor, world, phase after, reason, rolls, waiting until)
     type GatedCase =
-        (&'static str, Phase, Factor, &'static Gated<'static>, BatchPhase, &'static str, bool, Option<&'static str>);
+        (&'static str, Phase, Factor, &'static Gated<'static>, BatchPhase, ReadyReason, bool, Option<&'static str>);
 
     const GATED: &[GatedCase] = &[
-        ("no windows: rolls", Phase::WindowEnded, F::Nothing, &OPEN_WORLD, P::RollingOut, why::ROLLING_OUT, true, None),
-        ("inside a window", Phase::WindowEnded, F::Nothing, &INSIDE, P::RollingOut, why::ROLLING_OUT, true, None),
+        (
+            "no windows: rolls",
+            Phase::WindowEnded,
+            F::Nothing,
+            &OPEN_WORLD,
+            P::RollingOut,
+            ReadyReason::RollingOut,
+            true,
+            None,
+        ),
+        (
+            "inside a window",
+            Phase::WindowEnded,
+            F::Nothing,
+            &INSIDE,
+            P::RollingOut,
+            ReadyReason::RollingOut,
+            true,
+            None,
+        ),
         (
             "outside: waits",
             Phase::WindowEnded,
             F::Nothing,
             &OUTSIDE,
             P::Waiting,
-            why::OUTSIDE_CHANGE_WINDOW,
+            ReadyReason::OutsideChangeWindow,
             false,
             Some("2026-11-23T22:00:00Z"),
         ),
-        ("still collecting", Phase::Collecting, F::Nothing, &OUTSIDE, P::Collecting, why::WINDOW_OPEN, false, None),
-        ("outside, forced", Phase::WindowEnded, F::Force, &OUTSIDE, P::RollingOut, why::FORCED, true, None),
+        (
+            "still collecting",
+            Phase::Collecting,
+            F::Nothing,
+            &OUTSIDE,
+            P::Collecting,
+            ReadyReason::WindowOpen,
+            false,
+            None,
+        ),
+        ("outside, forced", Phase::WindowEnded, F::Force, &OUTSIDE, P::RollingOut, ReadyReason::Forced, true, None),
         (
             "outside, dying: asks",
             Phase::WindowEnded,
             F::Nothing,
             &DYING,
             P::AwaitingApproval,
-            why::DEADLINE_BEFORE_CHANGE_WINDOW,
+            ReadyReason::DeadlineBeforeChangeWindow,
             false,
             None,
         ),
@@ -2010,7 +2079,7 @@ mod tests {
             F::Nothing,
             &DYING_ROLLS,
             P::RollingOut,
-            why::ROLLING_OUT,
+            ReadyReason::RollingOut,
             true,
             None,
         ),
@@ -2020,7 +2089,7 @@ mod tests {
             F::Nothing,
             &DYING_MANUAL,
             P::AwaitingApproval,
-            why::DEADLINE_BEFORE_CHANGE_WINDOW,
+            ReadyReason::DeadlineBeforeChangeWindow,
             false,
             None,
         ),
@@ -2030,7 +2099,7 @@ mod tests {
             F::Approval,
             &DYING,
             P::RollingOut,
-            why::APPROVED,
+            ReadyReason::Approved,
             true,
             None,
         ),
@@ -2040,7 +2109,7 @@ mod tests {
             F::Approval,
             &OUTSIDE,
             P::Waiting,
-            why::OUTSIDE_CHANGE_WINDOW,
+            ReadyReason::OutsideChangeWindow,
             false,
             Some("2026-11-23T22:00:00Z"),
         ),
@@ -2050,7 +2119,7 @@ mod tests {
             F::Nothing,
             &DYING,
             P::AwaitingApproval,
-            why::DEADLINE_BEFORE_CHANGE_WINDOW,
+            ReadyReason::DeadlineBeforeChangeWindow,
             false,
             None,
         ),
@@ -2060,7 +2129,7 @@ mod tests {
             F::Nothing,
             &FROZEN,
             P::Waiting,
-            why::FROZEN,
+            ReadyReason::Frozen,
             false,
             Some("2026-11-24T08:00:00Z"),
         ),
@@ -2070,7 +2139,7 @@ mod tests {
             F::Nothing,
             &FROZEN_DYING,
             P::AwaitingApproval,
-            why::DEADLINE_DURING_FREEZE,
+            ReadyReason::DeadlineDuringFreeze,
             false,
             None,
         ),
@@ -2080,7 +2149,7 @@ mod tests {
             F::Nothing,
             &BROKEN,
             P::Held,
-            why::CHANGE_WINDOW_UNREADABLE,
+            ReadyReason::ChangeWindowUnreadable,
             false,
             None,
         ),
@@ -2090,7 +2159,7 @@ mod tests {
             F::Nothing,
             &OUTSIDE,
             P::Waiting,
-            why::CHANGE_WINDOW_CLOSED,
+            ReadyReason::ChangeWindowClosed,
             false,
             Some("2026-11-23T22:00:00Z"),
         ),
@@ -2100,11 +2169,11 @@ mod tests {
             F::Force,
             &OUTSIDE,
             P::RollingOut,
-            why::ROLLING_OUT,
+            ReadyReason::RollingOut,
             true,
             None,
         ),
-        ("a hold wins", Phase::WindowEnded, F::Hold, &OUTSIDE, P::Held, why::HELD, false, None),
+        ("a hold wins", Phase::WindowEnded, F::Hold, &OUTSIDE, P::Held, ReadyReason::Held, false, None),
         // Escalated because of a freeze, which is now lifted: judged afresh, so the storm guard
         // and a manual policy still ask; an auto batch rolls; outside a window it waits again.
         (
@@ -2113,7 +2182,7 @@ mod tests {
             F::StormGuard,
             &OPEN_WORLD,
             P::AwaitingApproval,
-            why::STORM_GUARD,
+            ReadyReason::StormGuard,
             false,
             None,
         ),
@@ -2123,7 +2192,7 @@ mod tests {
             F::ManualPolicy,
             &OPEN_WORLD,
             P::AwaitingApproval,
-            why::AWAITING_APPROVAL,
+            ReadyReason::AwaitingApproval,
             false,
             None,
         ),
@@ -2133,7 +2202,7 @@ mod tests {
             F::Nothing,
             &OPEN_WORLD,
             P::RollingOut,
-            why::ROLLING_OUT,
+            ReadyReason::RollingOut,
             true,
             None,
         ),
@@ -2143,7 +2212,7 @@ mod tests {
             F::Approval,
             &OPEN_WORLD,
             P::RollingOut,
-            why::APPROVED,
+            ReadyReason::Approved,
             true,
             None,
         ),
@@ -2153,7 +2222,7 @@ mod tests {
             F::Nothing,
             &OUTSIDE,
             P::Waiting,
-            why::OUTSIDE_CHANGE_WINDOW,
+            ReadyReason::OutsideChangeWindow,
             false,
             Some("2026-11-23T22:00:00Z"),
         ),
@@ -2163,7 +2232,7 @@ mod tests {
             F::Nothing,
             &FROZEN_DYING,
             P::AwaitingApproval,
-            why::DEADLINE_DURING_FREEZE,
+            ReadyReason::DeadlineDuringFreeze,
             false,
             None,
         ),
@@ -2173,19 +2242,28 @@ mod tests {
             F::Nothing,
             &DYING,
             P::AwaitingApproval,
-            why::DEADLINE_BEFORE_CHANGE_WINDOW,
+            ReadyReason::DeadlineBeforeChangeWindow,
             false,
             None,
         ),
         // A paused rollout: forced, it goes on and says so; the window open again, it goes on.
-        ("paused, forced: rolls on", Phase::PausedByWindow, F::Force, &OUTSIDE, P::RollingOut, why::FORCED, true, None),
+        (
+            "paused, forced: rolls on",
+            Phase::PausedByWindow,
+            F::Force,
+            &OUTSIDE,
+            P::RollingOut,
+            ReadyReason::Forced,
+            true,
+            None,
+        ),
         (
             "paused, open: rolls on",
             Phase::PausedByWindow,
             F::Nothing,
             &OPEN_WORLD,
             P::RollingOut,
-            why::ROLLING_OUT,
+            ReadyReason::RollingOut,
             true,
             None,
         ),
@@ -2195,7 +2273,7 @@ mod tests {
             F::Nothing,
             &OUTSIDE,
             P::Waiting,
-            why::CHANGE_WINDOW_CLOSED,
+            ReadyReason::ChangeWindowClosed,
             false,
             Some("2026-11-23T22:00:00Z"),
         ),
@@ -2206,7 +2284,7 @@ mod tests {
             F::Released,
             &OUTSIDE,
             P::Waiting,
-            why::CHANGE_WINDOW_CLOSED,
+            ReadyReason::ChangeWindowClosed,
             false,
             Some("2026-11-23T22:00:00Z"),
         ),
@@ -2216,11 +2294,28 @@ mod tests {
             F::Retry,
             &OUTSIDE,
             P::Waiting,
-            why::CHANGE_WINDOW_CLOSED,
+            ReadyReason::ChangeWindowClosed,
             false,
             Some("2026-11-23T22:00:00Z"),
         ),
     ];
+
+    /// Every batch the decision tables leave behind (each case of `TABLE` and `GATED`, its spec
+    /// and the status the decision applied), named by its case: what the state invariant walks.
+    pub(crate) fn decided_batches() -> Vec<(String, RotationBatch)> {
+        let after = |phase: Phase, factor: Factor, decided: Decided| {
+            let mut decided_batch = batch(phase, factor);
+            decided_batch.status = Some(decided.status);
+            decided_batch
+        };
+        let plain = TABLE.iter().map(|(phase, factor, ..)| {
+            (format!("{phase:?} × {factor:?}"), after(*phase, *factor, run(*phase, *factor)))
+        });
+        let gated = GATED.iter().map(|(what, phase, factor, world, ..)| {
+            ((*what).to_string(), after(*phase, *factor, run_gated(*phase, *factor, world)))
+        });
+        plain.chain(gated).collect()
+    }
 
     /// Change windows and freezes gate every start; a deadline before the next opening asks a
     /// person (or rolls with `--on-deadline roll`); force overrides; a closed window pauses a rollout.
@@ -2423,7 +2518,7 @@ mod tests {
         let app = application(F::Nothing);
         let waiting = decide(&batch, &status, app.as_ref(), || plan(F::Nothing), &context);
         apply(&waiting, &mut status, context.now);
-        assert_eq!((status.phase.clone(), reason_of(&status)), (P::Waiting, Some(why::CHANGE_WINDOW_CLOSED)));
+        assert_eq!((status.phase.clone(), reason_of(&status)), (P::Waiting, Some(ReadyReason::ChangeWindowClosed)));
         let again = decide(&batch, &status, app.as_ref(), || plan(F::Nothing), &context);
         assert!(matches!(again, Decision::Wait { .. }), "still waiting, not halted again: {again:?}");
         context.now = "2026-11-23T22:00:00Z".parse().expect("time");
@@ -2459,10 +2554,10 @@ mod tests {
         assert_eq!(status.phase, P::Waiting);
         context.now = "2026-11-23T22:00:00Z".parse().expect("time");
         let resumed = decide(&batch, &status, application(F::Nothing).as_ref(), || plan(F::Nothing), &context);
-        assert!(matches!(resumed, Decision::RollOn { reason: why::ROLLING_OUT, .. }), "{resumed:?}");
+        assert!(matches!(resumed, Decision::RollOn { reason: ReadyReason::RollingOut, .. }), "{resumed:?}");
         assert!(resumed.routine(), "the window opened again: no Event");
         apply(&resumed, &mut status, context.now);
-        assert_eq!((status.phase.clone(), reason_of(&status)), (P::RollingOut, Some(why::ROLLING_OUT)));
+        assert_eq!((status.phase.clone(), reason_of(&status)), (P::RollingOut, Some(ReadyReason::RollingOut)));
         assert_eq!(status.waiting_until, None, "no longer waiting");
     }
 }

@@ -12,7 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use super::status::format_time;
 use crate::api::Freeze;
 use crate::api::change_window::{AppliedWindows, WindowGate, window_gate};
-use crate::api::rotation_batch::reason;
+use crate::api::rotation_batch::ReadyReason;
 use crate::engine::config::humanize;
 
 /// What the windows and freezes that apply to a batch say at `now`.
@@ -21,12 +21,12 @@ pub enum Check {
     /// No freeze, inside a window or none set: roll.
     Open,
     /// Wait until `until` (the next opening, or the freeze's end and the first opening after it).
-    Wait { reason: &'static str, message: String, until: Timestamp },
+    Wait { reason: ReadyReason, message: String, until: Timestamp },
     /// The windows cannot be read: hold the batch until they are fixed.
     Unreadable { message: String },
     /// Waiting would outlive the old credentials: a person decides now (or, with
     /// `--on-deadline roll`, the batch rolls at once).
-    Deadline { reason: &'static str, message: String },
+    Deadline { reason: ReadyReason, message: String },
 }
 
 /// What the gate needs besides the time.
@@ -55,7 +55,7 @@ pub fn check(inputs: Inputs<'_>, now: Timestamp) -> Check {
     match window_gate(now, windows, frozen_until, inputs.revocation, inputs.expected_rollout) {
         WindowGate::Open => Check::Open,
         WindowGate::OutsideWindow { opens } => Check::Wait {
-            reason: reason::OUTSIDE_CHANGE_WINDOW,
+            reason: ReadyReason::OutsideChangeWindow,
             message: format!(
                 "outside the change windows ({}); next opening {}",
                 describe(inputs.windows),
@@ -70,7 +70,7 @@ pub fn check(inputs: Inputs<'_>, now: Timestamp) -> Check {
             } else {
                 summary
             };
-            Check::Wait { reason: reason::FROZEN, message, until: starts }
+            Check::Wait { reason: ReadyReason::Frozen, message, until: starts }
         }
         WindowGate::DeadlineFirst { starts, revocation, frozen } => {
             let what = if frozen {
@@ -84,7 +84,8 @@ pub fn check(inputs: Inputs<'_>, now: Timestamp) -> Check {
                 format_time(revocation),
                 humanize(inputs.expected_rollout)
             );
-            let reason = if frozen { reason::DEADLINE_DURING_FREEZE } else { reason::DEADLINE_BEFORE_CHANGE_WINDOW };
+            let reason =
+                if frozen { ReadyReason::DeadlineDuringFreeze } else { ReadyReason::DeadlineBeforeChangeWindow };
             Check::Deadline { reason, message }
         }
     }
@@ -166,9 +167,9 @@ mod tests {
             let got = check(inputs, now);
             let (label, got_until) = match &got {
                 Check::Open => ("Open", None),
-                Check::Wait { reason, until, .. } => (*reason, Some(until.to_string())),
+                Check::Wait { reason, until, .. } => (reason.as_str(), Some(until.to_string())),
                 Check::Unreadable { .. } => ("Unreadable", None),
-                Check::Deadline { reason, .. } => (*reason, None),
+                Check::Deadline { reason, .. } => (reason.as_str(), None),
             };
             assert_eq!(label, expected, "{what}: {got:?}");
             assert_eq!(got_until.as_deref(), until, "{what}");

@@ -13,7 +13,7 @@ use kube::runtime::reflector::ObjectRef;
 use super::pods::NewPods;
 use super::status::{MISSING_DEPLOYMENT, is_active, is_queued};
 use super::{AppKey, Context, RolloutKey};
-use crate::api::rotation_batch::{BatchDeployment, DeploymentAction, DeploymentRolloutState, reason};
+use crate::api::rotation_batch::{BatchDeployment, DeploymentAction, DeploymentRolloutState, ReadyReason};
 use crate::api::{CAPApplication, DeploymentView, LABEL_SECRET_OWNER_HASH, RotationBatch, RotationBatchStatus};
 use crate::cluster::{describe_error, is_transient};
 use crate::engine::progress::{Progress, RolloutProgress, rollout_progress};
@@ -303,7 +303,7 @@ impl Rollouts {
         super::status::finish(
             status,
             crate::api::BatchPhase::Undone,
-            reason::UNDONE,
+            &ReadyReason::Undone,
             undone_message(&said, back, &left),
             now,
         );

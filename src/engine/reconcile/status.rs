@@ -7,7 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::common::{Condition, ConditionStatus, MAX_REASON, MAX_USER, READY, bounded};
-use crate::api::rotation_batch::{BatchDeployment, DeploymentAction, DeploymentRolloutState, UserAction};
+use crate::api::rotation_batch::{BatchDeployment, DeploymentAction, DeploymentRolloutState, ReadyReason, UserAction};
 use crate::api::{BatchPhase, RotationBatchStatus};
 use crate::plan::{AppPlan, PlanAction, ProblemKind};
 
@@ -22,7 +22,7 @@ pub(super) const MAX_CONDITION_MESSAGE: usize = MAX_REASON + 256;
 pub(super) fn set_condition(
     status: &mut RotationBatchStatus,
     ready: bool,
-    reason: &str,
+    reason: &ReadyReason,
     message: String,
     now: Timestamp,
 ) {
@@ -35,11 +35,11 @@ pub(super) fn set_condition(
     let existing = status.conditions.iter_mut().find(|condition| condition.type_ == READY);
     match existing {
         Some(condition) => {
-            if condition.status != condition_status || condition.reason != reason {
+            if condition.status != condition_status || condition.reason != reason.as_str() {
                 condition.last_transition_time = Some(Time(now));
             }
             condition.status = condition_status;
-            condition.reason = reason.into();
+            condition.reason = reason.to_string();
             condition.message = message;
         }
         None => status.conditions.push(Condition {
@@ -47,14 +47,14 @@ pub(super) fn set_condition(
             status: condition_status,
             observed_generation: None,
             last_transition_time: Some(Time(now)),
-            reason: reason.into(),
+            reason: reason.to_string(),
             message,
         }),
     }
 }
 
-pub(super) fn condition_reason(status: &RotationBatchStatus) -> Option<&str> {
-    ready_condition(status).map(|condition| condition.reason.as_str())
+pub(super) fn condition_reason(status: &RotationBatchStatus) -> Option<ReadyReason> {
+    ready_condition(status).map(|condition| ReadyReason::from(condition.reason.as_str()))
 }
 
 pub(super) fn ready_condition(status: &RotationBatchStatus) -> Option<&Condition> {
@@ -69,7 +69,13 @@ pub(super) fn progress_summary(status: &mut RotationBatchStatus) {
 }
 
 /// End the batch in a terminal phase.
-pub(super) fn finish(status: &mut RotationBatchStatus, phase: BatchPhase, why: &str, message: String, now: Timestamp) {
+pub(super) fn finish(
+    status: &mut RotationBatchStatus,
+    phase: BatchPhase,
+    why: &ReadyReason,
+    message: String,
+    now: Timestamp,
+) {
     let success = matches!(phase, BatchPhase::Succeeded | BatchPhase::NoChange);
     status.phase = phase;
     status.completed_at = Some(Time(now));

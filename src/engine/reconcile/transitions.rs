@@ -11,8 +11,8 @@ use kube::ResourceExt;
 
 use super::status::{condition_reason, ready_condition, user_action_text};
 use super::{AppKey, Context, batch_key};
+use crate::api::rotation_batch::ReadyReason;
 use crate::api::rotation_batch::attribution::Attributed;
-use crate::api::rotation_batch::reason;
 use crate::api::{BatchPhase, RotationBatch, RotationBatchStatus};
 
 /// An Event for the batch's application.
@@ -140,7 +140,7 @@ impl Transitions {
         else {
             return;
         };
-        let reason = condition_reason(status).unwrap_or(reason::ROLLING_OUT);
+        let reason = condition_reason(status).unwrap_or(ReadyReason::RollingOut);
         let message = ready_condition(status).map(|c| c.message.clone()).unwrap_or_default();
         // One line per transition, so an SRE can follow a batch in the log alone (names and
         // people only: no credential value is ever in a message).
@@ -171,7 +171,7 @@ fn merely_collecting(status: &RotationBatchStatus) -> bool {
     let bookkeeping =
         RotationBatchStatus { observed_generation: None, progress: None, conditions: Vec::new(), ..status.clone() };
     status.phase == BatchPhase::Collecting
-        && condition_reason(status) == Some(reason::WINDOW_OPEN)
+        && condition_reason(status) == Some(ReadyReason::WindowOpen)
         && only_ready
         && bookkeeping == RotationBatchStatus::default()
 }
@@ -295,7 +295,7 @@ fn refusals(name: &str, old: &RotationBatchStatus, status: &RotationBatchStatus)
 /// Reasons of a transition nobody acts on: the window opened (or is open), the rollout completed,
 /// there was nothing to restart. The batch's status, its log line and the metrics say them; an
 /// Event would only repeat them (and cost a write per batch).
-const ROUTINE: [&str; 3] = [reason::WINDOW_OPEN, reason::ROLLOUT_COMPLETE, reason::NO_CHANGE];
+const ROUTINE: [ReadyReason; 3] = [ReadyReason::WindowOpen, ReadyReason::RolloutComplete, ReadyReason::NoChange];
 
 /// The Events of a transition: a release that ended a hold (unless the new condition says
 /// `Released` itself), then the new phase — a Warning when it failed or waits for a guard — unless
@@ -311,15 +311,15 @@ fn announcements(
         return Vec::new();
     }
     let name = batch.name_any();
-    let reason = condition_reason(status).unwrap_or(reason::ROLLING_OUT).to_string();
+    let reason = condition_reason(status).unwrap_or(ReadyReason::RollingOut);
     let message = ready_condition(status).map(|c| c.message.clone()).unwrap_or_default();
     let mut out = Vec::new();
     // A person's hold only: the failure guard's halt and an unreadable window end on their own.
-    let held_by_someone = condition_reason(old) == Some(reason::HELD);
+    let held_by_someone = condition_reason(old) == Some(ReadyReason::Held);
     if old.phase == BatchPhase::Held
         && held_by_someone
         && status.phase != BatchPhase::Held
-        && reason != reason::RELEASED
+        && reason != ReadyReason::Released
     {
         // Only a release recorded since the batch was held says who released it; a hold removed
         // another way (kubectl) is no release by whoever released last time.
@@ -333,21 +333,26 @@ fn announcements(
                 .to_string(),
         };
         let (note, log) = (format!("batch {name}: {text}"), Some(format!("batch released: {text}")));
-        out.push(Announcement { warning: fresh.is_none(), reason: reason::RELEASED.into(), note, log });
+        out.push(Announcement { warning: fresh.is_none(), reason: ReadyReason::Released.to_string(), note, log });
     }
     let warning = matches!(status.phase, BatchPhase::Failed)
         || [
-            reason::STORM_GUARD,
-            reason::CREDENTIALS_EXPIRING,
-            reason::ROLLOUT_FAILURE_GUARD,
-            reason::DEADLINE_BEFORE_CHANGE_WINDOW,
-            reason::DEADLINE_DURING_FREEZE,
-            reason::CHANGE_WINDOW_UNREADABLE,
+            ReadyReason::StormGuard,
+            ReadyReason::CredentialsExpiring,
+            ReadyReason::RolloutFailureGuard,
+            ReadyReason::DeadlineBeforeChangeWindow,
+            ReadyReason::DeadlineDuringFreeze,
+            ReadyReason::ChangeWindowUnreadable,
         ]
-        .contains(&reason.as_str());
-    let plain_start = routine && reason == reason::ROLLING_OUT;
-    if warning || !(plain_start || ROUTINE.contains(&reason.as_str())) {
-        out.push(Announcement { warning, reason, note: format!("batch {name}: {message}"), log: None });
+        .contains(&reason);
+    let plain_start = routine && reason == ReadyReason::RollingOut;
+    if warning || !(plain_start || ROUTINE.contains(&reason)) {
+        out.push(Announcement {
+            warning,
+            reason: reason.to_string(),
+            note: format!("batch {name}: {message}"),
+            log: None,
+        });
     }
     out
 }
@@ -370,7 +375,7 @@ mod tests {
     }
 
     fn rolling(replicas: i32, state: &str) -> RotationBatchStatus {
-        let mut status = ready("RollingOut", reason::ROLLING_OUT, "rolling");
+        let mut status = ready("RollingOut", ReadyReason::RollingOut.as_str(), "rolling");
         status.deployments = serde_json::from_value(json!([{"name": "srv", "version": "v", "workload": "srv",
             "action": "Restart", "state": state, "readyReplicas": replicas, "vcapSecret": "srv-new"}]))
         .expect("deployments");
@@ -447,7 +452,7 @@ mod tests {
         );
         let done = RotationBatchStatus { phase: BatchPhase::Succeeded, ..rolling(2, "Complete") };
         let held = RotationBatchStatus { phase: BatchPhase::Held, ..rolling(1, "Rolling") };
-        let mut evaluated = ready("RollingOut", reason::ROLLING_OUT, "rolling");
+        let mut evaluated = ready("RollingOut", ReadyReason::RollingOut.as_str(), "rolling");
         evaluated.tenants = Some(1);
         let cases: [(&str, RotationBatchStatus, RotationBatchStatus, Write); 14] = [
             ("replica counts", rolling(1, "Rolling"), rolling(2, "Rolling"), Write::Hold),
@@ -468,7 +473,7 @@ mod tests {
             ("a spec acknowledged", rolling(1, "Rolling"), acknowledged, Write::Now),
             ("a refusal", rolling(1, "Rolling"), refused, Write::Now),
             ("a new phase", rolling(1, "Rolling"), held, Write::Now),
-            ("the evaluation", ready("RollingOut", reason::ROLLING_OUT, "rolling"), evaluated, Write::Now),
+            ("the evaluation", ready("RollingOut", ReadyReason::RollingOut.as_str(), "rolling"), evaluated, Write::Now),
         ];
         let recent = Some(Duration::from_secs(30));
         for (what, stored, status, expected) in cases {
@@ -526,7 +531,7 @@ mod tests {
     #[test]
     fn a_refused_attribution_is_announced_once_per_message() {
         let refused = |message: &str| {
-            let mut status = ready("AwaitingApproval", reason::AWAITING_APPROVAL, "waiting");
+            let mut status = ready("AwaitingApproval", ReadyReason::AwaitingApproval.as_str(), "waiting");
             status.conditions.push(
                 serde_json::from_value(json!({"type": Attributed::Approval.condition_type(),
                 "status": "False", "reason": Attributed::Approval.refusal_reason(), "message": message}))
@@ -534,7 +539,7 @@ mod tests {
             );
             status
         };
-        let plain = ready("AwaitingApproval", reason::AWAITING_APPROVAL, "waiting");
+        let plain = ready("AwaitingApproval", ReadyReason::AwaitingApproval.as_str(), "waiting");
         let said = refusals("b", &plain, &refused("kubectl wrote it"));
         assert_eq!(
             said,
@@ -553,20 +558,20 @@ mod tests {
     #[test]
     fn a_transition_is_one_event_a_warning_when_it_failed_or_waits_for_a_guard() {
         let spec = batch(json!({}));
-        let old = ready("Collecting", reason::WINDOW_OPEN, "collecting");
+        let old = ready("Collecting", ReadyReason::WindowOpen.as_str(), "collecting");
         assert!(announcements(&spec, &old, &old, false).is_empty(), "no transition, no Event");
         let cases = [
-            (ready("RollingOut", reason::ROLLING_OUT, "rolling now (--on-deadline roll): …"), false),
-            (ready("RollingOut", reason::FORCED, "forced by alice"), false),
-            (ready("RollingOut", reason::APPROVED, "approved by alice"), false),
-            (ready("Failed", reason::WRITE_FAILED, "failed"), true),
-            (ready("AwaitingApproval", reason::STORM_GUARD, "guard"), true),
-            (ready("AwaitingApproval", reason::CREDENTIALS_EXPIRING, "expiring"), true),
-            (ready("Held", reason::ROLLOUT_FAILURE_GUARD, "halted"), true),
-            (ready("AwaitingApproval", reason::AWAITING_APPROVAL, "waiting"), false),
-            (ready("Waiting", reason::OUTSIDE_CHANGE_WINDOW, "waits"), false),
-            (ready("Held", reason::HELD, "held by bob"), false),
-            (ready("Superseded", reason::SUPERSEDED, "superseded"), false),
+            (ready("RollingOut", ReadyReason::RollingOut.as_str(), "rolling now (--on-deadline roll): …"), false),
+            (ready("RollingOut", ReadyReason::Forced.as_str(), "forced by alice"), false),
+            (ready("RollingOut", ReadyReason::Approved.as_str(), "approved by alice"), false),
+            (ready("Failed", ReadyReason::WriteFailed.as_str(), "failed"), true),
+            (ready("AwaitingApproval", ReadyReason::StormGuard.as_str(), "guard"), true),
+            (ready("AwaitingApproval", ReadyReason::CredentialsExpiring.as_str(), "expiring"), true),
+            (ready("Held", ReadyReason::RolloutFailureGuard.as_str(), "halted"), true),
+            (ready("AwaitingApproval", ReadyReason::AwaitingApproval.as_str(), "waiting"), false),
+            (ready("Waiting", ReadyReason::OutsideChangeWindow.as_str(), "waits"), false),
+            (ready("Held", ReadyReason::Held.as_str(), "held by bob"), false),
+            (ready("Superseded", ReadyReason::Superseded.as_str(), "superseded"), false),
         ];
         for (new, warning) in cases {
             let said = announcements(&spec, &old, &new, false);
@@ -576,7 +581,7 @@ mod tests {
             assert_eq!(said, [expected], "{:?}", new.phase);
         }
         // Same phase, a new reason: a transition too.
-        let escalated = ready("Collecting", reason::CREDENTIALS_EXPIRING, "expiring");
+        let escalated = ready("Collecting", ReadyReason::CredentialsExpiring.as_str(), "expiring");
         assert_eq!(announcements(&spec, &old, &escalated, false).len(), 1);
     }
 
@@ -586,25 +591,25 @@ mod tests {
     fn routine_transitions_are_no_event() {
         let spec = batch(json!({}));
         let none = RotationBatchStatus::default();
-        let collecting = ready("Collecting", reason::WINDOW_OPEN, "collecting");
-        let rolling = ready("RollingOut", reason::ROLLING_OUT, "window ended; rolling out");
+        let collecting = ready("Collecting", ReadyReason::WindowOpen.as_str(), "collecting");
+        let rolling = ready("RollingOut", ReadyReason::RollingOut.as_str(), "window ended; rolling out");
         assert!(announcements(&spec, &none, &collecting, true).is_empty(), "the window opened");
         assert!(announcements(&spec, &collecting, &rolling, true).is_empty(), "the window ended");
-        let done = ready("Succeeded", reason::ROLLOUT_COMPLETE, "1 Deployment rolled out");
+        let done = ready("Succeeded", ReadyReason::RolloutComplete.as_str(), "1 Deployment rolled out");
         assert!(announcements(&spec, &rolling, &done, false).is_empty(), "the rollout completed");
-        let nothing = ready("NoChange", reason::NO_CHANGE, "all up to date");
+        let nothing = ready("NoChange", ReadyReason::NoChange.as_str(), "all up to date");
         assert!(announcements(&spec, &collecting, &nothing, false).is_empty(), "nothing to restart");
         // The same start from a decision that is not routine (it overrode something): announced.
         assert_eq!(announcements(&spec, &collecting, &rolling, false).len(), 1);
         // A routine decision whose rollout failed at once is a failure: a Warning.
-        let failed = ready("Failed", reason::WRITE_FAILED, "could not write");
+        let failed = ready("Failed", ReadyReason::WriteFailed.as_str(), "could not write");
         assert!(announcements(&spec, &collecting, &failed, true)[0].warning);
     }
 
     /// A batch without a status collects: that is not written; anything more is.
     #[test]
     fn a_merely_collecting_status_is_not_written() {
-        let mut collecting = ready("Collecting", reason::WINDOW_OPEN, "collecting rotations until …");
+        let mut collecting = ready("Collecting", ReadyReason::WindowOpen.as_str(), "collecting rotations until …");
         collecting.observed_generation = Some(2);
         collecting.progress = Some("0/0".into());
         assert!(merely_collecting(&collecting));
@@ -615,33 +620,44 @@ mod tests {
             .expect("c"),
         );
         assert!(!merely_collecting(&refused), "a refusal is written");
-        let escalated = ready("Collecting", reason::CREDENTIALS_EXPIRING, "expiring");
+        let escalated = ready("Collecting", ReadyReason::CredentialsExpiring.as_str(), "expiring");
         assert!(!merely_collecting(&escalated), "a new reason is written");
-        assert!(!merely_collecting(&ready("Held", reason::HELD, "held")), "a hold is written");
+        assert!(!merely_collecting(&ready("Held", ReadyReason::Held.as_str(), "held")), "a hold is written");
         assert!(!merely_collecting(&RotationBatchStatus { tenants: Some(3), ..collecting }), "an evaluation");
     }
 
     #[test]
     fn a_release_that_ends_a_hold_is_announced_before_the_new_phase() {
         let released = batch(json!({"released": {"by": "carol", "at": "2026-11-23T12:00:00Z", "reason": "ok"}}));
-        let held = ready("Held", reason::HELD, "held by bob");
-        let said = announcements(&released, &held, &ready("RollingOut", reason::ROLLING_OUT, "rolling"), false);
+        let held = ready("Held", ReadyReason::Held.as_str(), "held by bob");
+        let said =
+            announcements(&released, &held, &ready("RollingOut", ReadyReason::RollingOut.as_str(), "rolling"), false);
         assert_eq!(said.len(), 2);
-        assert_eq!(said[0].reason, reason::RELEASED);
+        assert_eq!(said[0].reason, ReadyReason::Released.as_str());
         assert_eq!(said[0].note, "batch b: released by carol: ok");
         assert_eq!(said[0].log.as_deref(), Some("batch released: released by carol: ok"));
         // A failure-guard release says so in its own condition: not twice.
-        let resumed =
-            announcements(&released, &held, &ready("RollingOut", reason::RELEASED, "released by carol"), false);
+        let resumed = announcements(
+            &released,
+            &held,
+            &ready("RollingOut", ReadyReason::Released.as_str(), "released by carol"),
+            false,
+        );
         assert_eq!(resumed.len(), 1);
         // A release that lets the window's routine start go on: the release alone.
-        let routine = announcements(&released, &held, &ready("RollingOut", reason::ROLLING_OUT, "rolling"), true);
-        assert_eq!(routine.iter().map(|a| a.reason.as_str()).collect::<Vec<_>>(), [reason::RELEASED]);
+        let routine =
+            announcements(&released, &held, &ready("RollingOut", ReadyReason::RollingOut.as_str(), "rolling"), true);
+        assert_eq!(routine.iter().map(|a| a.reason.as_str()).collect::<Vec<_>>(), [ReadyReason::Released.as_str()]);
         // Without a recorded release, or with only one older than the hold (a hold removed by
         // hand): a warning that names nobody, never the last person who released it.
         let stale = batch(json!({"released": {"by": "carol", "at": "2026-11-23T11:00:00Z", "reason": "ok"}}));
         for unrecorded in [batch(json!({})), stale] {
-            let said = announcements(&unrecorded, &held, &ready("RollingOut", reason::ROLLING_OUT, "rolling"), false);
+            let said = announcements(
+                &unrecorded,
+                &held,
+                &ready("RollingOut", ReadyReason::RollingOut.as_str(), "rolling"),
+                false,
+            );
             assert_eq!(said.len(), 2);
             assert!(said[0].warning, "{:?}", said[0]);
             assert!(said[0].note.contains("the hold was removed with no release record"), "{}", said[0].note);
@@ -650,17 +666,21 @@ mod tests {
         // The failure guard's halt and an unreadable window end on their own: no release, no
         // warning about a hold someone removed.
         for (why, text) in [
-            (reason::ROLLOUT_FAILURE_GUARD, "halted: srv is failing"),
-            (reason::CHANGE_WINDOW_UNREADABLE, "the change windows do not parse"),
+            (ReadyReason::RolloutFailureGuard, "halted: srv is failing"),
+            (ReadyReason::ChangeWindowUnreadable, "the change windows do not parse"),
         ] {
-            let halted = ready("Held", why, text);
+            let halted = ready("Held", why.as_str(), text);
             let said = announcements(
                 &batch(json!({})),
                 &halted,
-                &ready("RollingOut", reason::ROLLING_OUT, "what halted the batch completed after all; rolling out"),
+                &ready(
+                    "RollingOut",
+                    ReadyReason::RollingOut.as_str(),
+                    "what halted the batch completed after all; rolling out",
+                ),
                 false,
             );
-            assert!(said.iter().all(|a| a.reason != reason::RELEASED && !a.warning), "{why}: {said:?}");
+            assert!(said.iter().all(|a| a.reason != ReadyReason::Released.as_str() && !a.warning), "{why}: {said:?}");
         }
     }
 }
