@@ -206,6 +206,11 @@ fn batch(name: &str, namespace: &str, application: &str, window_end: i64, spec: 
     if let (Some(target), Some(extra)) = (object["spec"].as_object_mut(), spec.as_object()) {
         target.extend(extra.clone());
     }
+    // As the engine writes every status: with its state for `kubectl get rb`.
+    let state = serde_json::from_value::<RotationBatch>(object.clone()).ok().map(|batch| batch.state().label());
+    if let (Some(status), Some(state)) = (object["status"].as_object_mut(), state) {
+        status.insert("state".into(), Value::String(state));
+    }
     object
 }
 

@@ -28,6 +28,12 @@ impl StateLabels {
     }
 }
 
+/// A notification receiver by its name (`--notify NAME@URL`, else host#hash): never its URL.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReceiverLabels {
+    pub receiver: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabels {
     pub reason: String,
@@ -106,8 +112,8 @@ pub struct Metrics {
     /// Per open batch whose rotated Secrets' old credentials have a known revocation time.
     pub credentials_margin_seconds: Family<BatchLabels, Gauge>,
     /// Notifications a receiver accepted, and those it did not after every retry (per receiver).
-    pub notifications_sent: Counter,
-    pub notifications_failed: Counter,
+    pub notifications_sent: Family<ReceiverLabels, Counter>,
+    pub notifications_failed: Family<ReceiverLabels, Counter>,
     /// Open batches waiting for a change window to open (phase `Waiting`, outside the windows).
     pub batches_waiting_for_window: Gauge,
     /// Freezes in force over what this engine serves.
@@ -211,16 +217,16 @@ impl Metrics {
              (window end or now, plus the expected rollout); below the expected rollout it acts at once",
             credentials_margin_seconds.clone(),
         );
-        let notifications_sent = Counter::default();
-        registry.register(
+        let notifications_sent = Family::<ReceiverLabels, Counter>::default();
+        registry.labelled(
             "notifications_sent",
-            "Notifications a receiver accepted (one per receiver)",
+            "Notifications a receiver accepted, by receiver",
             notifications_sent.clone(),
         );
-        let notifications_failed = Counter::default();
-        registry.register(
+        let notifications_failed = Family::<ReceiverLabels, Counter>::default();
+        registry.labelled(
             "notifications_failed",
-            "Notifications a receiver did not accept after every retry (one per receiver; the log names the host)",
+            "Notifications a receiver did not accept after every retry, by receiver (its name, never its URL)",
             notifications_failed.clone(),
         );
         let batches_waiting_for_window = Gauge::default();
@@ -394,6 +400,7 @@ mod tests {
         metrics.rotations.inc();
         metrics.skipped("unchanged");
         metrics.leader.set(1);
+        metrics.notifications_failed.get_or_create(&ReceiverLabels { receiver: "pager".into() }).inc();
         metrics
             .credentials_margin_seconds
             .get_or_create(&BatchLabels { namespace: "ns".into(), batch: "app-x7k2q".into() })
@@ -407,8 +414,7 @@ mod tests {
             "capdeck_approval_wait_seconds_bucket",
             "capdeck_rollout_duration_seconds_count",
             "capdeck_leader 1",
-            "capdeck_notifications_sent_total 0",
-            "capdeck_notifications_failed_total 0",
+            "capdeck_notifications_failed_total{receiver=\"pager\"} 1",
             "capdeck_batches_waiting_for_window 0",
             "capdeck_freeze_active 0",
             "capdeck_credentials_margin_seconds{namespace=\"ns\",batch=\"app-x7k2q\"} -300",
@@ -432,6 +438,8 @@ mod tests {
             ("capdeck_restarts_skipped", "counter"),
             ("capdeck_api_writes", "counter"),
             ("capdeck_credentials_margin_seconds", "gauge"),
+            ("capdeck_notifications_sent", "counter"),
+            ("capdeck_notifications_failed", "counter"),
             ("capdeck_build_info", "gauge"),
             ("capdeck_batch_awaiting_approval_seconds", "gauge"),
             ("capdeck_batch_held", "gauge"),
@@ -461,8 +469,6 @@ mod tests {
             "capdeck_approval_wait_seconds",
             "capdeck_rollout_duration_seconds",
             "capdeck_leader",
-            "capdeck_notifications_sent",
-            "capdeck_notifications_failed",
             "capdeck_batches_waiting_for_window",
             "capdeck_freeze_active",
             "capdeck_ready",

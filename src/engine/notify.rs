@@ -175,6 +175,11 @@ fn batch_event(batch: &RotationBatch, now: Timestamp) -> Option<(Event, String)>
     }
 }
 
+/// A receiver's metric labels: its name, never its URL.
+fn receiver(target: &super::config::NotifyTarget) -> super::metrics::ReceiverLabels {
+    super::metrics::ReceiverLabels { receiver: target.name.clone() }
+}
+
 fn records(batch: &RotationBatch) -> &[NotificationRecord] {
     batch.status.as_ref().map_or(&[][..], |status| status.notifications.as_slice())
 }
@@ -354,10 +359,10 @@ impl Notifier {
             tokio::spawn(async move {
                 match deliver::deliver(&sender, &target, body, retry).await {
                     Ok(()) => {
-                        metrics.notifications_sent.inc();
+                        metrics.notifications_sent.get_or_create(&receiver(&target)).inc();
                     }
                     Err(error) => {
-                        metrics.notifications_failed.inc();
+                        metrics.notifications_failed.get_or_create(&receiver(&target)).inc();
                         tracing::warn!(receiver = %target.name, event, about = %about, %error, "a notification could not be delivered");
                         if let Some(due) = due {
                             note_failed(&client, &due, &target.name).await;
