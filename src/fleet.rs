@@ -96,6 +96,8 @@ pub struct OpenBatch {
     pub phase: String,
     /// The Ready condition's reason (`RolloutFailureGuard` for a batch the failure guard holds).
     pub reason: String,
+    /// Its state in the words of every other surface (`Held · failure guard`).
+    pub state: String,
     pub window_end: Timestamp,
     /// The earliest revocation of its Secrets' old credentials, when known.
     pub old_credentials_revocable: Option<Timestamp>,
@@ -298,7 +300,7 @@ impl FleetRow {
             return why.clone();
         }
         let why = match (self.first_batch(), self.credentials.first()) {
-            (Some(batch), _) => format!("{} {} ({})", batch.name, batch.phase, batch.reason),
+            (Some(batch), _) => format!("{} {}", batch.name, batch.state),
             (None, Some(credential)) => format!("{} {}: {}", credential.secret, credential.verdict, credential.reason),
             (None, None) => self.notes.first().cloned().unwrap_or_else(|| "-".into()),
         };
@@ -382,21 +384,22 @@ mod tests {
             application: "app".into(),
             phase: "AwaitingApproval".into(),
             reason: "AwaitingApproval".into(),
+            state: "AwaitingApproval".into(),
             window_end: Timestamp::UNIX_EPOCH,
             old_credentials_revocable: None,
         }];
         row.leader = NO_LEADER.into();
         assert_eq!(
             row.why_text(),
-            "no leader: rotations are not being handled; b1 AwaitingApproval (AwaitingApproval)"
+            "no leader: rotations are not being handled; b1 AwaitingApproval"
         );
         let narrow = table(std::slice::from_ref(&row), Timestamp::UNIX_EPOCH, false, true);
         assert!(narrow.contains("no leader: rotations are not being handled"), "{narrow}");
         row.leader = "capdeck-7d9 (capdeck-system/capdeck-engine)".into();
-        assert_eq!(row.why_text(), "b1 AwaitingApproval (AwaitingApproval)");
+        assert_eq!(row.why_text(), "b1 AwaitingApproval");
         row.state = RowState::Clear;
         row.leader = NO_LEADER.into();
-        assert_eq!(row.why_text(), "b1 AwaitingApproval (AwaitingApproval)", "nothing open: nothing to handle");
+        assert_eq!(row.why_text(), "b1 AwaitingApproval", "nothing open: nothing to handle");
     }
 
     #[test]
@@ -407,6 +410,7 @@ mod tests {
             application: "app".into(),
             phase: phase.into(),
             reason: String::new(),
+            state: phase.into(),
             window_end: at(end),
             old_credentials_revocable: revocable.map(at),
         };

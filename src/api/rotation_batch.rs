@@ -147,7 +147,7 @@ pub struct RotationBatchStatus {
     /// What the batch is doing, as every capdeck surface says it (`Held · failure guard`): the
     /// phase and the `Ready` reason in a few words, written with every status for `kubectl get rb`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 64))]
+    #[schemars(length(max = 64), regex(pattern = r"^[^\x00-\x1f\x7f]*$"))]
     pub state: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
@@ -474,6 +474,14 @@ impl RotationBatch {
             (Some(approval), None) if approval.required => "required".into(),
             _ => "auto".into(),
         }
+    }
+
+    /// Whether `status.state` (kubectl's STATE) says something else than the batch's state: an
+    /// object from before that field, or one somebody wrote by hand. The engine rewrites it.
+    pub fn state_text_stale(&self) -> bool {
+        self.status.as_ref().is_some_and(|status| {
+            status.state.as_deref() != Some(state::written_state(self.spec.window_end.0, status).as_str())
+        })
     }
 
     /// What the batch is doing ([`BatchState`]): derived here, rendered by every surface.

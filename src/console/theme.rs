@@ -169,7 +169,7 @@ pub fn batch_state_style(theme: &Theme, state: &BatchState) -> Style {
         BatchState::AwaitingApproval {
             why: ApprovalNeed::CredentialsExpiring | ApprovalNeed::WindowTooLate | ApprovalNeed::FreezeTooLong,
         } => theme.warning().add_modifier(Modifier::BOLD | Modifier::REVERSED),
-        BatchState::Held { by: HeldBy::Person }
+        BatchState::Held { by: HeldBy::Person | HeldBy::Unsaid }
         | BatchState::Collecting { .. }
         | BatchState::RollingOut
         | BatchState::Cancelling

@@ -893,6 +893,7 @@ mod tests {
             application: "bookshop".into(),
             phase: "AwaitingApproval".into(),
             reason: "ApprovalRequired".into(),
+            state: "AwaitingApproval".into(),
             window_end: Timestamp::from_second(1_800_000_000).expect("time"),
             old_credentials_revocable: None,
         }];

@@ -165,7 +165,7 @@ fn batch_event(batch: &RotationBatch, now: Timestamp) -> Option<(Event, String)>
         | BatchState::RollingOut
         | BatchState::Cancelling
         | BatchState::Undoing
-        | BatchState::Held { by: HeldBy::Person | HeldBy::UnreadableWindows }
+        | BatchState::Held { by: HeldBy::Person | HeldBy::UnreadableWindows | HeldBy::Unsaid }
         | BatchState::Succeeded
         | BatchState::NoChange
         | BatchState::Cancelled

@@ -219,6 +219,7 @@ impl Reconciler {
         let bindings = self.context.stores.service_bindings();
         let instant = tokio::time::Instant::now();
         self.drive_open(&index, now, bindings.as_deref(), instant).await;
+        self.correct_ended_states().await;
         // After the pass's own work: a start-up re-check must not wait on this read.
         self.look_for_go_operator().await;
         self.update_phase_metrics(bindings.as_deref());
@@ -231,6 +232,20 @@ impl Reconciler {
         .into_iter()
         .flatten()
         .min()
+    }
+
+    /// Ended batches whose `status.state` (kubectl's STATE) says something else than their
+    /// state: written before that field existed, or by hand. Open batches are put right by their
+    /// own status writes; nothing else writes an ended one.
+    async fn correct_ended_states(&self) {
+        let ended =
+            self.context.stores.batches.state().into_iter().filter(|b| !b.engine_work() && b.state_text_stale());
+        for batch in ended {
+            let status = batch.status.clone().unwrap_or_default();
+            if let Err(error) = self.context.writes.write_status(&batch, &status).await {
+                tracing::debug!(batch = %batch.name_any(), error = %crate::cluster::describe_error(&error), "cannot correct the batch's status.state");
+            }
+        }
     }
 
     /// An observer keeps its baseline only, and says why a rotation it saw opened nothing.

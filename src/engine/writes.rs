@@ -533,10 +533,8 @@ fn event_note(note: &str) -> String {
 /// a plan that was decided would stay otherwise).
 pub(crate) fn status_patch(batch: &RotationBatch, status: &RotationBatchStatus) -> serde_json::Value {
     // `status.state` is derived, never decided: whatever the status says, its words for kubectl.
-    let state = crate::api::rotation_batch::BatchState::of_status(batch.spec.window_end.0, status);
-    // Bounded like the schema: a phase written by another capdeck may be any length.
-    let label = crate::api::common::bounded(&state.label(), 64).into_owned();
-    let status = RotationBatchStatus { state: Some(label), ..status.clone() };
+    let state = crate::api::rotation_batch::state::written_state(batch.spec.window_end.0, status);
+    let status = RotationBatchStatus { state: Some(state), ..status.clone() };
     let mut patch = json!(status);
     let before = batch.status.as_ref().map(|before| json!(before));
     if let (Some(serde_json::Value::Object(before)), Some(patch)) = (before, patch.as_object_mut()) {

@@ -566,6 +566,7 @@ pub(super) fn rows(context: &str, inputs: &Inputs<'_>) -> Vec<FleetRow> {
                 application: batch.spec.application.clone(),
                 phase: phase.to_string(),
                 reason,
+                state: batch.state().label(),
                 window_end: batch.spec.window_end.0,
                 old_credentials_revocable: bindings
                     .filter(|_| !batch.is_terminal())

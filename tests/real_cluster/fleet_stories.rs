@@ -373,8 +373,12 @@ pub async fn notifications_reach_a_loopback_receiver_once_across_a_leader_change
     // Counted by receiver, by its name (never its URL, whose query holds a token).
     let metrics = a.metrics_text();
     assert!(metrics.contains("capdeck_notifications_failed_total{receiver=\"failing\"} 1"), "{metrics}");
-    let sent: Vec<&str> = metrics.lines().filter(|line| line.starts_with("capdeck_notifications_sent_total{")).collect();
-    assert!(matches!(sent.as_slice(), [line] if line.ends_with(" 1") && line.contains("receiver=\"127.0.0.1#")), "{metrics}");
+    let sent: Vec<&str> =
+        metrics.lines().filter(|line| line.starts_with("capdeck_notifications_sent_total{")).collect();
+    assert!(
+        matches!(sent.as_slice(), [line] if line.ends_with(" 1") && line.contains("receiver=\"127.0.0.1#")),
+        "{metrics}"
+    );
     assert!(!metrics.contains("t0p"), "a receiver's URL reached the metrics: {metrics}");
     // `capdeck doctor` says so, by host; a --notify-secret it is given must be readable.
     let doctor = |extra: &[&str]| {

@@ -68,6 +68,7 @@ fn sample_fleet(now: k8s_openapi::jiff::Timestamp) -> Vec<capdeck::fleet::FleetR
         application: "bookshop".into(),
         phase: "AwaitingApproval".into(),
         reason: "ApprovalRequired".into(),
+        state: "AwaitingApproval".into(),
         window_end: later(-120),
         old_credentials_revocable: Some(later(3 * 3600)),
     }];

@@ -41,10 +41,20 @@ pub enum BatchState {
     Cancelled,
     Superseded,
     Undone,
-    /// A phase written by another version of capdeck.
+    /// A phase written by another version of capdeck (bounded: it is shown and labelled).
     Unknown {
         phase: String,
     },
+}
+
+/// How long `status.state` may be (the CRD's schema says the same).
+pub const MAX_STATE: usize = 64;
+
+/// What `status.state` should say for `status` (bounded), to write or to compare with what it
+/// says: anyone who may write the status may write it wrong, and the engine puts it right.
+pub fn written_state(window_end: Timestamp, status: &RotationBatchStatus) -> String {
+    // One character is kept for the `…` of a cut.
+    crate::api::common::bounded(&BatchState::of_status(window_end, status).label(), MAX_STATE - 1).into_owned()
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,6 +91,8 @@ pub enum HeldBy {
     FailureGuard,
     /// The application's change windows cannot be read.
     UnreadableWindows,
+    /// A reason from another version of capdeck.
+    Unsaid,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -146,7 +158,8 @@ impl BatchState {
                 by: match reason {
                     Some(ReadyReason::RolloutFailureGuard) => HeldBy::FailureGuard,
                     Some(ReadyReason::ChangeWindowUnreadable) => HeldBy::UnreadableWindows,
-                    _ => HeldBy::Person,
+                    Some(ReadyReason::Held) => HeldBy::Person,
+                    _ => HeldBy::Unsaid,
                 },
             },
             (BatchPhase::Succeeded, _) => Self::Succeeded,
@@ -163,7 +176,11 @@ impl BatchState {
             (BatchPhase::Cancelled, _) => Self::Cancelled,
             (BatchPhase::Superseded, _) => Self::Superseded,
             (BatchPhase::Undone, _) => Self::Undone,
-            (BatchPhase::Other(phase), _) => Self::Unknown { phase: phase.clone() },
+            (BatchPhase::Other(phase), _) => {
+                // Shown, labelled and written to `status.state`: short, and no control character.
+                let printable: String = phase.chars().map(|c| if c.is_control() { '\u{FFFD}' } else { c }).collect();
+                Self::Unknown { phase: crate::api::common::bounded(&printable, 40).into_owned() }
+            }
         }
     }
 
@@ -207,6 +224,7 @@ impl BatchState {
                 HeldBy::Person => "by a person",
                 HeldBy::FailureGuard => "failure guard",
                 HeldBy::UnreadableWindows => "change windows unreadable",
+                HeldBy::Unsaid => return None,
             }),
             Self::Failed { why } => match why {
                 FailureCause::Stalled => Some("stalled"),
@@ -293,6 +311,7 @@ impl BatchState {
             Self::Held { by: HeldBy::Person },
             Self::Held { by: HeldBy::FailureGuard },
             Self::Held { by: HeldBy::UnreadableWindows },
+            Self::Held { by: HeldBy::Unsaid },
             Self::Succeeded,
             Self::NoChange,
             Self::Failed { why: FailureCause::Stalled },
@@ -323,7 +342,9 @@ impl BatchState {
                 | BatchState::RollingOut
                 | BatchState::Cancelling
                 | BatchState::Undoing
-                | BatchState::Held { by: HeldBy::Person | HeldBy::FailureGuard | HeldBy::UnreadableWindows }
+                | BatchState::Held {
+                    by: HeldBy::Person | HeldBy::FailureGuard | HeldBy::UnreadableWindows | HeldBy::Unsaid,
+                }
                 | BatchState::Succeeded
                 | BatchState::NoChange
                 | BatchState::Failed {
@@ -385,6 +406,7 @@ impl BatchState {
                     HeldBy::Person => &[R::Held],
                     HeldBy::FailureGuard => &[R::RolloutFailureGuard],
                     HeldBy::UnreadableWindows => &[R::ChangeWindowUnreadable],
+                    HeldBy::Unsaid => &[],
                 },
             ),
             Self::Succeeded => (BatchPhase::Succeeded, &[R::RolloutComplete]),
@@ -419,6 +441,7 @@ impl BatchState {
             Self::Held { by: HeldBy::UnreadableWindows } => {
                 "fix the change-window annotation (`capdeck doctor` names it)"
             }
+            Self::Held { by: HeldBy::Unsaid } => "read the message; `capdeck release` goes on",
             Self::Failed { why: FailureCause::SecretMissing | FailureCause::SecretInvalid } => {
                 "fix the binding Secret the message names; its next rotation opens a new batch"
             }
@@ -521,6 +544,30 @@ mod tests {
             return;
         }
         assert_eq!(&text[start..stop], table, "docs/BATCHES.md's state table differs from BatchState");
+    }
+
+    /// `status.state` as someone else wrote it (an older object, a forged one) is stale; what the
+    /// engine writes is bounded and printable whatever the phase says.
+    #[test]
+    fn a_state_text_that_says_otherwise_is_stale_and_what_is_written_is_printable() {
+        let object = |state: Option<&str>, phase: &str| -> RotationBatch {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
+                "metadata": {"name": "b", "namespace": "ns"},
+                "spec": {"application": "app", "windowEnd": "2026-11-23T12:00:00Z"},
+                "status": {"phase": phase, "state": state,
+                           "conditions": [{"type": "Ready", "status": "False", "reason": "ProgressDeadlineExceeded",
+                                           "message": "", "lastTransitionTime": "2026-11-23T12:00:00Z"}]}}))
+            .expect("batch")
+        };
+        assert!(object(Some("Succeeded"), "Failed").state_text_stale(), "a forged state");
+        assert!(object(None, "Failed").state_text_stale(), "written before the field existed");
+        assert!(!object(Some("Failed · stalled"), "Failed").state_text_stale());
+        let evil = format!("\x1b[31m{}\n", "P".repeat(300));
+        let batch = object(None, &evil);
+        let written = written_state(Timestamp::UNIX_EPOCH, batch.status.as_ref().expect("status"));
+        assert!(written.chars().count() <= MAX_STATE && !written.chars().any(char::is_control), "{written:?}");
+        assert_eq!(batch.state().word().chars().count(), 41, "the unknown phase, cut with its ellipsis");
     }
 
     #[test]
