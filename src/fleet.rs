@@ -389,10 +389,7 @@ mod tests {
             old_credentials_revocable: None,
         }];
         row.leader = NO_LEADER.into();
-        assert_eq!(
-            row.why_text(),
-            "no leader: rotations are not being handled; b1 AwaitingApproval"
-        );
+        assert_eq!(row.why_text(), "no leader: rotations are not being handled; b1 AwaitingApproval");
         let narrow = table(std::slice::from_ref(&row), Timestamp::UNIX_EPOCH, false, true);
         assert!(narrow.contains("no leader: rotations are not being handled"), "{narrow}");
         row.leader = "capdeck-7d9 (capdeck-system/capdeck-engine)".into();
