@@ -631,9 +631,12 @@ Examples:\n  capdeck windows 'Mon-Fri 22:00-05:00 Europe/Berlin; Sat-Sun 00:00-2
 capdeck windows 'Sun 01:00-04:00 Europe/Berlin' --at 2026-03-28T12:00:00Z --next 2 -o json")]
     Windows(WindowsArgs),
     /// Print a shell completion script: bash, zsh, fish, elvish or powershell
-    #[command(
-        long_about = "Print a shell completion script for capdeck.\n\nExamples:\n  source <(capdeck completion bash)\n  capdeck completion zsh > \"${fpath[1]}/_capdeck\"\n  capdeck completion fish > ~/.config/fish/completions/capdeck.fish"
-    )]
+    #[command(long_about = "Print a shell completion script for capdeck. The script asks capdeck itself for \
+the candidates, so subcommands and flags always match the binary, and contexts (--context), namespaces \
+(-n) and open batches (approve, force, hold, ...) come from your kubeconfig and its current context's \
+cluster (nothing is offered when it does not answer within 2 s). capdeck must be on PATH.\n\nExamples:\n  \
+source <(capdeck completion bash)\n  capdeck completion zsh > \"${fpath[1]}/_capdeck\"\n  \
+capdeck completion fish > ~/.config/fish/completions/capdeck.fish")]
     Completion(CompletionArgs),
     /// Install capdeck as a kubectl plugin (`kubectl capdeck ...`, completed by kubectl's own completion)
     #[command(subcommand, name = "kubectl-plugin")]
@@ -700,7 +703,7 @@ pub struct BatchesArgs {
 #[derive(Debug, Args)]
 pub struct BatchActionArgs {
     /// The batch: NAMESPACE/NAME, or NAME with -n
-    #[arg(value_name = "BATCH")]
+    #[arg(value_name = "BATCH", add = clap_complete::engine::ArgValueCompleter::new(crate::cluster::complete::batches))]
     pub batch: String,
     /// Why (required; recorded in the batch and its Event, with who you are)
     #[arg(long, value_name = "TEXT", value_parser = non_blank)]

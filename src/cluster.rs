@@ -3,6 +3,8 @@
 //! that the engine and the console share.
 
 pub mod batch_writer;
+/// Dynamic shell completion of contexts, namespaces and batches.
+pub mod complete;
 pub mod deadline;
 pub mod leader;
 pub mod stores;
@@ -56,10 +58,12 @@ pub struct ClusterArgs {
     #[arg(long, global = true, value_name = "PATH", env = "KUBECONFIG", hide_env_values = true)]
     pub kubeconfig: Option<PathBuf>,
     /// Kubeconfig context to use (default: the current context)
-    #[arg(long, global = true, value_name = "NAME")]
+    #[arg(long, global = true, value_name = "NAME",
+          add = clap_complete::engine::ArgValueCompleter::new(complete::contexts))]
     pub context: Option<String>,
     /// Namespace to look at (default: the context's namespace)
-    #[arg(short = 'n', long, global = true, value_name = "NS", conflicts_with = "all_namespaces")]
+    #[arg(short = 'n', long, global = true, value_name = "NS", conflicts_with = "all_namespaces",
+          add = clap_complete::engine::ArgValueCompleter::new(complete::namespaces))]
     pub namespace: Option<String>,
     /// Look at every namespace
     #[arg(short = 'A', long, global = true)]
@@ -690,6 +694,35 @@ mod tests {
             );
         }
         assert_eq!(unreachable_cause(&api(500)), None, "the server answered");
+    }
+
+    /// What the console's outage banner says when the API server is down: a watch's error through
+    /// the client capdeck builds (its deadline layer included), named as the CLI names it, never
+    /// kube's `ServiceError: client error (Connect)`.
+    #[tokio::test]
+    async fn a_watch_that_cannot_connect_is_named_as_the_cli_names_it() {
+        use futures::StreamExt as _;
+        let url = format!("https://127.0.0.1:{}", closed_port());
+        let client =
+            deadline::build_client(kube::Config::new(url.parse().expect("url")), deadline::RequestTimeout::default())
+                .await
+                .expect("client");
+        let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client);
+        let mut stream = std::pin::pin!(kube::runtime::watcher(api, kube::runtime::watcher::Config::default()));
+        // The watcher says `Init` first, then fails its list.
+        let mut error = None;
+        while let Some(event) = stream.next().await {
+            if let Err(failed) = event {
+                error = Some(failed);
+                break;
+            }
+        }
+        let error = error.expect("an error from a closed port");
+        let text = describe_watch_error(&error);
+        assert_eq!(
+            text,
+            "cannot reach the API server: connection refused (is the cluster up and the kubeconfig right?)"
+        );
     }
 
     /// One DER element at `at`: (tag, content start, end).

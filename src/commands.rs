@@ -32,6 +32,17 @@ fn warn_undecodable(kind: &str, undecodable: &[crate::api::lenient::Undecodable]
     }
 }
 
+/// The environment variable that turns a run of capdeck into a completion request (the script
+/// `capdeck completion SHELL` prints sets it).
+pub const COMPLETE_VAR: &str = "CAPDECK_COMPLETE";
+
+/// Answer a shell's completion request and exit, when this run is one (`COMPLETE_VAR` is set);
+/// otherwise return at once. Before anything is printed.
+pub fn complete_if_asked() {
+    use clap::CommandFactory as _;
+    clap_complete::CompleteEnv::with_factory(Cli::command).var(COMPLETE_VAR).complete();
+}
+
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     use crate::actions::BatchAction;
     if let Some(refused) = refuse_if_readonly(&cli)? {
@@ -74,11 +85,14 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Sandbox(args)) => runtime()?.block_on(sandbox::run(args)),
         Some(Command::Bench(command)) => runtime()?.block_on(bench::run(command)),
         Some(Command::Completion(args)) => {
-            use clap::CommandFactory as _;
             use std::io::Write as _;
-            // Into a buffer first: the generator panics on a closed pipe (`| head`).
+            // The registration of clap_complete's dynamic completion: the shell calls back into
+            // capdeck (`CAPDECK_COMPLETE=<shell> capdeck -- WORDS`, main.rs) for the candidates.
+            let shells = clap_complete::env::Shells::builtins();
+            let name = args.shell.to_string();
+            let shell = shells.completer(&name).ok_or_else(|| anyhow::anyhow!("no completion for the shell {name}"))?;
             let mut script = Vec::new();
-            clap_complete::generate(args.shell, &mut Cli::command(), "capdeck", &mut script);
+            shell.write_registration(COMPLETE_VAR, "capdeck", "capdeck", "capdeck", &mut script)?;
             std::io::stdout().lock().write_all(&script)?;
             Ok(ExitCode::SUCCESS)
         }

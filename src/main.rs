@@ -8,6 +8,8 @@ fn main() -> ExitCode {
     if let Some(words) = capdeck::commands::kubectl_plugin::completion_request(&args) {
         return capdeck::commands::kubectl_plugin::print_completions(&words);
     }
+    // A shell asking for completions (`capdeck completion SHELL` registered it): answered, exits.
+    capdeck::commands::complete_if_asked();
     // clap exits with 2 on usage errors and 0 for --help/--version.
     let cli = capdeck::cli::Cli::parse_checked(args).unwrap_or_else(|error| capdeck::commands::exit_with(&error));
     match capdeck::commands::run(cli) {

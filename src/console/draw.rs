@@ -214,12 +214,15 @@ fn labels(short: bool) -> Vec<String> {
 fn draw_banner(frame: &mut Frame, app: &App, area: Rect) {
     let theme = &app.theme;
     let error = app.connection.error.as_deref().unwrap_or_default();
+    // The cause first: at 80 columns it is what must show (the label already says what cannot
+    // be reached); then the server and the reconnecting.
+    let cause = error.strip_prefix(strings::CANNOT_REACH_PREFIX).unwrap_or(error);
     let attempts =
         if app.connection.attempts > 0 { format!(" (attempt {})", app.connection.attempts) } else { String::new() };
     let line = Line::from(vec![
         Span::styled(format!(" {} ", strings::CONNECTION_LOST), theme.error().add_modifier(Modifier::REVERSED)),
-        Span::styled(format!(" {}", app.session.server), theme.error()),
-        Span::styled(format!(" {error} — {}{attempts}", strings::RECONNECTING), theme.error()),
+        Span::styled(format!(" {cause}"), theme.error()),
+        Span::styled(format!(" · {} — {}{attempts}", app.session.server, strings::RECONNECTING), theme.error()),
     ]);
     frame.render_widget(Paragraph::new(line), area);
 }

@@ -48,6 +48,8 @@ pub const NOTHING_HERE: &str = "nothing here";
 pub const FLEET_READING: &str = "reading every kube context (each within 5s)…";
 pub const NOTHING_MATCHES: &str = "no row matches the filter (Esc clears it)";
 pub const CONNECTION_LOST: &str = "API server unreachable";
+/// How `cluster::describe_error` begins an unreachable server's text (the banner says it already).
+pub const CANNOT_REACH_PREFIX: &str = "cannot reach the API server: ";
 
 /// What the views miss while these kinds (the stores' names) may not be listed (the API server
 /// answered 403), with the `kubectl auth can-i` that checks the first.

@@ -292,14 +292,25 @@ pub async fn a_workload_added_to_a_version_never_rewrites_another_teams_deployme
             "metadata": {"name": "bookshop-v1-srv-dbconfig", "namespace": world.ns}, "stringData": {"DB_USER": "srv"}})])
         .await;
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(world.client.clone(), &world.ns);
-    let mut srv = deployments.get("bookshop-v1-srv").await.expect("srv");
-    if let Some(pod) = srv.spec.as_mut().and_then(|spec| spec.template.spec.as_mut()) {
-        let env_from = pod.containers[0].env_from.get_or_insert_with(Vec::new);
-        env_from.insert(0, serde_json::from_value(json!({"configMapRef": {"name": "srv-extra"}})).expect("entry"));
-        env_from
-            .push(serde_json::from_value(json!({"secretRef": {"name": "bookshop-v1-srv-dbconfig"}})).expect("entry"));
+    // Read, edit, replace; again on a conflict (the Deployment controller writes its status
+    // meanwhile, on both backends), as kubectl edit would.
+    for attempt in 1.. {
+        let mut srv = deployments.get("bookshop-v1-srv").await.expect("srv");
+        if let Some(pod) = srv.spec.as_mut().and_then(|spec| spec.template.spec.as_mut()) {
+            let env_from = pod.containers[0].env_from.get_or_insert_with(Vec::new);
+            env_from.insert(0, serde_json::from_value(json!({"configMapRef": {"name": "srv-extra"}})).expect("entry"));
+            env_from.push(
+                serde_json::from_value(json!({"secretRef": {"name": "bookshop-v1-srv-dbconfig"}})).expect("entry"),
+            );
+        }
+        match deployments.replace("bookshop-v1-srv", &PostParams::default(), &srv).await {
+            Err(kube::Error::Api(status)) if status.code == 409 && attempt < 5 => continue,
+            edited => {
+                edited.expect("srv edited");
+                break;
+            }
+        }
     }
-    deployments.replace("bookshop-v1-srv", &PostParams::default(), &srv).await.expect("srv edited");
     world
         .grant("erin", "sme.sap.com", &["capapplicationversions"], &["get", "list", "update"], &["*:deployments"])
         .await;

@@ -445,16 +445,70 @@ async fn batches_watch_prints_each_change() {
     cluster.served.stop().await;
 }
 
+/// `capdeck completion SHELL` registers capdeck itself as the completer of every shell.
 #[test]
 fn completion_scripts_for_each_shell() {
-    for (shell, marker) in [("bash", "_capdeck()"), ("zsh", "#compdef capdeck"), ("fish", "complete -c capdeck")] {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
         let output = Command::cargo_bin("capdeck").expect("bin").args(["completion", shell]).output().expect("runs");
         assert!(output.status.success(), "{shell}");
         let script = String::from_utf8_lossy(&output.stdout);
-        assert!(script.contains(marker), "{shell}: {}", &script[..script.len().min(200)]);
-        assert!(script.contains("approve") && script.contains("batches"), "{shell} completes subcommands");
+        assert!(script.contains("CAPDECK_COMPLETE") && script.contains("capdeck"), "{shell}: {script}");
     }
     Command::cargo_bin("capdeck").expect("bin").args(["completion", "nosh"]).assert().code(2);
+}
+
+/// What the shell gets back (fish's protocol: one candidate a line, its help after a tab):
+/// subcommands from the binary, and open batches, namespaces and contexts from the kubeconfig and
+/// its cluster; a cluster that does not answer offers nothing, quickly, and no error text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completion_asks_the_cluster_for_batches_namespaces_and_contexts() {
+    let cluster = cluster().await;
+    let kubeconfig = cluster.kubeconfig.clone();
+    let answers = tokio::task::spawn_blocking(move || {
+        let complete = |kubeconfig: &std::path::Path, words: &[&str]| {
+            let output = Command::cargo_bin("capdeck")
+                .expect("bin")
+                .env("KUBECONFIG", kubeconfig)
+                .env("CAPDECK_COMPLETE", "fish")
+                .args(["--", "capdeck"])
+                .args(words)
+                .output()
+                .expect("runs");
+            assert!(output.status.success(), "{words:?}: {}", String::from_utf8_lossy(&output.stderr));
+            assert!(output.stderr.is_empty(), "{words:?}: {}", String::from_utf8_lossy(&output.stderr));
+            let text = String::from_utf8_lossy(&output.stdout).into_owned();
+            // The values; clap offers the flags too after an empty word.
+            text.lines()
+                .map(|line| line.split('\t').next().unwrap_or_default().to_string())
+                .filter(|value| !value.starts_with('-'))
+                .collect::<Vec<_>>()
+        };
+        let unreachable = tempfile::tempdir().expect("dir");
+        let nowhere = unreachable.path().join("kubeconfig");
+        capdeck::sandbox::write_kubeconfig(&nowhere, "https://127.0.0.1:9", "nobody").expect("kubeconfig");
+        let started = std::time::Instant::now();
+        let offline = complete(&nowhere, &["approve", ""]);
+        let waited = started.elapsed();
+        (
+            complete(&kubeconfig, &["approve", ""]),
+            complete(&kubeconfig, &["batches", "-n", "sh"]),
+            complete(&kubeconfig, &["--context", ""]),
+            complete(&kubeconfig, &["appr"]),
+            (offline, waited),
+        )
+    })
+    .await
+    .expect("join");
+    let (batches, namespaces, contexts, subcommands, (offline, waited)) = answers;
+    // Open batches only, named as the actions take them (the context's namespace is `default`).
+    assert_eq!(batches, ["shop/bookshop-open", "shop/bookshop-waiting"]);
+    assert_eq!(namespaces, ["shop"]);
+    assert_eq!(contexts, ["capdeck-sandbox"]);
+    assert_eq!(subcommands, ["approve"]);
+    assert!(offline.is_empty(), "{offline:?}");
+    // A bound against a hang (the completer gives up after 2 s), not a measurement.
+    assert!(waited < std::time::Duration::from_secs(20), "an unreachable cluster held the shell for {waited:?}");
+    cluster.served.stop().await;
 }
 
 #[test]
