@@ -6,6 +6,9 @@
 
 use std::path::PathBuf;
 
+/// Completion of a batch action's BATCH: the batches that action accepts.
+pub mod complete;
+
 use clap::{Args, Parser, Subcommand};
 
 use crate::cluster::ClusterArgs;
@@ -633,8 +636,8 @@ capdeck windows 'Sun 01:00-04:00 Europe/Berlin' --at 2026-03-28T12:00:00Z --next
     /// Print a shell completion script: bash, zsh, fish, elvish or powershell
     #[command(long_about = "Print a shell completion script for capdeck. The script asks capdeck itself for \
 the candidates, so subcommands and flags always match the binary, and contexts (--context), namespaces \
-(-n) and open batches (approve, force, hold, ...) come from your kubeconfig and its current context's \
-cluster (nothing is offered when it does not answer within 2 s). capdeck must be on PATH.\n\nExamples:\n  \
+(-n) and the batches an action accepts now (approve, force, hold, ...) come from the kubeconfig, context and \
+namespace on the line (nothing is offered when the cluster does not answer within 2 s). capdeck must be on PATH.\n\nExamples:\n  \
 source <(capdeck completion bash)\n  capdeck completion zsh > \"${fpath[1]}/_capdeck\"\n  \
 capdeck completion fish > ~/.config/fish/completions/capdeck.fish")]
     Completion(CompletionArgs),
@@ -703,7 +706,7 @@ pub struct BatchesArgs {
 #[derive(Debug, Args)]
 pub struct BatchActionArgs {
     /// The batch: NAMESPACE/NAME, or NAME with -n
-    #[arg(value_name = "BATCH", add = clap_complete::engine::ArgValueCompleter::new(crate::cluster::complete::batches))]
+    #[arg(value_name = "BATCH", add = clap_complete::engine::ArgValueCompleter::new(complete::batches))]
     pub batch: String,
     /// Why (required; recorded in the batch and its Event, with who you are)
     #[arg(long, value_name = "TEXT", value_parser = non_blank)]

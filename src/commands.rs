@@ -160,3 +160,47 @@ pub fn is_broken_pipe(error: &anyhow::Error) -> bool {
         cause.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    /// Every file and directory docs/ARCHITECTURE.md's "Where do I change X" table names exists:
+    /// a path under `src/` (`engine/writes.rs`), from the repository's root (`docs/METRICS.md`,
+    /// `charts/capdeck/values.yaml`), or the end of a path in the repository (`capdeck.rules.test.yaml`, `templates/_helpers.tpl`).
+    #[test]
+    fn the_where_do_i_change_x_table_names_paths_that_exist() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(root.join("docs/ARCHITECTURE.md")).expect("docs/ARCHITECTURE.md");
+        let table = text.split("## Where do I change X").nth(1).expect("the section");
+        let table = table.split("\n## ").next().unwrap_or_default();
+        let path = regex::Regex::new(r"[A-Za-z0-9_.\-/]+(\.(rs|md|yaml|json|py|tpl|toml)|/)").expect("regex");
+        let mut names = Vec::new();
+        for row in table.lines().filter(|line| line.starts_with("| ")) {
+            let change = row.rsplit(" | ").next().unwrap_or_default();
+            names.extend(
+                path.find_iter(change).map(|found| found.as_str().to_string()).filter(|name| name.contains(['/', '.'])),
+            );
+        }
+        let mut files = Vec::new();
+        let mut dirs = vec![root.to_path_buf()];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if entry.path().is_dir() && !name.starts_with('.') && name != "target" {
+                    dirs.push(entry.path());
+                }
+                files.push(entry.path().to_string_lossy().into_owned());
+            }
+        }
+        let missing: Vec<&String> = names
+            .iter()
+            .filter(|name| {
+                let tail = format!("/{}", name.trim_end_matches('/'));
+                !(root.join(name).exists()
+                    || root.join("src").join(name).exists()
+                    || files.iter().any(|f| f.ends_with(&tail)))
+            })
+            .collect();
+        assert!(names.len() > 30, "the table names only {} paths: {names:?}", names.len());
+        assert!(missing.is_empty(), "docs/ARCHITECTURE.md names paths that do not exist: {missing:?}");
+    }
+}

@@ -147,7 +147,7 @@ pub struct RotationBatchStatus {
     /// What the batch is doing, as every capdeck surface says it (`Held · failure guard`): the
     /// phase and the `Ready` reason in a few words, written with every status for `kubectl get rb`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 64), regex(pattern = r"^[^\x00-\x1f\x7f]*$"))]
+    #[schemars(length(max = 64), regex(pattern = state::STATE_PATTERN))]
     pub state: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,

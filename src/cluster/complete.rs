@@ -1,10 +1,10 @@
-//! Dynamic shell completion of what only the kubeconfig or the cluster knows: contexts,
-//! namespaces and open batches. The shell asks capdeck itself: `capdeck completion SHELL`
-//! registers that, and `capdeck __complete` and kubectl's plugin completion use the same
-//! completers. A completer sees only the word being completed, so it uses the default kubeconfig
-//! and context (`--context` on the same line is not known to it). A cluster that does not answer
-//! within two seconds, or refuses, offers nothing: completion never hangs a shell, and never
-//! prints an error into it.
+//! Dynamic shell completion of what only the kubeconfig or the cluster knows: contexts and
+//! namespaces here, the batches an action accepts in `cli::complete`. The shell asks capdeck
+//! itself (`capdeck completion SHELL` registers that); `capdeck __complete` and kubectl's plugin
+//! completion use the same completers. A completer is handed only the word being completed; the
+//! line's `--kubeconfig`, `--context`, `-n` and `-A` are read from this process's arguments
+//! (`line`). A cluster that does not answer within two seconds, or refuses, offers nothing:
+//! completion never hangs a shell, and never prints an error into it.
 
 use std::ffi::OsStr;
 use std::future::Future;
@@ -15,20 +15,18 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams};
 
 use super::{ClusterArgs, Connection};
-use crate::api::RotationBatch;
-use crate::api::lenient::Lenient;
 
 /// How long a completer waits for the cluster, connecting included.
 const WAIT: Duration = Duration::from_secs(2);
 
-/// The kubeconfig's contexts (`--context`).
+/// The kubeconfig's contexts (`--context`), from the kubeconfig the line names.
 pub fn contexts(current: &OsStr) -> Vec<CompletionCandidate> {
-    matching(ClusterArgs::default().context_names().unwrap_or_default(), current)
+    matching(line().context_names().unwrap_or_default(), current)
 }
 
-/// The namespaces the current context may list (`-n`).
+/// The namespaces the line's context may list (`-n`).
 pub fn namespaces(current: &OsStr) -> Vec<CompletionCandidate> {
-    let names = ask(|connection| async move {
+    let names = ask(&line(), |connection| async move {
         let api: Api<Namespace> = Api::all(connection.client);
         let listed = api.list_metadata(&ListParams::default()).await?;
         Ok(listed.items.into_iter().filter_map(|namespace| namespace.metadata.name).collect())
@@ -36,40 +34,37 @@ pub fn namespaces(current: &OsStr) -> Vec<CompletionCandidate> {
     matching(names, current)
 }
 
-/// The open batches (the ones an action may still change): `NAME` in the context's namespace,
-/// `NAMESPACE/NAME` in the others. Only the context's namespace when every namespace may not be
-/// listed.
-pub fn batches(current: &OsStr) -> Vec<CompletionCandidate> {
-    let names = ask(|connection| async move {
-        let everywhere: Api<Lenient<RotationBatch>> = Api::all(connection.client.clone());
-        let listed = match super::list_each(&everywhere, &ListParams::default()).await {
-            Err(kube::Error::Api(status)) if status.code == 403 => {
-                let here: Api<Lenient<RotationBatch>> =
-                    Api::namespaced(connection.client.clone(), &connection.default_namespace);
-                super::list_each(&here, &ListParams::default()).await?
-            }
-            other => other?,
-        };
-        Ok(open_batch_names(&listed.items, &connection.default_namespace))
-    });
-    matching(names, current)
+/// The cluster flags of the command line being completed. A completer is handed only its own
+/// word, but the shell's words are this process's arguments (`capdeck -- capdeck WORDS` from the
+/// shell's script, `capdeck __complete WORDS` from kubectl).
+pub fn line() -> ClusterArgs {
+    cluster_args_of(&std::env::args().collect::<Vec<_>>())
 }
 
-/// `NAME` for a batch in `here`, `NAMESPACE/NAME` for the others; ended batches left out.
-pub fn open_batch_names(batches: &[RotationBatch], here: &str) -> Vec<String> {
-    use kube::ResourceExt as _;
-    batches
-        .iter()
-        .filter(|batch| !batch.is_terminal() || batch.phase() == crate::api::BatchPhase::Failed)
-        .map(|batch| {
-            let namespace = batch.namespace().unwrap_or_default();
-            if namespace == here { batch.name_any() } else { format!("{namespace}/{}", batch.name_any()) }
-        })
-        .collect()
+/// `--kubeconfig`, `--context`, `-n`/`--namespace` and `-A` among `words` (the last one given
+/// wins, as for clap; an empty value, the word being completed, is none).
+pub fn cluster_args_of(words: &[String]) -> ClusterArgs {
+    let mut args = ClusterArgs::default();
+    let mut words = words.iter().peekable();
+    while let Some(word) = words.next() {
+        let (flag, inline) = match word.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => (flag, Some(value.to_string())),
+            _ => (word.as_str(), None),
+        };
+        let mut value = || inline.clone().or_else(|| words.next().cloned()).filter(|value| !value.is_empty());
+        match flag {
+            "-n" | "--namespace" => args.namespace = value(),
+            "--context" => args.context = value(),
+            "--kubeconfig" => args.kubeconfig = value().map(std::path::PathBuf::from),
+            "-A" | "--all-namespaces" => args.all_namespaces = true,
+            _ => {}
+        }
+    }
+    args
 }
 
 /// The names that begin with the word being completed, sorted, once each.
-fn matching(mut names: Vec<String>, current: &OsStr) -> Vec<CompletionCandidate> {
+pub fn matching(mut names: Vec<String>, current: &OsStr) -> Vec<CompletionCandidate> {
     let current = current.to_string_lossy();
     names.retain(|name| name.starts_with(current.as_ref()));
     names.sort();
@@ -77,8 +72,9 @@ fn matching(mut names: Vec<String>, current: &OsStr) -> Vec<CompletionCandidate>
     names.into_iter().map(CompletionCandidate::new).collect()
 }
 
-/// Ask the cluster of the default context, within [`WAIT`]; nothing on any failure.
-fn ask<F, Fut>(query: F) -> Vec<String>
+/// Ask the cluster `args` name, within [`WAIT`]; nothing on any failure. The wait bounds what
+/// capdeck waits for; an exec credential plugin it started may run on after it (its own time).
+pub fn ask<F, Fut>(args: &ClusterArgs, query: F) -> Vec<String>
 where
     F: FnOnce(Connection) -> Fut,
     Fut: Future<Output = Result<Vec<String>, kube::Error>>,
@@ -88,7 +84,7 @@ where
     };
     runtime.block_on(async {
         let asked = async {
-            let connection = ClusterArgs::default().connect().await.ok()?;
+            let connection = args.connect().await.ok()?;
             query(connection).await.ok()
         };
         tokio::time::timeout(WAIT, asked).await.ok().flatten().unwrap_or_default()
@@ -99,25 +95,20 @@ where
 mod tests {
     use super::*;
 
-    fn batch(namespace: &str, name: &str, phase: &str) -> RotationBatch {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"application": "app", "windowEnd": "2026-11-23T12:00:00Z"},
-            "status": {"phase": phase}}))
-        .expect("batch")
-    }
-
     #[test]
-    fn open_batches_are_named_as_the_actions_take_them() {
-        let batches = [
-            batch("shop", "a", "AwaitingApproval"),
-            batch("hr", "b", "Held"),
-            batch("shop", "c", "Succeeded"),
-            batch("shop", "d", "Failed"),
-        ];
-        // Failed stays: retry and undo act on it.
-        assert_eq!(open_batch_names(&batches, "shop"), ["a", "hr/b", "d"]);
+    fn the_lines_cluster_flags_are_read_as_clap_reads_them() {
+        let words = |line: &str| line.split(' ').map(str::to_string).collect::<Vec<_>>();
+        let args = cluster_args_of(&words("capdeck -- capdeck --context prod -n shop approve "));
+        assert_eq!(
+            (args.context.as_deref(), args.namespace.as_deref(), args.all_namespaces),
+            (Some("prod"), Some("shop"), false)
+        );
+        let args = cluster_args_of(&words("capdeck __complete --namespace=hr --kubeconfig=/k -A hold"));
+        assert_eq!(args.namespace.as_deref(), Some("hr"));
+        assert_eq!(args.kubeconfig, Some(std::path::PathBuf::from("/k")));
+        assert!(args.all_namespaces);
+        // The word being completed after -n is no namespace yet.
+        assert_eq!(cluster_args_of(&words("capdeck -- capdeck -n ")).namespace, None);
         let found: Vec<String> = matching(vec!["hr/b".into(), "a".into(), "a".into()], OsStr::new("a"))
             .iter()
             .map(|candidate| candidate.get_value().to_string_lossy().into_owned())

@@ -222,7 +222,13 @@ fn draw_banner(frame: &mut Frame, app: &App, area: Rect) {
     let line = Line::from(vec![
         Span::styled(format!(" {} ", strings::CONNECTION_LOST), theme.error().add_modifier(Modifier::REVERSED)),
         Span::styled(format!(" {cause}"), theme.error()),
-        Span::styled(format!(" · {} — {}{attempts}", app.session.server, strings::RECONNECTING), theme.error()),
+        Span::styled(
+            match app.session.server.as_str() {
+                "" => format!(" — {}{attempts}", strings::RECONNECTING),
+                server => format!(" · {server} — {}{attempts}", strings::RECONNECTING),
+            },
+            theme.error(),
+        ),
     ]);
     frame.render_widget(Paragraph::new(line), area);
 }

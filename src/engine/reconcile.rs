@@ -144,6 +144,10 @@ pub struct Reconciler {
     /// Objects that did not decode on the last leading pass (kind, namespace, name): one that
     /// decodes again may hide a rotation (a Deployment the planner could not read).
     undecodable_seen: BTreeSet<(&'static str, String, String)>,
+    /// Ended batches whose `status.state` could not be put right, at the resourceVersion that was
+    /// refused: tried again only once the object changes (a 403 or an admission webhook would
+    /// refuse every pass), and warned about once each.
+    state_fix_refused: BTreeMap<AppKey, String>,
 }
 
 impl Reconciler {
@@ -161,6 +165,7 @@ impl Reconciler {
             open_seen: BTreeMap::new(),
             sweep_orphans: true,
             undecodable_seen: BTreeSet::new(),
+            state_fix_refused: BTreeMap::new(),
         }
     }
 
@@ -237,13 +242,31 @@ impl Reconciler {
     /// Ended batches whose `status.state` (kubectl's STATE) says something else than their
     /// state: written before that field existed, or by hand. Open batches are put right by their
     /// own status writes; nothing else writes an ended one.
-    async fn correct_ended_states(&self) {
-        let ended =
-            self.context.stores.batches.state().into_iter().filter(|b| !b.engine_work() && b.state_text_stale());
+    async fn correct_ended_states(&mut self) {
+        let ended: Vec<Arc<RotationBatch>> = self
+            .context
+            .stores
+            .batches
+            .state()
+            .into_iter()
+            .filter(|b| !b.engine_work() && b.state_text_stale())
+            .collect();
+        let stale: BTreeSet<AppKey> = ended.iter().map(|batch| batch_key(batch)).collect();
+        self.state_fix_refused.retain(|key, _| stale.contains(key));
         for batch in ended {
+            let (key, version) = (batch_key(&batch), batch.resource_version().unwrap_or_default());
+            if self.state_fix_refused.get(&key) == Some(&version) {
+                continue;
+            }
             let status = batch.status.clone().unwrap_or_default();
-            if let Err(error) = self.context.writes.write_status(&batch, &status).await {
-                tracing::debug!(batch = %batch.name_any(), error = %crate::cluster::describe_error(&error), "cannot correct the batch's status.state");
+            match self.context.writes.write_status(&batch, &status).await {
+                Ok(_) => {
+                    self.state_fix_refused.remove(&key);
+                }
+                Err(error) => {
+                    tracing::warn!(namespace = %key.0, batch = %key.1, error = %crate::cluster::describe_error(&error), "cannot put the ended batch's status.state (kubectl's STATE) right; trying again when the batch changes");
+                    self.state_fix_refused.insert(key, version);
+                }
             }
         }
     }

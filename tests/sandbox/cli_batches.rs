@@ -489,19 +489,24 @@ async fn completion_asks_the_cluster_for_batches_namespaces_and_contexts() {
         let started = std::time::Instant::now();
         let offline = complete(&nowhere, &["approve", ""]);
         let waited = started.elapsed();
+        let named = (complete(&kubeconfig, &["-n", "shop", "approve", ""]), complete(&kubeconfig, &["retry", ""]));
         (
             complete(&kubeconfig, &["approve", ""]),
             complete(&kubeconfig, &["batches", "-n", "sh"]),
             complete(&kubeconfig, &["--context", ""]),
             complete(&kubeconfig, &["appr"]),
             (offline, waited),
+            named,
         )
     })
     .await
     .expect("join");
-    let (batches, namespaces, contexts, subcommands, (offline, waited)) = answers;
-    // Open batches only, named as the actions take them (the context's namespace is `default`).
+    let (batches, namespaces, contexts, subcommands, (offline, waited), (in_shop, retriable)) = answers;
+    // The batches the action accepts, named as it takes them (the context's namespace is
+    // `default`; with -n, the name alone); retry accepts none of these.
     assert_eq!(batches, ["shop/bookshop-open", "shop/bookshop-waiting"]);
+    assert_eq!(in_shop, ["bookshop-open", "bookshop-waiting"]);
+    assert!(retriable.is_empty(), "{retriable:?}");
     assert_eq!(namespaces, ["shop"]);
     assert_eq!(contexts, ["capdeck-sandbox"]);
     assert_eq!(subcommands, ["approve"]);

@@ -154,9 +154,11 @@ async fn api_loss_shows_a_banner_and_the_console_reconnects_by_itself() {
     let screen = console.shows("API server unreachable").await;
     assert!(screen.contains("disconnected"), "{screen}");
     assert!(screen.contains("hr-portal"), "the last known state stays on screen:\n{screen}");
-    // The cause in the CLI's words, first, whatever the width; never kube's own text.
+    // The cause in the CLI's words (a refused or a closed connection, as the server went), first,
+    // whatever the width; never kube's own text.
     let banner = screen.lines().find(|line| line.contains("API server unreachable")).unwrap_or_default();
-    assert!(banner.contains("connection refused") && !screen.contains("ServiceError"), "{screen}");
+    let cause = banner.contains("connection refused") || banner.contains("connection closed");
+    assert!(cause && !screen.contains("ServiceError") && !screen.contains("client error"), "{screen}");
 
     world.served = Some(world.sandbox.serve(address).await.expect("serve again on the same port"));
     let screen =

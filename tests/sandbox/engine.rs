@@ -82,3 +82,60 @@ async fn dropped_watches_and_compacted_history_change_nothing() {
     assert_eq!(writes.iter().filter(|w| *w == "update deployments").count(), 2, "{writes:#?}");
     world.engine.stop().await;
 }
+
+/// kubectl's STATE (`status.state`) forged on an ended batch is put right by the engine; a fix
+/// the API server refuses is tried again only when the batch changes, not on every pass (a 403
+/// or an admission webhook would otherwise cost a refused write per pass and per batch).
+#[tokio::test(start_paused = true)]
+async fn a_forged_state_on_an_ended_batch_is_put_right_and_a_refused_fix_is_not_repeated() {
+    use capdeck::api::RotationBatch;
+    use k8s_openapi::api::apps::v1::Deployment;
+    use kube::api::{Api, Patch, PatchParams};
+    let world = world(&[AppOptions::default()]).await;
+    let name = rotated_batch(&world, "bookshop-uaa").await;
+    world.sandbox.wait_phase("bookshop", BatchPhase::Succeeded, Duration::from_secs(120)).await;
+    let batches: Api<RotationBatch> = Api::namespaced(world.sandbox.client(), NS);
+    let forge = || async {
+        let forged = serde_json::json!({"status": {"state": "AwaitingApproval"}});
+        batches.patch_status(&name, &PatchParams::default(), &Patch::Merge(&forged)).await.expect("forged");
+    };
+    let state =
+        || async { batches.get(&name).await.ok().and_then(|batch| batch.status).and_then(|status| status.state) };
+    forge().await;
+    eventually("the state put right", Duration::from_secs(30), || async {
+        state().await.as_deref() == Some("Succeeded")
+    })
+    .await;
+    // Forged again, and the fix refused from now on: five changes elsewhere, five passes.
+    forge().await;
+    world.sandbox.deny("patch:rotationbatches".parse().expect("rule"));
+    world.sandbox.clear_requests();
+    let deployments: Api<Deployment> = Api::namespaced(world.sandbox.client(), NS);
+    for touch in 0..5 {
+        let annotation = serde_json::json!({"metadata": {"annotations": {"example.com/touch": touch.to_string()}}});
+        deployments
+            .patch("bookshop-v1-srv", &PatchParams::default(), &Patch::Merge(&annotation))
+            .await
+            .expect("touched");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    let refused = || {
+        world
+            .sandbox
+            .requests()
+            .iter()
+            .filter(|r| r.info.verb == "patch" && r.info.resource == "rotationbatches")
+            .count()
+    };
+    assert_eq!(refused(), 1, "tried once, not once per pass");
+    assert_eq!(state().await.as_deref(), Some("AwaitingApproval"), "the refusal left it forged");
+    // Once allowed and the batch changes, it is put right.
+    world.sandbox.allow_all();
+    let touched = serde_json::json!({"metadata": {"annotations": {"example.com/touch": "batch"}}});
+    batches.patch(&name, &PatchParams::default(), &Patch::Merge(&touched)).await.expect("batch touched");
+    eventually("put right once allowed", Duration::from_secs(30), || async {
+        state().await.as_deref() == Some("Succeeded")
+    })
+    .await;
+    world.engine.stop().await;
+}

@@ -47,6 +47,16 @@ pub enum BatchState {
     },
 }
 
+/// A character `status.state` may hold (the CRD's pattern says the same): no control character
+/// (C0, DEL, C1) and no bidirectional override, which would make kubectl's column say something
+/// else than it holds.
+pub fn shown_as_is(c: char) -> bool {
+    !(c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'))
+}
+
+/// The CRD's pattern for `status.state`: what [`shown_as_is`] allows (RE2 and Rust regex syntax).
+pub const STATE_PATTERN: &str = r"^[^\x00-\x1f\x7f-\x9f\x{202A}-\x{202E}\x{2066}-\x{2069}]*$";
+
 /// How long `status.state` may be (the CRD's schema says the same).
 pub const MAX_STATE: usize = 64;
 
@@ -178,7 +188,7 @@ impl BatchState {
             (BatchPhase::Undone, _) => Self::Undone,
             (BatchPhase::Other(phase), _) => {
                 // Shown, labelled and written to `status.state`: short, and no control character.
-                let printable: String = phase.chars().map(|c| if c.is_control() { '\u{FFFD}' } else { c }).collect();
+                let printable: String = phase.chars().map(|c| if shown_as_is(c) { c } else { '\u{FFFD}' }).collect();
                 Self::Unknown { phase: crate::api::common::bounded(&printable, 40).into_owned() }
             }
         }
@@ -563,10 +573,14 @@ mod tests {
         assert!(object(Some("Succeeded"), "Failed").state_text_stale(), "a forged state");
         assert!(object(None, "Failed").state_text_stale(), "written before the field existed");
         assert!(!object(Some("Failed · stalled"), "Failed").state_text_stale());
-        let evil = format!("\x1b[31m{}\n", "P".repeat(300));
+        let evil = format!("\x1b[31m\u{9b}\u{202e}{}\n", "P".repeat(300));
         let batch = object(None, &evil);
         let written = written_state(Timestamp::UNIX_EPOCH, batch.status.as_ref().expect("status"));
-        assert!(written.chars().count() <= MAX_STATE && !written.chars().any(char::is_control), "{written:?}");
+        assert!(written.chars().count() <= MAX_STATE && written.chars().all(shown_as_is), "{written:?}");
+        let pattern = regex::Regex::new(STATE_PATTERN).expect("the pattern");
+        assert!(
+            pattern.is_match(&written) && !pattern.is_match("Succeeded\u{9b}31m") && !pattern.is_match("\u{202e}X")
+        );
         assert_eq!(batch.state().word().chars().count(), 41, "the unknown phase, cut with its ellipsis");
     }
 
