@@ -358,18 +358,12 @@ mod tests {
     use super::*;
 
     fn batch(phase: &str, spec: Value, status: Value) -> RotationBatch {
+        use crate::api::rotation_batch::testing;
         let mut status = status;
         status["phase"] = json!(phase);
-        let mut object = json!({
-            "apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
-            "metadata": {"name": "b", "namespace": "ns"},
-            "spec": {"application": "app", "windowEnd": "2026-11-20T09:00:00Z"},
-            "status": status,
-        });
-        if let (Some(target), Some(extra)) = (object["spec"].as_object_mut(), spec.as_object()) {
-            target.extend(extra.clone());
-        }
-        serde_json::from_value(object).expect("batch")
+        let mut overrides = json!({"spec": {"windowEnd": "2026-11-20T09:00:00Z"}, "status": status});
+        testing::merge(&mut overrides, json!({"spec": spec}));
+        testing::batch(overrides)
     }
 
     fn user(by: &str) -> Value {

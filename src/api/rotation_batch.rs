@@ -389,6 +389,44 @@ pub mod attribution;
 
 /// The one state every surface renders ([`state::BatchState`]).
 pub mod state;
+
+/// The one RotationBatch builder of the unit tests.
+#[cfg(test)]
+pub mod testing {
+    use serde_json::{Value, json};
+
+    use super::RotationBatch;
+
+    /// Batch `b` in `ns` of application `app`, its window ending 2026-11-23T12:00:00Z, with
+    /// `overrides` merged in: objects key by key, any other value replaced.
+    pub fn batch(overrides: Value) -> RotationBatch {
+        let mut object = json!({
+            "apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
+            "metadata": {"name": "b", "namespace": "ns"},
+            "spec": {"application": "app", "windowEnd": "2026-11-23T12:00:00Z"},
+        });
+        merge(&mut object, overrides);
+        serde_json::from_value(object).expect("a RotationBatch")
+    }
+
+    /// A `Ready` condition (status False) with `reason`, as the engine writes it.
+    pub fn ready(reason: &str) -> Value {
+        json!([{"type": "Ready", "status": "False", "reason": reason, "message": "",
+                "lastTransitionTime": "2026-11-23T10:00:00Z"}])
+    }
+
+    /// Merge `overrides` into `target`: objects key by key, any other value replaced.
+    pub fn merge(target: &mut Value, overrides: Value) {
+        match (target, overrides) {
+            (Value::Object(target), Value::Object(overrides)) => {
+                for (key, value) in overrides {
+                    merge(target.entry(key).or_insert(Value::Null), value);
+                }
+            }
+            (target, value) => *target = value,
+        }
+    }
+}
 pub use state::BatchState;
 
 impl RotationBatch {
@@ -558,18 +596,13 @@ mod tests {
     use serde_json::json;
 
     fn batch(spec: serde_json::Value, phase: &str, reason: &str) -> RotationBatch {
-        let mut spec_object = json!({"application": "bookshop", "windowEnd": "2026-11-23T10:00:00Z"});
-        if let (Some(target), Some(extra)) = (spec_object.as_object_mut(), spec.as_object()) {
-            target.extend(extra.clone());
-        }
-        serde_json::from_value(json!({
-            "apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
+        let mut overrides = json!({
             "metadata": {"name": "bookshop-x7k2p", "namespace": "cap-shop"},
-            "spec": spec_object,
-            "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "False", "reason": reason,
-                        "message": "", "lastTransitionTime": "2026-11-23T10:00:00Z"}]},
-        }))
-        .expect("a batch")
+            "spec": {"application": "bookshop", "windowEnd": "2026-11-23T10:00:00Z"},
+            "status": {"phase": phase, "conditions": testing::ready(reason)},
+        });
+        testing::merge(&mut overrides, json!({"spec": spec}));
+        testing::batch(overrides)
     }
 
     /// No status yet: the batch collects until its window's end, as the engine would have said.

@@ -93,12 +93,9 @@ mod tests {
     use super::*;
 
     fn batch(namespace: &str, name: &str, phase: &str) -> RotationBatch {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"application": "app", "windowEnd": "2026-11-23T12:00:00Z"},
-            "status": {"phase": phase}}))
-        .expect("batch")
+        crate::api::rotation_batch::testing::batch(
+            serde_json::json!({"metadata": {"name": name, "namespace": namespace}, "status": {"phase": phase}}),
+        )
     }
 
     /// Each action offers the batches it accepts, named as it takes them.

@@ -471,19 +471,15 @@ mod tests {
     }
 
     fn batch(name: &str, phase: &str, reason: &str, spec: Value, status: Value) -> RotationBatch {
-        let mut object = json!({
-            "apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
+        use crate::api::rotation_batch::testing;
+        let mut overrides = json!({
             "metadata": {"name": name, "namespace": "shop", "creationTimestamp": "2026-11-20T08:00:00Z"},
             "spec": {"application": "bookshop", "windowEnd": "2026-11-20T09:00:09Z"},
             "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "False", "reason": reason,
                         "message": "", "lastTransitionTime": "2026-11-20T08:00:00Z"}]},
         });
-        for (field, extra) in [("spec", spec), ("status", status)] {
-            if let (Some(target), Some(extra)) = (object[field].as_object_mut(), extra.as_object()) {
-                target.extend(extra.clone());
-            }
-        }
-        serde_json::from_value(object).expect("a batch")
+        testing::merge(&mut overrides, json!({"spec": spec, "status": status}));
+        testing::batch(overrides)
     }
 
     /// One batch's state on every surface: the CLI's table, wide and JSON, the console's row (its

@@ -726,13 +726,10 @@ mod tests {
     }
 
     fn batch(spec: Value, status: Value) -> RotationBatch {
-        let mut object = json!({"apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
-            "metadata": {"name": "b", "namespace": "ns"},
-            "spec": {"application": "app", "windowEnd": "2026-11-23T12:05:00Z"}, "status": status});
-        if let (Some(target), Some(extra)) = (object["spec"].as_object_mut(), spec.as_object()) {
-            target.extend(extra.clone());
-        }
-        serde_json::from_value(object).expect("batch")
+        use crate::api::rotation_batch::testing;
+        let mut overrides = json!({"spec": {"windowEnd": "2026-11-23T12:05:00Z"}, "status": status});
+        testing::merge(&mut overrides, json!({"spec": spec}));
+        testing::batch(overrides)
     }
 
     fn until(at: Timestamp) -> Duration {

@@ -670,15 +670,11 @@ mod tests {
     }
 
     fn batch(namespace: &str, name: &str, app: &str, created: i64, status: serde_json::Value) -> Arc<RotationBatch> {
-        Arc::new(
-            serde_json::from_value(json!({
-                "apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
-                "metadata": {"name": name, "namespace": namespace, "creationTimestamp": at(created).to_string()},
-                "spec": {"application": app, "windowEnd": at(created + 60).to_string()},
-                "status": status,
-            }))
-            .expect("batch"),
-        )
+        Arc::new(crate::api::rotation_batch::testing::batch(json!({
+            "metadata": {"name": name, "namespace": namespace, "creationTimestamp": at(created).to_string()},
+            "spec": {"application": app, "windowEnd": at(created + 60).to_string()},
+            "status": status,
+        })))
     }
 
     fn inputs(manifests: &Manifests) -> Inputs<'_> {

@@ -169,19 +169,15 @@ mod tests {
 
     /// A batch of bookshop in `phase` with `reason`; `spec` and `status` add fields.
     fn batch(phase: &str, reason: &str, spec: serde_json::Value, status: serde_json::Value) -> RotationBatch {
-        let mut object = json!({
-            "apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
+        use crate::api::rotation_batch::testing;
+        let mut overrides = json!({
             "metadata": {"name": "bookshop-x7k2p", "namespace": "cap-shop"},
             "spec": {"application": "bookshop", "windowEnd": "2026-11-20T09:05:00Z"},
             "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "False", "reason": reason,
                         "message": "", "lastTransitionTime": "2026-11-20T08:00:00Z"}]},
         });
-        for (field, extra) in [("spec", spec), ("status", status)] {
-            if let (Some(target), Some(extra)) = (object[field].as_object_mut(), extra.as_object()) {
-                target.extend(extra.clone());
-            }
-        }
-        serde_json::from_value(object).expect("a batch")
+        testing::merge(&mut overrides, json!({"spec": spec, "status": status}));
+        testing::batch(overrides)
     }
 
     /// Every state a window or a freeze gives a batch, as `capdeck batches` words it (kubectl's

@@ -561,14 +561,8 @@ mod tests {
     #[test]
     fn a_state_text_that_says_otherwise_is_stale_and_what_is_written_is_printable() {
         let object = |state: Option<&str>, phase: &str| -> RotationBatch {
-            serde_json::from_value(serde_json::json!({
-                "apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
-                "metadata": {"name": "b", "namespace": "ns"},
-                "spec": {"application": "app", "windowEnd": "2026-11-23T12:00:00Z"},
-                "status": {"phase": phase, "state": state,
-                           "conditions": [{"type": "Ready", "status": "False", "reason": "ProgressDeadlineExceeded",
-                                           "message": "", "lastTransitionTime": "2026-11-23T12:00:00Z"}]}}))
-            .expect("batch")
+            super::super::testing::batch(serde_json::json!({"status": {"phase": phase, "state": state,
+                "conditions": super::super::testing::ready("ProgressDeadlineExceeded")}}))
         };
         assert!(object(Some("Succeeded"), "Failed").state_text_stale(), "a forged state");
         assert!(object(None, "Failed").state_text_stale(), "written before the field existed");

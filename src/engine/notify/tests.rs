@@ -11,15 +11,11 @@ fn at(second: i64) -> Timestamp {
 }
 
 fn batch(name: &str, created: i64, status: serde_json::Value) -> Arc<RotationBatch> {
-    Arc::new(
-        serde_json::from_value(json!({
-            "apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
-            "metadata": {"name": name, "namespace": "ns", "creationTimestamp": at(created).to_string()},
-            "spec": {"application": "app", "windowEnd": at(created + 60).to_string()},
-            "status": status,
-        }))
-        .expect("batch"),
-    )
+    Arc::new(crate::api::rotation_batch::testing::batch(json!({
+        "metadata": {"name": name, "creationTimestamp": at(created).to_string()},
+        "spec": {"windowEnd": at(created + 60).to_string()},
+        "status": status,
+    })))
 }
 
 fn ready(phase: &str, reason: &str, since: i64) -> serde_json::Value {

@@ -257,17 +257,10 @@ mod tests {
     use super::*;
 
     fn batch(name: &str, status: Value, cancelled: bool) -> Arc<RotationBatch> {
-        let mut spec = json!({"application": "app", "windowEnd": "2026-11-23T12:00:00Z"});
-        if cancelled {
-            spec["cancel"] = json!({"by": "carol", "at": "2026-11-23T11:00:00Z"});
-        }
-        Arc::new(
-            serde_json::from_value(json!({
-                "apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
-                "metadata": {"name": name, "namespace": "ns"}, "spec": spec, "status": status,
-            }))
-            .expect("batch"),
-        )
+        let spec = if cancelled { json!({"cancel": {"by": "carol", "at": "2026-11-23T11:00:00Z"}}) } else { json!({}) };
+        Arc::new(crate::api::rotation_batch::testing::batch(
+            json!({"metadata": {"name": name}, "spec": spec, "status": status}),
+        ))
     }
 
     fn names(batches: &[&RotationBatch]) -> Vec<String> {

@@ -91,13 +91,9 @@ mod tests {
     use super::*;
 
     fn batch(version: &str, spec: Value, status: Value) -> Arc<RotationBatch> {
-        let mut object = json!({"apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
-            "metadata": {"name": "b", "namespace": "ns", "resourceVersion": version},
-            "spec": {"application": "app", "windowEnd": "2026-11-23T12:00:00Z"}, "status": status});
-        if let (Some(target), Some(extra)) = (object["spec"].as_object_mut(), spec.as_object()) {
-            target.extend(extra.clone());
-        }
-        Arc::new(serde_json::from_value(object).expect("batch"))
+        Arc::new(crate::api::rotation_batch::testing::batch(
+            json!({"metadata": {"resourceVersion": version}, "spec": spec, "status": status}),
+        ))
     }
 
     #[test]

@@ -388,13 +388,7 @@ mod tests {
     }
 
     fn batch(spec: Value) -> RotationBatch {
-        let mut object = json!({"apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
-            "metadata": {"name": "b", "namespace": "ns"},
-            "spec": {"application": "app", "windowEnd": "2026-11-23T12:00:00Z"}});
-        if let (Some(target), Some(extra)) = (object["spec"].as_object_mut(), spec.as_object()) {
-            target.extend(extra.clone());
-        }
-        serde_json::from_value(object).expect("batch")
+        crate::api::rotation_batch::testing::batch(json!({"spec": spec}))
     }
 
     const INTERVAL: Duration = Duration::from_secs(10);
