@@ -43,11 +43,11 @@ pub struct Cli {
     pub engine: EngineArgs,
     #[command(flatten)]
     pub console: ConsoleArgs,
-    /// Run headless in the cluster as the rollout operator: leader election, /healthz /readyz
-    /// /metrics, JSON logs on stdout; SIGTERM finishes in-flight writes, releases the lease, exits 0
+    /// The same as `capdeck daemon` (kept for the Helm chart and scripts written before it): run
+    /// headless in the cluster as the rollout operator, with the engine flags given beside it
     #[arg(long)]
     pub daemon: bool,
-    /// Where the daemon serves /healthz, /readyz and /metrics
+    /// With --daemon: where it serves /healthz, /readyz and /metrics
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8080", env = "CAPDECK_HEALTH_ADDR", value_parser = parse_listen_addr)]
     pub health_addr: std::net::SocketAddr,
     /// Where `--readonly` came from, when it is on (set by `parse_checked`).
@@ -257,6 +257,8 @@ impl Cli {
             Some(ValueSource::EnvVariable) if cli.console.readonly => Some(ReadonlyFrom::Env),
             _ => None,
         };
+        // `capdeck daemon` is a subcommand like any other: the top-level engine flags (the
+        // console's) are refused before it; `--daemon` takes them beside it.
         let runs = match (&cli.command, cli.daemon) {
             (Some(_), _) => FrontEnd::Subcommand,
             (None, true) => FrontEnd::Daemon,
@@ -314,9 +316,13 @@ impl Cli {
                 format!("--{long} is not used by `{name}`, which does not read a cluster")
             }));
         }
+        let engine_mode = match &cli.command {
+            Some(Command::Daemon(daemon)) => Some(daemon.engine.mode),
+            Some(_) => None,
+            None => Some(cli.engine.mode),
+        };
         if let Some(from) = cli.readonly_from
-            && cli.engine.mode == EngineMode::Lead
-            && runs != FrontEnd::Subcommand
+            && engine_mode == Some(EngineMode::Lead)
         {
             let (source, _) = from.describe();
             return Err(usage(format!(
@@ -326,6 +332,11 @@ impl Cli {
         }
         if cli.daemon && cli.command.is_some() {
             return Err(usage("--daemon cannot be combined with a subcommand".into()));
+        }
+        // `--daemon` is `capdeck daemon` with the flags given beside it: one form from here on.
+        if std::mem::take(&mut cli.daemon) {
+            cli.command =
+                Some(Command::Daemon(DaemonArgs { engine: cli.engine.clone(), health_addr: cli.health_addr }));
         }
         if cli.console.demo && cli.command.is_some() {
             return Err(usage(format!(
@@ -646,6 +657,23 @@ capdeck completion fish > ~/.config/fish/completions/capdeck.fish")]
     KubectlPlugin(KubectlPluginCommand),
     /// Print the version, the git commit it was built from, and the platform
     Version(VersionArgs),
+    /// Run headless in the cluster as the rollout operator: leader election, /healthz /readyz
+    /// /metrics, JSON logs on stdout; SIGTERM finishes in-flight writes, releases the lease, exits 0
+    #[command(long_about = "Run headless in the cluster as the rollout operator: leader election on a Lease, \
+/healthz /readyz /metrics on --health-addr, JSON logs on stdout. SIGTERM finishes in-flight writes, releases \
+the lease and exits 0. `capdeck --daemon` is the same (the Helm chart runs that form).\n\n\
+Examples:\n  capdeck daemon --window 30s --approval manual\n  capdeck -n cap-shop daemon --health-addr :8080")]
+    Daemon(DaemonArgs),
+}
+
+/// `capdeck daemon`: the engine's flags and where the health endpoints listen.
+#[derive(Debug, Args, Clone)]
+pub struct DaemonArgs {
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// Where the daemon serves /healthz, /readyz and /metrics
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8080", env = "CAPDECK_HEALTH_ADDR", value_parser = parse_listen_addr)]
+    pub health_addr: std::net::SocketAddr,
 }
 
 #[derive(Debug, Args)]

@@ -48,14 +48,14 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     if let Some(refused) = refuse_if_readonly(&cli)? {
         return Ok(refused);
     }
-    if cli.daemon {
-        let config = crate::daemon::DaemonConfig {
-            engine: engine_config::engine_settings(&cli.engine),
-            health_addr: cli.health_addr,
-        };
-        return runtime()?.block_on(crate::daemon::run(&cli.cluster, config));
-    }
     match cli.command {
+        Some(Command::Daemon(args)) => {
+            let config = crate::daemon::DaemonConfig {
+                engine: engine_config::engine_settings(&args.engine),
+                health_addr: args.health_addr,
+            };
+            runtime()?.block_on(crate::daemon::run(&cli.cluster, config))
+        }
         Some(Command::Batches(args)) => runtime()?.block_on(batches::list(&cli.cluster, &args)),
         Some(Command::Approve(args)) => runtime()?.block_on(batches::action(&cli.cluster, &args, BatchAction::Approve)),
         Some(Command::Force(args)) => runtime()?.block_on(batches::action(

@@ -45,13 +45,13 @@ fn readonly(cli: &Cli) -> anyhow::Result<Option<ReadonlySource>> {
 /// What this invocation would write, if anything: every write path is named here, so a new one
 /// cannot forget read-only (tests/sandbox/promises.rs walks them all).
 pub fn writes(cli: &Cli) -> Option<String> {
-    if cli.daemon {
-        return Some("`capdeck --daemon` (it leads: RotationBatches, VCAP Secrets, Deployments)".into());
-    }
     let action = |verb: &str, args: &BatchActionArgs| {
         (!args.dry_run).then(|| format!("`capdeck {verb} {}` (it writes the batch's spec)", args.batch))
     };
     match &cli.command {
+        Some(Command::Daemon(_)) => {
+            Some("`capdeck daemon` (it leads: RotationBatches, VCAP Secrets, Deployments)".into())
+        }
         Some(Command::Approve(args)) => action("approve", args),
         Some(Command::Force(args)) => action("force", &args.target),
         Some(Command::Hold(args)) => action("hold", args),
@@ -75,7 +75,7 @@ pub fn writes(cli: &Cli) -> Option<String> {
 /// Refuse a write while read-only is on (exit 1, naming where read-only came from and how to
 /// lift it); the console told to lead while read-only is a usage error (exit 2).
 pub fn refuse_if_readonly(cli: &Cli) -> anyhow::Result<Option<ExitCode>> {
-    let console_leads = cli.command.is_none() && !cli.daemon && cli.engine.mode == EngineMode::Lead;
+    let console_leads = cli.command.is_none() && cli.engine.mode == EngineMode::Lead;
     let Some(what) = writes(cli) else {
         if console_leads && let Some(ReadonlySource::ConfigFile(path)) = readonly(cli)? {
             return Err(UsageError(format!(

@@ -56,7 +56,8 @@ async fn the_readme_flow_against_the_demo_sandbox() {
     let health = format!("http://127.0.0.1:{port}");
     let log_path = dir.path().join("daemon.log");
     let daemon = Command::new(assert_cmd::cargo::cargo_bin("capdeck"))
-        .args(["--daemon", "--health-addr", &format!("127.0.0.1:{port}"), "--rollout-delay", "30s", "-A"])
+        // `capdeck daemon` (the other daemon tests run the `--daemon` form the chart uses).
+        .args(["daemon", "--health-addr", &format!("127.0.0.1:{port}"), "--rollout-delay", "30s", "-A"])
         .env("KUBECONFIG", &kubeconfig)
         .env("POD_NAMESPACE", "default")
         .env("RUST_LOG", "info")
@@ -268,6 +269,30 @@ async fn reconnect_logging_tells_the_truth() {
 #[test]
 fn daemon_refuses_a_subcommand() {
     assert_cmd::Command::cargo_bin("capdeck").expect("bin").args(["--daemon", "batches"]).assert().code(2);
+}
+
+/// `capdeck daemon` owns the engine's flags: given before it they would be the console's, so they
+/// are refused with where they go; console flags are refused after it; its help lists its own.
+#[test]
+fn the_daemon_subcommand_owns_the_engine_flags() {
+    let run = |args: &[&str]| {
+        let output = assert_cmd::Command::cargo_bin("capdeck").expect("bin").args(args).output().expect("runs");
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr),
+        )
+    };
+    let (code, text) = run(&["--rollout-delay", "30s", "daemon"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("--rollout-delay goes after the subcommand: `capdeck daemon --rollout-delay"), "{text}");
+    let (code, text) = run(&["daemon", "--demo"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("--demo is a console flag; `daemon` opens no console"), "{text}");
+    let (code, text) = run(&["daemon", "--help"]);
+    assert_eq!(code, Some(0), "{text}");
+    for flag in ["--rollout-delay", "--approval", "--health-addr", "--lease-namespace", "--namespace"] {
+        assert!(text.contains(flag), "`capdeck daemon --help` lists {flag}:\n{text}");
+    }
 }
 
 /// On a cluster without capdeck's CRDs the daemon says which kinds are missing and how to install

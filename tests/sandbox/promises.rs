@@ -77,6 +77,7 @@ async fn read_only_refuses_every_write_whatever_made_it_so() {
         vec!["freeze", "--app", "shop/bookshop", "--until", "4h", "--reason", "x"],
         vec!["unfreeze", "-n", "shop", "--reason", "x"],
         vec!["--daemon", "--health-addr", "127.0.0.1:0", "-A"],
+        vec!["daemon", "--health-addr", "127.0.0.1:0", "-A"],
     ];
     let config_file = config_home.join("capdeck/config.toml");
     for (source, names, lift) in [
