@@ -156,8 +156,24 @@ fn top_level_flag_after_subcommand(
         _ if long == "daemon" => {
             format!("--daemon runs the operator and takes no subcommand; drop `{name}` or --daemon")
         }
+        // Before it, the daemon would only refuse to run: say so, not where the flag goes.
+        _ if long == "readonly" && name == "daemon" => {
+            "`daemon` writes to the cluster and never runs read-only: drop --readonly (the console observes \
+             when read-only)"
+                .to_string()
+        }
         _ if FrontEnd::Subcommand.uses(group) => {
-            format!("--{long} goes before the subcommand: `{} --{long} {name} ...`", invoked_name(command))
+            // A flag with a value is shown with it (`--config PATH`).
+            let value = arg
+                .get_value_names()
+                .and_then(|names| names.first())
+                .filter(|_| arg.get_action().takes_values())
+                .map(|v| format!(" {v}"))
+                .unwrap_or_default();
+            format!(
+                "--{long}{value} goes before the subcommand: `{} --{long}{value} {name} ...`",
+                invoked_name(command)
+            )
         }
         _ => not_used_here(&format!("--{long}"), group, &format!("`{name}`")),
     };
@@ -171,7 +187,7 @@ fn not_used_here(long: &str, group: FlagGroup, where_: &str) -> String {
             format!("{long} configures the engine of the console and the daemon; {where_} runs no engine")
         }
         FlagGroup::Console => format!("{long} is a console flag; {where_} opens no console"),
-        _ => format!("{long} is for --daemon; {where_} is not the daemon"),
+        _ => format!("{long} is for `capdeck daemon`; {where_} is not the daemon"),
     }
 }
 
@@ -316,13 +332,10 @@ impl Cli {
                 format!("--{long} is not used by `{name}`, which does not read a cluster")
             }));
         }
-        let engine_mode = match &cli.command {
-            Some(Command::Daemon(daemon)) => Some(daemon.engine.mode),
-            Some(_) => None,
-            None => Some(cli.engine.mode),
-        };
+        // The console only: a read-only daemon is refused as a write (exit 1, `refuse_if_readonly`).
         if let Some(from) = cli.readonly_from
-            && engine_mode == Some(EngineMode::Lead)
+            && cli.engine.mode == EngineMode::Lead
+            && runs == FrontEnd::Console
         {
             let (source, _) = from.describe();
             return Err(usage(format!(
@@ -332,6 +345,12 @@ impl Cli {
         }
         if cli.daemon && cli.command.is_some() {
             return Err(usage("--daemon cannot be combined with a subcommand".into()));
+        }
+        // The cluster flags are global: `-n x daemon -A` reaches clap as two places, not a conflict.
+        if cli.cluster.namespace.is_some() && cli.cluster.all_namespaces {
+            return Err(usage(format!(
+                "-n/--namespace and -A/--all-namespaces exclude each other: give one (`{me} -n NS ...` or `{me} -A ...`)"
+            )));
         }
         // `--daemon` is `capdeck daemon` with the flags given beside it: one form from here on.
         if std::mem::take(&mut cli.daemon) {
@@ -662,7 +681,7 @@ capdeck completion fish > ~/.config/fish/completions/capdeck.fish")]
     #[command(long_about = "Run headless in the cluster as the rollout operator: leader election on a Lease, \
 /healthz /readyz /metrics on --health-addr, JSON logs on stdout. SIGTERM finishes in-flight writes, releases \
 the lease and exits 0. `capdeck --daemon` is the same (the Helm chart runs that form).\n\n\
-Examples:\n  capdeck daemon --window 30s --approval manual\n  capdeck -n cap-shop daemon --health-addr :8080")]
+Examples:\n  capdeck daemon --rollout-delay 30s --approval manual\n  capdeck -n cap-shop daemon --health-addr :8080")]
     Daemon(DaemonArgs),
 }
 
@@ -1231,7 +1250,11 @@ mod tests {
                 &["hold", "ns/b", "--reason", "x", "--readonly"][..],
                 "--readonly goes before the subcommand: `capdeck --readonly hold ...`",
             ),
-            (&["batches", "--config=c.toml"], "--config goes before the subcommand: `capdeck --config batches ...`"),
+            (
+                &["batches", "--config=c.toml"],
+                "--config PATH goes before the subcommand: `capdeck --config PATH batches ...`",
+            ),
+            (&["daemon", "--readonly"], "`daemon` writes to the cluster and never runs read-only: drop --readonly"),
             (&["batches", "--theme", "dark"], "--theme is a console flag; `batches` opens no console"),
             (
                 &["tenants", "--rollout-delay", "5s"],
@@ -1239,7 +1262,7 @@ mod tests {
             ),
             (
                 &["tenants", "--health-addr", "127.0.0.1:1"],
-                "--health-addr is for --daemon; `tenants` is not the daemon",
+                "--health-addr is for `capdeck daemon`; `tenants` is not the daemon",
             ),
             (
                 &["tenants", "--daemon"],

@@ -288,11 +288,28 @@ fn the_daemon_subcommand_owns_the_engine_flags() {
     let (code, text) = run(&["daemon", "--demo"]);
     assert_eq!(code, Some(2), "{text}");
     assert!(text.contains("--demo is a console flag; `daemon` opens no console"), "{text}");
+    // Scope given twice, in two places: refused, never silently widened to every namespace.
+    for args in [&["-n", "x", "daemon", "-A"][..], &["-A", "daemon", "-n", "x"][..]] {
+        let (code, text) = run(args);
+        assert_eq!(code, Some(2), "{args:?}: {text}");
+        assert!(text.contains("exclude each other"), "{args:?}: {text}");
+    }
+    // The daemon never runs read-only: said after the subcommand, refused (exit 1) before it.
+    let (code, text) = run(&["daemon", "--readonly"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("never runs read-only"), "{text}");
+    let (code, text) = run(&["--readonly", "daemon", "--engine", "lead", "--kubeconfig", "/nonexistent"]);
+    assert_eq!(code, Some(1), "read-only refuses the daemon as a write, whatever its engine flag: {text}");
+    let (code, text) = run(&["daemon", "--config", "/tmp/x.toml"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("`capdeck --config PATH daemon ...`"), "{text}");
     let (code, text) = run(&["daemon", "--help"]);
     assert_eq!(code, Some(0), "{text}");
     for flag in ["--rollout-delay", "--approval", "--health-addr", "--lease-namespace", "--namespace"] {
         assert!(text.contains(flag), "`capdeck daemon --help` lists {flag}:\n{text}");
     }
+    // Its example runs (as far as parsing goes: the flags exist).
+    assert!(text.contains("capdeck daemon --rollout-delay 30s --approval manual"), "{text}");
 }
 
 /// On a cluster without capdeck's CRDs the daemon says which kinds are missing and how to install
