@@ -302,8 +302,7 @@ impl BatchDeployment {
 
 string_enum! {
     /// Reasons of the batch's `Ready` condition (the engine writes only these; an object written
-    /// by a newer capdeck keeps its own as `Other`). [`ReadyReason::meaning`] says each one, and
-    /// docs/BATCHES.md lists them (a test keeps it true).
+    /// by a newer capdeck keeps its own as `Other`). docs/BATCHES.md says what each one means.
     pub ReadyReason {
         WindowOpen = "WindowOpen",
         AwaitingApproval = "AwaitingApproval",
@@ -332,53 +331,6 @@ string_enum! {
         DeadlineBeforeChangeWindow = "DeadlineBeforeChangeWindow",
         DeadlineDuringFreeze = "DeadlineDuringFreeze",
         ChangeWindowUnreadable = "ChangeWindowUnreadable",
-    }
-}
-
-impl ReadyReason {
-    /// What the reason says, for docs/BATCHES.md.
-    pub fn meaning(&self) -> &'static str {
-        match self {
-            Self::WindowOpen => "collecting rotations until the window ends",
-            Self::AwaitingApproval => "the approval policy asks a person to approve",
-            Self::StormGuard => "a Deployment was rolled too recently (`--min-rollout-interval`): a person approves",
-            Self::Held => "a person holds the batch",
-            Self::Released => "a hold or the failure guard was released; rolling on",
-            Self::Approved => "approved; rolling out",
-            Self::Forced => "forced; rolling out",
-            Self::RollingOut => "the window ended; rolling out",
-            Self::RolloutComplete => "every Deployment completed",
-            Self::ProgressDeadlineExceeded => "a Deployment stalled (its progress deadline passed)",
-            Self::MissingSecret => "a rotated Secret is gone",
-            Self::InvalidSecret => "a rotated Secret cannot be read as credentials",
-            Self::NoChange => "nothing needed a restart",
-            Self::Cancelled => "cancelled by a person, or the application is gone",
-            Self::Superseded => "a newer batch of the application replaced it",
-            Self::WriteFailed => "a write the rollout needed failed",
-            Self::OptedOut => "the application opted out of capdeck's rollouts",
-            Self::CredentialsExpiring => {
-                "the old credentials may be revoked before the batch would roll: an auto batch stops waiting for its \
-                 window, one that needs an approval escalates"
-            }
-            Self::RolloutFailureGuard => {
-                "new Pods fail or a Deployment stalled: nothing new starts until a release, retry, undo or cancel"
-            }
-            Self::Retried => "a person asked to roll the failed Deployments once more",
-            Self::Undone => "a person pointed the Deployments back at their previous VCAP Secrets",
-            Self::OutsideChangeWindow => "outside the application's change windows: waits for the next opening",
-            Self::ChangeWindowClosed => {
-                "the change window closed during the rollout: the rest waits for the next opening"
-            }
-            Self::Frozen => "a freeze covers the application: waits until it ends",
-            Self::DeadlineBeforeChangeWindow => {
-                "the next change window opens too late for the old credentials: a person decides"
-            }
-            Self::DeadlineDuringFreeze => "the freeze ends too late for the old credentials: a person decides",
-            Self::ChangeWindowUnreadable => {
-                "the application's change windows cannot be read: held until they are fixed"
-            }
-            Self::Other(_) => "written by another version of capdeck",
-        }
     }
 }
 

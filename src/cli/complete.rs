@@ -52,16 +52,17 @@ pub fn batches(current: &OsStr) -> Vec<CompletionCandidate> {
 
 /// The action of the line (`force --approve` approves too); `None` when none is named.
 pub fn action_of(words: &[String]) -> Option<BatchAction> {
-    words.iter().find_map(|word| match word.as_str() {
-        "approve" => Some(BatchAction::Approve),
-        "force" => Some(BatchAction::Force { approve: words.iter().any(|w| w == "--approve") }),
-        "hold" => Some(BatchAction::Hold),
-        "release" => Some(BatchAction::Release),
-        "cancel" => Some(BatchAction::Cancel),
-        "retry" => Some(BatchAction::Retry),
-        "undo" => Some(BatchAction::Undo),
-        _ => None,
-    })
+    let approve = words.iter().any(|word| word == "--approve");
+    let actions = [
+        BatchAction::Approve,
+        BatchAction::Force { approve },
+        BatchAction::Hold,
+        BatchAction::Release,
+        BatchAction::Cancel,
+        BatchAction::Retry,
+        BatchAction::Undo,
+    ];
+    words.iter().find_map(|word| actions.into_iter().find(|action| action.verb() == word))
 }
 
 /// The batches `action` accepts (every open or Failed one without an action), named by `naming`.

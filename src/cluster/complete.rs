@@ -45,7 +45,7 @@ pub fn line() -> ClusterArgs {
 /// wins, as for clap; an empty value, the word being completed, is none).
 pub fn cluster_args_of(words: &[String]) -> ClusterArgs {
     let mut args = ClusterArgs::default();
-    let mut words = words.iter().peekable();
+    let mut words = words.iter();
     while let Some(word) = words.next() {
         let (flag, inline) = match word.split_once('=') {
             Some((flag, value)) if flag.starts_with("--") => (flag, Some(value.to_string())),

@@ -132,19 +132,15 @@ impl Theme {
     }
 }
 
-/// The style of a state word: green when fine, yellow when waiting on someone, cyan when waiting
-/// for a time (a change window, the end of a freeze), red when broken.
+/// The style of a state word of the CAP objects, Pods, Events and credential verdicts: green when
+/// fine, yellow while under way, red when broken. A batch's state and a Deployment's rollout state
+/// have typed styles of their own (`batch_state_style`, `rollout_state_style`).
 pub fn state_style(theme: &Theme, state: &str) -> Style {
     match state {
-        "Ready" | "Succeeded" | "Complete" | "Provisioned" | "Completed" | "Normal" | "NoChange" => theme.ok(),
-        "Error" | "Failed" | "Failing" | "ProvisioningError" | "UpgradeError" | "DeletionError" | "Warning" => {
-            theme.error()
-        }
-        "Stalled" => theme.error().add_modifier(Modifier::REVERSED),
-        "AwaitingApproval" | "Held" | "Processing" | "Provisioning" | "Upgrading" | "Rolling" | "RollingOut"
-        | "Collecting" | "Queued" | "Deleting" | "Undone" => theme.warning(),
-        "Waiting" | "Frozen" => theme.info(),
-        "Cancelled" | "Superseded" | "-" | "unknown" => theme.muted(),
+        "Ready" | "Provisioned" | "Completed" | "Normal" => theme.ok(),
+        "Error" | "Failed" | "ProvisioningError" | "UpgradeError" | "DeletionError" | "Warning" => theme.error(),
+        "Processing" | "Provisioning" | "Upgrading" | "Rolling" | "Deleting" => theme.warning(),
+        "-" | "unknown" => theme.muted(),
         // Credential verdicts (the Credentials view).
         "ok" => theme.ok(),
         "at-risk" => theme.warning(),
@@ -202,15 +198,25 @@ mod tests {
     use super::*;
 
     /// Every state a batch or one of its Deployments can be in has a colour (a `Failing`
-    /// Deployment was drawn plain).
+    /// Deployment was drawn plain), and so has every state of the CAP objects a view shows.
     #[test]
     fn every_batch_and_rollout_state_has_a_colour() {
         let theme = Theme::load("dark", None).expect("dark");
-        let states =
-            crate::api::BatchPhase::KNOWN.iter().chain(crate::api::rotation_batch::DeploymentRolloutState::KNOWN);
-        let plain: Vec<&&str> = states.filter(|state| state_style(&theme, state) == theme.base()).collect();
-        assert!(plain.is_empty(), "drawn without a colour: {plain:?}");
-        assert_eq!(state_style(&theme, "Failing"), theme.error());
+        let plain: Vec<String> = BatchState::every()
+            .iter()
+            .filter(|state| batch_state_style(&theme, state) == theme.base())
+            .map(BatchState::label)
+            .collect();
+        assert!(plain.is_empty(), "batch states drawn without a colour: {plain:?}");
+        let rollouts = DeploymentRolloutState::KNOWN.iter().map(|state| DeploymentRolloutState::from(*state));
+        let plain: Vec<DeploymentRolloutState> =
+            rollouts.filter(|state| rollout_state_style(&theme, Some(state)).0 == theme.base()).collect();
+        assert!(plain.is_empty(), "rollout states drawn without a colour: {plain:?}");
+        assert_eq!(rollout_state_style(&theme, Some(&DeploymentRolloutState::Failing)), (theme.error(), true));
+        use crate::api::cap::{CAPTenantOperationState, CAPTenantState};
+        let words = CAPTenantState::KNOWN.iter().chain(CAPTenantOperationState::KNOWN).filter(|word| !word.is_empty());
+        let plain: Vec<&&str> = words.filter(|word| state_style(&theme, word) == theme.base()).collect();
+        assert!(plain.is_empty(), "CAP states drawn without a colour: {plain:?}");
     }
 
     #[test]

@@ -207,7 +207,11 @@ fn batch(name: &str, namespace: &str, application: &str, window_end: i64, spec: 
         target.extend(extra.clone());
     }
     // As the engine writes every status: with its state for `kubectl get rb`.
-    let state = serde_json::from_value::<RotationBatch>(object.clone()).ok().map(|batch| batch.state().label());
+    let batch = serde_json::from_value::<RotationBatch>(object.clone()).ok();
+    let state = batch.and_then(|batch| {
+        let window_end = batch.spec.window_end.0;
+        batch.status.map(|status| crate::api::rotation_batch::state::written_state(window_end, &status))
+    });
     if let (Some(status), Some(state)) = (object["status"].as_object_mut(), state) {
         status.insert("state".into(), Value::String(state));
     }

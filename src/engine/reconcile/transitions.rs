@@ -79,11 +79,8 @@ impl Transitions {
         let key = batch_key(batch);
         let old = &batch.status.clone().unwrap_or_default();
         // kubectl's STATE that says something else (an older object, a hand-written one) is put
-        // right like any other change.
-        let state_stale = batch.status.is_some()
-            && old.state.as_deref()
-                != Some(crate::api::rotation_batch::state::written_state(batch.spec.window_end.0, &status).as_str());
-        if (status == *old && !state_stale) || (batch.status.is_none() && merely_collecting(&status)) {
+        // right like any other change (a status equal to the stored one has the stored one's state).
+        if (status == *old && !batch.state_text_stale()) || (batch.status.is_none() && merely_collecting(&status)) {
             self.unwritten.remove(&key);
             return;
         }
