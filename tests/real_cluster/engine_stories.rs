@@ -547,12 +547,22 @@ async fn expiring_credentials(backend: Backend, manual: bool) {
         let condition = batch.status.as_ref().and_then(|s| s.conditions.first()).cloned().expect("condition");
         assert_eq!(condition.reason, "CredentialsExpiring", "{condition:?}");
         assert!(condition.message.ends_with("approve now"), "{}", condition.message);
-        let metrics = r.engine.handle.as_ref().map(|h| h.metrics.encode()).unwrap_or_default();
-        let line = metrics
-            .lines()
-            .find(|line| line.starts_with("capdeck_credentials_margin_seconds{") && line.contains(&batch.name_any()))
-            .unwrap_or_default()
-            .to_string();
+        // The gauges are refreshed at the end of the pass that wrote the phase: the batch can be
+        // read back before that pass ends.
+        let margin_line = || {
+            let metrics = r.engine.handle.as_ref().map(|h| h.metrics.encode()).unwrap_or_default();
+            let line = metrics
+                .lines()
+                .find(|line| {
+                    line.starts_with("capdeck_credentials_margin_seconds{") && line.contains(&batch.name_any())
+                })
+                .map(str::to_string);
+            (line, metrics)
+        };
+        eventually("the batch's capdeck_credentials_margin_seconds", LONG, || async { margin_line().0.is_some() })
+            .await;
+        let (line, metrics) = margin_line();
+        let line = line.unwrap_or_default();
         let margin: i64 = line.rsplit(' ').next().and_then(|v| v.parse().ok()).unwrap_or(i64::MAX);
         // 30m − (1h + 15m) = −45m, give or take the seconds the story took.
         assert!((-45 * 60 - 120..=-45 * 60).contains(&margin), "{line}\n{metrics}");

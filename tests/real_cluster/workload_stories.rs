@@ -130,7 +130,7 @@ pub async fn a_multi_replica_rollout_is_followed_as_it_goes(backend: Backend) {
         let row = shown.rollouts.iter().find(|row| row.deployment == "bookshop-v1-srv").cloned();
         let batch = w.batches("bookshop").await.pop();
         let live = deployments.get("bookshop-v1-srv").await.expect("srv");
-        let (_, old) = current_and_old(&live, replicasets(&w, "app=bookshop-v1-srv").await);
+        let (current, old) = current_and_old(&live, replicasets(&w, "app=bookshop-v1-srv").await);
         let previous_exists = w.secret(&previous).await.is_some();
         let status = live.status.clone().unwrap_or_default();
         let old_replicas: i32 = old.iter().map(spec_replicas).sum();
@@ -139,7 +139,10 @@ pub async fn a_multi_replica_rollout_is_followed_as_it_goes(backend: Backend) {
             assert!(rolled_out, "the previous VCAP Secret went before the rollout completed: {status:?}");
         }
         // Real surge and unavailability: never more than one Pod above 4, never fewer than 3 ready.
-        assert!(status.replicas.unwrap_or(0) <= 5, "maxSurge 25%: {status:?}");
+        // The surge is the deployment controller's promise over its ReplicaSets' specs; the
+        // Deployment's status.replicas sums their statuses, which lag a scale-down and can read 6.
+        let surged = current.as_ref().map(spec_replicas).unwrap_or(0) + old_replicas;
+        assert!(surged <= 5, "maxSurge 25%: ReplicaSets at {surged} in all: {status:?}");
         assert!(status.available_replicas.unwrap_or(0) >= 3, "maxUnavailable 25%: {status:?}");
         if let Some(row) = row.filter(|row| row.state == Some(DeploymentRolloutState::Rolling)) {
             let live_updated = status.updated_replicas.unwrap_or(0);
