@@ -4,7 +4,6 @@
 #![deny(clippy::too_many_lines)]
 
 pub mod actions;
-pub mod api;
 pub mod bench;
 pub mod cli;
 pub mod cluster;
@@ -13,16 +12,14 @@ pub mod console;
 pub mod credentials;
 pub mod daemon;
 pub mod demo;
-pub mod deps;
 pub mod engine;
 pub mod fleet;
 pub mod freezes;
 pub mod logging;
-pub mod lookup;
-pub mod manifest;
-pub mod output;
-pub mod plan;
 pub mod process;
 pub mod readmodel;
-pub mod sandbox;
-pub mod vcap;
+
+// The pure core and the embedded API server are crates of their own (crates/core,
+// crates/sandbox); their modules keep their paths here.
+pub use capdeck_core::{api, deps, lookup, manifest, output, plan, safe_eprintln, vcap};
+pub use capdeck_sandbox as sandbox;

@@ -34,7 +34,7 @@ fn checked_in_crds_match_the_rust_types() {
     }
     assert!(
         drift.is_empty(),
-        "CRDs drifted from src/api (run CAPDECK_UPDATE_ASSETS=1 cargo test --test crds): {drift:?}"
+        "CRDs drifted from crates/core/src/api (run CAPDECK_UPDATE_ASSETS=1 cargo test --test sandbox checked_in_crds): {drift:?}"
     );
     let files = std::fs::read_dir("assets/crds").expect("dir").count();
     assert_eq!(files, crds::all().len(), "stale files in assets/crds");

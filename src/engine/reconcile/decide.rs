@@ -1126,7 +1126,7 @@ pub(crate) mod tests {
 
     use super::*;
     use crate::api::rotation_batch::ReadyReason;
-    use crate::api::rotation_batch::attribution::tests::recorded;
+    use crate::api::rotation_batch::testing::recorded;
     use crate::plan::{DeploymentPlan, PlanAction, Problem};
     use crate::vcap::VcapPayload;
 

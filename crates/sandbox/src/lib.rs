@@ -6,6 +6,9 @@
 //! `Sandbox` is also the test handle: fault injection, dropped watches, compaction, latency,
 //! the request log, snapshot and restore.
 
+// The core's modules keep their `crate::` paths inside the sandbox.
+use capdeck_core::{api, manifest, output, plan};
+
 pub mod control;
 mod http;
 pub mod ownership;
@@ -375,13 +378,13 @@ pub enum LoadError {
 
 /// The demo seed, embedded at build time.
 pub const DEMO_SEED: &[&str] = &[
-    include_str!("../assets/demo/00-cluster.yaml"),
-    include_str!("../assets/demo/servicebinding-crd.yaml"),
-    include_str!("../assets/demo/bookshop.yaml"),
-    include_str!("../assets/demo/hr-portal.yaml"),
-    include_str!("../assets/demo/travel.yaml"),
-    include_str!("../assets/demo/analytics.yaml"),
-    include_str!("../assets/demo/service-bindings.yaml"),
+    include_str!("../../../assets/demo/00-cluster.yaml"),
+    include_str!("../../../assets/demo/servicebinding-crd.yaml"),
+    include_str!("../../../assets/demo/bookshop.yaml"),
+    include_str!("../../../assets/demo/hr-portal.yaml"),
+    include_str!("../../../assets/demo/travel.yaml"),
+    include_str!("../../../assets/demo/analytics.yaml"),
+    include_str!("../../../assets/demo/service-bindings.yaml"),
 ];
 
 /// Write a kubeconfig for a sandbox served at `url`, with context `capdeck-sandbox`.

@@ -342,8 +342,8 @@ pub mod attribution;
 /// The one state every surface renders ([`state::BatchState`]).
 pub mod state;
 
-/// The one RotationBatch builder of the unit tests.
-#[cfg(test)]
+/// The one RotationBatch builder of the unit tests (the application's too: feature `testing`).
+#[cfg(any(test, feature = "testing"))]
 pub mod testing {
     use serde_json::{Value, json};
 
@@ -377,6 +377,22 @@ pub mod testing {
             }
             (target, value) => *target = value,
         }
+    }
+
+    /// Batch `b` whose spec is `spec` merged in and whose managedFields are `managed` (manager,
+    /// FieldsV1 below `f:spec`); `None`: no managedFields at all.
+    pub fn recorded(spec: Value, managed: Option<&[(&str, Value)]>) -> RotationBatch {
+        let mut object = json!({"spec": spec});
+        if let Some(managed) = managed {
+            object["metadata"] = json!({"managedFields": managed
+                .iter()
+                .map(|(manager, fields)| {
+                    json!({"manager": manager, "operation": "Update", "apiVersion": "capdeck.dev/v1alpha1",
+                           "time": "2026-11-23T12:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": fields}})
+                })
+                .collect::<Vec<_>>()});
+        }
+        batch(object)
     }
 }
 pub use state::BatchState;

@@ -3,7 +3,8 @@
 use std::fmt::Write as _;
 
 /// `-o` of every command that prints data, spelled as kubectl spells it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum OutputFormat {
     /// Aligned columns for people.
     #[default]
@@ -31,13 +32,14 @@ impl OutputFormat {
 }
 
 /// `-o FORMAT` and `--no-headers`, shared by every command that prints data.
-#[derive(Clone, Copy, Debug, Default, clap::Args)]
+#[derive(Clone, Copy, Debug, Default)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct OutputArgs {
     /// Output format: table, wide (more columns), json, yaml, name (NAMESPACE/NAME per line)
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Table)]
+    #[cfg_attr(feature = "clap", arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Table))]
     pub format: OutputFormat,
     /// Leave out the table's header line
-    #[arg(long)]
+    #[cfg_attr(feature = "clap", arg(long))]
     pub no_headers: bool,
 }
 
@@ -57,7 +59,8 @@ impl OutputArgs {
 
 /// `-o` of commands that print one document rather than a list of objects: no `name`, so
 /// `--help` offers only what works.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum DocumentFormat {
     /// Aligned columns for people.
     #[default]
@@ -71,13 +74,14 @@ pub enum DocumentFormat {
 }
 
 /// `-o FORMAT` and `--no-headers` of a command that prints one document (`fleet`).
-#[derive(Clone, Copy, Debug, Default, clap::Args)]
+#[derive(Clone, Copy, Debug, Default)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct DocumentOutputArgs {
     /// Output format: table, wide (more columns), json, yaml
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = DocumentFormat::Table)]
+    #[cfg_attr(feature = "clap", arg(short = 'o', long = "output", value_enum, default_value_t = DocumentFormat::Table))]
     pub format: DocumentFormat,
     /// Leave out the table's header line
-    #[arg(long)]
+    #[cfg_attr(feature = "clap", arg(long))]
     pub no_headers: bool,
 }
 

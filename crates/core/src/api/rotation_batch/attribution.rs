@@ -140,33 +140,14 @@ pub fn attribution_check(batch: &RotationBatch, field: Attributed) -> Result<(),
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use serde_json::{Value, json};
 
     use super::*;
 
-    const NOW: &str = "2026-11-23T12:00:00Z";
+    use crate::api::rotation_batch::testing::recorded;
 
-    /// A batch `b` in `ns` whose spec is `spec` and whose managedFields are `managed`
-    /// (manager, FieldsV1 below `f:spec`); `None`: no managedFields at all.
-    pub(crate) fn recorded(spec: Value, managed: Option<&[(&str, Value)]>) -> RotationBatch {
-        let mut object = json!({"apiVersion": "capdeck.dev/v1alpha1", "kind": "RotationBatch",
-                                "metadata": {"name": "b", "namespace": "ns"},
-                                "spec": {"application": "app", "windowEnd": NOW}});
-        if let (Some(target), Some(extra)) = (object["spec"].as_object_mut(), spec.as_object()) {
-            target.extend(extra.clone());
-        }
-        if let Some(managed) = managed {
-            object["metadata"]["managedFields"] = managed
-                .iter()
-                .map(|(manager, fields)| {
-                    json!({"manager": manager, "operation": "Update", "apiVersion": "capdeck.dev/v1alpha1",
-                           "time": NOW, "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": fields}})
-                })
-                .collect();
-        }
-        serde_json::from_value(object).expect("batch")
-    }
+    const NOW: &str = "2026-11-23T12:00:00Z";
 
     /// What the server's record of an attribution's writer makes of it: honoured only when
     /// capdeck's field manager wrote it.

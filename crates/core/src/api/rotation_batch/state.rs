@@ -537,7 +537,7 @@ mod tests {
     /// changes the docs too.
     #[test]
     fn the_docs_state_table_is_made_from_the_type() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/BATCHES.md");
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/BATCHES.md");
         let text = std::fs::read_to_string(&path).expect("docs/BATCHES.md");
         let (begin, end) =
             ("<!-- states:begin (generated from BatchState; do not edit by hand) -->\n", "<!-- states:end -->");

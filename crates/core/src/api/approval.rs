@@ -4,7 +4,8 @@
 use super::{ANNOTATION_APPROVAL, CAPApplication};
 
 /// Whether a batch rolls when its window ends (`auto`) or waits for `capdeck approve` (`manual`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum ApprovalPolicy {
     /// Roll out when the window ends (upstream behaviour).
     #[default]

@@ -1,0 +1,17 @@
+//! capdeck's pure core: what the engine, the console and the sandbox all read, with no kube client
+//! and no tokio (the compiler keeps it so: this crate does not depend on them).
+//! - `api`: the CRD types (RotationBatch, Freeze) and the upstream ones (CAP Operator, BTP
+//!   ServiceBinding), change windows, the typed batch state;
+//! - `vcap`: the VCAP_SERVICES format; `lookup`: point lookups over listed objects;
+//! - `plan`: the pure planner; `manifest`: objects from files; `deps`: subscription dependencies;
+//! - `output`: printing for people and scripts.
+// No function is longer than 150 lines (clippy.toml); the tests may be.
+#![deny(clippy::too_many_lines)]
+
+pub mod api;
+pub mod deps;
+pub mod lookup;
+pub mod manifest;
+pub mod output;
+pub mod plan;
+pub mod vcap;
