@@ -439,6 +439,14 @@ mod tests {
         assert_eq!(refused(BatchAction::Approve, &collecting), None);
         assert_eq!(refused(BatchAction::Approve, &awaiting), None);
         assert_eq!(refused(BatchAction::Approve, &approved).as_deref(), Some("batch b is already approved by carol"));
+        // An approval the engine took back (the plan changed since it was given) may be given again.
+        let taken_back = batch(
+            "AwaitingApproval",
+            json!({"approval": {"required": true, "approvedBy": "carol", "approvedAt": "2026-11-20T08:00:00Z"}}),
+            json!({"planned": {"at": "2026-11-20T08:30:00Z", "takenBack": "carol@2026-11-20T08:00:00Z"}}),
+        );
+        assert!(taken_back.approval_taken_back());
+        assert_eq!(refused(BatchAction::Approve, &taken_back), None, "approving again is allowed");
         assert_eq!(
             refused(BatchAction::Approve, &rolling).as_deref(),
             Some("batch b is already rolling out; nothing to approve")

@@ -217,13 +217,7 @@ async fn judge_credentials_every_half_minute(
         if !stores.is_ready() {
             continue;
         }
-        let judging = notify::Judging {
-            timing: config.credential_timing(),
-            lease_namespace: &config.lease.namespace,
-            change_windows: config.change_windows.as_ref(),
-            deadline_rolls: config.on_deadline == config::OnDeadline::Roll,
-        };
-        metrics.set_credentials(&notify::judge_credentials(&stores, &judging, config.clock.now()));
+        metrics.set_credentials(&crate::judging::judge(&stores, &config.judging(), config.clock.now()));
     }
 }
 
@@ -244,11 +238,9 @@ fn spawn_notifier(
             config: config.notify.clone(),
             metrics: metrics.clone(),
             identity: config.identity.clone(),
-            timing: config.credential_timing(),
+            judging: config.judging(),
             clock: config.clock.clone(),
             lease_namespace: config.lease.namespace.clone(),
-            change_windows: config.change_windows.clone(),
-            deadline_rolls: config.on_deadline == config::OnDeadline::Roll,
         };
         tokio::spawn(notifier.run(leader.clone(), cancel.clone()))
     }))

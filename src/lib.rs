@@ -9,17 +9,17 @@ pub mod cli;
 pub mod cluster;
 pub mod commands;
 pub mod console;
-pub mod credentials;
 pub mod daemon;
 pub mod demo;
 pub mod engine;
 pub mod fleet;
 pub mod freezes;
+pub mod judging;
 pub mod logging;
 pub mod process;
 pub mod readmodel;
 
 // The pure core and the embedded API server are crates of their own (crates/core,
 // crates/sandbox); their modules keep their paths here.
-pub use capdeck_core::{api, deps, lookup, manifest, output, plan, safe_eprintln, vcap};
+pub use capdeck_core::{api, credentials, deps, lookup, manifest, output, plan, safe_eprintln, vcap};
 pub use capdeck_sandbox as sandbox;

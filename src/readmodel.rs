@@ -135,22 +135,12 @@ impl<'a> Sources<'a> {
 /// engine (else the console's own) decides with, for the credentials' margins: its timing, its
 /// cluster change windows, where its Lease lives and its `--on-deadline`.
 pub fn snapshot(stores: &Stores, events: &[Arc<Event>], judging: &crate::credentials::Judging) -> Snapshot {
-    let timing = judging.timing.unwrap_or(Timing::DEFAULT);
+    let timing = judging.timing;
     let keys = |namespace: &str, name: &str| stores.secret(namespace, name).map(|secret| secret_keys(&secret));
     let bindings = stores.service_bindings();
     let applications = stores.applications.state();
     let batches = stores.batches.state();
-    let cluster_windows =
-        judging.cluster_windows.as_deref().and_then(|text| crate::api::change_window::ChangeWindows::parse(text).ok());
-    let credentials = crate::credentials::overview_of_stores(
-        stores,
-        timing,
-        cluster_windows.as_ref(),
-        judging.lease_namespace.as_deref(),
-        judging.deadline_rolls,
-        Timestamp::now(),
-    )
-    .credentials;
+    let credentials = crate::judging::judge(stores, judging, Timestamp::now()).credentials;
     let mut snapshot = build(Sources {
         synced: stores.is_ready(),
         apps: &applications,

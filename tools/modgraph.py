@@ -26,6 +26,10 @@ LAYERS = [
     # objects from files; subscription dependencies; credential safety; the user's batch actions
     # and freezes
     ["manifest", "deps", "credentials", "actions", "freezes"],
+    ["decide"],  # the engine's pure decision for a batch (the core's), with its gate and status
+    # how credentials are judged here: the core's judgement over the stores, with the settings a
+    # leading engine published or the flags given
+    ["judging"],
     ["engine", "sandbox"],  # the reconcile engine; the embedded API server (never imports the engine)
     ["fleet"],  # every kube context at once: what is open where
     ["readmodel"],  # rows for the console and `capdeck tenants`

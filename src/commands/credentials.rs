@@ -16,7 +16,8 @@ use crate::api::{Freeze, RotationBatch};
 use crate::cli::CredentialsArgs;
 use crate::cluster::leader::{LeaderView, PublishedSettings};
 use crate::cluster::{ClusterArgs, Scope, describe_error};
-use crate::credentials::{CredentialsOverview, Inputs, Schedule, choose_timing, choose_windows, overview_scheduled};
+use crate::credentials::{CredentialsOverview, Inputs, overview_scheduled};
+use crate::judging::{Chosen, choose};
 use crate::manifest::Manifests;
 use crate::output::Table;
 use crate::plan::CapIndex;
@@ -46,12 +47,15 @@ pub async fn run(cluster: &ClusterArgs, args: &CredentialsArgs) -> anyhow::Resul
             }
         }
     };
-    let leader_settings = world.leader_settings.as_ref();
-    let (timing, timing_source) = choose_timing(args.rollout_delay, args.expected_rollout, leader_settings);
-    let (cluster_windows, windows_source) =
-        choose_windows(args.change_windows.as_ref().and_then(|windows| windows.0.as_ref()), leader_settings);
+    let flags = crate::judging::Flags {
+        window: args.rollout_delay,
+        expected_rollout: args.expected_rollout,
+        change_windows: args.change_windows.as_ref().and_then(|windows| windows.0.as_ref()),
+    };
+    let Chosen { judging, timing_source, windows_source } =
+        choose(flags, world.leader_settings.as_ref(), world.lease_namespace.as_deref());
     let now = Timestamp::now();
-    let result = judge(&world, timing, cluster_windows.as_ref(), now);
+    let result = judge(&world, &judging, now);
     let document = serde_json::to_value(&result)?;
     let text = crate::output::render_object(&args.output, "credentials", &document, |wide, headers| {
         table(&result, now, wide, headers)
@@ -152,12 +156,7 @@ fn table(result: &CredentialsOverview, now: Timestamp, wide: bool, headers: bool
 
 /// The verdicts over `world`, as the leader decides (`--on-deadline`; an engine that does not
 /// publish it asks).
-fn judge(
-    world: &World,
-    timing: crate::credentials::Timing,
-    cluster_windows: Option<&crate::api::change_window::ChangeWindows>,
-    now: Timestamp,
-) -> CredentialsOverview {
+fn judge(world: &World, judging: &crate::credentials::Judging, now: Timestamp) -> CredentialsOverview {
     let manifests = &world.manifests;
     let inputs = Inputs {
         applications: &manifests.applications,
@@ -166,26 +165,18 @@ fn judge(
         batches: &manifests.batches,
         index: world.index.as_ref(),
         now,
-        timing,
+        timing: judging.timing,
     };
-    let schedule = Schedule {
-        namespace_windows: world.namespace_windows.as_ref().ok(),
-        cluster_windows,
-        freezes: &world.freezes.found,
-        lease_namespace: world.lease_namespace.as_deref(),
-        deadline_rolls: world.leader_settings.as_ref().is_some_and(PublishedSettings::deadline_rolls),
-    };
-    overview_scheduled(&inputs, &schedule)
+    overview_scheduled(&inputs, &judging.schedule(world.namespace_windows.as_ref().ok(), &world.freezes.found))
 }
 
 /// The verdicts `capdeck credentials` gives in the cluster, with the leading engine's settings
 /// (`capdeck doctor` says the same).
 pub(super) async fn live_verdicts(cluster: &ClusterArgs) -> anyhow::Result<CredentialsOverview> {
     let world = live(cluster).await?;
-    let leader_settings = world.leader_settings.as_ref();
-    let (timing, _) = choose_timing(None, None, leader_settings);
-    let (cluster_windows, _) = choose_windows(None, leader_settings);
-    Ok(judge(&world, timing, cluster_windows.as_ref(), Timestamp::now()))
+    let chosen =
+        choose(crate::judging::Flags::default(), world.leader_settings.as_ref(), world.lease_namespace.as_deref());
+    Ok(judge(&world, &chosen.judging, Timestamp::now()))
 }
 
 /// What the verdicts are judged from: the objects (gathered into the shape manifests have),
@@ -284,7 +275,7 @@ async fn live(cluster: &ClusterArgs) -> anyhow::Result<World> {
     let (leader, applications, namespace_windows) = tokio::join!(
         crate::cluster::leader::find(client, &scope, &[]),
         super::tenants::list(client, &scope, "CAPApplication"),
-        crate::credentials::read_namespace_windows(client, &scope),
+        crate::judging::read_namespace_windows(client, &scope),
     );
     let mut manifests = Manifests { applications: applications?, ..Manifests::default() };
     let lease_namespace = lease_namespace(&leader);

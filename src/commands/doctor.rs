@@ -217,7 +217,7 @@ async fn change_windows(
             format!("cannot list CAPApplications, their change windows are not checked: {}", describe_error(error)),
         )),
     }
-    match crate::credentials::read_namespace_windows(&connection.client, scope).await {
+    match crate::judging::read_namespace_windows(&connection.client, scope).await {
         Ok(namespaces) => {
             for (namespace, text) in &namespaces {
                 annotated += 1;

@@ -92,12 +92,7 @@ impl Live {
             config.mode = EngineMode::Observe;
         }
         let lease = config.lease.clone();
-        let own_timing = crate::credentials::Judging {
-            timing: Some(config.credential_timing()),
-            cluster_windows: config.change_windows.as_ref().map(|windows| windows.text().to_string()),
-            lease_namespace: Some(config.lease.namespace.clone()),
-            deadline_rolls: config.on_deadline == crate::engine::config::OnDeadline::Roll,
-        };
+        let own_timing = config.judging();
         let timing = watch::Sender::new(own_timing.clone());
         let engine = crate::engine::spawn(
             connection.client.clone(),
@@ -234,7 +229,7 @@ fn forward_leader(
         let chosen = match &view {
             LeaderView::Leads { lease, settings: Some(settings), .. } => {
                 let lease_namespace = lease.split_once('/').map_or(lease.as_str(), |(namespace, _)| namespace);
-                crate::credentials::Judging::of_leader(settings, lease_namespace)
+                crate::judging::of_leader(settings, lease_namespace)
             }
             _ => own.clone(),
         };

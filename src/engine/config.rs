@@ -325,6 +325,17 @@ impl EngineConfig {
     pub fn credential_timing(&self) -> crate::credentials::Timing {
         crate::credentials::Timing { window: self.rollout_delay, expected_rollout: self.expected_rollout }
     }
+
+    /// How this engine judges credentials: its timing, its `--change-windows`, where its Lease
+    /// lives and its `--on-deadline` (what it also publishes on the Lease for observers).
+    pub fn judging(&self) -> crate::credentials::Judging {
+        crate::credentials::Judging {
+            timing: self.credential_timing(),
+            cluster_windows: self.change_windows.clone(),
+            lease_namespace: Some(self.lease.namespace.clone()),
+            deadline_rolls: self.on_deadline == OnDeadline::Roll,
+        }
+    }
 }
 
 /// `$POD_NAME` or `$HOSTNAME`, plus a random suffix so two processes on one host differ.

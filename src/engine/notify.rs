@@ -28,7 +28,7 @@ use crate::api::rotation_batch::NotificationRecord;
 use crate::api::rotation_batch::state::{ApprovalNeed, BatchState, HeldBy};
 use crate::cluster::batch_writer::{BatchWriteError, BatchWriter, Change, Edit, OnConflict, Writer};
 use crate::cluster::stores::Stores;
-use crate::credentials::{CredentialReport, Timing, Verdict};
+use crate::credentials::{CredentialReport, Verdict};
 pub use payload::{PAYLOAD_VERSION, Payload};
 
 /// A Failed batch is announced only this long after it failed: enabling notifications must not
@@ -247,39 +247,11 @@ pub struct Notifier {
     pub config: NotifyConfig,
     pub metrics: Metrics,
     pub identity: String,
-    pub timing: Timing,
+    /// How the engine judges credentials (`EngineConfig::judging`): the verdicts it announces.
+    pub judging: crate::credentials::Judging,
     pub clock: super::config::Clock,
     /// Where the engine's Lease lives: only there is a cluster-wide freeze honoured (and announced).
     pub lease_namespace: String,
-    /// `--change-windows` and `--on-deadline roll`: credential verdicts count the wait for a window.
-    pub change_windows: Option<crate::api::change_window::ChangeWindows>,
-    pub deadline_rolls: bool,
-}
-
-/// How the engine judges credentials: its own settings (`--expected-rollout`, the rollout
-/// delay, `--change-windows`, `--on-deadline`) and where its Lease lives.
-pub struct Judging<'a> {
-    pub timing: Timing,
-    pub lease_namespace: &'a str,
-    pub change_windows: Option<&'a crate::api::change_window::ChangeWindows>,
-    pub deadline_rolls: bool,
-}
-
-/// Every consumed binding Secret's credentials, judged from the stores: what the notifier
-/// announces and what `capdeck_secret_credentials_*` export.
-pub fn judge_credentials(
-    stores: &Stores,
-    judging: &Judging<'_>,
-    now: Timestamp,
-) -> crate::credentials::CredentialsOverview {
-    crate::credentials::overview_of_stores(
-        stores,
-        judging.timing,
-        judging.change_windows,
-        Some(judging.lease_namespace),
-        judging.deadline_rolls,
-        now,
-    )
 }
 
 impl Notifier {
@@ -319,13 +291,7 @@ impl Notifier {
     fn due_now(&self) -> Vec<Due> {
         let batches = self.stores.batches.state();
         let now = self.clock.now();
-        let judging = Judging {
-            timing: self.timing,
-            lease_namespace: &self.lease_namespace,
-            change_windows: self.change_windows.as_ref(),
-            deadline_rolls: self.deadline_rolls,
-        };
-        let overview = judge_credentials(&self.stores, &judging, now);
+        let overview = crate::judging::judge(&self.stores, &self.judging, now);
         due(&batches, &overview.credentials, now)
     }
 

@@ -12,15 +12,16 @@
 
 mod backoff;
 pub mod batching;
-pub mod decide;
 mod detect;
-mod gate;
 mod managed_fields;
 mod orphans;
 pub mod pods;
 mod rollout;
-mod status;
 mod transitions;
+
+// The decision is the core's (pure, table-tested there); `status` keeps its path here.
+pub use capdeck_core::decide;
+use capdeck_core::decide::status;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

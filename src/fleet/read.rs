@@ -13,14 +13,13 @@ use kube::ResourceExt as _;
 use kube::api::ListParams;
 
 use super::{ActiveFreeze, CredentialRisk, FleetRow, OpenBatch, RowState};
-use crate::api::change_window::ChangeWindows;
 use crate::api::freeze::CLUSTER_FREEZE_NAME;
 use crate::api::lenient::Lenient;
 use crate::api::rotation_batch::DeploymentRolloutState;
 use crate::api::service_binding::ServiceBinding;
 use crate::api::{BatchPhase, CAPApplication, Freeze, FreezeScope, RotationBatch};
 use crate::cluster::{ClusterArgs, Scope, describe_error};
-use crate::credentials::{Schedule, Timing, Verdict};
+use crate::credentials::Verdict;
 use crate::manifest::Manifests;
 use crate::plan::SecretLookup;
 
@@ -30,7 +29,7 @@ pub struct FleetOptions {
     /// Each context's own limit (connect and every request).
     pub timeout: Duration,
     /// The window and expected rollout given as flags; each context's leading engine's published
-    /// settings otherwise (`crate::credentials::choose_timing`).
+    /// settings otherwise (`crate::judging::choose_timing`).
     pub window: Option<Duration>,
     pub expected_rollout: Option<Duration>,
     /// The engine's Lease: its namespace (`None`: each context's default namespace) and name.
@@ -152,8 +151,13 @@ async fn read_context(
         namespace_windows,
         mut notes,
     } = essentials;
-    let (timing, timing_source) =
-        crate::credentials::choose_timing(options.window, options.expected_rollout, leader_settings.as_ref());
+    let flags = crate::judging::Flags {
+        window: options.window,
+        expected_rollout: options.expected_rollout,
+        change_windows: None,
+    };
+    let crate::judging::Chosen { judging, timing_source, .. } =
+        crate::judging::choose(flags, leader_settings.as_ref(), Some(&lease_namespace));
     if leader_settings.is_some() && (options.window.is_some() || options.expected_rollout.is_some()) {
         notes.push(format!("credentials judged with {timing_source}"));
     }
@@ -200,8 +204,6 @@ async fn read_context(
         ..Manifests::default()
     };
     let change_windows = leader_settings.as_ref().and_then(|settings| settings.change_windows.clone());
-    let deadline_rolls =
-        leader_settings.as_ref().is_some_and(crate::cluster::leader::PublishedSettings::deadline_rolls);
     if let Err(why) = &namespace_windows {
         notes.push(format!(
             "namespace windows not readable ({why}): credential verdicts count the applications' and the cluster's"
@@ -219,12 +221,11 @@ async fn read_context(
         leaders,
         notes,
         now: Timestamp::now(),
-        timing,
+        judging: &judging,
         freezes: freezes.as_deref().ok(),
         namespace_windows: namespace_windows.as_ref().ok(),
         lease_namespace: &lease_namespace,
         change_windows: change_windows.as_deref(),
-        deadline_rolls,
     };
     Ok(rows(context, &inputs))
 }
@@ -248,7 +249,7 @@ async fn read_essentials(cluster: &ClusterArgs, context: &str, options: &FleetOp
         list_lenient::<CAPApplication>(&client, &scope, "CAPApplications", server),
         crate::cluster::list_service_bindings(&client, &scope),
         crate::cluster::list_each(&freezes, &params),
-        crate::credentials::read_namespace_windows(&client, &scope),
+        crate::judging::read_namespace_windows(&client, &scope),
     );
     let (batches, mut notes) = batches?;
     let (applications, more) = applications?;
@@ -491,17 +492,16 @@ pub(super) struct Inputs<'a> {
     /// What the rows of this context should say besides (left-out objects, unchecked credentials).
     pub notes: Vec<String>,
     pub now: Timestamp,
-    pub timing: Timing,
+    /// How the credentials are judged (`judging::choose`: the flags, else the leading engine's).
+    pub judging: &'a crate::credentials::Judging,
     /// The Freezes (`None`: not readable).
     pub freezes: Option<&'a [Arc<Freeze>]>,
     /// Each Namespace's change windows annotation (`None`: not readable).
     pub namespace_windows: Option<&'a BTreeMap<String, String>>,
     /// Where a cluster freeze is honoured.
     pub lease_namespace: &'a str,
-    /// The leading engine's cluster change windows, as published.
+    /// The leading engine's cluster change windows, as published (the row shows them).
     pub change_windows: Option<&'a str>,
-    /// The leading engine's `--on-deadline roll`.
-    pub deadline_rolls: bool,
 }
 
 /// Whether a Failed batch still needs someone: its Pods may still crash-loop however many batches
@@ -590,14 +590,7 @@ pub(super) fn rows(context: &str, inputs: &Inputs<'_>) -> Vec<FleetRow> {
             }
         }
     }
-    let cluster_windows = inputs.change_windows.and_then(|text| ChangeWindows::parse(text).ok());
-    let schedule = Schedule {
-        namespace_windows: inputs.namespace_windows,
-        cluster_windows: cluster_windows.as_ref(),
-        freezes: inputs.freezes.unwrap_or_default(),
-        lease_namespace: Some(inputs.lease_namespace),
-        deadline_rolls: inputs.deadline_rolls,
-    };
+    let schedule = inputs.judging.schedule(inputs.namespace_windows, inputs.freezes.unwrap_or_default());
     let overview = inputs.credentials_checked.then(|| {
         let credentials = crate::credentials::Inputs {
             applications: &manifests.applications,
@@ -606,7 +599,7 @@ pub(super) fn rows(context: &str, inputs: &Inputs<'_>) -> Vec<FleetRow> {
             batches: &manifests.batches,
             index: inputs.index,
             now: inputs.now,
-            timing: inputs.timing,
+            timing: inputs.judging.timing,
         };
         crate::credentials::overview_scheduled(&credentials, &schedule)
     });
@@ -687,14 +680,21 @@ mod tests {
             leaders: BTreeMap::new(),
             notes: Vec::new(),
             now: at(NOW),
-            timing: Timing { window: Duration::from_secs(3600), expected_rollout: Duration::from_secs(900) },
+            judging: &JUDGING,
             freezes: Some(&[]),
             namespace_windows: None,
             lease_namespace: "capdeck-system",
             change_windows: None,
-            deadline_rolls: false,
         }
     }
+
+    /// The defaults, with the Lease in capdeck-system.
+    static JUDGING: std::sync::LazyLock<crate::credentials::Judging> =
+        std::sync::LazyLock::new(|| crate::credentials::Judging {
+            timing: crate::credentials::Timing::DEFAULT,
+            lease_namespace: Some("capdeck-system".into()),
+            ..crate::credentials::Judging::default()
+        });
 
     /// One row per namespace with something open; what is closed or superseded is not open.
     #[test]

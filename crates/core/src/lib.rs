@@ -4,11 +4,16 @@
 //!   ServiceBinding), change windows, the typed batch state;
 //! - `vcap`: the VCAP_SERVICES format; `lookup`: point lookups over listed objects;
 //! - `plan`: the pure planner; `manifest`: objects from files; `deps`: subscription dependencies;
+//! - `credentials`: the credential judgement (verdicts, margins, schedules);
+//! - `decide`: the engine's pure decision for a batch (`decide::gate`: windows and freezes;
+//!   `decide::status`: the batch status it writes);
 //! - `output`: printing for people and scripts.
 // No function is longer than 150 lines (clippy.toml); the tests may be.
 #![deny(clippy::too_many_lines)]
 
 pub mod api;
+pub mod credentials;
+pub mod decide;
 pub mod deps;
 pub mod lookup;
 pub mod manifest;

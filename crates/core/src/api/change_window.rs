@@ -46,6 +46,13 @@ pub struct ChangeWindows {
     ranges: Vec<WeeklyRange>,
 }
 
+/// The same text makes the same windows (the ranges are parsed from it).
+impl PartialEq for ChangeWindows {
+    fn eq(&self, other: &Self) -> bool {
+        self.text == other.text
+    }
+}
+
 #[derive(Clone, Debug)]
 struct WeeklyRange {
     /// Indexed by `Weekday::to_monday_zero_offset`.

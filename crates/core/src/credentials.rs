@@ -11,7 +11,6 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
-use crate::api::change_window::ChangeWindows;
 use crate::api::go_duration::{humanize, parse_go_duration};
 use crate::api::service_binding::{self, RESYNC_SECONDS, ServiceBinding};
 use crate::api::{CAPApplication, DeploymentView, RotationBatch};
@@ -22,7 +21,7 @@ mod certificates;
 mod schedule;
 
 pub use certificates::CertificateExpiry;
-pub use schedule::{Judging, Schedule, namespace_windows, read_namespace_windows};
+pub use schedule::{Judging, Schedule, namespace_windows};
 
 /// Who writes a binding Secret.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -180,7 +179,15 @@ impl Timing {
     /// upstream; 15m to roll), which `engine::config` takes from here.
     pub const DEFAULT: Self =
         Self { window: Duration::from_secs(3600), expected_rollout: Duration::from_secs(15 * 60) };
+}
 
+impl Default for Timing {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+impl Timing {
     /// `window 30s, expected rollout 15m`.
     pub fn text(self) -> String {
         format!(
@@ -188,65 +195,6 @@ impl Timing {
             crate::api::go_duration::humanize(self.window),
             crate::api::go_duration::humanize(self.expected_rollout)
         )
-    }
-}
-
-/// Which window and expected rollout judge the credentials, and a line saying which: a flag
-/// given (`Some`) wins, then the settings the leading engine published on its Lease, then the
-/// defaults. An observer's verdict is then the leader's.
-pub fn choose_timing(
-    window_flag: Option<Duration>,
-    expected_flag: Option<Duration>,
-    leader: Option<&crate::cluster::leader::PublishedSettings>,
-) -> (Timing, String) {
-    let base = leader.map_or(Timing::DEFAULT, |settings| Timing {
-        window: settings.rollout_delay(),
-        expected_rollout: settings.expected_rollout(),
-    });
-    let chosen = Timing {
-        window: window_flag.unwrap_or(base.window),
-        expected_rollout: expected_flag.unwrap_or(base.expected_rollout),
-    };
-    let source = match (leader, window_flag.is_some() || expected_flag.is_some()) {
-        (Some(_), false) => format!("the leading engine's settings ({})", chosen.text()),
-        (Some(_), true) => format!("{} from your flags, not the leading engine's ({})", chosen.text(), base.text()),
-        (None, false) => format!("the defaults ({}): no leading engine publishes its settings", chosen.text()),
-        (None, true) => format!("{} (flags and defaults; no leading engine publishes its settings)", chosen.text()),
-    };
-    (chosen, source)
-}
-
-/// The cluster level of the change windows to judge with, and words saying which: the flag given
-/// (`Some`) wins, then the windows the leading engine published on its Lease, then none. An
-/// application's or a namespace's annotation wins over either (docs/WINDOWS.md).
-pub fn choose_windows(
-    flag: Option<&ChangeWindows>,
-    leader: Option<&crate::cluster::leader::PublishedSettings>,
-) -> (Option<ChangeWindows>, String) {
-    let published = leader.and_then(|settings| settings.change_windows.as_deref());
-    match (flag, leader, published) {
-        (Some(flag), Some(_), theirs) => (
-            Some(flag.clone()),
-            format!(
-                "cluster change windows {} from your --change-windows, not the leading engine's ({})",
-                flag.text(),
-                theirs.unwrap_or("none")
-            ),
-        ),
-        (Some(flag), None, _) => {
-            (Some(flag.clone()), format!("cluster change windows {} from your --change-windows", flag.text()))
-        }
-        (None, Some(_), Some(text)) => match ChangeWindows::parse(text) {
-            Ok(windows) => (Some(windows), format!("the leading engine's cluster change windows ({text})")),
-            Err(error) => (
-                None,
-                format!(
-                    "no cluster change windows: the leading engine's cannot be read here ({error}); pass --change-windows"
-                ),
-            ),
-        },
-        (None, Some(_), None) => (None, "no cluster change windows (the leading engine sets none)".into()),
-        (None, None, _) => (None, "no cluster change windows (no leading engine publishes its settings)".into()),
     }
 }
 
@@ -286,43 +234,6 @@ pub fn overview(inputs: &Inputs<'_>) -> CredentialsOverview {
 
 /// [`overview`], with the wait for the next change window and the end of any freeze counted in
 /// each margin (docs/CREDENTIALS.md).
-/// Every consumed binding Secret judged from the watched stores, with how the judging engine
-/// schedules (`cluster_windows`: its `--change-windows`; `lease_namespace`: where a cluster
-/// freeze counts; `deadline_rolls`: its `--on-deadline roll`). The console's view, the engine's
-/// notifier and its metrics all judge through here.
-pub fn overview_of_stores(
-    stores: &crate::cluster::stores::Stores,
-    timing: Timing,
-    cluster_windows: Option<&ChangeWindows>,
-    lease_namespace: Option<&str>,
-    deadline_rolls: bool,
-    now: Timestamp,
-) -> CredentialsOverview {
-    let applications = stores.applications.state();
-    let index = CapIndex::new(applications.clone(), stores.versions.state(), stores.tenants.state());
-    let batches = stores.batches.state();
-    let bindings = stores.service_bindings();
-    let namespace_windows = namespace_windows(stores.namespaces.state().iter().map(|ns| &**ns));
-    let freezes = stores.freezes.state();
-    let schedule = Schedule {
-        namespace_windows: Some(&namespace_windows),
-        cluster_windows,
-        freezes: &freezes,
-        lease_namespace,
-        deadline_rolls,
-    };
-    let inputs = Inputs {
-        applications: &applications,
-        secrets: stores,
-        bindings: bindings.as_deref(),
-        batches: &batches,
-        index: Some(&index),
-        now,
-        timing,
-    };
-    overview_scheduled(&inputs, &schedule)
-}
-
 pub fn overview_scheduled(inputs: &Inputs<'_>, schedule: &Schedule<'_>) -> CredentialsOverview {
     let mut consumers: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
     for app in inputs.applications {
@@ -1136,66 +1047,6 @@ mod tests {
 
     /// Certificates in a credential value: expired is unsafe whatever the rotation says, close
     /// to expiry at-risk; the key and the date are named, never the certificate.
-    #[test]
-    fn verdicts_use_the_leaders_settings_unless_a_flag_says_otherwise() {
-        let leader = crate::cluster::leader::PublishedSettings {
-            rollout_delay_seconds: 30,
-            expected_rollout_seconds: 600,
-            approval: "auto".into(),
-            max_parallel_rollouts: 5,
-            min_rollout_interval_seconds: 600,
-            change_windows: None,
-            on_deadline: None,
-        };
-        let five = Some(Duration::from_secs(300));
-        let cases = [
-            (None, None, Some(&leader), (30, 600), "the leading engine's settings"),
-            (None, five, Some(&leader), (30, 300), "from your flags, not the leading engine's (window 30s"),
-            (None, None, None, (3600, 900), "the defaults"),
-            (five, None, None, (300, 900), "flags and defaults"),
-        ];
-        for (window, expected, settings, (w, e), says) in cases {
-            let (timing, source) = choose_timing(window, expected, settings);
-            assert_eq!((timing.window.as_secs(), timing.expected_rollout.as_secs()), (w, e), "{source}");
-            assert!(source.contains(says), "{source}");
-        }
-    }
-
-    #[test]
-    fn cluster_windows_come_from_a_flag_else_the_leader() {
-        let settings = |windows: Option<&str>| crate::cluster::leader::PublishedSettings {
-            rollout_delay_seconds: 30,
-            expected_rollout_seconds: 600,
-            approval: "auto".into(),
-            max_parallel_rollouts: 5,
-            min_rollout_interval_seconds: 600,
-            change_windows: windows.map(str::to_string),
-            on_deadline: None,
-        };
-        let nights = ChangeWindows::parse("Mon-Fri 22:00-05:00 UTC").expect("windows");
-        let theirs = settings(Some("Sat 00:00-24:00 UTC"));
-        let none = settings(None);
-        let broken = settings(Some("Sat 25:00-26:00 UTC"));
-        let cases = [
-            (
-                Some(&nights),
-                Some(&theirs),
-                Some("Mon-Fri 22:00-05:00 UTC"),
-                "from your --change-windows, not the leading engine's (Sat 00:00-24:00 UTC)",
-            ),
-            (Some(&nights), None, Some("Mon-Fri 22:00-05:00 UTC"), "from your --change-windows"),
-            (None, Some(&theirs), Some("Sat 00:00-24:00 UTC"), "the leading engine's cluster change windows (Sat"),
-            (None, Some(&none), None, "the leading engine sets none"),
-            (None, Some(&broken), None, "cannot be read here (range 1"),
-            (None, None, None, "no leading engine publishes its settings"),
-        ];
-        for (flag, leader, text, says) in cases {
-            let (windows, source) = choose_windows(flag, leader);
-            assert_eq!(windows.as_ref().map(ChangeWindows::text), text, "{source}");
-            assert!(source.contains(says), "{source}");
-        }
-    }
-
     #[test]
     fn certificates_in_credentials_are_judged_by_their_not_after() {
         let with_certificate = |until: i64| {

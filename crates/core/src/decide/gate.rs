@@ -12,8 +12,8 @@ use k8s_openapi::jiff::Timestamp;
 use super::status::format_time;
 use crate::api::Freeze;
 use crate::api::change_window::{AppliedWindows, WindowGate, window_gate};
+use crate::api::go_duration::humanize;
 use crate::api::rotation_batch::ReadyReason;
-use crate::engine::config::humanize;
 
 /// What the windows and freezes that apply to a batch say at `now`.
 #[derive(Clone, Debug, PartialEq)]

@@ -11,15 +11,15 @@ use crate::api::rotation_batch::{BatchDeployment, DeploymentAction, DeploymentRo
 use crate::api::{BatchPhase, RotationBatchStatus};
 use crate::plan::{AppPlan, PlanAction, ProblemKind};
 
-pub(super) fn format_time(time: Timestamp) -> String {
+pub fn format_time(time: Timestamp) -> String {
     time.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 /// The longest condition message (characters): a reason quoted whole, with room for its context.
-pub(super) const MAX_CONDITION_MESSAGE: usize = MAX_REASON + 256;
+pub const MAX_CONDITION_MESSAGE: usize = MAX_REASON + 256;
 
 /// Set the Ready condition (its message bounded, control characters replaced); its transition time moves only when status or reason change.
-pub(super) fn set_condition(
+pub fn set_condition(
     status: &mut RotationBatchStatus,
     ready: bool,
     reason: &ReadyReason,
@@ -53,15 +53,15 @@ pub(super) fn set_condition(
     }
 }
 
-pub(super) fn condition_reason(status: &RotationBatchStatus) -> Option<ReadyReason> {
+pub fn condition_reason(status: &RotationBatchStatus) -> Option<ReadyReason> {
     ready_condition(status).map(|condition| ReadyReason::from(condition.reason.as_str()))
 }
 
-pub(super) fn ready_condition(status: &RotationBatchStatus) -> Option<&Condition> {
+pub fn ready_condition(status: &RotationBatchStatus) -> Option<&Condition> {
     status.conditions.iter().find(|condition| condition.type_ == READY)
 }
 
-pub(super) fn progress_summary(status: &mut RotationBatchStatus) {
+pub fn progress_summary(status: &mut RotationBatchStatus) {
     let restarts: Vec<&BatchDeployment> =
         status.deployments.iter().filter(|d| d.action == DeploymentAction::Restart).collect();
     let done = restarts.iter().filter(|d| d.state == Some(DeploymentRolloutState::Complete)).count();
@@ -69,13 +69,7 @@ pub(super) fn progress_summary(status: &mut RotationBatchStatus) {
 }
 
 /// End the batch in a terminal phase.
-pub(super) fn finish(
-    status: &mut RotationBatchStatus,
-    phase: BatchPhase,
-    why: &ReadyReason,
-    message: String,
-    now: Timestamp,
-) {
+pub fn finish(status: &mut RotationBatchStatus, phase: BatchPhase, why: &ReadyReason, message: String, now: Timestamp) {
     let success = matches!(phase, BatchPhase::Succeeded | BatchPhase::NoChange);
     status.phase = phase;
     status.completed_at = Some(Time(now));
@@ -85,7 +79,7 @@ pub(super) fn finish(
     set_condition(status, success, why, message, now);
 }
 
-pub(super) fn user_action_text(action: &UserAction, verb: &str) -> String {
+pub fn user_action_text(action: &UserAction, verb: &str) -> String {
     match &action.reason {
         Some(reason) if !reason.is_empty() => {
             format!("{verb} by {}: {}", bounded(&action.by, MAX_USER), bounded(reason, MAX_REASON))
@@ -96,17 +90,17 @@ pub(super) fn user_action_text(action: &UserAction, verb: &str) -> String {
 
 /// Rolling right now (counts against --max-parallel-rollouts).
 /// Rolling in Kubernetes: `Rolling`, or `Failing` (its new Pods fail, but it has not stalled).
-pub(super) fn is_active(deployment: &BatchDeployment) -> bool {
+pub fn is_active(deployment: &BatchDeployment) -> bool {
     deployment.action == DeploymentAction::Restart
         && matches!(deployment.state, Some(DeploymentRolloutState::Rolling | DeploymentRolloutState::Failing))
 }
 
-pub(super) fn is_queued(deployment: &BatchDeployment) -> bool {
+pub fn is_queued(deployment: &BatchDeployment) -> bool {
     deployment.action == DeploymentAction::Restart && deployment.state == Some(DeploymentRolloutState::Queued)
 }
 
 /// Nothing more will happen to it in this batch.
-pub(super) fn is_done(deployment: &BatchDeployment) -> bool {
+pub fn is_done(deployment: &BatchDeployment) -> bool {
     deployment.action != DeploymentAction::Restart
         || matches!(
             deployment.state,
@@ -116,7 +110,7 @@ pub(super) fn is_done(deployment: &BatchDeployment) -> bool {
 
 /// The batch's Deployments from a plan: restarts queued, unchanged and missing ones complete,
 /// broken ones as problems.
-pub(super) fn batch_deployments(plan: &AppPlan) -> Vec<BatchDeployment> {
+pub fn batch_deployments(plan: &AppPlan) -> Vec<BatchDeployment> {
     let mut out: Vec<BatchDeployment> = plan
         .deployments
         .iter()
@@ -166,4 +160,4 @@ pub(super) fn batch_deployments(plan: &AppPlan) -> Vec<BatchDeployment> {
 }
 
 /// The message of a Deployment the plan found missing (also the metric's "missing" label).
-pub(super) const MISSING_DEPLOYMENT: &str = "deployment does not exist";
+pub const MISSING_DEPLOYMENT: &str = "deployment does not exist";

@@ -43,29 +43,32 @@ impl Schedule<'_> {
     };
 }
 
-/// What a reader that keeps them (the console) judges margins with besides the timing: the
-/// leading engine's published cluster windows, where its Lease lives and its `--on-deadline`
-/// (else the reader's own engine's). Owned, so it can travel in a watch channel. `timing: None`
-/// is the defaults.
+/// How credentials are judged besides the objects: the timing, the cluster level of the change
+/// windows, where the judging engine's Lease lives (only there is a `Cluster` freeze honoured)
+/// and its `--on-deadline roll`. The one type every judge takes: the engine's own settings
+/// (`EngineConfig::judging`), a leading engine's published ones (`judging::of_leader` in the
+/// application), or the defaults. Owned, so it can travel in a watch channel.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Judging {
-    pub timing: Option<super::Timing>,
-    pub cluster_windows: Option<String>,
+    pub timing: super::Timing,
+    pub cluster_windows: Option<ChangeWindows>,
     pub lease_namespace: Option<String>,
     pub deadline_rolls: bool,
 }
 
 impl Judging {
-    /// From what a leader published on its Lease in `lease_namespace`.
-    pub fn of_leader(settings: &crate::cluster::leader::PublishedSettings, lease_namespace: &str) -> Self {
-        Self {
-            timing: Some(super::Timing {
-                window: settings.rollout_delay(),
-                expected_rollout: settings.expected_rollout(),
-            }),
-            cluster_windows: settings.change_windows.clone(),
-            lease_namespace: Some(lease_namespace.to_string()),
-            deadline_rolls: settings.deadline_rolls(),
+    /// The [`Schedule`] these settings make with the namespaces' windows and the freezes read.
+    pub fn schedule<'a>(
+        &'a self,
+        namespace_windows: Option<&'a BTreeMap<String, String>>,
+        freezes: &'a [Arc<Freeze>],
+    ) -> Schedule<'a> {
+        Schedule {
+            namespace_windows,
+            cluster_windows: self.cluster_windows.as_ref(),
+            freezes,
+            lease_namespace: self.lease_namespace.as_deref(),
+            deadline_rolls: self.deadline_rolls,
         }
     }
 }
@@ -80,33 +83,6 @@ pub fn namespace_windows<'n>(namespaces: impl IntoIterator<Item = &'n Namespace>
             Some((namespace.name_any(), text.clone()))
         })
         .collect()
-}
-
-/// The `capdeck.dev/change-windows` annotation of each Namespace in `scope` (one GET for one
-/// namespace, a LIST of its name where only listing is allowed; a LIST for all), or why they
-/// cannot be read.
-pub async fn read_namespace_windows(
-    client: &kube::Client,
-    scope: &crate::cluster::Scope,
-) -> Result<BTreeMap<String, String>, String> {
-    let api: kube::Api<crate::api::lenient::Lenient<Namespace>> = kube::Api::all(client.clone());
-    // A Namespace that does not decode has no windows capdeck can read (doctor names it).
-    let namespaces = match scope {
-        crate::cluster::Scope::All => {
-            crate::cluster::list_each(&api, &kube::api::ListParams::default()).await.map(|listed| listed.items)
-        }
-        crate::cluster::Scope::Namespace(namespace) => crate::cluster::get_or_list_by_name(&api, namespace)
-            .await
-            .map(|found| found.and_then(Result::ok).into_iter().collect()),
-    };
-    match namespaces {
-        Ok(namespaces) => Ok(namespace_windows(&namespaces)),
-        Err(error) if crate::cluster::is_forbidden(&error) => Err(format!(
-            "you may not {} namespaces",
-            if matches!(scope, crate::cluster::Scope::All) { "list" } else { "get or list" }
-        )),
-        Err(error) => Err(format!("cannot read Namespaces: {}", crate::cluster::describe_error(&error))),
-    }
 }
 
 /// When a batch starts rolling, and what it waits for until then.
