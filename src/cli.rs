@@ -15,6 +15,12 @@ use crate::cluster::ClusterArgs;
 use crate::engine::config::{ApprovalPolicy, EngineMode};
 use crate::output::OutputArgs;
 
+mod parse;
+use parse::{
+    go_duration_text, non_blank, not_used_here, parse_change_windows, parse_instant, parse_listen_addr,
+    parse_object_name, parse_rotation, parse_synthetic, top_level_flag_after_subcommand, uses_cluster_flag,
+};
+
 /// `capdeck -V` and `capdeck version`: the release and the commit it was built from.
 pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("CAPDECK_GIT_COMMIT"), ")");
 
@@ -106,100 +112,6 @@ impl FrontEnd {
                 | (Self::Console, FlagGroup::Engine | FlagGroup::Console)
                 | (Self::Daemon, FlagGroup::Engine | FlagGroup::Daemon)
         )
-    }
-}
-
-/// Whether subcommand `name` uses cluster flag `id` (the others never reach a cluster;
-/// `manifests` takes -n as the namespace it installs into).
-fn uses_cluster_flag(name: &str, id: &str) -> bool {
-    match name {
-        "crds" | "plan" | "completion" | "version" | "sandbox" | "bench" | "windows" | "kubectl-plugin" => false,
-        "manifests" => id == "namespace",
-        // The fleet reads many contexts: --contexts, not --context; each within --timeout.
-        "fleet" => id != "context" && id != "request_timeout",
-        _ => true,
-    }
-}
-
-/// An address to listen on: `HOST:PORT` with an IP, `:PORT` (every interface, as Go servers
-/// write it) or `localhost:PORT`.
-fn parse_listen_addr(text: &str) -> Result<std::net::SocketAddr, String> {
-    let spelled = if let Some(port) = text.strip_prefix(':') {
-        format!("0.0.0.0:{port}")
-    } else if let Some(port) = text.strip_prefix("localhost:") {
-        format!("127.0.0.1:{port}")
-    } else {
-        text.to_string()
-    };
-    spelled.parse().map_err(|_| {
-        format!("{text:?} is not an address to listen on: write IP:PORT or :PORT, such as 0.0.0.0:8080, 127.0.0.1:8080 or :8080")
-    })
-}
-
-/// A top-level flag written after a subcommand that has no flag of that name (clap says only
-/// "unexpected argument"): say where it belongs instead.
-fn top_level_flag_after_subcommand(
-    command: &clap::Command,
-    args: &[std::ffi::OsString],
-    error: &clap::Error,
-) -> Option<clap::Error> {
-    use clap::error::{ContextKind, ContextValue, ErrorKind};
-    if error.kind() != ErrorKind::UnknownArgument {
-        return None;
-    }
-    let Some(ContextValue::String(given)) = error.get(ContextKind::InvalidArg) else { return None };
-    let long = given.strip_prefix("--")?.split('=').next()?;
-    let arg = command.get_arguments().find(|arg| arg.get_long() == Some(long) && !arg.is_global_set())?;
-    let name = args.iter().skip(1).find_map(|a| a.to_str().filter(|text| command.find_subcommand(text).is_some()))?;
-    let group = FlagGroup::of(arg.get_id().as_str());
-    let message = match group {
-        _ if long == "daemon" => {
-            format!("--daemon runs the operator and takes no subcommand; drop `{name}` or --daemon")
-        }
-        // Before it, the daemon would only refuse to run: say so, not where the flag goes.
-        _ if long == "readonly" && name == "daemon" => {
-            "`daemon` writes to the cluster and never runs read-only: drop --readonly (the console observes \
-             when read-only)"
-                .to_string()
-        }
-        _ if FrontEnd::Subcommand.uses(group) => {
-            // A flag with a value is shown with it (`--config PATH`).
-            let value = arg
-                .get_value_names()
-                .and_then(|names| names.first())
-                .filter(|_| arg.get_action().takes_values())
-                .map(|v| format!(" {v}"))
-                .unwrap_or_default();
-            format!(
-                "--{long}{value} goes before the subcommand: `{} --{long}{value} {name} ...`",
-                invoked_name(command)
-            )
-        }
-        _ => not_used_here(&format!("--{long}"), group, &format!("`{name}`")),
-    };
-    Some(command.clone().error(ErrorKind::ArgumentConflict, message))
-}
-
-/// Why flag `long` of `group` does not fit `where_` (`` `batches` ``, `--daemon`, the console).
-fn not_used_here(long: &str, group: FlagGroup, where_: &str) -> String {
-    match group {
-        FlagGroup::Engine => {
-            format!("{long} configures the engine of the console and the daemon; {where_} runs no engine")
-        }
-        FlagGroup::Console => format!("{long} is a console flag; {where_} opens no console"),
-        _ => format!("{long} is for `capdeck daemon`; {where_} is not the daemon"),
-    }
-}
-
-/// A Kubernetes object name (a Lease's): refused at parse time, not by the API server later.
-fn parse_object_name(text: &str) -> Result<String, String> {
-    if crate::api::common::is_dns_subdomain(text) {
-        Ok(text.to_string())
-    } else {
-        Err(format!(
-            "{text:?} is not a Kubernetes object name: lower-case letters, digits, '-' and '.', starting and ending \
-             with a letter or digit (such as capdeck-engine)"
-        ))
     }
 }
 
@@ -417,20 +329,6 @@ pub enum StartView {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DemoRotation(pub Option<(std::time::Duration, std::time::Duration)>);
 
-/// `20s-40s` → a range; `off` → none.
-fn parse_rotation(text: &str) -> Result<DemoRotation, String> {
-    if text.eq_ignore_ascii_case("off") {
-        return Ok(DemoRotation(None));
-    }
-    let (min, max) = text.split_once('-').unwrap_or((text, text));
-    let min = crate::engine::config::parse_go_duration(min).map_err(|e| e.to_string())?;
-    let max = crate::engine::config::parse_go_duration(max).map_err(|e| e.to_string())?;
-    if min.is_zero() || max < min {
-        return Err(format!("{text:?}: expected MIN-MAX with 0 < MIN <= MAX (e.g. 20s-40s), or off"));
-    }
-    Ok(DemoRotation(Some((min, max))))
-}
-
 /// How the engine rolls out (daemon, and the console's attached engine).
 #[derive(Debug, Args, Clone)]
 pub struct EngineArgs {
@@ -508,16 +406,6 @@ pub struct EngineArgs {
 /// Deployment template with an empty value does not stop the daemon.
 #[derive(Clone, Debug)]
 pub struct ClusterWindows(pub Option<crate::api::change_window::ChangeWindows>);
-
-/// Parsed at once, so a bad value is a usage error naming the range.
-fn parse_change_windows(text: &str) -> Result<ClusterWindows, String> {
-    if text.trim().is_empty() {
-        return Ok(ClusterWindows(None));
-    }
-    crate::api::change_window::ChangeWindows::parse(text)
-        .map(|windows| ClusterWindows(Some(windows)))
-        .map_err(|error| format!("{error} (see docs/WINDOWS.md)"))
-}
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -812,19 +700,6 @@ pub struct FreezesArgs {
     pub output: OutputArgs,
 }
 
-/// `--rollout-delay`: a Go duration with a unit. `30` alone is refused (it would silently have
-/// meant the 1h fallback).
-fn go_duration_text(text: &str) -> Result<String, String> {
-    crate::engine::config::parse_go_duration(text)
-        .map(|_| text.trim().to_string())
-        .map_err(|error| format!("{error} (a Go duration with its unit: 30s, 15m, 1h30m)"))
-}
-
-/// A reason is an explanation: blank text is none.
-fn non_blank(text: &str) -> Result<String, String> {
-    crate::api::common::check_reason(text)
-}
-
 #[derive(Debug, Args)]
 pub struct ForceArgs {
     #[command(flatten)]
@@ -974,22 +849,6 @@ pub struct SyntheticSize {
     pub unreferenced_secrets: usize,
 }
 
-fn parse_synthetic(text: &str) -> Result<SyntheticSize, String> {
-    let parts: Vec<usize> = text
-        .split(':')
-        .map(|part| part.parse::<usize>().map_err(|_| format!("{part:?} is not a number")))
-        .collect::<Result<_, _>>()?;
-    match parts.as_slice() {
-        [apps, deployments, services, unreferenced] => Ok(SyntheticSize {
-            apps: *apps,
-            deployments_per_app: *deployments,
-            services_per_app: *services,
-            unreferenced_secrets: *unreferenced,
-        }),
-        _ => Err("expected APPS:DEPLOYMENTS:SERVICES:UNREFERENCED".into()),
-    }
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Seed {
     Empty,
@@ -1092,12 +951,6 @@ pub struct WindowsArgs {
     /// Output format
     #[arg(short = 'o', long = "output", value_enum, default_value_t = WindowsFormat::Table)]
     pub output: WindowsFormat,
-}
-
-fn parse_instant(text: &str) -> Result<jiff::Timestamp, String> {
-    text.parse().map_err(|_| {
-        format!("{text:?} is not an instant: write RFC 3339 such as 2026-03-28T12:00:00Z (leave out --at for now)")
-    })
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

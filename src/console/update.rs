@@ -29,135 +29,46 @@ use crate::readmodel::Snapshot;
 const FLASH_SECONDS: i64 = 8;
 const FLASH_ERROR_SECONDS: i64 = 20;
 
+mod arrived;
+mod table_key;
+
+use table_key::table_key;
+
 pub fn update(app: &mut App, msg: Msg) -> Vec<Command> {
     match msg {
         Msg::Key(key) => handle_key(app, &key, std::time::Instant::now()),
-        Msg::Resize { width, height } => {
-            app.viewport_rows = usize::from(height.saturating_sub(super::queries::chrome_rows(height))).max(1);
-            app.viewport_height = height;
-            app.viewport_width = width;
-            clamp(app);
-            Vec::new()
-        }
+        Msg::Resize { width, height } => arrived::resize(app, width, height),
         Msg::Tick(now) => tick(app, now),
-        Msg::Pods { namespace, deployment, rows } => {
-            if let Overlay::Pods(pane) = &mut app.overlay {
-                pane.rows_arrived(&namespace, &deployment, rows);
-            }
-            Vec::new()
-        }
-        Msg::PodLog { namespace, pod, lines } => {
-            if let Overlay::Pods(pane) = &mut app.overlay {
-                pane.log_arrived(&namespace, &pod, lines);
-            }
-            Vec::new()
-        }
-        Msg::Snapshot(mut snapshot) => {
-            // The fleet is a source of its own: a cluster snapshot carries no fleet rows.
-            if snapshot.fleet.is_empty() && !app.snapshot.fleet.is_empty() {
-                Arc::make_mut(&mut snapshot).fleet = app.snapshot.fleet.clone();
-            }
-            app.snapshot = snapshot;
-            refresh(app);
-            Vec::new()
-        }
-        Msg::Fleet(rows) => {
-            Arc::make_mut(&mut app.snapshot).fleet = rows;
-            refresh(app);
-            Vec::new()
-        }
+        Msg::Pods { namespace, deployment, rows } => arrived::pods(app, &namespace, &deployment, rows),
+        Msg::PodLog { namespace, pod, lines } => arrived::pod_log(app, &namespace, &pod, lines),
+        Msg::Snapshot(snapshot) => arrived::snapshot(app, snapshot),
+        Msg::Fleet(rows) => arrived::fleet(app, rows),
         Msg::Open(route) => {
             navigate(app, route, false);
             check_access_for_selection(app)
         }
-        Msg::Connection(state) => {
-            if state.is_connected() && !app.connection.is_connected() {
-                flash(app, Level::Info, strings::RECONNECTED.to_string());
-            }
-            // Newly refused kinds: what is forbidden and what that hides (the header keeps the count).
-            let refused: Vec<&str> =
-                state.forbidden.keys().filter(|kind| !app.connection.forbidden.contains_key(*kind)).copied().collect();
-            if !refused.is_empty() {
-                let all: Vec<&str> = state.forbidden.keys().copied().collect();
-                flash(app, Level::Warning, strings::forbidden_kinds(&all));
-            }
-            app.connection = state;
-            Vec::new()
-        }
-        Msg::Role(role) => {
-            app.role = role;
-            Vec::new()
-        }
-        Msg::Leader(holder) => {
-            app.leader = Some(holder);
-            Vec::new()
-        }
-        Msg::GoOperator(lease) => {
-            app.go_operator = lease;
-            Vec::new()
-        }
-        Msg::WriteFailure(failure) => {
-            if let Some(error) = &failure
-                && app.write_failure.as_ref() != Some(error)
-            {
-                flash(app, Level::Error, format!("{}: {error}", strings::ENGINE_WRITE_FAILED));
-            }
-            app.write_failure = failure;
-            Vec::new()
-        }
-        Msg::Identity(user) => {
-            app.session.user = Some(user);
-            Vec::new()
-        }
+        Msg::Connection(state) => arrived::connection(app, state),
+        Msg::Role(role) => arrived::set(|| app.role = role),
+        Msg::Leader(holder) => arrived::set(|| app.leader = Some(holder)),
+        Msg::GoOperator(lease) => arrived::set(|| app.go_operator = lease),
+        Msg::WriteFailure(failure) => arrived::write_failure(app, failure),
+        Msg::Identity(user) => arrived::set(|| app.session.user = Some(user)),
         Msg::Access { namespace, allowed } => access_known(app, namespace, allowed),
         Msg::FreezeAccess { namespace, allowed } => freeze_access_known(app, namespace, allowed),
-        Msg::FreezeDone(Ok(done)) => {
-            flash(app, Level::Info, done);
-            Vec::new()
-        }
-        Msg::FreezeDone(Err(error)) => {
-            flash(app, Level::Error, error);
-            Vec::new()
-        }
+        Msg::FreezeDone(Ok(done)) => arrived::said(app, Level::Info, done),
         Msg::ActionDone(Ok(report)) => {
-            flash(app, Level::Info, format!("{}/{}: {}", report.namespace, report.batch, report.summary));
-            Vec::new()
+            arrived::said(app, Level::Info, format!("{}/{}: {}", report.namespace, report.batch, report.summary))
         }
-        Msg::ActionDone(Err(error)) => {
-            flash(app, Level::Error, error);
-            Vec::new()
-        }
-        Msg::Theme(Ok(theme)) => {
-            flash(app, Level::Info, format!("theme {}", theme.name));
-            app.theme = theme;
-            Vec::new()
-        }
+        Msg::Theme(Ok(theme)) => arrived::theme(app, theme),
         Msg::Switched { context, scope } => {
             switched(app, context, scope);
             Vec::new()
         }
-        Msg::Namespaces(names) => {
-            app.namespaces = Some(names);
-            Vec::new()
-        }
-        Msg::Contexts(contexts) => {
-            app.contexts = contexts;
-            Vec::new()
-        }
-        Msg::Dependencies { namespace, name, report } => {
-            app.dependencies.insert((namespace, name), report);
-            // An open detail pane shows the answer at once (the scroll stays where it was).
-            if let Overlay::Detail(pane) = &app.overlay {
-                let scroll = pane.scroll;
-                if let Some((title, lines)) = details::detail(app) {
-                    app.overlay = Overlay::Detail(TextPane { title, lines, scroll });
-                }
-            }
-            Vec::new()
-        }
-        Msg::Theme(Err(error)) | Msg::Error(error) => {
-            flash(app, Level::Error, error);
-            Vec::new()
+        Msg::Namespaces(names) => arrived::set(|| app.namespaces = Some(names)),
+        Msg::Contexts(contexts) => arrived::set(|| app.contexts = contexts),
+        Msg::Dependencies { namespace, name, report } => arrived::dependencies(app, namespace, name, report),
+        Msg::FreezeDone(Err(error)) | Msg::ActionDone(Err(error)) | Msg::Theme(Err(error)) | Msg::Error(error) => {
+            arrived::said(app, Level::Error, error)
         }
     }
 }
@@ -370,79 +281,7 @@ pub fn handle_key(app: &mut App, key: &KeyEvent, at: std::time::Instant) -> Vec<
     if action.writes() {
         return open_dialog(app, action);
     }
-    match action {
-        Action::Up => set_selected(app, app.cursor().selected.saturating_sub(1)),
-        Action::Down => set_selected(app, (app.cursor().selected + 1).min(app.visible.len().saturating_sub(1))),
-        Action::Top => set_selected(app, 0),
-        Action::Bottom => set_selected(app, app.visible.len().saturating_sub(1)),
-        Action::PageUp => set_selected(app, app.cursor().selected.saturating_sub(queries::table_rows(app))),
-        Action::PageDown => {
-            let page = queries::table_rows(app);
-            set_selected(app, (app.cursor().selected + page).min(app.visible.len().saturating_sub(1)))
-        }
-        Action::Enter => return drill_down(app),
-        Action::Back => {
-            if !app.filter.is_empty() {
-                app.filter.clear();
-                refresh(app);
-            } else if let Some(previous) = app.back.pop() {
-                app.route = previous;
-                refresh(app);
-            }
-        }
-        Action::NextView | Action::PreviousView => {
-            let views = ViewKind::ALL;
-            let current = views.iter().position(|v| *v == app.route.view).unwrap_or(0);
-            let next = if action == Action::NextView {
-                (current + 1) % views.len()
-            } else {
-                (current + views.len() - 1) % views.len()
-            };
-            let route = Route { view: views[next], focus: app.route.focus.clone() };
-            navigate(app, route, false);
-            return watch_fleet_if_shown(app).into_iter().collect();
-        }
-        Action::Filter => app.input = Input::Filter(app.filter.clone()),
-        Action::Command => app.input = Input::Command(String::new()),
-        Action::Help => app.overlay = Overlay::Help(HelpPane::default()),
-        Action::Detail => return open_detail(app),
-        Action::Yaml => match details::yaml(app) {
-            Some(Ok((title, lines))) => app.overlay = Overlay::Yaml(TextPane::new(title, lines)),
-            Some(Err(error)) => flash(app, Level::Error, error),
-            None => flash(app, Level::Info, strings::NO_YAML.to_string()),
-        },
-        Action::Quit => {
-            app.quit = true;
-            return vec![Command::Quit];
-        }
-        Action::Wide => {
-            app.wide = !app.wide;
-            app.column_offset = 0;
-        }
-        Action::ScrollLeft => app.column_offset = app.column_offset.saturating_sub(1),
-        Action::ScrollRight => {
-            if !app.wide {
-                app.wide = true;
-            }
-            let columns = super::views::columns(app.route.view).len();
-            app.column_offset = (app.column_offset + 1).min(columns.saturating_sub(1));
-        }
-        Action::Sort => {
-            let columns = view(app.route.view).columns().len();
-            set_sort(app, Sort::next(app.sorts.get(&app.route.view).copied(), columns));
-        }
-        Action::SortReverse => set_sort(app, Some(Sort::reversed(app.sorts.get(&app.route.view).copied()))),
-        Action::Logs => flash(app, Level::Info, strings::LOGS_WHERE.to_string()),
-        Action::Approve
-        | Action::Force
-        | Action::Hold
-        | Action::Cancel
-        | Action::Retry
-        | Action::Undo
-        | Action::Freeze
-        | Action::Unfreeze => {}
-    }
-    check_access_for_selection(app)
+    table_key(app, action)
 }
 
 /// Ask once per namespace whether we may write batches there, and freeze there where the freeze

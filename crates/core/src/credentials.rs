@@ -23,6 +23,9 @@ mod schedule;
 pub use certificates::CertificateExpiry;
 pub use schedule::{Judging, Schedule, namespace_windows};
 
+mod waits;
+use waits::{next_rotation_wait, scheduled_start, waited};
+
 /// Who writes a binding Secret.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum Source {
@@ -597,20 +600,8 @@ fn judge(
     report: &mut CredentialReport,
 ) {
     let timing = inputs.timing;
-    let (window, rollout) = (seconds(timing.window), seconds(timing.expected_rollout));
-    let mut verdict = Verdict::Ok;
+    let mut verdict = source_verdict(report, timing);
     let worst = |candidate: Verdict, verdict: &mut Verdict| *verdict = (*verdict).max(candidate);
-    if report.source == Source::CfServiceOperator {
-        report.reasons.push(format!(
-            "cf-service-operator deletes the old binding before the new one exists: no overlap — restart at once \
-             (a {} batching window is an outage)",
-            humanize(timing.window)
-        ));
-        worst(if window > 0 { Verdict::Unsafe } else { Verdict::AtRisk }, &mut verdict);
-    }
-    if report.format == Format::Unreadable {
-        worst(Verdict::Unsafe, &mut verdict);
-    }
     let Some(binding) = binding else {
         if report.source != Source::CfServiceOperator {
             report.reasons.push(if inputs.bindings.is_none() {
@@ -637,35 +628,9 @@ fn judge(
     // What the change windows and freezes add: said last (the fleet shows a report's last reason).
     let mut scheduled: Option<(String, Verdict)> = None;
     let margin = match report.earliest_revocation() {
-        Some(revocation) => {
-            // Pods that already run the current credentials lose nothing when the old ones die,
-            // whoever rolled them (a batch, the Go operator, a new version, a person).
-            let rolled = || {
-                open.is_none()
-                    && rolled_out_since(
-                        inputs,
-                        &report.namespace,
-                        &report.secret,
-                        latest_rotation(inputs.bindings.unwrap_or_default(), binding),
-                    )
-            };
-            let done = match consumers_running_current(inputs, &report.namespace, &report.secret, &report.applications)
-            {
-                Some(count) => Some(format!(
-                    "{} already run{} its current credentials: the old ones dying harms nothing",
-                    crate::output::count(count, "consuming Deployment"),
-                    if count == 1 { "s" } else { "" }
-                )),
-                None if rolled() => Some("rolled out since the rotation: pods hold the new credentials".into()),
-                None => None,
-            };
-            if let Some(done) = done {
-                report.reasons.push(done);
-                // Done with this rotation; the next one may still wait too long.
-                let ttl = policy.and_then(|policy| go_seconds(policy.ttl()));
-                if let Some((reason, candidate)) =
-                    ttl.and_then(|ttl| next_rotation_wait(inputs, schedule, report, ttl - window - rollout))
-                {
+        Some(revocation) => match under_way(inputs, schedule, binding, policy, open, revocation, report) {
+            UnderWay::Done(next) => {
+                if let Some((reason, candidate)) = next {
                     report.reasons.push(reason);
                     worst(candidate, &mut verdict);
                 }
@@ -673,45 +638,14 @@ fn judge(
                 report.margin_seconds = None;
                 return;
             }
-            // The batch ends its window, waits for its approval (so far: until now), for a change
-            // window and the end of any freeze, and rolls.
-            let earliest = match open {
-                Some(batch) => batch.spec.window_end.0.max(inputs.now),
-                None => {
-                    let observed = binding
-                        .status
-                        .as_ref()
-                        .and_then(|status| status.last_credentials_rotation_time.as_ref())
-                        .map(|time| time.0);
-                    let observed = observed.unwrap_or(inputs.now).max(inputs.now);
-                    plus(observed, window).unwrap_or(Timestamp::MAX)
-                }
-            };
-            report.reasons.push(format!(
-                "old credentials revocable in {} ({})",
-                human_signed(revocation.as_second() - inputs.now.as_second()),
-                revocation
-            ));
-            let start = scheduled_start(inputs, schedule, report, open, earliest);
-            let (margin, said) = waited(schedule.deadline_rolls, &start, earliest, revocation, rollout);
+            UnderWay::Waits { margin, said } => {
+                scheduled = said;
+                margin
+            }
+        },
+        None if on_hold == 0 && policy.is_some() => {
+            let (margin, said) = policy.map_or((None, None), |policy| next_rotation(inputs, schedule, policy, report));
             scheduled = said;
-            margin
-        }
-        None if policy.is_some() && on_hold == 0 => {
-            // No rotation under way: the next one leaves TTL of overlap for window + rollout.
-            let ttl = policy.and_then(|policy| go_seconds(policy.ttl()));
-            match ttl {
-                Some(ttl) => report.reasons.push(format!(
-                    "no rotation under way: the next keeps old credentials {} — {} beyond the window and the rollout",
-                    policy.map_or("", |policy| policy.ttl()),
-                    human_signed(ttl - window - rollout)
-                )),
-                None => report.reasons.push("rotatedBindingTTL is not a Go duration".into()),
-            }
-            let margin = ttl.map(|ttl| ttl - window - rollout);
-            if let Some(margin) = margin {
-                scheduled = next_rotation_wait(inputs, schedule, report, margin);
-            }
             margin
         }
         None if on_hold > 0 => None,
@@ -725,24 +659,7 @@ fn judge(
         }
     };
     report.margin_seconds = margin;
-    match margin {
-        Some(margin) if margin < 0 => {
-            report.reasons.push(format!(
-                "the batch would finish {} after the old credentials may be revoked",
-                human_signed(-margin)
-            ));
-            worst(Verdict::Unsafe, &mut verdict);
-        }
-        Some(margin) if margin < rollout => {
-            report.reasons.push(format!(
-                "only {} to spare, less than the expected rollout time ({})",
-                human_signed(margin),
-                humanize(timing.expected_rollout)
-            ));
-            worst(Verdict::AtRisk, &mut verdict);
-        }
-        _ => {}
-    }
+    worst(margin_verdict(margin, timing, report), &mut verdict);
     if let Some((reason, candidate)) = scheduled {
         report.reasons.push(reason);
         worst(candidate, &mut verdict);
@@ -750,111 +667,138 @@ fn judge(
     report.verdict = verdict;
 }
 
-/// The margin when the batch starts at `start` instead of `earliest`, and what to say about the
-/// wait with the verdict it gives: past the revocation the engine asks a person (unsafe) — or,
-/// with `--on-deadline roll`, rolls at once (the margin as without the wait); windows that cannot
-/// be read hold the batch (unsafe, no margin).
-fn waited(
-    deadline_rolls: bool,
-    start: &schedule::Start,
-    earliest: Timestamp,
-    revocation: Timestamp,
-    rollout: i64,
+/// What the Secret's writer and format say whatever the rotation: cf-service-operator leaves no
+/// overlap, and a Secret that cannot be read is unsafe.
+fn source_verdict(report: &mut CredentialReport, timing: Timing) -> Verdict {
+    let mut verdict = Verdict::Ok;
+    if report.source == Source::CfServiceOperator {
+        report.reasons.push(format!(
+            "cf-service-operator deletes the old binding before the new one exists: no overlap — restart at once \
+             (a {} batching window is an outage)",
+            humanize(timing.window)
+        ));
+        verdict = if seconds(timing.window) > 0 { Verdict::Unsafe } else { Verdict::AtRisk };
+    }
+    if report.format == Format::Unreadable {
+        verdict = Verdict::Unsafe;
+    }
+    verdict
+}
+
+/// No rotation under way: the next one leaves its TTL of overlap for the window and the rollout
+/// (the margin), and the change windows and freezes may add a wait (said last).
+fn next_rotation(
+    inputs: &Inputs<'_>,
+    schedule: &Schedule<'_>,
+    policy: &service_binding::RotationPolicy,
+    report: &mut CredentialReport,
 ) -> (Option<i64>, Option<(String, Verdict)>) {
-    let margin_from =
-        |start: Timestamp| revocation.as_second().saturating_sub(start.as_second().saturating_add(rollout));
-    let Some(wait) = &start.wait else { return (Some(margin_from(earliest)), None) };
-    let text = wait.text(start.at);
-    match wait {
-        schedule::Wait::Unreadable { .. } => (None, Some((text, Verdict::Unsafe))),
-        _ if margin_from(start.at) >= 0 => (Some(margin_from(start.at)), Some((text, Verdict::Ok))),
-        _ if deadline_rolls => (
-            Some(margin_from(earliest)),
-            Some((
-                format!("{text} would outlive the old credentials: the engine rolls at once (--on-deadline roll)"),
-                Verdict::Ok,
-            )),
-        ),
-        _ => (
-            Some(margin_from(start.at)),
-            Some((
-                format!(
-                    "{text}, after the old credentials may be revoked: the engine asks a person ({}; approving \
-                     rolls at once)",
-                    wait.deadline_reason()
-                ),
-                Verdict::Unsafe,
-            )),
-        ),
+    let (window, rollout) = (seconds(inputs.timing.window), seconds(inputs.timing.expected_rollout));
+    let ttl = go_seconds(policy.ttl());
+    match ttl {
+        Some(ttl) => report.reasons.push(format!(
+            "no rotation under way: the next keeps old credentials {} — {} beyond the window and the rollout",
+            policy.ttl(),
+            human_signed(ttl - window - rollout)
+        )),
+        None => report.reasons.push("rotatedBindingTTL is not a Go duration".into()),
     }
+    let margin = ttl.map(|ttl| ttl - window - rollout);
+    let said = margin.and_then(|margin| next_rotation_wait(inputs, schedule, report, margin));
+    (margin, said)
 }
 
-/// When the batch rolling this Secret starts, if it may from `earliest`: an open batch already
-/// rolling or forced does not wait (force overrides windows and freezes); otherwise it waits as
-/// the schedule says — the open batch's application, or (no batch yet) the consumer that would
-/// wait longest.
-fn scheduled_start(
-    inputs: &Inputs<'_>,
-    schedule: &Schedule<'_>,
-    report: &CredentialReport,
-    open: Option<&RotationBatch>,
-    earliest: Timestamp,
-) -> schedule::Start {
-    let start = |application: &str| schedule.start(inputs.applications, &report.namespace, application, earliest);
-    match open {
-        Some(batch) if batch.spec.force.is_some() || batch.phase() == crate::api::BatchPhase::RollingOut => {
-            schedule::Start::at_once(earliest)
+/// What the margin alone says: unsafe below zero, at risk below the expected rollout.
+fn margin_verdict(margin: Option<i64>, timing: Timing, report: &mut CredentialReport) -> Verdict {
+    match margin {
+        Some(margin) if margin < 0 => {
+            report.reasons.push(format!(
+                "the batch would finish {} after the old credentials may be revoked",
+                human_signed(-margin)
+            ));
+            Verdict::Unsafe
         }
-        Some(batch) => start(&batch.spec.application),
-        None => report
-            .applications
-            .iter()
-            .map(|application| start(application))
-            .max_by_key(|start| (matches!(start.wait, Some(schedule::Wait::Unreadable { .. })), start.at))
-            .unwrap_or_else(|| schedule::Start::at_once(earliest)),
+        Some(margin) if margin < seconds(timing.expected_rollout) => {
+            report.reasons.push(format!(
+                "only {} to spare, less than the expected rollout time ({})",
+                human_signed(margin),
+                humanize(timing.expected_rollout)
+            ));
+            Verdict::AtRisk
+        }
+        _ => Verdict::Ok,
     }
 }
 
-/// No rotation under way: whether the next one, whenever it comes, may wait so long for a change
-/// window or a freeze that less than a rollout is left of `margin` (TTL − window − rollout). It may
-/// (it depends on when it comes), so at most at-risk; the reason says how long it may wait.
-fn next_rotation_wait(
+/// A rotation under way: done when the consumers already run the current credentials, else the
+/// margin its batch leaves before the old credentials may be revoked.
+enum UnderWay {
+    /// Nothing to lose now; what the next rotation's wait says, if anything.
+    Done(Option<(String, Verdict)>),
+    /// The margin, and what the change windows and freezes add (said last).
+    Waits { margin: Option<i64>, said: Option<(String, Verdict)> },
+}
+
+fn under_way(
     inputs: &Inputs<'_>,
     schedule: &Schedule<'_>,
-    report: &CredentialReport,
-    margin: i64,
-) -> Option<(String, Verdict)> {
-    if schedule.deadline_rolls {
-        return None;
+    binding: &ServiceBinding,
+    policy: Option<&service_binding::RotationPolicy>,
+    open: Option<&RotationBatch>,
+    revocation: Timestamp,
+    report: &mut CredentialReport,
+) -> UnderWay {
+    let (window, rollout) = (seconds(inputs.timing.window), seconds(inputs.timing.expected_rollout));
+    // Pods that already run the current credentials lose nothing when the old ones die,
+    // whoever rolled them (a batch, the Go operator, a new version, a person).
+    let rolled = || {
+        open.is_none()
+            && rolled_out_since(
+                inputs,
+                &report.namespace,
+                &report.secret,
+                latest_rotation(inputs.bindings.unwrap_or_default(), binding),
+            )
+    };
+    let done = match consumers_running_current(inputs, &report.namespace, &report.secret, &report.applications) {
+        Some(count) => Some(format!(
+            "{} already run{} its current credentials: the old ones dying harms nothing",
+            crate::output::count(count, "consuming Deployment"),
+            if count == 1 { "s" } else { "" }
+        )),
+        None if rolled() => Some("rolled out since the rotation: pods hold the new credentials".into()),
+        None => None,
+    };
+    if let Some(done) = done {
+        report.reasons.push(done);
+        // Done with this rotation; the next one may still wait too long.
+        let ttl = policy.and_then(|policy| go_seconds(policy.ttl()));
+        return UnderWay::Done(
+            ttl.and_then(|ttl| next_rotation_wait(inputs, schedule, report, ttl - window - rollout)),
+        );
     }
-    let (wait, what) = report
-        .applications
-        .iter()
-        .filter_map(|application| {
-            schedule.longest_wait(inputs.applications, &report.namespace, application, inputs.now, inputs.timing.window)
-        })
-        .max_by_key(|(wait, what)| (matches!(what, schedule::Wait::Unreadable { .. }), *wait))?;
-    if let schedule::Wait::Unreadable { .. } = what {
-        return Some((what.text(inputs.now), Verdict::AtRisk));
-    }
-    let left = margin.saturating_sub(wait);
-    (left < seconds(inputs.timing.expected_rollout)).then(|| {
-        let waits_for = match &what {
-            schedule::Wait::Window { windows } => format!("a change window ({windows})"),
-            schedule::Wait::Frozen { summary } => format!("the end of the freeze ({summary})"),
-            schedule::Wait::Unreadable { message } => message.clone(),
-        };
-        (
-            format!(
-                "the next rotation's batch may wait up to {} for {waits_for}: that leaves {} beyond the window and \
-                 the rollout, so the engine may have to ask a person ({})",
-                human_signed(wait),
-                human_signed(left),
-                what.deadline_reason()
-            ),
-            Verdict::AtRisk,
-        )
-    })
+    // The batch ends its window, waits for its approval (so far: until now), for a change
+    // window and the end of any freeze, and rolls.
+    let earliest = match open {
+        Some(batch) => batch.spec.window_end.0.max(inputs.now),
+        None => {
+            let observed = binding
+                .status
+                .as_ref()
+                .and_then(|status| status.last_credentials_rotation_time.as_ref())
+                .map(|time| time.0);
+            let observed = observed.unwrap_or(inputs.now).max(inputs.now);
+            plus(observed, window).unwrap_or(Timestamp::MAX)
+        }
+    };
+    report.reasons.push(format!(
+        "old credentials revocable in {} ({})",
+        human_signed(revocation.as_second() - inputs.now.as_second()),
+        revocation
+    ));
+    let start = scheduled_start(inputs, schedule, report, open, earliest);
+    let (margin, said) = waited(schedule.deadline_rolls, &start, earliest, revocation, rollout);
+    UnderWay::Waits { margin, said }
 }
 
 /// The margin of a batch (open or about to open) against its old credentials' revocation, in

@@ -173,30 +173,26 @@ pub fn plan_application(
     index: &CapIndex,
     lookup: &dyn ObjectLookup,
 ) -> AppPlan {
-    let namespace = app.namespace().unwrap_or_default();
-    let app_name = app.name_any();
     let services = &app.spec.btp.services;
     let mut plan = AppPlan::default();
-    let problem = |kind, deployment: Option<&str>, secret: Option<&str>, message: String| Problem {
-        namespace: namespace.clone(),
-        application: Some(app_name.clone()),
-        deployment: deployment.map(str::to_string),
-        secret: secret.map(str::to_string),
-        message,
-        kind,
+    let mut planner = AppPlanner {
+        namespace: app.namespace().unwrap_or_default(),
+        app_name: app.name_any(),
+        services,
+        rotated_services: services
+            .iter()
+            .filter(|service| rotated.includes(&service.secret))
+            .map(|service| service.name.as_str())
+            .collect(),
+        lookup,
+        entries: HashMap::new(),
     };
-
-    let rotated_services: BTreeSet<&str> = services
-        .iter()
-        .filter(|service| rotated.includes(&service.secret))
-        .map(|service| service.name.as_str())
-        .collect();
-    if rotated_services.is_empty() {
+    if planner.rotated_services.is_empty() {
         return plan;
     }
 
     for version in index.versions_of(app).iter().filter(|version| parse_semver(&version.spec.version).is_none()) {
-        plan.problems.push(problem(
+        plan.problems.push(planner.problem(
             ProblemKind::InvalidVersion,
             None,
             None,
@@ -212,7 +208,7 @@ version, so it is never the latest",
     plan.versions = versions.iter().map(|version| version.name_any()).collect();
     plan.tenants = tenants_served(app, index, &plan.versions);
     if versions.is_empty() {
-        plan.problems.push(problem(
+        plan.problems.push(planner.problem(
             ProblemKind::NoVersionInUse,
             None,
             None,
@@ -220,105 +216,146 @@ version, so it is never the latest",
         ));
         return plan;
     }
-
-    // Entries are built once per service and shared by every Deployment that consumes it.
-    let mut entries: HashMap<usize, Result<GoMap, EntryProblem>> = HashMap::new();
     for version in &versions {
-        let version_name = version.name_any();
         for workload in &version.spec.workloads {
-            let deployment_name = workload.deployment_name(&version_name);
-            if let Some((deployment, message)) = workload_shape_problem(workload, &version_name) {
-                plan.problems.push(problem(ProblemKind::InvalidWorkload, deployment.as_deref(), None, message));
-                continue;
-            }
-            if workload.deployment_definition.is_none() {
-                continue; // Jobs are never touched.
-            }
-            if !workload.consumed_btp_services.iter().any(|name| rotated_services.contains(name.as_str())) {
-                continue;
-            }
-            for unknown in unknown_services(workload, services) {
-                plan.problems.push(problem(
-                    ProblemKind::UnknownService,
-                    Some(&deployment_name),
-                    None,
-                    format!(
-                        "workload {} consumes service {unknown:?}, which CAPApplication {app_name} does not define",
-                        workload.name
-                    ),
-                ));
-            }
-            let consumed: Vec<(usize, &ServiceInfo)> = services
-                .iter()
-                .enumerate()
-                .filter(|(_, service)| workload.consumed_btp_services.contains(&service.name))
-                .collect();
-            let mut parts = Vec::with_capacity(consumed.len());
-            let mut broken = false;
-            for (position, service) in &consumed {
-                let entry = entries.entry(*position).or_insert_with(|| service_entry(&namespace, service, lookup));
-                match entry {
-                    Ok(entry) => parts.push((service.class.as_str(), entry.clone())),
-                    Err(entry_problem) => {
-                        broken = true;
-                        plan.problems.push(problem(
-                            entry_problem.kind,
-                            Some(&deployment_name),
-                            Some(&service.secret),
-                            entry_problem.message.clone(),
-                        ));
-                    }
-                }
-            }
-            if broken {
-                continue;
-            }
-            let payload = VcapPayload::assemble(parts);
-            if payload.as_bytes().len() > MAX_SECRET_BYTES {
-                plan.problems.push(problem(
-                    ProblemKind::InvalidSecret,
-                    Some(&deployment_name),
-                    None,
-                    format!(
-                        "VCAP_SERVICES would be {} bytes; a Kubernetes Secret holds at most {MAX_SECRET_BYTES} \
-(1 MiB): shrink the bound credentials",
-                        payload.as_bytes().len()
-                    ),
-                ));
-                continue;
-            }
-            let found = lookup.deployment(&namespace, &deployment_name);
-            if let (None, Some(why)) = (&found, lookup.undecodable_deployment(&namespace, &deployment_name)) {
-                plan.problems.push(problem(
-                    ProblemKind::InvalidObject,
-                    Some(&deployment_name),
-                    None,
-                    format!("Deployment {deployment_name} does not decode ({why}): not rolled until it is fixed"),
-                ));
-                continue;
-            }
-            let (action, reason, current_secret) = match found {
-                None => (PlanAction::Missing, "deployment does not exist".to_string(), None),
-                Some(deployment) => match not_owned_by(&deployment, &version_name, version.metadata.uid.as_deref()) {
-                    Some(why) => (PlanAction::NotOwned, why, None),
-                    None => compare_with_current(&namespace, &deployment, &payload, lookup),
-                },
-            };
-            plan.deployments.push(DeploymentPlan {
-                namespace: namespace.clone(),
-                application: app_name.clone(),
-                version: version_name.clone(),
-                workload: workload.name.clone(),
-                deployment: deployment_name,
-                action,
-                reason,
-                current_secret,
-                services: consumed.iter().map(|(_, service)| service.name.clone()).collect(),
-                payload,
-            });
+            planner.workload(version, workload, &mut plan);
         }
     }
     plan
+}
+
+/// One application's planning: what the workloads of its versions share.
+struct AppPlanner<'a> {
+    namespace: String,
+    app_name: String,
+    services: &'a [ServiceInfo],
+    rotated_services: BTreeSet<&'a str>,
+    lookup: &'a dyn ObjectLookup,
+    /// Entries are built once per service and shared by every Deployment that consumes it.
+    entries: HashMap<usize, Result<GoMap, EntryProblem>>,
+}
+
+impl AppPlanner<'_> {
+    fn problem(&self, kind: ProblemKind, deployment: Option<&str>, secret: Option<&str>, message: String) -> Problem {
+        Problem {
+            namespace: self.namespace.clone(),
+            application: Some(self.app_name.clone()),
+            deployment: deployment.map(str::to_string),
+            secret: secret.map(str::to_string),
+            message,
+            kind,
+        }
+    }
+
+    /// The plan of `workload`'s Deployment into `plan`, or the problems that keep it from one
+    /// (a Job, or a workload consuming no rotated service, has neither).
+    fn workload(&mut self, version: &CAPApplicationVersion, workload: &WorkloadDetails, plan: &mut AppPlan) {
+        let version_name = version.name_any();
+        let deployment_name = workload.deployment_name(&version_name);
+        if let Some((deployment, message)) = workload_shape_problem(workload, &version_name) {
+            plan.problems.push(self.problem(ProblemKind::InvalidWorkload, deployment.as_deref(), None, message));
+            return;
+        }
+        if workload.deployment_definition.is_none() {
+            return; // Jobs are never touched.
+        }
+        if !workload.consumed_btp_services.iter().any(|name| self.rotated_services.contains(name.as_str())) {
+            return;
+        }
+        for unknown in unknown_services(workload, self.services) {
+            plan.problems.push(self.problem(
+                ProblemKind::UnknownService,
+                Some(&deployment_name),
+                None,
+                format!(
+                    "workload {} consumes service {unknown:?}, which CAPApplication {} does not define",
+                    workload.name, self.app_name
+                ),
+            ));
+        }
+        let consumed: Vec<(usize, &ServiceInfo)> = self
+            .services
+            .iter()
+            .enumerate()
+            .filter(|(_, service)| workload.consumed_btp_services.contains(&service.name))
+            .collect();
+        let Some(payload) = self.payload(&consumed, &deployment_name, plan) else { return };
+        let found = self.lookup.deployment(&self.namespace, &deployment_name);
+        if let (None, Some(why)) = (&found, self.lookup.undecodable_deployment(&self.namespace, &deployment_name)) {
+            plan.problems.push(self.problem(
+                ProblemKind::InvalidObject,
+                Some(&deployment_name),
+                None,
+                format!("Deployment {deployment_name} does not decode ({why}): not rolled until it is fixed"),
+            ));
+            return;
+        }
+        let (action, reason, current_secret) = match found {
+            None => (PlanAction::Missing, "deployment does not exist".to_string(), None),
+            Some(deployment) => match not_owned_by(&deployment, &version_name, version.metadata.uid.as_deref()) {
+                Some(why) => (PlanAction::NotOwned, why, None),
+                None => compare_with_current(&self.namespace, &deployment, &payload, self.lookup),
+            },
+        };
+        plan.deployments.push(DeploymentPlan {
+            namespace: self.namespace.clone(),
+            application: self.app_name.clone(),
+            version: version_name.clone(),
+            workload: workload.name.clone(),
+            deployment: deployment_name,
+            action,
+            reason,
+            current_secret,
+            services: consumed.iter().map(|(_, service)| service.name.clone()).collect(),
+            payload,
+        });
+    }
+
+    /// The VCAP_SERVICES of a Deployment consuming `consumed`, or `None` with the problems said
+    /// (a service entry that cannot be built, a payload over a Secret's size).
+    fn payload(
+        &mut self,
+        consumed: &[(usize, &ServiceInfo)],
+        deployment_name: &str,
+        plan: &mut AppPlan,
+    ) -> Option<VcapPayload> {
+        let mut parts = Vec::with_capacity(consumed.len());
+        let mut broken = false;
+        for (position, service) in consumed {
+            let (namespace, lookup) = (&self.namespace, self.lookup);
+            let entry = self.entries.entry(*position).or_insert_with(|| service_entry(namespace, service, lookup));
+            match entry.clone() {
+                Ok(entry) => parts.push((service.class.as_str(), entry)),
+                Err(entry_problem) => {
+                    broken = true;
+                    plan.problems.push(self.problem(
+                        entry_problem.kind,
+                        Some(deployment_name),
+                        Some(&service.secret),
+                        entry_problem.message,
+                    ));
+                }
+            }
+        }
+        if broken {
+            return None;
+        }
+        let payload = VcapPayload::assemble(parts);
+        if payload.as_bytes().len() > MAX_SECRET_BYTES {
+            plan.problems.push(self.problem(
+                ProblemKind::InvalidSecret,
+                Some(deployment_name),
+                None,
+                format!(
+                    "VCAP_SERVICES would be {} bytes; a Kubernetes Secret holds at most {MAX_SECRET_BYTES} \
+(1 MiB): shrink the bound credentials",
+                    payload.as_bytes().len()
+                ),
+            ));
+            return None;
+        }
+        Some(payload)
+    }
 }
 
 fn unknown_services<'a>(workload: &'a WorkloadDetails, services: &[ServiceInfo]) -> Vec<&'a str> {

@@ -6,7 +6,6 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
-use base64::Engine as _;
 use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
 
@@ -15,6 +14,15 @@ use super::patch::{PatchType, apply_patch};
 use super::registry::{Registry, ResourceType, from_crd};
 use super::selectors::Selectors;
 use crate::api::common::is_dns_subdomain as valid_name;
+
+mod api_error;
+mod bodies;
+
+pub use api_error::ApiError;
+use bodies::{
+    check_type, default_deployment, merge_for_update, normalise_secret, owner_uids, spec_changed,
+    without_managed_fields,
+};
 
 pub type Object = Arc<Value>;
 
@@ -62,93 +70,6 @@ pub struct Change {
     pub key: ObjectKey,
     pub object: Object,
     pub previous: Option<Object>,
-}
-
-/// An API error, answered as a `Status` object.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ApiError {
-    pub code: u16,
-    pub reason: &'static str,
-    pub message: String,
-    pub details: Option<Value>,
-}
-
-impl ApiError {
-    pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
-        Self { code, reason, message: message.into(), details: None }
-    }
-
-    fn with_details(mut self, resource: &ResourceType, name: &str) -> Self {
-        self.details = Some(json!({"name": name, "group": resource.group, "kind": resource.plural}));
-        self
-    }
-
-    pub fn not_found(resource: &ResourceType, name: &str) -> Self {
-        Self::new(404, "NotFound", format!("{} \"{name}\" not found", resource.qualified()))
-            .with_details(resource, name)
-    }
-
-    pub fn already_exists(resource: &ResourceType, name: &str) -> Self {
-        Self::new(409, "AlreadyExists", format!("{} \"{name}\" already exists", resource.qualified()))
-            .with_details(resource, name)
-    }
-
-    pub fn conflict(resource: &ResourceType, name: &str) -> Self {
-        Self::new(
-            409,
-            "Conflict",
-            format!(
-                "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
-                resource.qualified()
-            ),
-        )
-        .with_details(resource, name)
-    }
-
-    pub fn invalid(resource: &ResourceType, name: &str, message: impl std::fmt::Display) -> Self {
-        Self::new(422, "Invalid", format!("{} \"{name}\" is invalid: {message}", resource.qualified()))
-            .with_details(resource, name)
-    }
-
-    /// kube-apiserver's `field.ErrorList` answer for one field: the message names the Kind (not
-    /// the resource), and the details carry the cause, from which kubectl prints its
-    /// `The Kind "name" is invalid: field: message` line.
-    pub fn invalid_field(resource: &ResourceType, name: &str, field: &str, reason: &str, message: &str) -> Self {
-        let qualified_kind = if resource.group.is_empty() {
-            resource.kind.clone()
-        } else {
-            format!("{}.{}", resource.kind, resource.group)
-        };
-        let mut error =
-            Self::new(422, "Invalid", format!("{qualified_kind} \"{name}\" is invalid: {field}: {message}"));
-        error.details = Some(json!({"name": name, "group": resource.group, "kind": resource.kind,
-            "causes": [{"reason": reason, "message": message, "field": field}]}));
-        error
-    }
-
-    pub fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(400, "BadRequest", message)
-    }
-
-    pub fn gone(message: impl Into<String>) -> Self {
-        Self::new(410, "Expired", message)
-    }
-
-    pub fn status(&self) -> Value {
-        let mut status = json!({
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
-        });
-        if let Some(details) = &self.details {
-            status["details"] = details.clone();
-        }
-        status
-    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -922,179 +843,6 @@ impl Store {
         self.compact();
         Ok(())
     }
-}
-
-fn owner_uids(object: &Value) -> Vec<String> {
-    object
-        .pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .map(|refs| refs.iter().filter_map(|r| r.get("uid").and_then(Value::as_str).map(str::to_string)).collect())
-        .unwrap_or_default()
-}
-
-fn check_type(resource: &ResourceType, body: &mut Value) -> Result<(), ApiError> {
-    let api_version = resource.api_version();
-    match body.get("kind").and_then(Value::as_str) {
-        Some(kind) if kind != resource.kind => {
-            return Err(ApiError::bad_request(format!(
-                "the kind of the provided object ({kind}) does not match the resource {} ({})",
-                resource.plural, resource.kind
-            )));
-        }
-        Some(_) => {}
-        None => body["kind"] = Value::String(resource.kind.clone()),
-    }
-    match body.get("apiVersion").and_then(Value::as_str) {
-        Some(version) if version != api_version => Err(ApiError::bad_request(format!(
-            "the API version in the data ({version}) does not match the expected API version ({api_version})"
-        ))),
-        Some(_) => Ok(()),
-        None => {
-            body["apiVersion"] = Value::String(api_version);
-            Ok(())
-        }
-    }
-}
-
-/// What an update writes: the incoming object with server-owned metadata kept, and the status
-/// taken from the right place (status subresource or main resource).
-fn merge_for_update(resource: &ResourceType, existing: &Value, incoming: Value, status_only: bool) -> Value {
-    let mut result = if status_only {
-        let mut result = existing.clone();
-        match incoming.get("status") {
-            Some(status) => result["status"] = status.clone(),
-            None => {
-                if let Some(object) = result.as_object_mut() {
-                    object.remove("status");
-                }
-            }
-        }
-        result
-    } else {
-        let mut result = incoming;
-        if resource.status_subresource {
-            match existing.get("status") {
-                Some(status) => result["status"] = status.clone(),
-                None => {
-                    if let Some(object) = result.as_object_mut() {
-                        object.remove("status");
-                    }
-                }
-            }
-        }
-        result
-    };
-    let metadata = metadata_mut(&mut result);
-    for field in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "namespace", "name"] {
-        match existing.get("metadata").and_then(|m| m.get(field)) {
-            Some(value) => {
-                metadata.insert(field.into(), value.clone());
-            }
-            None => {
-                metadata.remove(field);
-            }
-        }
-    }
-    result
-}
-
-/// Anything but metadata and status changed: the generation moves.
-fn spec_changed(old: &Value, new: &Value) -> bool {
-    let strip = |object: &Value| -> Map<String, Value> {
-        object
-            .as_object()
-            .map(|map| {
-                map.iter()
-                    .filter(|(k, _)| *k != "metadata" && *k != "status")
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    strip(old) != strip(new)
-}
-
-fn without_managed_fields(object: &Value) -> Value {
-    let mut copy = object.clone();
-    if let Some(metadata) = copy.get_mut("metadata").and_then(Value::as_object_mut) {
-        metadata.remove("managedFields");
-    }
-    copy
-}
-
-/// The apps/v1 Deployment defaults kube-apiserver applies that capdeck and kubectl read
-/// (`replicas` and `progressDeadlineSeconds` decide when a rollout is complete or stalled).
-/// Pod-template defaults (restartPolicy, dnsPolicy, ...) are not applied (docs/SANDBOX.md).
-fn default_deployment(resource: &ResourceType, object: &mut Value) {
-    if !(resource.group == "apps" && resource.plural == "deployments") {
-        return;
-    }
-    let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else { return };
-    spec.entry("replicas").or_insert(json!(1));
-    spec.entry("progressDeadlineSeconds").or_insert(json!(600));
-    spec.entry("revisionHistoryLimit").or_insert(json!(10));
-    let strategy = spec.entry("strategy").or_insert(json!({}));
-    if let Some(strategy) = strategy.as_object_mut() {
-        strategy.entry("type").or_insert(json!("RollingUpdate"));
-        if strategy.get("type") == Some(&json!("RollingUpdate")) {
-            let rolling = strategy.entry("rollingUpdate").or_insert(json!({}));
-            if let Some(rolling) = rolling.as_object_mut() {
-                rolling.entry("maxSurge").or_insert(json!("25%"));
-                rolling.entry("maxUnavailable").or_insert(json!("25%"));
-            }
-        }
-    }
-}
-
-/// Secrets: `stringData` merged into base64 `data`, `type` defaulted, `data` validated.
-fn normalise_secret(resource: &ResourceType, object: &mut Value) -> Result<(), ApiError> {
-    if !(resource.group.is_empty() && resource.plural == "secrets") {
-        return Ok(());
-    }
-    let name = meta_str(object, "name").unwrap_or_default().to_string();
-    if let Some(Value::Object(data)) = object.get("data") {
-        for (key, value) in data {
-            let valid =
-                value.as_str().is_some_and(|text| base64::engine::general_purpose::STANDARD.decode(text).is_ok());
-            if !valid {
-                return Err(ApiError::bad_request(format!(
-                    "Secret in version \"v1\" cannot be handled as a Secret: illegal base64 data in data key {key:?}"
-                )));
-            }
-        }
-    }
-    let string_data = object.as_object_mut().and_then(|map| map.remove("stringData"));
-    if let Some(Value::Object(entries)) = string_data {
-        if !object.get("data").is_some_and(Value::is_object) {
-            object["data"] = json!({});
-        }
-        for (key, value) in entries {
-            let Some(text) = value.as_str() else {
-                return Err(ApiError::invalid(resource, &name, format!("stringData[{key}]: must be a string")));
-            };
-            object["data"][key] = Value::String(base64::engine::general_purpose::STANDARD.encode(text));
-        }
-    }
-    // The API server's MaxSecretSize: the decoded values together, at most 1 MiB.
-    let size: usize = object
-        .get("data")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flat_map(|data| data.values())
-        .filter_map(|value| value.as_str().and_then(|text| base64::engine::general_purpose::STANDARD.decode(text).ok()))
-        .map(|bytes| bytes.len())
-        .sum();
-    if size > crate::plan::MAX_SECRET_BYTES {
-        return Err(ApiError::invalid(
-            resource,
-            &name,
-            format!("data: Too long: must have at most {} bytes", crate::plan::MAX_SECRET_BYTES),
-        ));
-    }
-    if object.get("type").is_none_or(Value::is_null) {
-        object["type"] = Value::String("Opaque".into());
-    }
-    Ok(())
 }
 
 /// How a watch with `selectors` sees a change: objects moving into the selection are ADDED,
