@@ -382,64 +382,8 @@ pub async fn run(cluster: &ClusterArgs, config: DaemonConfig) -> anyhow::Result<
         lease: lease_settings,
         leases: std::sync::Arc::default(),
     })));
-    let mut connection_state = stores.connection();
-    let server_url = connection.server.clone();
-    let watch_connection = tokio::spawn(async move {
-        // One line when the connection is lost, one when a request succeeded again — not one per
-        // retry, and not one per error text either: while a server restarts, refused connections
-        // and reset requests alternate, and each would otherwise read as a new outage.
-        let mut down = false;
-        let mut refused: std::collections::BTreeSet<&'static str> = std::collections::BTreeSet::new();
-        while connection_state.changed().await.is_ok() {
-            let state = connection_state.borrow_and_update().clone();
-            // A kind the server refuses (403) is said once, not as an outage.
-            for (kind, why) in state.forbidden.iter().filter(|(kind, _)| !refused.contains(*kind)) {
-                tracing::warn!(
-                    server = %server_url,
-                    kind,
-                    error = %why,
-                    "may not list or watch this kind: what it holds is unknown to the engine until the RBAC grants it \
-                     (capdeck manifests has the ClusterRole)"
-                );
-            }
-            refused = state.forbidden.keys().copied().collect();
-            match (state.error, down) {
-                (Some(error), false) => {
-                    tracing::warn!(
-                        server = %server_url,
-                        %error,
-                        "API server unreachable or refusing; watches retry by themselves (check that the server is up, \
-                         reachable from here, and that the credentials are valid)"
-                    );
-                    down = true;
-                }
-                (Some(error), true) => tracing::debug!(server = %server_url, %error, "API server still unreachable"),
-                (None, true) => {
-                    tracing::info!(server = %server_url, "API server reachable again");
-                    down = false;
-                }
-                (None, false) => {}
-            }
-        }
-    });
-    let mut missing = stores.missing();
-    let watch_missing = tokio::spawn(async move {
-        let mut said: Vec<&str> = Vec::new();
-        while missing.changed().await.is_ok() {
-            // The stores find missing kinds one by one at start-up: say the settled set once.
-            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-            let kinds: Vec<&str> = missing.borrow_and_update().iter().copied().collect();
-            if kinds == said {
-                continue;
-            }
-            said.clone_from(&kinds);
-            if kinds.is_empty() {
-                tracing::info!("every kind capdeck reads is served now");
-            } else {
-                tracing::error!("{}", missing_kinds_text(&kinds));
-            }
-        }
-    });
+    let watch_connection = tokio::spawn(say_connection_changes(stores.connection(), connection.server.clone()));
+    let watch_missing = tokio::spawn(say_missing_kinds(stores.missing()));
     crate::process::shutdown_signal().await;
     watch_missing.abort();
     tracing::info!("shutting down: finishing in-flight writes and releasing the lease");
@@ -452,6 +396,67 @@ pub async fn run(cluster: &ClusterArgs, config: DaemonConfig) -> anyhow::Result<
     let _ = server.await;
     tracing::info!("stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Log the connection's changes: one line when it is lost, one when a request succeeded again —
+/// not one per retry, and not one per error text either: while a server restarts, refused
+/// connections and reset requests alternate, and each would otherwise read as a new outage.
+async fn say_connection_changes(
+    mut connection_state: watch::Receiver<crate::cluster::stores::ConnectionState>,
+    server_url: String,
+) {
+    let mut down = false;
+    let mut refused: std::collections::BTreeSet<&'static str> = std::collections::BTreeSet::new();
+    while connection_state.changed().await.is_ok() {
+        let state = connection_state.borrow_and_update().clone();
+        // A kind the server refuses (403) is said once, not as an outage.
+        for (kind, why) in state.forbidden.iter().filter(|(kind, _)| !refused.contains(*kind)) {
+            tracing::warn!(
+                server = %server_url,
+                kind,
+                error = %why,
+                "may not list or watch this kind: what it holds is unknown to the engine until the RBAC grants it \
+                 (capdeck manifests has the ClusterRole)"
+            );
+        }
+        refused = state.forbidden.keys().copied().collect();
+        match (state.error, down) {
+            (Some(error), false) => {
+                tracing::warn!(
+                    server = %server_url,
+                    %error,
+                    "API server unreachable or refusing; watches retry by themselves (check that the server is up, \
+                     reachable from here, and that the credentials are valid)"
+                );
+                down = true;
+            }
+            (Some(error), true) => tracing::debug!(server = %server_url, %error, "API server still unreachable"),
+            (None, true) => {
+                tracing::info!(server = %server_url, "API server reachable again");
+                down = false;
+            }
+            (None, false) => {}
+        }
+    }
+}
+
+/// Log the kinds the server does not serve (a CRD not installed), once they settle.
+async fn say_missing_kinds(mut missing: watch::Receiver<std::collections::BTreeSet<&'static str>>) {
+    let mut said: Vec<&str> = Vec::new();
+    while missing.changed().await.is_ok() {
+        // The stores find missing kinds one by one at start-up: say the settled set once.
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        let kinds: Vec<&str> = missing.borrow_and_update().iter().copied().collect();
+        if kinds == said {
+            continue;
+        }
+        said.clone_from(&kinds);
+        if kinds.is_empty() {
+            tracing::info!("every kind capdeck reads is served now");
+        } else {
+            tracing::error!("{}", missing_kinds_text(&kinds));
+        }
+    }
 }
 
 #[cfg(test)]

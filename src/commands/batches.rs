@@ -327,6 +327,62 @@ pub async fn action(cluster: &ClusterArgs, args: &BatchActionArgs, action: Batch
     }
 }
 
+/// Whether the user may patch the batch, as the real command would: only the authorizer's "no"
+/// refuses (said, with how to check); a review that could not be made is a warning.
+async fn may_patch(connection: &Connection, namespace: &str, name: &str, action: BatchAction) -> bool {
+    // The real command patches the batch: a dry run that passes where it would be forbidden
+    // misleads. Only the authorizer's "no" refuses; a review that could not be made is a warning.
+    let allowed = crate::cluster::may(
+        &connection.client,
+        "patch",
+        crate::api::rotation_batch::GROUP,
+        "rotationbatches",
+        Some(namespace),
+    )
+    .await;
+    if let Err(why) = &allowed {
+        crate::safe_eprintln!(
+            "warning: cannot tell whether you may patch rotationbatches.capdeck.dev in {namespace} ({why}); \
+             the command itself will say"
+        );
+    }
+    if allowed == Ok(false) {
+        crate::safe_eprintln!(
+            "error: cannot {} {namespace}/{name}: you may not patch rotationbatches.capdeck.dev in {namespace}, so \
+             the command itself would be refused (ask for that right there; `kubectl auth can-i patch \
+             rotationbatches.capdeck.dev -n {namespace}` checks)",
+            action.verb()
+        );
+        return false;
+    }
+    true
+}
+
+/// The tenants the batch's `versions` serve (what restarting them touches).
+async fn tenants_served(
+    connection: &Connection,
+    namespace: &str,
+    batch: &RotationBatch,
+    versions: &std::collections::BTreeSet<&str>,
+) -> anyhow::Result<Vec<String>> {
+    let tenants: Api<Lenient<crate::api::CAPTenant>> = Api::namespaced(connection.client.clone(), namespace);
+    match crate::cluster::list_each(&tenants, &ListParams::default()).await {
+        Ok(listed) => Ok(listed
+            .items
+            .iter()
+            .filter(|t| t.spec.cap_application_instance == batch.spec.application)
+            .filter(|t| {
+                t.status
+                    .as_ref()
+                    .and_then(|s| s.current_cap_application_version_instance.as_deref())
+                    .is_some_and(|v| versions.contains(v))
+            })
+            .map(|t| t.name_any())
+            .collect::<Vec<String>>()),
+        Err(error) => anyhow::bail!("cannot list tenants in {namespace}: {}", describe_error(&error)),
+    }
+}
+
 /// What `action` would do to the batch: the refusal if it makes no sense, else the Deployments
 /// that restart and the tenants their versions serve.
 async fn dry_run(
@@ -352,29 +408,7 @@ async fn dry_run(
         crate::safe_eprintln!("error: cannot {} {namespace}/{name}: {refusal}", action.verb());
         return Ok(ExitCode::from(1));
     }
-    // The real command patches the batch: a dry run that passes where it would be forbidden
-    // misleads. Only the authorizer's "no" refuses; a review that could not be made is a warning.
-    let allowed = crate::cluster::may(
-        &connection.client,
-        "patch",
-        crate::api::rotation_batch::GROUP,
-        "rotationbatches",
-        Some(namespace),
-    )
-    .await;
-    if let Err(why) = &allowed {
-        crate::safe_eprintln!(
-            "warning: cannot tell whether you may patch rotationbatches.capdeck.dev in {namespace} ({why}); \
-             the command itself will say"
-        );
-    }
-    if allowed == Ok(false) {
-        crate::safe_eprintln!(
-            "error: cannot {} {namespace}/{name}: you may not patch rotationbatches.capdeck.dev in {namespace}, so \
-             the command itself would be refused (ask for that right there; `kubectl auth can-i patch \
-             rotationbatches.capdeck.dev -n {namespace}` checks)",
-            action.verb()
-        );
+    if !may_patch(connection, namespace, name, action).await {
         return Ok(ExitCode::from(1));
     }
     let (heading, restarts): (&str, Vec<&crate::api::rotation_batch::BatchDeployment>) = match action {
@@ -396,22 +430,7 @@ async fn dry_run(
         _ => String::new(),
     };
     let versions: std::collections::BTreeSet<&str> = restarts.iter().map(|d| d.version.as_str()).collect();
-    let tenants: Api<Lenient<crate::api::CAPTenant>> = Api::namespaced(connection.client.clone(), namespace);
-    let served: Vec<String> = match crate::cluster::list_each(&tenants, &ListParams::default()).await {
-        Ok(listed) => listed
-            .items
-            .iter()
-            .filter(|t| t.spec.cap_application_instance == batch.spec.application)
-            .filter(|t| {
-                t.status
-                    .as_ref()
-                    .and_then(|s| s.current_cap_application_version_instance.as_deref())
-                    .is_some_and(|v| versions.contains(v))
-            })
-            .map(|t| t.name_any())
-            .collect(),
-        Err(error) => anyhow::bail!("cannot list tenants in {namespace}: {}", describe_error(&error)),
-    };
+    let served = tenants_served(connection, namespace, &batch, &versions).await?;
     let mut out = crate::output::SafeOut(std::io::stdout().lock());
     writeln!(
         out,

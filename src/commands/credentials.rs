@@ -75,11 +75,17 @@ pub async fn run(cluster: &ClusterArgs, args: &CredentialsArgs) -> anyhow::Resul
     if !empty_table {
         crate::output::print(&text)?;
     }
+    say_notes(&world, &result, &timing_source, &windows_source);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The notes under the verdicts (stderr): what they were judged with, and what could not be read.
+fn say_notes(world: &World, result: &CredentialsOverview, timing_source: &str, windows_source: &str) {
     // Said once: both halves would otherwise end in it.
     const NO_LEADER: &str = "no leading engine publishes its settings";
     let windows_source = match windows_source.strip_suffix(&format!(" ({NO_LEADER})")) {
         Some(short) if timing_source.contains(NO_LEADER) => short,
-        _ => windows_source.as_str(),
+        _ => windows_source,
     };
     crate::safe_eprintln!("note: margins judged with {timing_source}; {windows_source}");
     match &world.namespace_windows {
@@ -111,7 +117,6 @@ pub async fn run(cluster: &ClusterArgs, args: &CredentialsArgs) -> anyhow::Resul
     if result.due_within_24h > 1 {
         crate::safe_eprintln!("note: {} bindings rotate within 24h: expect as many batches", result.due_within_24h);
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 fn table(result: &CredentialsOverview, now: Timestamp, wide: bool, headers: bool) -> String {

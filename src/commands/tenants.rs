@@ -50,6 +50,42 @@ fn tenant_json(row: &TenantRow) -> Value {
     })
 }
 
+/// The table of `rows`: the columns `capdeck tenants` prints (wide adds the tenant ID and READY).
+fn table(rows: &[&TenantRow]) -> Table {
+    let mut table = Table::with_wide(
+        &[
+            "NAMESPACE",
+            "NAME",
+            "APPLICATION",
+            "SUBDOMAIN",
+            "STATE",
+            "CURRENT",
+            "TARGET",
+            "UPGRADES",
+            "OPERATION",
+            "NOTE",
+        ],
+        &["TENANT ID", "READY"],
+    );
+    for row in rows {
+        table.row(vec![
+            row.namespace.clone(),
+            row.name.clone(),
+            row.application.clone(),
+            row.subdomain.clone(),
+            row.state.clone(),
+            row.current.as_ref().map_or("-".into(), |(name, version)| format!("{version} ({name})")),
+            if row.target.is_empty() { "latest".into() } else { row.target.clone() },
+            row.strategy.clone(),
+            row.operation.as_ref().map_or("-".into(), |(kind, state, step)| format!("{kind} {state} {step}")),
+            row.blocked.clone().unwrap_or_default(),
+            row.object.spec.tenant_id.clone(),
+            row.ready.to_string(),
+        ]);
+    }
+    table
+}
+
 pub async fn run(cluster: &ClusterArgs, args: &TenantsArgs) -> anyhow::Result<ExitCode> {
     let connection = cluster.connect().await?;
     // `--app NS/NAME` names its namespace; `--app NAME` is looked up in the scope of -n/-A.
@@ -83,37 +119,7 @@ pub async fn run(cluster: &ClusterArgs, args: &TenantsArgs) -> anyhow::Result<Ex
     let snapshot = readmodel::build(Sources::cap_objects(&apps, &versions, &tenants, &operations));
     let rows: Vec<&TenantRow> =
         snapshot.tenants.iter().filter(|row| app.as_ref().is_none_or(|app| &row.application == app)).collect();
-    let mut table = Table::with_wide(
-        &[
-            "NAMESPACE",
-            "NAME",
-            "APPLICATION",
-            "SUBDOMAIN",
-            "STATE",
-            "CURRENT",
-            "TARGET",
-            "UPGRADES",
-            "OPERATION",
-            "NOTE",
-        ],
-        &["TENANT ID", "READY"],
-    );
-    for row in &rows {
-        table.row(vec![
-            row.namespace.clone(),
-            row.name.clone(),
-            row.application.clone(),
-            row.subdomain.clone(),
-            row.state.clone(),
-            row.current.as_ref().map_or("-".into(), |(name, version)| format!("{version} ({name})")),
-            if row.target.is_empty() { "latest".into() } else { row.target.clone() },
-            row.strategy.clone(),
-            row.operation.as_ref().map_or("-".into(), |(kind, state, step)| format!("{kind} {state} {step}")),
-            row.blocked.clone().unwrap_or_default(),
-            row.object.spec.tenant_id.clone(),
-            row.ready.to_string(),
-        ]);
-    }
+    let table = table(&rows);
     let printable = Printable::list(
         table,
         rows.iter().map(|row| tenant_json(row)).collect(),

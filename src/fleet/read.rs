@@ -126,6 +126,33 @@ struct Essentials {
     notes: Vec<String>,
 }
 
+/// Which Deployments consume the binding Secrets and what they run (the objects read into
+/// `lookup`), within the deadline; `None` with a note saying why not.
+async fn consumers_index(
+    client: &kube::Client,
+    scope: &Scope,
+    applications: &[Arc<CAPApplication>],
+    lookup: &mut crate::lookup::Objects,
+    deadline: tokio::time::Instant,
+    options: &FleetOptions,
+    notes: &mut Vec<String>,
+) -> Option<crate::lookup::CapIndex> {
+    match tokio::time::timeout_at(deadline, consumer_objects(client, scope, applications, lookup)).await {
+        Ok(Ok(index)) => Some(index),
+        Ok(Err(why)) => {
+            notes.push(format!("which credentials the Deployments run is not known ({why})"));
+            None
+        }
+        Err(_) => {
+            notes.push(format!(
+                "which credentials the Deployments run is not known: not read within {}",
+                crate::output::human_duration(i64::try_from(options.timeout.as_secs()).unwrap_or(i64::MAX))
+            ));
+            None
+        }
+    }
+}
+
 async fn read_context(
     cluster: &ClusterArgs,
     context: &str,
@@ -179,20 +206,7 @@ async fn read_context(
     }
     // Which credentials the Pods run: judged as `capdeck credentials` judges, with the same reads.
     let index = if credentials_checked {
-        match tokio::time::timeout_at(deadline, consumer_objects(&client, &scope, &applications, &mut lookup)).await {
-            Ok(Ok(index)) => Some(index),
-            Ok(Err(why)) => {
-                notes.push(format!("which credentials the Deployments run is not known ({why})"));
-                None
-            }
-            Err(_) => {
-                notes.push(format!(
-                    "which credentials the Deployments run is not known: not read within {}",
-                    crate::output::human_duration(i64::try_from(options.timeout.as_secs()).unwrap_or(i64::MAX))
-                ));
-                None
-            }
-        }
+        consumers_index(&client, &scope, &applications, &mut lookup, deadline, options, &mut notes).await
     } else {
         None
     };
