@@ -29,7 +29,7 @@ pub struct FleetOptions {
     /// Each context's own limit (connect and every request).
     pub timeout: Duration,
     /// The window and expected rollout given as flags; each context's leading engine's published
-    /// settings otherwise (`crate::judging::choose_timing`).
+    /// settings otherwise (`crate::judging::choose`).
     pub window: Option<Duration>,
     pub expected_rollout: Option<Duration>,
     /// The engine's Lease: its namespace (`None`: each context's default namespace) and name.
@@ -705,7 +705,6 @@ mod tests {
     /// The defaults, with the Lease in capdeck-system.
     static JUDGING: std::sync::LazyLock<crate::credentials::Judging> =
         std::sync::LazyLock::new(|| crate::credentials::Judging {
-            timing: crate::credentials::Timing::DEFAULT,
             lease_namespace: Some("capdeck-system".into()),
             ..crate::credentials::Judging::default()
         });

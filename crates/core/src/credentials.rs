@@ -182,15 +182,7 @@ impl Timing {
     /// upstream; 15m to roll), which `engine::config` takes from here.
     pub const DEFAULT: Self =
         Self { window: Duration::from_secs(3600), expected_rollout: Duration::from_secs(15 * 60) };
-}
 
-impl Default for Timing {
-    fn default() -> Self {
-        Self::DEFAULT
-    }
-}
-
-impl Timing {
     /// `window 30s, expected rollout 15m`.
     pub fn text(self) -> String {
         format!(
@@ -198,6 +190,12 @@ impl Timing {
             crate::api::go_duration::humanize(self.window),
             crate::api::go_duration::humanize(self.expected_rollout)
         )
+    }
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Self::DEFAULT
     }
 }
 

@@ -515,7 +515,8 @@ impl Sandbox {
                 };
                 let (namespace, name) = &secrets[index];
                 if sandbox.rotate_secret(namespace, name).is_some() {
-                    tracing::info!(namespace, secret = name, "sandbox rotated a binding secret");
+                    // The target keeps the name it had inside the application (`RUST_LOG=capdeck=…`).
+                    tracing::info!(target: "capdeck::sandbox::simulate", namespace, secret = name, "sandbox rotated a binding secret");
                 }
             }
         })
