@@ -6,7 +6,7 @@ pub mod batch_writer;
 /// Dynamic shell completion of contexts, namespaces and batches.
 pub mod complete;
 pub mod deadline;
-pub mod leader;
+
 pub mod stores;
 
 use std::path::PathBuf;

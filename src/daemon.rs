@@ -31,7 +31,7 @@ pub struct Health {
     /// The engines' Leases, watched from the first time this engine observes: an observer's
     /// `/readyz` (probed every few seconds, and at each scrape of `/metrics`) names the leader
     /// without a LIST each time. A leader never needs it.
-    pub leases: std::sync::Arc<std::sync::OnceLock<crate::cluster::leader::WatchedLeases>>,
+    pub leases: std::sync::Arc<std::sync::OnceLock<crate::leadership::WatchedLeases>>,
 }
 
 /// Where the daemon is: `/healthz` answers from the first moment, `/readyz` says why not yet.
@@ -89,8 +89,8 @@ async fn readiness(served: Served) -> Response {
         Role::Leader => (StatusCode::OK, "ok (leader)\n").into_response(),
         // Observing is ready only while somebody else leads: otherwise rotations go unhandled.
         Role::Observer => {
-            use crate::cluster::leader::{engine_leases_among, find, leader_among};
-            let watched = health.leases.get_or_init(|| crate::cluster::leader::WatchedLeases::engines(&health.client));
+            use crate::leadership::{engine_leases_among, find, leader_among};
+            let watched = health.leases.get_or_init(|| crate::leadership::WatchedLeases::engines(&health.client));
             let view = match watched.current() {
                 Some(leases) => leader_among(
                     &engine_leases_among(&leases, k8s_openapi::jiff::Timestamp::now()),
@@ -102,7 +102,7 @@ async fn readiness(served: Served) -> Response {
                 }
             };
             match view {
-                crate::cluster::leader::LeaderView::Leads { identity, lease, renewed_ago, .. } => (
+                crate::leadership::LeaderView::Leads { identity, lease, renewed_ago, .. } => (
                     StatusCode::OK,
                     format!("ok (observer; leader: {identity} in {lease}, renewed {renewed_ago}s ago)\n"),
                 )
@@ -218,7 +218,8 @@ async fn start(
             "checking that it may write Lease {}/{}",
             config.lease.namespace, config.lease.name
         )));
-        if let Err(problem) = crate::engine::lease::preflight(&connection.client, &config.lease, &config.identity).await
+        if let Err(problem) =
+            crate::leadership::lease::preflight(&connection.client, &config.lease, &config.identity).await
         {
             tracing::error!(server = %connection.server, "{problem}");
             eprintln!("error: {problem}");

@@ -9,7 +9,7 @@ mod read;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
-use crate::cluster::leader::NO_LEADER;
+use crate::leadership::NO_LEADER;
 
 pub use read::{FleetOptions, binding_secrets, consumer_objects, read_fleet};
 

@@ -11,9 +11,9 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::change_window::ChangeWindows;
-use crate::cluster::leader::PublishedSettings;
 use crate::cluster::stores::Stores;
 use crate::credentials::{CredentialsOverview, Inputs, Judging, Timing, namespace_windows, overview_scheduled};
+use crate::leadership::PublishedSettings;
 use crate::plan::CapIndex;
 
 /// What a reader may give to judge otherwise than the leading engine (`capdeck credentials`'

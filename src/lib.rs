@@ -15,6 +15,7 @@ pub mod engine;
 pub mod fleet;
 pub mod freezes;
 pub mod judging;
+pub mod leadership;
 pub mod logging;
 pub mod process;
 pub mod readmodel;

@@ -26,6 +26,9 @@ LAYERS = [
     # objects from files; subscription dependencies; credential safety; the user's batch actions
     # and freezes
     ["manifest", "deps", "credentials", "actions", "freezes"],
+    # the engine's Lease, the one-leader check, and who leads a cluster (for the engine, the
+    # console, doctor)
+    ["leadership"],
     ["decide"],  # the engine's pure decision for a batch (the core's), with its gate and status
     # how credentials are judged here: the core's judgement over the stores, with the settings a
     # leading engine published or the flags given

@@ -14,10 +14,10 @@ use crate::api::lenient::Lenient;
 use crate::api::service_binding::GROUP;
 use crate::api::{Freeze, RotationBatch};
 use crate::cli::CredentialsArgs;
-use crate::cluster::leader::{LeaderView, PublishedSettings};
 use crate::cluster::{ClusterArgs, Scope, describe_error};
 use crate::credentials::{CredentialsOverview, Inputs, overview_scheduled};
 use crate::judging::{Chosen, choose};
+use crate::leadership::{LeaderView, PublishedSettings};
 use crate::manifest::Manifests;
 use crate::output::Table;
 use crate::plan::CapIndex;
@@ -278,7 +278,7 @@ async fn live(cluster: &ClusterArgs) -> anyhow::Result<World> {
     let client = &connection.client;
     // At once: a server that does not answer costs one --request-timeout, not one per request.
     let (leader, applications, namespace_windows) = tokio::join!(
-        crate::cluster::leader::find(client, &scope, &[]),
+        crate::leadership::find(client, &scope, &[]),
         super::tenants::list(client, &scope, "CAPApplication"),
         crate::judging::read_namespace_windows(client, &scope),
     );

@@ -18,10 +18,10 @@ use crate::api::rotation_batch::ReadyReason;
 use crate::api::rotation_batch::state::{ApprovalNeed, BatchState};
 use crate::api::{CAPApplication, CAPApplicationVersion, CAPTenant, FreezeScope};
 use crate::cli::DoctorArgs;
-use crate::cluster::leader::LeaderView;
 use crate::cluster::{ClusterArgs, Connection, Scope, can_i, describe_error};
 use crate::engine::config::humanize;
 use crate::engine::settings::EngineSettings;
+use crate::leadership::LeaderView;
 use crate::output::Table;
 
 mod install;
@@ -98,7 +98,7 @@ async fn checks(connection: &Connection, scope: &Scope, engine: &EngineSettings,
     out.extend(undecodable(connection, scope).await);
     let (config, delay_warning) = engine.config(&connection.default_namespace);
     let fallback = [(config.lease.namespace.clone(), config.lease.name.clone())];
-    let leader = crate::cluster::leader::find(&connection.client, scope, &fallback).await;
+    let leader = crate::leadership::find(&connection.client, scope, &fallback).await;
     out.extend(lease(connection, &config.lease, scope, &leader).await);
     out.extend(go_operator(connection, scope).await);
     if crds_missing {
@@ -125,13 +125,13 @@ fn rollout_delay(
     own: std::time::Duration,
     explicit: bool,
     warning: Option<String>,
-    leader: Option<&crate::cluster::leader::PublishedSettings>,
+    leader: Option<&crate::leadership::PublishedSettings>,
 ) -> (std::time::Duration, Finding) {
     const CHECK: &str = "rollout delay";
     if let Some(warning) = warning {
         return (own, finding(CHECK, Status::Warn, warning));
     }
-    match (explicit, leader.map(crate::cluster::leader::PublishedSettings::rollout_delay)) {
+    match (explicit, leader.map(crate::leadership::PublishedSettings::rollout_delay)) {
         (true, Some(theirs)) if theirs != own => (
             own,
             finding(
@@ -197,7 +197,7 @@ async fn change_windows(
     connection: &Connection,
     scope: &Scope,
     applications: &Result<Vec<CAPApplication>, kube::Error>,
-    leader: Option<&crate::cluster::leader::PublishedSettings>,
+    leader: Option<&crate::leadership::PublishedSettings>,
 ) -> Vec<Finding> {
     const CHECK: &str = "change windows";
     let mut out = Vec::new();
@@ -597,7 +597,7 @@ mod tests {
     /// leader running with 30s was judged with 1h before).
     #[test]
     fn the_rollout_delay_is_the_leaders_unless_one_is_given() {
-        let leader = crate::cluster::leader::PublishedSettings {
+        let leader = crate::leadership::PublishedSettings {
             rollout_delay_seconds: 30,
             expected_rollout_seconds: 900,
             approval: "auto".into(),

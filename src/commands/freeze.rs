@@ -14,9 +14,9 @@ use super::UsageError;
 use crate::api::Freeze;
 use crate::api::common::{MAX_REASON, MAX_USER, bounded};
 use crate::cli::{FreezeArgs, FreezeTargetArgs, FreezesArgs, UnfreezeArgs};
-use crate::cluster::leader::{DEFAULT_LEASE_NAME, EngineScope, LeaderView};
 use crate::cluster::{ClusterArgs, Connection, Scope, describe_error, who_am_i};
 use crate::freezes::{FreezeReport, FreezeState, Target, in_text};
+use crate::leadership::{DEFAULT_LEASE_NAME, EngineScope, LeaderView};
 use crate::output::{OutputFormat, Printable, SafeOut, Table};
 
 const FORMS: &str = "-n NAMESPACE (every application of a namespace), --app NAMESPACE/NAME (one CAPApplication) or \
@@ -89,7 +89,7 @@ async fn resolve(connection: &Connection, given: Given, lease_namespace: Option<
         Given::Cluster => {
             let fallback: Vec<(String, String)> =
                 lease_namespace.map(|ns| vec![(ns.to_string(), DEFAULT_LEASE_NAME.to_string())]).unwrap_or_default();
-            let leader = crate::cluster::leader::find(&connection.client, &Scope::All, &fallback).await;
+            let leader = crate::leadership::find(&connection.client, &Scope::All, &fallback).await;
             let (namespace, why) = cluster_namespace(&leader, lease_namespace);
             (Target::Cluster { lease_namespace: namespace }, Some(why))
         }
@@ -118,11 +118,11 @@ fn cluster_namespace(leader: &LeaderView, flag: Option<&str>) -> (String, String
             (flag.to_string(), format!("{found}; the cluster's freeze is kept in namespace {flag} (--lease-namespace)"))
         }
         None => (
-            crate::cluster::leader::INSTALL_NAMESPACE.to_string(),
+            crate::leadership::INSTALL_NAMESPACE.to_string(),
             format!(
                 "{found}; the cluster's freeze is kept in namespace {} (where capdeck manifests installs the engine; \
                  --lease-namespace chooses another): an engine honours it only if its Lease is there",
-                crate::cluster::leader::INSTALL_NAMESPACE
+                crate::leadership::INSTALL_NAMESPACE
             ),
         ),
     }

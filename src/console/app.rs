@@ -167,7 +167,7 @@ pub struct App {
     pub session: Session,
     pub role: Role,
     /// Who holds the engine's Lease (polled while the console runs), or why it is unknown.
-    pub leader: Option<crate::cluster::leader::LeaderView>,
+    pub leader: Option<crate::leadership::LeaderView>,
     /// The attached engine's last failed write, while it lasts.
     pub write_failure: Option<String>,
     /// The Lease (`ns/name`) of a Go CAP Operator that is running, if one is.
@@ -278,7 +278,7 @@ impl App {
     /// console's engine's.
     pub fn freeze_namespace(&self) -> Option<&str> {
         let leads = match &self.leader {
-            Some(crate::cluster::leader::LeaderView::Leads { lease, .. }) => {
+            Some(crate::leadership::LeaderView::Leads { lease, .. }) => {
                 lease.split_once('/').map(|(namespace, _)| namespace)
             }
             _ => None,
@@ -324,14 +324,13 @@ impl App {
 }
 
 /// The header's words for who leads, when this console does not.
-fn leader_text(leader: &crate::cluster::leader::LeaderView) -> (String, Severity) {
-    use crate::cluster::leader::LeaderView;
+fn leader_text(leader: &crate::leadership::LeaderView) -> (String, Severity) {
+    use crate::leadership::LeaderView;
     match leader {
         LeaderView::Leads { identity, lease, renewed_ago, .. } => {
             // The Lease's namespace is where it is; its name only when it is not the default
             // (the header is short of room).
-            let place =
-                lease.strip_suffix(&format!("/{}", crate::cluster::leader::DEFAULT_LEASE_NAME)).unwrap_or(lease);
+            let place = lease.strip_suffix(&format!("/{}", crate::leadership::DEFAULT_LEASE_NAME)).unwrap_or(lease);
             (format!("(leader: {identity} in {place}, renewed {renewed_ago}s ago)"), Severity::Info)
         }
         LeaderView::Nobody { .. } => ("— no leader: rotations are not being handled".to_string(), Severity::Warning),

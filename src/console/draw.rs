@@ -460,9 +460,9 @@ fn short_scope(scope: &str) -> String {
 }
 
 /// `leader capdeck-7d9…`: who leads, in a few columns.
-fn short_leader(leader: &crate::cluster::leader::LeaderView) -> String {
+fn short_leader(leader: &crate::leadership::LeaderView) -> String {
     match leader {
-        crate::cluster::leader::LeaderView::Leads { identity, .. } => format!("leader {}", clipped(identity, 10)),
+        crate::leadership::LeaderView::Leads { identity, .. } => format!("leader {}", clipped(identity, 10)),
         other => clipped(&other.short(), 20),
     }
 }

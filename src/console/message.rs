@@ -25,7 +25,7 @@ pub enum Msg {
     Connection(ConnectionState),
     Role(Role),
     /// Who holds the engine's Lease now.
-    Leader(crate::cluster::leader::LeaderView),
+    Leader(crate::leadership::LeaderView),
     /// The attached engine's last failed write (None once a write succeeded again).
     WriteFailure(Option<String>),
     /// The Lease of a running Go CAP Operator, or None.

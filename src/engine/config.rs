@@ -96,19 +96,7 @@ impl Clock {
     }
 }
 
-#[derive(Clone, Debug)]
-pub struct LeaseSettings {
-    pub namespace: String,
-    pub name: String,
-    pub duration_seconds: u64,
-    pub grace_seconds: u64,
-}
-
-impl Default for LeaseSettings {
-    fn default() -> Self {
-        Self { namespace: "default".into(), name: "capdeck-engine".into(), duration_seconds: 15, grace_seconds: 5 }
-    }
-}
+pub use crate::leadership::LeaseSettings;
 
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
@@ -304,8 +292,17 @@ impl Default for EngineConfig {
 impl EngineConfig {
     /// The window and expected rollout that credential margins are measured against.
     /// What this engine decides with, for its Lease (observers judge with the same numbers).
-    pub fn published_settings(&self) -> crate::cluster::leader::PublishedSettings {
-        crate::cluster::leader::PublishedSettings {
+    /// This engine as a candidate for leadership.
+    pub fn candidate(&self) -> crate::leadership::Candidate {
+        crate::leadership::Candidate {
+            lease: self.lease.clone(),
+            identity: self.identity.clone(),
+            settings: self.published_settings(),
+        }
+    }
+
+    pub fn published_settings(&self) -> crate::leadership::PublishedSettings {
+        crate::leadership::PublishedSettings {
             rollout_delay_seconds: self.rollout_delay.as_secs(),
             expected_rollout_seconds: self.expected_rollout.as_secs(),
             approval: self.approval.label().into(),

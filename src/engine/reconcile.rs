@@ -39,9 +39,9 @@ use crate::api::rotation_batch::ReadyReason;
 use crate::api::rotation_batch::state::{ApprovalNeed, BatchState, HeldBy, WaitCause};
 use crate::api::service_binding::ServiceBinding;
 use crate::api::{ANNOTATION_ROLLED_AT, BatchPhase, CAPApplication, RotationBatch, RotationBatchStatus};
-use crate::cluster::leader::WatchedLeases;
 use crate::cluster::stores::Stores;
 use crate::credentials::{batch_margin_seconds, batch_revocation, seconds};
+use crate::leadership::WatchedLeases;
 use crate::plan::{CapIndex, Rotated, plan_application};
 use backoff::Backoff;
 use batching::Batching;
@@ -306,8 +306,8 @@ impl Reconciler {
         let client = self.context.writes.client();
         let watched = self.go_operator_leases.get_or_insert_with(|| WatchedLeases::go_operator(client));
         let renewed = match watched.current() {
-            Some(leases) => Ok(crate::cluster::leader::renewed_among(&leases, now)),
-            None => crate::cluster::leader::renewed_go_operator_leases(client, now).await,
+            Some(leases) => Ok(crate::leadership::renewed_among(&leases, now)),
+            None => crate::leadership::renewed_go_operator_leases(client, now).await,
         };
         let running = match renewed {
             Ok(renewed) => !renewed.is_empty(),

@@ -46,7 +46,7 @@ impl Default for FleetOptions {
             window: None,
             expected_rollout: None,
             lease_namespace: None,
-            lease_name: crate::cluster::leader::DEFAULT_LEASE_NAME.to_string(),
+            lease_name: crate::leadership::DEFAULT_LEASE_NAME.to_string(),
             namespace: None,
         }
     }
@@ -115,7 +115,7 @@ struct Essentials {
     leader: String,
     leaders: BTreeMap<String, String>,
     /// What the leading engine published: its verdicts are the ones to show.
-    leader_settings: Option<crate::cluster::leader::PublishedSettings>,
+    leader_settings: Option<crate::leadership::PublishedSettings>,
     /// The namespace of the leading engine's Lease (else the one it would be in): only there is a
     /// cluster freeze honoured.
     lease_namespace: String,
@@ -282,11 +282,11 @@ async fn read_essentials(cluster: &ClusterArgs, context: &str, options: &FleetOp
         options.lease_namespace.clone().unwrap_or_else(|| connection.default_namespace.clone()),
         options.lease_name.clone(),
     )];
-    let found = crate::cluster::leader::find(&client, &scope, &fallback).await;
+    let found = crate::leadership::find(&client, &scope, &fallback).await;
     let leader = found.short();
     let leader_settings = found.settings().cloned();
     let lease_namespace = match &found {
-        crate::cluster::leader::LeaderView::Leads { lease, .. } => lease.split_once('/').map(|(ns, _)| ns.to_string()),
+        crate::leadership::LeaderView::Leads { lease, .. } => lease.split_once('/').map(|(ns, _)| ns.to_string()),
         _ => None,
     }
     .unwrap_or_else(|| fallback[0].0.clone());
@@ -294,11 +294,11 @@ async fn read_essentials(cluster: &ClusterArgs, context: &str, options: &FleetOp
     // Each namespace's row names the engine that leads it (engines of single namespaces may lead
     // side by side in one context).
     let mut leaders = BTreeMap::new();
-    if let Ok(leases) = crate::cluster::leader::engine_leases(&client).await {
+    if let Ok(leases) = crate::leadership::engine_leases(&client).await {
         let namespaces =
             applications.iter().filter_map(|app| app.namespace()).chain(batches.iter().filter_map(|b| b.namespace()));
         for namespace in namespaces {
-            let here = crate::cluster::leader::leader_among(&leases, &Scope::Namespace(namespace.clone()));
+            let here = crate::leadership::leader_among(&leases, &Scope::Namespace(namespace.clone()));
             leaders.insert(namespace, here.short());
         }
     }

@@ -1034,7 +1034,7 @@ pub async fn engines_with_different_lease_places_never_lead_the_same_namespaces_
 /// once a minute without a request): a Lease of that name renewed in any namespace shows as
 /// renewed as soon as it is, and no longer once released.
 pub async fn the_go_operator_lease_is_watched_in_any_namespace(backend: Backend) {
-    use capdeck::cluster::leader::{GO_OPERATOR_LEASE, WatchedLeases, renewed_among};
+    use capdeck::leadership::{GO_OPERATOR_LEASE, WatchedLeases, renewed_among};
     let world = World::new(backend, "go-lease").await;
     let watched = WatchedLeases::go_operator(&world.client);
     eventually("the watch has listed", LONG, || async { watched.current().is_some() }).await;

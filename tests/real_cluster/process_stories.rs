@@ -334,8 +334,8 @@ fn install_as_service_account(world: &World, system: &str) -> std::path::PathBuf
 /// it: one engine leads, whatever Lease place each was given.
 pub async fn an_installed_daemon_is_found_and_a_console_never_leads_beside_it(backend: Backend) {
     use crate::common::console::Console;
-    use capdeck::cluster::leader::{EngineScope, engine_leases};
     use capdeck::engine::config::EngineMode;
+    use capdeck::leadership::{EngineScope, engine_leases};
     // A control plane of its own: `capdeck manifests` binds the cluster-wide ClusterRoleBinding
     // `capdeck` to its namespace's ServiceAccount, which would take it from the other story that
     // applies the manifests on the shared plane.

@@ -176,7 +176,7 @@ fn credentials_view_colours_verdicts_and_details_the_deadline() {
 /// published them (an observing console judges as the leader does), else its own engine's.
 #[test]
 fn credentials_view_says_which_settings_judged_the_margins() {
-    use capdeck::cluster::leader::{EngineScope, LeaderView, PublishedSettings};
+    use capdeck::leadership::{EngineScope, LeaderView, PublishedSettings};
     let mut app = sample_app();
     keys(&mut app, ":creds\n");
     let timing = capdeck::credentials::Timing {
@@ -793,7 +793,7 @@ fn a_waiting_batch_says_when_it_goes_on() {
 /// windows that cannot be read, the message that names the annotation, the object and the fix.
 #[test]
 fn the_batch_detail_shows_its_windows_openings_and_freeze() {
-    use capdeck::cluster::leader::{EngineScope, LeaderView, PublishedSettings};
+    use capdeck::leadership::{EngineScope, LeaderView, PublishedSettings};
     let windows = "Mon-Fri 22:00-05:00 Europe/Berlin; Sat-Sun 00:00-24:00 Europe/Berlin";
     let mut app = sample::app(waiting_bookshop(windows).snapshot());
     app.lease_namespace = Some("capdeck-system".into());
@@ -885,7 +885,7 @@ fn freeze_dialog() {
 /// shortens the scope, the user and the leader, it never drops them (at 160 they are whole).
 #[test]
 fn the_header_shortens_and_never_drops_scope_user_and_leader() {
-    use capdeck::cluster::leader::{EngineScope, LeaderView};
+    use capdeck::leadership::{EngineScope, LeaderView};
     let mut app = sample_app();
     app.role = capdeck::engine::Role::Observer;
     app.session.scope = "namespace cap-shop".into();

@@ -221,7 +221,7 @@ async fn readyz_is_ready_only_while_someone_leads() {
     // first pass looks for the Go CAP Operator's Lease by a LIST while the watch of it has not
     // listed yet, then that watch lists; both are over once the watch watches.
     leader.wait_for_first_pass_as_leader().await;
-    let go_operator_lease = format!("metadata.name%3D{}", capdeck::cluster::leader::GO_OPERATOR_LEASE);
+    let go_operator_lease = format!("metadata.name%3D{}", capdeck::leadership::GO_OPERATOR_LEASE);
     common::eventually("the leader watches the Go CAP Operator's Lease", Duration::from_secs(30), || async {
         sandbox
             .requests()

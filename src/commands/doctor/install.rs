@@ -209,7 +209,7 @@ pub(super) async fn lease(
 /// `spec.rolloutOnCredentialUpdate: true`: both programs would restart the same Deployments.
 pub(super) async fn go_operator(connection: &Connection, scope: &Scope) -> Vec<Finding> {
     let now = k8s_openapi::jiff::Timestamp::now();
-    let running = match crate::cluster::leader::renewed_go_operator_leases(&connection.client, now).await {
+    let running = match crate::leadership::renewed_go_operator_leases(&connection.client, now).await {
         Ok(running) => running,
         Err(error) => {
             return vec![finding(
@@ -282,7 +282,7 @@ pub(super) async fn undecodable(connection: &Connection, scope: &Scope) -> Vec<F
     let client = &connection.client;
     let all = ListParams::default();
     let vcap = ListParams::default().labels(crate::api::LABEL_SECRET_OWNER_HASH);
-    let engines = ListParams::default().labels(&format!("{}=true", crate::cluster::leader::ENGINE_LABEL));
+    let engines = ListParams::default().labels(&format!("{}=true", crate::leadership::ENGINE_LABEL));
     // (kind, what did not decode); a kind that cannot be listed is another check's finding.
     let listed: Vec<(&str, Result<Vec<crate::api::lenient::Undecodable>, kube::Error>)> = vec![
         ("CAPApplication", undecodable_of::<CAPApplication>(&scope.api(client), &all).await),

@@ -28,14 +28,14 @@ pub(super) struct LeaderWatch {
 /// Which engine leads what the console shows: a watch on every capdeck engine Lease (by label,
 /// all namespaces; no polling, so the console at rest still only watches), re-evaluated every
 /// second so "renewed Ns ago" stays true. A user who may not list Leases cluster-wide gets the
-/// well-known places read with GETs every 10 s instead ([`crate::cluster::leader::find`]).
+/// well-known places read with GETs every 10 s instead ([`crate::leadership::find`]).
 pub(super) fn forward_leader(
     client: kube::Client,
     watching: LeaderWatch,
     tx: mpsc::UnboundedSender<Envelope>,
     generation: u64,
 ) -> JoinHandle<()> {
-    use crate::cluster::leader::{LeaderView, WatchedLeases, engine_leases_among, find, leader_among};
+    use crate::leadership::{LeaderView, WatchedLeases, engine_leases_among, find, leader_among};
     let LeaderWatch { lease, scope, timing, own } = watching;
     // The margins follow the leader's settings; this console's own when nobody publishes any.
     let send = move |view: LeaderView| {
@@ -92,7 +92,7 @@ pub(super) fn forward_go_operator(
     tx: mpsc::UnboundedSender<Envelope>,
     generation: u64,
 ) -> JoinHandle<()> {
-    use crate::cluster::leader::WatchedLeases;
+    use crate::leadership::WatchedLeases;
     tokio::spawn(async move {
         let mut watched = WatchedLeases::go_operator(&client);
         let mut tick = tokio::time::interval(Duration::from_secs(5));
@@ -112,7 +112,7 @@ pub(super) fn forward_go_operator(
                 }
                 continue;
             };
-            let running = crate::cluster::leader::renewed_among(&leases, Timestamp::now()).into_iter().next();
+            let running = crate::leadership::renewed_among(&leases, Timestamp::now()).into_iter().next();
             if running == sent {
                 continue;
             }

@@ -1,13 +1,11 @@
-//! What the engine needs to know about its Lease apart from holding it: whether it can use it at
-//! all (checked once at start-up, so a daemon never observes forever without saying why), and
-//! who holds it now (for `/readyz`, the console's header and `capdeck doctor`).
+//! The engine's own Lease apart from holding it: whether it can use it at all (checked once at
+//! start-up, so a daemon never observes forever without saying why), who holds it now (for
+//! `/readyz`), its marks, and the one-leader check over every engine's Lease.
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
-
-use super::config::LeaseSettings;
 
 /// Why the engine cannot use its Lease, with the fix.
 #[derive(Debug, thiserror::Error)]
@@ -52,12 +50,11 @@ pub async fn preflight(client: &kube::Client, lease: &LeaseSettings, identity: &
     }
 }
 
-use crate::api::lenient::Lenient;
-use crate::cluster::leader::{
-    ENGINE_LABEL, EngineLease, EngineScope, LEADING_ANNOTATION, PublishedSettings, SCOPE_ANNOTATION,
-    SETTINGS_ANNOTATION,
+use super::{
+    ENGINE_LABEL, EngineLease, EngineScope, Holder, LEADING_ANNOTATION, LeaseSettings, PublishedSettings,
+    SCOPE_ANNOTATION, SETTINGS_ANNOTATION, WatchedLeases, engine_leases, engine_leases_among, holder_of,
 };
-pub use crate::cluster::leader::{GO_OPERATOR_LEASE, Holder, holder_of};
+use crate::api::lenient::Lenient;
 
 /// Read the Lease and say who holds it. A missing Lease is `Nobody`.
 pub async fn holder(client: &kube::Client, lease: &LeaseSettings) -> Result<Holder, crate::cluster::ApiError> {
@@ -104,7 +101,7 @@ pub async fn other_leader(
     lease: &LeaseSettings,
     scope: &EngineScope,
 ) -> Result<Option<EngineLease>, OtherLeaderCheck> {
-    let leases = crate::cluster::leader::engine_leases(client).await.map_err(|error| OtherLeaderCheck {
+    let leases = engine_leases(client).await.map_err(|error| OtherLeaderCheck {
         namespace: lease.namespace.clone(),
         message: crate::cluster::describe_error(&error),
     })?;
@@ -115,13 +112,13 @@ pub async fn other_leader(
 /// (then LIST). Not for the check right after marking our Lease leading, which must read after
 /// our write (a LIST is linearizable; a watch may lag).
 pub fn other_leader_seen(
-    watched: &crate::cluster::leader::WatchedLeases,
+    watched: &WatchedLeases,
     lease: &LeaseSettings,
     scope: &EngineScope,
 ) -> Option<Option<EngineLease>> {
     let leases = watched.current()?;
     let now = Timestamp::now();
-    Some(other_among(crate::cluster::leader::engine_leases_among(&leases, now), lease, scope))
+    Some(other_among(engine_leases_among(&leases, now), lease, scope))
 }
 
 /// When this engine's own Lease was last seen renewed by it, as the API server has it.
@@ -144,7 +141,7 @@ impl OwnRenewal {
         client: &kube::Client,
         lease: &LeaseSettings,
         identity: &str,
-        watched: &crate::cluster::leader::WatchedLeases,
+        watched: &WatchedLeases,
     ) -> Option<i64> {
         let now = Timestamp::now();
         let duration = i64::try_from(lease.duration_seconds).unwrap_or(i64::MAX);

@@ -1,4 +1,6 @@
-//! Which capdeck engine leads a cluster, found wherever its Lease lives.
+//! Leadership, in one place: the engine's Lease (held in [`hold`], checked and marked in
+//! [`lease`]), the one-leader check, and reading which capdeck engine leads a cluster, wherever
+//! its Lease lives (here, with the Leases [`WatchedLeases`] keeps for the engine and the console).
 //!
 //! Every engine marks its Lease: the label [`ENGINE_LABEL`], the namespaces it writes in
 //! ([`SCOPE_ANNOTATION`]), the settings it decides with ([`SETTINGS_ANNOTATION`]) and, once it has
@@ -16,11 +18,29 @@ use kube::ResourceExt as _;
 use kube::api::{Api, ListParams};
 use serde::{Deserialize, Serialize};
 
-use super::Scope;
 use crate::api::lenient::Lenient;
+use crate::cluster::Scope;
 
+pub mod hold;
+pub mod lease;
 mod watched;
+pub use hold::{Candidate, lead};
 pub use watched::WatchedLeases;
+
+/// Where the engine's Lease lives and how long it lasts.
+#[derive(Clone, Debug)]
+pub struct LeaseSettings {
+    pub namespace: String,
+    pub name: String,
+    pub duration_seconds: u64,
+    pub grace_seconds: u64,
+}
+
+impl Default for LeaseSettings {
+    fn default() -> Self {
+        Self { namespace: "default".into(), name: DEFAULT_LEASE_NAME.into(), duration_seconds: 15, grace_seconds: 5 }
+    }
+}
 
 /// On every capdeck engine's Lease (value `true`): what the cluster-wide LIST selects.
 pub const ENGINE_LABEL: &str = "capdeck.dev/engine";
@@ -346,7 +366,8 @@ pub fn leader_among(leases: &[EngineLease], scope: &Scope) -> LeaderView {
 /// Every capdeck engine Lease in the cluster (one LIST by label, all namespaces).
 pub async fn engine_leases(client: &kube::Client) -> Result<Vec<EngineLease>, kube::Error> {
     let api: Api<Lenient<Lease>> = Api::all(client.clone());
-    let listed = super::list_each(&api, &ListParams::default().labels(&format!("{ENGINE_LABEL}=true"))).await?;
+    let listed =
+        crate::cluster::list_each(&api, &ListParams::default().labels(&format!("{ENGINE_LABEL}=true"))).await?;
     Ok(engine_leases_among(&listed.items, Timestamp::now()))
 }
 
@@ -359,8 +380,11 @@ pub fn engine_leases_among(leases: &[Lease], now: Timestamp) -> Vec<EngineLease>
 /// name. `capdeck doctor` and the leading engine's `capdeck_go_operator_running` read it.
 pub async fn renewed_go_operator_leases(client: &kube::Client, now: Timestamp) -> Result<Vec<String>, kube::Error> {
     let leases: Api<Lenient<Lease>> = Api::all(client.clone());
-    let listed =
-        super::list_each(&leases, &ListParams::default().fields(&format!("metadata.name={GO_OPERATOR_LEASE}"))).await?;
+    let listed = crate::cluster::list_each(
+        &leases,
+        &ListParams::default().fields(&format!("metadata.name={GO_OPERATOR_LEASE}")),
+    )
+    .await?;
     Ok(renewed_among(&listed.items, now))
 }
 
@@ -413,7 +437,7 @@ pub async fn find(client: &kube::Client, scope: &Scope, fallback: &[(String, Str
             }
         }
         Err(error) => {
-            LeaderView::CannotLook { reason: format!("cannot list Leases: {}", super::describe_error(&error)) }
+            LeaderView::CannotLook { reason: format!("cannot list Leases: {}", crate::cluster::describe_error(&error)) }
         }
     }
 }
