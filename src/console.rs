@@ -19,38 +19,10 @@ pub mod strings;
 pub mod table;
 pub mod theme;
 pub mod update;
+pub mod user_write;
 pub mod views;
 
 use std::path::PathBuf;
-
-/// A freeze or unfreeze from the console (`Z`, `U`), to be written with who and why.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum FreezeRequest {
-    /// Freeze the CAPApplication `namespace/application` until `until`.
-    Freeze { namespace: String, application: String, until: k8s_openapi::jiff::Timestamp, reason: String },
-    /// Lift the freeze of the CAPApplication `namespace/application`.
-    Unfreeze { namespace: String, application: String, reason: String },
-}
-
-/// Write a freeze (or lift one) as `by`: answers what was done, for the footer, or why not. The
-/// same writes as `capdeck freeze --app` / `capdeck unfreeze --app` (`crate::freezes`): who and
-/// why recorded, checked with the resourceVersion.
-pub async fn freeze_write(client: &kube::Client, by: &str, request: &FreezeRequest) -> Result<String, String> {
-    use crate::freezes::{Target, freeze, unfreeze};
-    let now = k8s_openapi::jiff::Timestamp::now();
-    match request {
-        FreezeRequest::Freeze { namespace, application, until, reason } => {
-            let target = Target::Application { namespace: namespace.clone(), name: application.clone() };
-            let report = freeze(client, &target, by, reason, *until, now).await.map_err(|error| error.to_string())?;
-            Ok(report.frozen_summary(now))
-        }
-        FreezeRequest::Unfreeze { namespace, application, reason } => {
-            let target = Target::Application { namespace: namespace.clone(), name: application.clone() };
-            let report = unfreeze(client, &target, by, reason, now).await.map_err(|error| error.to_string())?;
-            Ok(report.lifted_summary())
-        }
-    }
-}
 
 /// Why the console cannot start with this configuration (each message names the file or flag).
 #[derive(Debug, thiserror::Error)]

@@ -130,13 +130,6 @@ impl Sort {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Access {
-    Checking,
-    Allowed,
-    Denied(String),
-}
-
 /// Facts about the session shown in the header.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Session {
@@ -173,10 +166,8 @@ pub struct App {
     /// The Lease (`ns/name`) of a Go CAP Operator that is running, if one is.
     pub go_operator: Option<String>,
     pub connection: ConnectionState,
-    /// Per namespace: whether this user may patch rotation batches there.
-    pub access: HashMap<String, Access>,
-    /// Per namespace: whether this user may create and update Freezes there.
-    pub freeze_access: HashMap<String, Access>,
+    /// Per kind of write and namespace: whether this user may write there.
+    pub access: super::user_write::AccessMap,
     /// The namespace of this console's engine's Lease: where a cluster Freeze counts when no
     /// leading engine says otherwise.
     pub lease_namespace: Option<String>,
@@ -207,10 +198,8 @@ pub struct App {
     /// Whether the runtime reads the fleet (`--contexts`, or `:fleet` once opened).
     pub fleet_watched: bool,
     pub quit: bool,
-    /// A write key pressed while access was still being checked: (action, namespace, batch), or
-    /// for a freeze key (action, namespace, application). Its dialog opens when the answer
-    /// arrives, if that batch (application) is still selected.
-    pub pending_write: Option<(super::keymap::Action, String, String)>,
+    /// A write key pressed while access was still being checked.
+    pub pending_write: Option<super::user_write::PendingWrite>,
     /// Keys typed in the same burst as the one that closed a dialog are not hotkeys: a reason
     /// typed on after Enter must not move, open or approve anything. Holds the time of the last
     /// swallowed key; the guard ends after a pause of `BURST_PAUSE`.
@@ -246,8 +235,7 @@ impl App {
             write_failure: None,
             go_operator: None,
             connection: ConnectionState::default(),
-            access: HashMap::new(),
-            freeze_access: HashMap::new(),
+            access: super::user_write::AccessMap::default(),
             lease_namespace: None,
             flash: None,
             theme,

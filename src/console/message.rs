@@ -9,7 +9,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::app::Route;
 use super::theme::Theme;
-use crate::actions::{ActionReport, BatchAction};
+use super::user_write::{UserWrite, WriteKind};
 use crate::cluster::stores::ConnectionState;
 use crate::engine::Role;
 use crate::readmodel::Snapshot;
@@ -31,18 +31,14 @@ pub enum Msg {
     /// The Lease of a running Go CAP Operator, or None.
     GoOperator(Option<String>),
     Identity(String),
+    /// Whether the user may make writes of `kind` in `namespace` (`Command::CheckAccess` asked).
     Access {
+        kind: WriteKind,
         namespace: String,
         allowed: bool,
     },
-    /// Whether the user may create and update Freezes in `namespace`.
-    FreezeAccess {
-        namespace: String,
-        allowed: bool,
-    },
-    ActionDone(Result<ActionReport, String>),
-    /// A freeze or unfreeze was written (what it did), or why not.
-    FreezeDone(Result<String, String>),
+    /// A user's write was carried out (what it did), or why not (`Command::Write` asked).
+    WriteDone(Result<String, String>),
     Theme(Result<Theme, String>),
     /// The runtime moved to another context or namespace scope: forget what belonged to the old one.
     Switched {
@@ -88,30 +84,11 @@ pub enum Command {
         namespace: Option<String>,
         route: Route,
     },
-    Act {
-        namespace: String,
-        batch: String,
-        action: BatchAction,
-        reason: Option<String>,
-    },
+    /// Carry out a write the user confirmed, with who and why (`Msg::WriteDone` answers).
+    Write(UserWrite),
+    /// Ask whether the user may make writes of `kind` in `namespace` (`Msg::Access` answers).
     CheckAccess {
-        namespace: String,
-    },
-    /// Freeze the application until `until`, with who and why (`Z`; `Msg::FreezeDone` answers).
-    Freeze {
-        namespace: String,
-        application: String,
-        until: Timestamp,
-        reason: String,
-    },
-    /// Lift the application's freeze, with who and why (`U`; `Msg::FreezeDone` answers).
-    Unfreeze {
-        namespace: String,
-        application: String,
-        reason: String,
-    },
-    /// Ask whether the user may freeze in `namespace` (`Msg::FreezeAccess` answers).
-    CheckFreezeAccess {
+        kind: WriteKind,
         namespace: String,
     },
     LoadTheme(String),

@@ -18,7 +18,6 @@ use ratatui::widgets::{Block, Borders, Padding};
 
 use super::keymap::Action;
 use super::theme::Theme;
-use crate::actions::BatchAction;
 
 /// The overlay open over the table (one at a time).
 #[derive(Default)]
@@ -46,27 +45,8 @@ pub enum Outcome {
     CloseInBurst,
     /// A note for the footer.
     Note(String),
-    /// The dialog confirmed: write the action with its reason (and close, as `CloseInBurst`).
-    Act {
-        namespace: String,
-        batch: String,
-        action: BatchAction,
-        reason: String,
-    },
-    /// The freeze dialog confirmed: freeze the application for `lasts` (and close, as
-    /// `CloseInBurst`).
-    Freeze {
-        namespace: String,
-        application: String,
-        lasts: std::time::Duration,
-        reason: String,
-    },
-    /// The unfreeze dialog confirmed: lift the application's freeze.
-    Unfreeze {
-        namespace: String,
-        application: String,
-        reason: String,
-    },
+    /// The dialog confirmed: carry out the write with its reason (and close, as `CloseInBurst`).
+    Confirmed(super::user_write::Confirmed),
     /// Read a Pod's last log lines.
     ReadLog {
         namespace: String,

@@ -3,11 +3,12 @@
 //! how many rows a view has, how the command line completes, what the help and a dialog's
 //! preview say. Nothing here changes state.
 
-use super::app::{Access, App, ViewKind};
+use super::app::{App, ViewKind};
 use super::keymap::Action;
 use super::overlay::help::{self, HelpText};
 use super::overlay::picker::{self, Choices};
 use super::strings;
+use super::user_write::{Access, WriteKind};
 use super::views::view;
 use crate::actions::BatchAction;
 use crate::readmodel::{BatchRow, Snapshot};
@@ -30,6 +31,15 @@ pub fn selected_batch(app: &App) -> Option<(String, String)> {
 /// application of a batch row).
 pub fn selected_application(app: &App) -> Option<(String, String)> {
     view(app.route.view).application(&app.snapshot, selected_index(app)?)
+}
+
+/// What a write of `kind` would be aimed at: the selected batch, or the selected row's
+/// application.
+pub fn write_target(app: &App, kind: WriteKind) -> Option<(String, String)> {
+    match kind {
+        WriteKind::Batch => selected_batch(app),
+        WriteKind::Freeze => selected_application(app),
+    }
 }
 
 /// The application's own freeze (`app-NAME`) in force now, the one `U` lifts.
@@ -65,41 +75,35 @@ pub fn write_blocked(app: &App, action: Action) -> Option<String> {
     if app.session.readonly {
         return Some(strings::READONLY.to_string());
     }
-    if action.freeze_write() {
-        return freeze_blocked(app, action);
-    }
-    let Some((namespace, name)) = selected_batch(app) else {
-        return Some(strings::SELECT_A_BATCH.to_string());
+    let kind = WriteKind::of(action)?;
+    let Some((namespace, target)) = write_target(app, kind) else {
+        return Some(kind.select_first().to_string());
     };
-    match app.access.get(&namespace) {
+    match app.access.get(kind, &namespace) {
         Some(Access::Denied(why)) => return Some(why.clone()),
-        Some(Access::Checking) | None => return Some(strings::CHECKING_ACCESS.to_string()),
+        Some(Access::Checking) | None => return Some(kind.checking().to_string()),
         Some(Access::Allowed) => {}
     }
+    match kind {
+        WriteKind::Batch => batch_blocked(app, action, &namespace, &target),
+        WriteKind::Freeze => freeze_blocked(app, action, &namespace, &target),
+    }
+}
+
+/// Why a batch key is disabled for the batch `namespace/name` (its phase refuses the action).
+fn batch_blocked(app: &App, action: Action, namespace: &str, name: &str) -> Option<String> {
     let batch = app.snapshot.batches.iter().find(|row| row.namespace == namespace && row.name == name)?;
     let verb = batch_action(app, action)?;
     verb.refusal(&batch.object)
 }
 
-/// Why a freeze key is disabled right now, if it is (read-only is asked first).
-fn freeze_blocked(app: &App, action: Action) -> Option<String> {
-    let Some((namespace, application)) = selected_application(app) else {
-        return Some(strings::SELECT_AN_APPLICATION.to_string());
-    };
-    match app.freeze_access.get(&namespace) {
-        Some(Access::Denied(why)) => return Some(why.clone()),
-        Some(Access::Checking) | None => return Some(strings::CHECKING_FREEZE_ACCESS.to_string()),
-        Some(Access::Allowed) => {}
-    }
-    if action == Action::Unfreeze && own_freeze(app, &namespace, &application).is_none() {
-        let other = crate::readmodel::governing_freeze(
-            &app.snapshot,
-            app.freeze_namespace(),
-            &namespace,
-            &application,
-            app.now,
-        );
-        return Some(strings::not_frozen(&namespace, &application, other.map(|f| f.summary()).as_deref()));
+/// Why a freeze key is disabled for the application `namespace/application` (`U` lifts only its
+/// own freeze).
+fn freeze_blocked(app: &App, action: Action, namespace: &str, application: &str) -> Option<String> {
+    if action == Action::Unfreeze && own_freeze(app, namespace, application).is_none() {
+        let other =
+            crate::readmodel::governing_freeze(&app.snapshot, app.freeze_namespace(), namespace, application, app.now);
+        return Some(strings::not_frozen(namespace, application, other.map(|f| f.summary()).as_deref()));
     }
     None
 }

@@ -217,9 +217,7 @@ impl Runtime<'_> {
             Command::LoadTheme(name) => {
                 pending.push_back(Msg::Theme(super::theme::Theme::load(&name, self.options.user_theme_dir.as_deref())));
             }
-            Command::Act { namespace, batch, action, reason } => {
-                self.act(app.session.user.clone(), namespace, batch, action, reason);
-            }
+            Command::Write(write) => self.write(app.session.user.clone(), write),
             Command::Detail(crate::console::views::DetailNeed::Dependencies { namespace, name }) => {
                 self.dependencies(namespace, name);
             }
@@ -232,37 +230,18 @@ impl Runtime<'_> {
                 });
             }
             Command::PodLog { namespace, pod, container } => self.pod_log(namespace, pod, container),
-            Command::CheckAccess { namespace } => {
+            Command::CheckAccess { kind, namespace } => {
                 let client = self.live.connection.client.clone();
                 let (tx, generation) = (self.tx.clone(), self.generation);
                 tokio::spawn(async move {
-                    let allowed =
-                        can_i(&client, "patch", crate::api::rotation_batch::GROUP, "rotationbatches", Some(&namespace))
-                            .await;
-                    let _ = tx.send((generation, Msg::Access { namespace, allowed }));
-                });
-            }
-            Command::Freeze { namespace, application, until, reason } => {
-                let request = crate::console::FreezeRequest::Freeze { namespace, application, until, reason };
-                self.freeze(app.session.user.clone(), request);
-            }
-            Command::Unfreeze { namespace, application, reason } => {
-                self.freeze(
-                    app.session.user.clone(),
-                    crate::console::FreezeRequest::Unfreeze { namespace, application, reason },
-                );
-            }
-            Command::CheckFreezeAccess { namespace } => {
-                let client = self.live.connection.client.clone();
-                let (tx, generation) = (self.tx.clone(), self.generation);
-                tokio::spawn(async move {
-                    // A freeze creates the object, or replaces the one of the same target.
+                    let (resource, verbs) = kind.permission();
                     let group = crate::api::rotation_batch::GROUP;
-                    let (create, update) = tokio::join!(
-                        can_i(&client, "create", group, "freezes", Some(&namespace)),
-                        can_i(&client, "update", group, "freezes", Some(&namespace)),
-                    );
-                    let _ = tx.send((generation, Msg::FreezeAccess { namespace, allowed: create && update }));
+                    let answers = futures::future::join_all(
+                        verbs.iter().map(|verb| can_i(&client, verb, group, resource, Some(&namespace))),
+                    )
+                    .await;
+                    let allowed = answers.into_iter().all(|allowed| allowed);
+                    let _ = tx.send((generation, Msg::Access { kind, namespace, allowed }));
                 });
             }
             Command::ListNamespaces => {
@@ -336,50 +315,15 @@ impl Runtime<'_> {
         }));
     }
 
-    fn act(
-        &self,
-        user: Option<String>,
-        namespace: String,
-        batch: String,
-        action: crate::actions::BatchAction,
-        reason: Option<String>,
-    ) {
-        let client = self.live.connection.client.clone();
-        let tx = self.tx.clone();
-        tokio::spawn(async move {
-            let result = match user {
-                Some(user) => {
-                    crate::actions::act(&client, &namespace, &batch, action, &user, reason.as_deref(), Timestamp::now())
-                        .await
-                        .map_err(|error| format!("{} {namespace}/{batch}: {error}", action.verb()))
-                }
-                None => Err(format!("{} {namespace}/{batch}: {}", action.verb(), super::strings::NO_IDENTITY)),
-            };
-            let _ = tx.send((0, Msg::ActionDone(result)));
-        });
-    }
-
-    /// Freeze or unfreeze, as the user the API server named (nobody unnamed writes), never in a
-    /// read-only session (the keys are blocked there already; this is the last line).
-    fn freeze(&self, user: Option<String>, request: crate::console::FreezeRequest) {
-        use crate::console::FreezeRequest;
-        let (verb, namespace, application) = match &request {
-            FreezeRequest::Freeze { namespace, application, .. } => ("freeze", namespace, application),
-            FreezeRequest::Unfreeze { namespace, application, .. } => ("unfreeze", namespace, application),
-        };
-        let what = format!("{verb} {namespace}/{application}");
+    /// Carry out a user's write as the user the API server named; `user_write::carry_out`
+    /// refuses it in a read-only session, whatever let it through.
+    fn write(&self, user: Option<String>, write: crate::console::user_write::UserWrite) {
         let client = self.live.connection.client.clone();
         let tx = self.tx.clone();
         let readonly = self.options.readonly;
         tokio::spawn(async move {
-            let result = match user {
-                _ if readonly => Err(format!("{what}: {}", super::strings::READONLY)),
-                Some(user) => crate::console::freeze_write(&client, &user, &request)
-                    .await
-                    .map_err(|error| format!("{what}: {error}")),
-                None => Err(format!("{what}: {}", super::strings::NO_IDENTITY)),
-            };
-            let _ = tx.send((0, Msg::FreezeDone(result)));
+            let result = crate::console::user_write::carry_out(&client, readonly, user.as_deref(), &write).await;
+            let _ = tx.send((0, Msg::WriteDone(result)));
         });
     }
 

@@ -10,7 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 
 pub use super::message::{Command, Msg};
 
-use super::app::{Access, App, Flash, Level, Route, Sort, ViewKind};
+use super::app::{App, Flash, Level, Route, Sort, ViewKind};
 use super::details;
 use super::keymap::Action;
 use super::overlay::action_dialog::ActionDialog;
@@ -19,9 +19,10 @@ use super::overlay::help::HelpPane;
 use super::overlay::pods::PodsPane;
 use super::overlay::text_pane::TextPane;
 use super::overlay::{Outcome, Overlay, popup_rows, popup_text_width};
-use super::queries::{self, batch_action, selected_batch, selected_index, write_blocked};
+use super::queries::{self, batch_action, selected_index, write_blocked};
 use super::row_filter::RowFilter;
 use super::strings;
+use super::user_write::{Access, PendingWrite, WriteKind};
 use super::views::view;
 use crate::readmodel::Snapshot;
 
@@ -53,12 +54,8 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Command> {
         Msg::GoOperator(lease) => arrived::set(|| app.go_operator = lease),
         Msg::WriteFailure(failure) => arrived::write_failure(app, failure),
         Msg::Identity(user) => arrived::set(|| app.session.user = Some(user)),
-        Msg::Access { namespace, allowed } => access_known(app, namespace, allowed),
-        Msg::FreezeAccess { namespace, allowed } => freeze_access_known(app, namespace, allowed),
-        Msg::FreezeDone(Ok(done)) => arrived::said(app, Level::Info, done),
-        Msg::ActionDone(Ok(report)) => {
-            arrived::said(app, Level::Info, format!("{}/{}: {}", report.namespace, report.batch, report.summary))
-        }
+        Msg::Access { kind, namespace, allowed } => access_known(app, kind, namespace, allowed),
+        Msg::WriteDone(Ok(done)) => arrived::said(app, Level::Info, done),
         Msg::Theme(Ok(theme)) => arrived::theme(app, theme),
         Msg::Switched { context, scope } => {
             switched(app, context, scope);
@@ -67,7 +64,7 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Command> {
         Msg::Namespaces(names) => arrived::set(|| app.namespaces = Some(names)),
         Msg::Contexts(contexts) => arrived::set(|| app.contexts = contexts),
         Msg::Dependencies { namespace, name, report } => arrived::dependencies(app, namespace, name, report),
-        Msg::FreezeDone(Err(error)) | Msg::ActionDone(Err(error)) | Msg::Theme(Err(error)) | Msg::Error(error) => {
+        Msg::WriteDone(Err(error)) | Msg::Theme(Err(error)) | Msg::Error(error) => {
             arrived::said(app, Level::Error, error)
         }
     }
@@ -93,38 +90,23 @@ fn tick(app: &mut App, now: Timestamp) -> Vec<Command> {
     }
 }
 
-/// The answer to `Command::CheckAccess`; a write key pressed while it was asked goes on.
-fn access_known(app: &mut App, namespace: String, allowed: bool) -> Vec<Command> {
+/// The answer to `Command::CheckAccess`; a write key pressed while it was asked goes on, if
+/// what it was aimed at is still selected.
+fn access_known(app: &mut App, kind: WriteKind, namespace: String, allowed: bool) -> Vec<Command> {
     let access = if allowed {
         Access::Allowed
     } else {
-        let user = app.session.user.clone().unwrap_or_else(|| "you".into());
-        Access::Denied(format!("{user} may not patch rotationbatches in namespace {namespace}"))
+        Access::Denied(kind.denied(app.session.user.as_deref().unwrap_or("you"), &namespace))
     };
-    app.access.insert(namespace.clone(), access);
-    let Some((action, _, batch)) =
-        app.pending_write.take_if(|(action, pending, _)| action.batch_write() && *pending == namespace)
+    app.access.set(kind, &namespace, access);
+    let Some(pending) = app
+        .pending_write
+        .take_if(|pending| WriteKind::of(pending.action) == Some(kind) && pending.namespace == namespace)
     else {
         return Vec::new();
     };
-    if selected_batch(app) == Some((namespace, batch)) { open_dialog(app, action) } else { Vec::new() }
-}
-
-/// The answer to `Command::CheckFreezeAccess`; a freeze key pressed while it was asked goes on.
-fn freeze_access_known(app: &mut App, namespace: String, allowed: bool) -> Vec<Command> {
-    let access = if allowed {
-        Access::Allowed
-    } else {
-        Access::Denied(strings::freeze_denied(app.session.user.as_deref().unwrap_or("you"), &namespace))
-    };
-    app.freeze_access.insert(namespace.clone(), access);
-    let Some((action, _, application)) =
-        app.pending_write.take_if(|(action, pending, _)| action.freeze_write() && *pending == namespace)
-    else {
-        return Vec::new();
-    };
-    if queries::selected_application(app) == Some((namespace, application)) {
-        open_freeze_dialog(app, action)
+    if queries::write_target(app, kind) == Some((namespace, pending.target)) {
+        open_dialog(app, pending.action)
     } else {
         Vec::new()
     }
@@ -139,7 +121,6 @@ fn switched(app: &mut App, context: String, scope: String) {
     let fleet = app.snapshot.fleet.clone();
     app.snapshot = Arc::new(Snapshot { fleet, ..Snapshot::default() });
     app.access.clear();
-    app.freeze_access.clear();
     app.back.clear();
     app.cursors.clear();
     app.route.focus = None;
@@ -275,33 +256,25 @@ pub fn handle_key(app: &mut App, key: &KeyEvent, at: std::time::Instant) -> Vec<
     let Some(action) = action else {
         return Vec::new();
     };
-    if action.freeze_write() {
-        return open_freeze_dialog(app, action);
-    }
     if action.writes() {
         return open_dialog(app, action);
     }
     table_key(app, action)
 }
 
-/// Ask once per namespace whether we may write batches there, and freeze there where the freeze
-/// keys apply (so keys can say why not).
+/// Ask once per kind of write and namespace whether we may write there, for what the selection
+/// offers (so keys can say why not).
 fn check_access_for_selection(app: &mut App) -> Vec<Command> {
     if app.session.readonly {
         return Vec::new();
     }
     let mut commands = Vec::new();
-    if let Some((namespace, _)) = selected_batch(app)
-        && !app.access.contains_key(&namespace)
-    {
-        app.access.insert(namespace.clone(), Access::Checking);
-        commands.push(Command::CheckAccess { namespace });
-    }
-    if let Some((namespace, _)) = queries::selected_application(app)
-        && !app.freeze_access.contains_key(&namespace)
-    {
-        app.freeze_access.insert(namespace.clone(), Access::Checking);
-        commands.push(Command::CheckFreezeAccess { namespace });
+    for kind in WriteKind::ALL {
+        if let Some((namespace, _)) = queries::write_target(app, kind)
+            && app.access.ask(kind, &namespace)
+        {
+            commands.push(Command::CheckAccess { kind, namespace });
+        }
     }
     commands
 }
@@ -420,46 +393,35 @@ fn run_command(app: &mut App, line: &str) -> Vec<Command> {
     }
 }
 
-// ----- batch actions --------------------------------------------------------------------------
+// ----- writes ---------------------------------------------------------------------------------
 
+/// A write key: its dialog for the selected batch (application), or why not.
 fn open_dialog(app: &mut App, action: Action) -> Vec<Command> {
     let commands = check_access_for_selection(app);
+    let Some(kind) = WriteKind::of(action) else { return commands };
     if let Some(why) = write_blocked(app, action) {
-        if why == strings::CHECKING_ACCESS
-            && let Some((namespace, batch)) = selected_batch(app)
+        if why == kind.checking()
+            && let Some((namespace, target)) = queries::write_target(app, kind)
         {
-            app.pending_write = Some((action, namespace, batch));
+            app.pending_write = Some(PendingWrite { action, namespace, target });
         }
         flash(app, Level::Warning, format!("{}: {why}", strings::action_label(action)));
         return commands;
     }
-    let (Some((namespace, name)), Some(verb)) = (selected_batch(app), batch_action(app, action)) else {
-        return commands;
-    };
-    let Some(row) = app.snapshot.batches.iter().find(|row| row.namespace == namespace && row.name == name) else {
-        return commands;
-    };
-    let preview = queries::dialog_preview(app, row, verb);
-    app.overlay = Overlay::Dialog(Box::new(ActionDialog::new(verb, row, preview)));
-    commands
-}
-
-/// `Z` / `U`: the freeze dialog of the selected row's application, or why not.
-fn open_freeze_dialog(app: &mut App, action: Action) -> Vec<Command> {
-    let commands = check_access_for_selection(app);
-    if let Some(why) = write_blocked(app, action) {
-        if why == strings::CHECKING_FREEZE_ACCESS
-            && let Some((namespace, application)) = queries::selected_application(app)
-        {
-            app.pending_write = Some((action, namespace, application));
+    let Some((namespace, target)) = queries::write_target(app, kind) else { return commands };
+    let dialog = match kind {
+        WriteKind::Batch => {
+            let verb = batch_action(app, action);
+            let row = app.snapshot.batches.iter().find(|row| row.namespace == namespace && row.name == target);
+            let (Some(verb), Some(row)) = (verb, row) else { return commands };
+            ActionDialog::new(verb, row, queries::dialog_preview(app, row, verb))
         }
-        flash(app, Level::Warning, format!("{}: {why}", strings::action_label(action)));
-        return commands;
-    }
-    let Some((namespace, application)) = queries::selected_application(app) else { return commands };
-    let preview = queries::freeze_preview(app, &namespace, &application);
-    let unfreeze = action == Action::Unfreeze;
-    app.overlay = Overlay::Dialog(Box::new(ActionDialog::freeze(unfreeze, &namespace, &application, preview)));
+        WriteKind::Freeze => {
+            let preview = queries::freeze_preview(app, &namespace, &target);
+            ActionDialog::freeze(action == Action::Unfreeze, &namespace, &target, preview)
+        }
+    };
+    app.overlay = Overlay::Dialog(Box::new(dialog));
     commands
 }
 
@@ -489,28 +451,18 @@ fn carry_out(app: &mut App, outcome: Outcome, at: std::time::Instant) -> Vec<Com
             app.burst_guard = Some(at);
         }
         Outcome::Note(text) => flash(app, Level::Info, text),
-        Outcome::Act { namespace, batch, action, reason } => {
-            let text = format!("{} {namespace}/{batch}…", strings::verb_progress(action));
+        Outcome::Confirmed(confirmed) => {
             app.overlay = Overlay::None;
             app.burst_guard = Some(at);
-            flash(app, Level::Info, text);
-            return vec![Command::Act { namespace, batch, action, reason: Some(reason) }];
-        }
-        Outcome::Freeze { namespace, application, lasts, reason } => {
-            app.overlay = Overlay::None;
-            app.burst_guard = Some(at);
-            let Ok(until) = app.now.checked_add(lasts) else {
-                flash(app, Level::Error, strings::freeze_duration_error(&crate::api::go_duration::humanize(lasts)));
-                return Vec::new();
+            let write = match confirmed.at(app.now) {
+                Ok(write) => write,
+                Err(why) => {
+                    flash(app, Level::Error, why);
+                    return Vec::new();
+                }
             };
-            flash(app, Level::Info, strings::freeze_progress(false, &namespace, &application));
-            return vec![Command::Freeze { namespace, application, until, reason }];
-        }
-        Outcome::Unfreeze { namespace, application, reason } => {
-            app.overlay = Overlay::None;
-            app.burst_guard = Some(at);
-            flash(app, Level::Info, strings::freeze_progress(true, &namespace, &application));
-            return vec![Command::Unfreeze { namespace, application, reason }];
+            flash(app, Level::Info, write.progress());
+            return vec![Command::Write(write)];
         }
         Outcome::ReadLog { namespace, pod, container } => return vec![Command::PodLog { namespace, pod, container }],
         Outcome::Quit => {
@@ -894,7 +846,7 @@ mod tests {
         assert!(matches!(app.overlay, Overlay::None));
         assert!(app.flash.as_ref().is_some_and(|f| f.text.contains("already approved by carol")));
         // RBAC said no.
-        update(&mut app, Msg::Access { namespace: "cap-shop".into(), allowed: false });
+        update(&mut app, Msg::Access { kind: WriteKind::Batch, namespace: "cap-shop".into(), allowed: false });
         press(&mut app, KeyCode::Char('h'));
         assert!(matches!(app.overlay, Overlay::None));
         assert!(
@@ -915,23 +867,25 @@ mod tests {
         app.access.clear();
         typed(&mut app, ":batches\n");
         let commands = press(&mut app, KeyCode::Char('j'));
-        assert!(commands.contains(&Command::CheckAccess { namespace: "cap-hr".into() }), "{commands:?}");
+        assert!(
+            commands.contains(&Command::CheckAccess { kind: WriteKind::Batch, namespace: "cap-hr".into() }),
+            "{commands:?}"
+        );
         // While the answer is pending, the key says so.
         press(&mut app, KeyCode::Char('a'));
         assert!(app.flash.as_ref().is_some_and(|f| f.text.ends_with(strings::CHECKING_ACCESS)));
         assert!(
             press(&mut app, KeyCode::Char('k'))
                 .iter()
-                .all(|c| *c != Command::CheckAccess { namespace: "cap-hr".into() })
+                .all(|c| *c != Command::CheckAccess { kind: WriteKind::Batch, namespace: "cap-hr".into() })
         );
         // The answer opens the dialog the key asked for, as the batch is still selected.
-        update(&mut app, Msg::Access { namespace: "cap-hr".into(), allowed: true });
+        update(&mut app, Msg::Access { kind: WriteKind::Batch, namespace: "cap-hr".into(), allowed: true });
         assert!(matches!(app.overlay, Overlay::None), "k moved away from the batch");
         press(&mut app, KeyCode::Char('j'));
-        app.access.remove("cap-hr");
-        app.access.insert("cap-hr".into(), Access::Checking);
+        app.access.set(WriteKind::Batch, "cap-hr", Access::Checking);
         press(&mut app, KeyCode::Char('a'));
-        update(&mut app, Msg::Access { namespace: "cap-hr".into(), allowed: true });
+        update(&mut app, Msg::Access { kind: WriteKind::Batch, namespace: "cap-hr".into(), allowed: true });
         assert!(
             matches!(&app.overlay, Overlay::Dialog(d) if d.action == crate::console::overlay::action_dialog::DialogAction::Batch(BatchAction::Approve))
         );

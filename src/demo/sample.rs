@@ -11,9 +11,10 @@ use serde_json::{Value, json};
 
 use crate::api::service_binding::ServiceBinding;
 use crate::api::{CAPApplication, CAPApplicationVersion, CAPTenant, CAPTenantOperation, RotationBatch};
-use crate::console::app::{Access, App, Session};
+use crate::console::app::{App, Session};
 use crate::console::keymap::Keymap;
 use crate::console::theme::Theme;
+use crate::console::user_write::{Access, WriteKind};
 use crate::engine::Role;
 use crate::lookup::ObjectLookup as _;
 use crate::readmodel::{self, Snapshot, Sources};
@@ -378,8 +379,9 @@ pub fn app(snapshot: Snapshot) -> App {
     let mut app = App::new(session, Theme::default(), names, Keymap::default(), now());
     app.role = Role::Leader;
     for namespace in ["cap-hr", "cap-shop"] {
-        app.access.insert(namespace.into(), Access::Allowed);
-        app.freeze_access.insert(namespace.into(), Access::Allowed);
+        for kind in WriteKind::ALL {
+            app.access.set(kind, namespace, Access::Allowed);
+        }
     }
     let _ = crate::console::update::update(&mut app, crate::console::update::Msg::Resize { width: 160, height: 40 });
     let _ = crate::console::update::update(&mut app, crate::console::update::Msg::Snapshot(Arc::new(snapshot)));

@@ -14,6 +14,7 @@ use ratatui_textarea::{CursorMove, TextArea};
 use super::super::strings;
 use super::super::table;
 use super::super::theme::Theme;
+use super::super::user_write::{Confirmed, UserWrite};
 use super::{Outcome, centered, popup_block};
 use crate::actions::BatchAction;
 use crate::api::BatchPhase;
@@ -206,18 +207,23 @@ impl ActionDialog {
             }
         };
         let (namespace, target) = (self.namespace.clone(), self.target.clone());
-        match (self.action, lasts) {
-            (DialogAction::Batch(BatchAction::Force { .. }), _) => Outcome::Act {
-                namespace,
-                batch: target,
-                action: BatchAction::Force { approve: self.approve_too.unwrap_or(false) },
-                reason,
-            },
-            (DialogAction::Batch(action), _) => Outcome::Act { namespace, batch: target, action, reason },
-            (DialogAction::Freeze, Some(lasts)) => Outcome::Freeze { namespace, application: target, lasts, reason },
-            (DialogAction::Freeze, None) => Outcome::Stay,
-            (DialogAction::Unfreeze, _) => Outcome::Unfreeze { namespace, application: target, reason },
-        }
+        let confirmed = match (self.action, lasts) {
+            (DialogAction::Batch(action), _) => {
+                let action = match action {
+                    BatchAction::Force { .. } => BatchAction::Force { approve: self.approve_too.unwrap_or(false) },
+                    action => action,
+                };
+                Confirmed::Write(UserWrite::Batch { namespace, batch: target, action, reason: Some(reason) })
+            }
+            (DialogAction::Freeze, Some(lasts)) => {
+                Confirmed::FreezeFor { namespace, application: target, lasts, reason }
+            }
+            (DialogAction::Freeze, None) => return Outcome::Stay,
+            (DialogAction::Unfreeze, _) => {
+                Confirmed::Write(UserWrite::Unfreeze { namespace, application: target, reason })
+            }
+        };
+        Outcome::Confirmed(confirmed)
     }
 
     pub fn key_hints(&self) -> String {
@@ -317,6 +323,7 @@ mod tests {
     use crate::console::strings;
     use crate::console::update::testing::{app, ctrl, goto_batch, press, press_at, typed};
     use crate::console::update::{Command, Msg, update};
+    use crate::console::user_write::UserWrite;
     use crate::demo::sample::{self, SampleObjects};
 
     #[test]
@@ -333,16 +340,16 @@ mod tests {
         let commands = press(&mut app, KeyCode::Enter);
         assert_eq!(
             commands,
-            vec![Command::Act {
+            vec![Command::Write(UserWrite::Batch {
                 namespace: "cap-hr".into(),
                 batch: "hr-portal-c9dsg".into(),
                 action: BatchAction::Approve,
                 reason: Some("CHG-1 qa".into()),
-            }]
+            })]
         );
         assert!(matches!(app.overlay, Overlay::None));
         assert!(app.flash.as_ref().is_some_and(|f| f.text.starts_with("approving cap-hr/hr-portal-c9dsg")));
-        update(&mut app, Msg::ActionDone(Err("approve cap-hr/hr-portal-c9dsg: conflict".into())));
+        update(&mut app, Msg::WriteDone(Err("approve cap-hr/hr-portal-c9dsg: conflict".into())));
         assert!(app.flash.as_ref().is_some_and(|f| f.level == Level::Error));
     }
 
@@ -376,7 +383,7 @@ mod tests {
         }
         let commands = typed(&mut app, "freeze\n");
         assert!(
-            matches!(&commands[..], [Command::Act { action: BatchAction::Hold, reason: Some(r), .. }] if r == "freeze")
+            matches!(&commands[..], [Command::Write(UserWrite::Batch { action: BatchAction::Hold, reason: Some(r), .. })] if r == "freeze")
         );
     }
 
@@ -392,7 +399,7 @@ mod tests {
         );
         let commands = press(&mut app, KeyCode::Enter);
         assert!(
-            matches!(&commands[..], [Command::Act { reason: Some(r), .. }] if r.chars().count() == crate::api::common::MAX_REASON),
+            matches!(&commands[..], [Command::Write(UserWrite::Batch { reason: Some(r), .. })] if r.chars().count() == crate::api::common::MAX_REASON),
             "the reason sent is cut at the limit"
         );
     }
@@ -481,7 +488,10 @@ mod tests {
         press(&mut app, KeyCode::Tab);
         let commands = typed(&mut app, "hotfix\n");
         assert!(
-            matches!(&commands[..], [Command::Act { action: BatchAction::Force { approve: false }, .. }]),
+            matches!(
+                &commands[..],
+                [Command::Write(UserWrite::Batch { action: BatchAction::Force { approve: false }, .. })]
+            ),
             "{commands:?}"
         );
     }
@@ -533,7 +543,10 @@ mod tests {
         assert_eq!(dialog.action, DialogAction::Batch(BatchAction::Undo));
         assert_eq!(dialog.preview[0], "goes back (1): travel-v3-srv");
         let commands = typed(&mut app, "new credentials break srv\n");
-        assert!(matches!(&commands[..], [Command::Act { action: BatchAction::Undo, .. }]), "{commands:?}");
+        assert!(
+            matches!(&commands[..], [Command::Write(UserWrite::Batch { action: BatchAction::Undo, .. })]),
+            "{commands:?}"
+        );
 
         goto_batch(&mut app, "bookshop-9v9ps");
         assert!(press(&mut app, KeyCode::Char('u')).is_empty());
@@ -553,11 +566,12 @@ mod freeze_tests {
     use serde_json::json;
 
     use super::DialogAction;
-    use crate::console::app::{Access, App, Level};
+    use crate::console::app::{App, Level};
     use crate::console::overlay::Overlay;
     use crate::console::strings;
     use crate::console::update::testing::{app, goto_batch, press, typed};
     use crate::console::update::{Command, Msg, update};
+    use crate::console::user_write::{Access, UserWrite, WriteKind};
 
     fn later(app: &App, lasts: Duration) -> Timestamp {
         app.now.checked_add(lasts).expect("time")
@@ -602,18 +616,18 @@ mod freeze_tests {
         let commands = typed(&mut app, "release weekend q\n");
         assert_eq!(
             commands,
-            vec![Command::Freeze {
+            vec![Command::Write(UserWrite::Freeze {
                 namespace: "cap-shop".into(),
                 application: "bookshop".into(),
                 until: later(&app, Duration::from_secs(4 * 3600)),
                 reason: "release weekend q".into(),
-            }]
+            })]
         );
         assert!(matches!(app.overlay, Overlay::None) && !app.quit);
         assert_eq!(app.flash.as_ref().map(|f| f.text.as_str()), Some("freezing cap-shop/bookshop…"));
         update(
             &mut app,
-            Msg::FreezeDone(Err(
+            Msg::WriteDone(Err(
                 "freeze cap-shop/bookshop: you may not create freezes.capdeck.dev in namespace cap-shop".into(),
             )),
         );
@@ -645,7 +659,7 @@ mod freeze_tests {
         let commands = press(&mut app, KeyCode::Enter);
         let expected = later(&app, Duration::from_secs(90 * 60));
         assert!(
-            matches!(&commands[..], [Command::Freeze { until, reason, .. }] if *until == expected && reason == "CAB freeze"),
+            matches!(&commands[..], [Command::Write(UserWrite::Freeze { until, reason, .. })] if *until == expected && reason == "CAB freeze"),
             "{commands:?}"
         );
 
@@ -695,11 +709,11 @@ mod freeze_tests {
         assert!(dialog(&app).preview.iter().any(|line| line.starts_with("now: ")), "{:?}", dialog(&app).preview);
         assert_eq!(
             typed(&mut app, "done early\n"),
-            vec![Command::Unfreeze {
+            vec![Command::Write(UserWrite::Unfreeze {
                 namespace: "cap-shop".into(),
                 application: "bookshop".into(),
                 reason: "done early".into()
-            }]
+            })]
         );
     }
 
@@ -708,14 +722,14 @@ mod freeze_tests {
     #[test]
     fn the_keys_say_why_they_are_blocked() {
         let mut app = on_application("bookshop");
-        app.freeze_access.insert("cap-shop".into(), Access::Checking);
+        app.access.set(WriteKind::Freeze, "cap-shop", Access::Checking);
         assert!(press(&mut app, KeyCode::Char('Z')).is_empty());
         assert!(app.flash.as_ref().is_some_and(|f| f.text == format!("freeze: {}", strings::CHECKING_FREEZE_ACCESS)));
-        update(&mut app, Msg::FreezeAccess { namespace: "cap-shop".into(), allowed: true });
+        update(&mut app, Msg::Access { kind: WriteKind::Freeze, namespace: "cap-shop".into(), allowed: true });
         assert_eq!(dialog(&app).action, DialogAction::Freeze, "the answer opens the dialog");
         press(&mut app, KeyCode::Esc);
 
-        update(&mut app, Msg::FreezeAccess { namespace: "cap-shop".into(), allowed: false });
+        update(&mut app, Msg::Access { kind: WriteKind::Freeze, namespace: "cap-shop".into(), allowed: false });
         press(&mut app, KeyCode::Char('Z'));
         assert!(matches!(app.overlay, Overlay::None));
         let flash = app.flash.as_ref().map(|f| f.text.clone()).unwrap_or_default();
@@ -739,14 +753,17 @@ mod freeze_tests {
     #[test]
     fn access_to_freezes_is_asked_once_per_namespace() {
         let mut app = app();
-        app.freeze_access.clear();
+        app.access.clear();
         let commands = typed(&mut app, ":apps\nj");
         assert_eq!(
-            commands.iter().filter(|c| matches!(c, Command::CheckFreezeAccess { .. })).count(),
+            commands.iter().filter(|c| matches!(c, Command::CheckAccess { kind: WriteKind::Freeze, .. })).count(),
             1,
             "{commands:?}"
         );
         let again = typed(&mut app, "jk");
-        assert!(again.iter().all(|c| *c != Command::CheckFreezeAccess { namespace: "cap-hr".into() }), "{again:?}");
+        assert!(
+            again.iter().all(|c| *c != Command::CheckAccess { kind: WriteKind::Freeze, namespace: "cap-hr".into() }),
+            "{again:?}"
+        );
     }
 }
