@@ -97,7 +97,7 @@ async fn readiness(served: Served) -> Response {
                     &health.stores.scope,
                 ),
                 None => {
-                    let fallback = [(health.lease.namespace.clone(), health.lease.name.clone())];
+                    let fallback = [crate::api::ObjectKey::new(&health.lease.namespace, &health.lease.name)];
                     find(&health.client, &health.stores.scope, &fallback).await
                 }
             };

@@ -18,6 +18,7 @@ use kube::ResourceExt as _;
 use kube::api::{Api, ListParams};
 use serde::{Deserialize, Serialize};
 
+use crate::api::ObjectKey;
 use crate::api::lenient::Lenient;
 use crate::cluster::Scope;
 
@@ -400,19 +401,19 @@ pub fn renewed_among(leases: &[Lease], now: Timestamp) -> Vec<String> {
 /// Find the engine that leads what `scope` shows. When Leases cannot be listed cluster-wide,
 /// read the well-known places instead: `fallback` (the Lease this process was told about) and
 /// the install namespace's; if those cannot be read either, say so (never "nobody leads").
-pub async fn find(client: &kube::Client, scope: &Scope, fallback: &[(String, String)]) -> LeaderView {
+pub async fn find(client: &kube::Client, scope: &Scope, fallback: &[ObjectKey]) -> LeaderView {
     match engine_leases(client).await {
         Ok(leases) => leader_among(&leases, scope),
         Err(kube::Error::Api(status)) if status.code == 403 => {
             let mut seen = Vec::new();
             let mut refused = Vec::new();
-            let mut places: Vec<(String, String)> = fallback.to_vec();
-            places.push((INSTALL_NAMESPACE.into(), DEFAULT_LEASE_NAME.into()));
+            let mut places: Vec<ObjectKey> = fallback.to_vec();
+            places.push(ObjectKey::new(INSTALL_NAMESPACE, DEFAULT_LEASE_NAME));
             let mut unique = BTreeMap::new();
             for place in places {
                 unique.entry(place).or_insert(());
             }
-            for (namespace, name) in unique.into_keys() {
+            for ObjectKey { namespace, name } in unique.into_keys() {
                 let api: Api<Lenient<Lease>> = Api::namespaced(client.clone(), &namespace);
                 match api.get_opt(&name).await.map(|found| found.map(Lenient::into_result)) {
                     Ok(Some(Ok(lease))) => seen.push(EngineLease::from_lease(&lease, Timestamp::now())),

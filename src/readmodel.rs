@@ -169,10 +169,10 @@ pub fn snapshot(stores: &Stores, events: &[Arc<Event>], judging: &crate::credent
     snapshot
 }
 
-type Key = (String, String);
+type Key = crate::api::ObjectKey;
 
 fn key(namespace: Option<String>, name: &str) -> Key {
-    (namespace.unwrap_or_default(), name.to_string())
+    Key::new(namespace.unwrap_or_default(), name)
 }
 
 /// Lookups the rows of several views share, built once per snapshot.
@@ -354,12 +354,18 @@ mod tests {
         let op = |name: &str| row(name).operation.map(|(kind, state, step)| format!("{kind} {state} {step}"));
 
         assert_eq!((row("ready").state.as_str(), row("ready").blocked), ("Ready", None));
-        assert_eq!(row("ready").current, Some(("app-v2".into(), "2.0.0".into())));
+        assert_eq!(
+            row("ready").current,
+            Some(tenants::CurrentVersion { name: "app-v2".into(), semver: "2.0.0".into() })
+        );
         assert_eq!(op("ready").as_deref(), Some("upgrade Completed -"));
         assert_eq!(op("provisioning").as_deref(), Some("provisioning Processing 1/2"));
         assert_eq!(row("provisioning").current, None);
         assert_eq!(op("upgrading").as_deref(), Some("upgrade Processing 2/2"));
-        assert_eq!(row("upgrading").current, Some(("app-v1".into(), "1.0.0".into())));
+        assert_eq!(
+            row("upgrading").current,
+            Some(tenants::CurrentVersion { name: "app-v1".into(), semver: "1.0.0".into() })
+        );
         assert_eq!(row("upgrading").target, "2.0.0");
         assert_eq!(op("deleting").as_deref(), Some("deprovisioning Deleting -"));
         assert_eq!(op("provisioning-error").as_deref(), Some("provisioning Failed 1/2"));

@@ -122,9 +122,10 @@ pub fn seed(sandbox: &Sandbox, size: SeedSize) -> Result<usize, crate::sandbox::
         sandbox.load([json!({"apiVersion": "v1", "kind": "Secret",
             "metadata": {"name": secret, "namespace": planned.namespace, "labels": {"sme.sap.com/secret-owner-hash": hash}},
             "type": "Opaque", "data": {"VCAP_SERVICES": b64(planned.payload.expose())}})])?;
-        let mut deployment =
-            serde_json::to_value(&*lookup.deployments[&(planned.namespace.clone(), planned.deployment.clone())])
-                .map_err(|error| crate::sandbox::LoadError::Rejected(error.to_string()))?;
+        let mut deployment = serde_json::to_value(
+            &*lookup.deployments[&crate::api::ObjectKey::new(&planned.namespace, &planned.deployment)],
+        )
+        .map_err(|error| crate::sandbox::LoadError::Rejected(error.to_string()))?;
         deployment["apiVersion"] = json!("apps/v1");
         deployment["kind"] = json!("Deployment");
         deployment["spec"]["template"]["spec"]["containers"][0]["envFrom"] =

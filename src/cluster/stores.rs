@@ -37,7 +37,7 @@ use crate::api::lenient::Lenient;
 use crate::api::service_binding::ServiceBinding;
 use crate::api::{
     CAPApplication, CAPApplicationVersion, CAPTenant, CAPTenantOperation, DeploymentView, Freeze,
-    LABEL_SECRET_OWNER_HASH, RotationBatch,
+    LABEL_SECRET_OWNER_HASH, ObjectKey, RotationBatch,
 };
 
 /// An object the API returned that does not decode as its kind.
@@ -67,7 +67,7 @@ impl ConnectionState {
     }
 }
 
-type InvalidMap = Arc<Mutex<BTreeMap<(&'static str, String, String), String>>>;
+type InvalidMap = Arc<Mutex<BTreeMap<(&'static str, ObjectKey), String>>>;
 
 /// Failed lists and watches so far, by kind and HTTP status (`transport` without an answer).
 type WatchErrors = Arc<Mutex<BTreeMap<(&'static str, String), u64>>>;
@@ -179,9 +179,9 @@ impl Shared {
     }
 
     /// Record that `kind`'s object `key` does not decode (`Some`), or does again (`None`).
-    fn record_invalid(&self, kind: &'static str, (namespace, name): &(String, String), error: Option<String>) {
+    fn record_invalid(&self, kind: &'static str, key: &ObjectKey, error: Option<String>) {
         let mut map = self.invalid.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let key = (kind, namespace.clone(), name.clone());
+        let key = (kind, key.clone());
         let changed = match error {
             Some(error) => map.insert(key, error.clone()).as_ref() != Some(&error),
             None => map.remove(&key).is_some(),
@@ -428,10 +428,10 @@ impl Stores {
             .lock()
             .map(|map| {
                 map.iter()
-                    .map(|((kind, namespace, name), error)| InvalidObject {
+                    .map(|((kind, key), error)| InvalidObject {
                         kind,
-                        namespace: namespace.clone(),
-                        name: name.clone(),
+                        namespace: key.namespace.clone(),
+                        name: key.name.clone(),
                         error: error.clone(),
                     })
                     .collect()
@@ -467,10 +467,6 @@ impl Stores {
 
 fn strip_managed_fields<K: Resource>(object: &mut K) {
     object.meta_mut().managed_fields = None;
-}
-
-fn key_of(meta: &kube::core::ObjectMeta) -> (String, String) {
-    (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default())
 }
 
 /// Drop what nobody reads from the metadata of the objects kept: managedFields and kubectl's
@@ -614,7 +610,7 @@ struct Reflected<K: Resource<DynamicType = ()> + Clone + 'static> {
     writer: Writer<K>,
     invalid: InvalidMap,
     /// During a (re-)list: the objects that did not decode, recorded at its end.
-    pending: Option<BTreeMap<(String, String), String>>,
+    pending: Option<BTreeMap<ObjectKey, String>>,
 }
 
 impl<K: Resource<DynamicType = ()> + Clone + 'static> Reflected<K> {
@@ -634,7 +630,7 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Reflected<K> {
                         }
                     }
                     Err(undecodable) => {
-                        let key = (undecodable.namespace().to_string(), undecodable.name().to_string());
+                        let key = ObjectKey::new(undecodable.namespace(), undecodable.name());
                         self.pending.get_or_insert_with(BTreeMap::new).insert(key, undecodable.describe());
                     }
                 }
@@ -644,16 +640,16 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Reflected<K> {
                 self.writer.apply_watcher_event(&watcher::Event::InitDone);
                 let found = self.pending.take().unwrap_or_default();
                 let mut map = self.invalid.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                map.retain(|(kind, _, _), _| *kind != self.kind);
-                for ((namespace, name), error) in found {
-                    map.insert((self.kind, namespace, name), error);
+                map.retain(|(kind, _), _| *kind != self.kind);
+                for (key, error) in found {
+                    map.insert((self.kind, key), error);
                 }
                 true
             }
             watcher::Event::Apply(Lenient(decoded)) => {
                 match decoded {
                     Ok(object) => {
-                        let key = key_of(object.meta());
+                        let key = ObjectKey::of(object.meta());
                         self.record(key, None);
                         match self.kept(object) {
                             Some(object) => self.writer.apply_watcher_event(&watcher::Event::Apply(object)),
@@ -661,7 +657,7 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Reflected<K> {
                         }
                     }
                     Err(undecodable) => {
-                        let key = (undecodable.namespace().to_string(), undecodable.name().to_string());
+                        let key = ObjectKey::new(undecodable.namespace(), undecodable.name());
                         // What the store held of it is no longer what the server holds.
                         self.forget(&key);
                         self.record(key, Some(undecodable.describe()));
@@ -671,8 +667,8 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Reflected<K> {
             }
             watcher::Event::Delete(Lenient(decoded)) => {
                 let key = match &decoded {
-                    Ok(object) => key_of(object.meta()),
-                    Err(undecodable) => (undecodable.namespace().to_string(), undecodable.name().to_string()),
+                    Ok(object) => ObjectKey::of(object.meta()),
+                    Err(undecodable) => ObjectKey::new(undecodable.namespace(), undecodable.name()),
                 };
                 self.forget(&key);
                 self.record(key, None);
@@ -687,16 +683,16 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Reflected<K> {
         (self.keep)(&object).then_some(object)
     }
 
-    fn record(&self, (namespace, name): (String, String), error: Option<String>) {
+    fn record(&self, key: ObjectKey, error: Option<String>) {
         let mut map = self.invalid.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         match error {
-            Some(error) => map.insert((self.kind, namespace, name), error),
-            None => map.remove(&(self.kind, namespace, name)),
+            Some(error) => map.insert((self.kind, key), error),
+            None => map.remove(&(self.kind, key)),
         };
     }
 
-    fn forget(&mut self, (namespace, name): &(String, String)) {
-        let reference = ObjectRef::<K>::new(name).within(namespace);
+    fn forget(&mut self, key: &ObjectKey) {
+        let reference = ObjectRef::<K>::new(&key.name).within(&key.namespace);
         if let Some(previous) = self.reader.get(&reference) {
             self.writer.apply_watcher_event(&watcher::Event::Delete((*previous).clone()));
         }
@@ -832,13 +828,13 @@ pub fn is_relevant_event(event: &Event) -> bool {
 }
 
 /// Binding Secrets referenced by any CAPApplication in scope: (namespace, secret name).
-pub fn referenced_secrets(applications: &Store<CAPApplication>) -> BTreeSet<(String, String)> {
+pub fn referenced_secrets(applications: &Store<CAPApplication>) -> BTreeSet<ObjectKey> {
     applications
         .state()
         .iter()
         .flat_map(|app| {
             let namespace = app.namespace().unwrap_or_default();
-            app.spec.btp.services.iter().map(move |service| (namespace.clone(), service.secret.clone()))
+            app.spec.btp.services.iter().map(move |service| ObjectKey::new(namespace.clone(), service.secret.clone()))
         })
         .collect()
 }
@@ -904,7 +900,7 @@ impl crate::lookup::ObjectLookup for Stores {
 
     fn undecodable_deployment(&self, namespace: &str, name: &str) -> Option<String> {
         let invalid = self.invalid.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        invalid.get(&("Deployment", namespace.to_string(), name.to_string())).cloned()
+        invalid.get(&("Deployment", ObjectKey::new(namespace, name))).cloned()
     }
 }
 

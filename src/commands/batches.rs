@@ -266,7 +266,7 @@ pub fn target(
     default_namespace: &str,
     what: &str,
     given: &str,
-) -> Result<(String, String), crate::commands::UsageError> {
+) -> Result<crate::api::ObjectKey, crate::commands::UsageError> {
     use crate::commands::UsageError;
     let parts: Vec<&str> = given.split('/').collect();
     match parts.as_slice() {
@@ -276,13 +276,13 @@ pub fn target(
                     "{what} {given:?} names namespace {namespace:?} but -n says {flag:?}; give one of them"
                 )));
             }
-            Ok(((*namespace).into(), (*name).into()))
+            Ok(crate::api::ObjectKey::new(*namespace, *name))
         }
         [name] if !name.is_empty() => {
             if all_namespaces && explicit_namespace.is_none() {
                 return Err(UsageError(format!("with -A give the {what} as NAMESPACE/NAME")));
             }
-            Ok((explicit_namespace.unwrap_or(default_namespace).into(), (*name).into()))
+            Ok(crate::api::ObjectKey::new(explicit_namespace.unwrap_or(default_namespace), *name))
         }
         _ => Err(UsageError(format!("{what} {given:?} is not NAMESPACE/NAME or NAME (with -n NAMESPACE)"))),
     }
@@ -290,7 +290,7 @@ pub fn target(
 
 pub async fn action(cluster: &ClusterArgs, args: &BatchActionArgs, action: BatchAction) -> anyhow::Result<ExitCode> {
     let connection = connect(cluster).await?;
-    let (namespace, name) = target(
+    let crate::api::ObjectKey { namespace, name } = target(
         cluster.namespace.as_deref(),
         cluster.all_namespaces,
         &connection.default_namespace,

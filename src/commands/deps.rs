@@ -16,7 +16,7 @@ pub async fn run(cluster: &ClusterArgs, args: &DepsArgs) -> anyhow::Result<ExitC
     // NAMESPACE/NAME, or NAME in -n (else the context's namespace; `default` for manifests).
     let default_namespace =
         if args.files.is_empty() { cluster.connect().await?.default_namespace } else { "default".to_string() };
-    let (namespace, name) = super::batches::target(
+    let crate::api::ObjectKey { namespace, name } = super::batches::target(
         cluster.namespace.as_deref(),
         cluster.all_namespaces,
         &default_namespace,
@@ -69,7 +69,7 @@ async fn live(cluster: &ClusterArgs, namespace: &str, name: &str) -> anyhow::Res
     let mut fetched = Objects::default();
     for service in &app.spec.btp.services {
         let lookup = crate::cluster::read_secret(&connection.client, namespace, &service.secret).await;
-        fetched.secrets.insert((namespace.to_string(), service.secret.clone()), lookup);
+        fetched.secrets.insert(crate::api::ObjectKey::new(namespace, service.secret.clone()), lookup);
     }
     Ok(dependencies(&app, &fetched))
 }

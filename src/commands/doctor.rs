@@ -97,7 +97,7 @@ async fn checks(connection: &Connection, scope: &Scope, engine: &EngineSettings,
     out.extend(permissions(connection, scope).await);
     out.extend(undecodable(connection, scope).await);
     let (config, delay_warning) = engine.config(&connection.default_namespace);
-    let fallback = [(config.lease.namespace.clone(), config.lease.name.clone())];
+    let fallback = [crate::api::ObjectKey::new(&config.lease.namespace, &config.lease.name)];
     let leader = crate::leadership::find(&connection.client, scope, &fallback).await;
     out.extend(lease(connection, &config.lease, scope, &leader).await);
     out.extend(go_operator(connection, scope).await);

@@ -11,8 +11,8 @@ use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
 use super::UsageError;
-use crate::api::Freeze;
 use crate::api::common::{MAX_REASON, MAX_USER, bounded};
+use crate::api::{Freeze, ObjectKey};
 use crate::cli::{FreezeArgs, FreezeTargetArgs, FreezesArgs, UnfreezeArgs};
 use crate::cluster::{ClusterArgs, Connection, Scope, describe_error, who_am_i};
 use crate::freezes::{FreezeReport, FreezeState, Target, in_text};
@@ -87,8 +87,8 @@ async fn resolve(connection: &Connection, given: Given, lease_namespace: Option<
         Given::Namespace(namespace) => (Target::Namespace(namespace), None),
         Given::Application { namespace, name } => (Target::Application { namespace, name }, None),
         Given::Cluster => {
-            let fallback: Vec<(String, String)> =
-                lease_namespace.map(|ns| vec![(ns.to_string(), DEFAULT_LEASE_NAME.to_string())]).unwrap_or_default();
+            let fallback: Vec<ObjectKey> =
+                lease_namespace.map(|ns| vec![ObjectKey::new(ns, DEFAULT_LEASE_NAME)]).unwrap_or_default();
             let leader = crate::leadership::find(&connection.client, &Scope::All, &fallback).await;
             let (namespace, why) = cluster_namespace(&leader, lease_namespace);
             (Target::Cluster { lease_namespace: namespace }, Some(why))

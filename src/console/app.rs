@@ -86,7 +86,7 @@ pub struct Cursor {
     pub selected: usize,
     pub offset: usize,
     /// (namespace, name) of the selected row, to keep it selected when data changes.
-    pub key: Option<(String, String)>,
+    pub key: Option<super::views::RowKey>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -188,9 +188,9 @@ pub struct App {
     pub column_offset: usize,
     /// How each view's rows are sorted (`s` / `S` / `:sort`); unsorted views keep the model's order.
     pub sorts: HashMap<ViewKind, Sort>,
-    /// Subscription dependencies per application (namespace, name), worked out when its detail
+    /// Subscription dependencies per application, worked out when its detail
     /// pane opens rather than on every snapshot.
-    pub dependencies: HashMap<(String, String), Result<crate::deps::DependencyReport, String>>,
+    pub dependencies: HashMap<crate::api::ObjectKey, Result<crate::deps::DependencyReport, String>>,
     /// The namespaces the API server listed for `:ns` (asked when `:ns ` is typed), or why not.
     pub namespaces: Option<Result<Vec<String>, String>>,
     /// The kubeconfig's contexts, for `:ctx`.

@@ -11,6 +11,7 @@ use super::strings;
 use super::user_write::{Access, WriteKind};
 use super::views::view;
 use crate::actions::BatchAction;
+use crate::api::ObjectKey;
 use crate::readmodel::{BatchRow, Snapshot};
 
 pub fn row_count(snapshot: &Snapshot, kind: ViewKind) -> usize {
@@ -23,19 +24,19 @@ pub fn selected_index(app: &App) -> Option<usize> {
 }
 
 /// The batch the selection points at (a batch row, or the batch of a rollout row).
-pub fn selected_batch(app: &App) -> Option<(String, String)> {
+pub fn selected_batch(app: &App) -> Option<ObjectKey> {
     view(app.route.view).batch(&app.snapshot, selected_index(app)?)
 }
 
 /// The application the selection points at, for the freeze keys (an application row, or the
 /// application of a batch row).
-pub fn selected_application(app: &App) -> Option<(String, String)> {
+pub fn selected_application(app: &App) -> Option<ObjectKey> {
     view(app.route.view).application(&app.snapshot, selected_index(app)?)
 }
 
 /// What a write of `kind` would be aimed at: the selected batch, or the selected row's
 /// application.
-pub fn write_target(app: &App, kind: WriteKind) -> Option<(String, String)> {
+pub fn write_target(app: &App, kind: WriteKind) -> Option<ObjectKey> {
     match kind {
         WriteKind::Batch => selected_batch(app),
         WriteKind::Freeze => selected_application(app),
@@ -56,7 +57,7 @@ pub fn own_freeze<'a>(app: &'a App, namespace: &str, application: &str) -> Optio
 
 /// The batch action a key means for the selected batch (`h` releases a held batch).
 pub fn batch_action(app: &App, action: Action) -> Option<BatchAction> {
-    let (namespace, name) = selected_batch(app)?;
+    let ObjectKey { namespace, name } = selected_batch(app)?;
     let batch = app.snapshot.batches.iter().find(|row| row.namespace == namespace && row.name == name)?;
     Some(match action {
         Action::Approve => BatchAction::Approve,
@@ -76,7 +77,7 @@ pub fn write_blocked(app: &App, action: Action) -> Option<String> {
         return Some(strings::READONLY.to_string());
     }
     let kind = WriteKind::of(action)?;
-    let Some((namespace, target)) = write_target(app, kind) else {
+    let Some(ObjectKey { namespace, name: target }) = write_target(app, kind) else {
         return Some(kind.select_first().to_string());
     };
     match app.access.get(kind, &namespace) {

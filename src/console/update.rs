@@ -24,6 +24,7 @@ use super::row_filter::RowFilter;
 use super::strings;
 use super::user_write::{Access, PendingWrite, WriteKind};
 use super::views::view;
+use crate::api::ObjectKey;
 use crate::readmodel::Snapshot;
 
 /// How long a message stays in the footer; errors stay longer, to be read.
@@ -83,7 +84,7 @@ fn tick(app: &mut App, now: Timestamp) -> Vec<Command> {
     match &mut app.overlay {
         Overlay::Pods(pane) => pane
             .read_again(now)
-            .map(|(namespace, deployment)| Command::Pods { namespace, deployment })
+            .map(|ObjectKey { namespace, name }| Command::Pods { namespace, deployment: name })
             .into_iter()
             .collect(),
         _ => Vec::new(),
@@ -105,7 +106,7 @@ fn access_known(app: &mut App, kind: WriteKind, namespace: String, allowed: bool
     else {
         return Vec::new();
     };
-    if queries::write_target(app, kind) == Some((namespace, pending.target)) {
+    if queries::write_target(app, kind) == Some(ObjectKey::new(namespace, pending.target)) {
         open_dialog(app, pending.action)
     } else {
         Vec::new()
@@ -134,7 +135,7 @@ pub fn flash(app: &mut App, level: Level, text: String) {
 
 // ----- rows -----------------------------------------------------------------------------------
 
-fn row_key(snapshot: &Snapshot, kind: ViewKind, index: usize) -> Option<(String, String)> {
+fn row_key(snapshot: &Snapshot, kind: ViewKind, index: usize) -> Option<super::views::RowKey> {
     view(kind).key(snapshot, index)
 }
 
@@ -270,7 +271,7 @@ fn check_access_for_selection(app: &mut App) -> Vec<Command> {
     }
     let mut commands = Vec::new();
     for kind in WriteKind::ALL {
-        if let Some((namespace, _)) = queries::write_target(app, kind)
+        if let Some(ObjectKey { namespace, .. }) = queries::write_target(app, kind)
             && app.access.ask(kind, &namespace)
         {
             commands.push(Command::CheckAccess { kind, namespace });
@@ -284,7 +285,7 @@ fn drill_down(app: &mut App) -> Vec<Command> {
     if app.route.view == ViewKind::Fleet {
         return open_fleet_row(app, index);
     }
-    if let Some((namespace, deployment)) = view(app.route.view).workload(&app.snapshot, index) {
+    if let Some(ObjectKey { namespace, name: deployment }) = view(app.route.view).workload(&app.snapshot, index) {
         app.overlay = Overlay::Pods(Box::new(PodsPane::new(namespace.clone(), deployment.clone(), app.now)));
         return vec![Command::Pods { namespace, deployment }];
     }
@@ -401,14 +402,14 @@ fn open_dialog(app: &mut App, action: Action) -> Vec<Command> {
     let Some(kind) = WriteKind::of(action) else { return commands };
     if let Some(why) = write_blocked(app, action) {
         if why == kind.checking()
-            && let Some((namespace, target)) = queries::write_target(app, kind)
+            && let Some(ObjectKey { namespace, name: target }) = queries::write_target(app, kind)
         {
             app.pending_write = Some(PendingWrite { action, namespace, target });
         }
         flash(app, Level::Warning, format!("{}: {why}", strings::action_label(action)));
         return commands;
     }
-    let Some((namespace, target)) = queries::write_target(app, kind) else { return commands };
+    let Some(ObjectKey { namespace, name: target }) = queries::write_target(app, kind) else { return commands };
     let dialog = match kind {
         WriteKind::Batch => {
             let verb = batch_action(app, action);
@@ -531,7 +532,7 @@ pub mod testing {
     pub fn goto_batch(app: &mut App, name: &str) {
         typed(app, ":batches\n");
         press(app, KeyCode::Char('g'));
-        while selected_batch(app).is_none_or(|(_, batch)| batch != name) {
+        while selected_batch(app).is_none_or(|batch| batch.name != name) {
             let before = app.cursor().selected;
             press(app, KeyCode::Char('j'));
             assert_ne!(before, app.cursor().selected, "no batch {name}");
@@ -551,7 +552,7 @@ mod tests {
     use crate::engine::Role;
     use crossterm::event::{KeyCode, KeyEventKind};
 
-    fn selected_name(app: &App) -> Option<(String, String)> {
+    fn selected_name(app: &App) -> Option<crate::console::views::RowKey> {
         app.cursor().key
     }
 
@@ -923,7 +924,7 @@ mod tests {
         typed(&mut app, ":tenants\n/bookshop-t5\n");
         press(&mut app, KeyCode::Esc);
         // The filter is gone, t5 stays selected.
-        assert_eq!(selected_name(&app), Some(("cap-shop".into(), "bookshop-t5".into())));
+        assert_eq!(selected_name(&app), Some(crate::console::views::RowKey::object("cap-shop", "bookshop-t5")));
         // Rows appear above it: the selection follows the object, not the index.
         objects.add_tenants(3);
         for tenant in
@@ -935,7 +936,7 @@ mod tests {
         let before = app.cursor().selected;
         update(&mut app, Msg::Snapshot(Arc::new(objects.snapshot())));
         assert_eq!(app.cursor().selected, before + 3);
-        assert_eq!(selected_name(&app), Some(("cap-shop".into(), "bookshop-t5".into())));
+        assert_eq!(selected_name(&app), Some(crate::console::views::RowKey::object("cap-shop", "bookshop-t5")));
         // It disappears: the selection stays in range.
         objects.tenants.retain(|t| t.metadata.name.as_deref() != Some("bookshop-t5"));
         objects.tenants.truncate(2);

@@ -23,6 +23,7 @@ use super::app::{App, Focus, Route, ViewKind};
 use super::strings::relative;
 use super::table::Column;
 use super::theme::{batch_state_style, rollout_state_style, state_style};
+use crate::api::ObjectKey;
 use crate::readmodel::Snapshot;
 
 pub use detail_lines::tenants_served;
@@ -58,7 +59,7 @@ pub trait ViewSpec: Sync {
 
     fn rows(snapshot: &Snapshot) -> &[Self::Row];
     /// A stable identity, to keep a row selected when the data changes.
-    fn key(row: &Self::Row) -> (String, String);
+    fn key(row: &Self::Row) -> RowKey;
     /// (namespace, application) the row belongs to.
     fn owner(row: &Self::Row) -> (&str, &str);
     /// Whether the row is inside a focus other than an application's; `None`: the focus does
@@ -87,12 +88,12 @@ pub trait ViewSpec: Sync {
     fn yaml(_snapshot: &Snapshot, _row: &Self::Row) -> Option<(String, Result<Value, String>)> {
         None
     }
-    /// The batch (namespace, name) the row points at, for the batch keys.
-    fn batch(_row: &Self::Row) -> Option<(String, String)> {
+    /// The batch the row points at, for the batch keys.
+    fn batch(_row: &Self::Row) -> Option<ObjectKey> {
         None
     }
-    /// The Deployment (namespace, name) whose ReplicaSets and Pods Enter shows, if any.
-    fn workload(_row: &Self::Row) -> Option<(String, String)> {
+    /// The Deployment whose ReplicaSets and Pods Enter shows, if any.
+    fn workload(_row: &Self::Row) -> Option<ObjectKey> {
         None
     }
 }
@@ -105,7 +106,7 @@ pub trait View: Sync {
     fn batch_keys(&self) -> bool;
     fn freeze_keys(&self) -> bool;
     fn len(&self, snapshot: &Snapshot) -> usize;
-    fn key(&self, snapshot: &Snapshot, index: usize) -> Option<(String, String)>;
+    fn key(&self, snapshot: &Snapshot, index: usize) -> Option<RowKey>;
     fn in_focus(&self, snapshot: &Snapshot, index: usize, focus: &Focus) -> bool;
     fn search_text(&self, snapshot: &Snapshot, index: usize) -> Option<String>;
     fn cells(&self, app: &App, index: usize) -> Option<RowCells>;
@@ -114,10 +115,10 @@ pub trait View: Sync {
     fn detail(&self, app: &App, index: usize) -> Option<(String, Vec<String>)>;
     fn detail_needs(&self, snapshot: &Snapshot, index: usize) -> Option<DetailNeed>;
     fn yaml(&self, snapshot: &Snapshot, index: usize) -> Option<(String, Result<Value, String>)>;
-    fn batch(&self, snapshot: &Snapshot, index: usize) -> Option<(String, String)>;
-    /// The application (namespace, name) the freeze keys act on, in a view that has them.
-    fn application(&self, snapshot: &Snapshot, index: usize) -> Option<(String, String)>;
-    fn workload(&self, snapshot: &Snapshot, index: usize) -> Option<(String, String)>;
+    fn batch(&self, snapshot: &Snapshot, index: usize) -> Option<ObjectKey>;
+    /// The application the freeze keys act on, in a view that has them.
+    fn application(&self, snapshot: &Snapshot, index: usize) -> Option<ObjectKey>;
+    fn workload(&self, snapshot: &Snapshot, index: usize) -> Option<ObjectKey>;
 }
 
 impl<V: ViewSpec> View for V {
@@ -139,7 +140,7 @@ impl<V: ViewSpec> View for V {
     fn len(&self, snapshot: &Snapshot) -> usize {
         V::rows(snapshot).len()
     }
-    fn key(&self, snapshot: &Snapshot, index: usize) -> Option<(String, String)> {
+    fn key(&self, snapshot: &Snapshot, index: usize) -> Option<RowKey> {
         V::rows(snapshot).get(index).map(V::key)
     }
     fn in_focus(&self, snapshot: &Snapshot, index: usize, focus: &Focus) -> bool {
@@ -174,16 +175,34 @@ impl<V: ViewSpec> View for V {
     fn yaml(&self, snapshot: &Snapshot, index: usize) -> Option<(String, Result<Value, String>)> {
         V::rows(snapshot).get(index).and_then(|row| V::yaml(snapshot, row))
     }
-    fn batch(&self, snapshot: &Snapshot, index: usize) -> Option<(String, String)> {
+    fn batch(&self, snapshot: &Snapshot, index: usize) -> Option<ObjectKey> {
         V::rows(snapshot).get(index).and_then(V::batch)
     }
-    fn application(&self, snapshot: &Snapshot, index: usize) -> Option<(String, String)> {
+    fn application(&self, snapshot: &Snapshot, index: usize) -> Option<ObjectKey> {
         let row = V::rows(snapshot).get(index).filter(|_| V::FREEZE_KEYS)?;
         let (namespace, name) = V::owner(row);
-        Some((namespace.to_string(), name.to_string()))
+        Some(ObjectKey::new(namespace, name))
     }
-    fn workload(&self, snapshot: &Snapshot, index: usize) -> Option<(String, String)> {
+    fn workload(&self, snapshot: &Snapshot, index: usize) -> Option<ObjectKey> {
         V::rows(snapshot).get(index).and_then(V::workload)
+    }
+}
+
+/// A row's identity in its view, to keep it selected when the data changes: the object's
+/// `namespace/name`, or for rows that are not one object what makes them one (the fleet's
+/// context and namespace, a rollout's batch and Deployment).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RowKey(String);
+
+impl RowKey {
+    /// The row of one object.
+    pub fn object(namespace: &str, name: &str) -> Self {
+        Self(format!("{namespace}/{name}"))
+    }
+
+    /// The row made of `parts` (joined with a character no name holds).
+    pub fn of(parts: &[&str]) -> Self {
+        Self(parts.join("\u{1f}"))
     }
 }
 

@@ -23,9 +23,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::{NotifyConfig, PayloadFormat};
 use super::metrics::Metrics;
-use crate::api::RotationBatch;
 use crate::api::rotation_batch::NotificationRecord;
 use crate::api::rotation_batch::state::{ApprovalNeed, BatchState, HeldBy};
+use crate::api::{ObjectKey, RotationBatch};
 use crate::cluster::batch_writer::{BatchWriteError, BatchWriter, Change, Edit, OnConflict, Writer};
 use crate::cluster::stores::Stores;
 use crate::credentials::{CredentialReport, Verdict};
@@ -115,13 +115,14 @@ pub fn due(batches: &[Arc<RotationBatch>], credentials: &[CredentialReport], now
             });
         }
     }
-    let mut by_app: BTreeMap<(String, String), Vec<&Arc<RotationBatch>>> = BTreeMap::new();
+    let mut by_app: BTreeMap<ObjectKey, Vec<&Arc<RotationBatch>>> = BTreeMap::new();
     for batch in batches {
-        by_app.entry((batch.namespace().unwrap_or_default(), batch.spec.application.clone())).or_default().push(batch);
+        let application = ObjectKey::new(batch.namespace().unwrap_or_default(), &batch.spec.application);
+        by_app.entry(application).or_default().push(batch);
     }
     for report in credentials {
         for application in &report.applications {
-            let Some(app_batches) = by_app.get(&(report.namespace.clone(), application.clone())) else { continue };
+            let Some(app_batches) = by_app.get(&ObjectKey::new(&report.namespace, application)) else { continue };
             if let Some(due) = credentials_due(app_batches, report, application) {
                 out.push(due);
             }

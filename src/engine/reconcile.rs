@@ -52,12 +52,13 @@ use rollout::Rollouts;
 use status::{condition_reason, finish, is_done};
 use transitions::Transitions;
 
-type AppKey = (String, String);
+/// An application's or a batch's namespace and name.
+type AppKey = crate::api::ObjectKey;
 /// (namespace, batch, Deployment): one Deployment's rollout in one batch.
 type RolloutKey = (String, String, String);
 
 fn batch_key(batch: &RotationBatch) -> AppKey {
-    (batch.namespace().unwrap_or_default(), batch.name_any())
+    AppKey::of(&batch.metadata)
 }
 
 /// What every part of a pass reads and writes through.
@@ -94,8 +95,8 @@ impl Context {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
         let mut changes = self.stores.changes();
         loop {
-            awaited.retain(|(namespace, name), version| {
-                let seen = self.stores.batches.get(&ObjectRef::new(name).within(namespace));
+            awaited.retain(|key, version| {
+                let seen = self.stores.batches.get(&ObjectRef::new(&key.name).within(&key.namespace));
                 seen.is_none_or(|batch| behind(&batch.resource_version().unwrap_or_default(), version))
             });
             if awaited.is_empty() || tokio::time::Instant::now() >= deadline {
@@ -192,8 +193,8 @@ impl Reconciler {
     /// they ended: their applications are re-checked, their VCAP Secrets swept.
     fn notice_deleted_batches(&mut self) {
         for (batch, app) in std::mem::take(&mut self.open_seen) {
-            if self.context.stores.batches.get(&ObjectRef::new(&batch.1).within(&batch.0)).is_none() {
-                tracing::warn!(namespace = %batch.0, batch = %batch.1, application = %app.1,
+            if self.context.stores.batches.get(&ObjectRef::new(&batch.name).within(&batch.namespace)).is_none() {
+                tracing::warn!(namespace = %batch.namespace, batch = %batch.name, application = %app.name,
                     "an open batch was deleted before it ended; re-checking its application");
                 self.detection.recheck_later(app);
                 self.sweep_orphans = true;
@@ -265,7 +266,7 @@ impl Reconciler {
                     self.state_fix_refused.remove(&key);
                 }
                 Err(error) => {
-                    tracing::warn!(namespace = %key.0, batch = %key.1, error = %crate::cluster::describe_error(&error), "cannot put the ended batch's status.state (kubectl's STATE) right; trying again when the batch changes");
+                    tracing::warn!(namespace = %key.namespace, batch = %key.name, error = %crate::cluster::describe_error(&error), "cannot put the ended batch's status.state (kubectl's STATE) right; trying again when the batch changes");
                     self.state_fix_refused.insert(key, version);
                 }
             }
@@ -274,7 +275,7 @@ impl Reconciler {
 
     /// An observer keeps its baseline only, and says why a rotation it saw opened nothing.
     fn observe(&mut self) {
-        for (namespace, application) in self.detection.pending_applications() {
+        for AppKey { namespace, name: application } in self.detection.pending_applications() {
             // The leader handles it (or nobody, which /readyz and the console's header say).
             tracing::info!(
                 namespace = %namespace,
@@ -330,7 +331,8 @@ impl Reconciler {
     ) {
         let open = self.context.open_batches();
         let open_keys: BTreeSet<AppKey> = open.iter().map(|b| batch_key(b)).collect();
-        self.open_seen = open.iter().map(|b| (batch_key(b), (batch_key(b).0, b.spec.application.clone()))).collect();
+        self.open_seen =
+            open.iter().map(|b| (batch_key(b), AppKey::new(batch_key(b).namespace, &b.spec.application))).collect();
         let statuses: Vec<RotationBatchStatus> = open.iter().map(|batch| self.transitions.base(batch)).collect();
         self.rollouts.begin_pass(&statuses, &open_keys);
         self.transitions.retain(&open_keys);
@@ -465,15 +467,15 @@ impl Reconciler {
             }
         }
         metrics.batch_failed.clear();
-        let mut newest: BTreeMap<(String, String), &Arc<RotationBatch>> = BTreeMap::new();
+        let mut newest: BTreeMap<AppKey, &Arc<RotationBatch>> = BTreeMap::new();
         for batch in all {
-            let key = (batch.namespace().unwrap_or_default(), batch.spec.application.clone());
+            let key = AppKey::new(batch.namespace().unwrap_or_default(), &batch.spec.application);
             let created = |b: &RotationBatch| (b.metadata.creation_timestamp.clone().map(|t| t.0), b.name_any());
             if newest.get(&key).is_none_or(|known| created(known) < created(batch)) {
                 newest.insert(key, batch);
             }
         }
-        for ((namespace, application), batch) in newest {
+        for (AppKey { namespace, name: application }, batch) in newest {
             if batch.phase() == BatchPhase::Failed {
                 metrics.batch_failed.get_or_create(&AppLabels { namespace, application }).set(1);
             }

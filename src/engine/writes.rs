@@ -75,7 +75,7 @@ pub struct Writes {
     last_failure: tokio::sync::watch::Sender<Option<String>>,
     /// Batches written, by (namespace, name): the resourceVersion the stores must show before
     /// a pass reads them again.
-    awaited: std::sync::Mutex<HashMap<(String, String), String>>,
+    awaited: std::sync::Mutex<HashMap<crate::api::ObjectKey, String>>,
 }
 
 impl Writes {
@@ -168,13 +168,13 @@ impl Writes {
     }
 
     /// The batches written since the last call, with the versions written.
-    pub fn take_awaited(&self) -> HashMap<(String, String), String> {
+    pub fn take_awaited(&self) -> HashMap<crate::api::ObjectKey, String> {
         std::mem::take(&mut *self.awaited.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
     }
 
     /// A batch written: the next pass waits until the stores show it.
     fn await_version(&self, written: &RotationBatch) {
-        let key = (written.namespace().unwrap_or_default(), written.name_any());
+        let key = crate::api::ObjectKey::of(&written.metadata);
         let version = written.resource_version().unwrap_or_default();
         self.awaited.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(key, version);
     }

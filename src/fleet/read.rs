@@ -17,7 +17,7 @@ use crate::api::freeze::CLUSTER_FREEZE_NAME;
 use crate::api::lenient::Lenient;
 use crate::api::rotation_batch::DeploymentRolloutState;
 use crate::api::service_binding::ServiceBinding;
-use crate::api::{BatchPhase, CAPApplication, Freeze, FreezeScope, RotationBatch};
+use crate::api::{BatchPhase, CAPApplication, Freeze, FreezeScope, ObjectKey, RotationBatch};
 use crate::cluster::{ClusterArgs, Scope, describe_error};
 use crate::credentials::Verdict;
 use crate::manifest::Manifests;
@@ -278,7 +278,7 @@ async fn read_essentials(cluster: &ClusterArgs, context: &str, options: &FleetOp
             notes.extend(undecodable_note("ServiceBindings", &listed.undecodable));
             listed.items
         });
-    let fallback = [(
+    let fallback = [ObjectKey::new(
         options.lease_namespace.clone().unwrap_or_else(|| connection.default_namespace.clone()),
         options.lease_name.clone(),
     )];
@@ -289,7 +289,7 @@ async fn read_essentials(cluster: &ClusterArgs, context: &str, options: &FleetOp
         crate::leadership::LeaderView::Leads { lease, .. } => lease.split_once('/').map(|(ns, _)| ns.to_string()),
         _ => None,
     }
-    .unwrap_or_else(|| fallback[0].0.clone());
+    .unwrap_or_else(|| fallback[0].namespace.clone());
     let freezes = with_cluster_freeze(&client, &scope, &lease_namespace, freezes, &mut notes).await;
     // Each namespace's row names the engine that leads it (engines of single namespaces may lead
     // side by side in one context).
@@ -385,18 +385,18 @@ fn undecodable_note(what: &str, undecodable: &[crate::api::lenient::Undecodable]
 pub async fn binding_secrets(
     client: &kube::Client,
     applications: &[Arc<CAPApplication>],
-) -> std::collections::HashMap<(String, String), SecretLookup> {
-    let wanted: std::collections::BTreeSet<(String, String)> = applications
+) -> std::collections::HashMap<ObjectKey, SecretLookup> {
+    let wanted: std::collections::BTreeSet<ObjectKey> = applications
         .iter()
         .flat_map(|app| {
             let namespace = app.namespace().unwrap_or_default();
-            app.spec.btp.services.iter().map(move |service| (namespace.clone(), service.secret.clone()))
+            app.spec.btp.services.iter().map(move |service| ObjectKey::new(namespace.clone(), service.secret.clone()))
         })
         .collect();
     futures::stream::iter(wanted)
-        .map(|(namespace, name)| async move {
-            let lookup = crate::cluster::read_secret(client, &namespace, &name).await;
-            ((namespace, name), lookup)
+        .map(|key| async move {
+            let lookup = crate::cluster::read_secret(client, &key.namespace, &key.name).await;
+            (key, lookup)
         })
         .buffer_unordered(8)
         .collect()
@@ -462,7 +462,7 @@ pub async fn consumer_objects(
                 {
                     for source in container.env_from.iter().flatten() {
                         if let Some(secret) = &source.secret_ref {
-                            referenced.insert((namespace.clone(), secret.name.clone()));
+                            referenced.insert(ObjectKey::new(namespace.clone(), secret.name.clone()));
                         }
                     }
                 }
@@ -471,18 +471,18 @@ pub async fn consumer_objects(
             Ok(None) => {}
             // Not known, for this Deployment's applications only (the planner says so).
             Ok(Some(Err(undecodable))) => {
-                objects.unreadable_deployments.insert((namespace, name), undecodable.describe());
+                objects.unreadable_deployments.insert(ObjectKey::new(namespace, name), undecodable.describe());
             }
             Err(error) => {
-                objects.unreadable_deployments.insert((namespace, name), describe_error(&error));
+                objects.unreadable_deployments.insert(ObjectKey::new(namespace, name), describe_error(&error));
             }
         }
     }
     let unknown: Vec<_> = referenced.into_iter().filter(|key| !objects.secrets.contains_key(key)).collect();
     let secrets: Vec<_> = futures::stream::iter(unknown)
-        .map(|(namespace, name)| async move {
-            let lookup = crate::cluster::read_secret(client, &namespace, &name).await;
-            ((namespace, name), lookup)
+        .map(|key| async move {
+            let lookup = crate::cluster::read_secret(client, &key.namespace, &key.name).await;
+            (key, lookup)
         })
         .buffer_unordered(8)
         .collect()

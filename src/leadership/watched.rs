@@ -16,13 +16,14 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use tokio::sync::watch;
 
 use super::{ENGINE_LABEL, GO_OPERATOR_LEASE};
+use crate::api::ObjectKey;
 use crate::api::lenient::Lenient;
 
 /// What the watch has seen: the Leases by `(namespace, name)`, once listed, and whether the watch
 /// works now.
 #[derive(Clone, Debug, Default)]
 struct Seen {
-    leases: BTreeMap<(String, String), Lease>,
+    leases: BTreeMap<ObjectKey, Lease>,
     listed: bool,
     /// Why the watch does not work now (`None` once an event arrives again).
     failing: Option<String>,
@@ -66,10 +67,11 @@ impl WatchedLeases {
         let task = tokio::spawn(async move {
             let mut stream = watcher(api, config).default_backoff().boxed();
             // A re-list builds here and replaces what was seen only once complete.
-            let mut relisting: Option<BTreeMap<(String, String), Lease>> = None;
+            let mut relisting: Option<BTreeMap<ObjectKey, Lease>> = None;
             let mut told = false;
             while let Some(event) = stream.next().await {
-                let key = |lease: &Lenient<Lease>| (lease.namespace().unwrap_or_default(), lease.name_any());
+                let key =
+                    |lease: &Lenient<Lease>| ObjectKey::new(lease.namespace().unwrap_or_default(), lease.name_any());
                 if tx.is_closed() {
                     return;
                 }

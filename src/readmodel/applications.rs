@@ -81,8 +81,8 @@ pub(super) fn app_rows(apps: &[Arc<CAPApplication>], index: &Index, secret_keys:
                 OptIn::No
             };
             AppRow {
-                namespace: app_key.0.clone(),
-                name: app_key.1.clone(),
+                namespace: app_key.namespace.clone(),
+                name: app_key.name.clone(),
                 state: app
                     .status
                     .as_ref()
@@ -112,7 +112,7 @@ pub(super) fn app_rows(apps: &[Arc<CAPApplication>], index: &Index, secret_keys:
                         name: service.name.clone(),
                         class: service.class.clone(),
                         secret: service.secret.clone(),
-                        keys: secret_keys(&app_key.0, &service.secret),
+                        keys: secret_keys(&app_key.namespace, &service.secret),
                     })
                     .collect(),
                 object: app.clone(),

@@ -7,7 +7,7 @@ use kube::ResourceExt;
 
 use crate::api::CAPTenantOperation;
 
-use super::Index;
+use super::{Index, key};
 
 #[derive(Clone, Debug)]
 pub struct OperationRow {
@@ -49,7 +49,7 @@ pub(super) fn operation_rows(operations: &[Arc<CAPTenantOperation>], index: &Ind
                 .find(|c| c.type_ == "Ready")
                 .map(|c| c.message.clone())
                 .unwrap_or_default();
-            let tenant = index.tenant_by_id.get(&(namespace.clone(), op.spec.tenant_id.clone()));
+            let tenant = index.tenant_by_id.get(&key(Some(namespace.clone()), &op.spec.tenant_id));
             OperationRow {
                 tenant: tenant.map_or_else(|| op.spec.sub_domain.clone(), |t| t.name_any()),
                 application: tenant.map(|t| t.spec.cap_application_instance.clone()).unwrap_or_default(),

@@ -6,7 +6,14 @@ use kube::ResourceExt;
 
 use crate::api::CAPTenant;
 
-use super::{Index, state_of};
+use super::{Index, key, state_of};
+
+/// The CAPApplicationVersion a tenant runs: its name and its semver.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CurrentVersion {
+    pub name: String,
+    pub semver: String,
+}
 
 #[derive(Clone, Debug)]
 pub struct TenantRow {
@@ -16,8 +23,8 @@ pub struct TenantRow {
     pub subdomain: String,
     pub state: String,
     pub ready: bool,
-    /// Current version: CAPApplicationVersion name and its semver.
-    pub current: Option<(String, String)>,
+    /// The version the tenant runs now, if it runs one.
+    pub current: Option<CurrentVersion>,
     /// `spec.version`: the version the tenant should be on.
     pub target: String,
     pub strategy: String,
@@ -34,16 +41,14 @@ pub(super) fn tenant_rows(tenants: &[Arc<CAPTenant>], index: &Index) -> Vec<Tena
         .map(|tenant| {
             let namespace = tenant.namespace().unwrap_or_default();
             let (ready, state) = state_of(tenant.status.as_ref().map(|s| &s.generic), tenant.state().to_string());
-            let current = tenant.current_version_instance().map(|name| {
-                (
-                    name.to_string(),
-                    index.version_semver.get(&(namespace.clone(), name.to_string())).cloned().unwrap_or_default(),
-                )
+            let current = tenant.current_version_instance().map(|name| CurrentVersion {
+                name: name.to_string(),
+                semver: index.version_semver.get(&key(Some(namespace.clone()), name)).cloned().unwrap_or_default(),
             });
             let strategy =
                 tenant.spec.version_upgrade_strategy.as_ref().map_or_else(|| "always".to_string(), ToString::to_string);
             let operation =
-                index.operation_of_tenant.get(&(namespace.clone(), tenant.spec.tenant_id.clone())).map(|op| {
+                index.operation_of_tenant.get(&key(Some(namespace.clone()), &tenant.spec.tenant_id)).map(|op| {
                     let steps = op.spec.steps.len();
                     let step = op
                         .status
@@ -56,7 +61,7 @@ pub(super) fn tenant_rows(tenants: &[Arc<CAPTenant>], index: &Index) -> Vec<Tena
                         step,
                     )
                 });
-            let current_semver = current.as_ref().map(|c| c.1.as_str()).unwrap_or_default();
+            let current_semver = current.as_ref().map(|c| c.semver.as_str()).unwrap_or_default();
             let behind = !tenant.spec.version.is_empty() && tenant.spec.version != current_semver;
             let blocked = if strategy == "never" && behind {
                 Some("versionUpgradeStrategy is never: stays on its version".to_string())

@@ -8,7 +8,7 @@ use kube::ResourceExt;
 use crate::api::CAPApplicationVersion;
 use crate::plan::{compare_versions, latest_ready_version};
 
-use super::{Index, state_of};
+use super::{Index, key, state_of};
 
 #[derive(Clone, Debug)]
 pub struct VersionRow {
@@ -31,7 +31,7 @@ pub(super) fn version_rows(versions: &[Arc<CAPApplicationVersion>], index: &Inde
         .iter()
         .map(|version| {
             let namespace = version.namespace().unwrap_or_default();
-            let app_key = (namespace.clone(), version.spec.cap_application_instance.clone());
+            let app_key = key(Some(namespace.clone()), &version.spec.cap_application_instance);
             let latest = index
                 .versions_by_app
                 .get(&app_key)
@@ -51,7 +51,7 @@ pub(super) fn version_rows(versions: &[Arc<CAPApplicationVersion>], index: &Inde
                 latest,
                 deployments: version.spec.workloads.iter().filter(|w| w.deployment_definition.is_some()).count(),
                 jobs: version.spec.workloads.iter().filter(|w| w.job_definition.is_some()).count(),
-                tenants: index.tenants_on_version.get(&(namespace, version.name_any())).copied().unwrap_or(0),
+                tenants: index.tenants_on_version.get(&key(Some(namespace), &version.name_any())).copied().unwrap_or(0),
                 created: version.metadata.creation_timestamp.as_ref().map(|t| t.0),
                 object: version.clone(),
             }

@@ -267,8 +267,8 @@ async fn a_pods_log_is_read_with_its_credentials_masked() {
     let secrets: Vec<k8s_openapi::api::core::v1::Secret> = sandbox
         .binding_secrets()
         .into_iter()
-        .filter(|(namespace, _)| namespace == "cap-hr")
-        .filter_map(|(namespace, name)| sandbox.get("", "secrets", &namespace, &name))
+        .filter(|secret| secret.namespace == "cap-hr")
+        .filter_map(|secret| sandbox.get("", "secrets", &secret.namespace, &secret.name))
         .map(|secret| serde_json::from_value(secret).expect("secret"))
         .collect();
     let values = capdeck::readmodel::pods::credential_values(&secrets);

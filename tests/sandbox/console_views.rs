@@ -46,7 +46,7 @@ fn select_batch(app: &mut App, name: &str) {
     keys(app, ":batches\n");
     key(app, KeyCode::Char('g'));
     for _ in 0..app.visible.len() {
-        if capdeck::console::queries::selected_batch(app).is_some_and(|(_, batch)| batch == name) {
+        if capdeck::console::queries::selected_batch(app).is_some_and(|batch| batch.name == name) {
             return;
         }
         key(app, KeyCode::Char('j'));

@@ -10,6 +10,7 @@ pub mod deployment_view;
 pub mod freeze;
 pub mod go_duration;
 pub mod lenient;
+pub mod object_key;
 pub mod rollout_progress;
 pub mod rotation_batch;
 pub mod service_binding;
@@ -22,6 +23,7 @@ pub use cap::{
 pub use common::{Condition, ConditionStatus, GenericStatus};
 pub use deployment_view::DeploymentView;
 pub use freeze::{Freeze, FreezeScope, FreezeSpec};
+pub use object_key::ObjectKey;
 pub use rotation_batch::{BatchPhase, RotationBatch, RotationBatchSpec, RotationBatchStatus};
 
 /// Opt-in to capdeck's rollout without setting the upstream spec flag.

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::api::go_duration::{humanize, parse_go_duration};
 use crate::api::service_binding::{self, RESYNC_SECONDS, ServiceBinding};
-use crate::api::{CAPApplication, DeploymentView, RotationBatch};
+use crate::api::{CAPApplication, DeploymentView, ObjectKey, RotationBatch};
 use crate::plan::{CapIndex, ObjectLookup, PlanAction, Rotated, SecretLookup};
 use crate::vcap::entry::{SecretLayout, layout};
 
@@ -236,12 +236,12 @@ pub fn overview(inputs: &Inputs<'_>) -> CredentialsOverview {
 /// [`overview`], with the wait for the next change window and the end of any freeze counted in
 /// each margin (docs/CREDENTIALS.md).
 pub fn overview_scheduled(inputs: &Inputs<'_>, schedule: &Schedule<'_>) -> CredentialsOverview {
-    let mut consumers: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    let mut consumers: BTreeMap<ObjectKey, Vec<String>> = BTreeMap::new();
     for app in inputs.applications {
         let namespace = app.metadata.namespace.clone().unwrap_or_else(|| "default".into());
         let name = app.metadata.name.clone().unwrap_or_default();
         for service in &app.spec.btp.services {
-            let apps = consumers.entry((namespace.clone(), service.secret.clone())).or_default();
+            let apps = consumers.entry(ObjectKey::new(namespace.clone(), service.secret.clone())).or_default();
             if !apps.contains(&name) {
                 apps.push(name.clone());
             }
@@ -249,7 +249,7 @@ pub fn overview_scheduled(inputs: &Inputs<'_>, schedule: &Schedule<'_>) -> Crede
     }
     let credentials = consumers
         .into_iter()
-        .map(|((namespace, secret), applications)| report(inputs, schedule, &namespace, &secret, applications))
+        .map(|(secret, applications)| report(inputs, schedule, &secret.namespace, &secret.name, applications))
         .collect();
     let horizon = plus(inputs.now, 24 * 3600);
     let due_within_24h = inputs

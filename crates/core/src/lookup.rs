@@ -10,7 +10,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 
-use crate::api::{CAPApplication, CAPApplicationVersion, CAPTenant, DeploymentView};
+use crate::api::{CAPApplication, CAPApplicationVersion, CAPTenant, DeploymentView, ObjectKey};
 
 /// What the planner can find out about a Secret.
 #[derive(Clone, Debug)]
@@ -38,9 +38,9 @@ pub trait ObjectLookup {
 #[derive(Default)]
 pub struct CapIndex {
     applications: Vec<Arc<CAPApplication>>,
-    versions: HashMap<(String, String), Vec<Arc<CAPApplicationVersion>>>,
-    versions_by_name: HashMap<(String, String), Arc<CAPApplicationVersion>>,
-    tenants: HashMap<(String, String), Vec<Arc<CAPTenant>>>,
+    versions: HashMap<ObjectKey, Vec<Arc<CAPApplicationVersion>>>,
+    versions_by_name: HashMap<ObjectKey, Arc<CAPApplicationVersion>>,
+    tenants: HashMap<ObjectKey, Vec<Arc<CAPTenant>>>,
 }
 
 impl CapIndex {
@@ -52,11 +52,16 @@ impl CapIndex {
         let mut index = Self { applications, ..Self::default() };
         for version in versions {
             let namespace = version.namespace().unwrap_or_default();
-            index.versions_by_name.insert((namespace.clone(), version.name_any()), version.clone());
-            index.versions.entry((namespace, version.spec.cap_application_instance.clone())).or_default().push(version);
+            index.versions_by_name.insert(ObjectKey::new(namespace.clone(), version.name_any()), version.clone());
+            index
+                .versions
+                .entry(ObjectKey::new(namespace, version.spec.cap_application_instance.clone()))
+                .or_default()
+                .push(version);
         }
         for tenant in tenants {
-            let key = (tenant.namespace().unwrap_or_default(), tenant.spec.cap_application_instance.clone());
+            let key =
+                ObjectKey::new(tenant.namespace().unwrap_or_default(), tenant.spec.cap_application_instance.clone());
             index.tenants.entry(key).or_default().push(tenant);
         }
         index.applications.sort_by_key(|app| (app.namespace(), app.name_any()));
@@ -68,53 +73,49 @@ impl CapIndex {
     }
 
     pub fn versions_of(&self, app: &CAPApplication) -> &[Arc<CAPApplicationVersion>] {
-        self.versions.get(&(app.namespace().unwrap_or_default(), app.name_any())).map_or(&[], Vec::as_slice)
+        self.versions.get(&ObjectKey::of(&app.metadata)).map_or(&[], Vec::as_slice)
     }
 
     pub fn tenants_of(&self, app: &CAPApplication) -> &[Arc<CAPTenant>] {
-        self.tenants.get(&(app.namespace().unwrap_or_default(), app.name_any())).map_or(&[], Vec::as_slice)
+        self.tenants.get(&ObjectKey::of(&app.metadata)).map_or(&[], Vec::as_slice)
     }
 
     pub fn version(&self, namespace: &str, name: &str) -> Option<&Arc<CAPApplicationVersion>> {
-        self.versions_by_name.get(&(namespace.to_string(), name.to_string()))
+        self.versions_by_name.get(&ObjectKey::new(namespace, name))
     }
 }
 
 /// Secrets and Deployments held in memory, by (namespace, name).
 #[derive(Clone, Debug, Default)]
 pub struct Objects {
-    pub secrets: HashMap<(String, String), SecretLookup>,
-    pub deployments: HashMap<(String, String), Arc<DeploymentView>>,
+    pub secrets: HashMap<ObjectKey, SecretLookup>,
+    pub deployments: HashMap<ObjectKey, Arc<DeploymentView>>,
     /// Deployments that exist but could not be read or decoded, and why.
-    pub unreadable_deployments: HashMap<(String, String), String>,
+    pub unreadable_deployments: HashMap<ObjectKey, String>,
 }
 
 impl Objects {
     /// Add a Secret under its own namespace and name.
     pub fn add_secret(&mut self, secret: Arc<Secret>) {
-        self.secrets.insert((secret.namespace().unwrap_or_default(), secret.name_any()), SecretLookup::Found(secret));
+        self.secrets.insert(ObjectKey::of(&secret.metadata), SecretLookup::Found(secret));
     }
 
     /// Add a Deployment under its own namespace and name.
     pub fn add_deployment(&mut self, deployment: Arc<DeploymentView>) {
-        let key = (
-            deployment.metadata.namespace.clone().unwrap_or_default(),
-            deployment.metadata.name.clone().unwrap_or_default(),
-        );
-        self.deployments.insert(key, deployment);
+        self.deployments.insert(ObjectKey::of(&deployment.metadata), deployment);
     }
 }
 
 impl ObjectLookup for Objects {
     fn secret(&self, namespace: &str, name: &str) -> SecretLookup {
-        self.secrets.get(&(namespace.to_string(), name.to_string())).cloned().unwrap_or(SecretLookup::Missing)
+        self.secrets.get(&ObjectKey::new(namespace, name)).cloned().unwrap_or(SecretLookup::Missing)
     }
 
     fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<DeploymentView>> {
-        self.deployments.get(&(namespace.to_string(), name.to_string())).cloned()
+        self.deployments.get(&ObjectKey::new(namespace, name)).cloned()
     }
 
     fn undecodable_deployment(&self, namespace: &str, name: &str) -> Option<String> {
-        self.unreadable_deployments.get(&(namespace.to_string(), name.to_string())).cloned()
+        self.unreadable_deployments.get(&ObjectKey::new(namespace, name)).cloned()
     }
 }

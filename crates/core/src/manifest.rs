@@ -14,7 +14,9 @@ use k8s_openapi::api::core::v1::Secret;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::api::{CAPApplication, CAPApplicationVersion, CAPTenant, CAPTenantOperation, DeploymentView, RotationBatch};
+use crate::api::{
+    CAPApplication, CAPApplicationVersion, CAPTenant, CAPTenantOperation, DeploymentView, ObjectKey, RotationBatch,
+};
 use crate::lookup::{ObjectLookup, Objects, SecretLookup};
 use crate::plan::{Problem, ProblemKind};
 
@@ -237,7 +239,7 @@ impl Manifests {
                     Ok(secret) => SecretLookup::Found(Arc::new(secret)),
                     Err(message) => SecretLookup::Malformed(message),
                 };
-                self.lookup.secrets.insert((namespace, name), lookup);
+                self.lookup.secrets.insert(ObjectKey::new(namespace, name), lookup);
             }
             (version, "ServiceBinding") if version.starts_with("services.cloud.sap.com/") => {
                 if let Some(binding) = self.decode_plain(&label, &namespace, document) {
@@ -246,7 +248,7 @@ impl Manifests {
             }
             ("apps/v1", "Deployment") => {
                 if let Some(deployment) = self.decode::<DeploymentView>(&label, &namespace, None, document) {
-                    self.lookup.deployments.insert((namespace, name), deployment);
+                    self.lookup.deployments.insert(ObjectKey::new(namespace, name), deployment);
                 }
             }
             _ => self.ignored += 1,

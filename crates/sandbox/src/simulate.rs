@@ -437,9 +437,9 @@ impl Sandbox {
         }
     }
 
-    /// Binding Secrets referenced by any CAPApplication: (namespace, secret name).
-    pub fn binding_secrets(&self) -> Vec<(String, String)> {
-        let mut secrets: Vec<(String, String)> = self
+    /// Binding Secrets referenced by any CAPApplication.
+    pub fn binding_secrets(&self) -> Vec<crate::api::ObjectKey> {
+        let mut secrets: Vec<crate::api::ObjectKey> = self
             .list("sme.sap.com", "capapplications")
             .iter()
             .flat_map(|app| {
@@ -451,7 +451,7 @@ impl Sandbox {
                         services
                             .iter()
                             .filter_map(|service| service.get("secret").and_then(Value::as_str))
-                            .map(|secret| (namespace.clone(), secret.to_string()))
+                            .map(|secret| crate::api::ObjectKey::new(namespace.clone(), secret))
                             .collect::<Vec<_>>()
                     })
                     .unwrap_or_default()
@@ -513,7 +513,7 @@ impl Sandbox {
                     use rand::RngExt as _;
                     rand::rng().random_range(0..secrets.len())
                 };
-                let (namespace, name) = &secrets[index];
+                let crate::api::ObjectKey { namespace, name } = &secrets[index];
                 if sandbox.rotate_secret(namespace, name).is_some() {
                     // The target keeps the name it had inside the application (`RUST_LOG=capdeck=…`).
                     tracing::info!(target: "capdeck::sandbox::simulate", namespace, secret = name, "sandbox rotated a binding secret");

@@ -24,6 +24,7 @@ use tokio::task::JoinHandle;
 
 use super::{Shared, api_status, prune_metadata, referenced_secrets};
 use crate::api::CAPApplication;
+use crate::api::ObjectKey;
 use crate::api::lenient::{Lenient, Undecodable};
 
 /// The name readiness and errors are tracked under.
@@ -34,11 +35,11 @@ const PARALLEL_READS: usize = 16;
 /// the Secret's next rotation into its first sight.
 const RETRY: Duration = Duration::from_secs(5);
 
-type Key = (String, String);
+type Key = ObjectKey;
 
 fn key_of<K: kube::Resource>(object: &K) -> Key {
     // A Secret's metadata that does not decode still names it (`Lenient`).
-    (object.namespace().unwrap_or_default(), object.name_any())
+    ObjectKey::new(object.namespace().unwrap_or_default(), object.name_any())
 }
 
 /// The store and its task. The store fills once CAPApplications have listed (it must know what
@@ -297,7 +298,7 @@ impl Follower {
         match error {
             ReadError::Api(error) => {
                 let why = crate::cluster::describe_error(&error);
-                tracing::warn!(namespace = %key.0, secret = %key.1, error = %why, "could not read a referenced binding Secret; trying again");
+                tracing::warn!(namespace = %key.namespace, secret = %key.name, error = %why, "could not read a referenced binding Secret; trying again");
                 self.shared.failed(KIND, &watcher::Error::InitialListFailed(error));
             }
             // Not retried: it is read again when it changes.
@@ -318,7 +319,7 @@ impl Follower {
     }
 
     fn stored(&self, key: &Key) -> Option<std::sync::Arc<Secret>> {
-        self.reader.get(&ObjectRef::new(&key.1).within(&key.0))
+        self.reader.get(&ObjectRef::new(&key.name).within(&key.namespace))
     }
 
     fn stored_version(&self, key: &Key) -> Option<String> {
@@ -341,7 +342,7 @@ enum ReadError {
 }
 
 /// One Secret, whole, by name: `None` when it does not exist.
-async fn read(client: &kube::Client, (namespace, name): &Key) -> Result<Option<Secret>, ReadError> {
+async fn read(client: &kube::Client, ObjectKey { namespace, name }: &Key) -> Result<Option<Secret>, ReadError> {
     let api: Api<Lenient<Secret>> = Api::namespaced(client.clone(), namespace);
     let list =
         api.list(&ListParams::default().fields(&format!("metadata.name={name}"))).await.map_err(ReadError::Api)?;

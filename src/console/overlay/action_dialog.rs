@@ -581,7 +581,7 @@ mod freeze_tests {
     fn on_application(name: &str) -> App {
         let mut app = app();
         typed(&mut app, &format!(":apps\n/^cap-\\S+ {name} \n"));
-        assert_eq!(crate::console::queries::selected_application(&app).map(|(_, a)| a).as_deref(), Some(name));
+        assert_eq!(crate::console::queries::selected_application(&app).map(|a| a.name).as_deref(), Some(name));
         app
     }
 

@@ -63,13 +63,13 @@ impl PodsPane {
     }
 
     /// When it is time to read the rows again: the Deployment to read (one read at a time).
-    pub fn read_again(&mut self, now: Timestamp) -> Option<(String, String)> {
+    pub fn read_again(&mut self, now: Timestamp) -> Option<crate::api::ObjectKey> {
         if !self.due(now) {
             return None;
         }
         self.loading = true;
         self.asked_at = now;
-        Some((self.namespace.clone(), self.deployment.clone()))
+        Some(crate::api::ObjectKey::new(&self.namespace, &self.deployment))
     }
 
     /// The rows arrived: keep the selection on the same object when the rows move.

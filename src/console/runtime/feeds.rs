@@ -55,7 +55,7 @@ pub(super) fn forward_leader(
     };
     tokio::spawn(async move {
         let mut watched = WatchedLeases::engines(&client);
-        let fallback = [(lease.namespace.clone(), lease.name.clone())];
+        let fallback = [crate::api::ObjectKey::new(&lease.namespace, &lease.name)];
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         let mut looked: Option<tokio::time::Instant> = None;
         loop {

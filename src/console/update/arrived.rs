@@ -95,7 +95,7 @@ pub(super) fn dependencies(
     name: String,
     report: Result<crate::deps::DependencyReport, String>,
 ) -> Vec<Command> {
-    app.dependencies.insert((namespace, name), report);
+    app.dependencies.insert(crate::api::ObjectKey::new(namespace, name), report);
     // An open detail pane shows the answer at once (the scroll stays where it was).
     if let Overlay::Detail(pane) = &app.overlay {
         let scroll = pane.scroll;

@@ -4,7 +4,8 @@ use ratatui::text::{Line, Span};
 use serde_json::Value;
 
 use super::detail_lines::{conditions, to_value, window_lines};
-use super::{DetailNeed, RowCells, ViewSpec, batch_state_style, relative, state_style};
+use super::{DetailNeed, RowCells, RowKey, ViewSpec, batch_state_style, relative, state_style};
+use crate::api::ObjectKey;
 use crate::console::app::{App, Focus, Route, ViewKind};
 use crate::console::table::Column;
 use crate::readmodel::{AppRow, Snapshot};
@@ -33,8 +34,8 @@ impl ViewSpec for Applications {
         &snapshot.apps
     }
 
-    fn key(row: &AppRow) -> (String, String) {
-        (row.namespace.clone(), row.name.clone())
+    fn key(row: &AppRow) -> RowKey {
+        RowKey::object(&row.namespace, &row.name)
     }
 
     fn owner(row: &AppRow) -> (&str, &str) {
@@ -107,7 +108,7 @@ impl ViewSpec for Applications {
             };
             lines.push(format!("  {} [{}] → {}: {keys}", service.name, service.class, service.secret));
         }
-        match app.dependencies.get(&(row.namespace.clone(), row.name.clone())) {
+        match app.dependencies.get(&ObjectKey::new(&row.namespace, &row.name)) {
             Some(Ok(report)) => {
                 lines.push(String::new());
                 lines.push(format!(
@@ -139,7 +140,7 @@ impl ViewSpec for Applications {
         Some((format!("{}/{}", row.namespace, row.name), to_value(&*row.object)))
     }
 
-    fn batch(row: &AppRow) -> Option<(String, String)> {
-        row.batch.as_ref().map(|batch| (row.namespace.clone(), batch.name.clone()))
+    fn batch(row: &AppRow) -> Option<ObjectKey> {
+        row.batch.as_ref().map(|batch| ObjectKey::new(&row.namespace, &batch.name))
     }
 }

@@ -4,7 +4,8 @@ use ratatui::text::{Line, Span};
 use serde_json::Value;
 
 use super::detail_lines::{batch_lines, tenants_served, to_value};
-use super::{RowCells, SortKey, ViewSpec, age, age_key, batch_state_style, batch_when};
+use super::{RowCells, RowKey, SortKey, ViewSpec, age, age_key, batch_state_style, batch_when};
+use crate::api::ObjectKey;
 use crate::console::app::{App, Focus, Route, ViewKind};
 use crate::console::table::Column;
 use crate::readmodel::{BatchRow, Snapshot};
@@ -37,8 +38,8 @@ impl ViewSpec for Batches {
         &snapshot.batches
     }
 
-    fn key(row: &BatchRow) -> (String, String) {
-        (row.namespace.clone(), row.name.clone())
+    fn key(row: &BatchRow) -> RowKey {
+        RowKey::object(&row.namespace, &row.name)
     }
 
     fn owner(row: &BatchRow) -> (&str, &str) {
@@ -113,7 +114,7 @@ impl ViewSpec for Batches {
         Some((format!("{}/{}", row.namespace, row.name), to_value(&*row.object)))
     }
 
-    fn batch(row: &BatchRow) -> Option<(String, String)> {
-        Some((row.namespace.clone(), row.name.clone()))
+    fn batch(row: &BatchRow) -> Option<ObjectKey> {
+        Some(ObjectKey::new(&row.namespace, &row.name))
     }
 }

@@ -3,7 +3,7 @@
 
 use ratatui::text::{Line, Span};
 
-use super::{RowCells, SortKey, ViewSpec, relative, state_style, window};
+use super::{RowCells, RowKey, SortKey, ViewSpec, relative, state_style, window};
 use crate::console::app::App;
 use crate::console::table::Column;
 use crate::credentials::{CredentialReport, human_signed};
@@ -45,8 +45,8 @@ impl ViewSpec for Credentials {
         &snapshot.credentials
     }
 
-    fn key(row: &CredentialReport) -> (String, String) {
-        (row.namespace.clone(), row.secret.clone())
+    fn key(row: &CredentialReport) -> RowKey {
+        RowKey::object(&row.namespace, &row.secret)
     }
 
     fn owner(row: &CredentialReport) -> (&str, &str) {

@@ -18,7 +18,7 @@ pub fn tenants_served(snapshot: &Snapshot, row: &crate::readmodel::BatchRow) -> 
         .tenants
         .iter()
         .filter(|t| t.namespace == row.namespace && t.application == row.application)
-        .filter(|t| t.current.as_ref().is_some_and(|(cav, _)| versions.contains(cav.as_str())))
+        .filter(|t| t.current.as_ref().is_some_and(|current| versions.contains(current.name.as_str())))
         .map(|t| t.name.clone())
         .collect()
 }

@@ -2,7 +2,7 @@
 
 use ratatui::text::Line;
 
-use super::{RowCells, SortKey, ViewSpec, age, age_key};
+use super::{RowCells, RowKey, SortKey, ViewSpec, age, age_key};
 use crate::console::app::App;
 use crate::console::table::Column;
 use crate::readmodel::{EventRow, Snapshot};
@@ -27,8 +27,8 @@ impl ViewSpec for Events {
         &snapshot.events
     }
 
-    fn key(row: &EventRow) -> (String, String) {
-        (row.namespace.clone(), format!("{}/{}/{:?}", row.application, row.reason, row.time))
+    fn key(row: &EventRow) -> RowKey {
+        RowKey::of(&[&row.namespace, &row.application, &row.reason, &format!("{:?}", row.time)])
     }
 
     fn owner(row: &EventRow) -> (&str, &str) {

@@ -4,7 +4,7 @@
 
 use ratatui::text::{Line, Span};
 
-use super::{RowCells, SortKey, ViewSpec, state_style};
+use super::{RowCells, RowKey, SortKey, ViewSpec, state_style};
 use crate::console::app::{App, Focus, Route, ViewKind};
 use crate::console::table::Column;
 use crate::fleet::{FleetRow, RowState, countdown};
@@ -51,8 +51,8 @@ impl ViewSpec for Fleet {
         &snapshot.fleet
     }
 
-    fn key(row: &FleetRow) -> (String, String) {
-        (row.context.clone(), row.namespace_text().to_string())
+    fn key(row: &FleetRow) -> RowKey {
+        RowKey::of(&[&row.context, row.namespace_text()])
     }
 
     fn owner(row: &FleetRow) -> (&str, &str) {

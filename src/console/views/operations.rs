@@ -4,7 +4,7 @@ use ratatui::text::{Line, Span};
 use serde_json::Value;
 
 use super::detail_lines::{conditions, to_value};
-use super::{RowCells, SortKey, ViewSpec, age, age_key, state_style};
+use super::{RowCells, RowKey, SortKey, ViewSpec, age, age_key, state_style};
 use crate::console::app::{App, Focus};
 use crate::console::table::Column;
 use crate::readmodel::{OperationRow, Snapshot};
@@ -33,8 +33,8 @@ impl ViewSpec for Operations {
         &snapshot.operations
     }
 
-    fn key(row: &OperationRow) -> (String, String) {
-        (row.namespace.clone(), row.name.clone())
+    fn key(row: &OperationRow) -> RowKey {
+        RowKey::object(&row.namespace, &row.name)
     }
 
     fn owner(row: &OperationRow) -> (&str, &str) {

@@ -6,7 +6,8 @@ use ratatui::text::{Line, Span};
 use serde_json::Value;
 
 use super::detail_lines::to_value;
-use super::{RowCells, ViewSpec, rollout_state_style};
+use super::{RowCells, RowKey, ViewSpec, rollout_state_style};
+use crate::api::ObjectKey;
 use crate::api::rotation_batch::{DeploymentAction, DeploymentRolloutState};
 use crate::console::app::{App, Focus};
 use crate::console::table::Column;
@@ -35,12 +36,12 @@ impl ViewSpec for Rollouts {
         &snapshot.rollouts
     }
 
-    fn workload(row: &RolloutRow) -> Option<(String, String)> {
-        Some((row.namespace.clone(), row.deployment.clone()))
+    fn workload(row: &RolloutRow) -> Option<ObjectKey> {
+        Some(ObjectKey::new(&row.namespace, &row.deployment))
     }
 
-    fn key(row: &RolloutRow) -> (String, String) {
-        (row.namespace.clone(), format!("{}/{}", row.batch, row.deployment))
+    fn key(row: &RolloutRow) -> RowKey {
+        RowKey::of(&[&row.namespace, &row.batch, &row.deployment])
     }
 
     fn owner(row: &RolloutRow) -> (&str, &str) {
@@ -104,8 +105,8 @@ impl ViewSpec for Rollouts {
         Some((format!("{}/{}", batch.namespace, batch.name), to_value(&*batch.object)))
     }
 
-    fn batch(row: &RolloutRow) -> Option<(String, String)> {
-        Some((row.namespace.clone(), row.batch.clone()))
+    fn batch(row: &RolloutRow) -> Option<ObjectKey> {
+        Some(ObjectKey::new(&row.namespace, &row.batch))
     }
 }
 

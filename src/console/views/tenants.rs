@@ -4,7 +4,7 @@ use ratatui::text::{Line, Span};
 use serde_json::Value;
 
 use super::detail_lines::{conditions, to_value};
-use super::{RowCells, ViewSpec, state_style};
+use super::{RowCells, RowKey, ViewSpec, state_style};
 use crate::console::app::{App, Focus, Route, ViewKind};
 use crate::console::table::Column;
 use crate::readmodel::{Snapshot, TenantRow};
@@ -31,8 +31,8 @@ impl ViewSpec for Tenants {
         &snapshot.tenants
     }
 
-    fn key(row: &TenantRow) -> (String, String) {
-        (row.namespace.clone(), row.name.clone())
+    fn key(row: &TenantRow) -> RowKey {
+        RowKey::object(&row.namespace, &row.name)
     }
 
     fn owner(row: &TenantRow) -> (&str, &str) {
@@ -42,7 +42,7 @@ impl ViewSpec for Tenants {
     fn narrowed(row: &TenantRow, focus: &Focus) -> Option<bool> {
         match focus {
             Focus::Version { namespace, name } => {
-                Some(row.namespace == *namespace && row.current.as_ref().is_some_and(|(cav, _)| cav == name))
+                Some(row.namespace == *namespace && row.current.as_ref().is_some_and(|current| current.name == *name))
             }
             Focus::Tenant { namespace, name } => Some(row.namespace == *namespace && row.name == *name),
             _ => None,
@@ -78,8 +78,10 @@ impl ViewSpec for Tenants {
     }
 
     fn detail(app: &App, row: &TenantRow) -> (String, Vec<String>) {
-        let current =
-            row.current.as_ref().map_or_else(|| "none".to_string(), |(cav, semver)| format!("{semver} ({cav})"));
+        let current = row
+            .current
+            .as_ref()
+            .map_or_else(|| "none".to_string(), |current| format!("{} ({})", current.semver, current.name));
         let mut lines = vec![
             format!("application     {}", row.application),
             format!("subdomain       {}", row.subdomain),
@@ -127,7 +129,7 @@ impl ViewSpec for Tenants {
 
 /// `1.2.0`, or `1.2.0 → 1.3.0` while an upgrade is due.
 fn version(row: &TenantRow) -> String {
-    let current = row.current.as_ref().map_or("-", |(_, semver)| semver.as_str());
+    let current = row.current.as_ref().map_or("-", |current| current.semver.as_str());
     if row.target.is_empty() || row.target == current {
         current.to_string()
     } else {

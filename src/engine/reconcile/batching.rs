@@ -133,14 +133,14 @@ impl Batching {
                 detection.keep_pending(key, rotations);
                 continue;
             }
-            let Some(app) = context.application(&key.0, &key.1) else { continue };
+            let Some(app) = context.application(&key.namespace, &key.name) else { continue };
             if !app.rollout_opted_in() {
                 continue;
             }
             let open: Vec<Arc<RotationBatch>> = context
                 .open_batches()
                 .into_iter()
-                .filter(|b| batch_key(b).0 == key.0 && b.spec.application == key.1)
+                .filter(|b| batch_key(b).namespace == key.namespace && b.spec.application == key.name)
                 .collect();
             let placed = match placement(&open) {
                 Placement::Join(batch) => join(context, &app, batch, &rotations).await,
@@ -202,14 +202,14 @@ async fn open_batch(
     let created = match context.writes.create_batch(app, secrets, window_end, required, (hold, force)).await {
         Ok(created) => created,
         Err(error) => {
-            tracing::warn!(application = %key.1, error = %crate::cluster::describe_error(&error), "could not open a rotation batch; retrying");
+            tracing::warn!(application = %key.name, error = %crate::cluster::describe_error(&error), "could not open a rotation batch; retrying");
             return false;
         }
     };
     // Routine: the transition's log line, no Event. The batch has no status while it collects
     // (its phase reads Collecting until spec.windowEnd); its spec says what rotated and when.
     let note = opening_note(detection.take_found_by_recheck(key), rotations, &created.name_any(), window_end);
-    tracing::info!(namespace = %key.0, batch = %created.name_any(), application = %key.1, "batch Collecting: {note}");
+    tracing::info!(namespace = %key.namespace, batch = %created.name_any(), application = %key.name, "batch Collecting: {note}");
     for old in superseded {
         supersede(context, app, old, &created.name_any(), now).await;
     }

@@ -77,7 +77,7 @@ impl Detection {
     ) -> u64 {
         let mut rotations = 0;
         for (secret_key, apps) in self.referencing(applications) {
-            let Some(secret) = secret(&secret_key.0, &secret_key.1) else { continue };
+            let Some(secret) = secret(&secret_key.namespace, &secret_key.name) else { continue };
             // sap-btp-service-operator's copy of old credentials: its changes are never a
             // rotation of what the application should run on (`capdeck credentials` says so).
             if secret.labels().contains_key(crate::api::service_binding::LABEL_STALE) {
@@ -89,8 +89,8 @@ impl Detection {
                 continue;
             }
             rotations += 1;
-            tracing::info!(namespace = %secret_key.0, secret = %secret_key.1, "binding secret rotated");
-            self.rotated(&secret_key.1, &current.hash, apps, now);
+            tracing::info!(namespace = %secret_key.namespace, secret = %secret_key.name, "binding secret rotated");
+            self.rotated(&secret_key.name, &current.hash, apps, now);
         }
         rotations
     }
@@ -102,7 +102,7 @@ impl Detection {
         let mut referencing: BTreeMap<AppKey, Vec<(AppKey, String)>> = BTreeMap::new();
         for app in applications {
             let namespace = app.namespace().unwrap_or_default();
-            let key = (namespace.clone(), app.name_any());
+            let key = AppKey::new(namespace.clone(), app.name_any());
             let known = (app.metadata.generation.unwrap_or(0), app.rollout_opted_in());
             match self.apps_known.insert(key.clone(), known) {
                 Some(previous) if previous != known && known.1 => {
@@ -111,7 +111,7 @@ impl Detection {
                 _ => {}
             }
             for service in &app.spec.btp.services {
-                let referenced = referencing.entry((namespace.clone(), service.secret.clone())).or_default();
+                let referenced = referencing.entry(AppKey::new(namespace.clone(), service.secret.clone())).or_default();
                 if known.1 {
                     referenced.push((key.clone(), service.name.clone()));
                 }
@@ -144,7 +144,7 @@ impl Detection {
     pub(super) fn recheck(&mut self, context: &Context, index: &CapIndex, now: Timestamp) {
         if std::mem::take(&mut self.recheck_all) {
             let apps = index.applications().iter().filter(|app| app.rollout_opted_in());
-            self.recheck.extend(apps.map(|app| (app.namespace().unwrap_or_default(), app.name_any())));
+            self.recheck.extend(apps.map(|app| AppKey::of(&app.metadata)));
         }
         for key in std::mem::take(&mut self.recheck) {
             self.recheck_application(context, &key, index, now);
@@ -161,20 +161,22 @@ impl Detection {
     /// Deployment out of date that no open batch will roll is a rotation, whatever the engine
     /// remembers (it was down, an observer, or a batch was deleted).
     fn recheck_application(&mut self, context: &Context, key: &AppKey, index: &CapIndex, now: Timestamp) {
-        let Some(app) = context.application(&key.0, &key.1) else { return };
+        let Some(app) = context.application(&key.namespace, &key.name) else { return };
         if !app.rollout_opted_in() {
             return;
         }
         let open: Vec<Arc<RotationBatch>> = context
             .open_batches()
             .into_iter()
-            .filter(|b| batch_key(b).0 == key.0 && b.spec.application == key.1)
+            .filter(|b| batch_key(b).namespace == key.namespace && b.spec.application == key.name)
             .collect();
         let plan = plan_application(&app, &Rotated::All, index, &context.stores);
         let left: Vec<&DeploymentPlan> = plan.restarts().filter(|d| !covered(&open, &app, d)).collect();
         let hash = |secret: &str| {
-            let secret =
-                context.stores.binding_secrets.get(&kube::runtime::reflector::ObjectRef::new(secret).within(&key.0));
+            let secret = context
+                .stores
+                .binding_secrets
+                .get(&kube::runtime::reflector::ObjectRef::new(secret).within(&key.namespace));
             secret.map(|secret| data_hash(&secret_data(&secret))).unwrap_or_default()
         };
         self.found(key, &app, &left, hash, now);
@@ -194,7 +196,7 @@ impl Detection {
         if services.is_empty() {
             return;
         }
-        tracing::info!(namespace = %key.0, application = %key.1, deployments = restarts.len(), "re-check found Deployments out of date");
+        tracing::info!(namespace = %key.namespace, application = %key.name, deployments = restarts.len(), "re-check found Deployments out of date");
         self.found_by_recheck.insert(key.clone());
         for service in app.spec.btp.services.iter().filter(|s| services.contains(s.name.as_str())) {
             self.pending.entry(key.clone()).or_default().entry(service.secret.clone()).or_insert(RotatedSecret {
@@ -312,7 +314,7 @@ mod tests {
     }
 
     fn pending(detection: &Detection) -> Vec<(String, String, String)> {
-        let rotations = detection.pending.iter().flat_map(|((_, app), rotations)| {
+        let rotations = detection.pending.iter().flat_map(|(AppKey { name: app, .. }, rotations)| {
             rotations.values().map(move |r| (app.clone(), r.name.clone(), r.service.clone()))
         });
         rotations.collect()
@@ -364,7 +366,7 @@ mod tests {
         detect(&mut detection, &[app("shop", 1, false, &[]), app("blog", 1, true, &[])], &[]);
         assert!(detection.recheck.is_empty(), "the first sight is no change");
         detect(&mut detection, &[app("shop", 1, true, &[]), app("blog", 2, true, &[])], &[]);
-        let queued: Vec<&str> = detection.recheck.iter().map(|(_, name)| name.as_str()).collect();
+        let queued: Vec<&str> = detection.recheck.iter().map(|key| key.name.as_str()).collect();
         assert_eq!(queued, ["blog", "shop"]);
         detection.recheck.clear();
         detect(&mut detection, &[app("shop", 2, false, &[])], &[]);
@@ -392,7 +394,7 @@ mod tests {
     #[test]
     fn a_recheck_is_asked_once_whether_it_found_the_rotations() {
         let mut detection = Detection::default();
-        let key = ("ns".to_string(), "shop".to_string());
+        let key = AppKey::new("ns", "shop");
         detection.found_by_recheck.insert(key.clone());
         assert!(detection.take_found_by_recheck(&key));
         assert!(!detection.take_found_by_recheck(&key));

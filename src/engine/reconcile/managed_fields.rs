@@ -64,7 +64,11 @@ impl ManagedFields {
 }
 
 /// The batch's managedFields as the server has them at `version`; `None` if it cannot say.
-async fn read(client: &kube::Client, (namespace, name): &AppKey, version: &str) -> Option<Vec<ManagedFieldsEntry>> {
+async fn read(
+    client: &kube::Client,
+    AppKey { namespace, name }: &AppKey,
+    version: &str,
+) -> Option<Vec<ManagedFieldsEntry>> {
     // Decoded on its own: a managedFields time in year 9999 reads as the latest time.
     let api: kube::Api<Lenient<kube::core::PartialObjectMeta<RotationBatch>>> =
         kube::Api::namespaced(client.clone(), namespace);
@@ -112,7 +116,7 @@ mod tests {
     #[test]
     fn fields_read_once_are_used_for_that_resource_version_only() {
         let mut fields = ManagedFields::default();
-        let key = ("ns".to_string(), "b".to_string());
+        let key = AppKey::new("ns", "b");
         let entry: ManagedFieldsEntry = serde_json::from_value(json!({"manager": "capdeck-console"})).expect("entry");
         fields.read.insert(key.clone(), ("5".into(), vec![entry.clone()]));
         assert_eq!(fields.cached(&key, "5"), Some(vec![entry]));

@@ -77,11 +77,12 @@ impl Rollouts {
     /// starts from it, the unwritten one where there is one), forget batches that ended.
     pub(super) fn begin_pass(&mut self, statuses: &[RotationBatchStatus], open_keys: &BTreeSet<AppKey>) {
         self.rolling = statuses.iter().flat_map(|s| s.deployments.iter()).filter(|d| is_active(d)).count();
-        self.pods_checked.retain(|(namespace, batch, _), _| open_keys.contains(&(namespace.clone(), batch.clone())));
+        self.pods_checked
+            .retain(|(namespace, batch, _), _| open_keys.contains(&AppKey::new(namespace.clone(), batch.clone())));
     }
 
     /// A retried batch: writes that gave up get their attempts back.
-    pub(super) fn forget_attempts(&mut self, (namespace, name): &AppKey) {
+    pub(super) fn forget_attempts(&mut self, AppKey { namespace, name }: &AppKey) {
         self.attempts.retain(|(ns, b, _), _| !(ns == namespace && b == name));
     }
 
@@ -806,7 +807,7 @@ mod tests {
         let mut rollouts = Rollouts::default();
         rollouts.attempts.insert(key("srv"), 3);
         rollouts.attempts.insert(("ns".into(), "other".into(), "srv".into()), 2);
-        rollouts.forget_attempts(&("ns".into(), "b".into()));
+        rollouts.forget_attempts(&AppKey::new("ns", "b"));
         assert_eq!(rollouts.attempts.keys().map(|k| k.1.as_str()).collect::<Vec<_>>(), ["other"]);
     }
 
@@ -824,7 +825,7 @@ mod tests {
             PodsChecked { at: tokio::time::Instant::now(), attempt: String::new(), verdict: Some(NewPods::Fine) };
         rollouts.pods_checked.insert(key("srv"), checked.clone());
         rollouts.pods_checked.insert(("ns".into(), "ended".into(), "srv".into()), checked);
-        let open_keys = BTreeSet::from([("ns".to_string(), "a".to_string()), ("ns".to_string(), "b".to_string())]);
+        let open_keys = BTreeSet::from([AppKey::new("ns", "a"), AppKey::new("ns", "b")]);
         rollouts.begin_pass(&open, &open_keys);
         assert_eq!(rollouts.rolling, 3);
         assert_eq!(rollouts.pods_checked.keys().map(|k| k.1.as_str()).collect::<Vec<_>>(), ["b"]);

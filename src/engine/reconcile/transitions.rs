@@ -95,7 +95,7 @@ impl Transitions {
         let written = match context.writes.write_status(batch, &status).await {
             Ok(written) => written,
             Err(error) => {
-                tracing::warn!(batch = %key.1, error = %crate::cluster::describe_error(&error), "could not write batch status; retrying");
+                tracing::warn!(batch = %key.name, error = %crate::cluster::describe_error(&error), "could not write batch status; retrying");
                 // What this pass did (a Deployment pointed at its new Secret) is not lost: the
                 // next pass starts from it while the stored status is unchanged.
                 self.hold(batch, old, status);
@@ -104,7 +104,7 @@ impl Transitions {
         };
         self.unwritten.remove(&key);
         self.written.insert(key.clone(), tokio::time::Instant::now());
-        let (namespace, name) = key;
+        let AppKey { namespace, name } = key;
         // An approval or a hold the engine does not honour: said once per refusal, in the log
         // and as a Warning Event (the condition stays on the batch).
         for refusal in refusals(&name, old, &status) {
@@ -137,7 +137,7 @@ impl Transitions {
         status: &RotationBatchStatus,
         routine: bool,
     ) {
-        let (namespace, name) = batch_key(batch);
+        let AppKey { namespace, name } = batch_key(batch);
         let Some(app) = context.application(&namespace, &batch.spec.application).filter(|_| phase_changed(old, status))
         else {
             return;
