@@ -19,8 +19,8 @@ use serde_json::Value;
 
 use crate::common::fixtures::AppOptions;
 use crate::ops_tools::{self, HELM, HELM4, Tool};
-use crate::process_stories::{Daemon, http_get};
 use crate::setup::{load_current, text};
+use crate::stories::process::{Daemon, http_get};
 use crate::world::{Backend, World};
 
 const RELEASE: &str = "capdeck";
@@ -579,7 +579,7 @@ async fn daemon_as_the_service_account(world: &World, rolled_back: &Value, syste
         health_port,
         dir.path(),
     );
-    let batch = crate::process_stories::leads_then_rolls_a_forced_rotation(world, &daemon, "chart").await;
+    let batch = crate::stories::process::leads_then_rolls_a_forced_rotation(world, &daemon, "chart").await;
     let (code, metrics) = http_get(&format!("{}/metrics", daemon.health)).await.expect("metrics");
     assert_eq!(code, 200);
     let exported = exported(&metrics);

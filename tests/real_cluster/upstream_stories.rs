@@ -12,8 +12,8 @@ use sha2::Digest as _;
 
 use crate::common::story_world::StoryWorld as _;
 use crate::control_plane::last_lines;
-use crate::process_stories::Daemon;
 use crate::setup::{Engine, EngineExt as _, capdeck, engine_config, text};
+use crate::stories::process::Daemon;
 use crate::upstream::{SpecWrites, UpstreamWorld, application, secret, version, version_with_tenants};
 use crate::vcap_corpus::{self, Shape};
 use crate::world::{Fate, POOL_KEY, World, b64, eventually, node_pool};
@@ -261,7 +261,7 @@ pub async fn switch_over_both_ways() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut daemon = Daemon::start(&w.admin_kubeconfig, &w.ns, dir.path(), &["--rollout-delay", "2s"]);
     eventually("the daemon leads and has made its start-up pass", LONG, || async {
-        match crate::process_stories::http_get(&format!("{}/readyz", daemon.health)).await {
+        match crate::stories::process::http_get(&format!("{}/readyz", daemon.health)).await {
             Some((200, _)) => Ok(()),
             other => Err(format!("{other:?}; {}", last_lines(&daemon.log(), 6))),
         }

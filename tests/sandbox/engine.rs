@@ -1,7 +1,12 @@
 //! The engine stories only the sandbox can tell (docs/BATCHES.md): those that inject faults
 //! (409s on update, dropped watches and compacted history) or read the sandbox's request log (an
 //! absence of writes by name). Every other engine story is told once, on both backends, in
-//! `tests/real_cluster/engine_stories.rs`. Paused tokio time.
+//! `tests/real_cluster/stories/engine.rs`. Paused tokio time.
+
+/// The fault matrix: one fault injected while a batch is under way.
+mod faults;
+/// Seeded walks of rotations against the rollout invariants.
+mod invariants;
 
 use std::time::Duration;
 
