@@ -12,8 +12,9 @@ WORKDIR /src
 ARG CAPDECK_GIT_COMMIT=unknown
 ENV CAPDECK_GIT_COMMIT=$CAPDECK_GIT_COMMIT
 COPY . .
-# The dist profile (Cargo.toml): the release profile with fat LTO and one codegen unit.
-RUN cargo build --profile dist --locked --target x86_64-unknown-linux-musl \
+# The dist profile (Cargo.toml): the release profile with fat LTO and one codegen unit. Without
+# the default feature `sandbox`: the daemon never runs the embedded API server (README).
+RUN cargo build --profile dist --locked --no-default-features --target x86_64-unknown-linux-musl \
  && cp target/x86_64-unknown-linux-musl/dist/capdeck /capdeck
 
 FROM scratch

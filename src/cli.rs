@@ -21,6 +21,13 @@ use parse::{
     parse_object_name, parse_rotation, parse_synthetic, top_level_flag_after_subcommand, uses_cluster_flag,
 };
 
+/// `--deny`'s rule, checked by the sandbox's parser; a build without the sandbox keeps the text
+/// (and refuses `capdeck sandbox` itself).
+#[cfg(feature = "sandbox")]
+pub type DenyRule = crate::sandbox::DenyRule;
+#[cfg(not(feature = "sandbox"))]
+pub type DenyRule = String;
+
 /// `capdeck -V` and `capdeck version`: the release and the commit it was built from.
 pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("CAPDECK_GIT_COMMIT"), ")");
 
@@ -194,55 +201,12 @@ impl Cli {
         };
         // Every flag given on the command line is used by what runs, or refused with where it
         // belongs (flags from the environment are settings, never refused).
-        for arg in command.get_arguments().filter(|arg| !arg.is_global_set()) {
-            let id = arg.get_id().as_str();
-            // `--daemon` with a subcommand has its own message below.
-            if id == "daemon" || matches.value_source(id) != Some(ValueSource::CommandLine) {
-                continue;
-            }
-            let group = FlagGroup::of(id);
-            if runs.uses(group) {
-                continue;
-            }
-            let long = format!("--{}", arg.get_long().unwrap_or(id));
-            let subcommand = matches.subcommand_name();
-            let after = subcommand.and_then(|name| command.find_subcommand(name)).is_some_and(|sub| {
-                sub.get_arguments().any(|other| other.get_long().is_some() && other.get_long() == arg.get_long())
-            });
-            let where_ = match subcommand {
-                Some(name) => format!("`{name}`"),
-                None if cli.daemon => "--daemon".to_string(),
-                None => "the console".to_string(),
-            };
-            return Err(usage(match (group, subcommand) {
-                (_, Some(name)) if after => {
-                    format!(
-                        "{long} goes after the subcommand: `{me} {name} {long} ...` (before it, it would be ignored)"
-                    )
-                }
-                _ => not_used_here(&long, group, &where_),
-            }));
+        if let Some(message) = misplaced_flag(&command, &matches, runs, cli.daemon) {
+            return Err(usage(message));
         }
         // Cluster flags are global: a subcommand that never reaches a cluster refuses them.
-        if let Some((name, sub)) = matches.subcommand()
-            && let Some(ignored) = ["kubeconfig", "context", "namespace", "all_namespaces", "request_timeout"]
-                .into_iter()
-                .find(|id| sub.value_source(id) == Some(ValueSource::CommandLine) && !uses_cluster_flag(name, id))
-        {
-            let long = command
-                .get_arguments()
-                .find(|arg| arg.get_id() == ignored)
-                .and_then(|arg| arg.get_long())
-                .unwrap_or(ignored)
-                .to_string();
-            return Err(usage(if name == "fleet" && ignored == "request_timeout" {
-                "--request-timeout is not used by `fleet`: each context is read within --timeout (5s by default)"
-                    .to_string()
-            } else if name == "fleet" {
-                format!("--{long} is not used by `fleet`: it reads the contexts --contexts names (all by default)")
-            } else {
-                format!("--{long} is not used by `{name}`, which does not read a cluster")
-            }));
+        if let Some(message) = unused_cluster_flag(&command, &matches) {
+            return Err(usage(message));
         }
         // The console only: a read-only daemon is refused as a write (exit 1, `refuse_if_readonly`).
         if let Some(from) = cli.readonly_from
@@ -276,6 +240,67 @@ impl Cli {
         }
         Ok(cli)
     }
+}
+
+/// The first flag given on the command line that what runs (`runs`) does not use, said with
+/// where it belongs (flags from the environment are settings, never refused).
+fn misplaced_flag(command: &clap::Command, matches: &clap::ArgMatches, runs: FrontEnd, daemon: bool) -> Option<String> {
+    use clap::parser::ValueSource;
+    let me = invoked_name(command);
+    for arg in command.get_arguments().filter(|arg| !arg.is_global_set()) {
+        let id = arg.get_id().as_str();
+        // `--daemon` with a subcommand has its own message below.
+        if id == "daemon" || matches.value_source(id) != Some(ValueSource::CommandLine) {
+            continue;
+        }
+        let group = FlagGroup::of(id);
+        if runs.uses(group) {
+            continue;
+        }
+        let long = format!("--{}", arg.get_long().unwrap_or(id));
+        let subcommand = matches.subcommand_name();
+        let after = subcommand.and_then(|name| command.find_subcommand(name)).is_some_and(|sub| {
+            sub.get_arguments().any(|other| other.get_long().is_some() && other.get_long() == arg.get_long())
+        });
+        let where_ = match subcommand {
+            Some(name) => format!("`{name}`"),
+            None if daemon => "--daemon".to_string(),
+            None => "the console".to_string(),
+        };
+        return Some(match (group, subcommand) {
+            (_, Some(name)) if after => {
+                format!("{long} goes after the subcommand: `{me} {name} {long} ...` (before it, it would be ignored)")
+            }
+            _ => not_used_here(&long, group, &where_),
+        });
+    }
+    None
+}
+
+/// A global cluster flag given to a subcommand that never reads a cluster, said with why.
+fn unused_cluster_flag(command: &clap::Command, matches: &clap::ArgMatches) -> Option<String> {
+    use clap::parser::ValueSource;
+    if let Some((name, sub)) = matches.subcommand()
+        && let Some(ignored) = ["kubeconfig", "context", "namespace", "all_namespaces", "request_timeout"]
+            .into_iter()
+            .find(|id| sub.value_source(id) == Some(ValueSource::CommandLine) && !uses_cluster_flag(name, id))
+    {
+        let long = command
+            .get_arguments()
+            .find(|arg| arg.get_id() == ignored)
+            .and_then(|arg| arg.get_long())
+            .unwrap_or(ignored)
+            .to_string();
+        return Some(if name == "fleet" && ignored == "request_timeout" {
+            "--request-timeout is not used by `fleet`: each context is read within --timeout (5s by default)"
+                .to_string()
+        } else if name == "fleet" {
+            format!("--{long} is not used by `fleet`: it reads the contexts --contexts names (all by default)")
+        } else {
+            format!("--{long} is not used by `{name}`, which does not read a cluster")
+        });
+    }
+    None
 }
 
 /// The console's own flags.
@@ -834,7 +859,7 @@ pub struct SandboxArgs {
     pub user: String,
     /// Deny VERB:RESOURCE (e.g. patch:rotationbatches, *:secrets): access reviews say no, writes get 403; repeatable
     #[arg(long, value_name = "VERB:RESOURCE")]
-    pub deny: Vec<crate::sandbox::DenyRule>,
+    pub deny: Vec<DenyRule>,
     /// Benchmark seed APPS:DEPLOYMENTS:SERVICES:UNREFERENCED (used by `capdeck bench engine`)
     #[arg(long, value_name = "A:D:S:U", hide = true, value_parser = parse_synthetic)]
     pub synthetic: Option<SyntheticSize>,

@@ -1,6 +1,7 @@
 //! What each subcommand does. Returns the process exit code; errors become exit code 1.
 
 mod batches;
+#[cfg(feature = "sandbox")]
 mod bench;
 pub mod console;
 mod crds;
@@ -14,6 +15,7 @@ pub mod kubectl_plugin;
 pub mod manifests;
 mod plan;
 mod readonly;
+#[cfg(feature = "sandbox")]
 mod sandbox;
 mod tenants;
 mod windows;
@@ -24,6 +26,18 @@ use crate::cli::{Cli, Command};
 use crate::process::runtime;
 use readonly::refuse_if_readonly;
 pub use readonly::writes;
+
+/// What a build without the embedded API server (the container image's) says when asked for
+/// what needs it: usage error, with where a build that has it comes from.
+#[cfg(not(feature = "sandbox"))]
+pub(crate) fn without_sandbox(what: &str) -> ExitCode {
+    crate::safe_eprintln!(
+        "capdeck: {what} needs the embedded sandbox, which this build leaves out (it was built with \
+         --no-default-features, like the container image, which runs the daemon only); use a build \
+         with the default features (cargo install --path . or cargo run --release -- --demo)"
+    );
+    ExitCode::from(2)
+}
 
 /// Name on stderr each object a list skipped because it does not decode (the list goes on).
 fn warn_undecodable(kind: &str, undecodable: &[crate::api::lenient::Undecodable]) {
@@ -82,8 +96,14 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Some(Command::Crds(args)) => crds::run(&args),
         Some(Command::Windows(args)) => windows::run(&args),
+        #[cfg(feature = "sandbox")]
         Some(Command::Sandbox(args)) => runtime()?.block_on(sandbox::run(args)),
+        #[cfg(feature = "sandbox")]
         Some(Command::Bench(command)) => runtime()?.block_on(bench::run(command)),
+        #[cfg(not(feature = "sandbox"))]
+        Some(Command::Sandbox(_)) => Ok(without_sandbox("capdeck sandbox")),
+        #[cfg(not(feature = "sandbox"))]
+        Some(Command::Bench(_)) => Ok(without_sandbox("capdeck bench")),
         Some(Command::Completion(args)) => {
             use std::io::Write as _;
             // The registration of clap_complete's dynamic completion: the shell calls back into

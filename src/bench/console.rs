@@ -180,14 +180,8 @@ fn kubectl_get_tenants(kubeconfig: &std::path::Path) -> Option<(f64, Option<f64>
     Some((elapsed, rss))
 }
 
-async fn live(args: &ConsoleBench, report: &mut serde_json::Map<String, Value>) -> anyhow::Result<()> {
-    let dir = tempfile_dir()?;
-    let kubeconfig = dir.join("kubeconfig");
-    let (_child, _url) = spawn_sandbox(&["--seed", "demo"], &kubeconfig)?;
-    let cluster = ClusterArgs { kubeconfig: Some(kubeconfig.clone()), all_namespaces: true, ..ClusterArgs::default() };
-    let connection = cluster.connect_for(crate::cluster::Requests::Watching).await?;
-    create_tenants(&connection.client, args.tenants).await?;
-
+/// The console the live bench runs, with an engine that leads (its start-up pass included).
+fn live_console(cluster: ClusterArgs) -> (App, Options) {
     let session = Session {
         server: String::new(),
         context: String::new(),
@@ -217,6 +211,41 @@ async fn live(args: &ConsoleBench, report: &mut serde_json::Map<String, Value>) 
         contexts: None,
         fleet: crate::fleet::FleetOptions::default(),
     };
+    (app, options)
+}
+
+/// At rest for `window`: the frames drawn, the CPU used.
+async fn measure_idle(
+    frames: &mut watch::Receiver<Buffer>,
+    window: Duration,
+    report: &mut serde_json::Map<String, Value>,
+) {
+    frames.borrow_and_update();
+    let mut frame_count = 0u64;
+    let cpu_before = cpu_time().unwrap_or_default();
+    let idle_started = Instant::now();
+    while let Ok(Ok(())) = tokio::time::timeout(window.saturating_sub(idle_started.elapsed()), frames.changed()).await {
+        frames.borrow_and_update();
+        frame_count += 1;
+    }
+    let wall = idle_started.elapsed();
+    let cpu = cpu_time().unwrap_or_default().saturating_sub(cpu_before);
+    report.insert("idle_seconds".into(), json!(round(wall.as_secs_f64(), 1)));
+    report.insert("idle_cpu_percent".into(), json!(round(cpu.as_secs_f64() / wall.as_secs_f64() * 100.0, 3)));
+    #[allow(clippy::cast_precision_loss)]
+    let per_second = frame_count as f64 / wall.as_secs_f64();
+    report.insert("idle_frames_per_second".into(), json!(round(per_second, 2)));
+}
+
+async fn live(args: &ConsoleBench, report: &mut serde_json::Map<String, Value>) -> anyhow::Result<()> {
+    let dir = tempfile_dir()?;
+    let kubeconfig = dir.join("kubeconfig");
+    let (_child, _url) = spawn_sandbox(&["--seed", "demo"], &kubeconfig)?;
+    let cluster = ClusterArgs { kubeconfig: Some(kubeconfig.clone()), all_namespaces: true, ..ClusterArgs::default() };
+    let connection = cluster.connect_for(crate::cluster::Requests::Watching).await?;
+    create_tenants(&connection.client, args.tenants).await?;
+
+    let (app, options) = live_console(cluster);
     let (keys, inputs) = mpsc::unbounded_channel();
     let (frames_tx, mut frames) = watch::channel(Buffer::default());
     let started = Instant::now();
@@ -242,22 +271,7 @@ async fn live(args: &ConsoleBench, report: &mut serde_json::Map<String, Value>) 
 
     // Let the engine's start-up pass finish, then measure at rest.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    frames.borrow_and_update();
-    let mut frame_count = 0u64;
-    let cpu_before = cpu_time().unwrap_or_default();
-    let idle_started = Instant::now();
-    let window = Duration::from_secs(args.idle_seconds);
-    while let Ok(Ok(())) = tokio::time::timeout(window.saturating_sub(idle_started.elapsed()), frames.changed()).await {
-        frames.borrow_and_update();
-        frame_count += 1;
-    }
-    let wall = idle_started.elapsed();
-    let cpu = cpu_time().unwrap_or_default().saturating_sub(cpu_before);
-    report.insert("idle_seconds".into(), json!(round(wall.as_secs_f64(), 1)));
-    report.insert("idle_cpu_percent".into(), json!(round(cpu.as_secs_f64() / wall.as_secs_f64() * 100.0, 3)));
-    #[allow(clippy::cast_precision_loss)]
-    let per_second = frame_count as f64 / wall.as_secs_f64();
-    report.insert("idle_frames_per_second".into(), json!(round(per_second, 2)));
+    measure_idle(&mut frames, Duration::from_secs(args.idle_seconds), report).await;
     report.insert("rss_mb".into(), json!(round(rss_mb().unwrap_or(0.0), 1)));
     // The same cluster through kubectl, for comparison (skipped when kubectl is not installed).
     if let Some((elapsed_ms, rss)) = kubectl_get_tenants(&kubeconfig) {

@@ -138,6 +138,133 @@ fn startup_recheck(stores: &Stores) -> (usize, usize) {
     (planned_deployments, out_of_date)
 }
 
+/// What rotating and rolling out cost.
+struct Rotation {
+    /// Deployments the engine restarted.
+    deployments: u64,
+    workload_writes: u64,
+    /// Every write of the engine: the workload's plus its record (batch, status, Events).
+    writes: u64,
+    by_request: serde_json::Map<String, Value>,
+    window_to_last_update_ms: f64,
+    rollout_complete_ms: f64,
+}
+
+/// Rotate one binding Secret in each of `rotate` applications, end every window now (or let
+/// them end on their own), and wait until every batch has rolled out.
+async fn rotate_and_roll(
+    args: &EngineBench,
+    client: &kube::Client,
+    stores: &Stores,
+    metrics: &Metrics,
+    rotate: usize,
+) -> anyhow::Result<Rotation> {
+    let before_all = all_writes(metrics);
+    let before_by_request = writes_by_request(metrics);
+    let before_workload = workload_writes(metrics);
+    let before_restarted = metrics.deployments_restarted.get();
+    rotate_one_binding_each(client, rotate).await?;
+    let batch_store = stores.batches.clone();
+    // A batch without a status collects: the engine writes none until its window ends. (Natural
+    // windows may end while the bench waits: a batch that already went on counts too.)
+    wait_for("a batch per rotated application", Duration::from_secs(120), || {
+        batch_store.state().iter().filter(|b| !b.is_terminal()).count() >= rotate
+    })
+    .await?;
+    let batches: Vec<std::sync::Arc<RotationBatch>> = batch_store.state();
+    let window_end = end_windows(client, args.windows, &batches).await?;
+    let expected = rotate * args.deployments_per_app;
+    let restarted = metrics.deployments_restarted.clone();
+    let limit = Duration::from_secs(600);
+    wait_for("every rotated Deployment updated", limit, || restarted.get() - before_restarted >= expected as u64)
+        .await?;
+    let window_to_last_update_ms = window_end.elapsed().as_secs_f64() * 1000.0;
+    wait_for("every batch Succeeded", limit, || {
+        batch_store.state().iter().filter(|b| b.phase() == BatchPhase::Succeeded).count() >= rotate
+    })
+    .await?;
+    let rollout_complete_ms = window_end.elapsed().as_secs_f64() * 1000.0;
+    let deployments = metrics.deployments_restarted.get() - before_restarted;
+    Ok(Rotation {
+        deployments,
+        workload_writes: workload_writes(metrics) - before_workload,
+        writes: all_writes(metrics) - before_all,
+        by_request: per_deployment_by_request(metrics, &before_by_request, deployments),
+        window_to_last_update_ms,
+        rollout_complete_ms,
+    })
+}
+
+/// The engine the bench runs: leading at once, no storm guard, its window as `--windows` says.
+fn bench_engine_config(args: &EngineBench, max_parallel_rollouts: usize) -> EngineConfig {
+    EngineConfig {
+        rollout_delay: match args.windows {
+            WindowEnd::Forced => Duration::from_secs(30),
+            WindowEnd::Natural => NATURAL_WINDOW,
+        },
+        max_parallel_rollouts: max_parallel_rollouts.max(1),
+        min_rollout_interval: Duration::ZERO,
+        mode: EngineMode::Lead,
+        lease: LeaseSettings {
+            namespace: "default".into(),
+            name: "capdeck-bench".into(),
+            duration_seconds: 15,
+            grace_seconds: 5,
+        },
+        identity: "bench".into(),
+        progress_interval: Duration::from_millis(500),
+        ..EngineConfig::default()
+    }
+}
+
+/// Rotate one binding Secret in each of the first `rotate` applications.
+async fn rotate_one_binding_each(client: &kube::Client, rotate: usize) -> anyhow::Result<()> {
+    for app in 0..rotate {
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace_of(app));
+        let credentials = format!(
+            r#"{{"clientid":"sb-{}-0","clientsecret":"rotated-{app}","url":"https://svc-0.example.com","tenantmode":"shared"}}"#,
+            app_name(app)
+        );
+        let patch = json!({"stringData": {"credentials": credentials}});
+        secrets.patch(&binding_name(app, 0), &PatchParams::default(), &Patch::Merge(patch)).await?;
+    }
+    Ok(())
+}
+
+/// End every batch's window now (forced, approved), or wait for them to end on their own: when
+/// the windows ended, which the rollout times count from.
+async fn end_windows(
+    client: &kube::Client,
+    windows: WindowEnd,
+    batches: &[std::sync::Arc<RotationBatch>],
+) -> anyhow::Result<Instant> {
+    let window_end = match windows {
+        WindowEnd::Forced => Instant::now(),
+        // Timed from the last window's end.
+        WindowEnd::Natural => {
+            let last = batches.iter().map(|b| b.spec.window_end.0).max();
+            let left = last.map_or(Duration::ZERO, |last| {
+                Duration::try_from(last.duration_since(k8s_openapi::jiff::Timestamp::now())).unwrap_or(Duration::ZERO)
+            });
+            Instant::now() + left
+        }
+    };
+    for batch in batches.iter().filter(|_| windows == WindowEnd::Forced) {
+        act(
+            client,
+            &batch.namespace().unwrap_or_default(),
+            &batch.name_any(),
+            BatchAction::Force { approve: true },
+            "bench",
+            None,
+            k8s_openapi::jiff::Timestamp::now(),
+        )
+        .await
+        .map_err(|error| anyhow::anyhow!("forcing {}: {error}", batch.name_any()))?;
+    }
+    Ok(window_end)
+}
+
 pub async fn run(args: &EngineBench, max_parallel_rollouts: usize) -> anyhow::Result<Value> {
     anyhow::ensure!(
         args.apps > 0 && args.deployments_per_app > 0 && args.services_per_app > 0,
@@ -161,24 +288,7 @@ pub async fn run(args: &EngineBench, max_parallel_rollouts: usize) -> anyhow::Re
     let metrics = Metrics::new();
     let started = Instant::now();
     let (stores, tasks) = Stores::start(&client, Scope::All, cancel.clone());
-    let engine_config = EngineConfig {
-        rollout_delay: match args.windows {
-            WindowEnd::Forced => Duration::from_secs(30),
-            WindowEnd::Natural => NATURAL_WINDOW,
-        },
-        max_parallel_rollouts: max_parallel_rollouts.max(1),
-        min_rollout_interval: Duration::ZERO,
-        mode: EngineMode::Lead,
-        lease: LeaseSettings {
-            namespace: "default".into(),
-            name: "capdeck-bench".into(),
-            duration_seconds: 15,
-            grace_seconds: 5,
-        },
-        identity: "bench".into(),
-        progress_interval: Duration::from_millis(500),
-        ..EngineConfig::default()
-    };
+    let engine_config = bench_engine_config(args, max_parallel_rollouts);
     let handle = crate::engine::spawn(client.clone(), stores.clone(), engine_config, metrics.clone(), cancel.clone());
     tokio::time::timeout(Duration::from_secs(600), stores.wait_ready())
         .await
@@ -202,66 +312,7 @@ pub async fn run(args: &EngineBench, max_parallel_rollouts: usize) -> anyhow::Re
 
     // Rotate one binding Secret in each of `rotate` applications, then end every window now (or
     // let the windows end on their own).
-    let before_all = all_writes(&metrics);
-    let before_by_request = writes_by_request(&metrics);
-    let before_workload = workload_writes(&metrics);
-    let before_restarted = metrics.deployments_restarted.get();
-    for app in 0..rotate {
-        let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace_of(app));
-        let credentials = format!(
-            r#"{{"clientid":"sb-{}-0","clientsecret":"rotated-{app}","url":"https://svc-0.example.com","tenantmode":"shared"}}"#,
-            app_name(app)
-        );
-        let patch = json!({"stringData": {"credentials": credentials}});
-        secrets.patch(&binding_name(app, 0), &PatchParams::default(), &Patch::Merge(patch)).await?;
-    }
-    let batch_store = stores.batches.clone();
-    // A batch without a status collects: the engine writes none until its window ends. (Natural
-    // windows may end while the bench waits: a batch that already went on counts too.)
-    wait_for("a batch per rotated application", Duration::from_secs(120), || {
-        batch_store.state().iter().filter(|b| !b.is_terminal()).count() >= rotate
-    })
-    .await?;
-    let batches: Vec<std::sync::Arc<RotationBatch>> = batch_store.state();
-    let window_end = match args.windows {
-        WindowEnd::Forced => Instant::now(),
-        // Timed from the last window's end.
-        WindowEnd::Natural => {
-            let last = batches.iter().map(|b| b.spec.window_end.0).max();
-            let left = last.map_or(Duration::ZERO, |last| {
-                Duration::try_from(last.duration_since(k8s_openapi::jiff::Timestamp::now())).unwrap_or(Duration::ZERO)
-            });
-            Instant::now() + left
-        }
-    };
-    for batch in batches.iter().filter(|_| args.windows == WindowEnd::Forced) {
-        act(
-            &client,
-            &batch.namespace().unwrap_or_default(),
-            &batch.name_any(),
-            BatchAction::Force { approve: true },
-            "bench",
-            None,
-            k8s_openapi::jiff::Timestamp::now(),
-        )
-        .await
-        .map_err(|error| anyhow::anyhow!("forcing {}: {error}", batch.name_any()))?;
-    }
-    let expected = rotate * args.deployments_per_app;
-    let restarted = metrics.deployments_restarted.clone();
-    let limit = Duration::from_secs(600);
-    wait_for("every rotated Deployment updated", limit, || restarted.get() - before_restarted >= expected as u64)
-        .await?;
-    let window_to_last_update_ms = window_end.elapsed().as_secs_f64() * 1000.0;
-    wait_for("every batch Succeeded", limit, || {
-        batch_store.state().iter().filter(|b| b.phase() == BatchPhase::Succeeded).count() >= rotate
-    })
-    .await?;
-    let rollout_complete_ms = window_end.elapsed().as_secs_f64() * 1000.0;
-    let rotated_deployments = metrics.deployments_restarted.get() - before_restarted;
-    let rotation_workload_writes = workload_writes(&metrics) - before_workload;
-    let rotation_writes = all_writes(&metrics) - before_all;
-    let by_request = per_deployment_by_request(&metrics, &before_by_request, rotated_deployments);
+    let rotation = rotate_and_roll(args, &client, &stores, &metrics, rotate).await?;
     let sandbox_rss = child_rss_mb(child.0.id()).unwrap_or(0.0);
 
     cancel.cancel();
@@ -290,16 +341,16 @@ pub async fn run(args: &EngineBench, max_parallel_rollouts: usize) -> anyhow::Re
         "startup_writes": startup_writes,
         "windows": args.windows.as_str(),
         "rotated_secrets": rotate,
-        "rotated_deployments": rotated_deployments,
-        "rotation_writes": rotation_writes,
-        "rotation_workload_writes": rotation_workload_writes,
+        "rotated_deployments": rotation.deployments,
+        "rotation_writes": rotation.writes,
+        "rotation_workload_writes": rotation.workload_writes,
         // The workload's own writes (VCAP Secret created, Deployment updated, old Secret deleted).
-        "writes_per_deployment": ratio(rotation_workload_writes, rotated_deployments),
+        "writes_per_deployment": ratio(rotation.workload_writes, rotation.deployments),
         // Every write of the engine: the workload's plus its record (batch, status, Events).
-        "engine_writes_per_deployment": ratio(rotation_writes, rotated_deployments),
-        "engine_writes_per_deployment_by_request": by_request,
-        "window_to_last_update_ms": round(window_to_last_update_ms, 1),
-        "rollout_complete_ms": round(rollout_complete_ms, 1),
+        "engine_writes_per_deployment": ratio(rotation.writes, rotation.deployments),
+        "engine_writes_per_deployment_by_request": rotation.by_request,
+        "window_to_last_update_ms": round(rotation.window_to_last_update_ms, 1),
+        "rollout_complete_ms": round(rotation.rollout_complete_ms, 1),
         "rss_mb": round(rss_mb().unwrap_or(0.0), 1),
         "rss_mb_synced": round(rss_synced, 1),
         "rss_mb_before_sync": round(rss_start, 1),

@@ -15,6 +15,47 @@ pub struct SandboxBench {
     pub objects: usize,
 }
 
+/// Watch delivery: from a patch returning to its MODIFIED event arriving, 100 times.
+async fn watch_delivery(secrets: &Api<Secret>, objects: usize) -> anyhow::Result<Vec<Duration>> {
+    let current = secrets.list(&ListParams::default().limit(1)).await?.metadata.resource_version.unwrap_or_default();
+    let mut stream = secrets.watch(&WatchParams::default().labels("shard=1").timeout(60), &current).await?.boxed();
+    let mut delivery = Vec::new();
+    for round_index in 0..100usize {
+        let name = format!("bench-{:06}", (round_index * 10 + 1) % objects.max(1));
+        let begin = Instant::now();
+        secrets
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {"round": round_index.to_string()}}})),
+            )
+            .await?;
+        loop {
+            match tokio::time::timeout(Duration::from_secs(5), stream.next()).await {
+                Ok(Some(Ok(WatchEvent::Modified(_)))) => break,
+                Ok(Some(Ok(_))) => {}
+                _ => anyhow::bail!("watch event did not arrive"),
+            }
+        }
+        delivery.push(begin.elapsed());
+    }
+    Ok(delivery)
+}
+
+/// A full list the way kube's watcher does it: pages of 500. How many items it listed.
+async fn list_in_pages(secrets: &Api<Secret>) -> anyhow::Result<usize> {
+    let mut listed = 0;
+    let mut params = ListParams::default().limit(500);
+    loop {
+        let page = secrets.list(&params).await?;
+        listed += page.items.len();
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(listed),
+        }
+    }
+}
+
 pub async fn run(bench: &SandboxBench) -> anyhow::Result<Value> {
     let rss_start = rss_mb().unwrap_or(0.0);
     let sandbox = Sandbox::new(SandboxConfig { history_limit: 10_000, ..SandboxConfig::default() });
@@ -48,46 +89,14 @@ pub async fn run(bench: &SandboxBench) -> anyhow::Result<Value> {
         get.push(begin.elapsed());
     }
 
-    // A full list the way kube's watcher does it: pages of 500.
     let begin = Instant::now();
-    let mut listed = 0;
-    let mut params = ListParams::default().limit(500);
-    loop {
-        let page = secrets.list(&params).await?;
-        listed += page.items.len();
-        match page.metadata.continue_ {
-            Some(token) if !token.is_empty() => params = params.continue_token(&token),
-            _ => break,
-        }
-    }
+    let listed = list_in_pages(&secrets).await?;
     let list_all = begin.elapsed();
     let begin = Instant::now();
     let selected = secrets.list(&ListParams::default().labels("shard=3")).await?.items.len();
     let list_selected = begin.elapsed();
 
-    // Watch delivery: time from a patch returning to its MODIFIED event arriving.
-    let current = secrets.list(&ListParams::default().limit(1)).await?.metadata.resource_version.unwrap_or_default();
-    let mut stream = secrets.watch(&WatchParams::default().labels("shard=1").timeout(60), &current).await?.boxed();
-    let mut delivery = Vec::new();
-    for round_index in 0..100usize {
-        let name = format!("bench-{:06}", (round_index * 10 + 1) % bench.objects.max(1));
-        let begin = Instant::now();
-        secrets
-            .patch(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"labels": {"round": round_index.to_string()}}})),
-            )
-            .await?;
-        loop {
-            match tokio::time::timeout(Duration::from_secs(5), stream.next()).await {
-                Ok(Some(Ok(WatchEvent::Modified(_)))) => break,
-                Ok(Some(Ok(_))) => {}
-                _ => anyhow::bail!("watch event did not arrive"),
-            }
-        }
-        delivery.push(begin.elapsed());
-    }
+    let mut delivery = watch_delivery(&secrets, bench.objects).await?;
     served.stop().await;
 
     #[allow(clippy::cast_precision_loss)]

@@ -49,6 +49,36 @@ fn typed<K: serde::de::DeserializeOwned>(value: &Value) -> Result<Arc<K>, crate:
         .map_err(|error| crate::sandbox::LoadError::Rejected(error.to_string()))
 }
 
+/// The current VCAP Secrets, as the Go operator would have written them, and the Deployments
+/// pointing at them: how many objects it loaded.
+fn seed_current_vcap_secrets(
+    sandbox: &Sandbox,
+    index: &CapIndex,
+    lookup: &Objects,
+) -> Result<usize, crate::sandbox::LoadError> {
+    let mut count = 0;
+    let plan = plan_all(index, lookup);
+    for planned in plan.deployments {
+        let secret = format!("{}-cur01", planned.deployment);
+        let hash = secret_owner_hash(&planned.namespace, &planned.version, &planned.deployment);
+        sandbox.load([json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": secret, "namespace": planned.namespace, "labels": {"sme.sap.com/secret-owner-hash": hash}},
+            "type": "Opaque", "data": {"VCAP_SERVICES": b64(planned.payload.expose())}})])?;
+        let mut deployment = serde_json::to_value(
+            &*lookup.deployments[&crate::api::ObjectKey::new(&planned.namespace, &planned.deployment)],
+        )
+        .map_err(|error| crate::sandbox::LoadError::Rejected(error.to_string()))?;
+        deployment["apiVersion"] = json!("apps/v1");
+        deployment["kind"] = json!("Deployment");
+        deployment["spec"]["template"]["spec"]["containers"][0]["envFrom"] =
+            json!([{"secretRef": {"name": secret, "optional": true}}]);
+        deployment["status"] = json!({"observedGeneration": 1, "replicas": 2, "updatedReplicas": 2, "readyReplicas": 2, "availableReplicas": 2});
+        sandbox.load([deployment])?;
+        count += 2;
+    }
+    Ok(count)
+}
+
 /// Seed `sandbox` (CRDs included). Returns how many objects were loaded.
 pub fn seed(sandbox: &Sandbox, size: SeedSize) -> Result<usize, crate::sandbox::LoadError> {
     sandbox.install_crds();
@@ -113,27 +143,8 @@ pub fn seed(sandbox: &Sandbox, size: SeedSize) -> Result<usize, crate::sandbox::
             lookup.add_deployment(typed::<DeploymentView>(&object)?);
         }
     }
-    // Current VCAP Secrets, as the Go operator would have written them.
     let index = CapIndex::new(apps, versions, tenants);
-    let plan = plan_all(&index, &lookup);
-    for planned in plan.deployments {
-        let secret = format!("{}-cur01", planned.deployment);
-        let hash = secret_owner_hash(&planned.namespace, &planned.version, &planned.deployment);
-        sandbox.load([json!({"apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": secret, "namespace": planned.namespace, "labels": {"sme.sap.com/secret-owner-hash": hash}},
-            "type": "Opaque", "data": {"VCAP_SERVICES": b64(planned.payload.expose())}})])?;
-        let mut deployment = serde_json::to_value(
-            &*lookup.deployments[&crate::api::ObjectKey::new(&planned.namespace, &planned.deployment)],
-        )
-        .map_err(|error| crate::sandbox::LoadError::Rejected(error.to_string()))?;
-        deployment["apiVersion"] = json!("apps/v1");
-        deployment["kind"] = json!("Deployment");
-        deployment["spec"]["template"]["spec"]["containers"][0]["envFrom"] =
-            json!([{"secretRef": {"name": secret, "optional": true}}]);
-        deployment["status"] = json!({"observedGeneration": 1, "replicas": 2, "updatedReplicas": 2, "readyReplicas": 2, "availableReplicas": 2});
-        sandbox.load([deployment])?;
-        count += 2;
-    }
+    count += seed_current_vcap_secrets(sandbox, &index, &lookup)?;
     let filler = "x".repeat(256);
     for index in 0..size.unreferenced_secrets {
         let namespace = format!("bench-{:03}", index % namespaces);

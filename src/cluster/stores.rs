@@ -284,78 +284,34 @@ impl Stores {
             turn: watch::channel(first.is_none()).0,
             cancel,
         };
-        let mut handles = Vec::new();
-
-        let (applications, task) = watched::<CAPApplication>(
-            scope.api(client),
-            watch_config(),
-            Watched::cap("CAPApplication"),
-            shared.clone(),
-        );
-        handles.push(task);
-        let (versions, task) = watched::<CAPApplicationVersion>(
-            scope.api(client),
-            watch_config(),
-            Watched::cap("CAPApplicationVersion"),
-            shared.clone(),
-        );
-        handles.push(task);
-        let (tenants, task) =
-            watched::<CAPTenant>(scope.api(client), watch_config(), Watched::cap("CAPTenant"), shared.clone());
-        handles.push(task);
-        let (operations, task) = watched::<CAPTenantOperation>(
-            scope.api(client),
-            watch_config(),
-            Watched::cap("CAPTenantOperation"),
-            shared.clone(),
-        );
-        handles.push(task);
-        let (batches, task) =
-            watched::<RotationBatch>(scope.api(client), watch_config(), Watched::cap("RotationBatch"), shared.clone());
-        handles.push(task);
-        let (deployments, task) = watched::<DeploymentView>(
-            scope.api(client),
-            watch_config(),
-            Watched::all("Deployment", prune_metadata),
-            shared.clone(),
-        );
-        handles.push(task);
+        let mut tasks = Starter { handles: Vec::new(), shared: &shared };
+        let applications = tasks.watch(scope.api(client), watch_config(), Watched::cap("CAPApplication"));
+        let versions = tasks.watch(scope.api(client), watch_config(), Watched::cap("CAPApplicationVersion"));
+        let tenants = tasks.watch(scope.api(client), watch_config(), Watched::cap("CAPTenant"));
+        let operations = tasks.watch(scope.api(client), watch_config(), Watched::cap("CAPTenantOperation"));
+        let batches = tasks.watch(scope.api(client), watch_config(), Watched::cap("RotationBatch"));
+        let deployments = tasks.watch(scope.api(client), watch_config(), Watched::all("Deployment", prune_metadata));
         let vcap_config = watch_config().labels(LABEL_SECRET_OWNER_HASH);
-        let (vcap_secrets, task) = watched::<Secret>(
-            scope.api(client),
-            vcap_config,
-            Watched::all("VcapSecret", prune_vcap_secret),
-            shared.clone(),
-        );
-        handles.push(task);
+        let vcap_secrets = tasks.watch(scope.api(client), vcap_config, Watched::all("VcapSecret", prune_vcap_secret));
         let (binding_secrets, task) =
             binding_secrets::start(client.clone(), scope.api(client), applications.clone(), shared.clone());
-        handles.push(task);
+        tasks.handles.push(task);
         // One Namespace when the scope is one namespace: the engine reads only its annotation.
         let namespace_config = match &scope {
             Scope::All => watch_config(),
             Scope::Namespace(namespace) => watch_config().fields(&format!("metadata.name={namespace}")),
         };
-        let (namespaces, task) = watched::<Namespace>(
-            Api::all(client.clone()),
-            namespace_config,
-            Watched::optional("Namespace"),
-            shared.clone(),
-        );
-        handles.push(task);
-        let (freezes, task) =
-            watched::<Freeze>(scope.api(client), watch_config(), Watched::optional("Freeze"), shared.clone());
-        handles.push(task);
+        let namespaces = tasks.watch(Api::all(client.clone()), namespace_config, Watched::optional("Namespace"));
+        let freezes = tasks.watch(scope.api(client), watch_config(), Watched::optional("Freeze"));
+        // Only Events about CAP objects and batches are kept; a user who may not list Events still
+        // gets every other view.
         let events = with_events.then(|| {
-            // Only Events about CAP objects and batches are kept; a user who may not list Events
-            // still gets every other view.
             let relevant = Watched { keep: is_relevant_event, ..Watched::optional("Event") };
-            let (events, task) = watched::<Event>(scope.api(client), watch_config(), relevant, shared.clone());
-            handles.push(task);
-            events
+            tasks.watch::<Event>(scope.api(client), watch_config(), relevant)
         });
         let (service_bindings, service_bindings_available, task) =
             service_bindings(client.clone(), scope.api(client), shared.clone());
+        let mut handles = tasks.handles;
         handles.push(task);
         handles.push(tokio::spawn(probe(client.clone(), shared.clone())));
 
@@ -522,6 +478,23 @@ impl<K: Resource> Watched<K> {
     /// A kind the user may not be allowed to read, or that may not be installed.
     fn optional(kind: &'static str) -> Self {
         Self { optional: true, ..Self::all(kind, prune_metadata) }
+    }
+}
+
+/// Starts the watch tasks of the stores, keeping their handles.
+struct Starter<'a> {
+    handles: Vec<JoinHandle<()>>,
+    shared: &'a Shared,
+}
+
+impl Starter<'_> {
+    fn watch<K>(&mut self, api: Api<Lenient<K>>, config: watcher::Config, what: Watched<K>) -> Store<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    {
+        let (store, task) = watched(api, config, what, self.shared.clone());
+        self.handles.push(task);
+        store
     }
 }
 
@@ -705,12 +678,6 @@ const SERVICE_BINDING_CRD: &str = "servicebindings.services.cloud.sap.com";
 type BindingEvents =
     futures::stream::BoxStream<'static, Result<watcher::Event<Lenient<ServiceBinding>>, watcher::Error>>;
 
-/// ServiceBindings, while their CRD exists. Another operator's kind: absent or unreadable is no
-/// outage and no missing capdeck kind, and it does not count for readiness (`available` says
-/// whether the store holds information). The CRD itself is watched (one object, by name), so a
-/// cluster without it costs one idle watch instead of a list every backoff period. Where the
-/// CRD may not be watched (403), ServiceBindings are tried once; absent or forbidden, they stay
-/// unknown (logged once) until capdeck restarts.
 fn service_bindings(
     client: kube::Client,
     api: Api<Lenient<ServiceBinding>>,
@@ -728,8 +695,7 @@ fn service_bindings(
         let crds: Api<Lenient<CustomResourceDefinition>> = Api::all(client);
         let by_name = watch_config().fields(&format!("metadata.name={SERVICE_BINDING_CRD}"));
         let mut crd_events = watcher(crds, by_name).default_backoff().boxed();
-        let start = || -> BindingEvents { watcher(api.clone(), watch_config()).default_backoff().boxed() };
-        let mut reflected = Reflected {
+        let reflected = Reflected {
             kind: "ServiceBinding",
             prune: strip_managed_fields,
             keep: |_| true,
@@ -738,85 +704,116 @@ fn service_bindings(
             invalid: shared.invalid.clone(),
             pending: None,
         };
-        let mut bindings: Option<BindingEvents> = None;
-        // No CRD watch (403): one attempt at the ServiceBindings themselves, no retries.
-        let mut direct = false;
-        let mut crd_seen = false;
-        let unavailable = |reflected: &mut Reflected<ServiceBinding>, why: &str| {
-            // What the store held would mislead: without the kind there is no information.
-            reflected.apply(watcher::Event::Init);
-            reflected.apply(watcher::Event::InitDone);
-            if available.send_if_modified(|state| state.replace(false) != Some(false)) {
-                tracing::info!("no ServiceBinding information: {why}");
-                shared.changed();
-            }
-        };
+        let mut watch =
+            BindingsWatch { api, shared, available, reflected, bindings: None, direct: false, crd_seen: false };
         loop {
             let next_binding = async {
-                match bindings.as_mut() {
+                match watch.bindings.as_mut() {
                     Some(stream) => stream.next().await,
                     None => std::future::pending().await,
                 }
             };
             tokio::select! {
-                () = shared.cancel.cancelled() => return,
-                event = crd_events.next(), if !direct => match event {
-                    Some(Ok(watcher::Event::Init)) => crd_seen = false,
-                    Some(Ok(watcher::Event::InitApply(_) | watcher::Event::Apply(_))) => {
-                        crd_seen = true;
-                        bindings.get_or_insert_with(start);
-                    }
-                    Some(Ok(watcher::Event::InitDone)) => {
-                        if !crd_seen {
-                            bindings = None;
-                            unavailable(&mut reflected, &format!("the CRD {SERVICE_BINDING_CRD} is not installed"));
-                        }
-                    }
-                    Some(Ok(watcher::Event::Delete(_))) => {
-                        crd_seen = false;
-                        bindings = None;
-                        unavailable(&mut reflected, &format!("the CRD {SERVICE_BINDING_CRD} was deleted"));
-                    }
-                    Some(Err(error)) if api_status(&error) == Some(403) => {
-                        let error = crate::cluster::describe_watch_error(&error);
-                        tracing::info!(%error, "cannot watch the CRD {SERVICE_BINDING_CRD}; trying ServiceBindings once");
-                        direct = true;
-                        bindings.get_or_insert_with(start);
-                    }
-                    Some(Err(error)) => shared.failed("CustomResourceDefinition", &error),
+                () = watch.shared.cancel.cancelled() => return,
+                event = crd_events.next(), if !watch.direct => match event {
+                    Some(event) => watch.on_crd(event),
                     None => return,
                 },
                 event = next_binding => match event {
-                    Some(Ok(event)) => {
-                        let done = matches!(event, watcher::Event::InitDone);
-                        reflected.apply(event);
-                        if done {
-                            available.send_if_modified(|state| state.replace(true) != Some(true));
-                        }
-                        shared.changed();
-                    }
-                    Some(Err(error)) => match api_status(&error) {
-                        Some(403) => {
-                            bindings = None;
-                            unavailable(
-                                &mut reflected,
-                                "not readable with these credentials (list, watch servicebindings.services.cloud.sap.com)",
-                            );
-                        }
-                        // The CRD exists but is not served yet (just created): the backoff retries.
-                        Some(404) if !direct => {}
-                        Some(404) => {
-                            bindings = None;
-                            unavailable(&mut reflected, &format!("the CRD {SERVICE_BINDING_CRD} is not installed"));
-                        }
-                        _ => shared.failed("ServiceBinding", &error),
-                    },
-                    None => bindings = None,
+                    Some(event) => watch.on_binding(event),
+                    None => watch.bindings = None,
                 },
             }
         }
     });
     (store, available_rx, task)
+}
+
+/// The ServiceBinding watch, started once its CRD is seen and stopped when it goes.
+struct BindingsWatch {
+    api: Api<Lenient<ServiceBinding>>,
+    shared: Shared,
+    /// Whether ServiceBindings can be read (`None` until known).
+    available: watch::Sender<Option<bool>>,
+    reflected: Reflected<ServiceBinding>,
+    bindings: Option<BindingEvents>,
+    /// No CRD watch (403): one attempt at the ServiceBindings themselves, no retries.
+    direct: bool,
+    crd_seen: bool,
+}
+
+type CrdEvent = Result<
+    watcher::Event<
+        Lenient<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>,
+    >,
+    watcher::Error,
+>;
+
+impl BindingsWatch {
+    fn start(&mut self) {
+        if self.bindings.is_none() {
+            self.bindings = Some(watcher(self.api.clone(), watch_config()).default_backoff().boxed());
+        }
+    }
+
+    /// No ServiceBinding information, and why: what the store held would mislead.
+    fn unavailable(&mut self, why: &str) {
+        self.bindings = None;
+        self.reflected.apply(watcher::Event::Init);
+        self.reflected.apply(watcher::Event::InitDone);
+        if self.available.send_if_modified(|state| state.replace(false) != Some(false)) {
+            tracing::info!("no ServiceBinding information: {why}");
+            self.shared.changed();
+        }
+    }
+
+    fn on_crd(&mut self, event: CrdEvent) {
+        match event {
+            Ok(watcher::Event::Init) => self.crd_seen = false,
+            Ok(watcher::Event::InitApply(_) | watcher::Event::Apply(_)) => {
+                self.crd_seen = true;
+                self.start();
+            }
+            Ok(watcher::Event::InitDone) => {
+                if !self.crd_seen {
+                    self.unavailable(&format!("the CRD {SERVICE_BINDING_CRD} is not installed"));
+                }
+            }
+            Ok(watcher::Event::Delete(_)) => {
+                self.crd_seen = false;
+                self.unavailable(&format!("the CRD {SERVICE_BINDING_CRD} was deleted"));
+            }
+            Err(error) if api_status(&error) == Some(403) => {
+                let error = crate::cluster::describe_watch_error(&error);
+                tracing::info!(%error, "cannot watch the CRD {SERVICE_BINDING_CRD}; trying ServiceBindings once");
+                self.direct = true;
+                self.start();
+            }
+            Err(error) => self.shared.failed("CustomResourceDefinition", &error),
+        }
+    }
+
+    fn on_binding(&mut self, event: Result<watcher::Event<Lenient<ServiceBinding>>, watcher::Error>) {
+        match event {
+            Ok(event) => {
+                let done = matches!(event, watcher::Event::InitDone);
+                self.reflected.apply(event);
+                if done {
+                    self.available.send_if_modified(|state| state.replace(true) != Some(true));
+                }
+                self.shared.changed();
+            }
+            Err(error) => match api_status(&error) {
+                Some(403) => self.unavailable(
+                    "not readable with these credentials (list, watch servicebindings.services.cloud.sap.com)",
+                ),
+                // The CRD exists but is not served yet (just created): the backoff retries.
+                Some(404) if !self.direct => {}
+                Some(404) => self.unavailable(&format!("the CRD {SERVICE_BINDING_CRD} is not installed")),
+                _ => self.shared.failed("ServiceBinding", &error),
+            },
+        }
+    }
 }
 
 /// Whether an Event is about a CAP object or a batch. Filtered here rather than with a field

@@ -5,7 +5,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::engine_config::{demo_engine_settings, engine_settings};
+#[cfg(feature = "sandbox")]
+use super::engine_config::demo_engine_settings;
+use super::engine_config::engine_settings;
 use crate::cli::{ConsoleArgs, EngineArgs, StartView};
 use crate::cluster::ClusterArgs;
 use crate::console::app::ViewKind;
@@ -27,8 +29,13 @@ pub fn run(cluster: &ClusterArgs, engine: &EngineArgs, args: &ConsoleArgs) -> an
     setup.log_file = logging.as_ref().map(|(dir, _)| dir.clone());
     let runtime = crate::process::runtime()?;
     let result = if args.demo {
-        let demo = crate::demo::DemoConfig { engine: demo_engine_settings(engine), rotation: args.demo_rotation.0 };
-        runtime.block_on(crate::demo::run(cluster, demo, setup))
+        #[cfg(feature = "sandbox")]
+        {
+            let demo = crate::demo::DemoConfig { engine: demo_engine_settings(engine), rotation: args.demo_rotation.0 };
+            runtime.block_on(crate::demo::run(cluster, demo, setup))
+        }
+        #[cfg(not(feature = "sandbox"))]
+        return Ok(super::without_sandbox("--demo"));
     } else {
         runtime.block_on(crate::console::runtime::run_terminal(cluster.clone(), engine_settings(engine), setup, None))
     };

@@ -2,7 +2,7 @@
 //! demo and `doctor`: `$ROLLOUT_DELAY` is read here, as the CAP Operator reads it.
 
 use crate::cli::EngineArgs;
-use crate::engine::config::{EngineConfig, EngineMode, INSTALL_NAMESPACE, LeaseSettings, parse_rollout_delay};
+use crate::engine::config::{EngineConfig, LeaseSettings, parse_rollout_delay};
 use crate::engine::settings::{EngineSettings, NotifySources};
 
 /// The engine's settings: the window from `--rollout-delay`, else `$ROLLOUT_DELAY`.
@@ -14,7 +14,9 @@ pub fn engine_settings(args: &EngineArgs) -> EngineSettings {
 
 /// The demo's: its own window (the environment is not read), its Lease in the install namespace,
 /// and its engine leading unless told to observe.
+#[cfg(feature = "sandbox")]
 pub fn demo_engine_settings(args: &EngineArgs) -> EngineSettings {
+    use crate::engine::config::{EngineMode, INSTALL_NAMESPACE};
     let mut settings = with_window(args, Some(crate::demo::DEMO_WINDOW));
     settings.lease_namespace = Some(INSTALL_NAMESPACE.into());
     if settings.base.mode == EngineMode::Auto {
@@ -86,6 +88,7 @@ mod tests {
 
     #[test]
     fn the_demo_has_its_window_and_lease_namespace_and_leads_unless_told_to_observe() {
+        use crate::engine::config::{EngineMode, INSTALL_NAMESPACE};
         let argv = ["capdeck", "--engine", "auto", "--rollout-delay", "5m", "--lease-namespace", "ops"];
         let settings = demo_engine_settings(&engine_args(&argv));
         let (config, warning) = settings.config("default");

@@ -86,7 +86,7 @@ pub struct Cursor {
     pub selected: usize,
     pub offset: usize,
     /// (namespace, name) of the selected row, to keep it selected when data changes.
-    pub key: Option<super::views::RowKey>,
+    pub key: Option<RowKey>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,6 +127,24 @@ impl Sort {
             Some(sort) => Self { descending: !sort.descending, ..sort },
             None => Self { column: 0, descending: true },
         }
+    }
+}
+
+/// A row's identity in its view, to keep it selected when the data changes: the object's
+/// `namespace/name`, or for rows that are not one object what makes them one (the fleet's
+/// context and namespace, a rollout's batch and Deployment).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RowKey(String);
+
+impl RowKey {
+    /// The row of one object.
+    pub fn object(namespace: &str, name: &str) -> Self {
+        Self(format!("{namespace}/{name}"))
+    }
+
+    /// The row made of `parts` (joined with a character no name holds).
+    pub fn of(parts: &[&str]) -> Self {
+        Self(parts.join("\u{1f}"))
     }
 }
 

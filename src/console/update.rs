@@ -135,7 +135,7 @@ pub fn flash(app: &mut App, level: Level, text: String) {
 
 // ----- rows -----------------------------------------------------------------------------------
 
-fn row_key(snapshot: &Snapshot, kind: ViewKind, index: usize) -> Option<super::views::RowKey> {
+fn row_key(snapshot: &Snapshot, kind: ViewKind, index: usize) -> Option<super::app::RowKey> {
     view(kind).key(snapshot, index)
 }
 
@@ -552,7 +552,7 @@ mod tests {
     use crate::engine::Role;
     use crossterm::event::{KeyCode, KeyEventKind};
 
-    fn selected_name(app: &App) -> Option<crate::console::views::RowKey> {
+    fn selected_name(app: &App) -> Option<crate::console::app::RowKey> {
         app.cursor().key
     }
 
@@ -924,7 +924,7 @@ mod tests {
         typed(&mut app, ":tenants\n/bookshop-t5\n");
         press(&mut app, KeyCode::Esc);
         // The filter is gone, t5 stays selected.
-        assert_eq!(selected_name(&app), Some(crate::console::views::RowKey::object("cap-shop", "bookshop-t5")));
+        assert_eq!(selected_name(&app), Some(crate::console::app::RowKey::object("cap-shop", "bookshop-t5")));
         // Rows appear above it: the selection follows the object, not the index.
         objects.add_tenants(3);
         for tenant in
@@ -936,7 +936,7 @@ mod tests {
         let before = app.cursor().selected;
         update(&mut app, Msg::Snapshot(Arc::new(objects.snapshot())));
         assert_eq!(app.cursor().selected, before + 3);
-        assert_eq!(selected_name(&app), Some(crate::console::views::RowKey::object("cap-shop", "bookshop-t5")));
+        assert_eq!(selected_name(&app), Some(crate::console::app::RowKey::object("cap-shop", "bookshop-t5")));
         // It disappears: the selection stays in range.
         objects.tenants.retain(|t| t.metadata.name.as_deref() != Some("bookshop-t5"));
         objects.tenants.truncate(2);

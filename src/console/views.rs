@@ -19,7 +19,7 @@ use ratatui::style::Style;
 use ratatui::text::Line;
 use serde_json::Value;
 
-use super::app::{App, Focus, Route, ViewKind};
+use super::app::{App, Focus, Route, RowKey, ViewKind};
 use super::strings::relative;
 use super::table::Column;
 use super::theme::{batch_state_style, rollout_state_style, state_style};
@@ -185,24 +185,6 @@ impl<V: ViewSpec> View for V {
     }
     fn workload(&self, snapshot: &Snapshot, index: usize) -> Option<ObjectKey> {
         V::rows(snapshot).get(index).and_then(V::workload)
-    }
-}
-
-/// A row's identity in its view, to keep it selected when the data changes: the object's
-/// `namespace/name`, or for rows that are not one object what makes them one (the fleet's
-/// context and namespace, a rollout's batch and Deployment).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct RowKey(String);
-
-impl RowKey {
-    /// The row of one object.
-    pub fn object(namespace: &str, name: &str) -> Self {
-        Self(format!("{namespace}/{name}"))
-    }
-
-    /// The row made of `parts` (joined with a character no name holds).
-    pub fn of(parts: &[&str]) -> Self {
-        Self(parts.join("\u{1f}"))
     }
 }
 

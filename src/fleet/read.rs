@@ -556,6 +556,21 @@ fn row_in<'m>(
     })
 }
 
+/// The Deployments of an open batch that stall or fail, as `batch/deployment`.
+fn stalled_deployments(batch: &RotationBatch) -> Vec<String> {
+    if batch.is_terminal() {
+        return Vec::new();
+    }
+    let failing = |state: &Option<DeploymentRolloutState>| {
+        matches!(
+            state,
+            Some(DeploymentRolloutState::Stalled | DeploymentRolloutState::Failing | DeploymentRolloutState::Failed)
+        )
+    };
+    let deployments = batch.status.iter().flat_map(|status| &status.deployments);
+    deployments.filter(|d| failing(&d.state)).map(|d| format!("{}/{}", batch.name_any(), d.name)).collect()
+}
+
 /// The rows of one context that was read: one per namespace with something open, or one
 /// `clear` row.
 pub(super) fn rows(context: &str, inputs: &Inputs<'_>) -> Vec<FleetRow> {
@@ -587,21 +602,9 @@ pub(super) fn rows(context: &str, inputs: &Inputs<'_>) -> Vec<FleetRow> {
                     .and_then(|bindings| crate::credentials::batch_revocation(bindings, batch)),
             });
         }
-        if !batch.is_terminal() {
-            let stalled = batch.status.iter().flat_map(|status| &status.deployments).filter(|d| {
-                matches!(
-                    d.state,
-                    Some(
-                        DeploymentRolloutState::Stalled
-                            | DeploymentRolloutState::Failing
-                            | DeploymentRolloutState::Failed
-                    )
-                )
-            });
-            let names: Vec<String> = stalled.map(|d| format!("{}/{}", batch.name_any(), d.name)).collect();
-            if !names.is_empty() {
-                row_in(&mut by_namespace, context, &namespace, leader).stalled.extend(names);
-            }
+        let names = stalled_deployments(batch);
+        if !names.is_empty() {
+            row_in(&mut by_namespace, context, &namespace, leader).stalled.extend(names);
         }
     }
     let schedule = inputs.judging.schedule(inputs.namespace_windows, inputs.freezes.unwrap_or_default());

@@ -138,6 +138,26 @@ async fn lease_manager(
     }
 }
 
+/// Mark our Lease as leading, then make sure no other engine leads an overlapping scope:
+/// `Ok(true)` leads, `Ok(false)` the mark failed (tried again on the next turn), `Err` steps back.
+async fn mark_and_check(client: &kube::Client, config: &Candidate, scope: &EngineScope) -> Result<bool, Held> {
+    if let Err(error) = lease::mark(client, &config.lease, scope, &config.settings, Some(&config.identity)).await {
+        tracing::warn!(error = %crate::cluster::describe_error(&error), "cannot mark the lease as leading; retrying");
+        return Ok(false);
+    }
+    match lease::other_leader(client, &config.lease, scope).await {
+        Ok(None) => Ok(true),
+        Ok(Some(other)) => {
+            tracing::warn!(lease = %other.key(), "another capdeck engine leads an overlapping scope; stepping back");
+            Err(Held::SteppedBack)
+        }
+        Err(error) => {
+            tracing::error!(%error, "not leading");
+            Err(Held::SteppedBack)
+        }
+    }
+}
+
 /// While the lease manager runs: lead when we hold the lease and, marked as leading, still see
 /// no other leader (two engines that mark at once both see each other and both step back).
 /// Dropping `state` on return releases the lease.
@@ -165,26 +185,16 @@ async fn hold(
     let mut renewed = lease::OwnRenewal::default();
     let outcome = loop {
         if holding && !leading {
-            if let Err(error) = lease::mark(client, &config.lease, scope, settings, Some(&config.identity)).await {
-                tracing::warn!(error = %crate::cluster::describe_error(&error), "cannot mark the lease as leading; retrying");
-            } else {
-                match lease::other_leader(client, &config.lease, scope).await {
-                    Ok(None) => {
-                        leading = true;
-                        // The lease manager has just taken or renewed it.
-                        renewed = lease::OwnRenewal::starting_now();
-                        tracing::info!(identity = %config.identity, lease = %own_key, %scope, "leading");
-                        leader.send_replace(Some(true));
-                    }
-                    Ok(Some(other)) => {
-                        tracing::warn!(lease = %other.key(), "another capdeck engine leads an overlapping scope; stepping back");
-                        break Held::SteppedBack;
-                    }
-                    Err(error) => {
-                        tracing::error!(%error, "not leading");
-                        break Held::SteppedBack;
-                    }
+            match mark_and_check(client, config, scope).await {
+                Ok(true) => {
+                    leading = true;
+                    // The lease manager has just taken or renewed it.
+                    renewed = lease::OwnRenewal::starting_now();
+                    tracing::info!(identity = %config.identity, lease = %own_key, %scope, "leading");
+                    leader.send_replace(Some(true));
                 }
+                Ok(false) => {}
+                Err(outcome) => break outcome,
             }
         } else if !holding {
             if leading {

@@ -289,6 +289,30 @@ pub fn record_attribution(batch: &RotationBatch, status: &mut RotationBatchStatu
     }
 }
 
+/// A cancelled batch ends, once what already rolls has finished.
+fn cancelled(batch: &RotationBatch, still_rolling: usize) -> Option<Decision> {
+    let cancel = batch.spec.cancel.as_ref()?;
+    let mut message = user_action_text(cancel, "cancelled");
+    if still_rolling > 0 {
+        message = format!("{message}; waiting for {} already rolling", count(still_rolling, "Deployment"));
+    }
+    Some(Decision::Cancel { message, still_rolling })
+}
+
+/// A batch whose rollout has started: halted by the failure guard, resumed by a release, paused
+/// by a window or a freeze, or rolling on.
+fn mid_rollout(batch: &RotationBatch, status: &RotationBatchStatus, context: &DecisionContext<'_>) -> Decision {
+    match failure_guard(batch, status, context) {
+        Guard::Halt(message) => Decision::Halt { message },
+        // A release goes on despite failures, not outside the windows: it waits for the opening.
+        Guard::Resume(message) => match paused_mid_rollout(batch, status, context) {
+            Some(Decision::RollOn { .. }) | None => Decision::Resume { message },
+            Some(wait) => wait,
+        },
+        Guard::Clear => paused_mid_rollout(batch, status, context).unwrap_or(Decision::Roll),
+    }
+}
+
 /// Decide the next step of an open batch whose rolling Deployments `status` already follows.
 /// `plan` is called only when the window has ended and the batch is evaluated.
 pub fn decide(
@@ -299,12 +323,8 @@ pub fn decide(
     context: &DecisionContext<'_>,
 ) -> Decision {
     let still_rolling = status.deployments.iter().filter(|d| is_active(d)).count();
-    if let Some(cancel) = &batch.spec.cancel {
-        let mut message = user_action_text(cancel, "cancelled");
-        if still_rolling > 0 {
-            message = format!("{message}; waiting for {} already rolling", count(still_rolling, "Deployment"));
-        }
-        return Decision::Cancel { message, still_rolling };
+    if let Some(cancel) = cancelled(batch, still_rolling) {
+        return cancel;
     }
     let Some(app) = application else {
         if still_rolling > 0 {
@@ -320,15 +340,7 @@ pub fn decide(
         return decision;
     }
     if status.rollout_started_at.is_some() {
-        return match failure_guard(batch, status, context) {
-            Guard::Halt(message) => Decision::Halt { message },
-            // A release goes on despite failures, not outside the windows: it waits for the opening.
-            Guard::Resume(message) => match paused_mid_rollout(batch, status, context) {
-                Some(Decision::RollOn { .. }) | None => Decision::Resume { message },
-                Some(wait) => wait,
-            },
-            Guard::Clear => paused_mid_rollout(batch, status, context).unwrap_or(Decision::Roll),
-        };
+        return mid_rollout(batch, status, context);
     }
     let approved = batch.spec.approval.as_ref().is_some_and(|a| a.approved_by.is_some())
         && attribution_check(batch, Attributed::Approval).is_ok()

@@ -8,8 +8,9 @@
 //! - `decide`: the engine's pure decision for a batch (`decide::gate`: windows and freezes;
 //!   `decide::status`: the batch status it writes);
 //! - `output`: printing for people and scripts.
-// No function is longer than 150 lines (clippy.toml); the tests may be.
-#![deny(clippy::too_many_lines)]
+// No function is longer than 80 lines (clippy.toml) but table-like code, which says why; the
+// unit tests may be.
+#![cfg_attr(not(test), deny(clippy::too_many_lines))]
 
 pub mod api;
 pub mod credentials;

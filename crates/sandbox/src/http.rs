@@ -467,20 +467,7 @@ async fn resource_request(
     let resource = &target.resource;
     let namespace = target.namespace.clone().unwrap_or_default();
     if resource.create_only {
-        return if info.verb == "create" {
-            let decoded = if content_type.contains("protobuf") {
-                super::proto::decode_review(&body)
-                    .ok_or_else(|| ApiError::new(415, "UnsupportedMediaType", "this protobuf body could not be read"))
-            } else {
-                parse_body(&body, content_type)
-            };
-            match decoded {
-                Ok(review) => json_response(201, &sandbox.review(resource, review)),
-                Err(error) => error_response(&error),
-            }
-        } else {
-            error_response(&ApiError::new(405, "MethodNotAllowed", format!("{} only supports create", resource.plural)))
-        };
+        return review_request(sandbox, resource, info, content_type, &body);
     }
     if sandbox.control(|control| control.denies(info)) {
         let user = sandbox.control(|control| control.user.clone());
@@ -515,24 +502,10 @@ async fn resource_request(
                 sandbox.with_store_mut(|store| store.update(resource, &namespace, name, value, status_only, &options))
             })
             .map(|object| (200, (*object).clone())),
-        ("patch", Some(name)) => match PatchType::from_content_type(content_type) {
-            None => Err(ApiError::new(
-                415,
-                "UnsupportedMediaType",
-                format!(
-                    "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {content_type:?})"
-                ),
-            )),
-            Some(kind) => parse_body(&body, content_type).and_then(|patch| {
-                sandbox.with_store_mut(|store| {
-                    // A server-side apply that creates the object answers 201, like kube-apiserver.
-                    let existed = store.get(resource, &namespace, name).is_ok();
-                    store
-                        .patch(resource, &namespace, name, kind, &patch, status_only, &options)
-                        .map(|object| (if existed { 200 } else { 201 }, (*object).clone()))
-                })
-            }),
-        },
+        ("patch", Some(name)) => {
+            let object = Target { resource, namespace: &namespace, name, status_only };
+            patch(sandbox, &object, content_type, &body, &options)
+        }
         ("delete", Some(name)) => {
             let delete = delete_options(&body, query);
             sandbox
@@ -550,6 +523,71 @@ async fn resource_request(
         Ok((status, value)) => json_response(status, &value),
         Err(error) => error_response(&error),
     }
+}
+
+/// A review (create-only resources: SelfSubjectReview, SelfSubjectAccessReview), in JSON or
+/// protobuf as kubectl sends it.
+fn review_request(
+    sandbox: &Sandbox,
+    resource: &ResourceType,
+    info: &RequestInfo,
+    content_type: &str,
+    body: &Bytes,
+) -> Response {
+    if info.verb != "create" {
+        return error_response(&ApiError::new(
+            405,
+            "MethodNotAllowed",
+            format!("{} only supports create", resource.plural),
+        ));
+    }
+    let decoded = if content_type.contains("protobuf") {
+        super::proto::decode_review(body)
+            .ok_or_else(|| ApiError::new(415, "UnsupportedMediaType", "this protobuf body could not be read"))
+    } else {
+        parse_body(body, content_type)
+    };
+    match decoded {
+        Ok(review) => json_response(201, &sandbox.review(resource, review)),
+        Err(error) => error_response(&error),
+    }
+}
+
+/// One object a request names.
+struct Target<'a> {
+    resource: &'a ResourceType,
+    namespace: &'a str,
+    name: &'a str,
+    /// The status subresource only.
+    status_only: bool,
+}
+
+/// A patch of any of kube-apiserver's four kinds; a server-side apply that creates the object
+/// answers 201, like kube-apiserver.
+fn patch(
+    sandbox: &Sandbox,
+    object: &Target<'_>,
+    content_type: &str,
+    body: &Bytes,
+    options: &WriteOptions,
+) -> Result<(u16, Value), ApiError> {
+    let Some(kind) = PatchType::from_content_type(content_type) else {
+        return Err(ApiError::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {content_type:?})"
+            ),
+        ));
+    };
+    let patch = parse_body(body, content_type)?;
+    let Target { resource, namespace, name, status_only } = *object;
+    sandbox.with_store_mut(|store| {
+        let existed = store.get(resource, namespace, name).is_ok();
+        store
+            .patch(resource, namespace, name, kind, &patch, status_only, options)
+            .map(|object| (if existed { 200 } else { 201 }, (*object).clone()))
+    })
 }
 
 fn forbidden(resource: &ResourceType, info: &RequestInfo, user: &str) -> ApiError {
@@ -679,21 +717,21 @@ fn delete_collection(
     })
 }
 
-fn watch(
-    sandbox: &Sandbox,
-    target: ResourceRoute,
-    query: &HashMap<String, String>,
-    presentation: Presentation,
-    stopping: Option<ServerStopping>,
-) -> Response {
-    let resource = target.resource;
-    let selectors = match selectors(query) {
-        Ok(selectors) => selectors,
-        Err(error) => return error_response(&error),
-    };
+/// What a watch request asks for.
+struct WatchOptions {
+    selectors: Selectors,
+    /// `sendInitialEvents`: the current state first, then a bookmark that ends it.
+    send_initial: bool,
+    start: WatchStart,
+    bookmarks: bool,
+    timeout: Option<Duration>,
+}
+
+fn watch_options(sandbox: &Sandbox, query: &HashMap<String, String>) -> Result<WatchOptions, ApiError> {
+    let selectors = selectors(query)?;
     let send_initial = query.get("sendInitialEvents").is_some_and(|v| v == "true");
     if send_initial && sandbox.control(|control| control.refuse_streaming_lists) {
-        return error_response(&ApiError::new(
+        return Err(ApiError::new(
             422,
             "Invalid",
             "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
@@ -704,11 +742,55 @@ fn watch(
         None | Some("" | "0") => WatchStart::CurrentState,
         Some(rv) => match rv.parse() {
             Ok(rv) => WatchStart::After(rv),
-            Err(_) => return error_response(&ApiError::bad_request(format!("invalid resourceVersion {rv:?}"))),
+            Err(_) => return Err(ApiError::bad_request(format!("invalid resourceVersion {rv:?}"))),
         },
     };
     let bookmarks = query.get("allowWatchBookmarks").is_some_and(|v| v == "true");
     let timeout = query.get("timeoutSeconds").and_then(|t| t.parse::<u64>().ok()).map(Duration::from_secs);
+    Ok(WatchOptions { selectors, send_initial, start, bookmarks, timeout })
+}
+
+/// A BOOKMARK's object at `revision`; `initial_end` marks the end of the initial events.
+fn bookmark(resource: &ResourceType, revision: u64, initial_end: bool) -> Value {
+    let mut metadata = json!({"resourceVersion": revision.to_string()});
+    if initial_end {
+        metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    json!({"kind": resource.kind, "apiVersion": resource.api_version(), "metadata": metadata})
+}
+
+/// When a watch ends on its own: its timeout, or the server stopping.
+async fn watch_ends(deadline: Option<tokio::time::Instant>, stopping: Option<&ServerStopping>) {
+    let expired = async {
+        match deadline {
+            Some(deadline) => tokio::time::sleep_until(deadline).await,
+            None => std::future::pending().await,
+        }
+    };
+    let server_stopping = async {
+        match stopping {
+            Some(ServerStopping(token)) => token.cancelled().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        () = expired => {}
+        () = server_stopping => {}
+    }
+}
+
+fn watch(
+    sandbox: &Sandbox,
+    target: ResourceRoute,
+    query: &HashMap<String, String>,
+    presentation: Presentation,
+    stopping: Option<ServerStopping>,
+) -> Response {
+    let resource = target.resource;
+    let WatchOptions { selectors, send_initial, start, bookmarks, timeout } = match watch_options(sandbox, query) {
+        Ok(options) => options,
+        Err(error) => return error_response(&error),
+    };
     let namespace = target.namespace.clone();
     let subscription = sandbox.with_store(|store| store.watch(&resource, namespace.as_deref(), &selectors, start));
     let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, Infallible>>(64);
@@ -734,13 +816,7 @@ fn watch(
                 return;
             }
         }
-        let bookmark = |revision: u64, initial_end: bool| {
-            let mut metadata = json!({"resourceVersion": revision.to_string()});
-            if initial_end {
-                metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
-            }
-            json!({"kind": resource.kind, "apiVersion": resource.api_version(), "metadata": metadata})
-        };
+        let bookmark = |revision: u64, initial_end: bool| bookmark(&resource, revision, initial_end);
         if send_initial && sender.send(line("BOOKMARK", bookmark(revision, true))).await.is_err() {
             return;
         }
@@ -748,21 +824,8 @@ fn watch(
         let mut ticker = tokio::time::interval(bookmark_interval);
         ticker.tick().await;
         loop {
-            let expired = async {
-                match deadline {
-                    Some(deadline) => tokio::time::sleep_until(deadline).await,
-                    None => std::future::pending().await,
-                }
-            };
-            let server_stopping = async {
-                match &stopping {
-                    Some(ServerStopping(token)) => token.cancelled().await,
-                    None => std::future::pending().await,
-                }
-            };
             tokio::select! {
-                () = expired => return,
-                () = server_stopping => return,
+                () = watch_ends(deadline, stopping.as_ref()) => return,
                 _ = dropped.changed() => return,
                 () = sender.closed() => return,
                 _ = ticker.tick(), if bookmarks => {

@@ -275,6 +275,40 @@ impl Sandbox {
         })
     }
 
+    /// A Job without an outcome completes at once.
+    fn complete_job(&self, key: &ObjectKey, object: &Value) {
+        if object.pointer("/status/succeeded").is_none() && object.pointer("/status/failed").is_none() {
+            let now = now_rfc3339();
+            self.write_status("batch", "jobs", &key.namespace, &key.name, json!({
+                "startTime": now, "completionTime": now, "succeeded": 1, "active": 0,
+                "conditions": [{"type": "Complete", "status": "True", "lastProbeTime": now, "lastTransitionTime": now}],
+            }));
+        }
+    }
+
+    /// A Deployment at rest: complete, or stalled with its new Pods as its fate leaves them; a
+    /// paused one keeps its Pods as they are until it is resumed.
+    fn at_rest(&self, simulation: &WorkloadSimulation, object: &Value, replicas: i64) {
+        let paused = object.pointer("/spec/paused").and_then(Value::as_bool) == Some(true);
+        if !simulation.pods || paused {
+            return;
+        }
+        let stalled = object.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|conditions| {
+            conditions.iter().any(|c| c.get("reason").and_then(Value::as_str) == Some("ProgressDeadlineExceeded"))
+        });
+        let target = if stalled {
+            let new_pods = match Fate::of(object) {
+                Fate::Hang => NewPods::NotReady,
+                Fate::Unschedulable => NewPods::Unschedulable,
+                Fate::Healthy | Fate::Stall | Fate::CrashLoop => NewPods::CrashLoop(5),
+            };
+            PodTarget { replicas, updated: 0, new_pods }
+        } else {
+            PodTarget { replicas, updated: replicas, new_pods: NewPods::Ready }
+        };
+        self.sync_pods(object, &target);
+    }
+
     fn observe(
         &self,
         simulation: &WorkloadSimulation,
@@ -284,16 +318,7 @@ impl Sandbox {
     ) {
         match (key.group.as_str(), key.plural.as_str()) {
             ("apps", "deployments") => {}
-            ("batch", "jobs") => {
-                if object.pointer("/status/succeeded").is_none() && object.pointer("/status/failed").is_none() {
-                    let now = now_rfc3339();
-                    self.write_status("batch", "jobs", &key.namespace, &key.name, json!({
-                        "startTime": now, "completionTime": now, "succeeded": 1, "active": 0,
-                        "conditions": [{"type": "Complete", "status": "True", "lastProbeTime": now, "lastTransitionTime": now}],
-                    }));
-                }
-                return;
-            }
+            ("batch", "jobs") => return self.complete_job(key, object),
             _ => return,
         }
         let generation = int(object, "/metadata/generation").unwrap_or(1);
@@ -316,30 +341,7 @@ impl Sandbox {
                     self.sync_pods(object, &PodTarget { replicas, updated: replicas, new_pods: NewPods::Ready });
                 }
             }
-            Some(observed) if observed >= generation => {
-                let paused = object.pointer("/spec/paused").and_then(Value::as_bool) == Some(true);
-                // Paused: its Pods stay as they are until it is resumed.
-                if simulation.pods && !paused {
-                    // At rest: complete, or stalled with its new Pods as its fate leaves them.
-                    let stalled =
-                        object.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|conditions| {
-                            conditions
-                                .iter()
-                                .any(|c| c.get("reason").and_then(Value::as_str) == Some("ProgressDeadlineExceeded"))
-                        });
-                    let target = if stalled {
-                        let new_pods = match Fate::of(object) {
-                            Fate::Hang => NewPods::NotReady,
-                            Fate::Unschedulable => NewPods::Unschedulable,
-                            Fate::Healthy | Fate::Stall | Fate::CrashLoop => NewPods::CrashLoop(5),
-                        };
-                        PodTarget { replicas, updated: 0, new_pods }
-                    } else {
-                        PodTarget { replicas, updated: replicas, new_pods: NewPods::Ready }
-                    };
-                    self.sync_pods(object, &target);
-                }
-            }
+            Some(observed) if observed >= generation => self.at_rest(simulation, object, replicas),
             _ if object.pointer("/spec/paused").and_then(Value::as_bool) == Some(true) => {
                 // Paused by a person: the deployment controller observes the spec, starts no new
                 // ReplicaSet and keeps no deadline until it is resumed (a new generation).

@@ -170,6 +170,25 @@ pub fn resource_version(object: &Value) -> Option<u64> {
 /// kube-apiserver's `TotalAnnotationSizeLimitB`: 256 KiB over all keys and values.
 pub const ANNOTATIONS_SIZE_LIMIT: usize = 256 * 1024;
 
+/// A namespaced object takes the request's namespace (a different one in its body is refused,
+/// as kube-apiserver does); a cluster-scoped one has none.
+fn place_in_namespace(resource: &ResourceType, namespace: &str, body: &mut Value) -> Result<(), ApiError> {
+    let metadata = metadata_mut(body);
+    if !resource.namespaced {
+        metadata.remove("namespace");
+        return Ok(());
+    }
+    match metadata.get("namespace").and_then(Value::as_str) {
+        Some(ns) if !ns.is_empty() && ns != namespace => Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        )),
+        _ => {
+            metadata.insert("namespace".into(), Value::String(namespace.to_string()));
+            Ok(())
+        }
+    }
+}
+
 /// kube-apiserver's `ValidateAnnotationsSize`: the sum of `len(key) + len(value)` in bytes must not
 /// exceed 256 KiB. Client-side `kubectl apply` copies the whole object into an annotation, so a
 /// large CRD fails here and needs `--server-side`.
@@ -434,6 +453,29 @@ impl Store {
         self.create_as(resource, namespace, body, options, "Update")
     }
 
+    /// The name of an object to create: its own, or one made from its `generateName` (written
+    /// into it) that no object has.
+    fn name_of_new(&self, resource: &ResourceType, namespace: &str, body: &mut Value) -> Result<String, ApiError> {
+        let metadata = metadata_mut(body);
+        if let Some(name) = metadata.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) {
+            return Ok(name.to_string());
+        }
+        let Some(prefix) = metadata.get("generateName").and_then(Value::as_str).filter(|p| !p.is_empty()) else {
+            return Err(ApiError::invalid(
+                resource,
+                "",
+                "metadata.name: Required value: name or generateName is required",
+            ));
+        };
+        let prefix = prefix.to_string();
+        let mut candidate = format!("{prefix}{}", random_suffix(5));
+        while self.objects.contains_key(&ObjectKey::new(resource, namespace, &candidate)) {
+            candidate = format!("{prefix}{}", random_suffix(5));
+        }
+        metadata.insert("name".into(), Value::String(candidate.clone()));
+        Ok(candidate)
+    }
+
     fn create_as(
         &mut self,
         resource: &ResourceType,
@@ -446,41 +488,8 @@ impl Store {
             return Err(ApiError::bad_request("the request body must be a JSON object"));
         }
         check_type(resource, &mut body)?;
-        let metadata = metadata_mut(&mut body);
-        if resource.namespaced {
-            match metadata.get("namespace").and_then(Value::as_str) {
-                Some(ns) if !ns.is_empty() && ns != namespace => {
-                    return Err(ApiError::bad_request(
-                        "the namespace of the provided object does not match the namespace sent on the request",
-                    ));
-                }
-                _ => {
-                    metadata.insert("namespace".into(), Value::String(namespace.to_string()));
-                }
-            }
-        } else {
-            metadata.remove("namespace");
-        }
-        let name = match metadata.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) {
-            Some(name) => name.to_string(),
-            None => {
-                let Some(prefix) = metadata.get("generateName").and_then(Value::as_str).filter(|p| !p.is_empty())
-                else {
-                    return Err(ApiError::invalid(
-                        resource,
-                        "",
-                        "metadata.name: Required value: name or generateName is required",
-                    ));
-                };
-                let prefix = prefix.to_string();
-                let mut candidate = format!("{prefix}{}", random_suffix(5));
-                while self.objects.contains_key(&ObjectKey::new(resource, namespace, &candidate)) {
-                    candidate = format!("{prefix}{}", random_suffix(5));
-                }
-                metadata.insert("name".into(), Value::String(candidate.clone()));
-                candidate
-            }
-        };
+        place_in_namespace(resource, namespace, &mut body)?;
+        let name = self.name_of_new(resource, namespace, &mut body)?;
         if !valid_name(&name) {
             return Err(ApiError::invalid(
                 resource,

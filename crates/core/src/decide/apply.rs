@@ -3,8 +3,8 @@
 use super::*;
 
 /// Write a decision into the status (the part of its effects that is data).
-// A table, one arm per `Decision` (over 80 lines): read side by side, the arms show which
-// variant writes which phase and reason; the longer ones are functions of their own below.
+// A table, one arm per `Decision`: read side by side, the arms show which variant writes which
+// phase and reason; the longer ones are functions of their own below.
 pub fn apply(decision: &Decision, status: &mut RotationBatchStatus, now: Timestamp) {
     if !matches!(decision, Decision::Wait { .. }) {
         status.waiting_until = None;
@@ -13,16 +13,7 @@ pub fn apply(decision: &Decision, status: &mut RotationBatchStatus, now: Timesta
         Decision::Finish(outcome) => {
             finish(status, outcome.phase.clone(), &outcome.reason, outcome.message.clone(), now)
         }
-        Decision::Cancel { message, still_rolling } => {
-            for deployment in status.deployments.iter_mut().filter(|d| is_queued(d)) {
-                deployment.message = Some("not started: the batch was cancelled".into());
-            }
-            if *still_rolling > 0 {
-                set_condition(status, false, &ReadyReason::Cancelled, message.clone(), now);
-            } else {
-                finish(status, BatchPhase::Cancelled, &ReadyReason::Cancelled, message.clone(), now);
-            }
-        }
+        Decision::Cancel { message, still_rolling } => cancel(status, message, *still_rolling, now),
         Decision::Drain => {}
         Decision::Hold { message } => {
             status.phase = BatchPhase::Held;
@@ -79,25 +70,40 @@ pub fn apply(decision: &Decision, status: &mut RotationBatchStatus, now: Timesta
             status.phase = BatchPhase::RollingOut;
             set_condition(status, false, reason, message.clone(), now);
         }
-        Decision::Retry { message, at } => {
-            for deployment in status.deployments.iter_mut().filter(|d| d.retriable()) {
-                deployment.state = Some(DeploymentRolloutState::Queued);
-                // One the batch pointed already is restarted again; one it never reached starts.
-                deployment.retried_at = deployment.vcap_secret.as_ref().map(|_| at.clone());
-                deployment.message = Some("queued: retried".into());
-            }
-            status.phase = BatchPhase::RollingOut;
-            status.completed_at = None;
-            status.halted_at = None;
-            status.retried_at = Some(at.clone());
-            status.rollout_started_at.get_or_insert(Time(now));
-            progress_summary(status);
-            set_condition(status, false, &ReadyReason::Retried, message.clone(), now);
-        }
+        Decision::Retry { message, at } => retry(status, message, at, now),
         Decision::NothingToRetry { at } => status.retried_at = Some(at.clone()),
         // The writes come first (`Reconciler::undo`); it ends the batch.
         Decision::Undo { message } => set_condition(status, false, &ReadyReason::Undone, message.clone(), now),
     }
+}
+
+/// Cancelled: nothing queued starts; the batch ends once nothing rolls any more.
+fn cancel(status: &mut RotationBatchStatus, message: &str, still_rolling: usize, now: Timestamp) {
+    for deployment in status.deployments.iter_mut().filter(|d| is_queued(d)) {
+        deployment.message = Some("not started: the batch was cancelled".into());
+    }
+    if still_rolling > 0 {
+        set_condition(status, false, &ReadyReason::Cancelled, message.to_string(), now);
+    } else {
+        finish(status, BatchPhase::Cancelled, &ReadyReason::Cancelled, message.to_string(), now);
+    }
+}
+
+/// Retried: the Deployments that may be retried are queued again and the batch rolls on.
+fn retry(status: &mut RotationBatchStatus, message: &str, at: &Time, now: Timestamp) {
+    for deployment in status.deployments.iter_mut().filter(|d| d.retriable()) {
+        deployment.state = Some(DeploymentRolloutState::Queued);
+        // One the batch pointed already is restarted again; one it never reached starts.
+        deployment.retried_at = deployment.vcap_secret.as_ref().map(|_| at.clone());
+        deployment.message = Some("queued: retried".into());
+    }
+    status.phase = BatchPhase::RollingOut;
+    status.completed_at = None;
+    status.halted_at = None;
+    status.retried_at = Some(at.clone());
+    status.rollout_started_at.get_or_insert(Time(now));
+    progress_summary(status);
+    set_condition(status, false, &ReadyReason::Retried, message.to_string(), now);
 }
 
 /// An evaluation's effect: the record is the plan now, then its gate.
