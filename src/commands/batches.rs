@@ -604,7 +604,7 @@ mod tests {
         use crate::api::rotation_batch::BatchState;
 
         let now: Timestamp = "2026-11-23T12:00:00Z".parse().expect("time");
-        let decided = crate::engine::reconcile::decide::tests::decided_batches();
+        let decided = crate::engine::reconcile::decide::testing::decided_batches();
         let produced: BTreeSet<String> = decided.iter().map(|(_, batch)| batch.state().label()).collect();
         let mut walked = decided;
         // What the decision does not write itself (a rollout's end, an undo's, a newer batch), as

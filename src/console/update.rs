@@ -50,11 +50,23 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Command> {
             check_access_for_selection(app)
         }
         Msg::Connection(state) => arrived::connection(app, state),
-        Msg::Role(role) => arrived::set(|| app.role = role),
-        Msg::Leader(holder) => arrived::set(|| app.leader = Some(holder)),
-        Msg::GoOperator(lease) => arrived::set(|| app.go_operator = lease),
+        Msg::Role(role) => {
+            app.role = role;
+            Vec::new()
+        }
+        Msg::Leader(holder) => {
+            app.leader = Some(holder);
+            Vec::new()
+        }
+        Msg::GoOperator(lease) => {
+            app.go_operator = lease;
+            Vec::new()
+        }
         Msg::WriteFailure(failure) => arrived::write_failure(app, failure),
-        Msg::Identity(user) => arrived::set(|| app.session.user = Some(user)),
+        Msg::Identity(user) => {
+            app.session.user = Some(user);
+            Vec::new()
+        }
         Msg::Access { kind, namespace, allowed } => access_known(app, kind, namespace, allowed),
         Msg::WriteDone(Ok(done)) => arrived::said(app, Level::Info, done),
         Msg::Theme(Ok(theme)) => arrived::theme(app, theme),
@@ -62,8 +74,14 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Command> {
             switched(app, context, scope);
             Vec::new()
         }
-        Msg::Namespaces(names) => arrived::set(|| app.namespaces = Some(names)),
-        Msg::Contexts(contexts) => arrived::set(|| app.contexts = contexts),
+        Msg::Namespaces(names) => {
+            app.namespaces = Some(names);
+            Vec::new()
+        }
+        Msg::Contexts(contexts) => {
+            app.contexts = contexts;
+            Vec::new()
+        }
         Msg::Dependencies { namespace, name, report } => arrived::dependencies(app, namespace, name, report),
         Msg::WriteDone(Err(error)) | Msg::Theme(Err(error)) | Msg::Error(error) => {
             arrived::said(app, Level::Error, error)

@@ -238,7 +238,6 @@ async fn read_context(
         judging: &judging,
         freezes: freezes.as_deref().ok(),
         namespace_windows: namespace_windows.as_ref().ok(),
-        lease_namespace: &lease_namespace,
         change_windows: change_windows.as_deref(),
     };
     Ok(rows(context, &inputs))
@@ -512,8 +511,6 @@ pub(super) struct Inputs<'a> {
     pub freezes: Option<&'a [Arc<Freeze>]>,
     /// Each Namespace's change windows annotation (`None`: not readable).
     pub namespace_windows: Option<&'a BTreeMap<String, String>>,
-    /// Where a cluster freeze is honoured.
-    pub lease_namespace: &'a str,
     /// The leading engine's cluster change windows, as published (the row shows them).
     pub change_windows: Option<&'a str>,
 }
@@ -656,7 +653,8 @@ fn frozen_over(freezes: &[Arc<Freeze>], namespace: Option<&str>, inputs: &Inputs
         .filter(|freeze| {
             let own = freeze.namespace().unwrap_or_default();
             match &freeze.spec.scope {
-                FreezeScope::Cluster => own == inputs.lease_namespace,
+                // Honoured where the Lease lives (the judging's, chosen with it).
+                FreezeScope::Cluster => inputs.judging.lease_namespace.as_deref() == Some(own.as_str()),
                 FreezeScope::Namespace | FreezeScope::Application => namespace.is_none_or(|viewed| own == viewed),
                 FreezeScope::Other(_) => false,
             }
@@ -700,7 +698,6 @@ mod tests {
             judging: &JUDGING,
             freezes: Some(&[]),
             namespace_windows: None,
-            lease_namespace: "capdeck-system",
             change_windows: None,
         }
     }

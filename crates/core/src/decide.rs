@@ -910,5 +910,6 @@ fn start(batch: &RotationBatch, approved: bool) -> Start {
 // walks every batch they leave behind), hence the `testing` feature; outside `cargo test` of this
 // crate only that helper is used.
 #[cfg(any(test, feature = "testing"))]
-#[cfg_attr(not(test), allow(dead_code, unused_imports))]
-pub mod tests;
+pub mod testing;
+#[cfg(test)]
+mod tests;

@@ -3,12 +3,6 @@
 
 use super::*;
 
-/// A value that only replaces one in the state.
-pub(super) fn set(assign: impl FnOnce()) -> Vec<Command> {
-    assign();
-    Vec::new()
-}
-
 /// An answer said in the footer.
 pub(super) fn said(app: &mut App, level: Level, text: String) -> Vec<Command> {
     flash(app, level, text);
