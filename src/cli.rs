@@ -11,7 +11,7 @@ pub mod complete;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::cluster::ClusterArgs;
+use crate::cluster::ClusterTarget;
 use crate::engine::config::{ApprovalPolicy, EngineMode};
 use crate::output::OutputArgs;
 
@@ -136,7 +136,10 @@ impl ReadonlyFrom {
         match self {
             Self::Flag => ("--readonly was given".into(), "run it without --readonly".into()),
             Self::Env => (
-                "CAPDECK_READONLY=true is set in the environment".into(),
+                format!(
+                    "CAPDECK_READONLY={} is set in the environment",
+                    std::env::var("CAPDECK_READONLY").unwrap_or_else(|_| "true".into())
+                ),
                 "unset CAPDECK_READONLY (or set it to false)".into(),
             ),
         }
@@ -303,6 +306,41 @@ fn unused_cluster_flag(command: &clap::Command, matches: &clap::ArgMatches) -> O
     None
 }
 
+/// How to reach the cluster: the usual kubectl flags, global to every subcommand; `commands`
+/// hands the front ends their plain form (`target`).
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct ClusterArgs {
+    /// Kubeconfig file (default: $KUBECONFIG, then ~/.kube/config; in a Pod: the service account)
+    #[arg(long, global = true, value_name = "PATH", env = "KUBECONFIG", hide_env_values = true)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use (default: the current context)
+    #[arg(long, global = true, value_name = "NAME",
+          add = clap_complete::engine::ArgValueCompleter::new(crate::cluster::complete::contexts))]
+    pub context: Option<String>,
+    /// Namespace to look at (default: the context's namespace)
+    #[arg(short = 'n', long, global = true, value_name = "NS", conflicts_with = "all_namespaces",
+          value_parser = parse::parse_namespace,
+          add = clap_complete::engine::ArgValueCompleter::new(crate::cluster::complete::namespaces))]
+    pub namespace: Option<String>,
+    /// Look at every namespace
+    #[arg(short = 'A', long, global = true)]
+    pub all_namespaces: bool,
+    /// How long to wait for the API server to begin answering a request, and for an exec
+    /// credential plugin, before giving up (kubectl's flag; 0 waits forever). The console's and
+    /// the daemon's watches are bounded until they begin; `fleet` has --timeout instead
+    #[arg(long, global = true, value_name = "DURATION", default_value = "30s",
+          value_parser = crate::cluster::deadline::parse_request_timeout)]
+    pub request_timeout: crate::cluster::deadline::RequestTimeout,
+}
+
+impl ClusterArgs {
+    /// The flags' plain form, which the front ends and the commands take.
+    pub fn target(&self) -> ClusterTarget {
+        let Self { kubeconfig, context, namespace, all_namespaces, request_timeout } = self.clone();
+        ClusterTarget { kubeconfig, context, namespace, all_namespaces, request_timeout }
+    }
+}
+
 /// The console's own flags.
 #[derive(Debug, Args, Clone)]
 pub struct ConsoleArgs {
@@ -310,14 +348,16 @@ pub struct ConsoleArgs {
     /// workloads, a credential rotator, the engine leading with a 30s window); needs no cluster.
     /// The sandbox's kubeconfig path is shown in the help screen (`?`), for kubectl
     #[arg(long, conflicts_with_all = ["daemon", "context"])]
+    #[cfg_attr(not(feature = "sandbox"), arg(hide = true))]
     pub demo: bool,
     /// How often the demo's credential rotator rotates a random binding Secret: a range of Go
     /// durations (`20s-40s`), or `off` (the three rotations at start still happen)
     #[arg(long, value_name = "MIN-MAX|off", default_value = "20s-40s", requires = "demo", value_parser = parse_rotation)]
+    #[cfg_attr(not(feature = "sandbox"), arg(hide = true))]
     pub demo_rotation: DemoRotation,
     /// Never write from this machine: the console's batch keys, the batch commands and --daemon
     /// refuse (CAPDECK_READONLY takes true/false, 1/0, yes/no, on/off)
-    #[arg(long, env = "CAPDECK_READONLY", value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(long, env = "CAPDECK_READONLY", value_parser = parse::parse_readonly)]
     pub readonly: bool,
     /// Colour theme: dark, light, high-contrast, or a file name in $XDG_CONFIG_HOME/capdeck/themes/
     #[arg(long, value_name = "NAME")]
@@ -395,7 +435,7 @@ pub struct EngineArgs {
     /// Namespace of the leader-election Lease, shared by daemons and consoles so only one engine
     /// writes [default: $POD_NAMESPACE in a cluster, else the kubeconfig context's namespace, as
     /// kubectl's -n]
-    #[arg(long, value_name = "NS", env = "POD_NAMESPACE")]
+    #[arg(long, value_name = "NS", env = "POD_NAMESPACE", value_parser = parse::parse_namespace)]
     pub lease_namespace: Option<String>,
     /// Name of the leader-election Lease
     #[arg(long, value_name = "NAME", default_value = "capdeck-engine", value_parser = parse_object_name)]
@@ -456,9 +496,12 @@ capdeck crds | kubectl apply --server-side -f -                 (to try capdeck 
 and capdeck can use. It writes a kubeconfig once it listens, prints the URL and a KUBECONFIG hint, and \
 runs until SIGINT or SIGTERM (exit 0).\n\nExample:\n  capdeck sandbox --seed demo --simulate-workloads \
 --kubeconfig-out /tmp/sandbox.kubeconfig\n  KUBECONFIG=/tmp/sandbox.kubeconfig kubectl get cat -A")]
+    // A build without the sandbox (the container image's) refuses these; its help leaves them out.
+    #[cfg_attr(not(feature = "sandbox"), command(hide = true))]
     Sandbox(SandboxArgs),
     /// Measure capdeck: the sandbox API server, the engine, the console
     #[command(subcommand)]
+    #[cfg_attr(not(feature = "sandbox"), command(hide = true))]
     Bench(BenchCommand),
     /// List RotationBatches: phase, window, approvals, rollout progress
     Batches(BatchesArgs),
@@ -715,7 +758,7 @@ pub struct FreezeTargetArgs {
     pub app: Option<String>,
     /// With -A: where the cluster's freeze goes when no leading engine can be found (its Lease's
     /// namespace otherwise) [default: capdeck-system]
-    #[arg(long, value_name = "NS")]
+    #[arg(long, value_name = "NS", value_parser = parse::parse_namespace)]
     pub lease_namespace: Option<String>,
 }
 
@@ -944,7 +987,7 @@ pub struct FleetArgs {
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = crate::fleet::parse_timeout)]
     pub timeout: std::time::Duration,
     /// Namespace of capdeck's engine Lease in each context [default: the context's namespace]
-    #[arg(long, value_name = "NS")]
+    #[arg(long, value_name = "NS", value_parser = parse::parse_namespace)]
     pub lease_namespace: Option<String>,
     /// Name of capdeck's engine Lease
     #[arg(long, value_name = "NAME", default_value = "capdeck-engine", value_parser = parse_object_name)]
@@ -1017,6 +1060,26 @@ mod tests {
     use clap::CommandFactory;
 
     use super::*;
+
+    /// A namespace that is not a name is refused before any request (`../x` would be another
+    /// URL, and its 404 read as a missing kind); `$CAPDECK_READONLY` takes the usual words, empty
+    /// is unset, and anything else names the variable.
+    #[test]
+    fn namespaces_and_readonly_values_are_checked_at_parse_time() {
+        for bad in ["../x", "a/b", "UP", "", "x-", "x.y", &"a".repeat(64)] {
+            let error = Cli::parse_checked(["capdeck", "-n", bad, "batches"]).expect_err(bad).to_string();
+            assert!(error.contains("is not a namespace name"), "{bad}: {error}");
+        }
+        let error = Cli::parse_checked(["capdeck", "--lease-namespace", "../x"]).expect_err("lease").to_string();
+        assert!(error.contains("is not a namespace name"), "{error}");
+        assert!(Cli::parse_checked(["capdeck", "-n", "cap-shop", "batches"]).is_ok());
+        for (text, readonly) in [("true", true), ("1", true), ("Yes", true), ("on", true), ("", false), ("off", false)]
+        {
+            assert_eq!(parse::parse_readonly(text), Ok(readonly), "{text:?}");
+        }
+        let error = parse::parse_readonly("maybe").expect_err("maybe");
+        assert!(error.contains("CAPDECK_READONLY") && error.contains("true/false"), "{error}");
+    }
 
     /// The shortest valid command line of every subcommand (derived names; a new subcommand with
     /// required arguments fails here until it is given one).

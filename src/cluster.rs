@@ -51,28 +51,20 @@ impl Scope {
     }
 }
 
-/// How to reach the cluster: the usual kubectl flags.
-#[derive(Clone, Debug, Default, clap::Args)]
-pub struct ClusterArgs {
-    /// Kubeconfig file (default: $KUBECONFIG, then ~/.kube/config; in a Pod: the service account)
-    #[arg(long, global = true, value_name = "PATH", env = "KUBECONFIG", hide_env_values = true)]
+/// How to reach the cluster, as the kubectl flags say it (`cli::ClusterArgs` is the command
+/// line's form; the front ends get this one).
+#[derive(Clone, Debug, Default)]
+pub struct ClusterTarget {
+    /// Kubeconfig file (`None`: $KUBECONFIG, then ~/.kube/config; in a Pod: the service account).
     pub kubeconfig: Option<PathBuf>,
-    /// Kubeconfig context to use (default: the current context)
-    #[arg(long, global = true, value_name = "NAME",
-          add = clap_complete::engine::ArgValueCompleter::new(complete::contexts))]
+    /// Kubeconfig context (`None`: the current context).
     pub context: Option<String>,
-    /// Namespace to look at (default: the context's namespace)
-    #[arg(short = 'n', long, global = true, value_name = "NS", conflicts_with = "all_namespaces",
-          add = clap_complete::engine::ArgValueCompleter::new(complete::namespaces))]
+    /// Namespace to look at (`None`: the context's namespace).
     pub namespace: Option<String>,
-    /// Look at every namespace
-    #[arg(short = 'A', long, global = true)]
+    /// Every namespace.
     pub all_namespaces: bool,
     /// How long to wait for the API server to begin answering a request, and for an exec
-    /// credential plugin, before giving up (kubectl's flag; 0 waits forever). The console's and
-    /// the daemon's watches are bounded until they begin; `fleet` has --timeout instead
-    #[arg(long, global = true, value_name = "DURATION", default_value = "30s",
-          value_parser = deadline::parse_request_timeout)]
+    /// credential plugin (kubectl's `--request-timeout`).
     pub request_timeout: deadline::RequestTimeout,
 }
 
@@ -114,7 +106,7 @@ pub enum ConnectError {
     Plugin { server: String, plugin: deadline::PluginTimedOut },
 }
 
-impl ClusterArgs {
+impl ClusterTarget {
     /// The contexts of the kubeconfig `connect` would read (for `:ctx` completion and the fleet).
     /// A kubeconfig that does not parse is an error naming the file and the line, never its text.
     pub fn context_names(&self) -> Result<Vec<String>, ConnectError> {
@@ -133,7 +125,7 @@ impl ClusterArgs {
                     || std::env::var("KUBECONFIG").unwrap_or_else(|_| "~/.kube/config".into()),
                     |path| path.display().to_string(),
                 ),
-                message: without_echoed_input(&error.to_string()),
+                message: kubeconfig_problem(&error),
             }),
         }
     }
@@ -159,7 +151,7 @@ impl ClusterArgs {
             Some(path) => {
                 let kubeconfig = Kubeconfig::read_from(path).map_err(|error| ConnectError::Kubeconfig {
                     path: path.display().to_string(),
-                    message: without_echoed_input(&error.to_string()),
+                    message: kubeconfig_problem(&error),
                 })?;
                 let context = self.context.clone().or_else(|| kubeconfig.current_context.clone()).unwrap_or_default();
                 if !kubeconfig.contexts.iter().any(|named| named.name == context) {
@@ -590,6 +582,34 @@ pub fn no_answer(error: &kube::Error) -> Option<&deadline::NoAnswer> {
     causes(error).into_iter().find_map(|cause| cause.downcast_ref::<deadline::NoAnswer>())
 }
 
+/// Why a kubeconfig cannot be read, with what to do: a missing file says so (kube's own text
+/// repeats the path in quotes), anything else is kube's words without the input it echoes.
+fn kubeconfig_problem(error: &kube::config::KubeconfigError) -> String {
+    match error {
+        kube::config::KubeconfigError::ReadConfig(io, _) if io.kind() == std::io::ErrorKind::NotFound => {
+            "no such file: point --kubeconfig or $KUBECONFIG at your kubeconfig (kubectl config view shows \
+             the one kubectl uses)"
+                .into()
+        }
+        kube::config::KubeconfigError::ReadConfig(io, _) => format!("{io}"),
+        other => without_echoed_input(&other.to_string()),
+    }
+}
+
+/// A Status's message, never a response body: when kube could not read the answer as a Status it
+/// puts the answer's text in the message; then only the `message` field of a JSON Status is
+/// kept, and anything else is not shown.
+pub fn status_message(status: &kube::core::Status) -> String {
+    let text = status.message.trim();
+    if !text.starts_with('{') {
+        return status.message.clone();
+    }
+    serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|body| body.get("message").and_then(serde_json::Value::as_str).map(str::to_string))
+        .unwrap_or_else(|| "the answer was not a Kubernetes Status (not shown: it may hold credentials)".into())
+}
+
 pub fn describe_error(error: &kube::Error) -> String {
     without_userinfo(&describe(error))
 }
@@ -605,13 +625,16 @@ fn describe(error: &kube::Error) -> String {
             .into();
     }
     match error {
-        kube::Error::Api(status) => match status.code {
-            401 => format!("unauthorized: {} (are your kubeconfig credentials still valid?)", status.message),
-            403 => format!("forbidden: {}", status.message),
-            404 => format!("not found: {}", status.message),
-            409 => format!("conflict: {} (someone else changed it; re-read and try again)", status.message),
-            _ => format!("{} ({} {})", status.message, status.code, status.reason),
-        },
+        kube::Error::Api(status) => {
+            let message = status_message(status);
+            match status.code {
+                401 => format!("unauthorized: {message} (are your kubeconfig credentials still valid?)"),
+                403 => format!("forbidden: {message}"),
+                404 => format!("not found: {message}"),
+                409 => format!("conflict: {message} (someone else changed it; re-read and try again)"),
+                _ => format!("{message} ({} {})", status.code, status.reason),
+            }
+        }
         kube::Error::HyperError(_) | kube::Error::Service(_) => {
             if let Some(no_answer) = no_answer(error) {
                 return format!("{no_answer}: is it up, and not overloaded? (a longer {} waits more)", no_answer.flag);
@@ -640,7 +663,7 @@ pub fn describe_watch_error(error: &kube::runtime::watcher::Error) -> String {
         Error::InitialListFailed(error) | Error::WatchStartFailed(error) | Error::WatchFailed(error) => {
             describe_error(error)
         }
-        Error::WatchError(status) => format!("{} ({} {})", status.message, status.code, status.reason),
+        Error::WatchError(status) => format!("{} ({} {})", status_message(status), status.code, status.reason),
         other => other.to_string(),
     }
 }
@@ -658,6 +681,21 @@ mod tests {
         let client = kube::Client::try_from(config).expect("client");
         let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client);
         api.list(&kube::api::ListParams::default()).await.expect_err("nobody answers")
+    }
+
+    /// A response body kube put in a Status's message never reaches a person: a JSON Status gives
+    /// its message, anything else is not shown.
+    #[test]
+    fn a_status_message_is_never_a_body() {
+        let with = |message: &str| kube::core::Status::failure(message, "Forbidden").with_code(403);
+        let body = r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"freezes is forbidden: User \"mallory\"","code":403}"#;
+        assert_eq!(status_message(&with(body)), r#"freezes is forbidden: User "mallory""#);
+        let secret = r#"{"data":{"password":"hunter2"}}"#;
+        assert!(!status_message(&with(secret)).contains("hunter2"));
+        assert!(!status_message(&with("{not json hunter2")).contains("hunter2"));
+        assert_eq!(status_message(&with("plain words")), "plain words");
+        let error = kube::Error::Api(with(secret).boxed());
+        assert!(!describe_error(&error).contains("hunter2"), "{}", describe_error(&error));
     }
 
     fn closed_port() -> u16 {

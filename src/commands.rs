@@ -32,9 +32,10 @@ pub use readonly::writes;
 #[cfg(not(feature = "sandbox"))]
 pub(crate) fn without_sandbox(what: &str) -> ExitCode {
     crate::safe_eprintln!(
-        "capdeck: {what} needs the embedded sandbox, which this build leaves out (it was built with \
-         --no-default-features, like the container image, which runs the daemon only); use a build \
-         with the default features (cargo install --path . or cargo run --release -- --demo)"
+        "error: {what} needs the embedded sandbox, which this build leaves out (built with \
+         --no-default-features, like the container image, which runs the daemon only); use a build with \
+         the default features: from a checkout, `cargo install --path .` (then `capdeck {}`)",
+        what.strip_prefix("capdeck ").unwrap_or(what)
     );
     ExitCode::from(2)
 }
@@ -62,37 +63,37 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     if let Some(refused) = refuse_if_readonly(&cli)? {
         return Ok(refused);
     }
+    // The front ends and the commands take the cluster flags' plain form, never clap's.
+    let cluster = cli.cluster.target();
     match cli.command {
         Some(Command::Daemon(args)) => {
             let config = crate::daemon::DaemonConfig {
                 engine: engine_config::engine_settings(&args.engine),
                 health_addr: args.health_addr,
             };
-            runtime()?.block_on(crate::daemon::run(&cli.cluster, config))
+            runtime()?.block_on(crate::daemon::run(&cluster, config))
         }
-        Some(Command::Batches(args)) => runtime()?.block_on(batches::list(&cli.cluster, &args)),
-        Some(Command::Approve(args)) => runtime()?.block_on(batches::action(&cli.cluster, &args, BatchAction::Approve)),
-        Some(Command::Force(args)) => runtime()?.block_on(batches::action(
-            &cli.cluster,
-            &args.target,
-            BatchAction::Force { approve: args.approve },
-        )),
-        Some(Command::Hold(args)) => runtime()?.block_on(batches::action(&cli.cluster, &args, BatchAction::Hold)),
-        Some(Command::Release(args)) => runtime()?.block_on(batches::action(&cli.cluster, &args, BatchAction::Release)),
-        Some(Command::Cancel(args)) => runtime()?.block_on(batches::action(&cli.cluster, &args, BatchAction::Cancel)),
-        Some(Command::Retry(args)) => runtime()?.block_on(batches::action(&cli.cluster, &args, BatchAction::Retry)),
-        Some(Command::Undo(args)) => runtime()?.block_on(batches::action(&cli.cluster, &args, BatchAction::Undo)),
-        Some(Command::Freeze(args)) => runtime()?.block_on(freeze::freeze(&cli.cluster, &args)),
-        Some(Command::Unfreeze(args)) => runtime()?.block_on(freeze::unfreeze(&cli.cluster, &args)),
-        Some(Command::Freezes(args)) => runtime()?.block_on(freeze::list(&cli.cluster, &args)),
-        Some(Command::Manifests(args)) => manifests::run(cli.cluster.namespace.as_deref(), &args),
+        Some(Command::Batches(args)) => runtime()?.block_on(batches::list(&cluster, &args)),
+        Some(Command::Approve(args)) => runtime()?.block_on(batches::action(&cluster, &args, BatchAction::Approve)),
+        Some(Command::Force(args)) => {
+            runtime()?.block_on(batches::action(&cluster, &args.target, BatchAction::Force { approve: args.approve }))
+        }
+        Some(Command::Hold(args)) => runtime()?.block_on(batches::action(&cluster, &args, BatchAction::Hold)),
+        Some(Command::Release(args)) => runtime()?.block_on(batches::action(&cluster, &args, BatchAction::Release)),
+        Some(Command::Cancel(args)) => runtime()?.block_on(batches::action(&cluster, &args, BatchAction::Cancel)),
+        Some(Command::Retry(args)) => runtime()?.block_on(batches::action(&cluster, &args, BatchAction::Retry)),
+        Some(Command::Undo(args)) => runtime()?.block_on(batches::action(&cluster, &args, BatchAction::Undo)),
+        Some(Command::Freeze(args)) => runtime()?.block_on(freeze::freeze(&cluster, &args)),
+        Some(Command::Unfreeze(args)) => runtime()?.block_on(freeze::unfreeze(&cluster, &args)),
+        Some(Command::Freezes(args)) => runtime()?.block_on(freeze::list(&cluster, &args)),
+        Some(Command::Manifests(args)) => manifests::run(cluster.namespace.as_deref(), &args),
         Some(Command::Plan(args)) => plan::run(&args),
-        Some(Command::Deps(args)) => runtime()?.block_on(deps::run(&cli.cluster, &args)),
-        Some(Command::Tenants(args)) => runtime()?.block_on(tenants::run(&cli.cluster, &args)),
-        Some(Command::Credentials(args)) => runtime()?.block_on(credentials::run(&cli.cluster, &args)),
-        Some(Command::Fleet(args)) => runtime()?.block_on(fleet::run(&cli.cluster, &args)),
+        Some(Command::Deps(args)) => runtime()?.block_on(deps::run(&cluster, &args)),
+        Some(Command::Tenants(args)) => runtime()?.block_on(tenants::run(&cluster, &args)),
+        Some(Command::Credentials(args)) => runtime()?.block_on(credentials::run(&cluster, &args)),
+        Some(Command::Fleet(args)) => runtime()?.block_on(fleet::run(&cluster, &args)),
         Some(Command::Doctor(args)) => {
-            runtime()?.block_on(doctor::run(&cli.cluster, &engine_config::engine_settings(&args.engine), &args))
+            runtime()?.block_on(doctor::run(&cluster, &engine_config::engine_settings(&args.engine), &args))
         }
         Some(Command::Crds(args)) => crds::run(&args),
         Some(Command::Windows(args)) => windows::run(&args),
@@ -118,7 +119,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Some(Command::KubectlPlugin(crate::cli::KubectlPluginCommand::Install(args))) => kubectl_plugin::install(&args),
         Some(Command::Version(args)) => version(&args),
-        None => console::run(&cli.cluster, &cli.engine, &cli.console),
+        None => console::run(&cluster, &cli.engine, &cli.console),
     }
 }
 

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cluster::deadline::RequestTimeout;
 use crate::cluster::stores::Stores;
-use crate::cluster::{ClusterArgs, Connection, Requests, Scope};
+use crate::cluster::{ClusterTarget, Connection, Requests, Scope};
 use crate::engine::Role;
 use crate::engine::metrics::Metrics;
 use crate::engine::settings::EngineSettings;
@@ -171,7 +171,7 @@ fn notify_hosts(notify: &crate::engine::config::NotifyConfig) -> String {
 /// the Lease: what the engine needs, or the exit code when something is wrong that waiting cannot
 /// fix (said in the log, and on stderr, with the fix).
 async fn start(
-    cluster: &ClusterArgs,
+    cluster: &ClusterTarget,
     engine: &EngineSettings,
     phase: &watch::Sender<Phase>,
 ) -> Result<(Connection, Scope, crate::engine::config::EngineConfig), ExitCode> {
@@ -332,7 +332,7 @@ pub struct DaemonConfig {
     pub health_addr: SocketAddr,
 }
 
-pub async fn run(cluster: &ClusterArgs, config: DaemonConfig) -> anyhow::Result<ExitCode> {
+pub async fn run(cluster: &ClusterTarget, config: DaemonConfig) -> anyhow::Result<ExitCode> {
     let DaemonConfig { engine, health_addr } = config;
     init_logging();
     let metrics = Metrics::new();

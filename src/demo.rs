@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::ClusterArgs;
+use crate::cluster::ClusterTarget;
 use crate::console::ConsoleSetup;
 use crate::engine::settings::EngineSettings;
 use crate::sandbox::simulate::WorkloadSimulation;
@@ -60,7 +60,7 @@ pub struct DemoConfig {
     pub rotation: Option<(Duration, Duration)>,
 }
 
-pub async fn run(cluster: &ClusterArgs, config: DemoConfig, setup: ConsoleSetup) -> anyhow::Result<ExitCode> {
+pub async fn run(cluster: &ClusterTarget, config: DemoConfig, setup: ConsoleSetup) -> anyhow::Result<ExitCode> {
     let sandbox = Sandbox::default();
     sandbox.load_demo().map_err(|error| anyhow::anyhow!("the demo seed does not load: {error}"))?;
     let served = sandbox.serve(([127, 0, 0, 1], 0).into()).await.context("cannot listen on 127.0.0.1")?;
@@ -81,7 +81,7 @@ pub async fn run(cluster: &ClusterArgs, config: DemoConfig, setup: ConsoleSetup)
     }
     let rotator = config.rotation.map(|(min, max)| sandbox.rotate_credentials(min, max, cancel.clone()));
 
-    let cluster = ClusterArgs {
+    let cluster = ClusterTarget {
         kubeconfig: Some(kubeconfig.clone()),
         context: None,
         namespace: cluster.namespace.clone(),

@@ -444,7 +444,11 @@ pub fn kind_missing(message: &str) -> bool {
 fn write_error(error: kube::Error, verb: &'static str, namespace: &str) -> FreezeError {
     match &error {
         kube::Error::Api(status) if status.code == 403 && !status.message.contains("denied request") => {
-            FreezeError::Forbidden { verb, namespace: namespace.into(), message: status.message.clone() }
+            FreezeError::Forbidden {
+                verb,
+                namespace: namespace.into(),
+                message: crate::cluster::status_message(status),
+            }
         }
         kube::Error::Api(status) if status.code == 404 && kind_missing(&status.message) => FreezeError::NoKind,
         kube::Error::Api(status) if status.code == 404 && status.message.starts_with("namespaces ") => {

@@ -428,7 +428,7 @@ pub async fn find(client: &kube::Client, scope: &Scope, fallback: &[ObjectKey]) 
             LeaderView::CannotLook {
                 reason: format!(
                     "you may not list leases.coordination.k8s.io in all namespaces ({}){}",
-                    status.message,
+                    crate::cluster::status_message(&status),
                     if refused.is_empty() {
                         String::new()
                     } else {

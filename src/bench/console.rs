@@ -26,7 +26,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::{cpu_time, percentile_ms, round, rss_mb, spawn_sandbox, tempfile_dir};
 use crate::api::CAPTenant;
-use crate::cluster::ClusterArgs;
+use crate::cluster::ClusterTarget;
 use crate::console::app::{App, Session};
 use crate::console::keymap::Keymap;
 use crate::console::runtime::{Options, run_console};
@@ -181,7 +181,7 @@ fn kubectl_get_tenants(kubeconfig: &std::path::Path) -> Option<(f64, Option<f64>
 }
 
 /// The console the live bench runs, with an engine that leads (its start-up pass included).
-fn live_console(cluster: ClusterArgs) -> (App, Options) {
+fn live_console(cluster: ClusterTarget) -> (App, Options) {
     let session = Session {
         server: String::new(),
         context: String::new(),
@@ -241,7 +241,8 @@ async fn live(args: &ConsoleBench, report: &mut serde_json::Map<String, Value>) 
     let dir = tempfile_dir()?;
     let kubeconfig = dir.join("kubeconfig");
     let (_child, _url) = spawn_sandbox(&["--seed", "demo"], &kubeconfig)?;
-    let cluster = ClusterArgs { kubeconfig: Some(kubeconfig.clone()), all_namespaces: true, ..ClusterArgs::default() };
+    let cluster =
+        ClusterTarget { kubeconfig: Some(kubeconfig.clone()), all_namespaces: true, ..ClusterTarget::default() };
     let connection = cluster.connect_for(crate::cluster::Requests::Watching).await?;
     create_tenants(&connection.client, args.tenants).await?;
 

@@ -96,6 +96,32 @@ pub(super) fn parse_object_name(text: &str) -> Result<String, String> {
     }
 }
 
+/// A namespace (`-n`, `--lease-namespace`): refused at parse time, where a path-like value such as
+/// `../x` would otherwise reach the API server as another URL and come back a misleading 404.
+pub(super) fn parse_namespace(text: &str) -> Result<String, String> {
+    if crate::api::common::is_dns_label(text) {
+        Ok(text.to_string())
+    } else {
+        Err(format!(
+            "{text:?} is not a namespace name: at most 63 lower-case letters, digits and '-', starting and ending \
+             with a letter or digit (such as cap-shop)"
+        ))
+    }
+}
+
+/// `--readonly` / `$CAPDECK_READONLY`: true/false, 1/0, yes/no, on/off; an exported but empty
+/// variable is unset (false).
+pub(super) fn parse_readonly(text: &str) -> Result<bool, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "y" | "on" => Ok(true),
+        "" | "false" | "0" | "no" | "n" | "off" => Ok(false),
+        _ => Err(format!(
+            "{text:?} is not a yes or a no: CAPDECK_READONLY (like --readonly=VALUE) takes true/false, 1/0, \
+             yes/no or on/off"
+        )),
+    }
+}
+
 /// `20s-40s` → a range; `off` → none.
 pub(super) fn parse_rotation(text: &str) -> Result<DemoRotation, String> {
     if text.eq_ignore_ascii_case("off") {

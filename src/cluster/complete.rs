@@ -14,7 +14,7 @@ use clap_complete::engine::CompletionCandidate;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams};
 
-use super::{ClusterArgs, Connection};
+use super::{ClusterTarget, Connection};
 
 /// How long a completer waits for the cluster, connecting included.
 const WAIT: Duration = Duration::from_secs(2);
@@ -37,14 +37,14 @@ pub fn namespaces(current: &OsStr) -> Vec<CompletionCandidate> {
 /// The cluster flags of the command line being completed. A completer is handed only its own
 /// word, but the shell's words are this process's arguments (`capdeck -- capdeck WORDS` from the
 /// shell's script, `capdeck __complete WORDS` from kubectl).
-pub fn line() -> ClusterArgs {
+pub fn line() -> ClusterTarget {
     cluster_args_of(&std::env::args().collect::<Vec<_>>())
 }
 
 /// `--kubeconfig`, `--context`, `-n`/`--namespace` and `-A` among `words` (the last one given
 /// wins, as for clap; an empty value, the word being completed, is none).
-pub fn cluster_args_of(words: &[String]) -> ClusterArgs {
-    let mut args = ClusterArgs::default();
+pub fn cluster_args_of(words: &[String]) -> ClusterTarget {
+    let mut args = ClusterTarget::default();
     let mut words = words.iter();
     while let Some(word) = words.next() {
         let (flag, inline) = match word.split_once('=') {
@@ -74,7 +74,7 @@ pub fn matching(mut names: Vec<String>, current: &OsStr) -> Vec<CompletionCandid
 
 /// Ask the cluster `args` name, within [`WAIT`]; nothing on any failure. The wait bounds what
 /// capdeck waits for; an exec credential plugin it started may run on after it (its own time).
-pub fn ask<F, Fut>(args: &ClusterArgs, query: F) -> Vec<String>
+pub fn ask<F, Fut>(args: &ClusterTarget, query: F) -> Vec<String>
 where
     F: FnOnce(Connection) -> Fut,
     Fut: Future<Output = Result<Vec<String>, kube::Error>>,

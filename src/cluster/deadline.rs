@@ -158,7 +158,9 @@ pub async fn build_client(config: kube::Config, timeout: RequestTimeout) -> Resu
     if let Err(error) = spawned {
         return Err(BuildError::Thread(error.to_string()));
     }
-    let builder = match timeout.after {
+    // Without an exec plugin the build is local work that cannot hang: only a plugin is waited
+    // for within the deadline (the deadline then bounds the requests).
+    let builder = match timeout.after.filter(|_| plugin.is_some()) {
         Some(after) => match tokio::time::timeout(after, built).await {
             Ok(built) => built,
             Err(_) => {

@@ -13,11 +13,11 @@ use crate::actions::{BatchAction, act};
 use crate::api::RotationBatch;
 use crate::api::lenient::Lenient;
 use crate::cli::{BatchActionArgs, BatchesArgs};
-use crate::cluster::{ClusterArgs, Connection, Requests, describe_error, who_am_i};
+use crate::cluster::{ClusterTarget, Connection, Requests, describe_error, who_am_i};
 use crate::output::{OutputArgs, OutputFormat, Printable, Table, human_duration};
 use crate::readmodel::CollectionWindow;
 
-async fn connect(cluster: &ClusterArgs) -> anyhow::Result<Connection> {
+async fn connect(cluster: &ClusterTarget) -> anyhow::Result<Connection> {
     Ok(cluster.connect().await?)
 }
 
@@ -65,7 +65,7 @@ fn batch_json(batch: &RotationBatch, now: Timestamp) -> Value {
     })
 }
 
-pub async fn list(cluster: &ClusterArgs, args: &BatchesArgs) -> anyhow::Result<ExitCode> {
+pub async fn list(cluster: &ClusterTarget, args: &BatchesArgs) -> anyhow::Result<ExitCode> {
     // `-w`'s watch may rightly stay quiet for minutes: only the start of each answer is bounded.
     let requests = if args.watch { Requests::Watching } else { Requests::OneShot };
     let connection = cluster.connect_for(requests).await?;
@@ -288,7 +288,7 @@ pub fn target(
     }
 }
 
-pub async fn action(cluster: &ClusterArgs, args: &BatchActionArgs, action: BatchAction) -> anyhow::Result<ExitCode> {
+pub async fn action(cluster: &ClusterTarget, args: &BatchActionArgs, action: BatchAction) -> anyhow::Result<ExitCode> {
     let connection = connect(cluster).await?;
     let crate::api::ObjectKey { namespace, name } = target(
         cluster.namespace.as_deref(),
@@ -317,7 +317,8 @@ pub async fn action(cluster: &ClusterArgs, args: &BatchActionArgs, action: Batch
         Ok(report) => {
             let mut out = crate::output::SafeOut(std::io::stdout().lock());
             writeln!(out, "{}/{}: {}", report.namespace, report.batch, report.summary)?;
-            writeln!(out, "reason: {}", args.reason)?;
+            // One line, whatever the reason holds: a newline in it must not forge a line of output.
+            writeln!(out, "reason: {}", crate::output::terminal_safe(&args.reason, false))?;
             Ok(ExitCode::SUCCESS)
         }
         Err(error) => {

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use super::engine_config::demo_engine_settings;
 use super::engine_config::engine_settings;
 use crate::cli::{ConsoleArgs, EngineArgs, StartView};
-use crate::cluster::ClusterArgs;
+use crate::cluster::ClusterTarget;
 use crate::console::app::ViewKind;
 use crate::console::config::{ConsoleConfig, config_dir};
 use crate::console::keymap::Keymap;
@@ -17,7 +17,7 @@ use crate::console::theme::Theme;
 use crate::console::{ConsoleSetup, SetupError};
 
 /// `capdeck` (no subcommand): the console over the kubeconfig.
-pub fn run(cluster: &ClusterArgs, engine: &EngineArgs, args: &ConsoleArgs) -> anyhow::Result<ExitCode> {
+pub fn run(cluster: &ClusterTarget, engine: &EngineArgs, args: &ConsoleArgs) -> anyhow::Result<ExitCode> {
     let mut setup = match console_setup(args) {
         Ok(setup) => setup,
         Err(error) => {

@@ -14,7 +14,7 @@ use crate::api::lenient::Lenient;
 use crate::api::service_binding::GROUP;
 use crate::api::{Freeze, RotationBatch};
 use crate::cli::CredentialsArgs;
-use crate::cluster::{ClusterArgs, Scope, describe_error};
+use crate::cluster::{ClusterTarget, Scope, describe_error};
 use crate::credentials::{CredentialsOverview, Inputs, overview_scheduled};
 use crate::judging::{Chosen, choose};
 use crate::leadership::{LeaderView, PublishedSettings};
@@ -22,7 +22,7 @@ use crate::manifest::Manifests;
 use crate::output::Table;
 use crate::plan::CapIndex;
 
-pub async fn run(cluster: &ClusterArgs, args: &CredentialsArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(cluster: &ClusterTarget, args: &CredentialsArgs) -> anyhow::Result<ExitCode> {
     args.output.refuse_name("credentials").map_err(|error| super::UsageError(error.to_string()))?;
     let world = if args.files.is_empty() {
         live(cluster).await?
@@ -177,7 +177,7 @@ fn judge(world: &World, judging: &crate::credentials::Judging, now: Timestamp) -
 
 /// The verdicts `capdeck credentials` gives in the cluster, with the leading engine's settings
 /// (`capdeck doctor` says the same).
-pub(super) async fn live_verdicts(cluster: &ClusterArgs) -> anyhow::Result<CredentialsOverview> {
+pub(super) async fn live_verdicts(cluster: &ClusterTarget) -> anyhow::Result<CredentialsOverview> {
     let world = live(cluster).await?;
     let chosen =
         choose(crate::judging::Flags::default(), world.leader_settings.as_ref(), world.lease_namespace.as_deref());
@@ -272,7 +272,7 @@ pub(super) fn lease_namespace(leader: &LeaderView) -> Option<String> {
 }
 
 /// Everything from the cluster: the objects, the leader's settings, Namespace windows, Freezes.
-async fn live(cluster: &ClusterArgs) -> anyhow::Result<World> {
+async fn live(cluster: &ClusterTarget) -> anyhow::Result<World> {
     let connection = cluster.connect().await?;
     let scope = cluster.scope(&connection);
     let client = &connection.client;

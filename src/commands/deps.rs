@@ -6,12 +6,12 @@ use kube::Api;
 
 use crate::api::CAPApplication;
 use crate::cli::DepsArgs;
-use crate::cluster::{ClusterArgs, describe_error};
+use crate::cluster::{ClusterTarget, describe_error};
 use crate::deps::{Dependency, DependencyReport, dependencies};
 use crate::lookup::Objects;
 use crate::output::{OutputFormat, Table};
 
-pub async fn run(cluster: &ClusterArgs, args: &DepsArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(cluster: &ClusterTarget, args: &DepsArgs) -> anyhow::Result<ExitCode> {
     args.output.refuse_name("deps").map_err(|error| crate::commands::UsageError(error.to_string()))?;
     // NAMESPACE/NAME, or NAME in -n (else the context's namespace; `default` for manifests).
     let default_namespace =
@@ -55,7 +55,7 @@ pub async fn run(cluster: &ClusterArgs, args: &DepsArgs) -> anyhow::Result<ExitC
     Ok(ExitCode::SUCCESS)
 }
 
-async fn live(cluster: &ClusterArgs, namespace: &str, name: &str) -> anyhow::Result<DependencyReport> {
+async fn live(cluster: &ClusterTarget, namespace: &str, name: &str) -> anyhow::Result<DependencyReport> {
     let connection = cluster.connect().await?;
     let apps: Api<crate::api::lenient::Lenient<CAPApplication>> = Api::namespaced(connection.client.clone(), namespace);
     let app = match apps.get_opt(name).await.map(|found| found.map(crate::api::lenient::Lenient::into_result)) {

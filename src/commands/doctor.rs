@@ -18,7 +18,7 @@ use crate::api::rotation_batch::ReadyReason;
 use crate::api::rotation_batch::state::{ApprovalNeed, BatchState};
 use crate::api::{CAPApplication, CAPApplicationVersion, CAPTenant, FreezeScope};
 use crate::cli::DoctorArgs;
-use crate::cluster::{ClusterArgs, Connection, Scope, can_i, describe_error};
+use crate::cluster::{ClusterTarget, Connection, Scope, can_i, describe_error};
 use crate::engine::config::humanize;
 use crate::engine::settings::EngineSettings;
 use crate::leadership::LeaderView;
@@ -339,7 +339,7 @@ async fn waiting_batches(connection: &Connection, scope: &Scope) -> Finding {
 const CONSOLE_NEEDS: &[(&str, &str, &str)] = &[("patch", "capdeck.dev", "rotationbatches")];
 const LEASE_NEEDS: &[&str] = &["get", "create", "patch"];
 
-pub async fn run(cluster: &ClusterArgs, engine: &EngineSettings, args: &DoctorArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(cluster: &ClusterTarget, engine: &EngineSettings, args: &DoctorArgs) -> anyhow::Result<ExitCode> {
     args.output.refuse_name("doctor").map_err(|error| crate::commands::UsageError(error.to_string()))?;
     let connection = cluster.connect().await?;
     let scope = cluster.scope(&connection);

@@ -6,10 +6,10 @@ use std::process::ExitCode;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::cli::FleetArgs;
-use crate::cluster::ClusterArgs;
+use crate::cluster::ClusterTarget;
 use crate::fleet::{FleetOptions, read_fleet};
 
-pub async fn run(cluster: &ClusterArgs, args: &FleetArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(cluster: &ClusterTarget, args: &FleetArgs) -> anyhow::Result<ExitCode> {
     // `-o name` is no value of fleet's `-o` (DocumentFormat): clap refuses it with the list.
     let output = crate::output::OutputArgs::from(args.output);
     let contexts = args.contexts.resolve(cluster.context_names()?);

@@ -14,7 +14,7 @@ use super::UsageError;
 use crate::api::common::{MAX_REASON, MAX_USER, bounded};
 use crate::api::{Freeze, ObjectKey};
 use crate::cli::{FreezeArgs, FreezeTargetArgs, FreezesArgs, UnfreezeArgs};
-use crate::cluster::{ClusterArgs, Connection, Scope, describe_error, who_am_i};
+use crate::cluster::{ClusterTarget, Connection, Scope, describe_error, who_am_i};
 use crate::freezes::{FreezeReport, FreezeState, Target, in_text};
 use crate::leadership::{DEFAULT_LEASE_NAME, EngineScope, LeaderView};
 use crate::output::{OutputFormat, Printable, SafeOut, Table};
@@ -68,7 +68,7 @@ fn given(verb: &str, namespace: Option<&str>, all: bool, target: &FreezeTargetAr
 }
 
 /// How the target was given, for the read-only refusal (`-n shop`, `--app shop/bookshop`, `-A`).
-pub(super) fn target_words(cluster: &ClusterArgs, target: &FreezeTargetArgs) -> String {
+pub(super) fn target_words(cluster: &ClusterTarget, target: &FreezeTargetArgs) -> String {
     let words: Vec<String> = [
         cluster.namespace.as_ref().map(|namespace| format!("-n {namespace}")),
         cluster.all_namespaces.then(|| "-A".to_string()),
@@ -173,7 +173,7 @@ async fn identity(connection: &Connection, verb: &str, target: &Target) -> Optio
     }
 }
 
-pub async fn freeze(cluster: &ClusterArgs, args: &FreezeArgs) -> anyhow::Result<ExitCode> {
+pub async fn freeze(cluster: &ClusterTarget, args: &FreezeArgs) -> anyhow::Result<ExitCode> {
     let given = given("freeze", cluster.namespace.as_deref(), cluster.all_namespaces, &args.target)?;
     let now = Timestamp::now();
     let until = args.until.resolve(now).map_err(UsageError)?;
@@ -210,7 +210,7 @@ pub async fn freeze(cluster: &ClusterArgs, args: &FreezeArgs) -> anyhow::Result<
             if let Some(placed) = placed {
                 writeln!(out, "{placed}")?;
             }
-            writeln!(out, "reason: {}", args.reason)?;
+            writeln!(out, "reason: {}", crate::output::terminal_safe(&args.reason, false))?;
             writeln!(
                 out,
                 "a batch whose old credentials would be revoked before then asks for an approval instead of \
@@ -234,7 +234,7 @@ fn would(summary: &str) -> String {
         .replacen("; it replaces ", "; it would replace ", 1)
 }
 
-pub async fn unfreeze(cluster: &ClusterArgs, args: &UnfreezeArgs) -> anyhow::Result<ExitCode> {
+pub async fn unfreeze(cluster: &ClusterTarget, args: &UnfreezeArgs) -> anyhow::Result<ExitCode> {
     let given = given("unfreeze", cluster.namespace.as_deref(), cluster.all_namespaces, &args.target)?;
     let now = Timestamp::now();
     let connection = cluster.connect().await?;
@@ -270,7 +270,7 @@ pub async fn unfreeze(cluster: &ClusterArgs, args: &UnfreezeArgs) -> anyhow::Res
             if let Some(placed) = placed {
                 writeln!(out, "{placed}")?;
             }
-            writeln!(out, "reason: {}", args.reason)?;
+            writeln!(out, "reason: {}", crate::output::terminal_safe(&args.reason, false))?;
             Ok(ExitCode::SUCCESS)
         }
         Err(error) => {
@@ -281,7 +281,7 @@ pub async fn unfreeze(cluster: &ClusterArgs, args: &UnfreezeArgs) -> anyhow::Res
 }
 
 /// `capdeck freezes`: every Freeze in the scope.
-pub async fn list(cluster: &ClusterArgs, args: &FreezesArgs) -> anyhow::Result<ExitCode> {
+pub async fn list(cluster: &ClusterTarget, args: &FreezesArgs) -> anyhow::Result<ExitCode> {
     let connection = cluster.connect().await?;
     let scope = cluster.scope(&connection);
     let api: Api<crate::api::lenient::Lenient<Freeze>> = scope.api(&connection.client);

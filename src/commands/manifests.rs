@@ -63,7 +63,7 @@ pub fn run(namespace: Option<&str>, args: &ManifestsArgs) -> anyhow::Result<Exit
         extra.extend(["--cluster-name".to_string(), name.clone()]);
     } else if !args.notify_secret.is_empty() {
         // In a Pod there is no kubeconfig context: the daemon calls its cluster what
-        // `ClusterArgs::connect` calls an in-cluster connection, and every message says so.
+        // `ClusterTarget::connect` calls an in-cluster connection, and every message says so.
         crate::safe_eprintln!("{}", missing_cluster_name_warning());
     }
     std::io::stdout().lock().write_all(render(namespace, &args.image, &extra).as_bytes())?;

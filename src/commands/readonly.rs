@@ -60,12 +60,15 @@ pub fn writes(cli: &Cli) -> Option<String> {
         Some(Command::Retry(args)) => action("retry", args),
         Some(Command::Undo(args)) => action("undo", args),
         Some(Command::Freeze(args)) => (!args.dry_run).then(|| {
-            format!("`capdeck freeze {}` (it writes a Freeze)", super::freeze::target_words(&cli.cluster, &args.target))
+            format!(
+                "`capdeck freeze {}` (it writes a Freeze)",
+                super::freeze::target_words(&cli.cluster.target(), &args.target)
+            )
         }),
         Some(Command::Unfreeze(args)) => (!args.dry_run).then(|| {
             format!(
                 "`capdeck unfreeze {}` (it writes the Freeze's spec.lifted)",
-                super::freeze::target_words(&cli.cluster, &args.target)
+                super::freeze::target_words(&cli.cluster.target(), &args.target)
             )
         }),
         _ => None,

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::api::{CAPApplication, CAPApplicationVersion, CAPTenant, CAPTenantOperation};
 use crate::cli::TenantsArgs;
-use crate::cluster::{ClusterArgs, Scope, describe_error};
+use crate::cluster::{ClusterTarget, Scope, describe_error};
 use crate::output::{OutputFormat, Printable, Table};
 use crate::readmodel::{self, Sources, TenantRow};
 
@@ -86,7 +86,7 @@ fn table(rows: &[&TenantRow]) -> Table {
     table
 }
 
-pub async fn run(cluster: &ClusterArgs, args: &TenantsArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(cluster: &ClusterTarget, args: &TenantsArgs) -> anyhow::Result<ExitCode> {
     let connection = cluster.connect().await?;
     // `--app NS/NAME` names its namespace; `--app NAME` is looked up in the scope of -n/-A.
     let (scope, app) =

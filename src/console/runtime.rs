@@ -21,7 +21,7 @@ use super::ConsoleSetup;
 use super::app::{App, Session};
 use super::update::{Command, Msg, update};
 use crate::cluster::stores::Stores;
-use crate::cluster::{ClusterArgs, Connection, Scope, can_i, whoami};
+use crate::cluster::{ClusterTarget, Connection, Scope, can_i, whoami};
 use crate::engine::config::{EngineConfig, EngineMode};
 use crate::engine::metrics::Metrics;
 use crate::engine::settings::EngineSettings;
@@ -44,7 +44,7 @@ const SNAPSHOT_PAUSE_FACTOR: u32 = 2;
 
 /// What the runtime needs besides the App.
 pub struct Options {
-    pub cluster: ClusterArgs,
+    pub cluster: ClusterTarget,
     pub engine: EngineConfig,
     pub readonly: bool,
     pub user_theme_dir: Option<std::path::PathBuf>,
@@ -566,7 +566,7 @@ impl Drop for RestoreTerminal {
 
 /// The console on the real terminal.
 pub async fn run_terminal(
-    cluster: ClusterArgs,
+    cluster: ClusterTarget,
     engine: EngineSettings,
     setup: ConsoleSetup,
     demo_kubeconfig: Option<String>,
@@ -634,7 +634,9 @@ pub async fn run_terminal(
 /// Connect before the console takes the screen; when that takes more than a second (an exec
 /// credential plugin waiting for a login, most likely), say on the terminal what it waits for
 /// and for how long, rather than leave it blank.
-async fn connect_saying_why(cluster: &ClusterArgs) -> Result<crate::cluster::Connection, crate::cluster::ConnectError> {
+async fn connect_saying_why(
+    cluster: &ClusterTarget,
+) -> Result<crate::cluster::Connection, crate::cluster::ConnectError> {
     let connecting = cluster.connect_for(crate::cluster::Requests::Watching);
     tokio::pin!(connecting);
     tokio::select! {

@@ -18,7 +18,7 @@ use crate::api::lenient::Lenient;
 use crate::api::rotation_batch::DeploymentRolloutState;
 use crate::api::service_binding::ServiceBinding;
 use crate::api::{BatchPhase, CAPApplication, Freeze, FreezeScope, ObjectKey, RotationBatch};
-use crate::cluster::{ClusterArgs, Scope, describe_error};
+use crate::cluster::{ClusterTarget, Scope, describe_error};
 use crate::credentials::Verdict;
 use crate::manifest::Manifests;
 use crate::plan::SecretLookup;
@@ -86,12 +86,12 @@ impl Unread {
 }
 
 /// Read every context concurrently; one row or more per context, in the order given.
-pub async fn read_fleet(cluster: &ClusterArgs, contexts: &[String], options: &FleetOptions) -> Vec<FleetRow> {
+pub async fn read_fleet(cluster: &ClusterTarget, contexts: &[String], options: &FleetOptions) -> Vec<FleetRow> {
     let reads = contexts.iter().map(|context| read_one(cluster, context, options));
     futures::future::join_all(reads).await.into_iter().flatten().collect()
 }
 
-async fn read_one(cluster: &ClusterArgs, context: &str, options: &FleetOptions) -> Vec<FleetRow> {
+async fn read_one(cluster: &ClusterTarget, context: &str, options: &FleetOptions) -> Vec<FleetRow> {
     let deadline = tokio::time::Instant::now() + options.timeout;
     match read_context(cluster, context, options, deadline).await {
         Ok(rows) => rows,
@@ -154,7 +154,7 @@ async fn consumers_index(
 }
 
 async fn read_context(
-    cluster: &ClusterArgs,
+    cluster: &ClusterTarget,
     context: &str,
     options: &FleetOptions,
     deadline: tokio::time::Instant,
@@ -243,7 +243,7 @@ async fn read_context(
     Ok(rows(context, &inputs))
 }
 
-async fn read_essentials(cluster: &ClusterArgs, context: &str, options: &FleetOptions) -> Result<Essentials, Unread> {
+async fn read_essentials(cluster: &ClusterTarget, context: &str, options: &FleetOptions) -> Result<Essentials, Unread> {
     let mut cluster = cluster.clone();
     cluster.context = Some(context.to_string());
     // An exec credential plugin and each request get the fleet's --timeout.

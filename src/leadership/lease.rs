@@ -40,7 +40,7 @@ pub async fn preflight(client: &kube::Client, lease: &LeaseSettings, identity: &
         Err(kube::Error::Api(status)) if status.code == 403 => Err(LeaseProblem::Forbidden {
             namespace: lease.namespace.clone(),
             name: lease.name.clone(),
-            message: status.message.clone(),
+            message: crate::cluster::status_message(&status),
         }),
         Err(error) => Err(LeaseProblem::Other {
             namespace: lease.namespace.clone(),

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use capdeck::cluster::{ClusterArgs, Connection, Requests};
+use capdeck::cluster::{ClusterTarget, Connection, Requests};
 use capdeck::console::app::{App, Session};
 use capdeck::console::keymap::Keymap;
 use capdeck::console::runtime::{Options, run_console};
@@ -40,12 +40,12 @@ pub fn text(buffer: &Buffer) -> String {
 impl Console {
     /// The console over the cluster a kubeconfig points at, all namespaces.
     pub async fn start(kubeconfig: &std::path::Path, readonly: bool, mode: EngineMode) -> Self {
-        let cluster = ClusterArgs {
+        let cluster = ClusterTarget {
             kubeconfig: Some(kubeconfig.to_path_buf()),
             context: None,
             namespace: None,
             all_namespaces: true,
-            ..ClusterArgs::default()
+            ..ClusterTarget::default()
         };
         let connection = cluster.connect_for(Requests::Watching).await.expect("connect");
         Self::start_on(connection, cluster, readonly, mode)
@@ -53,12 +53,12 @@ impl Console {
 
     /// The console over one namespace (worlds that share an API server).
     pub async fn start_in(kubeconfig: &std::path::Path, namespace: &str, readonly: bool, mode: EngineMode) -> Self {
-        let cluster = ClusterArgs {
+        let cluster = ClusterTarget {
             kubeconfig: Some(kubeconfig.to_path_buf()),
             context: None,
             namespace: Some(namespace.to_string()),
             all_namespaces: false,
-            ..ClusterArgs::default()
+            ..ClusterTarget::default()
         };
         let connection = cluster.connect_for(Requests::Watching).await.expect("connect");
         Self::start_on(connection, cluster, readonly, mode)
@@ -72,7 +72,7 @@ impl Console {
             server: "in-process".into(),
             default_namespace: "default".into(),
         };
-        let cluster = ClusterArgs { all_namespaces: true, ..ClusterArgs::default() };
+        let cluster = ClusterTarget { all_namespaces: true, ..ClusterTarget::default() };
         Self::start_on(connection, cluster, true, EngineMode::Observe)
     }
 
@@ -84,12 +84,12 @@ impl Console {
         size: (u16, u16),
         contexts: capdeck::fleet::ContextList,
     ) -> Self {
-        let cluster = ClusterArgs {
+        let cluster = ClusterTarget {
             kubeconfig: Some(kubeconfig.to_path_buf()),
             context: None,
             namespace: Some(namespace.to_string()),
             all_namespaces: false,
-            ..ClusterArgs::default()
+            ..ClusterTarget::default()
         };
         let connection = cluster.connect_for(Requests::Watching).await.expect("connect");
         let fleet = capdeck::fleet::FleetOptions {
@@ -117,7 +117,7 @@ impl Console {
     }
 
     /// The console over an existing connection (e.g. `Sandbox::client()`).
-    pub fn start_on(connection: Connection, cluster: ClusterArgs, readonly: bool, mode: EngineMode) -> Self {
+    pub fn start_on(connection: Connection, cluster: ClusterTarget, readonly: bool, mode: EngineMode) -> Self {
         let app = Self::app(readonly);
         let fleet = capdeck::fleet::FleetOptions::default();
         Self::spawn(connection, cluster, readonly, mode, app, (160, 40), None, fleet)
@@ -126,7 +126,7 @@ impl Console {
     #[allow(clippy::too_many_arguments)]
     fn spawn(
         connection: Connection,
-        cluster: ClusterArgs,
+        cluster: ClusterTarget,
         readonly: bool,
         mode: EngineMode,
         app: App,

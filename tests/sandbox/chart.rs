@@ -82,7 +82,7 @@ fn every_engine_flag_is_a_chart_value() {
             "--{flag} is no engine flag any more: drop it from NOT_VALUES"
         );
     }
-    // The scope flags live in ClusterArgs.
+    // The scope flags live in ClusterTarget.
     assert!(helpers.contains("--namespace=") && helpers.contains("--all-namespaces"));
 }
 

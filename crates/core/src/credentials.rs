@@ -597,6 +597,22 @@ fn judge(
     binding: Option<&ServiceBinding>,
     report: &mut CredentialReport,
 ) {
+    let about_the_secret = report.reasons.len();
+    judge_rotation(inputs, schedule, binding, report);
+    // A Secret that cannot be read or used decides the verdict (unsafe) whatever its rotation
+    // says: why it cannot is said last, where `doctor`, `fleet` and the notifications read the
+    // reason that decided the verdict.
+    if report.format == Format::Unreadable {
+        report.reasons.rotate_left(about_the_secret);
+    }
+}
+
+fn judge_rotation(
+    inputs: &Inputs<'_>,
+    schedule: &Schedule<'_>,
+    binding: Option<&ServiceBinding>,
+    report: &mut CredentialReport,
+) {
     let timing = inputs.timing;
     let mut verdict = source_verdict(report, timing);
     let worst = |candidate: Verdict, verdict: &mut Verdict| *verdict = (*verdict).max(candidate);
@@ -1163,6 +1179,38 @@ mod tests {
             ("the Secret is missing", vec![app()], true, Verdict::Unsafe, None, "does not exist"),
         ];
         check_verdicts(cases);
+    }
+
+    /// A Secret that cannot be read or used is unsafe whatever its rotation says, and why it
+    /// cannot is the last reason: the one `doctor`, `fleet` and the notifications show (a missing
+    /// Secret with a healthy binding once said "the next keeps old credentials 48h").
+    #[test]
+    fn an_unreadable_secret_says_why_last() {
+        let enabled = json!({"enabled": true});
+        let root_key = {
+            let mut binding = binding(enabled.clone(), Some(-10 * HOUR));
+            binding["spec"]["secretRootKey"] = json!("root");
+            binding
+        };
+        let cases = [
+            ("missing, its binding healthy", vec![app(), binding(enabled.clone(), Some(-10 * HOUR))], "does not exist"),
+            ("missing, no binding", vec![app()], "does not exist"),
+            (
+                "secretRootKey, its rotation healthy",
+                vec![
+                    app(),
+                    secret(json!({"root": b64(r#"{"clientid":"x"}"#)}), Some("services.cloud.sap.com/v1")),
+                    root_key,
+                ],
+                "secretRootKey",
+            ),
+        ];
+        for (what, objects, last) in cases {
+            let report = single(objects, true);
+            assert_eq!(report.verdict, Verdict::Unsafe, "{what}: {report:#?}");
+            let said = report.reasons.last().cloned().unwrap_or_default();
+            assert!(said.contains(last), "{what}: the last reason is {said:?}, not about the Secret");
+        }
     }
 
     /// A Secret rolled out after its latest rotation is ok whatever fields its binding has: the

@@ -113,6 +113,12 @@ pub fn is_dns_subdomain(name: &str) -> bool {
         && name.ends_with(|c: char| c.is_ascii_alphanumeric())
 }
 
+/// A namespace's name: an RFC 1123 label (at most 63 lower-case letters, digits and '-',
+/// starting and ending with a letter or digit).
+pub fn is_dns_label(name: &str) -> bool {
+    name.len() <= 63 && !name.contains('.') && is_dns_subdomain(name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
