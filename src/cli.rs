@@ -18,7 +18,7 @@ use crate::output::OutputArgs;
 mod parse;
 use parse::{
     go_duration_text, non_blank, not_used_here, parse_change_windows, parse_instant, parse_listen_addr,
-    parse_object_name, parse_rotation, parse_synthetic, top_level_flag_after_subcommand, uses_cluster_flag,
+    parse_object_name, parse_rotation, parse_synthetic, top_level_flag_after_subcommand,
 };
 
 /// `--deny`'s rule, checked by the sandbox's parser; a build without the sandbox keeps the text
@@ -208,7 +208,7 @@ impl Cli {
             return Err(usage(message));
         }
         // Cluster flags are global: a subcommand that never reaches a cluster refuses them.
-        if let Some(message) = unused_cluster_flag(&command, &matches) {
+        if let Some(message) = cli.command.as_ref().and_then(|given| unused_cluster_flag(&command, &matches, given)) {
             return Err(usage(message));
         }
         // The console only: a read-only daemon is refused as a write (exit 1, `refuse_if_readonly`).
@@ -281,29 +281,87 @@ fn misplaced_flag(command: &clap::Command, matches: &clap::ArgMatches, runs: Fro
 }
 
 /// A global cluster flag given to a subcommand that never reads a cluster, said with why.
-fn unused_cluster_flag(command: &clap::Command, matches: &clap::ArgMatches) -> Option<String> {
+fn unused_cluster_flag(command: &clap::Command, matches: &clap::ArgMatches, given: &Command) -> Option<String> {
     use clap::parser::ValueSource;
-    if let Some((name, sub)) = matches.subcommand()
-        && let Some(ignored) = ["kubeconfig", "context", "namespace", "all_namespaces", "request_timeout"]
-            .into_iter()
-            .find(|id| sub.value_source(id) == Some(ValueSource::CommandLine) && !uses_cluster_flag(name, id))
-    {
-        let long = command
-            .get_arguments()
-            .find(|arg| arg.get_id() == ignored)
-            .and_then(|arg| arg.get_long())
-            .unwrap_or(ignored)
-            .to_string();
-        return Some(if name == "fleet" && ignored == "request_timeout" {
-            "--request-timeout is not used by `fleet`: each context is read within --timeout (5s by default)"
-                .to_string()
-        } else if name == "fleet" {
+    let (name, sub) = matches.subcommand()?;
+    let ignored = ["kubeconfig", "context", "namespace", "all_namespaces", "request_timeout"]
+        .into_iter()
+        .find(|id| sub.value_source(id) == Some(ValueSource::CommandLine) && !given.cluster_use().uses(id))?;
+    let long = command
+        .get_arguments()
+        .find(|arg| arg.get_id() == ignored)
+        .and_then(|arg| arg.get_long())
+        .unwrap_or(ignored)
+        .to_string();
+    Some(match given.cluster_use() {
+        ClusterUse::Fleet if ignored == "request_timeout" => {
+            "--request-timeout is not used by `fleet`: each context is read within --timeout (5s by default)".into()
+        }
+        ClusterUse::Fleet => {
             format!("--{long} is not used by `fleet`: it reads the contexts --contexts names (all by default)")
-        } else {
-            format!("--{long} is not used by `{name}`, which does not read a cluster")
-        });
+        }
+        _ => format!("--{long} is not used by `{name}`, which does not read a cluster"),
+    })
+}
+
+/// Which of the global cluster flags a subcommand uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClusterUse {
+    /// It reads the cluster: every cluster flag.
+    All,
+    /// It never reaches a cluster.
+    Nothing,
+    /// `manifests`: -n, the namespace it installs into.
+    NamespaceOnly,
+    /// `fleet` reads many contexts: --contexts, not --context; each within --timeout.
+    Fleet,
+}
+
+impl ClusterUse {
+    /// Whether the cluster flag with clap's id `id` is used.
+    pub fn uses(self, id: &str) -> bool {
+        match self {
+            Self::All => true,
+            Self::Nothing => false,
+            Self::NamespaceOnly => id == "namespace",
+            Self::Fleet => id != "context" && id != "request_timeout",
+        }
     }
-    None
+}
+
+impl Command {
+    /// Which cluster flags this subcommand uses: a match over every subcommand, so a new one does
+    /// not compile until it says.
+    pub fn cluster_use(&self) -> ClusterUse {
+        match self {
+            Self::Plan(_)
+            | Self::Crds(_)
+            | Self::Sandbox(_)
+            | Self::Bench(_)
+            | Self::Windows(_)
+            | Self::Completion(_)
+            | Self::KubectlPlugin(_)
+            | Self::Version(_) => ClusterUse::Nothing,
+            Self::Manifests(_) => ClusterUse::NamespaceOnly,
+            Self::Fleet(_) => ClusterUse::Fleet,
+            Self::Batches(_)
+            | Self::Approve(_)
+            | Self::Force(_)
+            | Self::Hold(_)
+            | Self::Release(_)
+            | Self::Cancel(_)
+            | Self::Retry(_)
+            | Self::Undo(_)
+            | Self::Freeze(_)
+            | Self::Unfreeze(_)
+            | Self::Freezes(_)
+            | Self::Deps(_)
+            | Self::Tenants(_)
+            | Self::Credentials(_)
+            | Self::Doctor(_)
+            | Self::Daemon(_) => ClusterUse::All,
+        }
+    }
 }
 
 /// How to reach the cluster: the usual kubectl flags, global to every subcommand; `commands`

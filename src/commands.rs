@@ -224,4 +224,39 @@ mod tests {
         assert!(names.len() > 30, "the table names only {} paths: {names:?}", names.len());
         assert!(missing.is_empty(), "docs/ARCHITECTURE.md names paths that do not exist: {missing:?}");
     }
+
+    /// Every repository path the docs and the README name in backticks from its root (`src/…`,
+    /// `crates/…`, `tests/…`, `tools/…`, `charts/…`, `docs/…`) exists: a file moved or renamed
+    /// takes its mentions with it.
+    #[test]
+    fn the_docs_name_repository_paths_that_exist() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let path = regex::Regex::new(r"`((?:src|crates|tests|tools|charts|docs)/[A-Za-z0-9_.\-/]+)`").expect("regex");
+        let mut documents: Vec<std::path::PathBuf> = vec![root.join("README.md")];
+        documents.extend(
+            std::fs::read_dir(root.join("docs"))
+                .expect("docs/")
+                .flatten()
+                .map(|entry| entry.path())
+                .filter(|path| path.extension().is_some_and(|ext| ext == "md")),
+        );
+        let mut checked = 0;
+        let mut missing = Vec::new();
+        for document in &documents {
+            let text = std::fs::read_to_string(document).expect("a document");
+            for found in path.captures_iter(&text) {
+                // A glob or a placeholder (`readmodel/<view>.rs`) names no one path.
+                let named = found[1].trim_end_matches(['.', '/']);
+                if named.contains(['*', '<', '{']) {
+                    continue;
+                }
+                checked += 1;
+                if !root.join(named).exists() {
+                    missing.push(format!("{}: {named}", document.display()));
+                }
+            }
+        }
+        assert!(checked > 50, "only {checked} paths checked");
+        assert!(missing.is_empty(), "the docs name paths that do not exist: {missing:#?}");
+    }
 }

@@ -2,18 +2,6 @@
 
 use super::*;
 
-/// Whether subcommand `name` uses cluster flag `id` (the others never reach a cluster;
-/// `manifests` takes -n as the namespace it installs into).
-pub(super) fn uses_cluster_flag(name: &str, id: &str) -> bool {
-    match name {
-        "crds" | "plan" | "completion" | "version" | "sandbox" | "bench" | "windows" | "kubectl-plugin" => false,
-        "manifests" => id == "namespace",
-        // The fleet reads many contexts: --contexts, not --context; each within --timeout.
-        "fleet" => id != "context" && id != "request_timeout",
-        _ => true,
-    }
-}
-
 /// An address to listen on: `HOST:PORT` with an IP, `:PORT` (every interface, as Go servers
 /// write it) or `localhost:PORT`.
 pub(super) fn parse_listen_addr(text: &str) -> Result<std::net::SocketAddr, String> {

@@ -353,7 +353,13 @@ fn manifests_render_for_a_namespace() {
     let container = &deployment["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(container["args"][0], "--daemon");
     assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
-    Command::cargo_bin("capdeck").expect("bin").args(["manifests", "-n", "Bad_NS"]).assert().code(1);
+    // Not a namespace name: a usage error, before anything is rendered.
+    Command::cargo_bin("capdeck")
+        .expect("bin")
+        .args(["manifests", "-n", "Bad_NS"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("is not a namespace name"));
     Command::cargo_bin("capdeck")
         .expect("bin")
         .args(["manifests", "--image", "registry.example.com/capdeck:1"])
