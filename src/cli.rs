@@ -509,6 +509,11 @@ pub struct EngineArgs {
     /// or a log. Repeatable
     #[arg(long, value_name = "NS/NAME:KEY")]
     pub notify_secret: Vec<crate::engine::config::SecretKeyRef>,
+    /// Sign the generic JSON webhooks with the key in this Secret's key (Standard Webhooks:
+    /// webhook-id, webhook-timestamp and webhook-signature headers, HMAC-SHA256; `whsec_BASE64`,
+    /// at least 24 bytes). docs/NOTIFICATIONS.md shows how a receiver verifies them
+    #[arg(long, value_name = "NS/NAME:KEY")]
+    pub notify_signing_secret: Option<crate::engine::config::SecretKeyRef>,
     /// The cluster's name in notifications [default: the kube context's name]
     #[arg(long, value_name = "NAME", env = "CAPDECK_CLUSTER_NAME")]
     pub cluster_name: Option<String>,
@@ -848,6 +853,10 @@ pub struct ManifestsArgs {
     /// --notify-secret; repeatable). Create the Secret yourself: the URL never goes in a manifest
     #[arg(long, value_name = "NS/NAME:KEY")]
     pub notify_secret: Vec<crate::engine::config::SecretKeyRef>,
+    /// Have the daemon sign its generic JSON webhooks with the key in this Secret's key (its
+    /// --notify-signing-secret)
+    #[arg(long, value_name = "NS/NAME:KEY")]
+    pub notify_signing_secret: Option<crate::engine::config::SecretKeyRef>,
     /// The cluster's name in the daemon's notifications (its --cluster-name)
     #[arg(long, value_name = "NAME")]
     pub cluster_name: Option<String>,

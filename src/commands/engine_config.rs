@@ -49,6 +49,7 @@ fn with_window(args: &EngineArgs, raw: Option<&str>) -> EngineSettings {
         notify: NotifySources {
             urls: args.notify.clone(),
             secrets: args.notify_secret.clone(),
+            signing: args.notify_signing_secret.clone(),
             cluster_name: args.cluster_name.clone(),
         },
     }

@@ -59,6 +59,9 @@ pub fn run(namespace: Option<&str>, args: &ManifestsArgs) -> anyhow::Result<Exit
     for secret in &args.notify_secret {
         extra.extend(["--notify-secret".to_string(), secret.to_string()]);
     }
+    if let Some(signing) = &args.notify_signing_secret {
+        extra.extend(["--notify-signing-secret".to_string(), signing.to_string()]);
+    }
     if let Some(name) = &args.cluster_name {
         extra.extend(["--cluster-name".to_string(), name.clone()]);
     } else if !args.notify_secret.is_empty() {

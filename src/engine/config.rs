@@ -216,6 +216,58 @@ pub struct NotifyConfig {
     /// The cluster's name in every message (`--cluster-name`, else the kube context's name).
     pub cluster: String,
     pub retry: RetryPolicy,
+    /// `--notify-signing-secret`: the generic JSON receivers get Standard Webhooks signatures.
+    pub signing: Option<SigningKey>,
+}
+
+/// The key the generic JSON webhooks are signed with (Standard Webhooks: HMAC-SHA256 over
+/// `id.timestamp.body`). A credential: `Debug` never shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SigningKey(Vec<u8>);
+
+impl std::fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SigningKey({} bytes)", self.0.len())
+    }
+}
+
+impl SigningKey {
+    /// The shortest key accepted (Standard Webhooks asks for 24 to 64 random bytes).
+    pub const MIN_BYTES: usize = 24;
+
+    /// `whsec_BASE64` (the Standard Webhooks form), else the value's own bytes. The error never
+    /// repeats the value.
+    pub fn parse(value: &[u8]) -> Result<Self, String> {
+        use base64::Engine as _;
+        let text = std::str::from_utf8(value).map(str::trim);
+        let bytes = match text {
+            Ok(text) if text.starts_with("whsec_") => base64::engine::general_purpose::STANDARD
+                .decode(&text["whsec_".len()..])
+                .map_err(|_| "starts with whsec_ but the rest is not base64".to_string())?,
+            Ok(text) => text.as_bytes().to_vec(),
+            Err(_) => value.to_vec(),
+        };
+        if bytes.len() < Self::MIN_BYTES {
+            return Err(format!(
+                "is {} bytes long; a signing secret needs at least {} (make one: echo whsec_$(head -c 32 \
+                 /dev/urandom | base64))",
+                bytes.len(),
+                Self::MIN_BYTES
+            ));
+        }
+        Ok(Self(bytes))
+    }
+
+    /// The `webhook-signature` header's value for message `id` sent at `timestamp` (Unix
+    /// seconds): `v1,` and the base64 of HMAC-SHA256 over `id.timestamp.body`.
+    pub fn sign(&self, id: &str, timestamp: i64, body: &[u8]) -> String {
+        use base64::Engine as _;
+        use hmac::Mac as _;
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&self.0).expect("HMAC takes a key of any length");
+        mac.update(format!("{id}.{timestamp}.").as_bytes());
+        mac.update(body);
+        format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes()))
+    }
 }
 
 /// `--notify-secret NS/NAME:KEY`: a key of a Secret.

@@ -323,8 +323,10 @@ impl Notifier {
             let (sender, target, due, about) = (sender.clone(), target.clone(), due.clone(), about.clone());
             let (retry, metrics, client) = (self.config.retry, self.metrics.clone(), self.client.clone());
             let event = payload.event;
+            let (signing, id) = (self.config.signing.clone(), payload.message_id());
             tokio::spawn(async move {
-                match deliver::deliver(&sender, &target, body, retry).await {
+                let signed = signing.as_ref().map(|key| deliver::Signed { key, id: &id });
+                match deliver::deliver(&sender, &target, body, retry, signed).await {
                     Ok(()) => {
                         metrics.notifications_sent.get_or_create(&receiver(&target)).inc();
                     }
@@ -417,47 +419,63 @@ pub async fn targets(
         out.push(NotifyTarget::parse(url).map_err(|why| format!("--notify (number {}) {why}", position + 1))?);
     }
     for reference in secrets {
-        let api: Api<crate::api::lenient::Lenient<k8s_openapi::api::core::v1::Secret>> =
-            Api::namespaced(client.clone(), &reference.namespace);
-        // A LIST by name: the engine's ClusterRole lists Secrets, it does not GET them.
-        let params = kube::api::ListParams::default().fields(&format!("metadata.name={}", reference.name));
-        let secret = api
-            .list(&params)
-            .await
-            .map_err(|error| {
-                format!(
-                    "--notify-secret {reference}: cannot read the Secret: {} (the engine needs list on secrets in \
-                     namespace {})",
-                    crate::cluster::describe_error(&error),
-                    reference.namespace
-                )
-            })?
-            .items
-            .into_iter()
-            .next()
-            .ok_or_else(|| {
-                format!(
-                    "--notify-secret {reference}: Secret {}/{} does not exist (kubectl create secret generic {} \
-                     -n {} --from-literal={}=https://…)",
-                    reference.namespace, reference.name, reference.name, reference.namespace, reference.key
-                )
-            })?
-            .into_result()
-            .map_err(|undecodable| format!("--notify-secret {reference}: the Secret {undecodable}"))?;
-        let data = crate::plan::secret_data(&secret);
-        let value = data.get(&reference.key).ok_or_else(|| {
-            let keys: Vec<&str> = data.keys().map(String::as_str).collect();
-            format!(
-                "--notify-secret {reference}: the Secret has no key {} (its keys: {})",
-                reference.key,
-                keys.join(", ")
-            )
-        })?;
+        let value = secret_value(client, reference, "--notify-secret", "https://…").await?;
         let text =
-            std::str::from_utf8(value).map_err(|_| format!("--notify-secret {reference}: the value is not text"))?;
+            std::str::from_utf8(&value).map_err(|_| format!("--notify-secret {reference}: the value is not text"))?;
         out.push(NotifyTarget::parse(text).map_err(|why| format!("--notify-secret {reference}: the value {why}"))?);
     }
     Ok(out)
+}
+
+/// The key of `--notify-signing-secret`, read from its Secret.
+pub async fn signing_key(
+    client: &kube::Client,
+    reference: &super::config::SecretKeyRef,
+) -> Result<super::config::SigningKey, String> {
+    let value =
+        secret_value(client, reference, "--notify-signing-secret", "whsec_$(head -c 32 /dev/urandom | base64)").await?;
+    super::config::SigningKey::parse(&value)
+        .map_err(|why| format!("--notify-signing-secret {reference}: the value {why}"))
+}
+
+/// The value of a Secret's key that `flag` names; `example` shows what to create it with.
+async fn secret_value(
+    client: &kube::Client,
+    reference: &super::config::SecretKeyRef,
+    flag: &str,
+    example: &str,
+) -> Result<Vec<u8>, String> {
+    let api: Api<crate::api::lenient::Lenient<k8s_openapi::api::core::v1::Secret>> =
+        Api::namespaced(client.clone(), &reference.namespace);
+    // A LIST by name: the engine's ClusterRole lists Secrets, it does not GET them.
+    let params = kube::api::ListParams::default().fields(&format!("metadata.name={}", reference.name));
+    let secret = api
+        .list(&params)
+        .await
+        .map_err(|error| {
+            format!(
+                "{flag} {reference}: cannot read the Secret: {} (the engine needs list on secrets in namespace {})",
+                crate::cluster::describe_error(&error),
+                reference.namespace
+            )
+        })?
+        .items
+        .into_iter()
+        .next()
+        .ok_or_else(|| {
+            format!(
+                "{flag} {reference}: Secret {}/{} does not exist (kubectl create secret generic {} -n {} \
+                 --from-literal={}={example})",
+                reference.namespace, reference.name, reference.name, reference.namespace, reference.key
+            )
+        })?
+        .into_result()
+        .map_err(|undecodable| format!("{flag} {reference}: the Secret {undecodable}"))?;
+    let mut data = crate::plan::secret_data(&secret);
+    data.remove(&reference.key).ok_or_else(|| {
+        let keys: Vec<&str> = data.keys().map(String::as_str).collect();
+        format!("{flag} {reference}: the Secret has no key {} (its keys: {})", reference.key, keys.join(", "))
+    })
 }
 
 /// What the notification records of the last while say.

@@ -21,6 +21,8 @@ pub struct EngineSettings {
 pub struct NotifySources {
     pub urls: Vec<String>,
     pub secrets: Vec<SecretKeyRef>,
+    /// `--notify-signing-secret`: the key the generic JSON webhooks are signed with.
+    pub signing: Option<SecretKeyRef>,
     /// `--cluster-name`; `None`: the kube context's name.
     pub cluster_name: Option<String>,
 }
@@ -45,8 +47,13 @@ impl EngineSettings {
     /// `client`), the cluster named after `context` unless `--cluster-name` says otherwise.
     pub async fn notify_config(&self, client: &kube::Client, context: &str) -> Result<NotifyConfig, String> {
         let targets = super::notify::targets(client, &self.notify.urls, &self.notify.secrets).await?;
+        let signing = match &self.notify.signing {
+            Some(reference) => Some(super::notify::signing_key(client, reference).await?),
+            None => None,
+        };
         Ok(NotifyConfig {
             targets,
+            signing,
             cluster: self.notify.cluster_name.clone().unwrap_or_else(|| context.to_string()),
             ..NotifyConfig::default()
         })

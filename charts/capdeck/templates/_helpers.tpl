@@ -88,4 +88,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- range .Values.notify }}
 - {{ printf "--notify-secret=%s/%s:%s" (default $.Release.Namespace .namespace) .name .key | quote }}
 {{- end }}
+{{- with .Values.notifySigning }}
+{{- if .name }}
+- {{ printf "--notify-signing-secret=%s/%s:%s" (default $.Release.Namespace .namespace) .name .key | quote }}
+{{- end }}
+{{- end }}
 {{- end -}}

@@ -7,7 +7,15 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
-use super::super::config::{NotifyTarget, RetryPolicy};
+use super::super::config::{NotifyTarget, PayloadFormat, RetryPolicy, SigningKey};
+
+/// How a delivery is signed: the key, and the message's id, the same on every try and from every
+/// engine (a receiver deduplicates on it).
+#[derive(Clone, Copy)]
+pub struct Signed<'a> {
+    pub key: &'a SigningKey,
+    pub id: &'a str,
+}
 
 /// An HTTP client for http and https receivers (the system's root certificates).
 pub struct Sender {
@@ -25,13 +33,21 @@ impl Sender {
         Ok(Self { client: Client::builder(TokioExecutor::new()).build(https) })
     }
 
-    /// One POST; the status code, or why there is none.
-    async fn post(&self, url: &str, body: Vec<u8>) -> Result<u16, String> {
-        let request = hyper::Request::post(url)
+    /// One POST, signed when `signed` says so (with this try's time); the status code, or why
+    /// there is none.
+    async fn post(&self, url: &str, body: Vec<u8>, signed: Option<Signed<'_>>) -> Result<u16, String> {
+        let mut request = hyper::Request::post(url)
             .header(hyper::header::CONTENT_TYPE, "application/json")
-            .header(hyper::header::USER_AGENT, concat!("capdeck/", env!("CARGO_PKG_VERSION")))
-            .body(Full::new(Bytes::from(body)))
-            .map_err(|_| "the URL cannot be requested".to_string())?;
+            .header(hyper::header::USER_AGENT, concat!("capdeck/", env!("CARGO_PKG_VERSION")));
+        if let Some(Signed { key, id }) = signed {
+            let timestamp = k8s_openapi::jiff::Timestamp::now().as_second();
+            request = request
+                .header("webhook-id", id)
+                .header("webhook-timestamp", timestamp.to_string())
+                .header("webhook-signature", key.sign(id, timestamp, &body));
+        }
+        let request =
+            request.body(Full::new(Bytes::from(body))).map_err(|_| "the URL cannot be requested".to_string())?;
         let response = self.client.request(request).await.map_err(|error| {
             // hyper's error text can include the URI: say only what kind of failure it was.
             if error.is_connect() { "cannot connect".to_string() } else { "the request failed".to_string() }
@@ -45,12 +61,20 @@ fn retriable(code: u16) -> bool {
     matches!(code, 408 | 429 | 500..=599)
 }
 
-/// Deliver `body` to `target`; `Err` names the last failure after every try.
-pub async fn deliver(sender: &Sender, target: &NotifyTarget, body: Vec<u8>, retry: RetryPolicy) -> Result<(), String> {
+/// Deliver `body` to `target`, signed if `signed` says so and the receiver takes the generic JSON
+/// (Slack verifies nothing); `Err` names the last failure after every try.
+pub async fn deliver(
+    sender: &Sender,
+    target: &NotifyTarget,
+    body: Vec<u8>,
+    retry: RetryPolicy,
+    signed: Option<Signed<'_>>,
+) -> Result<(), String> {
+    let signed = signed.filter(|_| target.format == PayloadFormat::Json);
     let mut backoff = retry.first_backoff;
     let mut last = String::from("not tried");
     for attempt in 1..=retry.attempts.max(1) {
-        match tokio::time::timeout(retry.attempt_timeout, sender.post(target.url(), body.clone())).await {
+        match tokio::time::timeout(retry.attempt_timeout, sender.post(target.url(), body.clone(), signed)).await {
             Ok(Ok(code)) if (200..300).contains(&code) => return Ok(()),
             Ok(Ok(code)) if !retriable(code) => return Err(format!("the receiver answered {code} (not retried)")),
             Ok(Ok(code)) => last = format!("the receiver answered {code}"),
@@ -85,7 +109,108 @@ mod tests {
             first_backoff: Duration::from_millis(10),
         };
         let sender = Sender::new().expect("sender");
-        let error = deliver(&sender, &target, b"{}".to_vec(), retry).await.expect_err("nothing listens");
+        let error = deliver(&sender, &target, b"{}".to_vec(), retry, None).await.expect_err("nothing listens");
         assert_eq!(error, "cannot connect (2 tries)");
+    }
+
+    /// One request to a loopback receiver: its head (lower-cased header names) and body.
+    async fn receive_one(listener: tokio::net::TcpListener) -> (std::collections::BTreeMap<String, String>, Vec<u8>) {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let (mut stream, _) = listener.accept().await.expect("a request");
+        let mut read = Vec::new();
+        let mut buffer = [0u8; 4096];
+        let (head, body_start) = loop {
+            let n = stream.read(&mut buffer).await.expect("read");
+            assert!(n > 0, "the request ended early");
+            read.extend_from_slice(&buffer[..n]);
+            if let Some(end) = read.windows(4).position(|w| w == b"\r\n\r\n") {
+                break (String::from_utf8_lossy(&read[..end]).into_owned(), end + 4);
+            }
+        };
+        let headers: std::collections::BTreeMap<String, String> = head
+            .lines()
+            .skip(1)
+            .filter_map(|line| line.split_once(": "))
+            .map(|(name, value)| (name.to_ascii_lowercase(), value.to_string()))
+            .collect();
+        let length: usize = headers.get("content-length").and_then(|l| l.parse().ok()).unwrap_or(0);
+        let mut body = read[body_start..].to_vec();
+        while body.len() < length {
+            let n = stream.read(&mut buffer).await.expect("read");
+            assert!(n > 0, "the body ended early");
+            body.extend_from_slice(&buffer[..n]);
+        }
+        stream.write_all(b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n").await.expect("answer");
+        (headers, body)
+    }
+
+    /// Runs docs/NOTIFICATIONS.md's verifier (Python's hmac, not this crate's) over `headers` and
+    /// `body`: its answer.
+    fn python_verifies(secret: &str, headers: &std::collections::BTreeMap<String, String>, body: &[u8]) -> bool {
+        let doc = include_str!("../../../docs/NOTIFICATIONS.md");
+        let block = doc.split("<!-- verifier -->").nth(1).expect("the verifier block");
+        let code = block.split("```python").nth(1).and_then(|rest| rest.split("```").next()).expect("its code");
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::write(dir.path().join("body"), body).expect("body");
+        let script = format!(
+            "{code}\nimport json, sys\nheaders = json.loads(sys.argv[1])\nbody = open(sys.argv[2], 'rb').read()\n\
+             sys.exit(0 if verify(sys.argv[3], headers, body) else 1)\n"
+        );
+        let headers = serde_json::to_string(headers).expect("json");
+        let status = std::process::Command::new("python3")
+            .args(["-c", &script, &headers, &dir.path().join("body").to_string_lossy(), secret])
+            .status()
+            .expect("python3 runs (the CI machine and the README's toolchains have it)");
+        status.success()
+    }
+
+    /// A signed delivery carries the Standard Webhooks headers, and the documented verifier, an
+    /// implementation of its own (Python's hmac), accepts it with the secret and refuses it with
+    /// another secret, another body or another id.
+    #[tokio::test]
+    async fn a_signed_webhook_verifies_with_the_documented_python() {
+        let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+        let key = SigningKey::parse(secret.as_bytes()).expect("key");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        let received = tokio::spawn(receive_one(listener));
+        let target = NotifyTarget::parse(&format!("json=http://127.0.0.1:{port}/hook")).expect("target");
+        let retry =
+            RetryPolicy { attempts: 1, attempt_timeout: Duration::from_secs(10), first_backoff: Duration::ZERO };
+        let body = br#"{"event":"BatchAwaitingApproval","batch":"b1"}"#.to_vec();
+        let signed = Signed { key: &key, id: "msg_0123456789abcdef0123456789abcdef" };
+        deliver(&Sender::new().expect("sender"), &target, body.clone(), retry, Some(signed)).await.expect("delivered");
+        let (headers, got) = received.await.expect("received");
+        assert_eq!(got, body, "the body is sent as signed");
+        assert_eq!(headers.get("webhook-id").map(String::as_str), Some(signed.id));
+        assert!(headers.get("webhook-signature").is_some_and(|s| s.starts_with("v1,")), "{headers:?}");
+        assert!(python_verifies(secret, &headers, &got), "the documented verifier refuses a good delivery");
+        assert!(!python_verifies("whsec_b3RoZXItc2VjcmV0LW9mLTI0LWJ5dGVzLWxvbmc=", &headers, &got), "another secret");
+        assert!(!python_verifies(secret, &headers, b"{\"event\":\"forged\"}"), "another body");
+        let mut other_id = headers.clone();
+        other_id.insert("webhook-id".into(), "msg_forged".into());
+        assert!(!python_verifies(secret, &other_id, &got), "another id");
+    }
+
+    /// A Slack receiver is never signed (it checks nothing), and a short or malformed key is
+    /// refused without repeating it.
+    #[tokio::test]
+    async fn only_json_receivers_are_signed_and_short_keys_are_refused() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        let received = tokio::spawn(receive_one(listener));
+        let target = NotifyTarget::parse(&format!("slack=http://127.0.0.1:{port}/hook")).expect("target");
+        let retry =
+            RetryPolicy { attempts: 1, attempt_timeout: Duration::from_secs(10), first_backoff: Duration::ZERO };
+        let key = SigningKey::parse(b"a-plain-text-secret-of-32-bytes!").expect("key");
+        let signed = Signed { key: &key, id: "msg_x" };
+        deliver(&Sender::new().expect("sender"), &target, b"{}".to_vec(), retry, Some(signed)).await.expect("sent");
+        let (headers, _) = received.await.expect("received");
+        assert!(!headers.contains_key("webhook-signature"), "{headers:?}");
+        for bad in [&b"short-secret"[..], b"whsec_not*base64*at*all*not*base64*at*all"] {
+            let error = SigningKey::parse(bad).expect_err("refused");
+            assert!(!error.contains(std::str::from_utf8(bad).expect("text")), "{error}");
+        }
+        assert_eq!(format!("{key:?}"), "SigningKey(32 bytes)", "Debug never shows the key");
     }
 }

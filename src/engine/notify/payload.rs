@@ -43,6 +43,18 @@ pub struct Payload {
 }
 
 impl Payload {
+    /// The message's id for signed webhooks (`webhook-id`): the same for one transition whoever
+    /// sends it and however often, and fit for a header (a hash of cluster, namespace, batch and
+    /// the transition's key).
+    pub fn message_id(&self) -> String {
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(
+            [self.cluster.as_str(), &self.namespace, &self.batch, &self.key].join("\u{0}").as_bytes(),
+        );
+        let hex: String = digest.iter().take(16).map(|byte| format!("{byte:02x}")).collect();
+        format!("msg_{hex}")
+    }
+
     /// A freeze's start or end: `batch` and `phase` are empty, `reason` is the event, `message`
     /// says who froze (or lifted) it and why, `windowEnd` is the freeze's `until`.
     pub fn for_freeze(

@@ -336,6 +336,7 @@ pub async fn notifications_reach_a_loopback_receiver_once_across_a_leader_change
             NotifyTarget::parse(&format!("slack=http://127.0.0.1:{hanging_port}/hook")).expect("hanging"),
         ],
         cluster: "story".into(),
+        signing: None,
         // The hanging receiver is still being waited for when the rollout is over.
         retry: RetryPolicy {
             attempts: 3,
