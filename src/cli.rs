@@ -284,16 +284,17 @@ fn misplaced_flag(command: &clap::Command, matches: &clap::ArgMatches, runs: Fro
 fn unused_cluster_flag(command: &clap::Command, matches: &clap::ArgMatches, given: &Command) -> Option<String> {
     use clap::parser::ValueSource;
     let (name, sub) = matches.subcommand()?;
+    let uses = given.cluster_use();
     let ignored = ["kubeconfig", "context", "namespace", "all_namespaces", "request_timeout"]
         .into_iter()
-        .find(|id| sub.value_source(id) == Some(ValueSource::CommandLine) && !given.cluster_use().uses(id))?;
+        .find(|id| sub.value_source(id) == Some(ValueSource::CommandLine) && !uses.uses(id))?;
     let long = command
         .get_arguments()
         .find(|arg| arg.get_id() == ignored)
         .and_then(|arg| arg.get_long())
         .unwrap_or(ignored)
         .to_string();
-    Some(match given.cluster_use() {
+    Some(match uses {
         ClusterUse::Fleet if ignored == "request_timeout" => {
             "--request-timeout is not used by `fleet`: each context is read within --timeout (5s by default)".into()
         }

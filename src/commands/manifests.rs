@@ -47,12 +47,7 @@ fn missing_cluster_name_warning() -> String {
 
 pub fn run(namespace: Option<&str>, args: &ManifestsArgs) -> anyhow::Result<ExitCode> {
     let namespace = namespace.unwrap_or(DEFAULT_NAMESPACE);
-    let valid = |name: &str| {
-        !name.is_empty()
-            && name.len() <= 63
-            && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-    };
-    if !valid(namespace) {
+    if !crate::api::common::is_dns_label(namespace) {
         anyhow::bail!("{namespace:?} is not a valid namespace name (lowercase letters, digits and '-')");
     }
     let mut extra = Vec::new();

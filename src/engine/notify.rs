@@ -318,12 +318,13 @@ impl Notifier {
     /// none of the others); one that does not accept it after every retry is counted, warned
     /// about (by host) and, for a batch's record (`due`), noted on that record.
     fn deliver_everywhere(&self, sender: &Arc<deliver::Sender>, payload: &Payload, about: String, due: Option<Due>) {
+        let id = payload.message_id();
         for target in &self.config.targets {
             let body = payload.body(target.format);
             let (sender, target, due, about) = (sender.clone(), target.clone(), due.clone(), about.clone());
             let (retry, metrics, client) = (self.config.retry, self.metrics.clone(), self.client.clone());
             let event = payload.event;
-            let (signing, id) = (self.config.signing.clone(), payload.message_id());
+            let (signing, id) = (self.config.signing.clone(), id.clone());
             tokio::spawn(async move {
                 let signed = signing.as_ref().map(|key| deliver::Signed { key, id: &id });
                 match deliver::deliver(&sender, &target, body, retry, signed).await {

@@ -15,7 +15,6 @@ use kube::api::ListParams;
 use super::{ActiveFreeze, CredentialRisk, FleetRow, OpenBatch, RowState};
 use crate::api::freeze::CLUSTER_FREEZE_NAME;
 use crate::api::lenient::Lenient;
-use crate::api::rotation_batch::DeploymentRolloutState;
 use crate::api::service_binding::ServiceBinding;
 use crate::api::{BatchPhase, CAPApplication, Freeze, FreezeScope, ObjectKey, RotationBatch};
 use crate::cluster::{ClusterTarget, Scope, describe_error};
@@ -558,14 +557,8 @@ fn stalled_deployments(batch: &RotationBatch) -> Vec<String> {
     if batch.is_terminal() {
         return Vec::new();
     }
-    let failing = |state: &Option<DeploymentRolloutState>| {
-        matches!(
-            state,
-            Some(DeploymentRolloutState::Stalled | DeploymentRolloutState::Failing | DeploymentRolloutState::Failed)
-        )
-    };
     let deployments = batch.status.iter().flat_map(|status| &status.deployments);
-    deployments.filter(|d| failing(&d.state)).map(|d| format!("{}/{}", batch.name_any(), d.name)).collect()
+    deployments.filter(|d| d.went_wrong()).map(|d| format!("{}/{}", batch.name_any(), d.name)).collect()
 }
 
 /// The rows of one context that was read: one per namespace with something open, or one

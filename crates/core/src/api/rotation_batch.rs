@@ -281,13 +281,15 @@ pub struct BatchDeployment {
 impl BatchDeployment {
     /// A Deployment a retry rolls again: it stalled, its new Pods fail, or its writes failed.
     pub fn retriable(&self) -> bool {
-        self.action == DeploymentAction::Restart
-            && matches!(
-                self.state,
-                Some(
-                    DeploymentRolloutState::Stalled | DeploymentRolloutState::Failing | DeploymentRolloutState::Failed
-                )
-            )
+        self.action == DeploymentAction::Restart && self.went_wrong()
+    }
+
+    /// It stalled, its new Pods fail, or its writes failed.
+    pub fn went_wrong(&self) -> bool {
+        matches!(
+            self.state,
+            Some(DeploymentRolloutState::Stalled | DeploymentRolloutState::Failing | DeploymentRolloutState::Failed)
+        )
     }
 
     /// A Deployment an undo points back: the batch pointed it at a new VCAP Secret, its rollout
