@@ -80,6 +80,14 @@ pub fn cpu_time() -> Option<Duration> {
     Some(Duration::from_nanos(total))
 }
 
+/// A `/proc/self/status` field in kB (`RssFile`, `RssAnon`, ...) as MiB, if available.
+pub fn status_mb(field: &str) -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.split(':').next() == Some(field))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
 /// Resident set size of this process in MiB (Linux `/proc/self/status`), if available.
 pub fn rss_mb() -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;

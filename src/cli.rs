@@ -18,7 +18,7 @@ use crate::output::OutputArgs;
 mod parse;
 use parse::{
     go_duration_text, non_blank, not_used_here, parse_change_windows, parse_instant, parse_listen_addr,
-    parse_object_name, parse_rotation, parse_synthetic, top_level_flag_after_subcommand,
+    parse_object_name, parse_rotation, parse_synthetic, parse_write_qps, top_level_flag_after_subcommand,
 };
 
 /// `--deny`'s rule, checked by the sandbox's parser; a build without the sandbox keeps the text
@@ -468,6 +468,16 @@ pub struct EngineArgs {
     #[arg(long, value_name = "N", default_value_t = 5, env = "CAPDECK_MAX_PARALLEL_ROLLOUTS",
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_parallel_rollouts: u32,
+    /// The engine's writes per second (batches, their status, VCAP Secrets, Deployments, Events;
+    /// reads and the Lease are not counted): a token bucket as client-go's, at the Go CAP
+    /// Operator's own client rate by default; 0 for no limit
+    #[arg(long, value_name = "PER_SECOND", default_value_t = crate::engine::write_rate::DEFAULT_QPS,
+          env = "CAPDECK_WRITE_QPS", value_parser = parse_write_qps)]
+    pub write_qps: f64,
+    /// Writes the engine may send at once after a quiet spell (the bucket of --write-qps)
+    #[arg(long, value_name = "N", default_value_t = crate::engine::write_rate::DEFAULT_BURST,
+          env = "CAPDECK_WRITE_BURST", value_parser = clap::value_parser!(u32).range(1..))]
+    pub write_burst: u32,
     /// A Deployment rolled less than this ago needs an approval to roll again (storm guard; Go duration)
     #[arg(long, value_name = "DURATION", default_value = "10m", env = "CAPDECK_MIN_ROLLOUT_INTERVAL",
           value_parser = crate::engine::config::parse_go_duration)]
@@ -876,7 +886,7 @@ client: the binding Secrets are read by name, so `list secrets` holds those read
 binding Secrets are rotated with the window forced (--natural-windows: a 5 s window ends on its own): \
 rotated_deployments, rotation_writes, writes_per_deployment (the workload's: VCAP Secret, Deployment, old Secret), \
 engine_writes_per_deployment (every engine write: the workload's plus the batch, its status and Events; \
-engine_writes_per_deployment_by_request breaks it down), window_to_last_update_ms, rollout_complete_ms, and rss_mb / rss_peak_mb of this process (the engine; the \
+engine_writes_per_deployment_by_request breaks it down), window_to_last_update_ms, rollout_complete_ms, and rss_mb / rss_peak_mb of this process (the engine; rss_file_mb_synced / rss_anon_mb_synced split it into the program's mapped pages and the heap; the \
 sandbox's memory is reported apart).")]
     Engine(BenchEngineArgs),
     /// The console: snapshot build, first frame, frame and key-handling time, idle CPU
@@ -1184,7 +1194,7 @@ mod tests {
         Some(
             match name.as_str() {
                 "DURATION" => "30s",
-                "N" => "3",
+                "N" | "PER_SECOND" => "3",
                 "BOOL" => "false",
                 "ADDR" => "127.0.0.1:1",
                 "MIN-MAX|off" => "off",

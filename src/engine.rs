@@ -9,6 +9,7 @@ pub mod notify;
 pub use crate::api::rollout_progress as progress;
 pub mod reconcile;
 pub mod settings;
+pub mod write_rate;
 pub mod writes;
 
 use std::time::Duration;
@@ -149,7 +150,14 @@ async fn run(
         cancel.clone(),
     ))));
     let mut changes = stores.changes();
-    let writes = Writes::new(client, stores.vcap_secrets.clone(), metrics.clone(), &config.identity, write_failure);
+    let writes = Writes::new(
+        client,
+        stores.vcap_secrets.clone(),
+        metrics.clone(),
+        &config.identity,
+        write_failure,
+        config.write_rate,
+    );
     let mut reconciler = Reconciler::new(config, stores, metrics.clone(), writes);
     let mut was_leader = false;
     loop {

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::reads::ReadCounter;
-use super::{SandboxChild, child_rss_mb, peak_rss_mb, round, rss_mb, spawn_sandbox, tempfile_dir};
+use super::{SandboxChild, child_rss_mb, peak_rss_mb, round, rss_mb, spawn_sandbox, status_mb, tempfile_dir};
 use crate::actions::{BatchAction, act};
 use crate::api::{BatchPhase, RotationBatch};
 use crate::bench::synthetic::{app_name, binding_name, namespace_of};
@@ -309,6 +309,9 @@ pub async fn run(args: &EngineBench, max_parallel_rollouts: usize) -> anyhow::Re
     tokio::time::sleep(Duration::from_secs(3)).await;
     let startup_writes = workload_writes(&metrics) + writes(&metrics, "create", "rotationbatches");
     let rss_synced = rss_mb().unwrap_or(0.0);
+    // Where the resident memory is: the program's own pages (text mapped from the file) and the
+    // heap with the allocator's slack and the threads' stacks (anonymous).
+    let rss_split = (status_mb("RssFile").unwrap_or(0.0), status_mb("RssAnon").unwrap_or(0.0));
 
     // Rotate one binding Secret in each of `rotate` applications, then end every window now (or
     // let the windows end on their own).
@@ -353,6 +356,8 @@ pub async fn run(args: &EngineBench, max_parallel_rollouts: usize) -> anyhow::Re
         "rollout_complete_ms": round(rotation.rollout_complete_ms, 1),
         "rss_mb": round(rss_mb().unwrap_or(0.0), 1),
         "rss_mb_synced": round(rss_synced, 1),
+        "rss_file_mb_synced": round(rss_split.0, 1),
+        "rss_anon_mb_synced": round(rss_split.1, 1),
         "rss_mb_before_sync": round(rss_start, 1),
         "rss_peak_mb": round(peak_rss_mb().unwrap_or(0.0), 1),
         "sandbox_rss_mb": round(sandbox_rss, 1),

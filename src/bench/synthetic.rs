@@ -68,6 +68,8 @@ fn seed_current_vcap_secrets(
             &*lookup.deployments[&crate::api::ObjectKey::new(&planned.namespace, &planned.deployment)],
         )
         .map_err(|error| crate::sandbox::LoadError::Rejected(error.to_string()))?;
+        // A view keeps its selector as a query, which it does not write back.
+        deployment["spec"]["selector"] = json!({"matchLabels": {"app": planned.deployment}});
         deployment["apiVersion"] = json!("apps/v1");
         deployment["kind"] = json!("Deployment");
         deployment["spec"]["template"]["spec"]["containers"][0]["envFrom"] =

@@ -142,6 +142,14 @@ pub(super) fn go_duration_text(text: &str) -> Result<String, String> {
         .map_err(|error| format!("{error} (a Go duration with its unit: 30s, 15m, 1h30m)"))
 }
 
+/// `--write-qps`: writes per second, a finite number from 0 (no limit) up.
+pub(super) fn parse_write_qps(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(qps) if qps.is_finite() && qps >= 0.0 => Ok(qps),
+        _ => Err(format!("`{text}` is not a number of writes per second (25, 0.5; 0 for no limit)")),
+    }
+}
+
 /// A reason is an explanation: blank text is none.
 pub(super) fn non_blank(text: &str) -> Result<String, String> {
     crate::api::common::check_reason(text)
@@ -167,4 +175,20 @@ pub(super) fn parse_instant(text: &str) -> Result<jiff::Timestamp, String> {
     text.parse().map_err(|_| {
         format!("{text:?} is not an instant: write RFC 3339 such as 2026-03-28T12:00:00Z (leave out --at for now)")
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_rate_is_a_finite_number_from_zero() {
+        assert_eq!(parse_write_qps("25"), Ok(25.0));
+        assert_eq!(parse_write_qps(" 0.5 "), Ok(0.5));
+        assert_eq!(parse_write_qps("0"), Ok(0.0), "no limit");
+        for bad in ["-1", "NaN", "inf", "fast", ""] {
+            let error = parse_write_qps(bad).expect_err(bad);
+            assert!(error.contains("writes per second"), "{bad}: {error}");
+        }
+    }
 }

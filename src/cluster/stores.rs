@@ -436,8 +436,20 @@ fn prune_metadata<K: Resource>(object: &mut K) {
 }
 
 /// [`prune_metadata`], keeping of a VCAP Secret's managedFields only when it was last written: a
-/// VCAP Secret edited in place is not what its Pods read when they started (`credentials`).
+/// VCAP Secret edited in place is not what its Pods read when they started (`credentials`). Its
+/// values are kept as their digests (`api::stored_digest`): the planner only asks whether
+/// `VCAP_SERVICES` is the payload it would write, and the payloads were the largest part of the
+/// engine's memory (docs/PERFORMANCE.md, "Engine memory"). A Pod log's masking reads them live.
 fn prune_vcap_secret(secret: &mut Secret) {
+    for value in secret.data.iter_mut().flat_map(|data| data.values_mut()) {
+        value.0 = crate::api::stored_digest::stored_digest(&value.0);
+    }
+    if let Some(string_data) = secret.string_data.take() {
+        let data = secret.data.get_or_insert_with(Default::default);
+        for (key, value) in string_data {
+            data.insert(key, k8s_openapi::ByteString(crate::api::stored_digest::stored_digest(value.as_bytes())));
+        }
+    }
     let last = secret
         .metadata
         .managed_fields
@@ -923,5 +935,40 @@ mod tests {
         assert_eq!(kept.len(), 1);
         assert_eq!(kept[0].time.as_ref().map(|time| time.0.to_string()).as_deref(), Some("2026-11-21T09:30:00Z"));
         assert!(kept[0].fields_v1.is_none() && kept[0].manager.is_none());
+    }
+
+    /// The store keeps a VCAP Secret's values as digests: the planner still tells a current
+    /// payload from another, a value shaped like a digest is hashed again, and no credential stays.
+    #[test]
+    fn a_vcap_secret_keeps_digests_of_its_values() {
+        use crate::vcap::gojson::{GoMap, GoValue};
+        let mut entry = GoMap::new();
+        entry.insert("password".into(), GoValue::from("s3cret-value"));
+        let payload = crate::vcap::VcapPayload::assemble([("xsuaa", entry)]);
+        let planted = crate::api::stored_digest::stored_digest(payload.as_bytes());
+        let mut secret = Secret {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some("srv-vcap".into()),
+                ..Default::default()
+            },
+            data: Some(
+                [
+                    ("VCAP_SERVICES".to_string(), k8s_openapi::ByteString(payload.as_bytes().to_vec())),
+                    ("OTHER".to_string(), k8s_openapi::ByteString(planted.clone())),
+                ]
+                .into(),
+            ),
+            string_data: Some([("EXTRA".to_string(), "s3cret-value".to_string())].into()),
+            ..Default::default()
+        };
+        prune_vcap_secret(&mut secret);
+        let data = secret.data.as_ref().expect("data");
+        assert!(payload.matches_stored(&data["VCAP_SERVICES"].0));
+        assert!(!payload.matches_stored(&data["OTHER"].0), "a planted digest is hashed again");
+        assert!(secret.string_data.is_none() && data.contains_key("EXTRA"));
+        for value in data.values() {
+            assert!(crate::api::stored_digest::is_stored_digest(&value.0));
+            assert!(!String::from_utf8_lossy(&value.0).contains("s3cret"));
+        }
     }
 }

@@ -33,6 +33,7 @@ fn with_window(args: &EngineArgs, raw: Option<&str>) -> EngineSettings {
         approval: args.approval,
         max_parallel_rollouts: usize::try_from(args.max_parallel_rollouts).unwrap_or(usize::MAX),
         min_rollout_interval: args.min_rollout_interval,
+        write_rate: (args.write_qps, args.write_burst),
         expected_rollout: args.expected_rollout,
         halt_on_failure: args.halt_on_failure,
         readiness_timeout: args.readiness_timeout,

@@ -348,20 +348,25 @@ impl Runtime<'_> {
         let client = self.live.connection.client.clone();
         let (tx, generation) = (self.tx.clone(), self.generation);
         let stores = self.live.view_stores();
-        let secrets: Vec<_> = stores
+        let bindings: Vec<_> = stores
             .binding_secrets
             .state()
             .into_iter()
-            .chain(stores.vcap_secrets.state())
             .filter(|secret| secret.metadata.namespace.as_deref() == Some(namespace.as_str()))
             .collect();
-        let values = crate::readmodel::pods::credential_values(secrets.iter().map(|s| s.as_ref()));
         tokio::spawn(async move {
             let lines = match crate::readmodel::pods::log(&client, &namespace, &pod, container.as_deref()).await {
-                // Masking builds a matcher over every value's forms: off the async workers.
-                Ok(lines) => tokio::task::spawn_blocking(move || crate::readmodel::pods::mask(lines, &values))
-                    .await
-                    .map_err(|error| format!("cannot mask the log of Pod {namespace}/{pod}: {error}")),
+                // The stores keep VCAP Secrets as digests: their payloads (old credentials too,
+                // until a batch deletes them) are read for the masking, then dropped.
+                Ok(lines) => {
+                    let vcap = crate::readmodel::pods::vcap_secrets(&client, &namespace).await;
+                    let secrets = bindings.iter().map(AsRef::as_ref).chain(vcap.iter());
+                    let values = crate::readmodel::pods::credential_values(secrets);
+                    // Masking builds a matcher over every value's forms: off the async workers.
+                    tokio::task::spawn_blocking(move || crate::readmodel::pods::mask(lines, &values))
+                        .await
+                        .map_err(|error| format!("cannot mask the log of Pod {namespace}/{pod}: {error}"))
+                }
                 Err(error) => Err(error),
             };
             let _ = tx.send((generation, Msg::PodLog { namespace, pod, lines }));

@@ -106,6 +106,8 @@ pub struct EngineConfig {
     pub max_parallel_rollouts: usize,
     /// A Deployment capdeck rolled less than this ago needs an approval (storm guard).
     pub min_rollout_interval: Duration,
+    /// The engine's writes per second and burst (`--write-qps`, `--write-burst`); 0: no limit.
+    pub write_rate: (f64, u32),
     pub mode: EngineMode,
     pub lease: LeaseSettings,
     /// Lease holder identity (pod name or host plus a random suffix).
@@ -326,6 +328,7 @@ impl Default for EngineConfig {
             approval: ApprovalPolicy::Auto,
             max_parallel_rollouts: 5,
             min_rollout_interval: Duration::from_secs(600),
+            write_rate: (crate::engine::write_rate::DEFAULT_QPS, crate::engine::write_rate::DEFAULT_BURST),
             mode: EngineMode::Auto,
             lease: LeaseSettings::default(),
             identity: default_identity(),

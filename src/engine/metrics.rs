@@ -109,6 +109,8 @@ pub struct Metrics {
     pub rollout_duration_seconds: Histogram,
     pub leader: Gauge,
     pub api_writes: Family<WriteLabels, Counter>,
+    /// Time writes waited for the client-side write rate (`--write-qps`).
+    pub write_throttled_seconds: Counter<f64, std::sync::atomic::AtomicU64>,
     /// Per open batch whose rotated Secrets' old credentials have a known revocation time.
     pub credentials_margin_seconds: Family<BatchLabels, Gauge>,
     /// Notifications a receiver accepted, and those it did not after every retry (per receiver).
@@ -210,6 +212,12 @@ impl Metrics {
         registry.register("leader", "1 while this engine holds the lease", leader.clone());
         let api_writes = Family::<WriteLabels, Counter>::default();
         registry.labelled("api_writes", "API writes the engine made, by verb and resource", api_writes.clone());
+        let write_throttled_seconds = Counter::<f64, std::sync::atomic::AtomicU64>::default();
+        registry.register(
+            "write_throttled_seconds",
+            "Time the engine's writes waited for its client-side write rate (--write-qps)",
+            write_throttled_seconds.clone(),
+        );
         let credentials_margin_seconds = Family::<BatchLabels, Gauge>::default();
         registry.labelled(
             "credentials_margin_seconds",
@@ -324,6 +332,7 @@ impl Metrics {
             rollout_duration_seconds,
             leader,
             api_writes,
+            write_throttled_seconds,
             registry: Arc::new(registry.registry),
             labelled: Arc::new(registry.labelled),
         }
@@ -468,6 +477,7 @@ mod tests {
             "capdeck_deployments_restarted",
             "capdeck_approval_wait_seconds",
             "capdeck_rollout_duration_seconds",
+            "capdeck_write_throttled_seconds",
             "capdeck_leader",
             "capdeck_batches_waiting_for_window",
             "capdeck_freeze_active",

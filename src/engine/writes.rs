@@ -63,6 +63,8 @@ pub enum Pointed {
 
 pub struct Writes {
     client: kube::Client,
+    /// The client-side limit every write waits for (`None`: no limit).
+    rate: Option<super::write_rate::WriteRate>,
     /// The VCAP Secrets (labelled with the owner hash): which `envFrom` entries are capdeck's.
     vcap_secrets: kube::runtime::reflector::Store<Secret>,
     /// Every RotationBatch write (`cluster::batch_writer`), as the engine's field manager.
@@ -145,12 +147,35 @@ impl Writes {
         metrics: Metrics,
         identity: &str,
         last_failure: tokio::sync::watch::Sender<Option<String>>,
+        (qps, burst): (f64, u32),
     ) -> Self {
         let recorder =
             Recorder::new(client.clone(), Reporter { controller: "capdeck".into(), instance: Some(identity.into()) });
         let batches = BatchWriter::new(client.clone(), Writer::Engine);
         let failures = std::sync::atomic::AtomicU64::new(0);
-        Self { client, vcap_secrets, batches, metrics, recorder, failures, last_failure, awaited: Default::default() }
+        let rate = super::write_rate::WriteRate::new(qps, burst);
+        Self {
+            client,
+            rate,
+            vcap_secrets,
+            batches,
+            metrics,
+            recorder,
+            failures,
+            last_failure,
+            awaited: Default::default(),
+        }
+    }
+
+    /// Wait for the write rate to allow one more write; the wait is counted
+    /// (`capdeck_write_throttled_seconds_total`).
+    async fn paced(&self) {
+        if let Some(rate) = &self.rate {
+            let waited = rate.acquire().await;
+            if !waited.is_zero() {
+                self.metrics.write_throttled_seconds.inc_by(waited.as_secs_f64());
+            }
+        }
     }
 
     /// Whether `name` in `namespace` is a VCAP Secret (the stores show it labelled), or one of
@@ -229,6 +254,7 @@ impl Writes {
         batch.metadata.namespace = Some(namespace.clone());
         batch.metadata.labels = Some([(LABEL_APPLICATION.to_string(), app.name_any())].into());
         batch.metadata.owner_references = owner_reference(app, false).map(|reference| vec![reference]);
+        self.paced().await;
         let created = self.counted(("create", "rotationbatches"), self.batches.create(&batch).await)?;
         self.metrics.write("create", "rotationbatches");
         self.await_version(&created);
@@ -238,6 +264,7 @@ impl Writes {
     /// Replace the spec (joining secrets, approval requirement) with a resourceVersion precondition.
     pub async fn replace_batch(&self, batch: &RotationBatch) -> Result<RotationBatch, kube::Error> {
         let change = Change::Replace(Box::new(batch.clone()));
+        self.paced().await;
         let replaced = self.counted(("update", "rotationbatches"), self.batches.write_as_read(batch, change).await)?;
         self.metrics.write("update", "rotationbatches");
         self.await_version(&replaced);
@@ -251,6 +278,7 @@ impl Writes {
         batch: &RotationBatch,
         status: &RotationBatchStatus,
     ) -> Result<RotationBatch, kube::Error> {
+        self.paced().await;
         let written = self.counted(
             ("patch", "rotationbatches/status"),
             self.batches.write_as_read(batch, Change::MergeStatus(status_patch(batch, status))).await,
@@ -293,6 +321,7 @@ impl Writes {
             ..Secret::default()
         };
         let api: Api<Secret> = Api::namespaced(self.client.clone(), &namespace);
+        self.paced().await;
         let created = self.counted(
             ("create", "secrets"),
             api.create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() }, &secret)
@@ -447,6 +476,7 @@ impl Writes {
                 Ok(carried) => carried,
                 Err(answer) => return Ok(answer),
             };
+            self.paced().await;
             match api.replace(name, &params, &Lenient(Ok(deployment))).await {
                 Ok(updated) => {
                     self.metrics.write("update", "deployments");
@@ -479,6 +509,7 @@ impl Writes {
             preconditions: uid.map(|uid| Preconditions { uid: Some(uid), resource_version: None }),
             ..DeleteParams::default()
         };
+        self.paced().await;
         match api.delete(name, &params).await {
             Ok(_) => {
                 self.metrics.write("delete", "secrets");
@@ -504,6 +535,7 @@ impl Writes {
             action: "CredentialRollout".into(),
             secondary: Some(about),
         };
+        self.paced().await;
         match self.recorder.publish(&event, &app.object_ref(&())).await {
             Ok(()) => self.metrics.write("create", "events"),
             Err(error) => {

@@ -272,6 +272,15 @@ pub fn public_shaped(value: &str) -> bool {
         && labels.last().is_some_and(|tld| tld.len() >= 2 && tld.chars().all(|c| c.is_ascii_alphabetic()))
 }
 
+/// The VCAP Secrets of `namespace` as the API server has them (with their payloads, which the
+/// stores do not keep); none where they cannot be listed, as a store would hold none.
+pub async fn vcap_secrets(client: &kube::Client, namespace: &str) -> Vec<k8s_openapi::api::core::v1::Secret> {
+    let api: kube::Api<crate::api::lenient::Lenient<k8s_openapi::api::core::v1::Secret>> =
+        kube::Api::namespaced(client.clone(), namespace);
+    let params = kube::api::ListParams::default().labels(crate::api::LABEL_SECRET_OWNER_HASH);
+    crate::cluster::list_each(&api, &params).await.map(|listed| listed.items).unwrap_or_default()
+}
+
 /// Credential values in `secrets` (binding and VCAP Secrets), longest first. A Pod that logs its
 /// credentials is not a reason for capdeck to show them.
 ///
@@ -287,7 +296,10 @@ pub fn public_shaped(value: &str) -> bool {
 pub fn credential_values<'a>(secrets: impl IntoIterator<Item = &'a k8s_openapi::api::core::v1::Secret>) -> Vec<String> {
     let mut out = Vec::new();
     for secret in secrets {
-        for (key, value) in secret.data.iter().flatten() {
+        // A store's digest of a value holds no credential.
+        for (key, value) in
+            secret.data.iter().flatten().filter(|(_, value)| !crate::api::stored_digest::is_stored_digest(&value.0))
+        {
             consider(key, &String::from_utf8_lossy(&value.0), &mut out);
         }
         for (key, value) in secret.string_data.iter().flatten() {

@@ -144,3 +144,70 @@ async fn a_forged_state_on_an_ended_batch_is_put_right_and_a_refused_fix_is_not_
     .await;
     world.engine.stop().await;
 }
+
+/// The applications of the storm below (fixture names are `'static`).
+const STORM: [&str; 30] = [
+    "storm-01", "storm-02", "storm-03", "storm-04", "storm-05", "storm-06", "storm-07", "storm-08", "storm-09",
+    "storm-10", "storm-11", "storm-12", "storm-13", "storm-14", "storm-15", "storm-16", "storm-17", "storm-18",
+    "storm-19", "storm-20", "storm-21", "storm-22", "storm-23", "storm-24", "storm-25", "storm-26", "storm-27",
+    "storm-28", "storm-29", "storm-30",
+];
+
+/// Writes that finish a rollout go first: a storm of 30 new batches, at a write rate of 2 a
+/// second, does not stand between a half-done batch and its next Deployment. While a batch
+/// rolls, a pass opens at most 10 batches (`OPENINGS_PER_PASS_WHILE_ROLLING`) and drives the
+/// rolling one before the next pass opens more; every rotation of the storm still gets its batch.
+#[tokio::test(start_paused = true)]
+async fn a_storm_of_new_batches_never_starves_a_half_done_one() {
+    const OPENINGS_PER_PASS: usize = 10;
+    let mut apps = vec![AppOptions { replicas: 1, ready_after: Some("3s"), ..AppOptions::default() }];
+    apps.extend(STORM.iter().map(|name| AppOptions {
+        name,
+        deployments: &[("srv", &["uaa"])],
+        ..AppOptions::default()
+    }));
+    let mut config = test_config("engine-a");
+    config.rollout_delay = Duration::from_secs(1);
+    config.max_parallel_rollouts = 1;
+    config.write_rate = (2.0, 1);
+    let world = EngineWorld::start(&apps, config).await;
+    let updates_of_bookshop = |requests: &[capdeck::sandbox::RequestRecord]| {
+        requests
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.info.verb == "update" && r.info.resource == "deployments" && r.status < 300)
+            .filter(|(_, r)| r.info.name.as_deref().is_some_and(|name| name.starts_with("bookshop-v1-")))
+            .map(|(at, _)| at)
+            .collect::<Vec<_>>()
+    };
+    world.sandbox.rotate_secret(NS, "bookshop-uaa").expect("rotated");
+    eventually("bookshop's first Deployment written", Duration::from_secs(120), || async {
+        !updates_of_bookshop(&world.sandbox.requests()).is_empty()
+    })
+    .await;
+    let storm_from = world.sandbox.requests().len();
+    for name in STORM {
+        world.sandbox.rotate_secret(NS, &format!("{name}-uaa")).expect("rotated");
+    }
+    world.sandbox.wait_phase("bookshop", BatchPhase::Succeeded, Duration::from_secs(600)).await;
+    let requests = world.sandbox.requests();
+    let second = *updates_of_bookshop(&requests).get(1).expect("bookshop's second Deployment written");
+    assert!(second > storm_from, "the second Deployment waited for the first's Pods (3 s)");
+    let opened_first = requests[storm_from..second]
+        .iter()
+        .filter(|r| r.info.verb == "create" && r.info.resource == "rotationbatches" && r.status < 300)
+        .count();
+    assert!(
+        opened_first <= 2 * OPENINGS_PER_PASS && opened_first < STORM.len(),
+        "{opened_first} of the storm's {} batches were opened before the half-done batch's next Deployment",
+        STORM.len()
+    );
+    // Nothing of the storm is lost: each application gets its batch.
+    for name in STORM {
+        eventually(&format!("{name}'s batch"), Duration::from_secs(600), || async {
+            !world.sandbox.batches(name).await.is_empty()
+        })
+        .await;
+    }
+    world.engine.stop().await;
+}

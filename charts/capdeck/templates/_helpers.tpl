@@ -59,6 +59,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - {{ printf "--approval=%v" .Values.engine.approval | quote }}
 - {{ printf "--max-parallel-rollouts=%v" .Values.engine.maxParallelRollouts | quote }}
 - {{ printf "--min-rollout-interval=%v" .Values.engine.minRolloutInterval | quote }}
+- {{ printf "--write-qps=%v" .Values.engine.writeQps | quote }}
+- {{ printf "--write-burst=%v" .Values.engine.writeBurst | quote }}
 - {{ printf "--expected-rollout=%v" .Values.engine.expectedRollout | quote }}
 - {{ printf "--halt-on-failure=%v" .Values.engine.haltOnFailure | quote }}
 - {{ printf "--readiness-timeout=%v" .Values.engine.readinessTimeout | quote }}

@@ -14,6 +14,7 @@ pub mod object_key;
 pub mod rollout_progress;
 pub mod rotation_batch;
 pub mod service_binding;
+pub mod stored_digest;
 pub(crate) mod string_enum;
 
 pub use cap::{

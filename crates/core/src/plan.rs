@@ -461,7 +461,7 @@ fn compare_with_current(
         }
         SecretLookup::Found(secret) => match secret_data(&secret).get(VCAP_SERVICES_KEY) {
             None => format!("referenced secret {current} has no {VCAP_SERVICES_KEY}"),
-            Some(bytes) if payload.matches(bytes) => {
+            Some(bytes) if payload.matches_stored(bytes) => {
                 return (PlanAction::Unchanged, format!("{VCAP_SERVICES_KEY} in {current} is current"), Some(current));
             }
             Some(_) => format!("{VCAP_SERVICES_KEY} in {current} differs"),

@@ -157,22 +157,21 @@ impl Follower {
                 }
             })
             .buffer_unordered(PARALLEL_READS);
-        let mut secrets = Vec::with_capacity(self.wanted.len());
+        // Each Secret goes to the store's next state as it is read, not into a list first (that
+        // list doubled the Secrets' memory at every sync). Until `InitDone` the store shows its
+        // previous state, which a failed read keeps its Secret from.
+        self.writer.apply_watcher_event(&watcher::Event::Init);
         while let Some((key, read)) = reads.next().await {
             match read {
-                Ok(Some(secret)) => secrets.push(secret),
+                Ok(Some(secret)) => self.writer.apply_watcher_event(&watcher::Event::InitApply(secret)),
                 Ok(None) => {}
                 Err(error) => {
                     self.read_failed(&key, error);
                     if let Some(old) = self.stored(&key) {
-                        secrets.push((*old).clone());
+                        self.writer.apply_watcher_event(&watcher::Event::InitApply((*old).clone()));
                     }
                 }
             }
-        }
-        self.writer.apply_watcher_event(&watcher::Event::Init);
-        for secret in secrets {
-            self.writer.apply_watcher_event(&watcher::Event::InitApply(secret));
         }
         self.writer.apply_watcher_event(&watcher::Event::InitDone);
         self.shared.mark_ready(KIND);

@@ -99,10 +99,18 @@ fn superseded_status(old: &RotationBatch, by: &str, now: Timestamp) -> (Rotation
     (status, message)
 }
 
+/// While a batch rolls out, at most this many applications' rotations are put into batches in
+/// one pass; the others wait for the next pass, which comes at once. A pass writes one thing after
+/// another at the write rate (`--write-qps`): a storm of a thousand new batches must not stand
+/// between a rolling batch and its next Deployment.
+pub(super) const OPENINGS_PER_PASS_WHILE_ROLLING: usize = 10;
+
 #[derive(Default)]
 pub(super) struct Batching {
     /// Applications whose rotations could not be put into a batch.
     backoff: Backoff<AppKey>,
+    /// Rotations left for the next pass (the opening budget was spent): it comes at once.
+    deferred: bool,
 }
 
 impl Batching {
@@ -113,11 +121,15 @@ impl Batching {
 
     /// How long until an application that failed may be tried again.
     pub(super) fn next_retry(&self, now: tokio::time::Instant) -> Option<Duration> {
+        if self.deferred {
+            return Some(Duration::ZERO);
+        }
         self.backoff.next(now)
     }
 
     /// Put pending rotations into batches. Applications whose last attempt failed wait for
-    /// their own backoff; the others go on.
+    /// their own backoff; the others go on, [`OPENINGS_PER_PASS_WHILE_ROLLING`] of them while a
+    /// batch rolls out (those that finish rollouts are written first).
     pub(super) async fn open_or_join(
         &mut self,
         context: &Context,
@@ -128,11 +140,20 @@ impl Batching {
         let instant = tokio::time::Instant::now();
         let pending = detection.take_pending();
         self.backoff.forget_except(&pending.keys().cloned().collect());
+        let rolling = context.open_batches().iter().any(|batch| batch.phase() == BatchPhase::RollingOut);
+        let mut budget = if rolling { OPENINGS_PER_PASS_WHILE_ROLLING } else { usize::MAX };
+        self.deferred = false;
         for (key, rotations) in pending {
             if self.backoff.waiting(&key, instant) {
                 detection.keep_pending(key, rotations);
                 continue;
             }
+            if budget == 0 {
+                detection.keep_pending(key, rotations);
+                self.deferred = true;
+                continue;
+            }
+            budget -= 1;
             let Some(app) = context.application(&key.namespace, &key.name) else { continue };
             if !app.rollout_opted_in() {
                 continue;

@@ -16,16 +16,33 @@ use crate::api::{CAPApplication, RotationBatch};
 use crate::plan::{CapIndex, DeploymentPlan, Rotated, plan_application, secret_data};
 use crate::vcap::data_hash;
 
-/// What a binding Secret was when last seen: a new uid or new data is a rotation.
+/// What a binding Secret was when last seen: a new uid or new data is a rotation. Its
+/// resourceVersion spares hashing its data again on every pass while it has not changed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct SeenSecret {
     uid: String,
     hash: String,
+    version: String,
 }
 
 impl SeenSecret {
     fn of(secret: &Secret) -> Self {
-        Self { uid: secret.metadata.uid.clone().unwrap_or_default(), hash: data_hash(&secret_data(secret)) }
+        Self {
+            uid: secret.metadata.uid.clone().unwrap_or_default(),
+            hash: data_hash(&secret_data(secret)),
+            version: secret.metadata.resource_version.clone().unwrap_or_default(),
+        }
+    }
+
+    /// `secret` is this very object at this very version: nothing to hash.
+    fn is(&self, secret: &Secret) -> bool {
+        let version = secret.metadata.resource_version.as_deref().unwrap_or_default();
+        !version.is_empty() && self.version == version && Some(self.uid.as_str()) == secret.metadata.uid.as_deref()
+    }
+
+    /// Another uid or other data (a metadata-only change is none).
+    fn rotated_from(&self, previous: &Self) -> bool {
+        self.uid != previous.uid || self.hash != previous.hash
     }
 }
 
@@ -83,14 +100,18 @@ impl Detection {
             if secret.labels().contains_key(crate::api::service_binding::LABEL_STALE) {
                 continue;
             }
+            if self.seen.get(&secret_key).is_some_and(|seen| seen.is(&secret)) {
+                continue;
+            }
             let current = SeenSecret::of(&secret);
-            let previous = self.seen.insert(secret_key.clone(), current.clone());
-            if !previous.is_some_and(|previous| previous != current) {
+            let hash = current.hash.clone();
+            let previous = self.seen.insert(secret_key.clone(), current);
+            if !previous.is_some_and(|previous| self.seen[&secret_key].rotated_from(&previous)) {
                 continue;
             }
             rotations += 1;
             tracing::info!(namespace = %secret_key.namespace, secret = %secret_key.name, "binding secret rotated");
-            self.rotated(&secret_key.name, &current.hash, apps, now);
+            self.rotated(&secret_key.name, &hash, apps, now);
         }
         rotations
     }
@@ -318,6 +339,24 @@ mod tests {
             rotations.values().map(move |r| (app.clone(), r.name.clone(), r.service.clone()))
         });
         rotations.collect()
+    }
+
+    /// The API server gives every change a new resourceVersion: a Secret seen at the version
+    /// whose data was hashed is not hashed again; at another version it is, and only new data
+    /// (or a new uid) is a rotation.
+    #[test]
+    fn a_secret_at_the_version_already_hashed_is_not_hashed_again() {
+        let at = |password: &str, version: &str| {
+            let mut secret = (*secret("shop-uaa", "u1", password, json!({}))).clone();
+            secret.metadata.resource_version = Some(version.into());
+            Arc::new(secret)
+        };
+        let mut detection = Detection::default();
+        let apps = [app("shop", 1, true, &[("uaa", "shop-uaa")])];
+        assert_eq!(detect(&mut detection, &apps, &[at("a", "7")]), 0);
+        assert_eq!(detect(&mut detection, &apps, &[at("b", "7")]), 0, "version 7 was hashed: not read again");
+        assert_eq!(detect(&mut detection, &apps, &[at("a", "8")]), 0, "a new version with the same data");
+        assert_eq!(detect(&mut detection, &apps, &[at("b", "9")]), 1, "new data at a new version");
     }
 
     #[test]

@@ -154,24 +154,6 @@ fn unscheduled(pod: &Pod) -> Option<String> {
     Some(if message.is_empty() { format!("Pod {name} {what}") } else { format!("Pod {name} {what}: {message}") })
 }
 
-/// A label selector as a list call takes it (`matchLabels` and `matchExpressions`), or `None`
-/// when it selects nothing capdeck can express (an empty selector would list every Pod).
-pub fn selector_text(selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector) -> Option<String> {
-    let mut terms: Vec<String> =
-        selector.match_labels.iter().flatten().map(|(key, value)| format!("{key}={value}")).collect();
-    for expression in selector.match_expressions.iter().flatten() {
-        let values = expression.values.clone().unwrap_or_default().join(",");
-        terms.push(match expression.operator.as_str() {
-            "In" => format!("{} in ({values})", expression.key),
-            "NotIn" => format!("{} notin ({values})", expression.key),
-            "Exists" => expression.key.clone(),
-            "DoesNotExist" => format!("!{}", expression.key),
-            _ => return None,
-        });
-    }
-    (!terms.is_empty()).then(|| terms.join(","))
-}
-
 /// `; last terminated: Error (exit code 1)`, when the container has terminated before.
 fn last_termination(container: &ContainerStatus) -> String {
     termination_text(container).map(|text| format!("; last terminated: {text}")).unwrap_or_default()
@@ -282,20 +264,6 @@ mod tests {
         );
         assert!(matches!(judge_new_pods(&[&pending, &crashing], now, Duration::from_secs(300)), NewPods::Failing(_)));
         assert_eq!(judge_new_pods(&[], now, Duration::from_secs(300)), NewPods::Fine);
-    }
-
-    #[test]
-    fn selectors_with_expressions_list_the_same_pods() {
-        let selector = |value: Value| {
-            serde_json::from_value::<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>(value)
-                .expect("selector")
-        };
-        assert_eq!(selector_text(&selector(json!({"matchLabels": {"app": "srv"}}))).as_deref(), Some("app=srv"));
-        let expressions = selector(json!({"matchLabels": {"app": "srv"}, "matchExpressions": [
-            {"key": "tier", "operator": "In", "values": ["a", "b"]}, {"key": "canary", "operator": "DoesNotExist"},
-            {"key": "team", "operator": "Exists"}, {"key": "env", "operator": "NotIn", "values": ["dev"]}]}));
-        assert_eq!(selector_text(&expressions).as_deref(), Some("app=srv,tier in (a,b),!canary,team,env notin (dev)"));
-        assert_eq!(selector_text(&selector(json!({}))), None, "an empty selector would list every Pod");
     }
 
     #[test]

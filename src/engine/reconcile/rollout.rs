@@ -466,7 +466,7 @@ impl Rollouts {
         deployment: &BatchDeployment,
         secret: &str,
     ) -> Option<NewPods> {
-        let selector = super::pods::selector_text(live.spec.as_ref()?.selector.as_ref()?)?;
+        let selector = live.spec.as_ref()?.selector.as_ref()?.query()?.to_string();
         let pods: kube::Api<crate::api::lenient::Lenient<k8s_openapi::api::core::v1::Pod>> =
             kube::Api::namespaced(context.writes.client().clone(), &key.0);
         match crate::cluster::list_each(&pods, &kube::api::ListParams::default().labels(&selector)).await {

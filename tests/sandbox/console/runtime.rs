@@ -286,7 +286,14 @@ async fn a_pods_log_is_read_with_its_credentials_masked() {
     let name = pod.pointer("/metadata/name").and_then(Value::as_str).expect("name").to_string();
     let client = sandbox.client();
     let api: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(client, "cap-hr");
-    let log = format!("starting\nVCAP_SERVICES xsuaa clientsecret={leaked}\nlistening");
+    // And an old credential, only in a VCAP Secret (whose payload the stores keep as a digest).
+    let old = "old-clientsecret-4f9a2c7e1b";
+    let vcap = serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "hr-portal-old-vcap", "namespace": "cap-hr", "labels": {"sme.sap.com/secret-owner-hash": "x"}},
+        "stringData": {"VCAP_SERVICES": format!(r#"{{"xsuaa":[{{"credentials":{{"clientsecret":"{old}"}}}}]}}"#)}});
+    let secrets_api: kube::Api<k8s_openapi::api::core::v1::Secret> = kube::Api::namespaced(sandbox.client(), "cap-hr");
+    secrets_api.create(&Default::default(), &serde_json::from_value(vcap).expect("secret")).await.expect("vcap");
+    let log = format!("starting\nVCAP_SERVICES xsuaa clientsecret={leaked}\nold one {old}\nlistening");
     let patch = serde_json::json!({"metadata": {"annotations": {"sandbox.capdeck.dev/log": log}}});
     api.patch(&name, &Default::default(), &kube::api::Patch::Merge(&patch)).await.expect("log");
 
@@ -301,6 +308,8 @@ async fn a_pods_log_is_read_with_its_credentials_masked() {
     console.key(KeyCode::Char('l'));
     let screen = console.shows("clientsecret=•••").await;
     assert!(!screen.contains(&leaked), "{screen}");
+    let screen = console.shows("old one •••").await;
+    assert!(!screen.contains(old), "the old credential of the VCAP Secret is masked: {screen}");
     assert!(screen.contains("listening"), "{screen}");
     assert!(
         sandbox.requests().iter().any(|r| r.info.resource == "selfsubjectaccessreviews"),

@@ -11,7 +11,7 @@ use std::borrow::Cow;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
 use k8s_openapi::api::core::v1::{Container, EnvFromSource};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -32,11 +32,47 @@ pub struct DeploymentViewSpec {
     /// ReplicaSet, and keeps no progress deadline, until it is resumed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<bool>,
-    /// Which Pods are this Deployment's (the failure-aware rollout reads the new ones).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+    /// Which Pods are this Deployment's (the failure-aware rollout reads the new ones), kept as
+    /// the label query a LIST of them takes: one string, where the selector's maps cost half a
+    /// kilobyte per Deployment. Not written back: a view is never sent to the API server.
+    #[serde(default, skip_serializing)]
+    pub selector: Option<PodSelector>,
     #[serde(default)]
     pub template: PodTemplateView,
+}
+
+/// A Deployment's Pod selector as a label query (`app=srv,tier in (a,b),!canary`); `None` when
+/// it cannot be one: empty (it would select every Pod) or an operator Kubernetes does not know.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodSelector(pub Option<String>);
+
+impl PodSelector {
+    pub fn of(selector: &LabelSelector) -> Self {
+        let mut terms: Vec<String> =
+            selector.match_labels.iter().flatten().map(|(key, value)| format!("{key}={value}")).collect();
+        for expression in selector.match_expressions.iter().flatten() {
+            let values = expression.values.clone().unwrap_or_default().join(",");
+            terms.push(match expression.operator.as_str() {
+                "In" => format!("{} in ({values})", expression.key),
+                "NotIn" => format!("{} notin ({values})", expression.key),
+                "Exists" => expression.key.clone(),
+                "DoesNotExist" => format!("!{}", expression.key),
+                _ => return Self(None),
+            });
+        }
+        Self((!terms.is_empty()).then(|| terms.join(",")))
+    }
+
+    /// The label query, if the selector can be one.
+    pub fn query(&self) -> Option<&str> {
+        self.0.as_deref()
+    }
+}
+
+impl<'de> Deserialize<'de> for PodSelector {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        LabelSelector::deserialize(deserializer).map(|selector| Self::of(&selector))
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -90,7 +126,7 @@ impl From<&Deployment> for DeploymentView {
             spec: deployment.spec.as_ref().map(|spec| DeploymentViewSpec {
                 replicas: spec.replicas,
                 paused: spec.paused,
-                selector: Some(spec.selector.clone()),
+                selector: Some(PodSelector::of(&spec.selector)),
                 template: PodTemplateView {
                     spec: spec.template.spec.as_ref().map(|pod| PodSpecView {
                         containers: pod.containers.iter().map(container).collect(),
@@ -138,6 +174,26 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn selectors_with_expressions_list_the_same_pods() {
+        let selector = |value: serde_json::Value| serde_json::from_value::<LabelSelector>(value).expect("selector");
+        assert_eq!(PodSelector::of(&selector(json!({"matchLabels": {"app": "srv"}}))).query(), Some("app=srv"));
+        let expressions = selector(json!({"matchLabels": {"app": "srv"}, "matchExpressions": [
+            {"key": "tier", "operator": "In", "values": ["a", "b"]}, {"key": "canary", "operator": "DoesNotExist"},
+            {"key": "team", "operator": "Exists"}, {"key": "env", "operator": "NotIn", "values": ["dev"]}]}));
+        assert_eq!(PodSelector::of(&expressions).query(), Some("app=srv,tier in (a,b),!canary,team,env notin (dev)"));
+        assert_eq!(PodSelector::of(&selector(json!({}))).query(), None, "an empty selector would list every Pod");
+    }
+
+    #[test]
+    fn a_view_reads_its_selector_as_the_query_its_pods_are_listed_by() {
+        let view: DeploymentView = serde_json::from_value(json!({"metadata": {"name": "d"}, "spec": {
+            "selector": {"matchLabels": {"app": "srv"}, "matchExpressions": [{"key": "x", "operator": "Odd"}]},
+            "template": {}}}))
+        .expect("view");
+        assert_eq!(view.spec.and_then(|spec| spec.selector), Some(PodSelector(None)), "an unknown operator");
+    }
 
     fn full() -> serde_json::Value {
         json!({

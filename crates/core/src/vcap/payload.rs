@@ -5,6 +5,10 @@ use std::fmt;
 
 use sha2::{Digest, Sha256};
 
+use crate::api::stored_digest::STORED_DIGEST_PREFIX;
+#[cfg(test)]
+use crate::api::stored_digest::{is_stored_digest, stored_digest};
+
 use super::gojson::{GoMap, GoValue};
 
 /// The exact bytes capdeck writes as `VCAP_SERVICES`. Holds credentials: its `Debug` prints only
@@ -53,6 +57,15 @@ impl VcapPayload {
     pub fn matches(&self, bytes: &[u8]) -> bool {
         self.json.as_bytes() == bytes
     }
+
+    /// [`Self::matches`] for a `VCAP_SERVICES` as a store keeps it: the payload itself, or its
+    /// digest (`api::stored_digest`).
+    pub fn matches_stored(&self, bytes: &[u8]) -> bool {
+        match bytes.strip_prefix(STORED_DIGEST_PREFIX) {
+            Some(digest) => digest == Sha256::digest(self.json.as_bytes()).as_slice(),
+            None => self.matches(bytes),
+        }
+    }
 }
 
 impl fmt::Debug for VcapPayload {
@@ -68,6 +81,20 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stored_digest_matches_its_payload_only() {
+        let payload = VcapPayload::assemble([("xsuaa", entry("uaa"))]);
+        let other = VcapPayload::assemble([("xsuaa", entry("uaa2"))]);
+        let stored = stored_digest(payload.as_bytes());
+        assert!(is_stored_digest(&stored) && stored.len() == STORED_DIGEST_PREFIX.len() + 32);
+        assert!(payload.matches_stored(&stored) && payload.matches_stored(payload.as_bytes()));
+        assert!(!other.matches_stored(&stored) && !payload.matches(&stored));
+        // A live value shaped like a digest is hashed again, so it matches nothing.
+        let planted = stored_digest(&stored);
+        assert!(!payload.matches_stored(&planted));
+        assert!(!is_stored_digest(payload.as_bytes()));
+    }
 
     fn entry(name: &str) -> GoMap {
         let mut map = GoMap::new();

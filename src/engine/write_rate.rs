@@ -1,0 +1,113 @@
+//! The engine's client-side limit on writes: a token bucket, as client-go's and
+//! controller-runtime's clients have one, so that a storm of rotations spreads its writes
+//! instead of sending them as fast as the API server answers. Reads and the Lease's renewals are
+//! not limited: only the engine's writes (batches, their status, VCAP Secrets, Deployments, the
+//! old Secrets' deletes, Events).
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// Writes per second by default: the Go CAP Operator's client allows 25 requests a second with a
+/// burst of 50 (`CLIENT_QPS`, `CLIENT_BURST`), so capdeck in its place never writes faster than
+/// it. controller-runtime's managers and kube-controller-manager allow 20 and 30, client-go's
+/// bare default 5 and 10; all of them count reads too, where capdeck's reads are watches.
+pub const DEFAULT_QPS: f64 = 25.0;
+/// Writes allowed at once after a quiet spell (see [`DEFAULT_QPS`]).
+pub const DEFAULT_BURST: u32 = 50;
+
+/// A token bucket with reservations (first come, first served): each write takes a token, and
+/// when none is left it waits for its own, which refills at `qps`.
+#[derive(Debug)]
+pub struct WriteRate {
+    qps: f64,
+    burst: f64,
+    bucket: Mutex<Bucket>,
+}
+
+#[derive(Debug)]
+struct Bucket {
+    /// Tokens at `at`; below zero when writes are waiting for theirs.
+    tokens: f64,
+    at: Instant,
+}
+
+impl WriteRate {
+    /// `None` when `qps` is 0 (no limit).
+    pub fn new(qps: f64, burst: u32) -> Option<Self> {
+        (qps > 0.0).then(|| {
+            let burst = f64::from(burst.max(1));
+            Self { qps, burst, bucket: Mutex::new(Bucket { tokens: burst, at: Instant::now() }) }
+        })
+    }
+
+    /// Take a token, waiting for it if none is left. Returns how long this write waited.
+    pub async fn acquire(&self) -> Duration {
+        let wait = {
+            let mut bucket = self.bucket.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let now = Instant::now();
+            let refilled = now.saturating_duration_since(bucket.at).as_secs_f64() * self.qps;
+            bucket.tokens = (bucket.tokens + refilled).min(self.burst) - 1.0;
+            bucket.at = now;
+            if bucket.tokens >= 0.0 { Duration::ZERO } else { Duration::from_secs_f64(-bucket.tokens / self.qps) }
+        };
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+        wait
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On tokio's paused clock (no real time passes): the burst goes at once, then one write
+    /// every 1/qps, in the order they asked.
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_goes_at_once_and_the_rest_at_the_rate() {
+        let rate = WriteRate::new(2.0, 3).expect("limited");
+        let start = Instant::now();
+        let mut at = Vec::new();
+        for _ in 0..7 {
+            rate.acquire().await;
+            at.push(start.elapsed().as_millis());
+        }
+        assert_eq!(at, [0, 0, 0, 500, 1000, 1500, 2000]);
+        // A quiet spell refills the bucket, never above the burst.
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        let quiet = Instant::now();
+        for _ in 0..4 {
+            rate.acquire().await;
+        }
+        assert_eq!(quiet.elapsed().as_millis(), 500, "3 at once, the 4th after 1/qps");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn writers_at_once_share_the_rate_in_turn() {
+        let rate = std::sync::Arc::new(WriteRate::new(10.0, 1).expect("limited"));
+        let start = Instant::now();
+        let tasks: Vec<_> = (0..5)
+            .map(|_| {
+                let rate = rate.clone();
+                tokio::spawn(async move {
+                    rate.acquire().await;
+                    start.elapsed().as_millis()
+                })
+            })
+            .collect();
+        let mut at = Vec::new();
+        for task in tasks {
+            at.push(task.await.expect("task"));
+        }
+        at.sort_unstable();
+        assert_eq!(at, [0, 100, 200, 300, 400]);
+    }
+
+    #[test]
+    fn zero_means_no_limit() {
+        assert!(WriteRate::new(0.0, 30).is_none());
+        assert!(WriteRate::new(0.5, 0).is_some_and(|rate| rate.burst == 1.0));
+    }
+}
