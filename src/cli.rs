@@ -468,8 +468,8 @@ pub struct EngineArgs {
     #[arg(long, value_name = "N", default_value_t = 5, env = "CAPDECK_MAX_PARALLEL_ROLLOUTS",
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_parallel_rollouts: u32,
-    /// The engine's writes per second (batches, their status, VCAP Secrets, Deployments, Events;
-    /// reads and the Lease are not counted): a token bucket as client-go's, at the Go CAP
+    /// The engine's writes per second (batches, their status, VCAP Secrets, Deployments, the old
+    /// Secrets' deletes, Events; reads and the Lease are not counted): a token bucket as client-go's, at the Go CAP
     /// Operator's own client rate by default; 0 for no limit
     #[arg(long, value_name = "PER_SECOND", default_value_t = crate::engine::write_rate::DEFAULT_QPS,
           env = "CAPDECK_WRITE_QPS", value_parser = parse_write_qps)]
@@ -886,7 +886,8 @@ client: the binding Secrets are read by name, so `list secrets` holds those read
 binding Secrets are rotated with the window forced (--natural-windows: a 5 s window ends on its own): \
 rotated_deployments, rotation_writes, writes_per_deployment (the workload's: VCAP Secret, Deployment, old Secret), \
 engine_writes_per_deployment (every engine write: the workload's plus the batch, its status and Events; \
-engine_writes_per_deployment_by_request breaks it down), window_to_last_update_ms, rollout_complete_ms, and rss_mb / rss_peak_mb of this process (the engine; rss_file_mb_synced / rss_anon_mb_synced split it into the program's mapped pages and the heap; the \
+engine_writes_per_deployment_by_request breaks it down), window_to_last_update_ms, rollout_complete_ms, and rss_mb / rss_peak_mb of this process (the engine; rss_file_mb_synced / rss_anon_mb_synced split it into the program's mapped pages and the heap; \
+write_rate: the engine's write rate (qps, burst) and how long its writes waited for it (throttled_seconds); the \
 sandbox's memory is reported apart).")]
     Engine(BenchEngineArgs),
     /// The console: snapshot build, first frame, frame and key-handling time, idle CPU

@@ -234,6 +234,8 @@ async fn start(
         approval = ?config.approval,
         max_parallel_rollouts = config.max_parallel_rollouts,
         min_rollout_interval = %crate::engine::config::humanize(config.min_rollout_interval),
+        write_qps = config.write_rate.0,
+        write_burst = config.write_rate.1,
         change_windows = %config.change_windows.as_ref().map_or("none (any hour)", |w| w.text()),
         on_deadline = ?config.on_deadline,
         lease = %format!("{}/{}", config.lease.namespace, config.lease.name),
@@ -374,7 +376,7 @@ pub async fn run(cluster: &ClusterTarget, config: DaemonConfig) -> anyhow::Resul
     };
     let (stores, tasks) = Stores::start(&connection.client, scope, cancel.clone());
     let lease_settings = config.lease.clone();
-    let handle =
+    let mut handle =
         crate::engine::spawn(connection.client.clone(), stores.clone(), config, metrics.clone(), cancel.clone());
     phase.send_replace(Phase::Running(Box::new(Health {
         stores: stores.clone(),
@@ -385,18 +387,31 @@ pub async fn run(cluster: &ClusterTarget, config: DaemonConfig) -> anyhow::Resul
     })));
     let watch_connection = tokio::spawn(say_connection_changes(stores.connection(), connection.server.clone()));
     let watch_missing = tokio::spawn(say_missing_kinds(stores.missing()));
-    crate::process::shutdown_signal().await;
+    // An engine that ended by itself (a panic) must not leave a daemon whose /readyz still says
+    // it leads: it exits, and the Pod is restarted.
+    let ended = tokio::select! {
+        () = crate::process::shutdown_signal() => None,
+        how = handle.ended() => Some(how),
+    };
     watch_missing.abort();
-    tracing::info!("shutting down: finishing in-flight writes and releasing the lease");
-    cancel.cancel();
-    handle.join().await;
+    match &ended {
+        None => {
+            tracing::info!("shutting down: finishing in-flight writes and releasing the lease");
+            cancel.cancel();
+            handle.join().await;
+        }
+        Some(how) => {
+            tracing::error!(error = %how, "the engine stopped by itself; exiting so that it is started again");
+            cancel.cancel();
+        }
+    }
     for task in tasks.handles {
         let _ = task.await;
     }
     watch_connection.abort();
     let _ = server.await;
     tracing::info!("stopped");
-    Ok(ExitCode::SUCCESS)
+    Ok(if ended.is_some() { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
 /// Log the connection's changes: one line when it is lost, one when a request succeeded again —

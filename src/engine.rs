@@ -82,6 +82,15 @@ impl EngineHandle {
     pub fn is_finished(&self) -> bool {
         self.task.is_finished()
     }
+
+    /// Wait until the engine task ends, which it only should when cancelled: how it ended (a
+    /// panic's message). Call [`Self::join`] afterwards only if this was not awaited to the end.
+    pub async fn ended(&mut self) -> String {
+        match (&mut self.task).await {
+            Ok(()) => "it returned".into(),
+            Err(error) => error.to_string(),
+        }
+    }
 }
 
 /// Start the engine on `stores` (which the caller started with the same client).
@@ -157,6 +166,7 @@ async fn run(
         &config.identity,
         write_failure,
         config.write_rate,
+        cancel.clone(),
     );
     let mut reconciler = Reconciler::new(config, stores, metrics.clone(), writes);
     let mut was_leader = false;
@@ -185,6 +195,8 @@ async fn run(
         });
         let sleep = wake.unwrap_or(Duration::from_secs(60));
         tokio::select! {
+            // Stopping wins over a change that is ready too: no pass starts after SIGTERM.
+            biased;
             () = cancel.cancelled() => break,
             _ = leader.changed() => {}
             _ = changes.changed() => {

@@ -265,12 +265,24 @@ async fn end_windows(
     Ok(window_end)
 }
 
-pub async fn run(args: &EngineBench, max_parallel_rollouts: usize) -> anyhow::Result<Value> {
+/// This process's resident memory (MiB): all of it, the program's own pages (text mapped from the
+/// file), and the anonymous rest (the heap with the allocator's slack, the threads' stacks).
+fn memory_now() -> (f64, f64, f64) {
+    let field = |name: &str| status_mb(name).unwrap_or(0.0);
+    (rss_mb().unwrap_or(0.0), field("RssFile"), field("RssAnon"))
+}
+
+fn check(args: &EngineBench) -> anyhow::Result<()> {
     anyhow::ensure!(
         args.apps > 0 && args.deployments_per_app > 0 && args.services_per_app > 0,
         "--apps, --deployments-per-app and --services-per-app must be at least 1"
     );
     anyhow::ensure!(args.pace.is_finite() && args.pace > 0.0, "--pace must be positive");
+    Ok(())
+}
+
+pub async fn run(args: &EngineBench, max_parallel_rollouts: usize) -> anyhow::Result<Value> {
+    check(args)?;
     let rotate = args.rotate.min(args.apps);
     let dir = tempfile_dir()?;
     let kubeconfig = dir.join("kubeconfig");
@@ -289,6 +301,7 @@ pub async fn run(args: &EngineBench, max_parallel_rollouts: usize) -> anyhow::Re
     let started = Instant::now();
     let (stores, tasks) = Stores::start(&client, Scope::All, cancel.clone());
     let engine_config = bench_engine_config(args, max_parallel_rollouts);
+    let engine_config_rate = engine_config.write_rate;
     let handle = crate::engine::spawn(client.clone(), stores.clone(), engine_config, metrics.clone(), cancel.clone());
     tokio::time::timeout(Duration::from_secs(600), stores.wait_ready())
         .await
@@ -308,10 +321,7 @@ pub async fn run(args: &EngineBench, max_parallel_rollouts: usize) -> anyhow::Re
     // Let the engine's own start-up pass run and settle.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let startup_writes = workload_writes(&metrics) + writes(&metrics, "create", "rotationbatches");
-    let rss_synced = rss_mb().unwrap_or(0.0);
-    // Where the resident memory is: the program's own pages (text mapped from the file) and the
-    // heap with the allocator's slack and the threads' stacks (anonymous).
-    let rss_split = (status_mb("RssFile").unwrap_or(0.0), status_mb("RssAnon").unwrap_or(0.0));
+    let (rss_synced, rss_file, rss_anon) = memory_now();
 
     // Rotate one binding Secret in each of `rotate` applications, then end every window now (or
     // let the windows end on their own).
@@ -352,12 +362,14 @@ pub async fn run(args: &EngineBench, max_parallel_rollouts: usize) -> anyhow::Re
         // Every write of the engine: the workload's plus its record (batch, status, Events).
         "engine_writes_per_deployment": ratio(rotation.writes, rotation.deployments),
         "engine_writes_per_deployment_by_request": rotation.by_request,
+        "write_rate": {"qps": engine_config_rate.0, "burst": engine_config_rate.1,
+                       "throttled_seconds": round(metrics.write_throttled_seconds.get(), 2)},
         "window_to_last_update_ms": round(rotation.window_to_last_update_ms, 1),
         "rollout_complete_ms": round(rotation.rollout_complete_ms, 1),
         "rss_mb": round(rss_mb().unwrap_or(0.0), 1),
         "rss_mb_synced": round(rss_synced, 1),
-        "rss_file_mb_synced": round(rss_split.0, 1),
-        "rss_anon_mb_synced": round(rss_split.1, 1),
+        "rss_file_mb_synced": round(rss_file, 1),
+        "rss_anon_mb_synced": round(rss_anon, 1),
         "rss_mb_before_sync": round(rss_start, 1),
         "rss_peak_mb": round(peak_rss_mb().unwrap_or(0.0), 1),
         "sandbox_rss_mb": round(sandbox_rss, 1),

@@ -142,11 +142,14 @@ pub(super) fn go_duration_text(text: &str) -> Result<String, String> {
         .map_err(|error| format!("{error} (a Go duration with its unit: 30s, 15m, 1h30m)"))
 }
 
-/// `--write-qps`: writes per second, a finite number from 0 (no limit) up.
+/// `--write-qps`: writes per second, 0 (no limit) or a finite number from `MIN_QPS` up.
 pub(super) fn parse_write_qps(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {
-        Ok(qps) if qps.is_finite() && qps >= 0.0 => Ok(qps),
-        _ => Err(format!("`{text}` is not a number of writes per second (25, 0.5; 0 for no limit)")),
+        Ok(qps) if qps == 0.0 || qps.is_finite() && qps >= crate::engine::write_rate::MIN_QPS => Ok(qps),
+        _ => Err(format!(
+            "`{text}` is not a number of writes per second from {} up (25, 0.5; 0 for no limit)",
+            crate::engine::write_rate::MIN_QPS
+        )),
     }
 }
 
@@ -186,7 +189,8 @@ mod tests {
         assert_eq!(parse_write_qps("25"), Ok(25.0));
         assert_eq!(parse_write_qps(" 0.5 "), Ok(0.5));
         assert_eq!(parse_write_qps("0"), Ok(0.0), "no limit");
-        for bad in ["-1", "NaN", "inf", "fast", ""] {
+        assert_eq!(parse_write_qps("1e9"), Ok(1e9), "as good as no limit");
+        for bad in ["-1", "NaN", "inf", "fast", "", "0.001", "1e-300"] {
             let error = parse_write_qps(bad).expect_err(bad);
             assert!(error.contains("writes per second"), "{bad}: {error}");
         }

@@ -358,15 +358,17 @@ impl Runtime<'_> {
             let lines = match crate::readmodel::pods::log(&client, &namespace, &pod, container.as_deref()).await {
                 // The stores keep VCAP Secrets as digests: their payloads (old credentials too,
                 // until a batch deletes them) are read for the masking, then dropped.
-                Ok(lines) => {
-                    let vcap = crate::readmodel::pods::vcap_secrets(&client, &namespace).await;
-                    let secrets = bindings.iter().map(AsRef::as_ref).chain(vcap.iter());
-                    let values = crate::readmodel::pods::credential_values(secrets);
-                    // Masking builds a matcher over every value's forms: off the async workers.
-                    tokio::task::spawn_blocking(move || crate::readmodel::pods::mask(lines, &values))
-                        .await
-                        .map_err(|error| format!("cannot mask the log of Pod {namespace}/{pod}: {error}"))
-                }
+                Ok(lines) => match crate::readmodel::pods::vcap_secrets(&client, &namespace).await {
+                    Err(error) => Err(error),
+                    Ok(vcap) => {
+                        let secrets = bindings.iter().map(AsRef::as_ref).chain(vcap.iter());
+                        let values = crate::readmodel::pods::credential_values(secrets);
+                        // Masking builds a matcher over every value's forms: off the async workers.
+                        tokio::task::spawn_blocking(move || crate::readmodel::pods::mask(lines, &values))
+                            .await
+                            .map_err(|error| format!("cannot mask the log of Pod {namespace}/{pod}: {error}"))
+                    }
+                },
                 Err(error) => Err(error),
             };
             let _ = tx.send((generation, Msg::PodLog { namespace, pod, lines }));

@@ -17,6 +17,13 @@ pub const DEFAULT_QPS: f64 = 25.0;
 /// Writes allowed at once after a quiet spell (see [`DEFAULT_QPS`]).
 pub const DEFAULT_BURST: u32 = 50;
 
+/// The longest a write waits (`--write-qps` refuses rates under [`MIN_QPS`]; this bounds a rate
+/// set by other means).
+const MAX_WAIT: Duration = Duration::from_secs(3600);
+
+/// The smallest limit `--write-qps` takes: one write in 100 s (0 is no limit).
+pub const MIN_QPS: f64 = 0.01;
+
 /// A token bucket with reservations (first come, first served): each write takes a token, and
 /// when none is left it waits for its own, which refills at `qps`.
 #[derive(Debug)]
@@ -50,7 +57,12 @@ impl WriteRate {
             let refilled = now.saturating_duration_since(bucket.at).as_secs_f64() * self.qps;
             bucket.tokens = (bucket.tokens + refilled).min(self.burst) - 1.0;
             bucket.at = now;
-            if bucket.tokens >= 0.0 { Duration::ZERO } else { Duration::from_secs_f64(-bucket.tokens / self.qps) }
+            if bucket.tokens >= 0.0 {
+                Duration::ZERO
+            } else {
+                // A rate too small to say in a Duration waits as long as a Duration can.
+                Duration::try_from_secs_f64(-bucket.tokens / self.qps).unwrap_or(MAX_WAIT)
+            }
         };
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
@@ -103,6 +115,13 @@ mod tests {
         }
         at.sort_unstable();
         assert_eq!(at, [0, 100, 200, 300, 400]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_rate_too_small_for_a_duration_waits_an_hour_not_a_panic() {
+        let rate = WriteRate::new(1e-300, 1).expect("limited");
+        assert_eq!(rate.acquire().await, Duration::ZERO);
+        assert_eq!(rate.acquire().await, MAX_WAIT);
     }
 
     #[test]

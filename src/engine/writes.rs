@@ -65,6 +65,8 @@ pub struct Writes {
     client: kube::Client,
     /// The client-side limit every write waits for (`None`: no limit).
     rate: Option<super::write_rate::WriteRate>,
+    /// Cancelled when the engine stops: a write waiting for the rate gives up.
+    stopping: tokio_util::sync::CancellationToken,
     /// The VCAP Secrets (labelled with the owner hash): which `envFrom` entries are capdeck's.
     vcap_secrets: kube::runtime::reflector::Store<Secret>,
     /// Every RotationBatch write (`cluster::batch_writer`), as the engine's field manager.
@@ -148,6 +150,7 @@ impl Writes {
         identity: &str,
         last_failure: tokio::sync::watch::Sender<Option<String>>,
         (qps, burst): (f64, u32),
+        stopping: tokio_util::sync::CancellationToken,
     ) -> Self {
         let recorder =
             Recorder::new(client.clone(), Reporter { controller: "capdeck".into(), instance: Some(identity.into()) });
@@ -157,6 +160,7 @@ impl Writes {
         Self {
             client,
             rate,
+            stopping,
             vcap_secrets,
             batches,
             metrics,
@@ -168,12 +172,22 @@ impl Writes {
     }
 
     /// Wait for the write rate to allow one more write; the wait is counted
-    /// (`capdeck_write_throttled_seconds_total`).
-    async fn paced(&self) {
-        if let Some(rate) = &self.rate {
-            let waited = rate.acquire().await;
-            if !waited.is_zero() {
-                self.metrics.write_throttled_seconds.inc_by(waited.as_secs_f64());
+    /// (`capdeck_write_throttled_seconds_total`). An engine that is stopping writes nothing more:
+    /// the wait ends, and so does the pass (each of its writes fails at once).
+    async fn paced(&self) -> Result<(), kube::Error> {
+        let stopped = || kube::Error::Service("the engine is stopping; this write was not made".into());
+        if self.stopping.is_cancelled() {
+            return Err(stopped());
+        }
+        let Some(rate) = &self.rate else { return Ok(()) };
+        tokio::select! {
+            biased;
+            () = self.stopping.cancelled() => Err(stopped()),
+            waited = rate.acquire() => {
+                if !waited.is_zero() {
+                    self.metrics.write_throttled_seconds.inc_by(waited.as_secs_f64());
+                }
+                Ok(())
             }
         }
     }
@@ -254,7 +268,7 @@ impl Writes {
         batch.metadata.namespace = Some(namespace.clone());
         batch.metadata.labels = Some([(LABEL_APPLICATION.to_string(), app.name_any())].into());
         batch.metadata.owner_references = owner_reference(app, false).map(|reference| vec![reference]);
-        self.paced().await;
+        self.paced().await?;
         let created = self.counted(("create", "rotationbatches"), self.batches.create(&batch).await)?;
         self.metrics.write("create", "rotationbatches");
         self.await_version(&created);
@@ -264,7 +278,7 @@ impl Writes {
     /// Replace the spec (joining secrets, approval requirement) with a resourceVersion precondition.
     pub async fn replace_batch(&self, batch: &RotationBatch) -> Result<RotationBatch, kube::Error> {
         let change = Change::Replace(Box::new(batch.clone()));
-        self.paced().await;
+        self.paced().await?;
         let replaced = self.counted(("update", "rotationbatches"), self.batches.write_as_read(batch, change).await)?;
         self.metrics.write("update", "rotationbatches");
         self.await_version(&replaced);
@@ -278,7 +292,7 @@ impl Writes {
         batch: &RotationBatch,
         status: &RotationBatchStatus,
     ) -> Result<RotationBatch, kube::Error> {
-        self.paced().await;
+        self.paced().await?;
         let written = self.counted(
             ("patch", "rotationbatches/status"),
             self.batches.write_as_read(batch, Change::MergeStatus(status_patch(batch, status))).await,
@@ -321,7 +335,7 @@ impl Writes {
             ..Secret::default()
         };
         let api: Api<Secret> = Api::namespaced(self.client.clone(), &namespace);
-        self.paced().await;
+        self.paced().await?;
         let created = self.counted(
             ("create", "secrets"),
             api.create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() }, &secret)
@@ -461,6 +475,8 @@ impl Writes {
         let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() };
         let mut attempts = 0;
         loop {
+            // Paced before the read, so a wait for the rate never makes the version written stale.
+            self.paced().await?;
             let Some(live) = self.counted(("get", "deployments"), api.get_opt(name).await)? else {
                 return Ok(gone());
             };
@@ -476,7 +492,6 @@ impl Writes {
                 Ok(carried) => carried,
                 Err(answer) => return Ok(answer),
             };
-            self.paced().await;
             match api.replace(name, &params, &Lenient(Ok(deployment))).await {
                 Ok(updated) => {
                     self.metrics.write("update", "deployments");
@@ -509,7 +524,7 @@ impl Writes {
             preconditions: uid.map(|uid| Preconditions { uid: Some(uid), resource_version: None }),
             ..DeleteParams::default()
         };
-        self.paced().await;
+        self.paced().await?;
         match api.delete(name, &params).await {
             Ok(_) => {
                 self.metrics.write("delete", "secrets");
@@ -535,7 +550,9 @@ impl Writes {
             action: "CredentialRollout".into(),
             secondary: Some(about),
         };
-        self.paced().await;
+        if self.paced().await.is_err() {
+            return;
+        }
         match self.recorder.publish(&event, &app.object_ref(&())).await {
             Ok(()) => self.metrics.write("create", "events"),
             Err(error) => {

@@ -273,12 +273,25 @@ pub fn public_shaped(value: &str) -> bool {
 }
 
 /// The VCAP Secrets of `namespace` as the API server has them (with their payloads, which the
-/// stores do not keep); none where they cannot be listed, as a store would hold none.
-pub async fn vcap_secrets(client: &kube::Client, namespace: &str) -> Vec<k8s_openapi::api::core::v1::Secret> {
+/// stores keep as digests), to mask a log with. A user who may not read Secrets there gets none,
+/// as their stores hold none; any other failure is an error: a log is never shown with old
+/// credentials unmasked because a read failed.
+pub async fn vcap_secrets(
+    client: &kube::Client,
+    namespace: &str,
+) -> Result<Vec<k8s_openapi::api::core::v1::Secret>, String> {
     let api: kube::Api<crate::api::lenient::Lenient<k8s_openapi::api::core::v1::Secret>> =
         kube::Api::namespaced(client.clone(), namespace);
     let params = kube::api::ListParams::default().labels(crate::api::LABEL_SECRET_OWNER_HASH);
-    crate::cluster::list_each(&api, &params).await.map(|listed| listed.items).unwrap_or_default()
+    match crate::cluster::list_each(&api, &params).await {
+        Ok(listed) => Ok(listed.items),
+        Err(kube::Error::Api(status)) if status.code == 403 => Ok(Vec::new()),
+        Err(error) => Err(format!(
+            "cannot read the VCAP Secrets of {namespace}, whose old credentials the log is masked with ({}): the \
+             log is not shown; try again",
+            crate::cluster::describe_error(&error)
+        )),
+    }
 }
 
 /// Credential values in `secrets` (binding and VCAP Secrets), longest first. A Pod that logs its
@@ -296,10 +309,7 @@ pub async fn vcap_secrets(client: &kube::Client, namespace: &str) -> Vec<k8s_ope
 pub fn credential_values<'a>(secrets: impl IntoIterator<Item = &'a k8s_openapi::api::core::v1::Secret>) -> Vec<String> {
     let mut out = Vec::new();
     for secret in secrets {
-        // A store's digest of a value holds no credential.
-        for (key, value) in
-            secret.data.iter().flatten().filter(|(_, value)| !crate::api::stored_digest::is_stored_digest(&value.0))
-        {
+        for (key, value) in secret.data.iter().flatten() {
             consider(key, &String::from_utf8_lossy(&value.0), &mut out);
         }
         for (key, value) in secret.string_data.iter().flatten() {

@@ -153,8 +153,8 @@ const STORM: [&str; 30] = [
     "storm-28", "storm-29", "storm-30",
 ];
 
-/// Writes that finish a rollout go first: a storm of 30 new batches, at a write rate of 2 a
-/// second, does not stand between a half-done batch and its next Deployment. While a batch
+/// A storm does not starve a half-done batch: 30 new batches, at a write rate of 2 a second, do
+/// not stand between a rolling batch and its next Deployment. While a batch
 /// rolls, a pass opens at most 10 batches (`OPENINGS_PER_PASS_WHILE_ROLLING`) and drives the
 /// rolling one before the next pass opens more; every rotation of the storm still gets its batch.
 #[tokio::test(start_paused = true)]

@@ -57,10 +57,14 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end }}
 - {{ printf "--rollout-delay=%v" .Values.engine.rolloutDelay | quote }}
 - {{ printf "--approval=%v" .Values.engine.approval | quote }}
-- {{ printf "--max-parallel-rollouts=%v" .Values.engine.maxParallelRollouts | quote }}
+- {{ printf "--max-parallel-rollouts=%d" (int (required "engine.maxParallelRollouts is required (at least 1)" .Values.engine.maxParallelRollouts)) | quote }}
 - {{ printf "--min-rollout-interval=%v" .Values.engine.minRolloutInterval | quote }}
-- {{ printf "--write-qps=%v" .Values.engine.writeQps | quote }}
-- {{ printf "--write-burst=%v" .Values.engine.writeBurst | quote }}
+{{- /* A float from a values file prints as 1e+06 with %v: the rate as a decimal, the burst as an integer. */}}
+{{- if kindIs "invalid" .Values.engine.writeQps }}
+{{- fail "engine.writeQps is required: writes per second, or 0 for no limit" }}
+{{- end }}
+- {{ printf "--write-qps=%s" (.Values.engine.writeQps | toString) | quote }}
+- {{ printf "--write-burst=%d" (int (required "engine.writeBurst is required (at least 1)" .Values.engine.writeBurst)) | quote }}
 - {{ printf "--expected-rollout=%v" .Values.engine.expectedRollout | quote }}
 - {{ printf "--halt-on-failure=%v" .Values.engine.haltOnFailure | quote }}
 - {{ printf "--readiness-timeout=%v" .Values.engine.readinessTimeout | quote }}

@@ -99,10 +99,11 @@ fn superseded_status(old: &RotationBatch, by: &str, now: Timestamp) -> (Rotation
     (status, message)
 }
 
-/// While a batch rolls out, at most this many applications' rotations are put into batches in
-/// one pass; the others wait for the next pass, which comes at once. A pass writes one thing after
-/// another at the write rate (`--write-qps`): a storm of a thousand new batches must not stand
-/// between a rolling batch and its next Deployment.
+/// While a batch rolls out, at most this many applications' rotations are put into batches
+/// (opened or joined) in one pass, which then drives the open batches, oldest first; the others
+/// wait for the next pass, which comes at once. A pass writes one thing after another at the
+/// write rate (`--write-qps`): a storm of a thousand new batches must not stand between a rolling
+/// batch and its next Deployment.
 pub(super) const OPENINGS_PER_PASS_WHILE_ROLLING: usize = 10;
 
 #[derive(Default)]
@@ -111,6 +112,8 @@ pub(super) struct Batching {
     backoff: Backoff<AppKey>,
     /// Rotations left for the next pass (the opening budget was spent): it comes at once.
     deferred: bool,
+    /// The last application whose rotations a pass put into a batch: the next begins after it.
+    reached: Option<AppKey>,
 }
 
 impl Batching {
@@ -129,7 +132,8 @@ impl Batching {
 
     /// Put pending rotations into batches. Applications whose last attempt failed wait for
     /// their own backoff; the others go on, [`OPENINGS_PER_PASS_WHILE_ROLLING`] of them while a
-    /// batch rolls out (those that finish rollouts are written first).
+    /// batch rolls out, taken in turn: the next pass begins after the last application this one
+    /// reached, so no application keeps the others waiting by rotating again and again.
     pub(super) async fn open_or_join(
         &mut self,
         context: &Context,
@@ -143,7 +147,10 @@ impl Batching {
         let rolling = context.open_batches().iter().any(|batch| batch.phase() == BatchPhase::RollingOut);
         let mut budget = if rolling { OPENINGS_PER_PASS_WHILE_ROLLING } else { usize::MAX };
         self.deferred = false;
-        for (key, rotations) in pending {
+        // In turn: those after the last one reached, then the others.
+        let (later, earlier): (Vec<_>, Vec<_>) =
+            pending.into_iter().partition(|(key, _)| self.reached.as_ref().is_some_and(|reached| key > reached));
+        for (key, rotations) in later.into_iter().chain(earlier) {
             if self.backoff.waiting(&key, instant) {
                 detection.keep_pending(key, rotations);
                 continue;
@@ -153,11 +160,13 @@ impl Batching {
                 self.deferred = true;
                 continue;
             }
-            budget -= 1;
             let Some(app) = context.application(&key.namespace, &key.name) else { continue };
             if !app.rollout_opted_in() {
                 continue;
             }
+            // Spent on a write (a batch opened or joined), not on what is dropped above.
+            budget -= 1;
+            self.reached = Some(key.clone());
             let open: Vec<Arc<RotationBatch>> = context
                 .open_batches()
                 .into_iter()

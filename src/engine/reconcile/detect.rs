@@ -17,7 +17,9 @@ use crate::plan::{CapIndex, DeploymentPlan, Rotated, plan_application, secret_da
 use crate::vcap::data_hash;
 
 /// What a binding Secret was when last seen: a new uid or new data is a rotation. Its
-/// resourceVersion spares hashing its data again on every pass while it has not changed.
+/// resourceVersion spares hashing its data again on every pass while it has not changed (the API
+/// server gives every write a new one; only restoring etcd from a backup could repeat one with
+/// other data, which an engine started or newly leading after the restore hashes again).
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct SeenSecret {
     uid: String,

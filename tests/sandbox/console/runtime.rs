@@ -320,6 +320,23 @@ async fn a_pods_log_is_read_with_its_credentials_masked() {
     served.stop().await;
 }
 
+/// The masking's read of a namespace's VCAP Secrets: a user who may not list Secrets gets none
+/// (their stores hold none either); any other failure refuses, so a log is never shown with old
+/// credentials unmasked because a read failed.
+#[tokio::test]
+async fn a_log_is_not_shown_when_the_vcap_secrets_to_mask_it_with_cannot_be_read() {
+    let sandbox = Sandbox::default();
+    sandbox.load_demo().expect("demo seed");
+    let client = sandbox.client();
+    let found = capdeck::readmodel::pods::vcap_secrets(&client, "cap-hr").await.expect("read");
+    assert!(!found.is_empty(), "the demo's VCAP Secrets in cap-hr");
+    sandbox.fail_next(1, capdeck::sandbox::RequestMatcher::on("list", "secrets"), 500);
+    let error = capdeck::readmodel::pods::vcap_secrets(&client, "cap-hr").await.expect_err("a 500");
+    assert!(error.contains("the log is not shown") && error.contains("cap-hr"), "{error}");
+    sandbox.deny("list:secrets".parse().expect("rule"));
+    assert_eq!(capdeck::readmodel::pods::vcap_secrets(&client, "cap-hr").await, Ok(Vec::new()));
+}
+
 /// A user who may not read capdeck's Leases is told so — in the console's header and by
 /// `capdeck doctor` — never "nobody leads"; and an engine that cannot make sure that no other
 /// engine leads does not lead.

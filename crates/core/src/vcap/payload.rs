@@ -5,9 +5,9 @@ use std::fmt;
 
 use sha2::{Digest, Sha256};
 
-use crate::api::stored_digest::STORED_DIGEST_PREFIX;
 #[cfg(test)]
-use crate::api::stored_digest::{is_stored_digest, stored_digest};
+use crate::api::stored_digest::{STORED_DIGEST_PREFIX, stored_digest};
+use crate::api::stored_digest::{is_digest_of, is_stored_digest};
 
 use super::gojson::{GoMap, GoValue};
 
@@ -61,10 +61,7 @@ impl VcapPayload {
     /// [`Self::matches`] for a `VCAP_SERVICES` as a store keeps it: the payload itself, or its
     /// digest (`api::stored_digest`).
     pub fn matches_stored(&self, bytes: &[u8]) -> bool {
-        match bytes.strip_prefix(STORED_DIGEST_PREFIX) {
-            Some(digest) => digest == Sha256::digest(self.json.as_bytes()).as_slice(),
-            None => self.matches(bytes),
-        }
+        if is_stored_digest(bytes) { is_digest_of(bytes, self.json.as_bytes()) } else { self.matches(bytes) }
     }
 }
 
