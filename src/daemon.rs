@@ -396,7 +396,7 @@ pub async fn run(cluster: &ClusterTarget, config: DaemonConfig) -> anyhow::Resul
     watch_missing.abort();
     match &ended {
         None => {
-            tracing::info!("shutting down: finishing in-flight writes and releasing the lease");
+            tracing::info!("shutting down: finishing the write in flight and releasing the lease");
             cancel.cancel();
             handle.join().await;
         }

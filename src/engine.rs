@@ -67,8 +67,8 @@ pub struct EngineHandle {
 }
 
 impl EngineHandle {
-    /// Wait for the engine to stop (after its cancellation token fired). In-flight writes of the
-    /// current pass finish and the lease is released first.
+    /// Wait for the engine to stop (after its cancellation token fired). A write already sent
+    /// finishes, the pass makes no new one, and the lease is released first.
     pub async fn join(self) {
         let _ = self.task.await;
     }
