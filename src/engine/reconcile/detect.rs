@@ -19,7 +19,8 @@ use crate::vcap::data_hash;
 /// What a binding Secret was when last seen: a new uid or new data is a rotation. Its
 /// resourceVersion spares hashing its data again on every pass while it has not changed (the API
 /// server gives every write a new one; only restoring etcd from a backup could repeat one with
-/// other data, which an engine started or newly leading after the restore hashes again).
+/// other data, and an engine started or newly leading after the restore re-plans every
+/// application from the Secrets' data itself, which finds what detection would have missed).
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct SeenSecret {
     uid: String,
