@@ -58,16 +58,12 @@ pub fn tempfile_dir() -> anyhow::Result<std::path::PathBuf> {
 
 /// Peak resident set size of this process in MiB.
 pub fn peak_rss_mb() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kib: f64 = status.lines().find(|line| line.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
+    status_mb("VmHWM")
 }
 
 /// Resident set size of another process in MiB.
 pub fn child_rss_mb(pid: u32) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kib: f64 = status.lines().find(|line| line.starts_with("VmRSS:"))?.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
+    proc_status_mb(&format!("/proc/{pid}/status"), "VmRSS")
 }
 
 /// CPU time this process's threads have used so far (Linux `/proc/self/task/*/schedstat`).
@@ -80,9 +76,15 @@ pub fn cpu_time() -> Option<Duration> {
     Some(Duration::from_nanos(total))
 }
 
-/// A `/proc/self/status` field in kB (`RssFile`, `RssAnon`, ...) as MiB, if available.
+/// A field of this process's `/proc/self/status` in kB (`VmRSS`, `RssFile`, `RssAnon`, ...) as
+/// MiB, if available.
 pub fn status_mb(field: &str) -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    proc_status_mb("/proc/self/status", field)
+}
+
+/// A field of a `/proc/PID/status` file in kB, as MiB.
+fn proc_status_mb(path: &str, field: &str) -> Option<f64> {
+    let status = std::fs::read_to_string(path).ok()?;
     let line = status.lines().find(|line| line.split(':').next() == Some(field))?;
     let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib / 1024.0)
@@ -90,10 +92,7 @@ pub fn status_mb(field: &str) -> Option<f64> {
 
 /// Resident set size of this process in MiB (Linux `/proc/self/status`), if available.
 pub fn rss_mb() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
-    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
+    status_mb("VmRSS")
 }
 
 /// Percentile (0..=100) of durations, in milliseconds.

@@ -113,6 +113,20 @@ mod tests {
         assert_eq!(error, "cannot connect (2 tries)");
     }
 
+    /// A `format` receiver on a loopback port, tried once, and the one request it will get.
+    async fn loopback_receiver(
+        format: &str,
+    ) -> (NotifyTarget, RetryPolicy, tokio::task::JoinHandle<(std::collections::BTreeMap<String, String>, Vec<u8>)>)
+    {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        let received = tokio::spawn(receive_one(listener));
+        let target = NotifyTarget::parse(&format!("{format}=http://127.0.0.1:{port}/hook")).expect("target");
+        let retry =
+            RetryPolicy { attempts: 1, attempt_timeout: Duration::from_secs(10), first_backoff: Duration::ZERO };
+        (target, retry, received)
+    }
+
     /// One request to a loopback receiver: its head (lower-cased header names) and body.
     async fn receive_one(listener: tokio::net::TcpListener) -> (std::collections::BTreeMap<String, String>, Vec<u8>) {
         use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -171,12 +185,7 @@ mod tests {
     async fn a_signed_webhook_verifies_with_the_documented_python() {
         let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
         let key = SigningKey::parse(secret.as_bytes()).expect("key");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let port = listener.local_addr().expect("address").port();
-        let received = tokio::spawn(receive_one(listener));
-        let target = NotifyTarget::parse(&format!("json=http://127.0.0.1:{port}/hook")).expect("target");
-        let retry =
-            RetryPolicy { attempts: 1, attempt_timeout: Duration::from_secs(10), first_backoff: Duration::ZERO };
+        let (target, retry, received) = loopback_receiver("json").await;
         let body = br#"{"event":"BatchAwaitingApproval","batch":"b1"}"#.to_vec();
         let signed = Signed { key: &key, id: "msg_0123456789abcdef0123456789abcdef" };
         deliver(&Sender::new().expect("sender"), &target, body.clone(), retry, Some(signed)).await.expect("delivered");
@@ -196,12 +205,7 @@ mod tests {
     /// refused without repeating it.
     #[tokio::test]
     async fn only_json_receivers_are_signed_and_short_keys_are_refused() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let port = listener.local_addr().expect("address").port();
-        let received = tokio::spawn(receive_one(listener));
-        let target = NotifyTarget::parse(&format!("slack=http://127.0.0.1:{port}/hook")).expect("target");
-        let retry =
-            RetryPolicy { attempts: 1, attempt_timeout: Duration::from_secs(10), first_backoff: Duration::ZERO };
+        let (target, retry, received) = loopback_receiver("slack").await;
         let key = SigningKey::parse(b"a-plain-text-secret-of-32-bytes!").expect("key");
         let signed = Signed { key: &key, id: "msg_x" };
         deliver(&Sender::new().expect("sender"), &target, b"{}".to_vec(), retry, Some(signed)).await.expect("sent");

@@ -51,8 +51,7 @@ impl Payload {
         let digest = sha2::Sha256::digest(
             [self.cluster.as_str(), &self.namespace, &self.batch, &self.key].join("\u{0}").as_bytes(),
         );
-        let hex: String = digest.iter().take(16).map(|byte| format!("{byte:02x}")).collect();
-        format!("msg_{hex}")
+        format!("msg_{}", hex::encode(&digest[..16]))
     }
 
     /// A freeze's start or end: `batch` and `phase` are empty, `reason` is the event, `message`

@@ -107,9 +107,10 @@ impl Detection {
                 continue;
             }
             let current = SeenSecret::of(&secret);
+            let rotated = self.seen.get(&secret_key).is_some_and(|previous| current.rotated_from(previous));
             let hash = current.hash.clone();
-            let previous = self.seen.insert(secret_key.clone(), current);
-            if !previous.is_some_and(|previous| self.seen[&secret_key].rotated_from(&previous)) {
+            self.seen.insert(secret_key.clone(), current);
+            if !rotated {
                 continue;
             }
             rotations += 1;
