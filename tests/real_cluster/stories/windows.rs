@@ -395,7 +395,11 @@ pub async fn an_unreadable_window_holds_the_batch_until_it_is_fixed(backend: Bac
             && message.contains(&format!("kubectl annotate capapplication -n {} bookshop --overwrite", w.ns)),
         "{message}"
     );
-    let warnings = events_with(w, ReadyReason::ChangeWindowUnreadable.as_str()).await;
+    // The Event is written after the status the phase was read from: waited for, as in the
+    // engine stories, then asserted as before.
+    let reason = ReadyReason::ChangeWindowUnreadable.as_str();
+    eventually("the ChangeWindowUnreadable Event", LONG, || async { !events_with(w, reason).await.is_empty() }).await;
+    let warnings = events_with(w, reason).await;
     assert!(warnings.iter().any(|(kind, _)| kind == "Warning"), "{warnings:?}");
     assert_eq!(w.vcap_of("bookshop-v1-srv").await, before);
     // `capdeck doctor` names it, with the fix, and fails.
