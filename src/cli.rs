@@ -509,17 +509,19 @@ pub struct EngineArgs {
     /// Name of the leader-election Lease
     #[arg(long, value_name = "NAME", default_value = "capdeck-engine", value_parser = parse_object_name)]
     pub lease_name: String,
-    /// Send a notification to this webhook when a batch awaits approval, is held by the failure
-    /// guard or failed, and when credentials become at risk or unsafe and safe again (the leading
-    /// engine only; at most once each). `[NAME@][json=|slack=]URL`: what the logs, records and
-    /// doctor call it (default: its host and a short hash of its URL), then the generic JSON body
-    /// or Slack's `text` (the default for hooks.slack.com). Repeatable. See docs/NOTIFICATIONS.md
+    /// Send a notification to this receiver when a batch awaits approval, is held by the failure
+    /// guard, failed or cannot wait for its window, and when credentials become at risk or unsafe
+    /// and safe again (the leading engine only; at most once each). `[NAME@][FORMAT=]URL`: what
+    /// the logs, records and doctor call it (default: its host and a short hash), then `json`
+    /// (the generic body), `slack` (the default for hooks.slack.com) or `teams` (a Workflows
+    /// webhook's Adaptive Card). `pagerduty=ROUTING_KEY` and `opsgenie=API_KEY` open an incident
+    /// and resolve it. Repeatable. See docs/NOTIFICATIONS.md
     #[arg(long, value_name = "[NAME@][FORMAT=]URL")]
     pub notify: Vec<String>,
-    /// Like --notify, with the URL read from a Secret's key, so it is never in an argument list
-    /// or a log. Repeatable
-    #[arg(long, value_name = "NS/NAME:KEY")]
-    pub notify_secret: Vec<crate::engine::config::SecretKeyRef>,
+    /// Like --notify, with the URL or key read from a Secret's key, so it is never in an argument
+    /// list or a log (`oncall@pagerduty=capdeck-system/pagerduty:routing-key`). Repeatable
+    #[arg(long, value_name = "[NAME@][FORMAT=]NS/NAME:KEY")]
+    pub notify_secret: Vec<crate::engine::config::NotifySecretRef>,
     /// Sign the generic JSON webhooks with the key in this Secret's key (Standard Webhooks:
     /// webhook-id, webhook-timestamp and webhook-signature headers, HMAC-SHA256; `whsec_BASE64`,
     /// at least 24 bytes). docs/NOTIFICATIONS.md shows how a receiver verifies them
@@ -860,10 +862,11 @@ pub struct ManifestsArgs {
     /// Container image to run
     #[arg(long, value_name = "IMAGE", default_value = "ghcr.io/capdeck/capdeck:0.1.0")]
     pub image: String,
-    /// Have the daemon send notifications to the webhook URL in this Secret's key (its
-    /// --notify-secret; repeatable). Create the Secret yourself: the URL never goes in a manifest
-    #[arg(long, value_name = "NS/NAME:KEY")]
-    pub notify_secret: Vec<crate::engine::config::SecretKeyRef>,
+    /// Have the daemon send notifications to the receiver in this Secret's key (its
+    /// --notify-secret, `[NAME@][FORMAT=]NS/NAME:KEY`; repeatable). Create the Secret yourself:
+    /// the URL or key never goes in a manifest
+    #[arg(long, value_name = "[NAME@][FORMAT=]NS/NAME:KEY")]
+    pub notify_secret: Vec<crate::engine::config::NotifySecretRef>,
     /// Have the daemon sign its generic JSON webhooks with the key in this Secret's key (its
     /// --notify-signing-secret)
     #[arg(long, value_name = "NS/NAME:KEY")]
@@ -1202,6 +1205,7 @@ mod tests {
                 "all|NAME,..." => "all",
                 "[NAME@][FORMAT=]URL" => "http://127.0.0.1:9/hook",
                 "NS/NAME:KEY" => "ns/notify:url",
+                "[NAME@][FORMAT=]NS/NAME:KEY" => "oncall@pagerduty=ns/pd:routing-key",
                 "WINDOWS" => "Mon-Fri 22:00-05:00 Europe/Berlin",
                 _ => "x",
             }

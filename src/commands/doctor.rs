@@ -407,6 +407,19 @@ async fn notifications(connection: &Connection, scope: &Scope, engine: &EngineSe
     let health = crate::engine::notify::recent(&batches, k8s_openapi::jiff::Timestamp::now(), 24 * 3600);
     let receivers =
         if configured > 0 { format!("{configured} receiver(s) given here readable; ") } else { String::new() };
+    if !health.refused_by.is_empty() {
+        return finding(
+            CHECK,
+            Status::Fail,
+            format!(
+                "{receivers}{} refused notifications of the last 24h (401, 403, 404 or 410: its URL or key is wrong, \
+                 revoked or gone; nobody is told through it): write the right URL or key into its Secret and restart \
+                 the daemon (kubectl -n capdeck-system rollout restart deploy/capdeck); \
+                 capdeck_notification_receiver_refusing says which refuses now",
+                health.refused_by.join(", ")
+            ),
+        );
+    }
     if health.failed > 0 {
         return finding(
             CHECK,

@@ -116,6 +116,8 @@ pub struct Metrics {
     /// Notifications a receiver accepted, and those it did not after every retry (per receiver).
     pub notifications_sent: Family<ReceiverLabels, Counter>,
     pub notifications_failed: Family<ReceiverLabels, Counter>,
+    /// 1 while a receiver's last answer refused capdeck (401, 403, 404, 410), 0 once it accepts.
+    pub notification_receiver_refusing: Family<ReceiverLabels, Gauge>,
     /// Open batches waiting for a change window to open (phase `Waiting`, outside the windows).
     pub batches_waiting_for_window: Gauge,
     /// Freezes in force over what this engine serves.
@@ -237,6 +239,13 @@ impl Metrics {
             "Notifications a receiver did not accept after every retry, by receiver (its name, never its URL)",
             notifications_failed.clone(),
         );
+        let notification_receiver_refusing = Family::<ReceiverLabels, Gauge>::default();
+        registry.labelled(
+            "notification_receiver_refusing",
+            "1 while a receiver's last answer refused capdeck (401, 403, 404, 410: its URL or key is wrong, revoked or \
+             gone), 0 once it accepts again, by receiver",
+            notification_receiver_refusing.clone(),
+        );
         let batches_waiting_for_window = Gauge::default();
         registry.register(
             "batches_waiting_for_window",
@@ -323,6 +332,7 @@ impl Metrics {
             credentials_margin_seconds,
             notifications_sent,
             notifications_failed,
+            notification_receiver_refusing,
             batches,
             batch_states,
             rotations,
@@ -449,6 +459,7 @@ mod tests {
             ("capdeck_credentials_margin_seconds", "gauge"),
             ("capdeck_notifications_sent", "counter"),
             ("capdeck_notifications_failed", "counter"),
+            ("capdeck_notification_receiver_refusing", "gauge"),
             ("capdeck_build_info", "gauge"),
             ("capdeck_batch_awaiting_approval_seconds", "gauge"),
             ("capdeck_batch_held", "gauge"),

@@ -7,7 +7,9 @@
 
 mod deliver;
 mod freezes;
+pub mod incident;
 mod payload;
+mod request;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,7 +23,7 @@ use serde_json::json;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::config::{NotifyConfig, PayloadFormat};
+use super::config::NotifyConfig;
 use super::metrics::Metrics;
 use crate::api::rotation_batch::NotificationRecord;
 use crate::api::rotation_batch::state::{ApprovalNeed, BatchState, HeldBy};
@@ -29,6 +31,7 @@ use crate::api::{ObjectKey, RotationBatch};
 use crate::cluster::batch_writer::{BatchWriteError, BatchWriter, Change, Edit, OnConflict, Writer};
 use crate::cluster::stores::Stores;
 use crate::credentials::{CredentialReport, Verdict};
+use incident::Concern;
 pub use payload::{PAYLOAD_VERSION, Payload};
 
 /// A Failed batch is announced only this long after it failed: enabling notifications must not
@@ -56,6 +59,9 @@ pub enum Event {
     FreezeStarted,
     /// That freeze ended: lifted (`capdeck unfreeze`) or at its `until`.
     FreezeEnded,
+    /// What a failure or a deadline opened is over: the batch succeeded, was undone, or a person
+    /// decided (`Due::resolves` says which).
+    BatchResolved,
 }
 
 impl Event {
@@ -71,8 +77,28 @@ impl Event {
             Self::DeadlineDuringFreeze => "DeadlineDuringFreeze",
             Self::FreezeStarted => "FreezeStarted",
             Self::FreezeEnded => "FreezeEnded",
+            Self::BatchResolved => "BatchResolved",
         }
     }
+
+    /// The event a record names (`NotificationRecord::event`).
+    fn from_str(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|event| event.as_str() == text)
+    }
+
+    const ALL: [Self; 11] = [
+        Self::AwaitingApproval,
+        Self::HeldByFailureGuard,
+        Self::Failed,
+        Self::CredentialsAtRisk,
+        Self::CredentialsUnsafe,
+        Self::CredentialsResolved,
+        Self::DeadlineBeforeChangeWindow,
+        Self::DeadlineDuringFreeze,
+        Self::FreezeStarted,
+        Self::FreezeEnded,
+        Self::BatchResolved,
+    ];
 
     fn of_verdict(verdict: Verdict) -> Option<Self> {
         match verdict {
@@ -93,6 +119,10 @@ pub struct Due {
     pub key: String,
     /// For a credentials event: the Secret's report.
     pub credentials: Option<CredentialReport>,
+    /// For `BatchResolved`: what is over.
+    pub resolves: Option<Concern>,
+    /// The earliest moment the old credentials concerned may be revoked, when known.
+    pub deadline: Option<Timestamp>,
 }
 
 /// The transitions not recorded yet. A batch event is keyed once per batch (a failure-guard hold
@@ -112,8 +142,11 @@ pub fn due(batches: &[Arc<RotationBatch>], credentials: &[CredentialReport], now
                 event,
                 key,
                 credentials: None,
+                resolves: None,
+                deadline: deadline_of(batch, credentials),
             });
         }
+        out.extend(resolutions(batch));
     }
     let mut by_app: BTreeMap<ObjectKey, Vec<&Arc<RotationBatch>>> = BTreeMap::new();
     for batch in batches {
@@ -176,6 +209,59 @@ fn batch_event(batch: &RotationBatch, now: Timestamp) -> Option<(Event, String)>
     }
 }
 
+/// The incidents this batch opened that are over now, each announced once (`Resolved:CONCERN`).
+fn resolutions(batch: &RotationBatch) -> Vec<Due> {
+    let state = batch.state();
+    let over = |concern: Concern| match concern {
+        Concern::Failure => matches!(
+            state,
+            BatchState::Succeeded
+                | BatchState::Undone
+                | BatchState::Cancelled
+                | BatchState::Superseded
+                | BatchState::NoChange
+        ),
+        // A person decided (approved, held, cancelled) or the batch went on.
+        Concern::Deadline => !matches!(state, BatchState::AwaitingApproval { .. } | BatchState::Unknown { .. }),
+        Concern::Credentials => false,
+    };
+    [Concern::Failure, Concern::Deadline]
+        .into_iter()
+        .filter(|&concern| {
+            let opened = records(batch)
+                .iter()
+                .any(|record| Event::from_str(&record.event).and_then(Concern::opened_by) == Some(concern));
+            opened && over(concern) && !recorded(batch, &resolution_key(concern))
+        })
+        .map(|concern| Due {
+            namespace: batch.namespace().unwrap_or_default(),
+            batch: batch.name_any(),
+            application: batch.spec.application.clone(),
+            event: Event::BatchResolved,
+            key: resolution_key(concern),
+            credentials: None,
+            resolves: Some(concern),
+            deadline: None,
+        })
+        .collect()
+}
+
+/// The earliest revocation among the old credentials of the batch's Secrets, when known.
+fn deadline_of(batch: &RotationBatch, credentials: &[CredentialReport]) -> Option<Timestamp> {
+    let namespace = batch.namespace().unwrap_or_default();
+    credentials
+        .iter()
+        .filter(|report| {
+            report.namespace == namespace && batch.spec.secrets.iter().any(|secret| secret.name == report.secret)
+        })
+        .filter_map(CredentialReport::earliest_revocation)
+        .min()
+}
+
+fn resolution_key(concern: Concern) -> String {
+    format!("Resolved:{}", concern.as_str())
+}
+
 /// A receiver's metric labels: its name, never its URL.
 fn receiver(target: &super::config::NotifyTarget) -> super::metrics::ReceiverLabels {
     super::metrics::ReceiverLabels { receiver: target.name.clone() }
@@ -221,6 +307,8 @@ fn credentials_due(batches: &[&Arc<RotationBatch>], report: &CredentialReport, a
         event,
         key: format!("{}:{}:{}", event.as_str(), report.secret, count + 1),
         credentials: Some(report.clone()),
+        resolves: None,
+        deadline: report.earliest_revocation(),
     })
 }
 
@@ -320,22 +408,28 @@ impl Notifier {
     fn deliver_everywhere(&self, sender: &Arc<deliver::Sender>, payload: &Payload, about: String, due: Option<Due>) {
         let id = payload.message_id();
         for target in &self.config.targets {
-            let body = payload.body(target.format);
+            // An incident service takes only what opens or closes an incident.
+            let Some(request) = request::request(payload, target) else { continue };
             let (sender, target, due, about) = (sender.clone(), target.clone(), due.clone(), about.clone());
             let (retry, metrics, client) = (self.config.retry, self.metrics.clone(), self.client.clone());
             let event = payload.event;
             let (signing, id) = (self.config.signing.clone(), id.clone());
             tokio::spawn(async move {
                 let signed = signing.as_ref().map(|key| deliver::Signed { key, id: &id });
-                match deliver::deliver(&sender, &target, body, retry, signed).await {
+                let labels = receiver(&target);
+                match deliver::deliver(&sender, &request, retry, signed).await {
                     Ok(()) => {
-                        metrics.notifications_sent.get_or_create(&receiver(&target)).inc();
+                        metrics.notifications_sent.get_or_create(&labels).inc();
+                        metrics.notification_receiver_refusing.get_or_create(&labels).set(0);
                     }
-                    Err(error) => {
-                        metrics.notifications_failed.get_or_create(&receiver(&target)).inc();
-                        tracing::warn!(receiver = %target.name, event, about = %about, %error, "a notification could not be delivered");
+                    Err(failure) => {
+                        metrics.notifications_failed.get_or_create(&labels).inc();
+                        if failure.refused.is_some() {
+                            metrics.notification_receiver_refusing.get_or_create(&labels).set(1);
+                        }
+                        tracing::warn!(receiver = %target.name, kind = target.format.as_str(), event, about = %about, error = %failure, "a notification could not be delivered");
                         if let Some(due) = due {
-                            note_failed(&client, &due, &target.name).await;
+                            note_failed(&client, &due, &target.name, failure.refused.is_some()).await;
                         }
                     }
                 }
@@ -360,6 +454,7 @@ impl Notifier {
                 at: Time(now),
                 by: self.identity.clone(),
                 failed: Vec::new(),
+                refused: Vec::new(),
             });
             let payload = Payload::new(&self.config.cluster, &self.identity, due, batch, now);
             Ok(Edit { changes: vec![Change::MergeStatus(json!({"notifications": notifications}))], answer: payload })
@@ -388,16 +483,24 @@ impl Notifier {
     }
 }
 
-/// Add a host that did not accept a notification to its record (for `capdeck doctor`).
-async fn note_failed(client: &kube::Client, due: &Due, host: &str) {
+/// Add a receiver that did not accept a notification to its record (for `capdeck doctor`), and
+/// to its `refused` list when it refused capdeck itself (401, 403, 404, 410).
+async fn note_failed(client: &kube::Client, due: &Due, name: &str, refused: bool) {
     let writer = BatchWriter::new(client.clone(), Writer::Notifier);
     let edit = |batch: &RotationBatch| {
         let mut notifications = records(batch).to_vec();
         let record = notifications.iter_mut().find(|record| record.key == due.key).ok_or(())?;
-        if record.failed.iter().any(|failed| failed == host) {
+        let noted = record.failed.iter().any(|failed| failed == name);
+        let refusal_noted = !refused || record.refused.iter().any(|r| r == name);
+        if noted && refusal_noted {
             return Err(());
         }
-        record.failed.push(host.to_string());
+        if !noted {
+            record.failed.push(name.to_string());
+        }
+        if !refusal_noted {
+            record.refused.push(name.to_string());
+        }
         Ok(Edit { changes: vec![Change::MergeStatus(json!({"notifications": notifications}))], answer: () })
     };
     if let Err(BatchWriteError::Write(error)) =
@@ -412,7 +515,7 @@ async fn note_failed(client: &kube::Client, due: &Due, host: &str) {
 pub async fn targets(
     client: &kube::Client,
     urls: &[String],
-    secrets: &[super::config::SecretKeyRef],
+    secrets: &[super::config::NotifySecretRef],
 ) -> Result<Vec<super::config::NotifyTarget>, String> {
     use super::config::NotifyTarget;
     let mut out = Vec::new();
@@ -420,10 +523,23 @@ pub async fn targets(
         out.push(NotifyTarget::parse(url).map_err(|why| format!("--notify (number {}) {why}", position + 1))?);
     }
     for reference in secrets {
-        let value = secret_value(client, reference, "--notify-secret", "https://…").await?;
+        let example = match reference.prefix.format {
+            Some(super::config::PayloadFormat::PagerDuty) => "ROUTING_KEY",
+            Some(super::config::PayloadFormat::Opsgenie) => "API_KEY",
+            _ => "https://…",
+        };
+        let value = secret_value(client, &reference.secret, "--notify-secret", example).await?;
         let text =
             std::str::from_utf8(&value).map_err(|_| format!("--notify-secret {reference}: the value is not text"))?;
-        out.push(NotifyTarget::parse(text).map_err(|why| format!("--notify-secret {reference}: the value {why}"))?);
+        out.push(reference.target(text).map_err(|why| format!("--notify-secret {reference}: the value {why}"))?);
+    }
+    // Two receivers of one name would share their metrics and records: say so at start.
+    let mut names = std::collections::BTreeSet::new();
+    if let Some(twice) = out.iter().find(|target| !names.insert(target.name.as_str())) {
+        return Err(format!(
+            "two receivers are called {}: give each its own name (--notify NAME@…, --notify-secret NAME@…)",
+            twice.name
+        ));
     }
     Ok(out)
 }
@@ -486,20 +602,24 @@ pub struct RecentNotifications {
     /// Of those, the ones some receiver did not accept.
     pub failed: usize,
     pub hosts: Vec<String>,
+    /// Receivers that refused one (401, 403, 404, 410): their URL or key is wrong or gone.
+    pub refused_by: Vec<String>,
 }
 
 /// The notification records of the last `within` seconds on these batches (`capdeck doctor`).
 pub fn recent(batches: &[RotationBatch], now: Timestamp, within: i64) -> RecentNotifications {
     let mut out = RecentNotifications::default();
-    let mut hosts = std::collections::BTreeSet::new();
+    let (mut hosts, mut refused_by) = (std::collections::BTreeSet::new(), std::collections::BTreeSet::new());
     for record in batches.iter().flat_map(records) {
         if now.as_second() - record.at.0.as_second() <= within {
             out.recorded += 1;
             out.failed += usize::from(!record.failed.is_empty());
             hosts.extend(record.failed.iter().cloned());
+            refused_by.extend(record.refused.iter().cloned());
         }
     }
     out.hosts = hosts.into_iter().collect();
+    out.refused_by = refused_by.into_iter().collect();
     out
 }
 

@@ -2,7 +2,7 @@
 //! environment, finished once connected, because two of them only the connection can tell (the
 //! Lease's default namespace; the notification URLs kept in Secrets).
 
-use super::config::{EngineConfig, NotifyConfig, SecretKeyRef};
+use super::config::{EngineConfig, NotifyConfig, NotifySecretRef, SecretKeyRef};
 
 /// Everything the engine is told before it connects.
 #[derive(Clone, Debug)]
@@ -20,7 +20,7 @@ pub struct EngineSettings {
 #[derive(Clone, Debug, Default)]
 pub struct NotifySources {
     pub urls: Vec<String>,
-    pub secrets: Vec<SecretKeyRef>,
+    pub secrets: Vec<NotifySecretRef>,
     /// `--notify-signing-secret`: the key the generic JSON webhooks are signed with.
     pub signing: Option<SecretKeyRef>,
     /// `--cluster-name`; `None`: the kube context's name.

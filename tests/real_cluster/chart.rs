@@ -331,6 +331,8 @@ const BAD_VALUES: &[(&str, &str)] = &[
     ("engine.approval=sometimes", "value must be one of 'auto', 'manual'"),
     ("replicaCount=0", "/replicaCount"),
     ("notify[0]=https://hooks.slack.com/services/T/B/x", "/notify/0"),
+    ("notify[0].name=pd,notify[0].key=k,notify[0].type=pager", "/notify/0/type"),
+    ("notify[0].name=pd,notify[0].key=k,notify[0].receiver=on call", "/notify/0/receiver"),
 ];
 
 pub async fn install_upgrade_rollback_uninstall_and_the_daemon_as_its_service_account(backend: Backend) {

@@ -102,6 +102,7 @@ fn all_stories() -> Vec<(&'static str, Story, &'static [Backend])> {
         faults::where_streaming_lists_are_refused_the_console_lists_in_pages_first,
         fleet::fleet_shows_every_context_and_says_why_one_is_unreachable,
         fleet::notifications_reach_a_loopback_receiver_once_across_a_leader_change,
+        incidents::incidents_open_and_resolve_once_across_a_leader_change,
         install::crds_install_as_the_help_says_and_client_side_apply_is_refused,
         bounded::overlong_and_nul_reasons_are_refused_by_the_api,
         deadline::an_exec_plugin_that_hangs_is_given_up_on_and_a_slow_one_connects,

@@ -11,6 +11,7 @@ pub mod faults;
 pub mod fleet;
 pub mod freezes;
 pub mod hostile;
+pub mod incidents;
 pub mod install;
 pub mod process;
 pub mod windows;

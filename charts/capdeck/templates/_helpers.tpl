@@ -92,7 +92,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - {{ printf "--cluster-name=%v" .Values.clusterName | quote }}
 {{- end }}
 {{- range .Values.notify }}
-- {{ printf "--notify-secret=%s/%s:%s" (default $.Release.Namespace .namespace) .name .key | quote }}
+{{- $prefix := printf "%s%s" (ternary (printf "%s@" .receiver) "" (not (empty .receiver))) (ternary (printf "%s=" .type) "" (not (empty .type))) }}
+- {{ printf "--notify-secret=%s%s/%s:%s" $prefix (default $.Release.Namespace .namespace) .name .key | quote }}
 {{- end }}
 {{- with .Values.notifySigning }}
 {{- if .name }}

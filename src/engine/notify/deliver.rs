@@ -7,7 +7,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
-use super::super::config::{NotifyTarget, PayloadFormat, RetryPolicy, SigningKey};
+use super::super::config::{RetryPolicy, SigningKey};
+use super::request::Request;
 
 /// How a delivery is signed: the key, and the message's id, the same on every try and from every
 /// engine (a receiver deduplicates on it).
@@ -33,22 +34,26 @@ impl Sender {
         Ok(Self { client: Client::builder(TokioExecutor::new()).build(https) })
     }
 
-    /// One POST, signed when `signed` says so (with this try's time); the status code, or why
-    /// there is none.
-    async fn post(&self, url: &str, body: Vec<u8>, signed: Option<Signed<'_>>) -> Result<u16, String> {
-        let mut request = hyper::Request::post(url)
+    /// One POST of `request`, signed when `signed` says so (with this try's time); the status
+    /// code, or why there is none.
+    async fn post(&self, request: &Request, signed: Option<Signed<'_>>) -> Result<u16, String> {
+        let mut builder = hyper::Request::post(request.url.as_str())
             .header(hyper::header::CONTENT_TYPE, "application/json")
             .header(hyper::header::USER_AGENT, concat!("capdeck/", env!("CARGO_PKG_VERSION")));
+        for (name, value) in &request.headers {
+            builder = builder.header(*name, value);
+        }
         if let Some(Signed { key, id }) = signed {
             let timestamp = k8s_openapi::jiff::Timestamp::now().as_second();
-            request = request
+            builder = builder
                 .header("webhook-id", id)
                 .header("webhook-timestamp", timestamp.to_string())
-                .header("webhook-signature", key.sign(id, timestamp, &body));
+                .header("webhook-signature", key.sign(id, timestamp, &request.body));
         }
-        let request =
-            request.body(Full::new(Bytes::from(body))).map_err(|_| "the URL cannot be requested".to_string())?;
-        let response = self.client.request(request).await.map_err(|error| {
+        let http = builder
+            .body(Full::new(Bytes::from(request.body.clone())))
+            .map_err(|_| "the URL or a header cannot be requested".to_string())?;
+        let response = self.client.request(http).await.map_err(|error| {
             // hyper's error text can include the URI: say only what kind of failure it was.
             if error.is_connect() { "cannot connect".to_string() } else { "the request failed".to_string() }
         })?;
@@ -61,22 +66,52 @@ fn retriable(code: u16) -> bool {
     matches!(code, 408 | 429 | 500..=599)
 }
 
-/// Deliver `body` to `target`, signed if `signed` says so and the receiver takes the generic JSON
-/// (Slack verifies nothing); `Err` names the last failure after every try.
+/// Whether the receiver refuses capdeck itself: its URL or key is wrong, revoked or gone. Every
+/// later notification will be refused too, until someone fixes the Secret.
+fn refusal(code: u16) -> bool {
+    matches!(code, 401 | 403 | 404 | 410)
+}
+
+/// Why a delivery did not happen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// The status of a refusal (401, 403, 404, 410).
+    pub refused: Option<u16>,
+    /// What happened, for the log: never the URL.
+    pub text: String,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// Deliver `request`, signed if `signed` says so and the request is signable (Slack, Teams and
+/// the incident services verify nothing of ours); `Err` names the last failure after every try.
 pub async fn deliver(
     sender: &Sender,
-    target: &NotifyTarget,
-    body: Vec<u8>,
+    request: &Request,
     retry: RetryPolicy,
     signed: Option<Signed<'_>>,
-) -> Result<(), String> {
-    let signed = signed.filter(|_| target.format == PayloadFormat::Json);
+) -> Result<(), Failure> {
+    let signed = signed.filter(|_| request.signed);
     let mut backoff = retry.first_backoff;
     let mut last = String::from("not tried");
     for attempt in 1..=retry.attempts.max(1) {
-        match tokio::time::timeout(retry.attempt_timeout, sender.post(target.url(), body.clone(), signed)).await {
+        match tokio::time::timeout(retry.attempt_timeout, sender.post(request, signed)).await {
             Ok(Ok(code)) if (200..300).contains(&code) => return Ok(()),
-            Ok(Ok(code)) if !retriable(code) => return Err(format!("the receiver answered {code} (not retried)")),
+            Ok(Ok(code)) if refusal(code) => {
+                return Err(Failure {
+                    refused: Some(code),
+                    text: format!(
+                        "the receiver refused it: {code} (its URL or key is wrong, revoked or gone; not retried)"
+                    ),
+                });
+            }
+            Ok(Ok(code)) if !retriable(code) => {
+                return Err(Failure { refused: None, text: format!("the receiver answered {code} (not retried)") });
+            }
             Ok(Ok(code)) => last = format!("the receiver answered {code}"),
             Ok(Err(error)) => last = error,
             Err(_) => last = format!("no answer within {}s", retry.attempt_timeout.as_secs_f32()),
@@ -86,7 +121,7 @@ pub async fn deliver(
             backoff = backoff.saturating_mul(2);
         }
     }
-    Err(format!("{last} ({} tries)", retry.attempts.max(1)))
+    Err(Failure { refused: None, text: format!("{last} ({} tries)", retry.attempts.max(1)) })
 }
 
 #[cfg(test)]
@@ -94,6 +129,17 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::engine::config::{NotifyTarget, PayloadFormat};
+
+    /// `body` to `target` as it is, signable when the target takes the generic JSON.
+    fn raw(target: &NotifyTarget, body: Vec<u8>) -> Request {
+        Request {
+            url: target.url().to_string(),
+            headers: Vec::new(),
+            body,
+            signed: target.format == PayloadFormat::Json,
+        }
+    }
 
     /// What a failed delivery says (it goes into the WARN line) never has the URL's path or query.
     #[tokio::test]
@@ -109,8 +155,8 @@ mod tests {
             first_backoff: Duration::from_millis(10),
         };
         let sender = Sender::new().expect("sender");
-        let error = deliver(&sender, &target, b"{}".to_vec(), retry, None).await.expect_err("nothing listens");
-        assert_eq!(error, "cannot connect (2 tries)");
+        let error = deliver(&sender, &raw(&target, b"{}".to_vec()), retry, None).await.expect_err("nothing listens");
+        assert_eq!(error.text, "cannot connect (2 tries)");
     }
 
     /// A `format` receiver on a loopback port, tried once, and the one request it will get.
@@ -188,7 +234,9 @@ mod tests {
         let (target, retry, received) = loopback_receiver("json").await;
         let body = br#"{"event":"BatchAwaitingApproval","batch":"b1"}"#.to_vec();
         let signed = Signed { key: &key, id: "msg_0123456789abcdef0123456789abcdef" };
-        deliver(&Sender::new().expect("sender"), &target, body.clone(), retry, Some(signed)).await.expect("delivered");
+        deliver(&Sender::new().expect("sender"), &raw(&target, body.clone()), retry, Some(signed))
+            .await
+            .expect("delivered");
         let (headers, got) = received.await.expect("received");
         assert_eq!(got, body, "the body is sent as signed");
         assert_eq!(headers.get("webhook-id").map(String::as_str), Some(signed.id));
@@ -208,7 +256,9 @@ mod tests {
         let (target, retry, received) = loopback_receiver("slack").await;
         let key = SigningKey::parse(b"a-plain-text-secret-of-32-bytes!").expect("key");
         let signed = Signed { key: &key, id: "msg_x" };
-        deliver(&Sender::new().expect("sender"), &target, b"{}".to_vec(), retry, Some(signed)).await.expect("sent");
+        deliver(&Sender::new().expect("sender"), &raw(&target, b"{}".to_vec()), retry, Some(signed))
+            .await
+            .expect("sent");
         let (headers, _) = received.await.expect("received");
         assert!(!headers.contains_key("webhook-signature"), "{headers:?}");
         for bad in [&b"short-secret"[..], b"whsec_not*base64*at*all*not*base64*at*all"] {

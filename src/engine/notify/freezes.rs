@@ -77,6 +77,7 @@ pub async fn record(client: &kube::Client, freeze: &Freeze, due: &FreezeDue, by:
         at: Time(now),
         by: by.to_string(),
         failed: Vec::new(),
+        refused: Vec::new(),
     });
     let patch = json!({
         "metadata": {"resourceVersion": freeze.resource_version()},

@@ -5,7 +5,8 @@
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
-use super::{Due, Event, PayloadFormat};
+use super::incident::{Incident, Severity};
+use super::{Due, Event};
 use crate::api::RotationBatch;
 
 /// The generic body's `version`.
@@ -40,6 +41,13 @@ pub struct Payload {
     pub engine: String,
     /// One line for people (the Slack body's text).
     pub text: String,
+    /// The earliest moment the old credentials concerned may be revoked, when known.
+    pub deadline: Option<Timestamp>,
+    /// `critical`, `error`, `warning` or `info` (docs/NOTIFICATIONS.md).
+    pub severity: Severity,
+    /// The incident this event opens or closes, and its key (PagerDuty's `dedup_key`,
+    /// Opsgenie's `alias`); `null` for an event that is no incident's.
+    pub incident: Option<Incident>,
 }
 
 impl Payload {
@@ -90,6 +98,9 @@ impl Payload {
             at,
             engine: engine.to_string(),
             text: String::new(),
+            deadline: None,
+            severity: Severity::of(due.event),
+            incident: None,
         };
         payload.text = match due.event {
             Event::FreezeEnded => format!("[{cluster}] {}: batches roll again", payload.message),
@@ -123,55 +134,79 @@ impl Payload {
             at,
             engine: engine.to_string(),
             text: String::new(),
+            deadline: due.deadline,
+            severity: Severity::of(due.event),
+            incident: Incident::of(
+                due.event,
+                due.resolves,
+                cluster,
+                &due.namespace,
+                &due.batch,
+                due.credentials.as_ref().map(|report| report.secret.as_str()),
+            ),
         };
         payload.text = payload.line();
         payload
     }
 
-    /// `[prod-eu] cap-shop/bookshop: batch bookshop-x7k2p awaits approval — capdeck approve …`
+    /// `[prod-eu] cap-shop/bookshop: batch bookshop-x7k2p awaits approval … — capdeck approve …`:
+    /// what happened and where, the old credentials' deadline when known, the command to run.
     fn line(&self) -> String {
+        let (what, command) = self.what_and_command();
+        let deadline = self
+            .deadline
+            .filter(|_| self.incident.as_ref().is_some_and(|i| i.action == super::incident::Action::Trigger))
+            .map(|at| format!("; the old credentials may be revoked from {at}"))
+            .unwrap_or_default();
+        match command {
+            Some(command) => format!("{what}{deadline} — {command}"),
+            None => format!("{what}{deadline}"),
+        }
+    }
+
+    /// What happened, where (the line up to its `—`), and the command that acts on it.
+    pub fn what_and_command(&self) -> (String, Option<String>) {
         let place = format!("[{}] {}/{}", self.cluster, self.namespace, self.application);
         let batch = format!("{}/{}", self.namespace, self.batch);
         let secret = self.secret.as_deref().unwrap_or("-");
         let last_reason = self.reasons.last().map_or(String::new(), |reason| format!(": {reason}"));
+        let (batch_name, state, message) = (&self.batch, &self.state, &self.message);
         match self.event {
-            e if e == Event::AwaitingApproval.as_str() => format!(
-                "{place}: batch {} awaits approval [{}] ({}) — capdeck approve {batch} --reason …",
-                self.batch, self.state, self.message
+            e if e == Event::AwaitingApproval.as_str() => (
+                format!("{place}: batch {batch_name} awaits approval [{state}] ({message})"),
+                Some(format!("capdeck approve {batch} --reason …")),
             ),
-            e if e == Event::DeadlineBeforeChangeWindow.as_str() || e == Event::DeadlineDuringFreeze.as_str() => {
-                format!(
-                    "{place}: batch {} cannot wait for its window [{}]: {} — capdeck approve {batch} --reason …",
-                    self.batch, self.state, self.message
-                )
-            }
-            e if e == Event::HeldByFailureGuard.as_str() => format!(
-                "{place}: the failure guard halted batch {} [{}] ({}) — capdeck retry|release|undo {batch} --reason …",
-                self.batch, self.state, self.message
+            e if e == Event::DeadlineBeforeChangeWindow.as_str() || e == Event::DeadlineDuringFreeze.as_str() => (
+                format!("{place}: batch {batch_name} cannot wait for its window [{state}]: {message}"),
+                Some(format!("capdeck approve {batch} --reason …")),
             ),
-            e if e == Event::Failed.as_str() => {
-                format!(
-                    "{place}: batch {} failed [{}] ({}) — capdeck retry|undo {batch} --reason …",
-                    self.batch, self.state, self.message
-                )
+            e if e == Event::HeldByFailureGuard.as_str() => (
+                format!("{place}: the failure guard halted batch {batch_name} [{state}] ({message})"),
+                Some(format!("capdeck retry|release|undo {batch} --reason …")),
+            ),
+            e if e == Event::Failed.as_str() => (
+                format!("{place}: batch {batch_name} failed [{state}] ({message})"),
+                Some(format!("capdeck retry|undo {batch} --reason …")),
+            ),
+            e if e == Event::BatchResolved.as_str() => {
+                let over = if self.key.ends_with(super::incident::Concern::Deadline.as_str()) {
+                    "no decision is waiting any more"
+                } else {
+                    "the failure is over"
+                };
+                (format!("{place}: batch {batch_name} is {state}: {over}"), None)
             }
             e if e == Event::CredentialsResolved.as_str() => {
-                format!("{place}: credentials of Secret {secret} are safe again")
+                (format!("{place}: credentials of Secret {secret} are safe again"), None)
             }
-            _ => format!(
-                "{place}: credentials of Secret {secret} are {}{last_reason} — capdeck credentials -n {}",
-                self.verdict.as_deref().unwrap_or("-"),
-                self.namespace
+            e if e == Event::FreezeStarted.as_str() || e == Event::FreezeEnded.as_str() => (self.text.clone(), None),
+            _ => (
+                format!(
+                    "{place}: credentials of Secret {secret} are {}{last_reason}",
+                    self.verdict.as_deref().unwrap_or("-")
+                ),
+                Some(format!("capdeck credentials -n {}", self.namespace)),
             ),
         }
-    }
-
-    /// The body for a receiver of `format`.
-    pub fn body(&self, format: PayloadFormat) -> Vec<u8> {
-        let value = match format {
-            PayloadFormat::Json => serde_json::to_value(self).unwrap_or_default(),
-            PayloadFormat::Slack => serde_json::json!({ "text": self.text }),
-        };
-        serde_json::to_vec(&value).unwrap_or_default()
     }
 }

@@ -2,7 +2,7 @@ use serde_json::json;
 
 use super::*;
 use crate::credentials::{Format, Source};
-use crate::engine::config::NotifyTarget;
+use crate::engine::config::{NotifySecretRef, NotifyTarget, PayloadFormat};
 
 const NOW: i64 = 1_800_000_000;
 
@@ -146,18 +146,25 @@ fn targets_parse_without_repeating_the_url() {
     }
 }
 
+/// The body `payload` would be sent with to a receiver of `format` (on a loopback URL).
+fn body(payload: &Payload, format: PayloadFormat) -> serde_json::Value {
+    let target = NotifyTarget::parse(&format!("{}=http://127.0.0.1:9/hook", format.as_str())).expect("target");
+    let request = request::request(payload, &target).expect("sent");
+    serde_json::from_slice(&request.body).expect("json")
+}
+
 #[test]
 fn payloads_are_versioned_json_or_slack_text() {
     let awaiting = batch("bookshop-x7k2p", NOW - 100, ready("AwaitingApproval", "ApprovalRequired", NOW - 10));
     let found = due(std::slice::from_ref(&awaiting), &[], at(NOW));
     let payload = Payload::new("prod-eu", "engine-a", &found[0], &awaiting, at(NOW));
-    let json: serde_json::Value = serde_json::from_slice(&payload.body(PayloadFormat::Json)).expect("json");
+    let json: serde_json::Value = body(&payload, PayloadFormat::Json);
     assert_eq!(json["version"], PAYLOAD_VERSION);
     assert_eq!(json["event"], "AwaitingApproval");
     assert_eq!(json["cluster"], "prod-eu");
     assert_eq!(json["batch"], "bookshop-x7k2p");
     assert_eq!(json["key"], "AwaitingApproval");
-    let slack: serde_json::Value = serde_json::from_slice(&payload.body(PayloadFormat::Slack)).expect("slack");
+    let slack: serde_json::Value = body(&payload, PayloadFormat::Slack);
     assert_eq!(slack.as_object().map(|o| o.len()), Some(1), "{slack}");
     let text = slack["text"].as_str().expect("text");
     assert!(text.starts_with("[prod-eu] ns/app: batch bookshop-x7k2p awaits approval"), "{text}");
@@ -171,5 +178,161 @@ fn doctor_counts_recent_records_and_failed_hosts() {
     failed["failed"] = json!(["hooks.slack.com"]);
     status["notifications"] = json!([failed, record("AwaitingApproval", "AwaitingApproval", None, NOW - 90_000)]);
     let health = recent(&[(*batch("b", NOW - 100_000, status)).clone()], at(NOW), 24 * 3600);
-    assert_eq!(health, RecentNotifications { recorded: 1, failed: 1, hosts: vec!["hooks.slack.com".into()] });
+    assert_eq!(
+        health,
+        RecentNotifications { recorded: 1, failed: 1, hosts: vec!["hooks.slack.com".into()], refused_by: Vec::new() }
+    );
+}
+
+/// What a batch's incident becomes, state by state: a failure is over when the batch ends
+/// otherwise than failed, a deadline once the batch no longer awaits a person; each resolution is
+/// due once, and only for an incident the batch opened.
+#[test]
+fn an_opened_incident_resolves_once_when_its_batch_moves_on() {
+    let with = |phase: &str, reason: &str, records: serde_json::Value| {
+        let mut status = ready(phase, reason, NOW - 10);
+        status["notifications"] = records;
+        batch("b", NOW - 100, status)
+    };
+    let failed = record("Failed", "Failed", None, NOW - 50);
+    let held = record("HeldByFailureGuard", "HeldByFailureGuard@0", None, NOW - 50);
+    let deadline = record("DeadlineBeforeChangeWindow", "DeadlineBeforeChangeWindow", None, NOW - 50);
+    let resolved = |concern: &str| record("BatchResolved", &format!("Resolved:{concern}"), None, NOW - 5);
+    let table = [
+        // (phase, reason, records, the resolutions due)
+        ("Succeeded", "Succeeded", json!([failed]), vec!["Resolved:failure"]),
+        ("Undone", "Undone", json!([held]), vec!["Resolved:failure"]),
+        ("Cancelled", "Cancelled", json!([failed]), vec!["Resolved:failure"]),
+        ("Failed", "RolloutFailed", json!([failed]), vec![]),
+        ("RollingOut", "RollingOut", json!([held]), vec![]),
+        ("Succeeded", "Succeeded", json!([failed, resolved("failure")]), vec![]),
+        ("RollingOut", "Approved", json!([deadline]), vec!["Resolved:deadline"]),
+        ("AwaitingApproval", "DeadlineBeforeChangeWindow", json!([deadline]), vec![]),
+        ("Succeeded", "Succeeded", json!([deadline, failed]), vec!["Resolved:failure", "Resolved:deadline"]),
+        ("Succeeded", "Succeeded", json!([record("AwaitingApproval", "AwaitingApproval", None, NOW - 50)]), vec![]),
+        ("Succeeded", "Succeeded", json!([]), vec![]),
+    ];
+    for (phase, reason, records, expected) in table {
+        let b = with(phase, reason, records.clone());
+        let keys: Vec<String> = due(std::slice::from_ref(&b), &[], at(NOW))
+            .into_iter()
+            .filter(|d| d.event == Event::BatchResolved)
+            .map(|d| d.key)
+            .collect();
+        assert_eq!(keys, expected, "{phase} with {records}");
+    }
+    // The resolution closes the incident the opening triggered: one key for both.
+    let b = with("Succeeded", "Succeeded", json!([failed]));
+    let resolution = due(std::slice::from_ref(&b), &[], at(NOW)).pop().expect("due");
+    let payload = Payload::new("prod", "engine-a", &resolution, &b, at(NOW));
+    let incident = payload.incident.clone().expect("an incident's");
+    assert_eq!(
+        (incident.action, incident.key.as_str()),
+        (incident::Action::Resolve, "capdeck:prod:ns:batch:b:failure")
+    );
+    assert!(payload.text.contains("the failure is over"), "{}", payload.text);
+}
+
+/// PagerDuty, Opsgenie and Teams receivers: given bare keys or URLs with the key in the query,
+/// from a flag or from a Secret with the flag's name and format, and never shown.
+#[test]
+fn incident_and_teams_receivers_parse_without_showing_their_key() {
+    let pd = NotifyTarget::parse("pagerduty=R0UT1NGKEYsecret").expect("pagerduty");
+    assert_eq!(
+        (pd.format, pd.url(), pd.key()),
+        (PayloadFormat::PagerDuty, "https://events.pagerduty.com/v2/enqueue", Some("R0UT1NGKEYsecret"))
+    );
+    assert!(pd.name.starts_with("events.pagerduty.com#") && !pd.name.contains("secret"), "{}", pd.name);
+    let eu = NotifyTarget::parse("pd-eu@pagerduty=https://events.eu.pagerduty.com/v2/enqueue?routing_key=K3Ysecret")
+        .expect("eu");
+    assert_eq!(
+        (eu.name.as_str(), eu.url(), eu.key()),
+        ("pd-eu", "https://events.eu.pagerduty.com/v2/enqueue", Some("K3Ysecret"))
+    );
+    let og = NotifyTarget::parse("opsgenie=https://api.eu.opsgenie.com?api_key=G3N1Esecret&x=1").expect("opsgenie");
+    assert_eq!(
+        (og.format, og.url(), og.key()),
+        (PayloadFormat::Opsgenie, "https://api.eu.opsgenie.com?x=1", Some("G3N1Esecret"))
+    );
+    let teams = NotifyTarget::parse(
+        "https://prod-01.westeurope.logic.azure.com:443/workflows/abc/triggers/manual/paths/invoke?sig=s3cret",
+    )
+    .expect("teams");
+    assert_eq!(teams.format, PayloadFormat::Teams);
+    for target in [&pd, &eu, &og, &teams] {
+        assert!(!format!("{target:?}").contains("secret") && !format!("{target:?}").contains("s3cret"), "{target:?}");
+    }
+    // Two keys of one service are two receivers.
+    assert_ne!(pd.name, NotifyTarget::parse("pagerduty=0THERsecret").expect("other").name);
+    for bad in ["pagerduty=", "pagerduty=two words-secret", "opsgenie=https://api.opsgenie.com?key=secret-token"] {
+        let error = NotifyTarget::parse(bad).expect_err(bad);
+        assert!(!error.contains("secret"), "{error}");
+    }
+    // --notify-secret NAME@FORMAT=NS/SECRET:KEY: the Secret holds the bare key.
+    let reference: NotifySecretRef = "oncall@pagerduty=ops/pd:routing-key".parse().expect("reference");
+    assert_eq!(reference.to_string(), "oncall@pagerduty=ops/pd:routing-key");
+    assert_eq!((reference.secret.namespace.as_str(), reference.secret.name.as_str()), ("ops", "pd"));
+    let target = reference.target("R0UT1NG\n").expect("target");
+    assert_eq!(
+        (target.name.as_str(), target.format, target.key()),
+        ("oncall", PayloadFormat::PagerDuty, Some("R0UT1NG"))
+    );
+    // The value may say the same again, not something else.
+    assert!(reference.target("oncall@pagerduty=R0UT1NG").is_ok());
+    let error = reference.target("slack=https://hooks.slack.com/x").expect_err("two formats");
+    assert!(error.contains("slack") && error.contains("pagerduty"), "{error}");
+    assert!("ops/pd".parse::<NotifySecretRef>().is_err());
+}
+
+/// What each receiver gets for a failure and its resolution: PagerDuty a trigger then a resolve
+/// on one dedup key, Opsgenie a create then a close of one alias with its key in the header, Teams
+/// an Adaptive Card with the text and the command; an approval wait pages nobody.
+#[test]
+fn each_receiver_gets_its_own_request() {
+    let failed_status = |phase: &str, records: serde_json::Value| {
+        let mut status = ready(phase, "RolloutFailed", NOW - 10);
+        status["notifications"] = records;
+        status
+    };
+    let b = batch("b", NOW - 100, failed_status("Failed", json!([])));
+    let opened = due(std::slice::from_ref(&b), &[], at(NOW)).pop().expect("due");
+    let trigger = Payload::new("prod", "engine-a", &opened, &b, at(NOW));
+    let b2 = batch("b", NOW - 100, failed_status("Succeeded", json!([record("Failed", "Failed", None, NOW - 50)])));
+    let closing = due(std::slice::from_ref(&b2), &[], at(NOW)).pop().expect("due");
+    let resolve = Payload::new("prod", "engine-a", &closing, &b2, at(NOW));
+
+    let pd = NotifyTarget::parse("pagerduty=http://127.0.0.1:9/v2/enqueue?routing_key=RK").expect("pd");
+    let open = request::request(&trigger, &pd).expect("sent");
+    let open_body: serde_json::Value = serde_json::from_slice(&open.body).expect("json");
+    assert_eq!(open.url, "http://127.0.0.1:9/v2/enqueue");
+    assert_eq!((open_body["event_action"].as_str(), open_body["routing_key"].as_str()), (Some("trigger"), Some("RK")));
+    assert_eq!(open_body["payload"]["severity"], "error");
+    let close_body: serde_json::Value =
+        serde_json::from_slice(&request::request(&resolve, &pd).expect("sent").body).expect("json");
+    assert_eq!(close_body["event_action"], "resolve");
+    assert_eq!(close_body["dedup_key"], open_body["dedup_key"]);
+
+    let og = NotifyTarget::parse("opsgenie=http://127.0.0.1:9/?api_key=GK").expect("og");
+    let create = request::request(&trigger, &og).expect("sent");
+    assert_eq!(create.url, "http://127.0.0.1:9/v2/alerts");
+    assert_eq!(create.headers, vec![("authorization", "GenieKey GK".to_string())]);
+    assert!(!format!("{create:?}").contains("GK"), "Debug hides the key: {create:?}");
+    let close = request::request(&resolve, &og).expect("sent");
+    assert_eq!(
+        close.url,
+        "http://127.0.0.1:9/v2/alerts/capdeck%3Aprod%3Ans%3Abatch%3Ab%3Afailure/close?identifierType=alias"
+    );
+
+    let card = body(&trigger, PayloadFormat::Teams);
+    let content = &card["attachments"][0]["content"];
+    assert_eq!((content["type"].as_str(), content["version"].as_str()), (Some("AdaptiveCard"), Some("1.4")));
+    let texts: Vec<&str> =
+        content["body"].as_array().expect("body").iter().filter_map(|block| block["text"].as_str()).collect();
+    assert_eq!(texts.join(" — "), trigger.text, "the card says what every other receiver says");
+
+    // Not an incident: the generic and chat receivers get it, PagerDuty and Opsgenie do not.
+    let awaiting = batch("w", NOW - 100, ready("AwaitingApproval", "ApprovalRequired", NOW - 10));
+    let waiting = Payload::new("prod", "e", &due(std::slice::from_ref(&awaiting), &[], at(NOW))[0], &awaiting, at(NOW));
+    assert!(request::request(&waiting, &pd).is_none() && request::request(&waiting, &og).is_none());
+    assert!(request::request(&waiting, &NotifyTarget::parse("teams=http://127.0.0.1:9/x").expect("t")).is_some());
 }

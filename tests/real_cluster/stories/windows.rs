@@ -50,7 +50,7 @@ fn window_at(opens: Timestamp) -> String {
 }
 
 /// A window on the day after tomorrow (UTC): at least a day away, whenever the story runs.
-fn window_in_two_days() -> String {
+pub(crate) fn window_in_two_days() -> String {
     let day = Timestamp::now().to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC).checked_add(2.days()).expect("time");
     format!("{} 00:00-01:00 UTC", day.strftime("%a"))
 }
@@ -62,7 +62,7 @@ fn a_minute_at_least(margin: i64) -> Timestamp {
     Timestamp::from_second(second - second.rem_euclid(60) + 60).expect("time")
 }
 
-async fn start(world: &World, identity: &str, configure: impl FnOnce(&mut EngineConfig)) -> Engine {
+pub(crate) async fn start(world: &World, identity: &str, configure: impl FnOnce(&mut EngineConfig)) -> Engine {
     let mut config = engine_config(world, identity);
     configure(&mut config);
     let engine = Engine::on(world, config).await;
@@ -70,7 +70,7 @@ async fn start(world: &World, identity: &str, configure: impl FnOnce(&mut Engine
     engine
 }
 
-async fn annotate_application(world: &World, app: &str, windows: &str) {
+pub(crate) async fn annotate_application(world: &World, app: &str, windows: &str) {
     let api = world.resource("sme.sap.com/v1alpha1", "CAPApplication").await;
     let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(world.client.clone(), &world.ns, &api);
     let patch = json!({"metadata": {"annotations": {ANNOTATION_CHANGE_WINDOWS: windows}}});

@@ -210,8 +210,8 @@ pub struct PlannedRollout {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NotificationRecord {
-    /// AwaitingApproval, HeldByFailureGuard, Failed, CredentialsAtRisk, CredentialsUnsafe or
-    /// CredentialsResolved.
+    /// AwaitingApproval, DeadlineBeforeChangeWindow, DeadlineDuringFreeze, HeldByFailureGuard,
+    /// Failed, BatchResolved, CredentialsAtRisk, CredentialsUnsafe or CredentialsResolved.
     pub event: String,
     /// Identifies the transition: one record per key, ever.
     pub key: String,
@@ -224,6 +224,10 @@ pub struct NotificationRecord {
     /// Receivers (their names, never their URLs) that did not accept it after every retry.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed: Vec<String>,
+    /// Of those, the ones that refused capdeck itself (401, 403, 404 or 410: their URL or key
+    /// is wrong, revoked or gone).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<String>,
 }
 
 // NotOwned: a Deployment of the workload's name that the version does not own, never written.
