@@ -156,6 +156,11 @@ impl NotifyTarget {
             }
             None => (rest.to_string(), None),
         };
+        if format == Some(PayloadFormat::PagerDuty)
+            && let Some(key) = &key
+        {
+            pagerduty_routing_key(key)?;
+        }
         let uri: hyper::Uri = url.parse().map_err(|_| format!("is not a URL ({EXPECTED})"))?;
         if !matches!(uri.scheme_str(), Some("http" | "https")) {
             return Err(format!("is not an http or https URL ({EXPECTED})"));
@@ -201,6 +206,19 @@ fn plain_key(text: &str) -> Result<String, String> {
         return Err(format!("has a key that is not one word of printable ASCII ({EXPECTED})"));
     }
     Ok(key.to_string())
+}
+
+/// PagerDuty's Events API v2 takes an integration's routing key: 32 letters and digits. A REST
+/// API key (20 characters) is the usual mistake, and PagerDuty would refuse every event.
+fn pagerduty_routing_key(key: &str) -> Result<(), String> {
+    if key.len() == 32 && key.chars().all(|c| c.is_ascii_alphanumeric()) {
+        return Ok(());
+    }
+    Err(format!(
+        "has a routing key of {} characters; PagerDuty's Events API v2 takes an integration key of 32 letters and \
+         digits (the service's Integrations tab, \"Events API V2\"; a REST API key does not work here)",
+        key.chars().count()
+    ))
 }
 
 /// `https://HOST/PATH?PARAMETER=KEY&…`: the URL without that parameter, and the key.

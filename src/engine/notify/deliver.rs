@@ -66,16 +66,10 @@ fn retriable(code: u16) -> bool {
     matches!(code, 408 | 429 | 500..=599)
 }
 
-/// Whether the receiver refuses capdeck itself: its URL or key is wrong, revoked or gone. Every
-/// later notification will be refused too, until someone fixes the Secret.
-fn refusal(code: u16) -> bool {
-    matches!(code, 401 | 403 | 404 | 410)
-}
-
 /// Why a delivery did not happen.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Failure {
-    /// The status of a refusal (401, 403, 404, 410).
+    /// The status of a refusal (`Request::refusals`).
     pub refused: Option<u16>,
     /// What happened, for the log: never the URL.
     pub text: String,
@@ -101,7 +95,9 @@ pub async fn deliver(
     for attempt in 1..=retry.attempts.max(1) {
         match tokio::time::timeout(retry.attempt_timeout, sender.post(request, signed)).await {
             Ok(Ok(code)) if (200..300).contains(&code) => return Ok(()),
-            Ok(Ok(code)) if refusal(code) => {
+            // The receiver refuses capdeck itself: every later notification would be refused too,
+            // until someone fixes the Secret.
+            Ok(Ok(code)) if request.refusals.contains(&code) => {
                 return Err(Failure {
                     refused: Some(code),
                     text: format!(
@@ -138,6 +134,7 @@ mod tests {
             headers: Vec::new(),
             body,
             signed: target.format == PayloadFormat::Json,
+            refusals: super::super::request::REFUSALS,
         }
     }
 

@@ -19,7 +19,16 @@ pub struct Request {
     pub body: Vec<u8>,
     /// Whether `--notify-signing-secret` signs it (the generic JSON only).
     pub signed: bool,
+    /// The answers that mean the receiver refuses capdeck itself (its URL or key is wrong,
+    /// revoked or gone): not retried, and said by the gauge, the record and `capdeck doctor`.
+    pub refusals: &'static [u16],
 }
+
+/// What a webhook answers when its URL or token is wrong, revoked or gone.
+pub const REFUSALS: &[u16] = &[401, 403, 404, 410];
+/// PagerDuty answers an unknown routing key with 400 ("Invalid routing key"); capdeck's events
+/// follow its schema (the stories check them), so a 400 there is a key that does not work.
+const PAGERDUTY_REFUSALS: &[u16] = &[400, 401, 403, 404, 410];
 
 impl std::fmt::Debug for Request {
     /// Without the URL and headers: they hold the receiver's credential.
@@ -41,6 +50,7 @@ pub fn request(payload: &Payload, target: &NotifyTarget) -> Option<Request> {
         headers: Vec::new(),
         body: to_vec(&body),
         signed,
+        refusals: if target.format == PayloadFormat::PagerDuty { PAGERDUTY_REFUSALS } else { REFUSALS },
     };
     match target.format {
         PayloadFormat::Json => Some(plain(serde_json::to_value(payload).unwrap_or_default(), true)),
@@ -117,7 +127,7 @@ fn opsgenie(payload: &Payload, target: &NotifyTarget) -> Option<Request> {
             (format!("{base}/v2/alerts/{alias}/close?identifierType=alias"), body)
         }
     };
-    Some(Request { url, headers, body: to_vec(&body), signed: false })
+    Some(Request { url, headers, body: to_vec(&body), signed: false, refusals: REFUSALS })
 }
 
 /// The facts a person needs beside the text: where, which batch or Secret, the deadline.

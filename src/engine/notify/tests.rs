@@ -237,17 +237,19 @@ fn an_opened_incident_resolves_once_when_its_batch_moves_on() {
 /// from a flag or from a Secret with the flag's name and format, and never shown.
 #[test]
 fn incident_and_teams_receivers_parse_without_showing_their_key() {
-    let pd = NotifyTarget::parse("pagerduty=R0UT1NGKEYsecret").expect("pagerduty");
+    let pd = NotifyTarget::parse("pagerduty=R0UT1NGKEYsecret0000000000000000").expect("pagerduty");
     assert_eq!(
         (pd.format, pd.url(), pd.key()),
-        (PayloadFormat::PagerDuty, "https://events.pagerduty.com/v2/enqueue", Some("R0UT1NGKEYsecret"))
+        (PayloadFormat::PagerDuty, "https://events.pagerduty.com/v2/enqueue", Some("R0UT1NGKEYsecret0000000000000000"))
     );
     assert!(pd.name.starts_with("events.pagerduty.com#") && !pd.name.contains("secret"), "{}", pd.name);
-    let eu = NotifyTarget::parse("pd-eu@pagerduty=https://events.eu.pagerduty.com/v2/enqueue?routing_key=K3Ysecret")
-        .expect("eu");
+    let eu = NotifyTarget::parse(
+        "pd-eu@pagerduty=https://events.eu.pagerduty.com/v2/enqueue?routing_key=K3Ysecret00000000000000000000000",
+    )
+    .expect("eu");
     assert_eq!(
         (eu.name.as_str(), eu.url(), eu.key()),
-        ("pd-eu", "https://events.eu.pagerduty.com/v2/enqueue", Some("K3Ysecret"))
+        ("pd-eu", "https://events.eu.pagerduty.com/v2/enqueue", Some("K3Ysecret00000000000000000000000"))
     );
     let og = NotifyTarget::parse("opsgenie=https://api.eu.opsgenie.com?api_key=G3N1Esecret&x=1").expect("opsgenie");
     assert_eq!(
@@ -263,7 +265,10 @@ fn incident_and_teams_receivers_parse_without_showing_their_key() {
         assert!(!format!("{target:?}").contains("secret") && !format!("{target:?}").contains("s3cret"), "{target:?}");
     }
     // Two keys of one service are two receivers.
-    assert_ne!(pd.name, NotifyTarget::parse("pagerduty=0THERsecret").expect("other").name);
+    assert_ne!(pd.name, NotifyTarget::parse("pagerduty=0THERsecret000000000000000000000").expect("other").name);
+    // A REST API key (20 characters) where PagerDuty wants an integration's 32: refused at start.
+    let rest_key = NotifyTarget::parse("pagerduty=secretRESTkey0000000").expect_err("not a routing key");
+    assert!(rest_key.contains("32 letters and digits") && rest_key.contains("20 characters"), "{rest_key}");
     for bad in ["pagerduty=", "pagerduty=two words-secret", "opsgenie=https://api.opsgenie.com?key=secret-token"] {
         let error = NotifyTarget::parse(bad).expect_err(bad);
         assert!(!error.contains("secret"), "{error}");
@@ -272,13 +277,13 @@ fn incident_and_teams_receivers_parse_without_showing_their_key() {
     let reference: NotifySecretRef = "oncall@pagerduty=ops/pd:routing-key".parse().expect("reference");
     assert_eq!(reference.to_string(), "oncall@pagerduty=ops/pd:routing-key");
     assert_eq!((reference.secret.namespace.as_str(), reference.secret.name.as_str()), ("ops", "pd"));
-    let target = reference.target("R0UT1NG\n").expect("target");
+    let target = reference.target("R0UT1NG0000000000000000000000000\n").expect("target");
     assert_eq!(
         (target.name.as_str(), target.format, target.key()),
-        ("oncall", PayloadFormat::PagerDuty, Some("R0UT1NG"))
+        ("oncall", PayloadFormat::PagerDuty, Some("R0UT1NG0000000000000000000000000"))
     );
     // The value may say the same again, not something else.
-    assert!(reference.target("oncall@pagerduty=R0UT1NG").is_ok());
+    assert!(reference.target("oncall@pagerduty=R0UT1NG0000000000000000000000000").is_ok());
     let error = reference.target("slack=https://hooks.slack.com/x").expect_err("two formats");
     assert!(error.contains("slack") && error.contains("pagerduty"), "{error}");
     assert!("ops/pd".parse::<NotifySecretRef>().is_err());
@@ -301,11 +306,18 @@ fn each_receiver_gets_its_own_request() {
     let closing = due(std::slice::from_ref(&b2), &[], at(NOW)).pop().expect("due");
     let resolve = Payload::new("prod", "engine-a", &closing, &b2, at(NOW));
 
-    let pd = NotifyTarget::parse("pagerduty=http://127.0.0.1:9/v2/enqueue?routing_key=RK").expect("pd");
+    let pd =
+        NotifyTarget::parse("pagerduty=http://127.0.0.1:9/v2/enqueue?routing_key=RK000000000000000000000000000000")
+            .expect("pd");
     let open = request::request(&trigger, &pd).expect("sent");
     let open_body: serde_json::Value = serde_json::from_slice(&open.body).expect("json");
+    // PagerDuty's answer to an unknown routing key is a 400: a refusal there, not elsewhere.
+    assert!(open.refusals.contains(&400) && !request::REFUSALS.contains(&400));
     assert_eq!(open.url, "http://127.0.0.1:9/v2/enqueue");
-    assert_eq!((open_body["event_action"].as_str(), open_body["routing_key"].as_str()), (Some("trigger"), Some("RK")));
+    assert_eq!(
+        (open_body["event_action"].as_str(), open_body["routing_key"].as_str()),
+        (Some("trigger"), Some("RK000000000000000000000000000000"))
+    );
     assert_eq!(open_body["payload"]["severity"], "error");
     let close_body: serde_json::Value =
         serde_json::from_slice(&request::request(&resolve, &pd).expect("sent").body).expect("json");

@@ -205,16 +205,17 @@ pub(crate) async fn fake_teams() -> (u16, Shared) {
     (serve(app).await, shared)
 }
 
+/// What a generic JSON receiver got: each request's headers and body.
+type Deliveries = Arc<Mutex<Vec<(HeaderMap, Vec<u8>)>>>;
+
 /// A generic JSON receiver that keeps each request's Standard Webhooks headers and body.
-async fn signed_receiver() -> (u16, Arc<Mutex<Vec<(HeaderMap, Vec<u8>)>>>) {
-    let received: Arc<Mutex<Vec<(HeaderMap, Vec<u8>)>>> = Arc::default();
+async fn signed_receiver() -> (u16, Deliveries) {
+    let received = Deliveries::default();
     let app = axum::Router::new()
         .route(
             "/hook",
             axum::routing::post(
-                |State(received): State<Arc<Mutex<Vec<(HeaderMap, Vec<u8>)>>>>,
-                 headers: HeaderMap,
-                 body: axum::body::Bytes| async move {
+                |State(received): State<Deliveries>, headers: HeaderMap, body: axum::body::Bytes| async move {
                     received.lock().expect("lock").push((headers, body.to_vec()));
                     StatusCode::NO_CONTENT
                 },

@@ -404,16 +404,17 @@ async fn bad_notification_settings_stop_the_daemon_and_never_print_the_url() {
     let sandbox = Sandbox::default();
     sandbox.install_crds();
     let (_served, _dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sandbox-admin").await;
-    let cases: [(&[&str], &str); 8] = [
+    let cases: [(&[&str], &str); 9] = [
         (&["--notify", "ftp://hooks.example.com/T0/B0/MARKER-URL"], "--notify (number 1) is not an http or https URL"),
         (&["--notify", "https://ok.example.com/x", "--notify", "MARKER-URL"], "--notify (number 2) is not an http"),
         (&["--notify-secret", "default/notify:url"], "Secret default/notify does not exist"),
         (&["--notify-secret", "oncall@pagerduty=default/pd:routing-key"], "--from-literal=routing-key=ROUTING_KEY"),
         (&["--notify-secret", "default-notify-url"], "expected [NAME@][FORMAT=]NAMESPACE/SECRET:KEY"),
         (&["--notify", "pagerduty=two MARKER-URL"], "has a key that is not one word of printable ASCII"),
+        (&["--notify", "pagerduty=MARKER-URL"], "PagerDuty's Events API v2 takes an integration key of 32"),
         (&["--notify", "opsgenie=https://api.opsgenie.com/?key=MARKER-URL"], "has no api_key in its URL's query"),
         (
-            &["--notify", "a@https://x.example.com/MARKER-URL", "--notify", "a@pagerduty=MARKER-URL"],
+            &["--notify", "a@https://x.example.com/MARKER-URL", "--notify", "a@teams=https://y.example.com/MARKER-URL"],
             "two receivers are called a",
         ),
     ];
