@@ -520,15 +520,15 @@ pub struct EngineArgs {
     pub notify: Vec<String>,
     /// Like --notify, with the URL or key read from a Secret's key, so it is never in an argument
     /// list or a log (`oncall@pagerduty=capdeck-system/pagerduty:routing-key`). Repeatable
-    #[arg(long, value_name = "[NAME@][FORMAT=]NS/NAME:KEY")]
+    #[arg(long, value_name = "[NAME@][FORMAT=]NS/NAME:KEY", value_parser = parse::Redacted::<crate::engine::config::NotifySecretRef>::new())]
     pub notify_secret: Vec<crate::engine::config::NotifySecretRef>,
     /// Sign the generic JSON webhooks with the key in this Secret's key (Standard Webhooks:
     /// webhook-id, webhook-timestamp and webhook-signature headers, HMAC-SHA256; `whsec_BASE64`,
     /// at least 24 bytes). docs/NOTIFICATIONS.md shows how a receiver verifies them
-    #[arg(long, value_name = "NS/NAME:KEY")]
+    #[arg(long, value_name = "NS/NAME:KEY", value_parser = parse::Redacted::<crate::engine::config::SecretKeyRef>::new())]
     pub notify_signing_secret: Option<crate::engine::config::SecretKeyRef>,
     /// The cluster's name in notifications [default: the kube context's name]
-    #[arg(long, value_name = "NAME", env = "CAPDECK_CLUSTER_NAME")]
+    #[arg(long, value_name = "NAME", env = "CAPDECK_CLUSTER_NAME", value_parser = parse::parse_cluster_name)]
     pub cluster_name: Option<String>,
     /// The cluster's change windows: batches roll only inside them, unless waiting would outlive
     /// the old credentials. An application's or its namespace's capdeck.dev/change-windows
@@ -865,14 +865,14 @@ pub struct ManifestsArgs {
     /// Have the daemon send notifications to the receiver in this Secret's key (its
     /// --notify-secret, `[NAME@][FORMAT=]NS/NAME:KEY`; repeatable). Create the Secret yourself:
     /// the URL or key never goes in a manifest
-    #[arg(long, value_name = "[NAME@][FORMAT=]NS/NAME:KEY")]
+    #[arg(long, value_name = "[NAME@][FORMAT=]NS/NAME:KEY", value_parser = parse::Redacted::<crate::engine::config::NotifySecretRef>::new())]
     pub notify_secret: Vec<crate::engine::config::NotifySecretRef>,
     /// Have the daemon sign its generic JSON webhooks with the key in this Secret's key (its
     /// --notify-signing-secret)
-    #[arg(long, value_name = "NS/NAME:KEY")]
+    #[arg(long, value_name = "NS/NAME:KEY", value_parser = parse::Redacted::<crate::engine::config::SecretKeyRef>::new())]
     pub notify_signing_secret: Option<crate::engine::config::SecretKeyRef>,
     /// The cluster's name in the daemon's notifications (its --cluster-name)
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", value_parser = parse::parse_cluster_name)]
     pub cluster_name: Option<String>,
 }
 
@@ -1142,6 +1142,25 @@ mod tests {
     use clap::CommandFactory;
 
     use super::*;
+
+    /// A credential given by mistake where a Secret reference belongs is not repeated in the
+    /// error (clap's own would, into the container's log); a cluster's name is plain.
+    #[test]
+    fn secret_reference_errors_never_repeat_the_value() {
+        for argv in [
+            ["capdeck", "--daemon", "--notify-secret", "x@pagerduty=LEAKKEY"],
+            ["capdeck", "--daemon", "--notify-secret", "https://hooks.slack.com/services/T0/B0/LEAKKEY"],
+            ["capdeck", "--daemon", "--notify-signing-secret", "whsec_LEAKKEY"],
+            ["capdeck", "manifests", "--notify-secret", "x@pagerduty=https://h/?routing_key=LEAKKEY"],
+        ] {
+            let error = Cli::parse_checked(argv).expect_err("refused").to_string();
+            assert!(error.contains("not repeated here") && !error.contains("LEAKKEY"), "{error}");
+        }
+        for bad in ["prod\neu", "[x](https://e)", "", &"x".repeat(64)] {
+            assert!(Cli::parse_checked(["capdeck", "--daemon", "--cluster-name", bad]).is_err(), "{bad:?}");
+        }
+        assert!(Cli::parse_checked(["capdeck", "--daemon", "--cluster-name", "prod-eu10"]).is_ok());
+    }
 
     /// A namespace that is not a name is refused before any request (`../x` would be another
     /// URL, and its 404 read as a missing kind); `$CAPDECK_READONLY` takes the usual words, empty

@@ -17,6 +17,9 @@ use k8s_openapi::api::authorization::v1::{ResourceAttributes, SelfSubjectAccessR
 use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
+/// What a connection made from inside a Pod (no kubeconfig) calls its context.
+pub const IN_CLUSTER_CONTEXT: &str = "in-cluster";
+
 /// Which namespaces capdeck looks at.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Scope {
@@ -172,7 +175,7 @@ impl ClusterTarget {
                     (config, context)
                 }
                 Err(kubeconfig_error) => match kube::Config::incluster() {
-                    Ok(config) => (config, "in-cluster".to_string()),
+                    Ok(config) => (config, IN_CLUSTER_CONTEXT.to_string()),
                     Err(_) if self.context.is_some() => {
                         return Err(ConnectError::NoContext(self.context.clone().unwrap_or_default()));
                     }

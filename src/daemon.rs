@@ -203,6 +203,13 @@ async fn start(
     if let Some(error) = delay_error {
         tracing::warn!("{error}");
     }
+    if config.mode == crate::engine::config::EngineMode::Observe && !engine.notify.is_empty() {
+        let error = "--notify and --notify-secret need an engine that may lead: this daemon observes (--engine \
+                     observe) and would never send (drop them, or run it with --engine auto or lead)";
+        tracing::error!("{error}");
+        eprintln!("error: {error}");
+        return Err(ExitCode::from(2));
+    }
     phase.send_replace(Phase::Starting(format!("reading the notification settings from {}", connection.server)));
     config.notify = match engine.notify_config(&connection.client, &connection.context).await {
         Ok(notify) => notify,

@@ -196,3 +196,62 @@ mod tests {
         }
     }
 }
+
+/// `--cluster-name`: what every notification and incident key calls the cluster, so plain:
+/// letters, digits, `-`, `_` and `.`, at most 63.
+pub(super) fn parse_cluster_name(text: &str) -> Result<String, String> {
+    let ok = !text.is_empty()
+        && text.len() <= 63
+        && text.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(text.to_string())
+    } else {
+        Err("a cluster's name is 1 to 63 letters, digits, '-', '_' and '.' (it names the cluster in every \
+             notification and incident key), e.g. prod-eu10"
+            .into())
+    }
+}
+
+/// The value parser of a flag whose value may hold a credential by mistake (a URL or key where a
+/// Secret reference belongs): its error says what is wrong without repeating the value, which
+/// clap's own "invalid value '…'" would put in the container's log.
+#[derive(Clone)]
+pub struct Redacted<T>(std::marker::PhantomData<T>);
+
+impl<T> Redacted<T> {
+    pub const fn new() -> Self {
+        Self(std::marker::PhantomData)
+    }
+}
+
+impl<T> Default for Redacted<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> clap::builder::TypedValueParser for Redacted<T>
+where
+    T: std::str::FromStr<Err = String> + Clone + Send + Sync + 'static,
+{
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        command: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<T, clap::Error> {
+        let flag = arg.and_then(clap::Arg::get_long).map_or_else(String::new, |long| format!("--{long}"));
+        let why = match value.to_str() {
+            Some(text) => match text.parse::<T>() {
+                Ok(parsed) => return Ok(parsed),
+                Err(why) => why,
+            },
+            None => "the value is not UTF-8".to_string(),
+        };
+        let message = format!("invalid value for '{flag}' (not repeated here: it may hold a credential): {why}\n");
+        let mut command = command.clone();
+        Err(clap::Error::raw(clap::error::ErrorKind::ValueValidation, message).format(&mut command))
+    }
+}

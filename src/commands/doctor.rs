@@ -412,11 +412,22 @@ async fn notifications(connection: &Connection, scope: &Scope, engine: &EngineSe
             CHECK,
             Status::Fail,
             format!(
-                "{receivers}{} refused notifications of the last 24h (401, 403, 404 or 410: its URL or key is wrong, \
-                 revoked or gone; nobody is told through it): write the right URL or key into its Secret and restart \
-                 the daemon (kubectl -n capdeck-system rollout restart deploy/capdeck); \
-                 capdeck_notification_receiver_refusing says which refuses now",
+                "{receivers}{} refused the last notification sent to it in the last 24h (401, 403, 404 or 410, \
+                 PagerDuty's 400: its URL or key is wrong, revoked or gone; nobody is told through it): write the \
+                 right URL or key where it is configured (its Secret, or --notify) and restart the daemon \
+                 (kubectl -n capdeck-system rollout restart deploy/capdeck)",
                 health.refused_by.join(", ")
+            ),
+        );
+    }
+    if !health.recovered.is_empty() {
+        return finding(
+            CHECK,
+            Status::Warn,
+            format!(
+                "{receivers}{} refused a notification in the last 24h and accepted a later one: what it refused \
+                 was not re-sent (capdeck batches -A and capdeck credentials -A show the state now)",
+                health.recovered.join(", ")
             ),
         );
     }

@@ -209,7 +209,9 @@ fn batch_event(batch: &RotationBatch, now: Timestamp) -> Option<(Event, String)>
     }
 }
 
-/// The incidents this batch opened that are over now, each announced once (`Resolved:CONCERN`).
+/// The incidents this batch opened that are over now, each announced once: a concern is open
+/// while its last record (in the order recorded) opened it, so one opened again after it was
+/// resolved is resolved again (`Resolved:CONCERN:N`, N counting its resolutions).
 fn resolutions(batch: &RotationBatch) -> Vec<Due> {
     let state = batch.state();
     let over = |concern: Concern| match concern {
@@ -221,29 +223,51 @@ fn resolutions(batch: &RotationBatch) -> Vec<Due> {
                 | BatchState::Superseded
                 | BatchState::NoChange
         ),
-        // A person decided (approved, held, cancelled) or the batch went on.
-        Concern::Deadline => !matches!(state, BatchState::AwaitingApproval { .. } | BatchState::Unknown { .. }),
+        // Approved, cancelled, or moving on. A hold is no answer: the credentials still die
+        // before the window, and a release brings the same question back.
+        Concern::Deadline => !matches!(
+            state,
+            BatchState::AwaitingApproval { .. }
+                | BatchState::Held { by: HeldBy::Person | HeldBy::Unsaid | HeldBy::UnreadableWindows }
+                | BatchState::Unknown { .. }
+        ),
         Concern::Credentials => false,
     };
     [Concern::Failure, Concern::Deadline]
         .into_iter()
-        .filter(|&concern| {
-            let opened = records(batch)
+        .filter_map(|concern| {
+            let history: Vec<bool> = records(batch)
                 .iter()
-                .any(|record| Event::from_str(&record.event).and_then(Concern::opened_by) == Some(concern));
-            opened && over(concern) && !recorded(batch, &resolution_key(concern))
-        })
-        .map(|concern| Due {
-            namespace: batch.namespace().unwrap_or_default(),
-            batch: batch.name_any(),
-            application: batch.spec.application.clone(),
-            event: Event::BatchResolved,
-            key: resolution_key(concern),
-            credentials: None,
-            resolves: Some(concern),
-            deadline: None,
+                .filter_map(|record| concern_of(record).filter(|(of, _)| *of == concern).map(|(_, opens)| opens))
+                .collect();
+            let resolved = history.iter().filter(|opens| !**opens).count();
+            (history.last() == Some(&true) && over(concern)).then(|| Due {
+                namespace: batch.namespace().unwrap_or_default(),
+                batch: batch.name_any(),
+                application: batch.spec.application.clone(),
+                event: Event::BatchResolved,
+                key: format!("Resolved:{}:{}", concern.as_str(), resolved + 1),
+                credentials: None,
+                resolves: Some(concern),
+                deadline: None,
+            })
         })
         .collect()
+}
+
+/// A batch record's part in an incident: its concern, and whether it opens (else resolves) it.
+fn concern_of(record: &NotificationRecord) -> Option<(Concern, bool)> {
+    let event = Event::from_str(&record.event)?;
+    if let Some(concern) = Concern::opened_by(event) {
+        return Some((concern, true));
+    }
+    let concern = match record.key.split(':').nth(1) {
+        Some(word) if event == Event::BatchResolved => {
+            [Concern::Failure, Concern::Deadline].into_iter().find(|concern| concern.as_str() == word)?
+        }
+        _ => return None,
+    };
+    Some((concern, false))
 }
 
 /// The earliest revocation among the old credentials of the batch's Secrets, when known.
@@ -256,10 +280,6 @@ fn deadline_of(batch: &RotationBatch, credentials: &[CredentialReport]) -> Optio
         })
         .filter_map(CredentialReport::earliest_revocation)
         .min()
-}
-
-fn resolution_key(concern: Concern) -> String {
-    format!("Resolved:{}", concern.as_str())
 }
 
 /// A receiver's metric labels: its name, never its URL.
@@ -602,25 +622,48 @@ pub struct RecentNotifications {
     /// Of those, the ones some receiver did not accept.
     pub failed: usize,
     pub hosts: Vec<String>,
-    /// Receivers that refused one (401, 403, 404, 410): their URL or key is wrong or gone.
+    /// Receivers whose last answer was a refusal (401, 403, 404, 410; PagerDuty's 400): their URL
+    /// or key is wrong, revoked or gone.
     pub refused_by: Vec<String>,
+    /// Receivers that refused one and accepted a later one.
+    pub recovered: Vec<String>,
 }
 
-/// The notification records of the last `within` seconds on these batches (`capdeck doctor`).
+/// The notification records of the last `within` seconds on these batches (`capdeck doctor`). A
+/// receiver that refused one has recovered when it accepted a later notification every receiver
+/// gets (an incident's: PagerDuty and Opsgenie get no other).
 pub fn recent(batches: &[RotationBatch], now: Timestamp, within: i64) -> RecentNotifications {
     let mut out = RecentNotifications::default();
-    let (mut hosts, mut refused_by) = (std::collections::BTreeSet::new(), std::collections::BTreeSet::new());
-    for record in batches.iter().flat_map(records) {
-        if now.as_second() - record.at.0.as_second() <= within {
-            out.recorded += 1;
-            out.failed += usize::from(!record.failed.is_empty());
-            hosts.extend(record.failed.iter().cloned());
-            refused_by.extend(record.refused.iter().cloned());
+    let mut hosts = std::collections::BTreeSet::new();
+    let mut last_refusal: BTreeMap<&str, i128> = BTreeMap::new();
+    let window: Vec<&NotificationRecord> =
+        batches.iter().flat_map(records).filter(|record| now.as_second() - record.at.0.as_second() <= within).collect();
+    for record in &window {
+        out.recorded += 1;
+        out.failed += usize::from(!record.failed.is_empty());
+        hosts.extend(record.failed.iter().cloned());
+        for name in &record.refused {
+            let at = last_refusal.entry(name).or_insert(i128::MIN);
+            *at = (*at).max(record.at.0.as_nanosecond());
         }
     }
+    for (name, refused_at) in last_refusal {
+        let accepted_later = window.iter().any(|record| {
+            record.at.0.as_nanosecond() > refused_at
+                && goes_to_every_receiver(record)
+                && !record.failed.iter().any(|failed| failed == name)
+        });
+        if accepted_later { &mut out.recovered } else { &mut out.refused_by }.push(name.to_string());
+    }
     out.hosts = hosts.into_iter().collect();
-    out.refused_by = refused_by.into_iter().collect();
     out
+}
+
+/// Whether every kind of receiver is sent this record's notification (an incident's event).
+fn goes_to_every_receiver(record: &NotificationRecord) -> bool {
+    Event::from_str(&record.event).is_some_and(|event| {
+        Concern::opened_by(event).is_some() || matches!(event, Event::CredentialsResolved | Event::BatchResolved)
+    })
 }
 
 #[cfg(test)]

@@ -51,11 +51,54 @@ impl EngineSettings {
             Some(reference) => Some(super::notify::signing_key(client, reference).await?),
             None => None,
         };
-        Ok(NotifyConfig {
-            targets,
-            signing,
-            cluster: self.notify.cluster_name.clone().unwrap_or_else(|| context.to_string()),
-            ..NotifyConfig::default()
-        })
+        let cluster = self.notify.cluster_name.clone().unwrap_or_else(|| context.to_string());
+        // Incident keys carry the cluster's name: two clusters both called `in-cluster` (a Pod's
+        // default) sharing a routing key would close each other's incidents.
+        if cluster == crate::cluster::IN_CLUSTER_CONTEXT
+            && let Some(target) = targets.iter().find(|target| target.format.takes_incidents_only())
+        {
+            return Err(format!(
+                "receiver {} ({}) needs --cluster-name (or $CAPDECK_CLUSTER_NAME, the chart's clusterName): its \
+                 incident keys carry the cluster's name, and every cluster without one is called `in-cluster`",
+                target.name,
+                target.format.as_str()
+            ));
+        }
+        Ok(NotifyConfig { targets, signing, cluster, ..NotifyConfig::default() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_urls(urls: &[&str], cluster_name: Option<&str>) -> EngineSettings {
+        EngineSettings {
+            base: EngineConfig::default(),
+            lease_namespace: None,
+            delay_warning: None,
+            notify: NotifySources {
+                urls: urls.iter().map(ToString::to_string).collect(),
+                cluster_name: cluster_name.map(str::to_string),
+                ..NotifySources::default()
+            },
+        }
+    }
+
+    /// In a Pod (context `in-cluster`) an incident receiver needs a cluster name; a chat receiver
+    /// or a named cluster does not. Nothing here reads a Secret: the client is never asked.
+    #[tokio::test]
+    async fn an_incident_receiver_in_a_pod_needs_a_cluster_name() {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
+        let client = kube::Client::try_from(config).expect("client");
+        let pagerduty = "oncall@pagerduty=ABCDEFGHIJKLMNOPQRSTUVWXYZ012345";
+        let in_pod = crate::cluster::IN_CLUSTER_CONTEXT;
+        let error = with_urls(&[pagerduty], None).notify_config(&client, in_pod).await.expect_err("refused");
+        assert!(error.contains("oncall (pagerduty) needs --cluster-name"), "{error}");
+        let named = with_urls(&[pagerduty], Some("prod-eu10")).notify_config(&client, in_pod).await.expect("named");
+        assert_eq!(named.cluster, "prod-eu10");
+        let chat = with_urls(&["https://hooks.slack.com/services/T/B/x"], None).notify_config(&client, in_pod).await;
+        assert_eq!(chat.expect("chat").cluster, in_pod);
+        assert!(with_urls(&[pagerduty], None).notify_config(&client, "kind-dev").await.is_ok(), "a kube context");
     }
 }

@@ -92,6 +92,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - {{ printf "--cluster-name=%v" .Values.clusterName | quote }}
 {{- end }}
 {{- range .Values.notify }}
+{{- if and (has .type (list "pagerduty" "opsgenie")) (not $.Values.clusterName) }}
+{{- fail (printf "notify %s/%s is a %s receiver: set clusterName (its incident keys carry the cluster's name, and every cluster without one is called in-cluster)" (default $.Release.Namespace .namespace) .name .type) }}
+{{- end }}
 {{- $prefix := printf "%s%s" (ternary (printf "%s@" .receiver) "" (not (empty .receiver))) (ternary (printf "%s=" .type) "" (not (empty .type))) }}
 - {{ printf "--notify-secret=%s%s/%s:%s" $prefix (default $.Release.Namespace .namespace) .name .key | quote }}
 {{- end }}

@@ -147,12 +147,21 @@ impl NotifyTarget {
     /// As [`Self::parse`], with the name and format of `defaults` where `text` has none.
     pub fn parse_with(text: &str, defaults: &ReceiverPrefix) -> Result<Self, String> {
         let (own, rest) = ReceiverPrefix::split(text);
+        misspelt(rest)?;
         let ReceiverPrefix { name: given, format } = own.or(defaults)?;
+        // An incident service's own URL without its format: that service, not the generic JSON.
+        let format = format.or_else(|| service_of_url(rest));
         let (url, key) = match format.and_then(PayloadFormat::service) {
             Some((endpoint, _)) if !rest.contains("://") => (endpoint.to_string(), Some(plain_key(rest)?)),
             Some((_, parameter)) => {
                 let (url, key) = key_from_query(rest, parameter)?;
                 (url, Some(key))
+            }
+            None if !rest.contains("://") && !rest.trim().is_empty() => {
+                return Err(format!(
+                    "is not an http or https URL; a bare routing or API key needs its format in front \
+                     (pagerduty=…, opsgenie=…, or --notify-secret NAME@pagerduty=NS/SECRET:KEY) ({EXPECTED})"
+                ));
             }
             None => (rest.to_string(), None),
         };
@@ -196,16 +205,54 @@ impl NotifyTarget {
     }
 }
 
+/// The longest key taken (PagerDuty's are 32 characters, Opsgenie's 36).
+const MAX_KEY: usize = 256;
+
 /// A routing or API key given bare: printable, without spaces, not absurdly long.
 fn plain_key(text: &str) -> Result<String, String> {
     let key = text.trim();
     if key.is_empty() {
         return Err(format!("has no key after its format ({EXPECTED})"));
     }
-    if key.len() > 256 || !key.chars().all(|c| c.is_ascii_graphic()) {
+    if key.len() > MAX_KEY {
+        return Err(format!("has a key longer than {MAX_KEY} characters ({EXPECTED})"));
+    }
+    if !key.chars().all(|c| c.is_ascii_graphic()) {
         return Err(format!("has a key that is not one word of printable ASCII ({EXPECTED})"));
     }
     Ok(key.to_string())
+}
+
+/// `WORD=…` with a word that is no format, or `NAME@…` with a name of other characters: said
+/// as such (else the text reads as a URL and the error misleads). Neither is repeated.
+fn misspelt(rest: &str) -> Result<(), String> {
+    let before_url = rest.split("://").next().unwrap_or(rest);
+    if let Some((word, _)) = before_url.split_once('=')
+        && !word.is_empty()
+        && word.len() <= 20
+        && word.chars().all(|c| c.is_ascii_alphabetic())
+    {
+        return Err(
+            "names a format that does not exist (json, slack, teams, pagerduty or opsgenie, in lower case)".into()
+        );
+    }
+    if let Some((name, _)) = before_url.split_once('@')
+        && !name.contains('/')
+        && !name.contains('=')
+    {
+        return Err("names the receiver with characters other than letters, digits, '-', '_' and '.'".into());
+    }
+    Ok(())
+}
+
+/// PagerDuty's and Opsgenie's own API hosts.
+fn service_of_url(text: &str) -> Option<PayloadFormat> {
+    let uri: hyper::Uri = text.trim().parse().ok()?;
+    match uri.host()? {
+        "events.pagerduty.com" | "events.eu.pagerduty.com" => Some(PayloadFormat::PagerDuty),
+        "api.opsgenie.com" | "api.eu.opsgenie.com" => Some(PayloadFormat::Opsgenie),
+        _ => None,
+    }
 }
 
 /// PagerDuty's Events API v2 takes an integration's routing key: 32 letters and digits. A REST
@@ -228,6 +275,9 @@ fn key_from_query(url: &str, parameter: &str) -> Result<(String, String), String
     let mut others = form_urlencoded::Serializer::new(String::new());
     for (name, value) in form_urlencoded::parse(query.as_bytes()) {
         if name == parameter {
+            if key.is_some() {
+                return Err(format!("has {parameter} twice in its URL's query ({EXPECTED})"));
+            }
             key = Some(value.into_owned());
         } else {
             others.append_pair(&name, &value);
@@ -312,15 +362,21 @@ impl std::str::FromStr for SecretKeyRef {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, String> {
+        let key_chars = |key: &str| {
+            !key.is_empty()
+                && key.len() <= 253
+                && key.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        };
         let parsed = text.split_once('/').and_then(|(namespace, rest)| {
             let (name, key) = rest.split_once(':')?;
-            [namespace, name, key].iter().all(|part| !part.is_empty()).then(|| Self {
-                namespace: namespace.to_string(),
-                name: name.to_string(),
-                key: key.to_string(),
-            })
+            (crate::api::common::is_dns_label(namespace)
+                && crate::api::common::is_dns_subdomain(name)
+                && key_chars(key))
+            .then(|| Self { namespace: namespace.to_string(), name: name.to_string(), key: key.to_string() })
         });
-        parsed.ok_or_else(|| "expected NAMESPACE/SECRET:KEY (e.g. capdeck-system/notify:url)".into())
+        parsed.ok_or_else(|| {
+            "expected NAMESPACE/SECRET:KEY, each a Kubernetes name (e.g. capdeck-system/notify:url)".into()
+        })
     }
 }
 
@@ -344,8 +400,9 @@ impl std::str::FromStr for NotifySecretRef {
 
     fn from_str(text: &str) -> Result<Self, String> {
         let (prefix, rest) = ReceiverPrefix::split(text);
+        misspelt(rest)?;
         let secret = rest.parse::<SecretKeyRef>().map_err(|_| {
-            "expected [NAME@][FORMAT=]NAMESPACE/SECRET:KEY (e.g. capdeck-system/notify:url, \
+            "expected [NAME@][FORMAT=]NAMESPACE/SECRET:KEY, each a Kubernetes name (e.g. capdeck-system/notify:url, \
              oncall@pagerduty=capdeck-system/pagerduty:routing-key)"
                 .to_string()
         })?;

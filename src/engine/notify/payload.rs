@@ -189,7 +189,7 @@ impl Payload {
                 Some(format!("capdeck retry|undo {batch} --reason …")),
             ),
             e if e == Event::BatchResolved.as_str() => {
-                let over = if self.key.ends_with(super::incident::Concern::Deadline.as_str()) {
+                let over = if self.key.split(':').nth(1) == Some(super::incident::Concern::Deadline.as_str()) {
                     "no decision is waiting any more"
                 } else {
                     "the failure is over"

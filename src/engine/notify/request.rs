@@ -54,7 +54,7 @@ pub fn request(payload: &Payload, target: &NotifyTarget) -> Option<Request> {
     };
     match target.format {
         PayloadFormat::Json => Some(plain(serde_json::to_value(payload).unwrap_or_default(), true)),
-        PayloadFormat::Slack => Some(plain(json!({ "text": payload.text }), false)),
+        PayloadFormat::Slack => Some(plain(json!({ "text": slack_text(&payload.text) }), false)),
         PayloadFormat::Teams => Some(plain(teams_card(payload), false)),
         PayloadFormat::PagerDuty => Some(plain(pagerduty_event(payload, target.key().unwrap_or_default())?, false)),
         PayloadFormat::Opsgenie => opsgenie(payload, target),
@@ -97,18 +97,17 @@ fn pagerduty_event(payload: &Payload, routing_key: &str) -> Option<Value> {
 /// of that alias is not created twice), or close the alert of that alias.
 fn opsgenie(payload: &Payload, target: &NotifyTarget) -> Option<Request> {
     let incident = payload.incident.as_ref()?;
-    let base = target.url().trim_end_matches('/');
+    // The URL may carry a query of its own (a proxy's): the API's path goes before it.
+    let (base, query) = target.url().split_once('?').unwrap_or((target.url(), ""));
+    let base = base.trim_end_matches('/');
+    let and_query = |url: String| match (query.is_empty(), url.contains('?')) {
+        (true, _) => url,
+        (false, true) => format!("{url}&{query}"),
+        (false, false) => format!("{url}?{query}"),
+    };
     let headers = vec![("authorization", format!("GenieKey {}", target.key().unwrap_or_default()))];
     let (url, body) = match incident.action {
         Action::Trigger => {
-            let details: serde_json::Map<String, Value> = details(payload)
-                .as_object()
-                .into_iter()
-                .flatten()
-                .map(|(name, value)| {
-                    (name.clone(), Value::String(value.as_str().map_or_else(|| value.to_string(), str::to_string)))
-                })
-                .collect();
             let body = json!({
                 "message": truncate(&payload.text, OPSGENIE_MESSAGE),
                 "alias": incident.key,
@@ -117,38 +116,56 @@ fn opsgenie(payload: &Payload, target: &NotifyTarget) -> Option<Request> {
                 "source": SOURCE,
                 "entity": truncate(&format!("{}/{}", payload.namespace, payload.application), 512),
                 "tags": ["capdeck", payload.event],
-                "details": details,
+                "details": details(payload),
             });
-            (format!("{base}/v2/alerts"), body)
+            (and_query(format!("{base}/v2/alerts")), body)
         }
         Action::Resolve => {
             let alias: String = form_urlencoded::byte_serialize(incident.key.as_bytes()).collect();
             let body = json!({ "source": SOURCE, "user": SOURCE, "note": truncate(&payload.text, 25_000) });
-            (format!("{base}/v2/alerts/{alias}/close?identifierType=alias"), body)
+            (and_query(format!("{base}/v2/alerts/{alias}/close?identifierType=alias")), body)
         }
     };
     Some(Request { url, headers, body: to_vec(&body), signed: false, refusals: REFUSALS })
 }
 
-/// The facts a person needs beside the text: where, which batch or Secret, the deadline.
+/// The facts a person needs beside the text, in this order: where, which batch or Secret, the
+/// deadline (empty ones left out).
+fn facts(payload: &Payload) -> Vec<(&'static str, String)> {
+    let deadline = payload.deadline.map(|at| at.to_string()).unwrap_or_default();
+    [
+        ("event", payload.event.to_string()),
+        ("cluster", payload.cluster.clone()),
+        ("namespace", payload.namespace.clone()),
+        ("application", payload.application.clone()),
+        ("batch", payload.batch.clone()),
+        ("state", payload.state.clone()),
+        ("secret", payload.secret.clone().unwrap_or_default()),
+        ("verdict", payload.verdict.clone().unwrap_or_default()),
+        ("deadline", deadline),
+        ("engine", payload.engine.clone()),
+    ]
+    .into_iter()
+    .filter(|(_, value)| !value.is_empty())
+    .collect()
+}
+
+/// The facts as one JSON object of strings (PagerDuty's `custom_details`, Opsgenie's `details`).
 fn details(payload: &Payload) -> Value {
-    let mut facts = serde_json::Map::new();
-    let mut put = |name: &str, value: &str| {
-        if !value.is_empty() {
-            facts.insert(name.to_string(), Value::String(value.to_string()));
-        }
-    };
-    put("event", payload.event);
-    put("cluster", &payload.cluster);
-    put("namespace", &payload.namespace);
-    put("application", &payload.application);
-    put("batch", &payload.batch);
-    put("state", &payload.state);
-    put("secret", payload.secret.as_deref().unwrap_or_default());
-    put("verdict", payload.verdict.as_deref().unwrap_or_default());
-    put("deadline", &payload.deadline.map(|at| at.to_string()).unwrap_or_default());
-    put("engine", &payload.engine);
-    Value::Object(facts)
+    Value::Object(facts(payload).into_iter().map(|(name, value)| (name.to_string(), Value::String(value))).collect())
+}
+
+/// Slack's own markup is `<…>` (links, `<!channel>`) with `&` escaping it: its documentation asks
+/// senders to escape these three, so text from the cluster (an annotation quoted in a reason)
+/// can neither ping a channel nor make a link.
+fn slack_text(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+/// A card's text is Markdown in Teams: a link needs `](` together, so text from the cluster
+/// cannot make one (a bare URL stays what it says).
+fn teams_text(text: &str) -> String {
+    text.replace("](", "] (")
 }
 
 /// A Teams Workflows webhook's message: one Adaptive Card (1.4, the version Teams renders
@@ -160,19 +177,17 @@ fn teams_card(payload: &Payload) -> Value {
         super::incident::Severity::Warning => "Warning",
         super::incident::Severity::Info => "Default",
     };
-    let facts: Vec<Value> = details(payload)
-        .as_object()
+    let facts: Vec<Value> = facts(payload)
         .into_iter()
-        .flatten()
-        .filter(|(name, _)| name.as_str() != "engine")
-        .map(|(name, value)| json!({ "title": name, "value": value }))
+        .filter(|(name, _)| *name != "engine")
+        .map(|(name, value)| json!({ "title": name, "value": teams_text(&value) }))
         .collect();
     let mut body = vec![
-        json!({ "type": "TextBlock", "text": what, "wrap": true, "weight": "Bolder", "color": color }),
+        json!({ "type": "TextBlock", "text": teams_text(&what), "wrap": true, "weight": "Bolder", "color": color }),
         json!({ "type": "FactSet", "facts": facts }),
     ];
     if let Some(command) = command {
-        body.push(json!({ "type": "TextBlock", "text": command, "wrap": true, "fontType": "Monospace" }));
+        body.push(json!({ "type": "TextBlock", "text": teams_text(&command), "wrap": true, "fontType": "Monospace" }));
     }
     json!({
         "type": "message",
@@ -202,6 +217,15 @@ fn truncate(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Text from the cluster can neither ping nor link in Slack, nor link in Teams.
+    #[test]
+    fn markup_from_the_cluster_is_neutralized() {
+        let hostile = "<!channel> <https://evil.example|re-auth> [Click](https://evil.example/x) & more";
+        let slack = slack_text(hostile);
+        assert!(!slack.contains('<') && !slack.contains('>') && slack.contains("&amp; more"), "{slack}");
+        assert!(!teams_text(hostile).contains("]("), "{}", teams_text(hostile));
+    }
 
     #[test]
     fn truncation_counts_characters_not_bytes() {

@@ -180,7 +180,13 @@ fn doctor_counts_recent_records_and_failed_hosts() {
     let health = recent(&[(*batch("b", NOW - 100_000, status)).clone()], at(NOW), 24 * 3600);
     assert_eq!(
         health,
-        RecentNotifications { recorded: 1, failed: 1, hosts: vec!["hooks.slack.com".into()], refused_by: Vec::new() }
+        RecentNotifications {
+            recorded: 1,
+            failed: 1,
+            hosts: vec!["hooks.slack.com".into()],
+            refused_by: Vec::new(),
+            recovered: Vec::new()
+        }
     );
 }
 
@@ -197,18 +203,29 @@ fn an_opened_incident_resolves_once_when_its_batch_moves_on() {
     let failed = record("Failed", "Failed", None, NOW - 50);
     let held = record("HeldByFailureGuard", "HeldByFailureGuard@0", None, NOW - 50);
     let deadline = record("DeadlineBeforeChangeWindow", "DeadlineBeforeChangeWindow", None, NOW - 50);
-    let resolved = |concern: &str| record("BatchResolved", &format!("Resolved:{concern}"), None, NOW - 5);
+    let frozen = record("DeadlineDuringFreeze", "DeadlineDuringFreeze", None, NOW - 20);
+    let resolved = |key: &str| record("BatchResolved", key, None, NOW - 30);
     let table = [
-        // (phase, reason, records, the resolutions due)
-        ("Succeeded", "Succeeded", json!([failed]), vec!["Resolved:failure"]),
-        ("Undone", "Undone", json!([held]), vec!["Resolved:failure"]),
-        ("Cancelled", "Cancelled", json!([failed]), vec!["Resolved:failure"]),
+        // (phase, reason, records in the order recorded, the resolutions due)
+        ("Succeeded", "Succeeded", json!([failed]), vec!["Resolved:failure:1"]),
+        ("Undone", "Undone", json!([held]), vec!["Resolved:failure:1"]),
+        ("Cancelled", "Cancelled", json!([failed]), vec!["Resolved:failure:1"]),
         ("Failed", "RolloutFailed", json!([failed]), vec![]),
         ("RollingOut", "RollingOut", json!([held]), vec![]),
-        ("Succeeded", "Succeeded", json!([failed, resolved("failure")]), vec![]),
-        ("RollingOut", "Approved", json!([deadline]), vec!["Resolved:deadline"]),
+        ("Succeeded", "Succeeded", json!([failed, resolved("Resolved:failure:1")]), vec![]),
+        ("RollingOut", "Approved", json!([deadline]), vec!["Resolved:deadline:1"]),
         ("AwaitingApproval", "DeadlineBeforeChangeWindow", json!([deadline]), vec![]),
-        ("Succeeded", "Succeeded", json!([deadline, failed]), vec!["Resolved:failure", "Resolved:deadline"]),
+        // A person's hold answers nothing: released, the same question is back.
+        ("Held", "Held", json!([deadline]), vec![]),
+        // Resolved, then opened again (a freeze that ends too late): resolved a second time.
+        (
+            "RollingOut",
+            "Approved",
+            json!([deadline, resolved("Resolved:deadline:1"), frozen]),
+            vec!["Resolved:deadline:2"],
+        ),
+        ("RollingOut", "Approved", json!([deadline, frozen, resolved("Resolved:deadline:1")]), vec![]),
+        ("Succeeded", "Succeeded", json!([deadline, failed]), vec!["Resolved:failure:1", "Resolved:deadline:1"]),
         ("Succeeded", "Succeeded", json!([record("AwaitingApproval", "AwaitingApproval", None, NOW - 50)]), vec![]),
         ("Succeeded", "Succeeded", json!([]), vec![]),
     ];
@@ -231,6 +248,10 @@ fn an_opened_incident_resolves_once_when_its_batch_moves_on() {
         (incident::Action::Resolve, "capdeck:prod:ns:batch:b:failure")
     );
     assert!(payload.text.contains("the failure is over"), "{}", payload.text);
+    let b = with("RollingOut", "Approved", json!([deadline]));
+    let resolution = due(std::slice::from_ref(&b), &[], at(NOW)).pop().expect("due");
+    let payload = Payload::new("prod", "engine-a", &resolution, &b, at(NOW));
+    assert!(payload.text.contains("no decision is waiting any more"), "{}", payload.text);
 }
 
 /// PagerDuty, Opsgenie and Teams receivers: given bare keys or URLs with the key in the query,
@@ -347,4 +368,72 @@ fn each_receiver_gets_its_own_request() {
     let waiting = Payload::new("prod", "e", &due(std::slice::from_ref(&awaiting), &[], at(NOW))[0], &awaiting, at(NOW));
     assert!(request::request(&waiting, &pd).is_none() && request::request(&waiting, &og).is_none());
     assert!(request::request(&waiting, &NotifyTarget::parse("teams=http://127.0.0.1:9/x").expect("t")).is_some());
+}
+
+/// A receiver that refused stays refusing for `doctor` until it accepts a later notification
+/// that every receiver gets; an approval wait after it (never sent to PagerDuty) proves nothing.
+#[test]
+fn doctor_sees_a_refusing_receiver_until_it_accepts_again() {
+    let mut refused = record("Failed", "Failed", None, NOW - 600);
+    refused["failed"] = json!(["oncall"]);
+    refused["refused"] = json!(["oncall"]);
+    let waiting = record("AwaitingApproval", "AwaitingApproval", None, NOW - 300);
+    let health = |records: serde_json::Value| {
+        let mut status = ready("Succeeded", "Succeeded", NOW - 10);
+        status["notifications"] = records;
+        recent(&[(*batch("b", NOW - 1000, status)).clone()], at(NOW), 24 * 3600)
+    };
+    let still = health(json!([refused, waiting]));
+    assert_eq!((still.refused_by, still.recovered), (vec!["oncall".to_string()], vec![]));
+    let resolved = record("BatchResolved", "Resolved:failure:1", None, NOW - 60);
+    let again = health(json!([refused, waiting, resolved]));
+    assert_eq!((again.refused_by, again.recovered), (vec![], vec!["oncall".to_string()]));
+    let mut failed_again = resolved.clone();
+    failed_again["failed"] = json!(["oncall"]);
+    let not_yet = health(json!([refused, failed_again]));
+    assert_eq!(not_yet.refused_by, vec!["oncall".to_string()]);
+}
+
+/// What a receiver's text gets wrong is said as such, never repeating it: an unknown format, a
+/// name with a space, a key too long or given twice, a bare key without its format. PagerDuty's
+/// and Opsgenie's own URLs get their service without a format.
+#[test]
+fn receiver_mistakes_are_named_and_service_urls_found() {
+    let cases = [
+        ("pagerdutyy=https://x.example.com/LEAK", "format that does not exist"),
+        ("PagerDuty=LEAKKEY", "format that does not exist"),
+        ("on call@https://x.example.com/LEAK", "characters other than letters"),
+        ("pagerduty=https://events.pagerduty.com/v2/enqueue?routing_key=LEAK&routing_key=LEAK2", "twice"),
+        ("justLEAKkey", "a bare routing or API key needs its format"),
+    ];
+    for (text, said) in cases {
+        let error = NotifyTarget::parse(text).expect_err(text);
+        assert!(error.contains(said) && !error.contains("LEAK"), "{text}: {error}");
+    }
+    let long = NotifyTarget::parse(&format!("opsgenie={}", "k".repeat(10_000))).expect_err("long");
+    assert!(long.contains("longer than 256") && !long.contains("kkkk"), "{long}");
+    let key = "ABCDEFGHIJKLMNOPQRSTUVWXYZ012345";
+    let pd = NotifyTarget::parse(&format!("https://events.eu.pagerduty.com/v2/enqueue?routing_key={key}")).expect("pd");
+    assert_eq!((pd.format, pd.key()), (PayloadFormat::PagerDuty, Some(key)));
+    let og = NotifyTarget::parse("https://api.opsgenie.com/?api_key=0e3e-key").expect("og");
+    assert_eq!((og.format, og.key()), (PayloadFormat::Opsgenie, Some("0e3e-key")));
+    // --notify-secret: the same words for its own mistakes.
+    for (text, said) in [
+        ("x@pagerdutyy=ops/pd:key", "format that does not exist"),
+        ("on call@pagerduty=ops/pd:key", "characters other than letters"),
+        ("ops/Not_A_Name:key", "each a Kubernetes name"),
+    ] {
+        let error = text.parse::<NotifySecretRef>().expect_err(text);
+        assert!(error.contains(said), "{text}: {error}");
+    }
+}
+
+/// An Opsgenie URL with a query of its own (a proxy's) keeps it after the API's path.
+#[test]
+fn an_opsgenie_url_keeps_its_query_after_the_api_path() {
+    let b = batch("b", NOW - 100, ready("Failed", "RolloutFailed", NOW - 10));
+    let opened = due(std::slice::from_ref(&b), &[], at(NOW)).pop().expect("due");
+    let trigger = Payload::new("prod", "engine-a", &opened, &b, at(NOW));
+    let og = NotifyTarget::parse("opsgenie=http://127.0.0.1:9/prefix?api_key=GK&x=1").expect("og");
+    assert_eq!(request::request(&trigger, &og).expect("sent").url, "http://127.0.0.1:9/prefix/v2/alerts?x=1");
 }

@@ -382,7 +382,7 @@ pub async fn incidents_open_and_resolve_once_across_a_leader_change(backend: Bac
     let resolved_by_b = by.iter().any(|(key, engine)| key.starts_with("CredentialsResolved:") && *engine == "engine-b");
     assert!(
         by.contains(&("DeadlineBeforeChangeWindow", "engine-a"))
-            && by.contains(&("Resolved:deadline", "engine-b"))
+            && by.contains(&("Resolved:deadline:1", "engine-b"))
             && resolved_by_b,
         "{by:?}"
     );

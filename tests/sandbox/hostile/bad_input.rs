@@ -404,7 +404,7 @@ async fn bad_notification_settings_stop_the_daemon_and_never_print_the_url() {
     let sandbox = Sandbox::default();
     sandbox.install_crds();
     let (_served, _dir, kubeconfig) = common::serve_with_kubeconfig(&sandbox, "sandbox-admin").await;
-    let cases: [(&[&str], &str); 9] = [
+    let cases: [(&[&str], &str); 11] = [
         (&["--notify", "ftp://hooks.example.com/T0/B0/MARKER-URL"], "--notify (number 1) is not an http or https URL"),
         (&["--notify", "https://ok.example.com/x", "--notify", "MARKER-URL"], "--notify (number 2) is not an http"),
         (&["--notify-secret", "default/notify:url"], "Secret default/notify does not exist"),
@@ -412,6 +412,8 @@ async fn bad_notification_settings_stop_the_daemon_and_never_print_the_url() {
         (&["--notify-secret", "default-notify-url"], "expected [NAME@][FORMAT=]NAMESPACE/SECRET:KEY"),
         (&["--notify", "pagerduty=two MARKER-URL"], "has a key that is not one word of printable ASCII"),
         (&["--notify", "pagerduty=MARKER-URL"], "PagerDuty's Events API v2 takes an integration key of 32"),
+        (&["--engine", "observe", "--notify", "https://ok.example.com/MARKER-URL"], "this daemon observes"),
+        (&["--notify-signing-secret", "whsec_MARKER-URL"], "not repeated here: it may hold a credential"),
         (&["--notify", "opsgenie=https://api.opsgenie.com/?key=MARKER-URL"], "has no api_key in its URL's query"),
         (
             &["--notify", "a@https://x.example.com/MARKER-URL", "--notify", "a@teams=https://y.example.com/MARKER-URL"],
