@@ -398,8 +398,8 @@ async fn install_story(backend: Backend, tool: &Tool, test: &str, with_daemon: b
         let error = install(&["--set", value]).expect_err(value);
         // The schema, or the template's own check where a schema cannot say why (clusterName
         // with an incident receiver).
-        let refused = error.contains("values don't meet the specifications of the schema")
-            || error.contains("execution error");
+        let refused =
+            error.contains("values don't meet the specifications of the schema") || error.contains("execution error");
         assert!(refused, "{value}: {error}");
         assert!(error.contains(message), "{value}: the message names {message}: {error}");
     }
