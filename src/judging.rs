@@ -12,7 +12,9 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::api::change_window::ChangeWindows;
 use crate::cluster::stores::Stores;
-use crate::credentials::{CredentialsOverview, Inputs, Judging, Timing, namespace_windows, overview_scheduled};
+use crate::credentials::{
+    CredentialReport, CredentialsOverview, Inputs, Judging, Timing, namespace_windows, overview_scheduled,
+};
 use crate::leadership::PublishedSettings;
 use crate::plan::CapIndex;
 
@@ -57,6 +59,24 @@ pub fn of_leader(settings: &PublishedSettings, lease_namespace: &str) -> Judging
 /// Every consumed binding Secret judged from the watched stores with `judging`. The console's
 /// view, the engine's notifier and its metrics all judge through here.
 pub fn judge(stores: &Stores, judging: &Judging, now: Timestamp) -> CredentialsOverview {
+    let mut overview = None;
+    with_inputs(stores, judging, now, |inputs, schedule| overview = Some(overview_scheduled(inputs, schedule)));
+    overview.unwrap_or_default()
+}
+
+/// [`judge`]'s reports one at a time (`credentials::each_report`): the engine's metrics keep a
+/// number or two of each, and need not hold thousands of reports at once.
+pub fn judge_each(stores: &Stores, judging: &Judging, now: Timestamp, each: impl FnMut(CredentialReport)) {
+    with_inputs(stores, judging, now, |inputs, schedule| crate::credentials::each_report(inputs, schedule, each));
+}
+
+/// What judging reads from the stores, handed to `judge`.
+fn with_inputs(
+    stores: &Stores,
+    judging: &Judging,
+    now: Timestamp,
+    judge: impl FnOnce(&Inputs<'_>, &crate::credentials::Schedule<'_>),
+) {
     let applications = stores.applications.state();
     let index = CapIndex::new(applications.clone(), stores.versions.state(), stores.tenants.state());
     let batches = stores.batches.state();
@@ -72,7 +92,7 @@ pub fn judge(stores: &Stores, judging: &Judging, now: Timestamp) -> CredentialsO
         now,
         timing: judging.timing,
     };
-    overview_scheduled(&inputs, &judging.schedule(Some(&namespace_windows), &freezes))
+    judge(&inputs, &judging.schedule(Some(&namespace_windows), &freezes));
 }
 
 /// Which window and expected rollout judge the credentials, and a line saying which: a flag

@@ -171,6 +171,27 @@ impl Default for Metrics {
     }
 }
 
+/// What the metrics keep of one Secret's credentials report: a few words, where the report
+/// holds its reasons and every old credential.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CredentialSeries {
+    pub namespace: String,
+    pub secret: String,
+    pub margin_seconds: Option<i64>,
+    pub state: &'static str,
+}
+
+impl CredentialSeries {
+    pub fn of(report: crate::credentials::CredentialReport) -> Self {
+        Self {
+            namespace: report.namespace,
+            secret: report.secret,
+            margin_seconds: report.margin_seconds,
+            state: report.verdict.as_str(),
+        }
+    }
+}
+
 impl Metrics {
     // Table-like: one registration per metric, with its help text (docs/METRICS.md lists them).
     #[allow(clippy::too_many_lines)]
@@ -360,18 +381,22 @@ impl Metrics {
         self.api_writes.get_or_create(&WriteLabels { verb: verb.into(), resource: resource.into() }).inc();
     }
 
-    /// Every consumed binding Secret's margin and verdict (`capdeck_secret_credentials_*`).
-    pub fn set_credentials(&self, overview: &crate::credentials::CredentialsOverview) {
+    /// Every consumed binding Secret's margin and verdict (`capdeck_secret_credentials_*`), in
+    /// place of the last round's: cleared and set at once, so a scrape never finds them half done.
+    pub fn set_credentials(&self, series: Vec<CredentialSeries>) {
         self.secret_credentials_margin_seconds.clear();
         self.secret_credentials_state.clear();
-        for report in &overview.credentials {
-            let labels = SecretLabels { namespace: report.namespace.clone(), secret: report.secret.clone() };
-            if let Some(margin) = report.margin_seconds {
+        for CredentialSeries { namespace, secret, margin_seconds, state } in series {
+            let labels = SecretLabels { namespace, secret };
+            if let Some(margin) = margin_seconds {
                 self.secret_credentials_margin_seconds.get_or_create(&labels).set(margin);
             }
-            let state = report.verdict.as_str().to_string();
             self.secret_credentials_state
-                .get_or_create(&SecretStateLabels { namespace: labels.namespace, secret: labels.secret, state })
+                .get_or_create(&SecretStateLabels {
+                    namespace: labels.namespace,
+                    secret: labels.secret,
+                    state: state.into(),
+                })
                 .set(1);
         }
     }

@@ -236,6 +236,23 @@ pub fn overview(inputs: &Inputs<'_>) -> CredentialsOverview {
 /// [`overview`], with the wait for the next change window and the end of any freeze counted in
 /// each margin (docs/CREDENTIALS.md).
 pub fn overview_scheduled(inputs: &Inputs<'_>, schedule: &Schedule<'_>) -> CredentialsOverview {
+    let mut credentials = Vec::new();
+    each_report(inputs, schedule, |report| credentials.push(report));
+    let horizon = plus(inputs.now, 24 * 3600);
+    let due_within_24h = inputs
+        .bindings
+        .unwrap_or_default()
+        .iter()
+        .filter(|binding| !binding.is_stale())
+        .filter_map(|binding| rotation(binding).next_due)
+        .filter(|due| horizon.is_some_and(|horizon| *due <= horizon))
+        .count();
+    CredentialsOverview { credentials, due_within_24h, service_bindings_known: inputs.bindings.is_some() }
+}
+
+/// Each consumed Secret's report, one at a time and in the overview's order: for a caller that
+/// keeps a few numbers of each (the engine's metrics), not thousands of reports at once.
+pub fn each_report(inputs: &Inputs<'_>, schedule: &Schedule<'_>, mut each: impl FnMut(CredentialReport)) {
     let mut consumers: BTreeMap<ObjectKey, Vec<String>> = BTreeMap::new();
     for app in inputs.applications {
         let namespace = app.metadata.namespace.clone().unwrap_or_else(|| "default".into());
@@ -247,20 +264,9 @@ pub fn overview_scheduled(inputs: &Inputs<'_>, schedule: &Schedule<'_>) -> Crede
             }
         }
     }
-    let credentials = consumers
-        .into_iter()
-        .map(|(secret, applications)| report(inputs, schedule, &secret.namespace, &secret.name, applications))
-        .collect();
-    let horizon = plus(inputs.now, 24 * 3600);
-    let due_within_24h = inputs
-        .bindings
-        .unwrap_or_default()
-        .iter()
-        .filter(|binding| !binding.is_stale())
-        .filter_map(|binding| rotation(binding).next_due)
-        .filter(|due| horizon.is_some_and(|horizon| *due <= horizon))
-        .count();
-    CredentialsOverview { credentials, due_within_24h, service_bindings_known: inputs.bindings.is_some() }
+    for (secret, applications) in consumers {
+        each(report(inputs, schedule, &secret.namespace, &secret.name, applications));
+    }
 }
 
 fn rotation(binding: &ServiceBinding) -> Rotation {
