@@ -238,7 +238,7 @@ fn signed_with(key: &[u8], headers: &HeaderMap, body: &[u8]) -> bool {
     header("webhook-signature").split(' ').any(|signature| signature == expected)
 }
 
-/// The key of the incident a body of `service` (PagerDuty's `dedup_key`, Opsgenie's `alias`) is about.
+/// The incidents a fake service keeps, by key (PagerDuty's `dedup_key`, Opsgenie's `alias`).
 fn incident_keys(service: &Mutex<Service>) -> BTreeMap<String, Incident> {
     service.lock().expect("lock").incidents.clone()
 }
