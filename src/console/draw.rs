@@ -2,6 +2,7 @@
 //! their own `draw` (`overlay/`). Only the rows on screen are turned into table cells.
 //! Every size works, down to 1×1: areas come from the layout and text is clipped, never indexed.
 
+use crate::api::common::clipped;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Modifier;
@@ -438,16 +439,6 @@ impl Segment {
     fn shortened(self, rank: u8) -> Self {
         Self { rank, ..self }
     }
-}
-
-/// `text`, cut to `max` characters with `…`.
-fn clipped(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut cut: String = text.chars().take(max.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
 }
 
 /// `all namespaces` → `-A`, `namespace cap-shop` → `-n cap-shop`: what the flag said.

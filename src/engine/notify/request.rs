@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use super::Payload;
 use super::incident::Action;
+use crate::api::common::clipped;
 use crate::engine::config::{NotifyTarget, PayloadFormat};
 
 /// One HTTP POST to a receiver.
@@ -75,7 +76,7 @@ fn pagerduty_event(payload: &Payload, routing_key: &str) -> Option<Value> {
             "dedup_key": incident.key,
             "client": SOURCE,
             "payload": {
-                "summary": truncate(&payload.text, 1024),
+                "summary": clipped(&payload.text, 1024),
                 "source": format!("{}/{}", payload.cluster, payload.namespace),
                 "severity": payload.severity.as_str(),
                 "timestamp": payload.at.to_string(),
@@ -109,12 +110,12 @@ fn opsgenie(payload: &Payload, target: &NotifyTarget) -> Option<Request> {
     let (url, body) = match incident.action {
         Action::Trigger => {
             let body = json!({
-                "message": truncate(&payload.text, OPSGENIE_MESSAGE),
+                "message": clipped(&payload.text, OPSGENIE_MESSAGE),
                 "alias": incident.key,
-                "description": truncate(&payload.text, 15_000),
+                "description": clipped(&payload.text, 15_000),
                 "priority": payload.severity.opsgenie_priority(),
                 "source": SOURCE,
-                "entity": truncate(&format!("{}/{}", payload.namespace, payload.application), 512),
+                "entity": clipped(&format!("{}/{}", payload.namespace, payload.application), 512),
                 "tags": ["capdeck", payload.event],
                 "details": details(payload),
             });
@@ -122,7 +123,7 @@ fn opsgenie(payload: &Payload, target: &NotifyTarget) -> Option<Request> {
         }
         Action::Resolve => {
             let alias: String = form_urlencoded::byte_serialize(incident.key.as_bytes()).collect();
-            let body = json!({ "source": SOURCE, "user": SOURCE, "note": truncate(&payload.text, 25_000) });
+            let body = json!({ "source": SOURCE, "user": SOURCE, "note": clipped(&payload.text, 25_000) });
             (and_query(format!("{base}/v2/alerts/{alias}/close?identifierType=alias")), body)
         }
     };
@@ -204,16 +205,6 @@ fn teams_card(payload: &Payload) -> Value {
     })
 }
 
-/// At most `max` characters of `text` (an ellipsis ends a cut one).
-fn truncate(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut cut: String = text.chars().take(max.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,8 +220,9 @@ mod tests {
 
     #[test]
     fn truncation_counts_characters_not_bytes() {
-        assert_eq!(truncate("abc", 3), "abc");
-        assert_eq!(truncate("äöüß", 3), "äö…");
-        assert_eq!(truncate(&"x".repeat(200), OPSGENIE_MESSAGE).chars().count(), OPSGENIE_MESSAGE);
+        assert_eq!(clipped("abc", 3), "abc");
+        assert_eq!(clipped("äöüß", 3), "äö…");
+        assert_eq!(clipped("a\u{1b}[31mb", 20), "a\u{FFFD}[31mb", "a control character from the cluster");
+        assert_eq!(clipped(&"x".repeat(200), OPSGENIE_MESSAGE).chars().count(), OPSGENIE_MESSAGE);
     }
 }

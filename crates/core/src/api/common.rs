@@ -119,6 +119,13 @@ pub fn is_dns_label(name: &str) -> bool {
     name.len() <= 63 && !name.contains('.') && is_dns_subdomain(name)
 }
 
+/// `text` in at most `max` characters, the `…` that ends a cut one counted (a field with a hard
+/// limit: a status bar's slot, Opsgenie's 130), control characters replaced as [`bounded`] does.
+pub fn clipped(text: &str, max: usize) -> String {
+    let keep = if text.chars().count() <= max { max } else { max.saturating_sub(1) };
+    bounded(text, keep).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
