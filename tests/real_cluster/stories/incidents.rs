@@ -17,11 +17,9 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt as _;
 use serde_json::{Value, json};
 
-use crate::common::fixtures::AppOptions;
 use crate::common::story_world::StoryWorld as _;
-use crate::setup::{install_service_binding_crd, load_current, service_binding};
-use crate::stories::windows::{annotate_application, start, window_in_two_days};
-use crate::world::{Backend, World, eventually};
+use crate::stories::windows::{deadline_before_the_window, start, uaa_bindings};
+use crate::world::{Backend, eventually};
 
 const LONG: Duration = Duration::from_secs(90);
 /// The Opsgenie API key the fake accepts.
@@ -49,6 +47,8 @@ pub(crate) struct Service {
 }
 
 type Shared = Arc<Mutex<Service>>;
+/// A fake service's answer.
+type Reply = (StatusCode, axum::Json<Value>);
 
 fn validator(schema: &str) -> jsonschema::Validator {
     let schema: Value = serde_json::from_str(schema).expect("a schema");
@@ -80,9 +80,19 @@ impl Service {
     }
 
     /// A request the real service would refuse: noted, and answered as the service would.
-    fn refuse(&mut self, status: StatusCode, why: Vec<String>) -> (StatusCode, axum::Json<Value>) {
+    fn refuse(&mut self, status: StatusCode, why: Vec<String>) -> Reply {
         self.invalid.extend(why.iter().cloned());
         (status, axum::Json(json!({"status": "invalid event", "errors": why})))
+    }
+
+    /// `body` as JSON when it follows `schema`; else refused with `status`, as the service would.
+    fn valid(&mut self, schema: &jsonschema::Validator, body: &[u8], status: StatusCode) -> Result<Value, Reply> {
+        let why = violations(schema, body);
+        if why.is_empty() {
+            Ok(serde_json::from_slice(body).unwrap_or_default())
+        } else {
+            Err(self.refuse(status, why))
+        }
     }
 }
 
@@ -104,11 +114,10 @@ pub(crate) async fn fake_pagerduty() -> (u16, Shared) {
             "/v2/enqueue",
             axum::routing::post(move |State(shared): State<Shared>, body: axum::body::Bytes| async move {
                 let mut service = shared.lock().expect("lock");
-                let why = violations(&schema, &body);
-                if !why.is_empty() {
-                    return service.refuse(StatusCode::BAD_REQUEST, why);
-                }
-                let event: Value = serde_json::from_slice(&body).unwrap_or_default();
+                let event = match service.valid(&schema, &body, StatusCode::BAD_REQUEST) {
+                    Ok(event) => event,
+                    Err(refused) => return refused,
+                };
                 if event["routing_key"] != ROUTING_KEY {
                     return service.refuse(StatusCode::BAD_REQUEST, vec!["unknown routing_key".into()]);
                 }
@@ -144,11 +153,10 @@ pub(crate) async fn fake_opsgenie() -> (u16, Shared) {
                         return unauthorized();
                     }
                     let mut service = shared.lock().expect("lock");
-                    let why = violations(&create, &body);
-                    if !why.is_empty() {
-                        return service.refuse(StatusCode::UNPROCESSABLE_ENTITY, why);
-                    }
-                    let alert: Value = serde_json::from_slice(&body).unwrap_or_default();
+                    let alert = match service.valid(&create, &body, StatusCode::UNPROCESSABLE_ENTITY) {
+                        Ok(alert) => alert,
+                        Err(refused) => return refused,
+                    };
                     service.trigger(alert["alias"].as_str().unwrap_or_default());
                     service.bodies.push(alert);
                     (StatusCode::ACCEPTED, axum::Json(json!({"result": "Request will be processed"})))
@@ -193,11 +201,10 @@ pub(crate) async fn fake_teams() -> (u16, Shared) {
             "/workflows/capdeck/triggers/manual/paths/invoke",
             axum::routing::post(move |State(shared): State<Shared>, body: axum::body::Bytes| async move {
                 let mut service = shared.lock().expect("lock");
-                let why = violations(&schema, &body);
-                if !why.is_empty() {
-                    return service.refuse(StatusCode::BAD_REQUEST, why);
+                match service.valid(&schema, &body, StatusCode::BAD_REQUEST) {
+                    Ok(card) => service.bodies.push(card),
+                    Err(refused) => return refused,
                 }
-                service.bodies.push(serde_json::from_slice(&body).unwrap_or_default());
                 (StatusCode::ACCEPTED, axum::Json(json!({})))
             }),
         )
@@ -245,22 +252,14 @@ fn incident_keys(service: &Mutex<Service>) -> BTreeMap<String, Incident> {
 
 /// The old credentials die before the application's next change window: the batch asks a person
 /// (`DeadlineBeforeChangeWindow`), and its credentials are unsafe. Engine A opens both incidents
-/// in PagerDuty and Opsgenie and posts Teams cards; an Opsgenie receiver with a wrong key refuses (401: noted on the record by name,
-/// the refusing gauge 1, `capdeck doctor` FAILs). A stops; engine B leads, and the approval
-/// resolves the deadline's incident from B, a longer overlap the credentials'. At the end every service has each incident opened once and
-/// resolved, every request was valid for its service, and no engine sent a key or URL anywhere.
+/// in PagerDuty and Opsgenie and posts Teams cards; an Opsgenie receiver with a wrong key refuses
+/// (401: noted on the record by name, the refusing gauge 1, `capdeck doctor` FAILs). A stops;
+/// engine B leads, and the approval resolves the deadline's incident from B, a longer overlap the
+/// credentials'. At the end every service has each incident opened once and resolved, every
+/// request was valid for its service, and no engine sent a key or URL anywhere.
 pub async fn incidents_open_and_resolve_once_across_a_leader_change(backend: Backend) {
-    let world = World::new(backend, "incidents").await;
-    load_current(&world, &AppOptions::default()).await;
-    annotate_application(&world, "bookshop", &window_in_two_days()).await;
-    install_service_binding_crd(&world).await;
+    let world = deadline_before_the_window(backend, "incidents").await;
     let ns = world.ns.clone();
-    world
-        .apply_objects(vec![
-            service_binding(&ns, "bookshop-uaa", "bookshop-uaa", "30m", None),
-            service_binding(&ns, "bookshop-uaa-k3x9q", "bookshop-uaa-k3x9q", "30m", Some("bookshop-uaa")),
-        ])
-        .await;
     let (pd_port, pagerduty) = fake_pagerduty().await;
     let (og_port, opsgenie) = fake_opsgenie().await;
     let (teams_port, teams) = fake_teams().await;
@@ -345,12 +344,7 @@ pub async fn incidents_open_and_resolve_once_across_a_leader_change(backend: Bac
     // The Pods run the new credentials, yet the Secret stays unsafe: its next rotation would again
     // leave 30 min of overlap before a window two days away. The SRE lengthens the overlap beyond
     // the weekly window's period (10 days), and the credentials incident resolves too.
-    world
-        .apply_objects(vec![
-            service_binding(&ns, "bookshop-uaa", "bookshop-uaa", "240h", None),
-            service_binding(&ns, "bookshop-uaa-k3x9q", "bookshop-uaa-k3x9q", "240h", Some("bookshop-uaa")),
-        ])
-        .await;
+    uaa_bindings(&world, "240h").await;
     eventually("every incident resolved in PagerDuty and Opsgenie", LONG, || async {
         let (pd, og) = (incident_keys(&pagerduty), incident_keys(&opsgenie));
         let resolved = |incidents: &BTreeMap<String, Incident>| {

@@ -175,22 +175,36 @@ pub async fn outside_its_window_a_batch_waits_then_rolls_at_the_opening(backend:
     workloads.stop().await;
 }
 
+/// bookshop, its next change window two days away, and its uaa Secret's ServiceBindings (the
+/// current one and the one it replaced) keeping old credentials 30 min: a rotation's batch
+/// cannot wait for the window.
+pub(crate) async fn deadline_before_the_window(backend: Backend, name: &str) -> World {
+    let world = World::new(backend, name).await;
+    load_current(&world, &AppOptions::default()).await;
+    annotate_application(&world, "bookshop", &window_in_two_days()).await;
+    install_service_binding_crd(&world).await;
+    uaa_bindings(&world, "30m").await;
+    world
+}
+
+/// bookshop's uaa ServiceBindings, the current one and the one it replaced, with `ttl` of overlap.
+pub(crate) async fn uaa_bindings(world: &World, ttl: &str) {
+    let ns = &world.ns;
+    world
+        .apply_objects(vec![
+            service_binding(ns, "bookshop-uaa", "bookshop-uaa", ttl, None),
+            service_binding(ns, "bookshop-uaa-k3x9q", "bookshop-uaa-k3x9q", ttl, Some("bookshop-uaa")),
+        ])
+        .await;
+}
+
 /// The application's next window is a day away and its old credentials die in 30 min: the
 /// batch does not wait. It asks a person at once (`DeadlineBeforeChangeWindow`, both times in
 /// the message, a Warning Event, one notification); an approval rolls it outside the window, and
 /// the record says what it overrode.
 pub async fn a_deadline_before_the_next_window_escalates_and_notifies(backend: Backend) {
-    let world = World::new(backend, "window-deadline").await;
-    load_current(&world, &AppOptions::default()).await;
-    annotate_application(&world, "bookshop", &window_in_two_days()).await;
-    install_service_binding_crd(&world).await;
+    let world = deadline_before_the_window(backend, "window-deadline").await;
     let ns = world.ns.clone();
-    world
-        .apply_objects(vec![
-            service_binding(&ns, "bookshop-uaa", "bookshop-uaa", "30m", None),
-            service_binding(&ns, "bookshop-uaa-k3x9q", "bookshop-uaa-k3x9q", "30m", Some("bookshop-uaa")),
-        ])
-        .await;
     let (port, received) = receiver(Behaviour::Accepts).await;
     let workloads = world.workloads();
     let engine = start(&world, "engine-a", |config| config.notify = loopback_notify(port, "window-story")).await;
