@@ -228,16 +228,90 @@ pub fn kwok_node(name: &str, labels: &serde_json::Value, taints: &serde_json::Va
 }
 
 pub fn free_port() -> Result<u16, String> {
-    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
-    listener.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
+    free_ports().map(|[port]| port)
+}
+
+/// `N` distinct free loopback ports (every listener is held until all are picked).
+fn free_ports<const N: usize>() -> Result<[u16; N], String> {
+    let listeners = (0..N)
+        .map(|_| TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut ports = [0; N];
+    for (port, listener) in ports.iter_mut().zip(&listeners) {
+        *port = listener.local_addr().map(|a| a.port()).map_err(|e| e.to_string())?;
+    }
+    Ok(ports)
+}
+
+/// Free disk where a plane keeps its data, and free memory (`df`, `free`): a server that stops on
+/// its own may have run out of either.
+fn machine_state(dir: &Path) -> String {
+    let run = |program: &str, args: &[&std::ffi::OsStr]| {
+        Command::new(program).args(args).output().map_or_else(
+            |e| format!("{program}: {e}"),
+            |out| String::from_utf8_lossy(&out.stdout).trim_end().to_string(),
+        )
+    };
+    format!("{}\n{}", run("df", &["-h".as_ref(), dir.as_os_str()]), run("free", &["-m".as_ref()]))
+}
+
+/// A start whose first ports are taken (etcd's client port, held here) starts on new ones.
+pub fn a_start_whose_port_is_taken_starts_on_new_ports(assets: Assets) -> Result<(), String> {
+    let held = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
+    let taken = held.local_addr().map_err(|e| e.to_string())?.port();
+    let mut picks = 0;
+    let plane = ControlPlane::start_on(assets, Profile::Standard, || {
+        picks += 1;
+        let [etcd, peer, apiserver] = free_ports()?;
+        Ok([if picks == 1 { taken } else { etcd }, peer, apiserver])
+    })?;
+    let ready = plane.kubectl().args(["get", "--raw", "/readyz"]).output().map_err(|e| e.to_string())?;
+    plane.stop();
+    if picks != 2 {
+        return Err(format!("expected one failed start and one on new ports, the ports were picked {picks} times"));
+    }
+    if plane.etcd_url.ends_with(&format!(":{taken}")) || !ready.status.success() {
+        return Err(format!("the plane runs on the taken port or is not ready: {}", plane.etcd_url));
+    }
+    Ok(())
+}
+
+/// What etcd and kube-apiserver log when a port they were given is taken.
+const PORT_TAKEN: &str = "address already in use";
+
+/// Why a control plane did not start, and whether another start may do (a port taken, etcd
+/// stopped on its own).
+struct StartFailed {
+    message: String,
+    retry: bool,
+}
+
+impl From<String> for StartFailed {
+    fn from(message: String) -> Self {
+        StartFailed { message, retry: false }
+    }
 }
 
 fn write(path: &Path, text: &str) -> Result<(), String> {
     std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
+/// What a failure message shows of a server's log: the first lines that say why it stopped (a
+/// panic's stack fills the tail), then the last lines.
 fn tail(path: &Path) -> String {
-    last_lines(&std::fs::read_to_string(path).unwrap_or_default(), 8)
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let why: Vec<&str> = text
+        .lines()
+        .filter(|line| {
+            line.starts_with("panic:")
+                || line.contains(r#""level":"fatal""#)
+                || line.contains(r#""level":"panic""#)
+                || line.contains(PORT_TAKEN)
+        })
+        .take(3)
+        .collect();
+    let last = last_lines(&text, 8);
+    if why.is_empty() { last } else { format!("{}\n…\n{last}", why.join("\n")) }
 }
 
 /// The last `n` lines of a log, for failure messages.
@@ -297,7 +371,36 @@ pub fn token_of(user: &str) -> String {
 
 impl ControlPlane {
     /// Start etcd and kube-apiserver and wait until `/readyz` says ok.
+    ///
+    /// Their ports are picked free and released before the servers bind them, so another
+    /// process, or an outgoing connection's ephemeral port, can take one in between. Such a start,
+    /// and one whose etcd stopped on its own (CI saw it panic once), is tried again on new ports
+    /// in a new directory; the first failure is printed.
     pub fn start(assets: Assets, profile: Profile) -> Result<Self, String> {
+        Self::start_on(assets, profile, free_ports)
+    }
+
+    /// `start` on the ports `pick` gives (etcd's client and peer ports, kube-apiserver's), once per
+    /// attempt.
+    fn start_on(
+        assets: Assets,
+        profile: Profile,
+        mut pick: impl FnMut() -> Result<[u16; 3], String>,
+    ) -> Result<Self, String> {
+        const ATTEMPTS: u32 = 3;
+        let mut attempt = 1;
+        loop {
+            match Self::start_once(assets.clone(), profile, pick()?) {
+                Err(failed) if failed.retry && attempt < ATTEMPTS => {
+                    eprintln!("control plane: start {attempt} failed, trying again on new ports: {}", failed.message);
+                    attempt += 1;
+                }
+                result => return result.map_err(|failed| failed.message),
+            }
+        }
+    }
+
+    fn start_once(assets: Assets, profile: Profile, ports: [u16; 3]) -> Result<Self, StartFailed> {
         let started = Instant::now();
         let dir = tempfile::Builder::new().prefix("capdeck-envtest-").tempdir().map_err(|e| e.to_string())?;
         let pki = pki().map_err(|e| format!("cannot make certificates: {e}"))?;
@@ -315,7 +418,7 @@ impl ControlPlane {
         }
         write(&certs.join("tokens.csv"), &tokens)?;
 
-        let (etcd_port, peer_port, port) = (free_port()?, free_port()?, free_port()?);
+        let [etcd_port, peer_port, port] = ports;
         let etcd_url = format!("http://127.0.0.1:{etcd_port}");
         let peer_url = format!("http://127.0.0.1:{peer_port}");
         let etcd_args: Vec<String> = vec![
@@ -375,7 +478,16 @@ impl ControlPlane {
             dir,
         };
         plane.write_kubeconfigs()?;
-        plane.start_apiserver()?;
+        if let Err(message) = plane.start_apiserver() {
+            let port_taken = ["etcd.log", "kube-apiserver.log"].iter().any(|log| {
+                std::fs::read_to_string(plane.dir.path().join(log)).is_ok_and(|text| text.contains(PORT_TAKEN))
+            });
+            // etcd that stopped on its own (it panicked in CI once, its log's tail all stack):
+            // the failure says why, and one more start is tried.
+            let etcd_stopped = plane.etcd.lock().ok().and_then(|mut e| e.as_mut().and_then(Supervised::exited));
+            let message = format!("{message}\n--- the machine ---\n{}", machine_state(plane.dir.path()));
+            return Err(StartFailed { message, retry: port_taken || etcd_stopped.is_some() });
+        }
         plane.start_time = started.elapsed();
         Ok(plane)
     }
@@ -401,9 +513,15 @@ impl ControlPlane {
             if output.status.success() && String::from_utf8_lossy(&output.stdout).trim() == "ok" {
                 return Ok(());
             }
-            let exited = self.apiserver.lock().ok().and_then(|mut s| s.as_mut().and_then(Supervised::exited));
-            if let Some(status) = exited {
+            let exited = |server: &Mutex<Option<Supervised>>| {
+                server.lock().ok().and_then(|mut s| s.as_mut().and_then(Supervised::exited))
+            };
+            if let Some(status) = exited(&self.apiserver) {
                 return Err(format!("kube-apiserver exited ({status}) before it was ready"));
+            }
+            // kube-apiserver would wait for it another 15 s.
+            if let Some(status) = exited(&self.etcd) {
+                return Err(format!("etcd exited ({status}) before kube-apiserver was ready"));
             }
             if Instant::now() > deadline {
                 return Err(format!(

@@ -189,6 +189,14 @@ fn main() -> ExitCode {
         })
         .with_ignored_flag(real.is_err()),
     );
+    let assets = real.clone();
+    trials.push(
+        Trial::test("control_plane::a_start_whose_port_is_taken_starts_on_new_ports", move || {
+            control_plane::a_start_whose_port_is_taken_starts_on_new_ports(assets.map_err(Failed::from)?)
+                .map_err(Failed::from)
+        })
+        .with_ignored_flag(real.is_err()),
+    );
     // The third world: the real Go CAP Operator beside capdeck on its own kube-apiserver.
     let upstream = real.as_ref().map_err(Clone::clone).and_then(|_| upstream::find());
     match &upstream {

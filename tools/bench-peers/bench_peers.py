@@ -35,6 +35,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import shutil
 import signal
 import subprocess
@@ -164,7 +165,7 @@ class EnginePair:
         env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
         env.update(KUBECONFIG=str(self.plane.kubeconfig("capdeck-engine")), RUST_LOG="info,kube=warn")
         command = [str(self.bin["capdeck"]), "--daemon", "-A", "--rollout-delay", WINDOW, "--lease-namespace",
-                   "default", "--health-addr", f"127.0.0.1:{port}"]
+                   "default", "--health-addr", f"127.0.0.1:{port}", *self.args.capdeck_engine_args]
         return Program("capdeck --daemon", command, env, self.logs / f"capdeck-engine-{label}.log"), port
 
     def rotate(self, count: int) -> list[int]:
@@ -659,7 +660,13 @@ class ConsolePair:
                                       lambda screen: "capdeck" in screen and "ctx " in screen,
                                       lambda screen: capdeck_title in screen)
         print(f"   capdeck: {brief(results['capdeck'])}", flush=True)
+        if "k9s" in self.args.console_peers:
+            results["k9s"] = self.k9s(n)
+        if "kdash" in self.args.console_peers:
+            results["kdash"] = self.kdash(n)
+        return {"tenants": n, "terminal": f"{self.WIDTH}x{self.HEIGHT}", **results}
 
+    def k9s(self, n: int) -> dict:
         k9s_title = f"captenants(all)[{n}]"
 
         def k9s_to_tenants(tmux: Tmux) -> None:
@@ -681,13 +688,15 @@ class ConsolePair:
                 tmux.until("the error dismissed", 30, lambda s: "command not found" not in s)
             raise RuntimeError("k9s never knew the captenants command")
 
-        results["k9s"] = self.one("k9s", "k9s", f"{self.bin['k9s']} -A --readonly --splashless",
+        result = self.one("k9s", "k9s", f"{self.bin['k9s']} -A --readonly --splashless",
                                   lambda screen: "K9s Rev" in screen,
                                   # k9s writes the count with a thousands separator: [10,000].
                                   lambda screen: k9s_title in screen.lower().replace(" ", "").replace(",", ""),
                                   navigate=k9s_to_tenants)
-        print(f"   k9s: {brief(results['k9s'])}", flush=True)
+        print(f"   k9s: {brief(result)}", flush=True)
+        return result
 
+    def kdash(self, n: int) -> dict:
         kdash_title = f"CAPTenant (ns: all) [{n}]"
 
         def kdash_to_tenants(tmux: Tmux) -> None:
@@ -702,10 +711,10 @@ class ConsolePair:
             tmux.until("CAPTenant selected", 30, lambda s: "=> CAPTenant [" in s)
             tmux.keys("Enter")
 
-        results["kdash"] = self.one("kdash", "kdash", f"{self.bin['kdash']}", lambda screen: "KDash v" in screen,
-                                    lambda screen: kdash_title in screen, navigate=kdash_to_tenants)
-        print(f"   kdash: {brief(results['kdash'])}", flush=True)
-        return {"tenants": n, "terminal": f"{self.WIDTH}x{self.HEIGHT}", **results}
+        result = self.one("kdash", "kdash", f"{self.bin['kdash']}", lambda screen: "KDash v" in screen,
+                          lambda screen: kdash_title in screen, navigate=kdash_to_tenants)
+        print(f"   kdash: {brief(result)}", flush=True)
+        return result
 
 
 def brief(result: dict) -> str:
@@ -759,7 +768,7 @@ def table(report: dict) -> str:
     if not console:
         return "\n".join(rows)
     c = console["capdeck"]
-    for peer in ("k9s", "kdash"):
+    for peer in [peer for peer in ("k9s", "kdash") if peer in console]:
         p = console[peer]
         label = f"console vs {peer}, {console['tenants']} CAPTenants"
         rows.append(f"| {label} | first full frame, s | {c['first_full_frame_s']} | {p['first_full_frame_s']} | "
@@ -796,6 +805,12 @@ def main() -> int:
     parser.add_argument("--storm-stall-seconds", type=float, default=None,
                         help="stop waiting for capdeck when it wrote no Deployment this long and holds batches for "
                              "an approval (default 120)")
+    parser.add_argument("--console-peers", default="k9s,kdash",
+                        help="the peers the console pair runs after capdeck's console, comma-separated, or none "
+                             "(default k9s,kdash)")
+    parser.add_argument("--capdeck-engine-args", type=shlex.split, default=[],
+                        help="more flags for `capdeck --daemon` in the engine and storm pairs, in one quoted "
+                             "string (default none: its defaults), e.g. \"--max-parallel-rollouts 200\"")
     parser.add_argument("--kube", choices=["1.34", "1.37"], default="1.34",
                         help="the kube-apiserver minor the pairs run on (default 1.34)")
     parser.add_argument("--no-watch-list", action="store_true",
@@ -831,6 +846,10 @@ def main() -> int:
         sys.exit(f"bench-peers: no capdeck binary at {capdeck}; run `cargo build --profile dist` or pass --capdeck")
     print("== peers (built once, then reused from the cache)", flush=True)
     pairs = set(args.pairs.split(","))
+    args.console_peers = set() if args.console_peers == "none" else set(args.console_peers.split(","))
+    if args.console_peers - {"k9s", "kdash"}:
+        sys.exit(f"bench-peers: --console-peers takes k9s and kdash (comma-separated) or none, "
+                 f"not {','.join(sorted(args.console_peers))!r}")
     if not pairs or pairs - {"engine", "console", "storm"}:
         sys.exit(f"bench-peers: --pairs takes engine, console and storm (any of them, comma-separated), "
                  f"not {args.pairs!r}")
@@ -846,12 +865,13 @@ def main() -> int:
         "kube_apiserver": version_of(binaries["assets"] / "kube-apiserver", "--version")
         + (" (--feature-gates=WatchList=false)" if args.no_watch_list else ""),
     }
-    if "console" in pairs:
+    if "console" in pairs and "k9s" in args.console_peers:
         binaries["k9s"] = built(["bash", "tools/peers/build.sh", "k9s"], "k9s")
+        versions["k9s"] = "k9s v0.50.16 (github.com/derailed/k9s, Go module proxy)"
+    if "console" in pairs and "kdash" in args.console_peers:
         # A smoke run checks what kdash shows, never how fast: it takes the quick build.
         kdash = "kdash-smoke" if args.smoke else "kdash"
         binaries["kdash"] = built(["bash", "tools/peers/build.sh", kdash], kdash)
-        versions["k9s"] = "k9s v0.50.16 (github.com/derailed/k9s, Go module proxy)"
         versions["kdash"] = version_of(binaries["kdash"], "--version") + (" (smoke build: no LTO, opt-level 1)" if args.smoke else "")
     # The Go operator's own CRDs: the console pair's CAPTenants are upstream's resource too.
     crds = built(["bash", "tools/upstream/build.sh", "--crds"], "the Go CAP Operator's CRDs")
@@ -898,6 +918,8 @@ def main() -> int:
                          "storm_apps": args.storm_apps, "storm_spread_seconds": args.storm_spread_seconds,
                          "storm_timeout_seconds": args.storm_timeout,
                          "storm_stall_seconds": args.storm_stall_seconds,
+                         "capdeck_engine_args": args.capdeck_engine_args,
+                         "console_peers": sorted(args.console_peers),
                          "pods_ready_after": f"{world.READY_DELAY}-{world.READY_JITTER}",
                          "workload_plane": f"kube-controller-manager, kube-scheduler, kwok on {NODES} Nodes"},
             "engine": engine_results,
