@@ -383,7 +383,7 @@ async fn watch_after_compaction(world: &World) -> String {
     format!("{code} {kind} {inner} {reason}")
 }
 
-pub async fn sandbox_vs_kube_apiserver() -> Result<(), Failed> {
+pub async fn the_sandbox_answers_as_kube_apiserver_does() -> Result<(), Failed> {
     let sandbox = World::new(Backend::Sandbox, "differential").await;
     let real = World::dedicated(Backend::KubeApiserver, "differential", Profile::NoWatchCache).await;
     let mut on_sandbox = observe(&sandbox).await;

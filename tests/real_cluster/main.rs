@@ -180,12 +180,12 @@ fn main() -> ExitCode {
         }
     }
     trials.push(
-        Trial::test("differential::sandbox_vs_kube_apiserver", || {
+        Trial::test("differential::the_sandbox_answers_as_kube_apiserver_does", || {
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()
                 .map_err(|e| Failed::from(e.to_string()))?;
-            runtime.block_on(differential::sandbox_vs_kube_apiserver())
+            runtime.block_on(differential::the_sandbox_answers_as_kube_apiserver_does())
         })
         .with_ignored_flag(real.is_err()),
     );
