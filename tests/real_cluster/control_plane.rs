@@ -276,6 +276,11 @@ pub fn a_start_whose_port_is_taken_starts_on_new_ports(assets: Assets) -> Result
     Ok(())
 }
 
+/// The exit status of the server in `slot`, if it runs no more (`None` also when stopped here).
+fn exited(slot: &Mutex<Option<Supervised>>) -> Option<std::process::ExitStatus> {
+    slot.lock().ok().and_then(|mut server| server.as_mut().and_then(Supervised::exited))
+}
+
 /// What etcd and kube-apiserver log when a port they were given is taken.
 const PORT_TAKEN: &str = "address already in use";
 
@@ -375,7 +380,8 @@ impl ControlPlane {
     /// Their ports are picked free and released before the servers bind them, so another
     /// process, or an outgoing connection's ephemeral port, can take one in between. Such a start,
     /// and one whose etcd stopped on its own (CI saw it panic once), is tried again on new ports
-    /// in a new directory; the first failure is printed.
+    /// in a new directory, up to three starts; each failed one is printed, and the error of the
+    /// last says which start it was.
     pub fn start(assets: Assets, profile: Profile) -> Result<Self, String> {
         Self::start_on(assets, profile, free_ports)
     }
@@ -392,10 +398,15 @@ impl ControlPlane {
         loop {
             match Self::start_once(assets.clone(), profile, pick()?) {
                 Err(failed) if failed.retry && attempt < ATTEMPTS => {
-                    eprintln!("control plane: start {attempt} failed, trying again on new ports: {}", failed.message);
+                    eprintln!(
+                        "control plane: start {attempt} of {ATTEMPTS} failed, trying again on new ports: {}",
+                        failed.message
+                    );
                     attempt += 1;
                 }
-                result => return result.map_err(|failed| failed.message),
+                result => {
+                    return result.map_err(|failed| format!("start {attempt} of {ATTEMPTS}: {}", failed.message));
+                }
             }
         }
     }
@@ -478,18 +489,20 @@ impl ControlPlane {
             dir,
         };
         plane.write_kubeconfigs()?;
-        if let Err(message) = plane.start_apiserver() {
-            let port_taken = ["etcd.log", "kube-apiserver.log"].iter().any(|log| {
-                std::fs::read_to_string(plane.dir.path().join(log)).is_ok_and(|text| text.contains(PORT_TAKEN))
-            });
-            // etcd that stopped on its own (it panicked in CI once, its log's tail all stack):
-            // the failure says why, and one more start is tried.
-            let etcd_stopped = plane.etcd.lock().ok().and_then(|mut e| e.as_mut().and_then(Supervised::exited));
-            let message = format!("{message}\n--- the machine ---\n{}", machine_state(plane.dir.path()));
-            return Err(StartFailed { message, retry: port_taken || etcd_stopped.is_some() });
-        }
+        plane.start_apiserver().map_err(|message| plane.start_failed(message))?;
         plane.start_time = started.elapsed();
         Ok(plane)
+    }
+
+    /// Why kube-apiserver did not become ready, with the machine's free disk and memory, and
+    /// whether another start may do: a port was taken, or etcd stopped on its own (it panicked
+    /// in CI once).
+    fn start_failed(&self, message: String) -> StartFailed {
+        let port_taken = ["etcd.log", "kube-apiserver.log"]
+            .iter()
+            .any(|log| std::fs::read_to_string(self.dir.path().join(log)).is_ok_and(|text| text.contains(PORT_TAKEN)));
+        let message = format!("{message}\n--- the machine ---\n{}", machine_state(self.dir.path()));
+        StartFailed { message, retry: port_taken || exited(&self.etcd).is_some() }
     }
 
     fn start_apiserver(&self) -> Result<(), String> {
@@ -513,9 +526,6 @@ impl ControlPlane {
             if output.status.success() && String::from_utf8_lossy(&output.stdout).trim() == "ok" {
                 return Ok(());
             }
-            let exited = |server: &Mutex<Option<Supervised>>| {
-                server.lock().ok().and_then(|mut s| s.as_mut().and_then(Supervised::exited))
-            };
             if let Some(status) = exited(&self.apiserver) {
                 return Err(format!("kube-apiserver exited ({status}) before it was ready"));
             }

@@ -12,12 +12,13 @@ Pairs (docs/PERFORMANCE.md, "Side by side with the peers"):
            same applications, for each --sizes APPS:SECRETS: peak and steady RSS, requests at rest
            over --rest-seconds, requests and writes per rotated Deployment, and the time from a
            Secret's change to the first Deployment write, both with a 30 s window.
-  console: `capdeck --view tenants` against k9s and kdash (tools/peers/build.sh), in tmux at 160x40,
+  console: `capdeck --view tenants` against k9s and kdash (tools/peers/build.sh; --console-peers none
+           runs capdeck's alone, as CI's smoke run does), in tmux at 160x40,
            on --tenants CAPTenants: time to the first frame showing the full count, RSS after 30 s,
            LIST and WATCH requests at rest, and CPU seconds while idle.
   storm:   the uaa Secrets of --storm-apps applications all rotate within --storm-spread-seconds, once
-           for the Go operator and once for `capdeck --daemon` (its default pacing and storm guard, the
-           same 30 s window): peak and mean writes/s, total writes, time until every rotated Deployment
+           for the Go operator and once for `capdeck --daemon` (its default pacing and storm guard, or
+           what --capdeck-engine-args sets; the same 30 s window): peak and mean writes/s, total writes, time until every rotated Deployment
            is written and until every Pod of them runs on the new credentials (real ReplicaSets, Pods
            ready after --ready-delay..--ready-jitter), the API server's peak and mean load (requests/s
            from its own counter, every client; CPU cores), peak RSS, and for capdeck what its storm
@@ -28,7 +29,8 @@ kube-scheduler and kwok, so what the programs write rolls through real ReplicaSe
 
 Requests are counted by the API server (its audit log; each program has a user of its own), never by
 the program. Writes the report as JSON to --out and a table on stdout. Exits 1 when a peer cannot be
-built or started or a measurement cannot be taken: a missing peer is a failure, never a skip.
+built or started or a measurement cannot be taken: a missing peer is a failure, never a skip (a peer
+left out with --console-peers is neither built nor run, and the report's settings say so).
 """
 
 import argparse
@@ -570,7 +572,8 @@ def readyz(port: int) -> bool:
 
 
 class ConsolePair:
-    """capdeck's console, k9s and kdash, one after the other, each in tmux at 160x40 on the tenants."""
+    """capdeck's console, then k9s and kdash (those --console-peers names), one after the other, each in
+    tmux at 160x40 on the tenants."""
 
     WIDTH, HEIGHT = 160, 40
 
@@ -768,6 +771,11 @@ def table(report: dict) -> str:
     if not console:
         return "\n".join(rows)
     c = console["capdeck"]
+    if "k9s" not in console and "kdash" not in console:
+        label = f"console alone (no peers), {console['tenants']} CAPTenants"
+        rows.append(f"| {label} | first full frame, s | {c['first_full_frame_s']} | | | |")
+        rows.append(f"| {label} | RSS MB after {report['settings']['rss_after_seconds']} s | {c['rss_mb']} | | | |")
+        rows.append(f"| {label} | LISTs at rest | {c['at_rest']['lists']} | | | 0 (capdeck) |")
     for peer in [peer for peer in ("k9s", "kdash") if peer in console]:
         p = console[peer]
         label = f"console vs {peer}, {console['tenants']} CAPTenants"
@@ -810,7 +818,8 @@ def main() -> int:
                              "(default k9s,kdash)")
     parser.add_argument("--capdeck-engine-args", type=shlex.split, default=[],
                         help="more flags for `capdeck --daemon` in the engine and storm pairs, in one quoted "
-                             "string (default none: its defaults), e.g. \"--max-parallel-rollouts 200\"")
+                             "string (default none: its defaults), e.g. \"--max-parallel-rollouts 200\"; one flag "
+                             "alone needs the = form: --capdeck-engine-args=--write-qps=50")
     parser.add_argument("--kube", choices=["1.34", "1.37"], default="1.34",
                         help="the kube-apiserver minor the pairs run on (default 1.34)")
     parser.add_argument("--no-watch-list", action="store_true",
@@ -847,9 +856,10 @@ def main() -> int:
     print("== peers (built once, then reused from the cache)", flush=True)
     pairs = set(args.pairs.split(","))
     args.console_peers = set() if args.console_peers == "none" else set(args.console_peers.split(","))
-    if args.console_peers - {"k9s", "kdash"}:
+    unknown = args.console_peers - {"k9s", "kdash"}
+    if unknown:
         sys.exit(f"bench-peers: --console-peers takes k9s and kdash (comma-separated) or none, "
-                 f"not {','.join(sorted(args.console_peers))!r}")
+                 f"not {','.join(sorted(unknown))!r}")
     if not pairs or pairs - {"engine", "console", "storm"}:
         sys.exit(f"bench-peers: --pairs takes engine, console and storm (any of them, comma-separated), "
                  f"not {args.pairs!r}")

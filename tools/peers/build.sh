@@ -5,7 +5,8 @@
 #   build.sh k9s     <cache>/peers/k9s-v0.50.16-<os>-<arch>/k9s      (Go module proxy, pinned version)
 #   build.sh kdash   <cache>/peers/kdash-2.1.1-<os>-<arch>/bin/kdash (crates.io, pinned, --locked)
 #   build.sh kdash-smoke  the same kdash without its fat-LTO, one-codegen-unit release profile
-#                    (opt-level 1): for CI's smoke run, which checks what kdash shows, never how fast.
+#                    (opt-level 1): for a smoke run (`bench_peers.py --smoke`), which checks what kdash
+#                    shows, never how fast. CI's smoke run leaves the peers out (--console-peers none).
 #                    Its own cache directory, so a measured run never uses it.
 #
 # The Go CAP Operator, the third peer, is built by tools/upstream/build.sh (shared with its stories).
