@@ -18,11 +18,12 @@ Pairs (docs/PERFORMANCE.md, "Side by side with the peers"):
            LIST and WATCH requests at rest, and CPU seconds while idle.
   storm:   the uaa Secrets of --storm-apps applications all rotate within --storm-spread-seconds, once
            for the Go operator and once for `capdeck --daemon` (its default pacing and storm guard, or
-           what --capdeck-engine-args sets; the same 30 s window): peak and mean writes/s, total writes, time until every rotated Deployment
-           is written and until every Pod of them runs on the new credentials (real ReplicaSets, Pods
-           ready after --ready-delay..--ready-jitter), the API server's peak and mean load (requests/s
-           from its own counter, every client; CPU cores), peak RSS, and for capdeck what its storm
-           guard and pacing did (its /metrics, RotationBatches, Deployments written per 10 s).
+           what --capdeck-engine-args sets; the same 30 s window): peak and mean writes/s, total
+           writes, time until every rotated Deployment is written and until every Pod of them runs
+           on the new credentials (real ReplicaSets, Pods ready after --ready-delay..--ready-jitter),
+           the API server's peak and mean load (requests/s from its own counter, every client; CPU
+           cores), peak RSS, and for capdeck what its storm guard and pacing did (its /metrics,
+           RotationBatches, Deployments written per 10 s).
 
 The control plane runs its workload plane (tools/envtest/up.sh): kube-controller-manager,
 kube-scheduler and kwok, so what the programs write rolls through real ReplicaSets.
@@ -692,10 +693,10 @@ class ConsolePair:
             raise RuntimeError("k9s never knew the captenants command")
 
         result = self.one("k9s", "k9s", f"{self.bin['k9s']} -A --readonly --splashless",
-                                  lambda screen: "K9s Rev" in screen,
-                                  # k9s writes the count with a thousands separator: [10,000].
-                                  lambda screen: k9s_title in screen.lower().replace(" ", "").replace(",", ""),
-                                  navigate=k9s_to_tenants)
+                          lambda screen: "K9s Rev" in screen,
+                          # k9s writes the count with a thousands separator: [10,000].
+                          lambda screen: k9s_title in screen.lower().replace(" ", "").replace(",", ""),
+                          navigate=k9s_to_tenants)
         print(f"   k9s: {brief(result)}", flush=True)
         return result
 
