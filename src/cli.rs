@@ -510,9 +510,10 @@ pub struct EngineArgs {
     #[arg(long, value_name = "NAME", default_value = "capdeck-engine", value_parser = parse_object_name)]
     pub lease_name: String,
     /// Send a notification to this receiver when a batch awaits approval, is held by the failure
-    /// guard, failed or cannot wait for its window, and when credentials become at risk or unsafe
-    /// and safe again (the leading engine only; at most once each). `[NAME@][FORMAT=]URL`: what
-    /// the logs, records and doctor call it (default: its host and a short hash), then `json`
+    /// guard, failed or cannot wait for its window, when credentials become at risk or unsafe and
+    /// safe again, and when a freeze starts and ends (the leading engine only; at most once each).
+    /// `[NAME@][FORMAT=]URL`: what the logs, records and doctor call it (default: its host's
+    /// domain and a short hash), then `json`
     /// (the generic body), `slack` (the default for hooks.slack.com) or `teams` (a Workflows
     /// webhook's Adaptive Card). `pagerduty=ROUTING_KEY` and `opsgenie=API_KEY` open an incident
     /// and resolve it. Repeatable. See docs/NOTIFICATIONS.md

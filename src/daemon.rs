@@ -163,8 +163,43 @@ fn notify_hosts(notify: &crate::engine::config::NotifyConfig) -> String {
         return "none".into();
     }
     let hosts: Vec<String> =
-        notify.targets.iter().map(|target| format!("{} ({:?})", target.name, target.format)).collect();
-    format!("{} as cluster {:?}", hosts.join(", "), notify.cluster)
+        notify.targets.iter().map(|target| format!("{} ({})", target.name, target.format.as_str())).collect();
+    let signed = if notify.signing.is_some() { ", json receivers signed" } else { "" };
+    format!("{} as cluster {:?}{signed}", hosts.join(", "), notify.cluster)
+}
+
+/// The receivers, read (from their Secrets) once at start: a mistake stops the daemon with the fix.
+async fn notify_settings(
+    connection: &Connection,
+    engine: &EngineSettings,
+    mode: crate::engine::config::EngineMode,
+    phase: &watch::Sender<Phase>,
+) -> Result<crate::engine::config::NotifyConfig, ExitCode> {
+    if mode == crate::engine::config::EngineMode::Observe && !engine.notify.is_empty() {
+        let error = "--notify and --notify-secret need an engine that may lead: this daemon observes (--engine \
+                     observe) and would never send (drop them, or run it with --engine auto or lead)";
+        tracing::error!("{error}");
+        eprintln!("error: {error}");
+        return Err(ExitCode::from(2));
+    }
+    phase.send_replace(Phase::Starting(format!("reading the notification settings from {}", connection.server)));
+    let notify = match engine.notify_config(&connection.client, &connection.context).await {
+        Ok(notify) => notify,
+        Err(error) => {
+            tracing::error!("{error}");
+            eprintln!("error: {error}");
+            return Err(ExitCode::from(1));
+        }
+    };
+    if notify.signing.is_some()
+        && !notify.targets.iter().any(|target| target.format == crate::engine::config::PayloadFormat::Json)
+    {
+        let warning = "--notify-signing-secret signs only the generic JSON receivers (json=…), and none is given: \
+                       nothing is signed (add one, or drop the flag)";
+        tracing::warn!("{warning}");
+        eprintln!("warning: {warning}");
+    }
+    Ok(notify)
 }
 
 /// Connect, wait for the API server's first answer, read the notification settings and check
@@ -203,22 +238,7 @@ async fn start(
     if let Some(error) = delay_error {
         tracing::warn!("{error}");
     }
-    if config.mode == crate::engine::config::EngineMode::Observe && !engine.notify.is_empty() {
-        let error = "--notify and --notify-secret need an engine that may lead: this daemon observes (--engine \
-                     observe) and would never send (drop them, or run it with --engine auto or lead)";
-        tracing::error!("{error}");
-        eprintln!("error: {error}");
-        return Err(ExitCode::from(2));
-    }
-    phase.send_replace(Phase::Starting(format!("reading the notification settings from {}", connection.server)));
-    config.notify = match engine.notify_config(&connection.client, &connection.context).await {
-        Ok(notify) => notify,
-        Err(error) => {
-            tracing::error!("{error}");
-            eprintln!("error: {error}");
-            return Err(ExitCode::from(1));
-        }
-    };
+    config.notify = notify_settings(&connection, engine, config.mode, phase).await?;
     // Fail at start-up, with the fix, rather than observe forever while /readyz says ok.
     if config.mode != crate::engine::config::EngineMode::Observe {
         phase.send_replace(Phase::Starting(format!(

@@ -167,7 +167,14 @@ async fn rotate_and_roll(
     let batch_store = stores.batches.clone();
     // A batch without a status collects: the engine writes none until its window ends. (Natural
     // windows may end while the bench waits: a batch that already went on counts too.)
-    wait_for("a batch per rotated application", Duration::from_secs(120), || {
+    // The engine writes at its rate (25 a second by default): a storm of thousands of batches
+    // takes minutes to open and to roll, which the limits allow for, twice over.
+    let at_rate = |writes: usize| {
+        let qps = crate::engine::write_rate::DEFAULT_QPS;
+        Duration::from_secs_f64(if qps > 0.0 { 2.0 * writes as f64 / qps } else { 0.0 })
+    };
+    let opened = Duration::from_secs(120) + at_rate(rotate);
+    wait_for("a batch per rotated application", opened, || {
         batch_store.state().iter().filter(|b| !b.is_terminal()).count() >= rotate
     })
     .await?;
@@ -175,7 +182,9 @@ async fn rotate_and_roll(
     let window_end = end_windows(client, args.windows, &batches).await?;
     let expected = rotate * args.deployments_per_app;
     let restarted = metrics.deployments_restarted.clone();
-    let limit = Duration::from_secs(600);
+    // Per application: the batch's status writes, and per Deployment its VCAP Secret, the update
+    // and the old Secret's deletion.
+    let limit = Duration::from_secs(600) + at_rate(rotate * (3 + 3 * args.deployments_per_app));
     wait_for("every rotated Deployment updated", limit, || restarted.get() - before_restarted >= expected as u64)
         .await?;
     let window_to_last_update_ms = window_end.elapsed().as_secs_f64() * 1000.0;

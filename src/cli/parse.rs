@@ -64,6 +64,12 @@ pub(super) fn top_level_flag_after_subcommand(
 /// Why flag `long` of `group` does not fit `where_` (`` `batches` ``, `--daemon`, the console).
 pub(super) fn not_used_here(long: &str, group: FlagGroup, where_: &str) -> String {
     match group {
+        // `manifests` passes Secret references to the daemon it installs, never a URL.
+        FlagGroup::Engine if long == "--notify" && where_ == "`manifests`" => format!(
+            "{long} configures the engine of the console and the daemon; `manifests` runs no engine: give the \
+             daemon it installs the URL from a Secret with --notify-secret NS/SECRET:KEY (a URL in a manifest is \
+             readable by anyone who may read the Deployment)"
+        ),
         FlagGroup::Engine => {
             format!("{long} configures the engine of the console and the daemon; {where_} runs no engine")
         }

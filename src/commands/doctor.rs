@@ -114,7 +114,7 @@ async fn checks(connection: &Connection, scope: &Scope, engine: &EngineSettings,
     out.extend(change_windows(connection, scope, &applications, leader.settings()).await);
     out.extend(freezes(connection, scope, lease_namespace.as_deref(), &config.lease.namespace).await);
     out.push(waiting_batches(connection, scope).await);
-    out.push(notifications(connection, scope, engine).await);
+    out.extend(notifications(connection, scope, engine).await);
     out.push(delay);
     out
 }
@@ -386,42 +386,107 @@ pub async fn run(cluster: &ClusterTarget, engine: &EngineSettings, args: &Doctor
 
 /// Notifications: the receivers given after `doctor` can be read, and what the records on the
 /// batches say about the last 24 hours (the engine notes every receiver that did not accept one).
-async fn notifications(connection: &Connection, scope: &Scope, engine: &EngineSettings) -> Finding {
+/// The receivers given here (each read and parsed on its own: every mistake on a line of its own),
+/// then what the records of the last 24h on batches and freezes say: each receiver that refuses,
+/// that refused and recovered, that failed.
+async fn notifications(connection: &Connection, scope: &Scope, engine: &EngineSettings) -> Vec<Finding> {
     const CHECK: &str = "notifications";
-    let configured = match engine.notify_config(&connection.client, &connection.context).await {
-        Ok(notify) => notify.targets.len(),
-        Err(error) => return finding(CHECK, Status::Fail, error),
+    let (configured, mut out) = notify_configuration(connection, engine).await;
+    let read = |error: &kube::Error, what: &str| {
+        finding(
+            CHECK,
+            Status::Warn,
+            format!("cannot read the {what}' notification records: {}", crate::cluster::describe_error(error)),
+        )
     };
+    // A 404: the CRD check above already says what to install.
     let batches = match decoded::<crate::api::RotationBatch>(&connection.client, scope).await {
         Ok(batches) => batches,
-        // The CRD check above already says what to install.
         Err(kube::Error::Api(status)) if status.code == 404 => Vec::new(),
-        Err(error) => {
-            return finding(
-                CHECK,
-                Status::Warn,
-                format!("cannot read the batches' notification records: {}", crate::cluster::describe_error(&error)),
-            );
-        }
+        Err(error) => return [out, vec![read(&error, "batches")]].concat(),
     };
-    let health = crate::engine::notify::recent(&batches, k8s_openapi::jiff::Timestamp::now(), 24 * 3600);
+    let freezes = match decoded::<crate::api::Freeze>(&connection.client, scope).await {
+        Ok(freezes) => freezes,
+        Err(kube::Error::Api(status)) if status.code == 404 => Vec::new(),
+        Err(error) => return [out, vec![read(&error, "freezes")]].concat(),
+    };
+    let records = batches
+        .iter()
+        .filter_map(|batch| batch.status.as_ref())
+        .flat_map(|status| &status.notifications)
+        .chain(freezes.iter().filter_map(|freeze| freeze.status.as_ref()).flat_map(|status| &status.notifications));
+    let health = crate::engine::notify::recent(records, k8s_openapi::jiff::Timestamp::now(), 24 * 3600);
     let receivers =
         if configured > 0 { format!("{configured} receiver(s) given here readable; ") } else { String::new() };
+    out.extend(delivery_findings(&health, &receivers));
+    if out.is_empty() {
+        let sent = if health.recorded == 0 {
+            format!(
+                "none sent in the last 24h in {} (the daemon sends them with --notify or --notify-secret{})",
+                scope.label(),
+                if matches!(scope, Scope::All) { "" } else { "; -A reads every namespace" }
+            )
+        } else {
+            format!("{} sent in the last 24h in {}, every one delivered", health.recorded, scope.label())
+        };
+        out.push(finding(CHECK, Status::Ok, format!("{receivers}{sent}")));
+    }
+    out
+}
+
+/// Each receiver given to doctor read and parsed on its own (a FAIL each), then the whole (two of
+/// one name, a cluster name an incident service needs); how many were readable.
+async fn notify_configuration(connection: &Connection, engine: &EngineSettings) -> (usize, Vec<Finding>) {
+    const CHECK: &str = "notifications";
+    let notify = &engine.notify;
+    let client = &connection.client;
+    let mut failures = Vec::new();
+    let mut readable = 0;
+    for (position, url) in notify.urls.iter().enumerate() {
+        match crate::engine::config::NotifyTarget::parse(url) {
+            Ok(_) => readable += 1,
+            Err(why) => failures.push(format!("--notify (number {}) {why}", position + 1)),
+        }
+    }
+    for reference in &notify.secrets {
+        match crate::engine::notify::targets(client, &[], std::slice::from_ref(reference)).await {
+            Ok(_) => readable += 1,
+            Err(error) => failures.push(error),
+        }
+    }
+    if let Some(signing) = &notify.signing
+        && let Err(error) = crate::engine::notify::signing_key(client, signing).await
+    {
+        failures.push(error);
+    }
+    if failures.is_empty()
+        && let Err(error) = engine.notify_config(client, &connection.context).await
+    {
+        failures.push(error);
+    }
+    (readable, failures.into_iter().map(|error| finding(CHECK, Status::Fail, error)).collect())
+}
+
+/// A line for each kind of trouble the records show: receivers that refuse (FAIL), that refused
+/// and recovered, that failed after every retry (warn).
+fn delivery_findings(health: &crate::engine::notify::RecentNotifications, receivers: &str) -> Vec<Finding> {
+    const CHECK: &str = "notifications";
+    let mut out = Vec::new();
     if !health.refused_by.is_empty() {
-        return finding(
+        out.push(finding(
             CHECK,
             Status::Fail,
             format!(
-                "{receivers}{} refused the last notification sent to it in the last 24h (401, 403, 404 or 410, \
-                 PagerDuty's 400: its URL or key is wrong, revoked or gone; nobody is told through it): write the \
+                "{receivers}{} refused the last notification sent there in the last 24h (401, 403, 404 or 410, \
+                 PagerDuty's 400: the URL or key is wrong, revoked or gone; nobody is told through it): write the \
                  right URL or key where it is configured (its Secret, or --notify) and restart the daemon \
                  (kubectl -n capdeck-system rollout restart deploy/capdeck)",
                 health.refused_by.join(", ")
             ),
-        );
+        ));
     }
     if !health.recovered.is_empty() {
-        return finding(
+        out.push(finding(
             CHECK,
             Status::Warn,
             format!(
@@ -429,10 +494,10 @@ async fn notifications(connection: &Connection, scope: &Scope, engine: &EngineSe
                  was not re-sent (capdeck batches -A and capdeck credentials -A show the state now)",
                 health.recovered.join(", ")
             ),
-        );
+        ));
     }
     if health.failed > 0 {
-        return finding(
+        out.push(finding(
             CHECK,
             Status::Warn,
             format!(
@@ -442,25 +507,9 @@ async fn notifications(connection: &Connection, scope: &Scope, engine: &EngineSe
                 health.recorded,
                 health.hosts.join(", ")
             ),
-        );
+        ));
     }
-    if health.recorded == 0 {
-        return finding(
-            CHECK,
-            Status::Ok,
-            format!(
-                "{receivers}none sent in the last 24h in {} (the daemon sends them with --notify or \
-                 --notify-secret{})",
-                scope.label(),
-                if matches!(scope, Scope::All) { "" } else { "; -A reads every namespace" }
-            ),
-        );
-    }
-    finding(
-        CHECK,
-        Status::Ok,
-        format!("{receivers}{} sent in the last 24h in {}, every one delivered", health.recorded, scope.label()),
-    )
+    out
 }
 
 /// The verdicts `capdeck credentials` gives (the same judging, the leader's settings): each

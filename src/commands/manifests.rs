@@ -50,6 +50,20 @@ pub fn run(namespace: Option<&str>, args: &ManifestsArgs) -> anyhow::Result<Exit
     if !crate::api::common::is_dns_label(namespace) {
         anyhow::bail!("{namespace:?} is not a valid namespace name (lowercase letters, digits and '-')");
     }
+    // The daemon refuses to start without a plain cluster name when an incident service is among
+    // its receivers: refuse here, before the Pod crash-loops.
+    let incidents =
+        args.notify_secret.iter().find(|secret| secret.prefix.format.is_some_and(|f| f.takes_incidents_only()));
+    if let Some(secret) = incidents
+        && args.cluster_name.as_deref().is_none_or(|name| name == crate::cluster::IN_CLUSTER_CONTEXT)
+    {
+        anyhow::bail!(
+            "--notify-secret {}: an incident service's keys carry the cluster's name, and every cluster without \
+             one is called `{}`: add --cluster-name NAME (e.g. --cluster-name prod-eu10), another name than that",
+            secret,
+            crate::cluster::IN_CLUSTER_CONTEXT
+        );
+    }
     let mut extra = Vec::new();
     for secret in &args.notify_secret {
         extra.extend(["--notify-secret".to_string(), secret.to_string()]);

@@ -116,7 +116,7 @@ pub struct Metrics {
     /// Notifications a receiver accepted, and those it did not after every retry (per receiver).
     pub notifications_sent: Family<ReceiverLabels, Counter>,
     pub notifications_failed: Family<ReceiverLabels, Counter>,
-    /// 1 while a receiver's last answer refused capdeck (401, 403, 404, 410), 0 once it accepts.
+    /// 1 while a receiver's last answer refused capdeck (401, 403, 404, 410; PagerDuty's 400), 0 once it accepts.
     pub notification_receiver_refusing: Family<ReceiverLabels, Gauge>,
     /// Open batches waiting for a change window to open (phase `Waiting`, outside the windows).
     pub batches_waiting_for_window: Gauge,
@@ -263,7 +263,7 @@ impl Metrics {
         let notification_receiver_refusing = Family::<ReceiverLabels, Gauge>::default();
         registry.labelled(
             "notification_receiver_refusing",
-            "1 while a receiver's last answer refused capdeck (401, 403, 404, 410: its URL or key is wrong, revoked or \
+            "1 while a receiver's last answer refused capdeck (401, 403, 404, 410, PagerDuty's 400: its URL or key is wrong, revoked or \
              gone), 0 once it accepts again, by receiver",
             notification_receiver_refusing.clone(),
         );

@@ -47,6 +47,9 @@ const RECHECK: Duration = Duration::from_secs(30);
 pub enum Event {
     AwaitingApproval,
     HeldByFailureGuard,
+    /// A batch is held because its change windows cannot be read: it waits for a person to mend
+    /// the annotation (or to act), however long the old credentials live.
+    HeldByUnreadableWindows,
     Failed,
     CredentialsAtRisk,
     CredentialsUnsafe,
@@ -69,6 +72,7 @@ impl Event {
         match self {
             Self::AwaitingApproval => "AwaitingApproval",
             Self::HeldByFailureGuard => "HeldByFailureGuard",
+            Self::HeldByUnreadableWindows => "HeldByUnreadableWindows",
             Self::Failed => "Failed",
             Self::CredentialsAtRisk => "CredentialsAtRisk",
             Self::CredentialsUnsafe => "CredentialsUnsafe",
@@ -86,9 +90,10 @@ impl Event {
         Self::ALL.into_iter().find(|event| event.as_str() == text)
     }
 
-    const ALL: [Self; 11] = [
+    const ALL: [Self; 12] = [
         Self::AwaitingApproval,
         Self::HeldByFailureGuard,
+        Self::HeldByUnreadableWindows,
         Self::Failed,
         Self::CredentialsAtRisk,
         Self::CredentialsUnsafe,
@@ -184,6 +189,11 @@ fn batch_event(batch: &RotationBatch, now: Timestamp) -> Option<(Event, String)>
             let retry = status.retried_at.as_ref().map_or(0, |t| t.0.as_second());
             Some((Event::HeldByFailureGuard, format!("HeldByFailureGuard@{retry}")))
         }
+        // It does not move on by itself: someone who may annotate the application or its namespace
+        // can hold its batches this way, and nobody would know.
+        BatchState::Held { by: HeldBy::UnreadableWindows } => {
+            Some((Event::HeldByUnreadableWindows, Event::HeldByUnreadableWindows.as_str().into()))
+        }
         BatchState::Failed { .. } => {
             let since = ready
                 .and_then(|c| c.last_transition_time.as_ref())
@@ -199,7 +209,7 @@ fn batch_event(batch: &RotationBatch, now: Timestamp) -> Option<(Event, String)>
         | BatchState::RollingOut
         | BatchState::Cancelling
         | BatchState::Undoing
-        | BatchState::Held { by: HeldBy::Person | HeldBy::UnreadableWindows | HeldBy::Unsaid }
+        | BatchState::Held { by: HeldBy::Person | HeldBy::Unsaid }
         | BatchState::Succeeded
         | BatchState::NoChange
         | BatchState::Cancelled
@@ -349,6 +359,13 @@ fn still_due(batch: &RotationBatch, due: &Due) -> bool {
     }
 }
 
+/// Where a notification's record is, to note a receiver that did not accept it.
+#[derive(Clone, Debug)]
+enum RecordedOn {
+    Batch(Box<Due>),
+    Freeze { namespace: String, name: String, key: String },
+}
+
 /// What the notifier task needs.
 pub struct Notifier {
     pub client: kube::Client,
@@ -418,19 +435,21 @@ impl Notifier {
                 continue;
             }
             let payload = Payload::for_freeze(&self.config.cluster, &self.identity, &due, freeze, now);
-            self.deliver_everywhere(sender, &payload, format!("freeze {}/{}", due.namespace, due.name), None);
+            let about = format!("freeze {}/{}", due.namespace, due.name);
+            let on = RecordedOn::Freeze { namespace: due.namespace, name: due.name, key: due.key };
+            self.deliver_everywhere(sender, &payload, about, on);
         }
     }
 
     /// Send `payload` to every receiver, each in a task of its own (a receiver that hangs holds up
     /// none of the others); one that does not accept it after every retry is counted, warned
     /// about (by host) and, for a batch's record (`due`), noted on that record.
-    fn deliver_everywhere(&self, sender: &Arc<deliver::Sender>, payload: &Payload, about: String, due: Option<Due>) {
+    fn deliver_everywhere(&self, sender: &Arc<deliver::Sender>, payload: &Payload, about: String, on: RecordedOn) {
         let id = payload.message_id();
         for target in &self.config.targets {
             // An incident service takes only what opens or closes an incident.
             let Some(request) = request::request(payload, target) else { continue };
-            let (sender, target, due, about) = (sender.clone(), target.clone(), due.clone(), about.clone());
+            let (sender, target, on, about) = (sender.clone(), target.clone(), on.clone(), about.clone());
             let (retry, metrics, client) = (self.config.retry, self.metrics.clone(), self.client.clone());
             let event = payload.event;
             let (signing, id) = (self.config.signing.clone(), id.clone());
@@ -448,8 +467,12 @@ impl Notifier {
                             metrics.notification_receiver_refusing.get_or_create(&labels).set(1);
                         }
                         tracing::warn!(receiver = %target.name, kind = target.format.as_str(), event, about = %about, error = %failure, "a notification could not be delivered");
-                        if let Some(due) = due {
-                            note_failed(&client, &due, &target.name, failure.refused.is_some()).await;
+                        let refused = failure.refused.is_some();
+                        match on {
+                            RecordedOn::Batch(due) => note_failed(&client, &due, &target.name, refused).await,
+                            RecordedOn::Freeze { namespace, name, key } => {
+                                freezes::note_failed(&client, &namespace, &name, &key, &target.name, refused).await;
+                            }
                         }
                     }
                 }
@@ -499,27 +522,19 @@ impl Notifier {
     /// Send a batch's notification to every receiver (a failure is noted on its record).
     fn send(&self, sender: &Arc<deliver::Sender>, due: Due, payload: Payload) {
         let about = format!("batch {}/{}", due.namespace, due.batch);
-        self.deliver_everywhere(sender, &payload, about, Some(due));
+        self.deliver_everywhere(sender, &payload, about, RecordedOn::Batch(Box::new(due)));
     }
 }
 
 /// Add a receiver that did not accept a notification to its record (for `capdeck doctor`), and
-/// to its `refused` list when it refused capdeck itself (401, 403, 404, 410).
+/// to its `refused` list when it refused capdeck itself (401, 403, 404, 410; PagerDuty's 400).
 async fn note_failed(client: &kube::Client, due: &Due, name: &str, refused: bool) {
     let writer = BatchWriter::new(client.clone(), Writer::Notifier);
     let edit = |batch: &RotationBatch| {
         let mut notifications = records(batch).to_vec();
         let record = notifications.iter_mut().find(|record| record.key == due.key).ok_or(())?;
-        let noted = record.failed.iter().any(|failed| failed == name);
-        let refusal_noted = !refused || record.refused.iter().any(|r| r == name);
-        if noted && refusal_noted {
+        if !add_failure(record, name, refused) {
             return Err(());
-        }
-        if !noted {
-            record.failed.push(name.to_string());
-        }
-        if !refusal_noted {
-            record.refused.push(name.to_string());
         }
         Ok(Edit { changes: vec![Change::MergeStatus(json!({"notifications": notifications}))], answer: () })
     };
@@ -528,6 +543,20 @@ async fn note_failed(client: &kube::Client, due: &Due, name: &str, refused: bool
     {
         tracing::warn!(batch = %due.batch, error = %crate::cluster::describe_error(&error), "cannot note a failed notification on its batch");
     }
+}
+
+/// Note on `record` that receiver `name` did not accept it (and refused it, when `refused`);
+/// false when that was noted already.
+fn add_failure(record: &mut NotificationRecord, name: &str, refused: bool) -> bool {
+    let noted = record.failed.iter().any(|failed| failed == name);
+    let refusal_noted = !refused || record.refused.iter().any(|r| r == name);
+    if !noted {
+        record.failed.push(name.to_string());
+    }
+    if !refusal_noted {
+        record.refused.push(name.to_string());
+    }
+    !(noted && refusal_noted)
 }
 
 /// The receivers of `--notify` and `--notify-secret`. Errors name the flag or the Secret and the
@@ -548,7 +577,7 @@ pub async fn targets(
             Some(super::config::PayloadFormat::Opsgenie) => "API_KEY",
             _ => "https://…",
         };
-        let value = secret_value(client, &reference.secret, "--notify-secret", example).await?;
+        let value = secret_value(client, &reference.secret, &format!("--notify-secret {reference}"), example).await?;
         let text =
             std::str::from_utf8(&value).map_err(|_| format!("--notify-secret {reference}: the value is not text"))?;
         out.push(reference.target(text).map_err(|why| format!("--notify-secret {reference}: the value {why}"))?);
@@ -569,17 +598,23 @@ pub async fn signing_key(
     client: &kube::Client,
     reference: &super::config::SecretKeyRef,
 ) -> Result<super::config::SigningKey, String> {
-    let value =
-        secret_value(client, reference, "--notify-signing-secret", "whsec_$(head -c 32 /dev/urandom | base64)").await?;
+    let value = secret_value(
+        client,
+        reference,
+        &format!("--notify-signing-secret {reference}"),
+        "whsec_$(head -c 32 /dev/urandom | base64)",
+    )
+    .await?;
     super::config::SigningKey::parse(&value)
         .map_err(|why| format!("--notify-signing-secret {reference}: the value {why}"))
 }
 
-/// The value of a Secret's key that `flag` names; `example` shows what to create it with.
+/// The value of a Secret's key that `given` (the flag and its value, as errors quote it) names; `example` shows
+/// what to create it with.
 async fn secret_value(
     client: &kube::Client,
     reference: &super::config::SecretKeyRef,
-    flag: &str,
+    given: &str,
     example: &str,
 ) -> Result<Vec<u8>, String> {
     let api: Api<crate::api::lenient::Lenient<k8s_openapi::api::core::v1::Secret>> =
@@ -591,7 +626,7 @@ async fn secret_value(
         .await
         .map_err(|error| {
             format!(
-                "{flag} {reference}: cannot read the Secret: {} (the engine needs list on secrets in namespace {})",
+                "{given}: cannot read the Secret: {} (the engine needs list on secrets in namespace {})",
                 crate::cluster::describe_error(&error),
                 reference.namespace
             )
@@ -601,17 +636,17 @@ async fn secret_value(
         .next()
         .ok_or_else(|| {
             format!(
-                "{flag} {reference}: Secret {}/{} does not exist (kubectl create secret generic {} -n {} \
+                "{given}: Secret {}/{} does not exist (kubectl create secret generic {} -n {} \
                  --from-literal={}={example})",
                 reference.namespace, reference.name, reference.name, reference.namespace, reference.key
             )
         })?
         .into_result()
-        .map_err(|undecodable| format!("{flag} {reference}: the Secret {undecodable}"))?;
+        .map_err(|undecodable| format!("{given}: the Secret {undecodable}"))?;
     let mut data = crate::plan::secret_data(&secret);
     data.remove(&reference.key).ok_or_else(|| {
         let keys: Vec<&str> = data.keys().map(String::as_str).collect();
-        format!("{flag} {reference}: the Secret has no key {} (its keys: {})", reference.key, keys.join(", "))
+        format!("{given}: the Secret has no key {} (its keys: {})", reference.key, keys.join(", "))
     })
 }
 
@@ -629,15 +664,19 @@ pub struct RecentNotifications {
     pub recovered: Vec<String>,
 }
 
-/// The notification records of the last `within` seconds on these batches (`capdeck doctor`). A
+/// The notification records of the last `within` seconds (`capdeck doctor`: batches' and freezes'). A
 /// receiver that refused one has recovered when it accepted a later notification every receiver
 /// gets (an incident's: PagerDuty and Opsgenie get no other).
-pub fn recent(batches: &[RotationBatch], now: Timestamp, within: i64) -> RecentNotifications {
+pub fn recent<'a>(
+    records: impl IntoIterator<Item = &'a NotificationRecord>,
+    now: Timestamp,
+    within: i64,
+) -> RecentNotifications {
     let mut out = RecentNotifications::default();
     let mut hosts = std::collections::BTreeSet::new();
     let mut last_refusal: BTreeMap<&str, i128> = BTreeMap::new();
     let window: Vec<&NotificationRecord> =
-        batches.iter().flat_map(records).filter(|record| now.as_second() - record.at.0.as_second() <= within).collect();
+        records.into_iter().filter(|record| now.as_second() - record.at.0.as_second() <= within).collect();
     for record in &window {
         out.recorded += 1;
         out.failed += usize::from(!record.failed.is_empty());

@@ -51,7 +51,7 @@ impl EngineSettings {
             Some(reference) => Some(super::notify::signing_key(client, reference).await?),
             None => None,
         };
-        let cluster = self.notify.cluster_name.clone().unwrap_or_else(|| context.to_string());
+        let cluster = self.notify.cluster_name.clone().unwrap_or_else(|| cluster_name_of_context(context));
         // Incident keys carry the cluster's name: two clusters both called `in-cluster` (a Pod's
         // default) sharing a routing key would close each other's incidents.
         if cluster == crate::cluster::IN_CLUSTER_CONTEXT
@@ -66,6 +66,21 @@ impl EngineSettings {
         }
         Ok(NotifyConfig { targets, signing, cluster, ..NotifyConfig::default() })
     }
+}
+
+/// The cluster's name when `--cluster-name` is not given: the kube context's, made what
+/// `--cluster-name` takes (1 to 63 letters, digits, `-`, `_`, `.`), since it goes into every
+/// message and incident key. After its last `/` (an EKS context is the cluster's ARN, whose
+/// account number and region a chat channel need not see); any other character becomes `-`.
+pub fn cluster_name_of_context(context: &str) -> String {
+    let last = context.rsplit('/').next().unwrap_or(context);
+    let plain: String = last
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '-' })
+        .take(63)
+        .collect();
+    let plain = plain.trim_matches('-');
+    if plain.is_empty() { "cluster".to_string() } else { plain.to_string() }
 }
 
 #[cfg(test)]
@@ -100,5 +115,20 @@ mod tests {
         let chat = with_urls(&["https://hooks.slack.com/services/T/B/x"], None).notify_config(&client, in_pod).await;
         assert_eq!(chat.expect("chat").cluster, in_pod);
         assert!(with_urls(&[pagerduty], None).notify_config(&client, "kind-dev").await.is_ok(), "a kube context");
+    }
+
+    /// A context's name goes into every message: made plain, never with markup or an ARN's account.
+    #[test]
+    fn a_context_name_becomes_a_plain_cluster_name() {
+        assert_eq!(cluster_name_of_context("prod-eu10"), "prod-eu10");
+        assert_eq!(
+            cluster_name_of_context("arn:aws:eks:eu-west-1:123456789012:cluster/prod <!channel> *x*"),
+            "prod---channel---x"
+        );
+        assert_eq!(cluster_name_of_context("gke_project_europe-west1_prod"), "gke_project_europe-west1_prod");
+        assert_eq!(cluster_name_of_context("kind-ü"), "kind");
+        assert_eq!(cluster_name_of_context("<>"), "cluster");
+        assert_eq!(cluster_name_of_context(&"x".repeat(100)).len(), 63);
+        assert_eq!(cluster_name_of_context(crate::cluster::IN_CLUSTER_CONTEXT), crate::cluster::IN_CLUSTER_CONTEXT);
     }
 }

@@ -335,6 +335,16 @@ const BAD_VALUES: &[(&str, &str)] = &[
     ("notify[0].name=pd,notify[0].key=k,notify[0].receiver=on call", "/notify/0/receiver"),
     ("notify[0].name=pd,notify[0].key=k,notify[0].type=pagerduty", "set clusterName"),
     ("clusterName=prod eu", "/clusterName"),
+    (
+        "clusterName=in-cluster,notify[0].name=pd,notify[0].key=k,notify[0].type=opsgenie",
+        "another name than in-cluster",
+    ),
+    // The daemon refuses two receivers of one name: so does the chart, before a Pod crash-loops.
+    (
+        "notify[0].name=a,notify[0].key=k,notify[0].receiver=r,notify[1].name=b,notify[1].key=k,notify[1].receiver=r",
+        "two receivers called r",
+    ),
+    ("notify[0].name=a,notify[0].key=k,notify[1].name=a,notify[1].key=k", "two receivers called"),
 ];
 
 pub async fn install_upgrade_rollback_uninstall_and_the_daemon_as_its_service_account(backend: Backend) {

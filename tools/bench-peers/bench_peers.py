@@ -51,8 +51,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import world  # noqa: E402
-from measure import (WRITE_VERBS, ApiServerLoad, Audit, Tmux, cpu_seconds, parse_metrics, peak_rss_mb,  # noqa: E402
-                     per_bucket, rss_mb, rss_parts_mb, summarize)
+from measure import (WRITE_VERBS, ApiServerLoad, Audit, CountingRelay, Tmux, cpu_seconds,  # noqa: E402
+                     parse_metrics, peak_rss_mb, per_bucket, rss_mb, rss_parts_mb, summarize)
 from plane import NODES, REPO, Plane, free_port  # noqa: E402
 
 WINDOW = "30s"  # the Go operator's minimum ROLLOUT_DELAY; capdeck gets the same
@@ -148,25 +148,42 @@ class EnginePair:
         try:
             wait("the Go operator's lease", 120, lambda: "Started leading" in go.log.read_text(errors="replace"), go)
             # The Go operator brings about 45 versions a minute to Ready here (it requeues while it waits).
-            wait(f"{apps} versions Ready", 2400, lambda: self.ready_versions() >= apps, go)
+            self.wait_versions_ready(apps, go)
         finally:
             go.stop()
+
+    def wait_versions_ready(self, apps: int, go: Program) -> None:
+        """Until `apps` versions are Ready: however long that takes (about 45 a minute here), as long
+        as more become Ready every 30 minutes (with thousands new at once, none is Ready for the first
+        quarter of an hour: their content and tenant Jobs queue). Checked every 10 s: a list of
+        thousands of versions 4 times a second would slow the API server the Go operator works with."""
+        best, progressed = -1, time.time()
+        while (ready := self.ready_versions()) < apps:
+            go.alive()
+            if ready > best:
+                best, progressed = ready, time.time()
+            elif time.time() - progressed > 1800:
+                raise TimeoutError(f"{ready} of {apps} versions Ready, none more in 1800 s; "
+                                   f"the Go operator's log:\n{go.tail()}")
+            time.sleep(10)
 
     def ready_versions(self) -> int:
         items = self.plane.admin.list_all(f"{world.CAP}/capapplicationversions")
         return sum(1 for v in items if v.get("status", {}).get("state") == "Ready")
 
-    def start_go(self, label: str) -> Program:
+    def start_go(self, label: str, relay: CountingRelay | None = None) -> Program:
         env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
-        env.update(KUBECONFIG=str(self.plane.kubeconfig("go-operator")), POD_NAMESPACE="default",
+        server = relay.server() if relay else None
+        env.update(KUBECONFIG=str(self.plane.kubeconfig("go-operator", server)), POD_NAMESPACE="default",
                    METRICS_PORT=str(free_port()), DNS_MANAGER="kubernetes", CERT_MANAGER="cert-manager.io",
                    ROLLOUT_DELAY=WINDOW)
         return Program("the Go CAP Operator", [str(self.bin["go"])], env, self.logs / f"go-operator-{label}.log")
 
-    def start_capdeck(self, label: str) -> tuple[Program, int]:
+    def start_capdeck(self, label: str, relay: CountingRelay | None = None) -> tuple[Program, int]:
         port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
-        env.update(KUBECONFIG=str(self.plane.kubeconfig("capdeck-engine")), RUST_LOG="info,kube=warn")
+        server = relay.server() if relay else None
+        env.update(KUBECONFIG=str(self.plane.kubeconfig("capdeck-engine", server)), RUST_LOG="info,kube=warn")
         command = [str(self.bin["capdeck"]), "--daemon", "-A", "--rollout-delay", WINDOW, "--lease-namespace",
                    "default", "--health-addr", f"127.0.0.1:{port}", *self.args.capdeck_engine_args]
         return Program("capdeck --daemon", command, env, self.logs / f"capdeck-engine-{label}.log"), port
@@ -184,7 +201,7 @@ class EnginePair:
                        content_type="application/merge-patch+json")
         return chosen
 
-    def measure(self, who: str, user: str, program: Program, ready) -> dict:
+    def measure(self, who: str, user: str, program: Program, ready, relay: CountingRelay) -> dict:
         """Start-up, rest and one rotation of one program; the program is running when called."""
         a = self.args
         try:
@@ -196,12 +213,14 @@ class EnginePair:
             startup_entries = self.audit.of(user, program.started, time.time())
             startup = summarize(startup_entries)
             startup_deployment_writes = sum(1 for e in startup_entries if is_deployment_write(e))
+            startup_received, startup_sent = relay.counts()
             rest_from = time.time()
             cpu_before = cpu_seconds(program.pid)
             time.sleep(a.rest_seconds)
             program.alive()
             rest_to = time.time()
             at_rest = summarize(self.audit.of(user, rest_from, rest_to))
+            at_rest_received = relay.counts()[0] - startup_received
             cpu_idle = cpu_seconds(program.pid) - cpu_before
             steady = rss_mb(program.pid)
             steady_parts = rss_parts_mb(program.pid)
@@ -231,6 +250,10 @@ class EnginePair:
                 "startup_requests": startup["requests"],
                 "startup_writes": startup["writes"],
                 "startup_deployment_writes": startup_deployment_writes,
+                # The wire's bytes through the program's own relay (TLS included), from its start until quiet.
+                "startup_bytes_received": startup_received,
+                "startup_bytes_sent": startup_sent,
+                "at_rest_bytes_received": at_rest_received,
                 "at_rest": at_rest,
                 "at_rest_seconds": round(rest_to - rest_from, 1),
                 "idle_cpu_seconds": round(cpu_idle, 2),
@@ -252,12 +275,14 @@ class EnginePair:
         total = len(self.plane.admin.list_all("/api/v1/secrets"))
         print(f"   seeded in {time.time() - started:.0f} s ({total} Secrets)", flush=True)
         label = f"{apps}"
-        go = self.start_go(label)
+        go_relay = CountingRelay(self.plane.server)
+        go = self.start_go(label, go_relay)
         go_result = self.measure("the Go operator", "go-operator", go,
-                                 lambda: "Started leading" in go.log.read_text(errors="replace"))
+                                 lambda: "Started leading" in go.log.read_text(errors="replace"), go_relay)
         print(f"   go: {json.dumps({k: v for k, v in go_result.items() if not isinstance(v, dict)})}", flush=True)
-        capdeck, port = self.start_capdeck(label)
-        capdeck_result = self.measure("capdeck", "capdeck-engine", capdeck, lambda: readyz(port))
+        capdeck_relay = CountingRelay(self.plane.server)
+        capdeck, port = self.start_capdeck(label, capdeck_relay)
+        capdeck_result = self.measure("capdeck", "capdeck-engine", capdeck, lambda: readyz(port), capdeck_relay)
         print(f"   capdeck: {json.dumps({k: v for k, v in capdeck_result.items() if not isinstance(v, dict)})}",
               flush=True)
         return {"applications": apps, "secrets": total, "window": WINDOW, "go_operator": go_result,
@@ -742,8 +767,16 @@ def table(report: dict) -> str:
     for size in report["engine"]:
         c, g = size["capdeck"], size["go_operator"]
         label = f"engine vs Go operator, {size['applications']} apps / {size['secrets']} Secrets"
-        for name, key, target in [("peak RSS MB", "peak_rss_mb", "<= 1/3"), ("steady RSS MB", "steady_rss_mb", "<= 1/3")]:
+        # Issue 47: at 5,000 applications the peak is to be a quarter of the Go operator's.
+        peak_target = "<= 1/4" if size["applications"] >= 5000 else "<= 1/3"
+        for name, key, target in [("peak RSS MB", "peak_rss_mb", peak_target), ("steady RSS MB", "steady_rss_mb", "<= 1/3")]:
             rows.append(f"| {label} | {name} | {c[key]} | {g[key]} | {ratio(c[key], g[key])} | {target} |")
+        rows.append(f"| {label} | start-up requests | {c['startup_requests']} | {g['startup_requests']} | "
+                    f"{ratio(c['startup_requests'], g['startup_requests'])} | |")
+        if "startup_bytes_received" in c and "startup_bytes_received" in g:
+            cb, gb = c["startup_bytes_received"], g["startup_bytes_received"]
+            rows.append(f"| {label} | start-up MB received (wire, TLS) | {cb / 1e6:.1f} | {gb / 1e6:.1f} | "
+                        f"{ratio(cb, gb)} | |")
         cr, gr = c["at_rest"]["requests"], g["at_rest"]["requests"]
         rows.append(f"| {label} | requests at rest ({c['at_rest_seconds']:.0f} s) | {cr} | {gr} | {ratio(cr, gr)} | <= 1 |")
         for name, key in [("requests per rotated Deployment", "requests_per_rotated_deployment"),

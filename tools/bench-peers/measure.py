@@ -1,5 +1,6 @@
 """Readings the bench takes from outside the measured programs: the API server's audit log, /proc, tmux."""
 
+import asyncio
 import json
 import os
 import subprocess
@@ -10,6 +11,63 @@ from pathlib import Path
 
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+class CountingRelay:
+    """A TCP relay between one measured program and the API server, counting the bytes each way.
+
+    The bytes are TLS records as they cross the wire (the relay never decrypts), so they include TLS's
+    few percent and HTTP/2 or HTTP/1.1 framing: the same for every program. The audit log cannot say
+    how much a response weighed; this can, per program, without asking the program.
+    """
+
+    def __init__(self, upstream: str):
+        host, _, port = upstream.removeprefix("https://").partition(":")
+        self.upstream = (host, int(port))
+        self.received = 0  # from the API server to the program
+        self.sent = 0  # from the program to the API server
+        self.lock = threading.Lock()
+        self.loop = asyncio.new_event_loop()
+        started = threading.Event()
+        self.port = 0
+        threading.Thread(target=self._run, args=(started,), daemon=True).start()
+        if not started.wait(10):
+            raise RuntimeError("the byte-counting relay did not start")
+
+    def _run(self, started: threading.Event) -> None:
+        asyncio.set_event_loop(self.loop)
+        server = self.loop.run_until_complete(asyncio.start_server(self._relay, "127.0.0.1", 0))
+        self.port = server.sockets[0].getsockname()[1]
+        started.set()
+        self.loop.run_forever()
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self.upstream)
+        except OSError:
+            writer.close()
+            return
+        await asyncio.gather(self._pump(reader, up_writer, "sent"), self._pump(up_reader, writer, "received"))
+
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, counter: str) -> None:
+        try:
+            while chunk := await reader.read(1 << 16):
+                with self.lock:
+                    setattr(self, counter, getattr(self, counter) + len(chunk))
+                writer.write(chunk)
+                await writer.drain()
+        except (OSError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def counts(self) -> tuple[int, int]:
+        """(received, sent) bytes so far."""
+        with self.lock:
+            return self.received, self.sent
 
 
 class Audit:

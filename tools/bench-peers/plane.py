@@ -80,13 +80,14 @@ class Plane:
     def apiserver_pid(self) -> int:
         return int((self.dir / "kube-apiserver.pid").read_text().strip())
 
-    def kubeconfig(self, user: str) -> Path:
-        """A kubeconfig for `user` (its token from up.sh's tokens.csv), all namespaces' default `default`."""
+    def kubeconfig(self, user: str, server: str | None = None) -> Path:
+        """A kubeconfig for `user` (its token from up.sh's tokens.csv), all namespaces' default `default`;
+        through `server` (a relay in front of the API server) when given."""
         path = self.dir / f"kubeconfig-{user}"
         ca = base64.b64encode(self.ca_file.read_bytes()).decode()
         path.write_text(
             "apiVersion: v1\nkind: Config\n"
-            f"clusters:\n- name: bench\n  cluster: {{server: \"{self.server}\", certificate-authority-data: {ca}}}\n"
+            f"clusters:\n- name: bench\n  cluster: {{server: \"{server or self.server}\", certificate-authority-data: {ca}}}\n"
             f"contexts:\n- name: bench\n  context: {{cluster: bench, user: {user}, namespace: default}}\n"
             "current-context: bench\n"
             f"users:\n- name: {user}\n  user: {{token: capdeck-envtest-token-{user}}}\n"

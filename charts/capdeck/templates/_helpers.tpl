@@ -91,10 +91,17 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- if .Values.clusterName }}
 - {{ printf "--cluster-name=%v" .Values.clusterName | quote }}
 {{- end }}
+{{- $receivers := dict }}
 {{- range .Values.notify }}
-{{- if and (has .type (list "pagerduty" "opsgenie")) (not $.Values.clusterName) }}
-{{- fail (printf "notify %s/%s is a %s receiver: set clusterName (its incident keys carry the cluster's name, and every cluster without one is called in-cluster)" (default $.Release.Namespace .namespace) .name .type) }}
+{{- if and (has .type (list "pagerduty" "opsgenie")) (or (not $.Values.clusterName) (eq (toString $.Values.clusterName) "in-cluster")) }}
+{{- fail (printf "notify %s/%s is a %s receiver: set clusterName, to another name than in-cluster (its incident keys carry the cluster's name, and every cluster without one is called in-cluster)" (default $.Release.Namespace .namespace) .name .type) }}
 {{- end }}
+{{- /* The daemon refuses two receivers of one name (a name given twice, or one Secret's key twice): fail here, not in a crash-looping Pod. */}}
+{{- $called := .receiver | default (printf "%s/%s:%s" (default $.Release.Namespace .namespace) .name .key) }}
+{{- if hasKey $receivers $called }}
+{{- fail (printf "notify has two receivers called %s: give each its own receiver name, and list each Secret key once" $called) }}
+{{- end }}
+{{- $_ := set $receivers $called true }}
 {{- $prefix := printf "%s%s" (ternary (printf "%s@" .receiver) "" (not (empty .receiver))) (ternary (printf "%s=" .type) "" (not (empty .type))) }}
 - {{ printf "--notify-secret=%s%s/%s:%s" $prefix (default $.Release.Namespace .namespace) .name .key | quote }}
 {{- end }}

@@ -280,6 +280,17 @@ pub fn terminal_safe(text: &str, keep_newlines: bool) -> std::borrow::Cow<'_, st
     std::borrow::Cow::Owned(out)
 }
 
+/// `text` for a chat line or an incident's summary, where an escape would only confuse: every
+/// control character (a newline too, which would forge a line of its own in a shared channel)
+/// becomes a space, and the invisible and bidirectional format characters are dropped.
+pub fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(|c| c.is_control() || is_format_character(c)) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let out = text.chars().filter(|c| !is_format_character(*c)).map(|c| if c.is_control() { ' ' } else { c }).collect();
+    std::borrow::Cow::Owned(out)
+}
+
 /// The invisible and bidirectional format characters: an override (U+202E) reverses how the rest
 /// of the line reads, a zero-width space hides in a name. All in the Basic Multilingual Plane.
 fn is_format_character(c: char) -> bool {
@@ -361,6 +372,15 @@ pub fn escape_c1(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_line_leaves_no_control_or_format_character() {
+        let hostile = "a\u{7}\u{1b}[31mRED\u{1b}[0m\nline2\r\n\u{202e}RTL\u{200b}\u{9b}\u{2028}z\tq";
+        let line = one_line(hostile);
+        assert_eq!(line, "a  [31mRED [0m line2  RTL z q");
+        assert!(!line.chars().any(|c| c.is_control() || is_format_character(c)), "{line:?}");
+        assert!(matches!(one_line("plain – text ü"), std::borrow::Cow::Borrowed(_)));
+    }
 
     /// JSON and YAML documents go through the terminal filter on their way out too: what they
     /// print must read back as the same document, whatever the strings hold.

@@ -21,7 +21,7 @@ pub enum PayloadFormat {
 }
 
 impl PayloadFormat {
-    const ALL: [Self; 5] = [Self::Json, Self::Slack, Self::Teams, Self::PagerDuty, Self::Opsgenie];
+    pub const ALL: [Self; 5] = [Self::Json, Self::Slack, Self::Teams, Self::PagerDuty, Self::Opsgenie];
 
     /// The word before `=` in `--notify FORMAT=…`.
     pub fn as_str(self) -> &'static str {
@@ -65,8 +65,8 @@ pub struct NotifyTarget {
     /// PagerDuty's routing key or Opsgenie's API key.
     key: Option<String>,
     pub host: String,
-    /// What it is called everywhere: the name given (`oncall@https://…`), else its host and a
-    /// short hash of its URL and key (`hooks.slack.com#3f9a1c`), so two receivers of one host
+    /// What it is called everywhere: the name given (`oncall@https://…`), else its host's domain
+    /// and a short hash of its URL and key (`slack.com#3f9a1c`), so two receivers of one host
     /// differ.
     pub name: String,
     pub format: PayloadFormat,
@@ -175,6 +175,20 @@ impl NotifyTarget {
             return Err(format!("is not an http or https URL ({EXPECTED})"));
         }
         let host = uri.host().filter(|host| !host.is_empty()).ok_or("has no host")?.to_string();
+        // `Uri` takes `:99999` and then has no port: read what follows the host.
+        let authority = uri.authority().map_or("", |authority| authority.as_str());
+        let host_and_port = authority.rsplit('@').next().unwrap_or(authority);
+        let after_host = host_and_port.rsplit_once(']').map_or(host_and_port, |(_, rest)| rest);
+        if let Some((_, port)) = after_host.rsplit_once(':')
+            && !matches!(port.parse::<u16>(), Ok(1..))
+        {
+            return Err(format!("has a port that is not a number from 1 to 65535 ({EXPECTED})"));
+        }
+        if let Some(name) = &given
+            && name.len() > MAX_NAME
+        {
+            return Err(format!("names the receiver with more than {MAX_NAME} characters: shorten its name"));
+        }
         let format = format.unwrap_or(if host == "hooks.slack.com" {
             PayloadFormat::Slack
         } else if host.ends_with(".logic.azure.com") || host.ends_with(".powerplatform.com") {
@@ -190,7 +204,7 @@ impl NotifyTarget {
                 digest.update(b"\0");
                 digest.update(key.as_bytes());
             }
-            format!("{host}#{}", hex::encode(&digest.finalize()[..3]))
+            format!("{}#{}", domain_of(&host), hex::encode(&digest.finalize()[..3]))
         });
         Ok(Self { url, key, host, name, format })
     }
@@ -202,6 +216,23 @@ impl NotifyTarget {
     /// PagerDuty's routing key or Opsgenie's API key.
     pub fn key(&self) -> Option<&str> {
         self.key.as_deref()
+    }
+}
+
+/// The longest receiver name: a label's, as the chart's schema has it.
+const MAX_NAME: usize = 63;
+
+/// What a receiver without a name is called by: its host's last two labels (`slack.com` for
+/// `hooks.slack.com`), an IP address as it is. Not the whole host: some services put the
+/// webhook's secret in a sub-domain (`SECRET.m.pipedream.net`), and the name is logged.
+fn domain_of(host: &str) -> &str {
+    if host.starts_with('[') || host.parse::<std::net::IpAddr>().is_ok() {
+        return host;
+    }
+    let mut dots = host.rmatch_indices('.').map(|(index, _)| index);
+    match (dots.next(), dots.next()) {
+        (Some(_), Some(second)) => &host[second + 1..],
+        _ => host,
     }
 }
 
@@ -375,7 +406,7 @@ impl std::str::FromStr for SecretKeyRef {
             .then(|| Self { namespace: namespace.to_string(), name: name.to_string(), key: key.to_string() })
         });
         parsed.ok_or_else(|| {
-            "expected NAMESPACE/SECRET:KEY, each a Kubernetes name (e.g. capdeck-system/notify:url)".into()
+            "expected NAMESPACE/SECRET:KEY, each a Kubernetes name (e.g. capdeck-system/notify-signing:secret)".into()
         })
     }
 }

@@ -53,12 +53,49 @@ impl Sender {
         let http = builder
             .body(Full::new(Bytes::from(request.body.clone())))
             .map_err(|_| "the URL or a header cannot be requested".to_string())?;
-        let response = self.client.request(http).await.map_err(|error| {
-            // hyper's error text can include the URI: say only what kind of failure it was.
-            if error.is_connect() { "cannot connect".to_string() } else { "the request failed".to_string() }
-        })?;
+        let response = self.client.request(http).await.map_err(|error| failure_kind(&error))?;
         Ok(response.status().as_u16())
     }
+}
+
+/// What kind of failure `error` is, and what to check: hyper's own text can include the URI, so
+/// only the kinds are read from its chain (the connector's fixed words, an I/O error's kind).
+fn failure_kind(error: &hyper_util::client::legacy::Error) -> String {
+    if !error.is_connect() {
+        return "the request failed after connecting (the receiver closed the connection?)".into();
+    }
+    let mut source = std::error::Error::source(error);
+    let mut dns = false;
+    while let Some(cause) = source {
+        if let Some(outer) = cause.downcast_ref::<std::io::Error>() {
+            // TLS errors come as an I/O error inside an I/O error, rustls's inside that.
+            let mut io = outer;
+            while let Some(inner) = io.get_ref().and_then(|inner| inner.downcast_ref::<std::io::Error>()) {
+                io = inner;
+            }
+            let tls = io.get_ref().is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some());
+            let kind = if tls { std::io::ErrorKind::InvalidData } else { io.kind() };
+            return match kind {
+                _ if dns => "cannot connect: its host name does not resolve (check the URL's host, and DNS from the \
+                             daemon's Pod)"
+                    .into(),
+                std::io::ErrorKind::ConnectionRefused => {
+                    "cannot connect: connection refused (nothing listens at the URL's host and port)".into()
+                }
+                std::io::ErrorKind::TimedOut => {
+                    "cannot connect: timed out (a firewall, a NetworkPolicy or an egress proxy in the way?)".into()
+                }
+                std::io::ErrorKind::InvalidData => "cannot connect: the TLS handshake failed (an https URL on a plain \
+                                                    HTTP port, or a certificate the daemon does not trust)"
+                    .into(),
+                _ => "cannot connect".into(),
+            };
+        }
+        // hyper-util's connector says "dns error" before the resolver's I/O error.
+        dns |= cause.to_string() == "dns error";
+        source = cause.source();
+    }
+    if dns { "cannot connect: its host name does not resolve".into() } else { "cannot connect".into() }
 }
 
 /// Whether trying again later can help.
@@ -104,6 +141,13 @@ pub async fn deliver(
                         "the receiver refused it: {code} (its URL or key is wrong, revoked or gone; not retried)"
                     ),
                 });
+            }
+            Ok(Ok(code)) if (300..400).contains(&code) => {
+                let text = format!(
+                    "the receiver answered {code}, a redirect, which is not followed (not retried): configure the URL \
+                     it redirects to"
+                );
+                return Err(Failure { refused: None, text });
             }
             Ok(Ok(code)) if !retriable(code) => {
                 return Err(Failure { refused: None, text: format!("the receiver answered {code} (not retried)") });
@@ -153,7 +197,39 @@ mod tests {
         };
         let sender = Sender::new().expect("sender");
         let error = deliver(&sender, &raw(&target, b"{}".to_vec()), retry, None).await.expect_err("nothing listens");
-        assert_eq!(error.text, "cannot connect (2 tries)");
+        assert_eq!(
+            error.text,
+            "cannot connect: connection refused (nothing listens at the URL's host and port) (2 tries)"
+        );
+    }
+
+    /// An https URL on a port that speaks plain HTTP: said as a TLS failure, not "cannot connect".
+    #[tokio::test]
+    async fn a_tls_failure_and_a_redirect_say_what_to_check() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        let answers = tokio::spawn(async move {
+            use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+            for answer in [
+                &b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n"[..],
+                b"HTTP/1.1 302 Found\r\nlocation: http://elsewhere/\r\ncontent-length: 0\r\n\r\n",
+            ] {
+                let (mut stream, _) = listener.accept().await.expect("accept");
+                let mut buffer = [0_u8; 4096];
+                let _ = stream.read(&mut buffer).await;
+                let _ = stream.write_all(answer).await;
+            }
+        });
+        let retry = RetryPolicy { attempts: 1, attempt_timeout: Duration::from_secs(5), first_backoff: Duration::ZERO };
+        let sender = Sender::new().expect("sender");
+        let tls = NotifyTarget::parse(&format!("https://127.0.0.1:{port}/secret-path")).expect("target");
+        let error = deliver(&sender, &raw(&tls, b"{}".to_vec()), retry, None).await.expect_err("no TLS there");
+        assert!(error.text.starts_with("cannot connect: the TLS handshake failed"), "{}", error.text);
+        let plain = NotifyTarget::parse(&format!("http://127.0.0.1:{port}/secret-path")).expect("target");
+        let error = deliver(&sender, &raw(&plain, b"{}".to_vec()), retry, None).await.expect_err("a redirect");
+        assert!(error.text.contains("302, a redirect, which is not followed"), "{}", error.text);
+        assert!(!error.text.contains("secret-path") && !error.text.contains("elsewhere"), "{}", error.text);
+        answers.await.expect("both answered");
     }
 
     /// A `format` receiver on a loopback port, tried once, and the one request it will get.

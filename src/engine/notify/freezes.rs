@@ -94,6 +94,43 @@ pub async fn record(client: &kube::Client, freeze: &Freeze, due: &FreezeDue, by:
     }
 }
 
+/// Add a receiver that did not accept a freeze's notification to its record on the Freeze (and
+/// to `refused` when it refused capdeck itself), as a batch's records get it: `capdeck doctor`
+/// reads both. Read afresh and written under its resourceVersion; a 409 is tried again.
+pub async fn note_failed(client: &kube::Client, namespace: &str, name: &str, key: &str, receiver: &str, refused: bool) {
+    let api: Api<Freeze> = Api::namespaced(client.clone(), namespace);
+    let params = PatchParams { field_manager: Some(Writer::Notifier.field_manager().into()), ..Default::default() };
+    for _ in 0..3 {
+        // A LIST by name: the engine's ClusterRole lists and watches Freezes, it does not GET them.
+        let by_name = kube::api::ListParams::default().fields(&format!("metadata.name={name}"));
+        let freeze = match api.list(&by_name).await.map(|listed| listed.items.into_iter().next()) {
+            Ok(Some(freeze)) => freeze,
+            Ok(None) => return,
+            Err(error) => {
+                tracing::warn!(freeze = %name, %namespace, error = %crate::cluster::describe_error(&error), "cannot note a failed notification on its freeze");
+                return;
+            }
+        };
+        let mut notifications = freeze.status.clone().unwrap_or_default().notifications;
+        let Some(record) = notifications.iter_mut().find(|record| record.key == key) else { return };
+        if !super::add_failure(record, receiver, refused) {
+            return;
+        }
+        let patch = json!({
+            "metadata": {"resourceVersion": freeze.resource_version()},
+            "status": {"notifications": notifications},
+        });
+        match api.patch_status(name, &params, &Patch::Merge(&patch)).await {
+            Ok(_) => return,
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(error) => {
+                tracing::warn!(freeze = %name, %namespace, error = %crate::cluster::describe_error(&error), "cannot note a failed notification on its freeze");
+                return;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

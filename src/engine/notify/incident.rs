@@ -24,7 +24,7 @@ impl Severity {
                 Self::Critical
             }
             Event::Failed | Event::HeldByFailureGuard => Self::Error,
-            Event::CredentialsAtRisk => Self::Warning,
+            Event::CredentialsAtRisk | Event::HeldByUnreadableWindows => Self::Warning,
             Event::AwaitingApproval
             | Event::CredentialsResolved
             | Event::BatchResolved
@@ -82,7 +82,10 @@ impl Concern {
             Event::Failed | Event::HeldByFailureGuard => Some(Self::Failure),
             Event::DeadlineBeforeChangeWindow | Event::DeadlineDuringFreeze => Some(Self::Deadline),
             Event::CredentialsAtRisk | Event::CredentialsUnsafe => Some(Self::Credentials),
+            // A hold until someone mends an annotation is said in chat, not paged: the credentials'
+            // own events page when waiting puts them at risk.
             Event::AwaitingApproval
+            | Event::HeldByUnreadableWindows
             | Event::CredentialsResolved
             | Event::BatchResolved
             | Event::FreezeStarted

@@ -102,6 +102,7 @@ impl Payload {
             severity: Severity::of(due.event),
             incident: None,
         };
+        payload.keep_to_one_line();
         payload.text = match due.event {
             Event::FreezeEnded => format!("[{cluster}] {}: batches roll again", payload.message),
             _ => format!(
@@ -145,8 +146,23 @@ impl Payload {
                 due.credentials.as_ref().map(|report| report.secret.as_str()),
             ),
         };
+        payload.keep_to_one_line();
         payload.text = payload.line();
         payload
+    }
+
+    /// Text from the cluster (a condition's message quoting an annotation, a freeze's reason and
+    /// who lifted it, a freeze's application) on one line, with no control or bidirectional
+    /// character: a newline in a freeze's reason would forge a line of its own in a shared
+    /// channel, an override (U+202E) would make it read otherwise. Every receiver gets the same.
+    fn keep_to_one_line(&mut self) {
+        for field in
+            [&mut self.message, &mut self.reason, &mut self.application].into_iter().chain(self.reasons.iter_mut())
+        {
+            if let std::borrow::Cow::Owned(clean) = crate::output::one_line(field) {
+                *field = clean;
+            }
+        }
     }
 
     /// `[prod-eu] cap-shop/bookshop: batch bookshop-x7k2p awaits approval … — capdeck approve …`:
@@ -183,6 +199,10 @@ impl Payload {
             e if e == Event::HeldByFailureGuard.as_str() => (
                 format!("{place}: the failure guard halted batch {batch_name} [{state}] ({message})"),
                 Some(format!("capdeck retry|release|undo {batch} --reason …")),
+            ),
+            e if e == Event::HeldByUnreadableWindows.as_str() => (
+                format!("{place}: batch {batch_name} is held: its change windows cannot be read [{state}] ({message})"),
+                Some(format!("capdeck doctor -n {} (names the annotation to mend)", self.namespace)),
             ),
             e if e == Event::Failed.as_str() => (
                 format!("{place}: batch {batch_name} failed [{state}] ({message})"),

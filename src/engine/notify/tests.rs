@@ -66,6 +66,7 @@ fn batch_transitions_are_due_once() {
         ("guard", ready("Held", "RolloutFailureGuard", NOW - 10), Some("HeldByFailureGuard@0")),
         ("guard-retried", retried_guard, Some(retried_key.as_str())),
         ("user-hold", ready("Held", "Held", NOW - 10), None),
+        ("unreadable-windows", ready("Held", "ChangeWindowUnreadable", NOW - 10), Some("HeldByUnreadableWindows")),
         ("failed-now", ready("Failed", "RolloutFailed", NOW - 60), Some("Failed")),
         ("failed-long-ago", ready("Failed", "RolloutFailed", NOW - 7200), None),
         ("rolling", ready("RollingOut", "RollingOut", NOW - 10), None),
@@ -134,7 +135,18 @@ fn targets_parse_without_repeating_the_url() {
     let named = NotifyTarget::parse("team-a@slack=https://chat.example.com/hook").expect("named, with a format");
     assert_eq!((named.name.as_str(), named.format), ("team-a", PayloadFormat::Slack));
     let other = NotifyTarget::parse("https://hooks.slack.com/services/T0/B1/other").expect("slack");
-    assert!(slack.name.starts_with("hooks.slack.com#") && slack.name.len() == "hooks.slack.com#".len() + 6);
+    assert!(slack.name.starts_with("slack.com#") && slack.name.len() == "slack.com#".len() + 6, "{}", slack.name);
+    assert!(json.name.starts_with("127.0.0.1#"), "an address is a name as it is: {}", json.name);
+    // A secret in a sub-domain stays out of the name (it is logged).
+    let hidden = NotifyTarget::parse("https://s3cr3t.m.pipedream.net").expect("a sub-domain secret");
+    assert!(hidden.name.starts_with("pipedream.net#") && !hidden.name.contains("s3cr3t"), "{}", hidden.name);
+    for port in ["https://example.com:99999/hook", "https://example.com:0/hook"] {
+        let error = NotifyTarget::parse(port).expect_err(port);
+        assert!(error.contains("port") && !error.contains("hook"), "{error}");
+    }
+    let long = format!("{}@https://example.com/hook", "n".repeat(64));
+    assert!(NotifyTarget::parse(&long).expect_err("a long name").contains("more than 63"));
+    assert!(NotifyTarget::parse(&format!("{}@https://example.com/hook", "n".repeat(63))).is_ok());
     assert_ne!(slack.name, other.name, "one host, two receivers: {} {}", slack.name, other.name);
     assert!(!slack.name.contains("secret") && !format!("{slack:?}").contains("secret"), "{slack:?}");
     // A URL's own userinfo is no name.
@@ -148,7 +160,12 @@ fn targets_parse_without_repeating_the_url() {
 
 /// The body `payload` would be sent with to a receiver of `format` (on a loopback URL).
 fn body(payload: &Payload, format: PayloadFormat) -> serde_json::Value {
-    let target = NotifyTarget::parse(&format!("{}=http://127.0.0.1:9/hook", format.as_str())).expect("target");
+    let url = match format {
+        PayloadFormat::PagerDuty => "http://127.0.0.1:9/v2/enqueue?routing_key=R0UT1NGKEY0000000000000000000000",
+        PayloadFormat::Opsgenie => "http://127.0.0.1:9?api_key=genie-key",
+        _ => "http://127.0.0.1:9/hook",
+    };
+    let target = NotifyTarget::parse(&format!("{}={url}", format.as_str())).expect("target");
     let request = request::request(payload, &target).expect("sent");
     serde_json::from_slice(&request.body).expect("json")
 }
@@ -171,13 +188,47 @@ fn payloads_are_versioned_json_or_slack_text() {
     assert!(text.contains("capdeck approve ns/bookshop-x7k2p"), "{text}");
 }
 
+/// Every string of `value`, however deep.
+fn strings(value: &serde_json::Value) -> Vec<&str> {
+    match value {
+        serde_json::Value::String(text) => vec![text.as_str()],
+        serde_json::Value::Array(items) => items.iter().flat_map(strings).collect(),
+        serde_json::Value::Object(map) => map.values().flat_map(strings).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// A condition's message can quote what anyone who edits an object wrote (an annotation, a
+/// freeze's reason): no receiver gets a newline that forges a line of its own, a terminal escape
+/// or a bidirectional override from it, however the format encodes the rest.
+#[test]
+fn no_receiver_gets_a_control_or_bidi_character_from_the_cluster() {
+    let mut status = ready("Failed", "RolloutFailed", NOW - 10);
+    status["conditions"][0]["message"] =
+        json!("bad\nsecond line\r\n\u{1b}[31mRED\u{7}\u{202e}txet\u{2066} \u{9b}2J <!channel> [x](https://e.example)");
+    let failed = batch("bookshop-x7k2p", NOW - 100, status);
+    let found = due(std::slice::from_ref(&failed), &[], at(NOW));
+    let payload = Payload::new("prod-eu", "engine-a", &found[0], &failed, at(NOW));
+    for format in PayloadFormat::ALL {
+        let body = body(&payload, format);
+        let texts = strings(&body);
+        assert!(texts.iter().any(|t| t.contains("second line")), "{format:?} has the message: {body}");
+        for text in texts {
+            assert!(
+                !text.chars().any(|c| c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')),
+                "{format:?}: {text:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn doctor_counts_recent_records_and_failed_hosts() {
     let mut status = ready("Succeeded", "Succeeded", NOW - 10);
     let mut failed = record("Failed", "Failed", None, NOW - 60);
     failed["failed"] = json!(["hooks.slack.com"]);
     status["notifications"] = json!([failed, record("AwaitingApproval", "AwaitingApproval", None, NOW - 90_000)]);
-    let health = recent(&[(*batch("b", NOW - 100_000, status)).clone()], at(NOW), 24 * 3600);
+    let health = recent(records(&batch("b", NOW - 100_000, status)), at(NOW), 24 * 3600);
     assert_eq!(
         health,
         RecentNotifications {
@@ -263,7 +314,7 @@ fn incident_and_teams_receivers_parse_without_showing_their_key() {
         (pd.format, pd.url(), pd.key()),
         (PayloadFormat::PagerDuty, "https://events.pagerduty.com/v2/enqueue", Some("R0UT1NGKEYsecret0000000000000000"))
     );
-    assert!(pd.name.starts_with("events.pagerduty.com#") && !pd.name.contains("secret"), "{}", pd.name);
+    assert!(pd.name.starts_with("pagerduty.com#") && !pd.name.contains("secret"), "{}", pd.name);
     let eu = NotifyTarget::parse(
         "pd-eu@pagerduty=https://events.eu.pagerduty.com/v2/enqueue?routing_key=K3Ysecret00000000000000000000000",
     )
@@ -378,10 +429,10 @@ fn doctor_sees_a_refusing_receiver_until_it_accepts_again() {
     refused["failed"] = json!(["oncall"]);
     refused["refused"] = json!(["oncall"]);
     let waiting = record("AwaitingApproval", "AwaitingApproval", None, NOW - 300);
-    let health = |records: serde_json::Value| {
+    let health = |written: serde_json::Value| {
         let mut status = ready("Succeeded", "Succeeded", NOW - 10);
-        status["notifications"] = records;
-        recent(&[(*batch("b", NOW - 1000, status)).clone()], at(NOW), 24 * 3600)
+        status["notifications"] = written;
+        recent(records(&batch("b", NOW - 1000, status)), at(NOW), 24 * 3600)
     };
     let still = health(json!([refused, waiting]));
     assert_eq!((still.refused_by, still.recovered), (vec!["oncall".to_string()], vec![]));

@@ -396,7 +396,8 @@ pub async fn an_unreadable_window_holds_the_batch_until_it_is_fixed(backend: Bac
     load_current(&world, &AppOptions::default()).await;
     annotate_application(&world, "bookshop", "Mon 25:00-26:00 UTC").await;
     let workloads = world.workloads();
-    let engine = start(&world, "engine-a", |_| {}).await;
+    let (port, received) = receiver(Behaviour::Accepts).await;
+    let engine = start(&world, "engine-a", |config| config.notify = loopback_notify(port, "window-story")).await;
     let w = &world;
     let before = w.vcap_of("bookshop-v1-srv").await;
     w.rotate_secret("bookshop-uaa").await;
@@ -415,6 +416,11 @@ pub async fn an_unreadable_window_holds_the_batch_until_it_is_fixed(backend: Bac
     eventually("the ChangeWindowUnreadable Event", LONG, || async { !events_with(w, reason).await.is_empty() }).await;
     let warnings = events_with(w, reason).await;
     assert!(warnings.iter().any(|(kind, _)| kind == "Warning"), "{warnings:?}");
+    // Nobody would know otherwise: anyone who may annotate the application can hold its batch.
+    let held = |received: &std::sync::Mutex<crate::stories::fleet::Received>| {
+        accepted_events(received).into_iter().filter(|(_, event)| event == "HeldByUnreadableWindows").count()
+    };
+    eventually("the HeldByUnreadableWindows notification", LONG, || async { held(&received) == 1 }).await;
     assert_eq!(w.vcap_of("bookshop-v1-srv").await, before);
     // `capdeck doctor` names it, with the fix, and fails.
     let kubeconfig = w.admin_kubeconfig.clone();
@@ -435,6 +441,7 @@ pub async fn an_unreadable_window_holds_the_batch_until_it_is_fixed(backend: Bac
     annotate_application(&world, "bookshop", "Mon-Sun 00:00-24:00 UTC").await;
     w.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     assert_ne!(w.vcap_of("bookshop-v1-srv").await, before);
+    assert_eq!(held(&received), 1, "sent once: {:?}", accepted_events(&received));
     engine.stop().await;
     workloads.stop().await;
 }

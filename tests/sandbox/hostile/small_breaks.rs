@@ -260,6 +260,18 @@ fn manifests_with_a_notify_secret_but_no_cluster_name_warn_that_messages_say_in_
     assert_eq!(String::from_utf8_lossy(&named.stderr), "", "named: nothing to warn about");
     let plain = Command::cargo_bin("capdeck").expect("bin").arg("manifests").output().expect("runs");
     assert_eq!(String::from_utf8_lossy(&plain.stderr), "", "no notifications: nothing to warn about");
+    // An incident service's receiver: the daemon would refuse to start, so manifests refuses.
+    for name in [None, Some("in-cluster")] {
+        let mut command = Command::cargo_bin("capdeck").expect("bin");
+        command.args(["manifests", "--notify-secret", "oncall@pagerduty=capdeck-system/pd:routing-key"]);
+        if let Some(name) = name {
+            command.args(["--cluster-name", name]);
+        }
+        let output = command.output().expect("runs");
+        let (stdout, stderr) = stdout_and_stderr(&output);
+        assert_eq!(output.status.code(), Some(1), "{name:?}: {stderr}");
+        assert!(stdout.is_empty() && stderr.contains("--cluster-name NAME"), "{name:?}: {stderr}");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -211,7 +211,8 @@ pub struct PlannedRollout {
 #[serde(rename_all = "camelCase")]
 pub struct NotificationRecord {
     /// AwaitingApproval, DeadlineBeforeChangeWindow, DeadlineDuringFreeze, HeldByFailureGuard,
-    /// Failed, BatchResolved, CredentialsAtRisk, CredentialsUnsafe or CredentialsResolved.
+    /// HeldByUnreadableWindows, Failed, BatchResolved, CredentialsAtRisk, CredentialsUnsafe or
+    /// CredentialsResolved (on a Freeze: FreezeStarted or FreezeEnded).
     pub event: String,
     /// Identifies the transition: one record per key, ever.
     pub key: String,
@@ -224,7 +225,7 @@ pub struct NotificationRecord {
     /// Receivers (their names, never their URLs) that did not accept it after every retry.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed: Vec<String>,
-    /// Of those, the ones that refused capdeck itself (401, 403, 404 or 410: their URL or key
+    /// Of those, the ones that refused capdeck itself (401, 403, 404 or 410, PagerDuty's 400: their URL or key
     /// is wrong, revoked or gone).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refused: Vec<String>,
