@@ -444,6 +444,26 @@ async fn bad_notification_settings_stop_the_daemon_and_never_print_the_url() {
     let text = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{text}");
     assert!(text.contains("need an engine that may lead") && !text.contains("MARKER-URL"), "{text}");
+    // `doctor` says every broken receiver, each on a line of its own, not the first alone.
+    let output = Command::cargo_bin("capdeck")
+        .expect("binary")
+        .args(["doctor", "-n", "default", "--notify", "ftp://hooks.example.com/MARKER-URL"])
+        .args(["--notify-secret", "default/notify:url", "--notify-secret", "oncall@pagerduty=default/pd:routing-key"])
+        .env("KUBECONFIG", &kubeconfig)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .expect("runs");
+    let report = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{report}");
+    let failing: Vec<&str> =
+        report.lines().filter(|line| line.contains("notifications") && line.contains("FAIL")).collect();
+    assert_eq!(failing.len(), 3, "one line per broken receiver:\n{report}");
+    for said in
+        ["--notify (number 1)", "Secret default/notify does not exist", "oncall@pagerduty=default/pd:routing-key"]
+    {
+        assert!(failing.iter().any(|line| line.contains(said)), "no {said:?} in:\n{report}");
+    }
+    assert!(!report.contains("MARKER-URL"), "{report}");
 }
 
 /// Objects that do not decode as their kind, of several kinds, beside good ones (planted past the
