@@ -164,7 +164,8 @@ fn notify_hosts(notify: &crate::engine::config::NotifyConfig) -> String {
     }
     let hosts: Vec<String> =
         notify.targets.iter().map(|target| format!("{} ({})", target.name, target.format.as_str())).collect();
-    let signed = if notify.signing.is_some() { ", json receivers signed" } else { "" };
+    let json = notify.targets.iter().any(|target| target.format == crate::engine::config::PayloadFormat::Json);
+    let signed = if notify.signing.is_some() && json { ", json receivers signed" } else { "" };
     format!("{} as cluster {:?}{signed}", hosts.join(", "), notify.cluster)
 }
 

@@ -20,14 +20,18 @@ use tracing_subscriber::filter::FilterFn;
 /// `"Status from {text}"`, `"Unsuccessful data error parse: {text}"`).
 const BODY_TARGETS: &[&str] = &["kube_client::client"];
 
-/// A filter that drops every event of the targets that log response bodies, whatever `RUST_LOG`
-/// asks for.
+/// A filter that drops every event of the targets that log response bodies or a receiver's host,
+/// whatever `RUST_LOG` asks for.
 pub fn without_response_bodies() -> FilterFn<fn(&tracing::Metadata<'_>) -> bool> {
     tracing_subscriber::filter::filter_fn(keeps as fn(&tracing::Metadata<'_>) -> bool)
 }
 
+/// hyper-util's HTTP client, under kube's and the notifier's: at TRACE it names the host it
+/// connects to, and a webhook's host can hold its secret (`SECRET.m.pipedream.net`).
+const HOST_TARGETS: &str = "hyper_util::client::legacy";
+
 fn keeps(metadata: &tracing::Metadata<'_>) -> bool {
-    !BODY_TARGETS.contains(&metadata.target())
+    !BODY_TARGETS.contains(&metadata.target()) && !metadata.target().starts_with(HOST_TARGETS)
 }
 
 /// The value after a key named like a credential (`"password": "…"`, `clientsecret=…`). Not

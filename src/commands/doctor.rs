@@ -441,18 +441,22 @@ async fn notify_configuration(connection: &Connection, engine: &EngineSettings) 
     let notify = &engine.notify;
     let client = &connection.client;
     let mut failures = Vec::new();
-    let mut readable = 0;
+    let mut readable = Vec::new();
     for (position, url) in notify.urls.iter().enumerate() {
         match crate::engine::config::NotifyTarget::parse(url) {
-            Ok(_) => readable += 1,
+            Ok(target) => readable.push(target),
             Err(why) => failures.push(format!("--notify (number {}) {why}", position + 1)),
         }
     }
     for reference in &notify.secrets {
         match crate::engine::notify::targets(client, &[], std::slice::from_ref(reference)).await {
-            Ok(_) => readable += 1,
+            Ok(targets) => readable.extend(targets),
             Err(error) => failures.push(error),
         }
+    }
+    // Said whatever else is wrong: the daemon refuses two of one name as well.
+    if let Some(error) = crate::engine::notify::twice_named(&readable) {
+        failures.push(error);
     }
     if let Some(signing) = &notify.signing
         && let Err(error) = crate::engine::notify::signing_key(client, signing).await
@@ -464,7 +468,7 @@ async fn notify_configuration(connection: &Connection, engine: &EngineSettings) 
     {
         failures.push(error);
     }
-    (readable, failures.into_iter().map(|error| finding(CHECK, Status::Fail, error)).collect())
+    (readable.len(), failures.into_iter().map(|error| finding(CHECK, Status::Fail, error)).collect())
 }
 
 /// A line for each kind of trouble the records show: receivers that refuse (FAIL), that refused

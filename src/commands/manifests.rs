@@ -64,6 +64,17 @@ pub fn run(namespace: Option<&str>, args: &ManifestsArgs) -> anyhow::Result<Exit
             crate::cluster::IN_CLUSTER_CONTEXT
         );
     }
+    // The daemon refuses two receivers of one name (the same Secret key twice is two of one URL).
+    let mut called = std::collections::BTreeSet::new();
+    for secret in &args.notify_secret {
+        let name = secret.prefix.name.clone().unwrap_or_else(|| secret.secret.to_string());
+        if !called.insert(name.clone()) {
+            anyhow::bail!(
+                "--notify-secret {secret}: two receivers would be called {name}, which the daemon refuses at \
+                 start: give each its own NAME@, and list each Secret key once"
+            );
+        }
+    }
     let mut extra = Vec::new();
     for secret in &args.notify_secret {
         extra.extend(["--notify-secret".to_string(), secret.to_string()]);

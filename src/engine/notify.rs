@@ -582,15 +582,20 @@ pub async fn targets(
             std::str::from_utf8(&value).map_err(|_| format!("--notify-secret {reference}: the value is not text"))?;
         out.push(reference.target(text).map_err(|why| format!("--notify-secret {reference}: the value {why}"))?);
     }
-    // Two receivers of one name would share their metrics and records: say so at start.
-    let mut names = std::collections::BTreeSet::new();
-    if let Some(twice) = out.iter().find(|target| !names.insert(target.name.as_str())) {
-        return Err(format!(
-            "two receivers are called {}: give each its own name (--notify NAME@…, --notify-secret NAME@…)",
-            twice.name
-        ));
+    match twice_named(&out) {
+        Some(error) => Err(error),
+        None => Ok(out),
     }
-    Ok(out)
+}
+
+/// Two receivers of one name would share their metrics and records: what to say, if so.
+pub fn twice_named(targets: &[super::config::NotifyTarget]) -> Option<String> {
+    let mut names = std::collections::BTreeSet::new();
+    let twice = targets.iter().find(|target| !names.insert(target.name.as_str()))?;
+    Some(format!(
+        "two receivers are called {}: give each its own name (--notify NAME@…, --notify-secret NAME@…)",
+        twice.name
+    ))
 }
 
 /// The key of `--notify-signing-secret`, read from its Secret.

@@ -51,15 +51,30 @@ impl EngineSettings {
             Some(reference) => Some(super::notify::signing_key(client, reference).await?),
             None => None,
         };
-        let cluster = self.notify.cluster_name.clone().unwrap_or_else(|| cluster_name_of_context(context));
+        let (cluster, made_plain) = match &self.notify.cluster_name {
+            Some(name) => (name.clone(), false),
+            None => {
+                let plain = cluster_name_of_context(context);
+                let changed = plain != context;
+                (plain, changed)
+            }
+        };
         // Incident keys carry the cluster's name: two clusters both called `in-cluster` (a Pod's
-        // default) sharing a routing key would close each other's incidents.
-        if cluster == crate::cluster::IN_CLUSTER_CONTEXT
+        // default), or two contexts made plain alike (two accounts' `…:cluster/prod`), sharing a
+        // routing key would close each other's incidents.
+        let why = if cluster == crate::cluster::IN_CLUSTER_CONTEXT {
+            Some("every cluster without one is called `in-cluster`".to_string())
+        } else if made_plain {
+            Some(format!("the context's name is not a plain one, and made plain (`{cluster}`) another may be the same"))
+        } else {
+            None
+        };
+        if let Some(why) = why
             && let Some(target) = targets.iter().find(|target| target.format.takes_incidents_only())
         {
             return Err(format!(
                 "receiver {} ({}) needs --cluster-name (or $CAPDECK_CLUSTER_NAME, the chart's clusterName): its \
-                 incident keys carry the cluster's name, and every cluster without one is called `in-cluster`",
+                 incident keys carry the cluster's name, and {why}",
                 target.name,
                 target.format.as_str()
             ));
@@ -73,7 +88,7 @@ impl EngineSettings {
 /// message and incident key. After its last `/` (an EKS context is the cluster's ARN, whose
 /// account number and region a chat channel need not see); any other character becomes `-`.
 pub fn cluster_name_of_context(context: &str) -> String {
-    let last = context.rsplit('/').next().unwrap_or(context);
+    let last = context.rsplit('/').find(|segment| !segment.is_empty()).unwrap_or(context);
     let plain: String = last
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '-' })
@@ -115,6 +130,12 @@ mod tests {
         let chat = with_urls(&["https://hooks.slack.com/services/T/B/x"], None).notify_config(&client, in_pod).await;
         assert_eq!(chat.expect("chat").cluster, in_pod);
         assert!(with_urls(&[pagerduty], None).notify_config(&client, "kind-dev").await.is_ok(), "a kube context");
+        // Two accounts' `…:cluster/prod` would both be `prod`: a plain name is asked for.
+        let arn = "arn:aws:eks:eu-west-1:111111111111:cluster/prod";
+        let error = with_urls(&[pagerduty], None).notify_config(&client, arn).await.expect_err("made plain");
+        assert!(error.contains("needs --cluster-name") && error.contains("`prod`"), "{error}");
+        let chat = with_urls(&["https://hooks.slack.com/services/T/B/x"], None).notify_config(&client, arn).await;
+        assert_eq!(chat.expect("a chat receiver takes the plain name").cluster, "prod");
     }
 
     /// A context's name goes into every message: made plain, never with markup or an ARN's account.
@@ -128,6 +149,7 @@ mod tests {
         assert_eq!(cluster_name_of_context("gke_project_europe-west1_prod"), "gke_project_europe-west1_prod");
         assert_eq!(cluster_name_of_context("kind-ü"), "kind");
         assert_eq!(cluster_name_of_context("<>"), "cluster");
+        assert_eq!(cluster_name_of_context("team/prod/"), "prod");
         assert_eq!(cluster_name_of_context(&"x".repeat(100)).len(), 63);
         assert_eq!(cluster_name_of_context(crate::cluster::IN_CLUSTER_CONTEXT), crate::cluster::IN_CLUSTER_CONTEXT);
     }

@@ -291,10 +291,35 @@ pub fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
-/// The invisible and bidirectional format characters: an override (U+202E) reverses how the rest
-/// of the line reads, a zero-width space hides in a name. All in the Basic Multilingual Plane.
+/// The invisible and bidirectional format characters (Unicode's category Cf, and the line and
+/// paragraph separators): an override (U+202E) or a mark (U+061C) changes how the rest of the line
+/// reads, a zero-width space, a soft hyphen or a tag character (U+E0000…) hides in a name.
 fn is_format_character(c: char) -> bool {
-    matches!(c, '\u{7f}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+    matches!(
+        c,
+        '\u{7f}'
+            | '\u{ad}'
+            | '\u{600}'..='\u{605}'
+            | '\u{61c}'
+            | '\u{6dd}'
+            | '\u{70f}'
+            | '\u{890}'..='\u{891}'
+            | '\u{8e2}'
+            | '\u{180e}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{2028}'..='\u{202e}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{206f}'
+            | '\u{feff}'
+            | '\u{fff9}'..='\u{fffb}'
+            | '\u{110bd}'
+            | '\u{110cd}'
+            | '\u{13430}'..='\u{1343f}'
+            | '\u{1bca0}'..='\u{1bca3}'
+            | '\u{1d173}'..='\u{1d17a}'
+            | '\u{e0001}'
+            | '\u{e0020}'..='\u{e007f}'
+    )
 }
 
 /// One JSON document on one line (`-w` streams), escaped as [`json`] escapes.
@@ -375,7 +400,7 @@ mod tests {
 
     #[test]
     fn one_line_leaves_no_control_or_format_character() {
-        let hostile = "a\u{7}\u{1b}[31mRED\u{1b}[0m\nline2\r\n\u{202e}RTL\u{200b}\u{9b}\u{2028}z\tq";
+        let hostile = "a\u{7}\u{1b}[31mRED\u{1b}[0m\nline2\r\n\u{202e}RTL\u{200b}\u{9b}\u{2028}z\tq\u{61c}\u{2060}\u{ad}\u{e0041}\u{180e}\u{206a}\u{fff9}";
         let line = one_line(hostile);
         assert_eq!(line, "a  [31mRED [0m line2  RTL z q");
         assert!(!line.chars().any(|c| c.is_control() || is_format_character(c)), "{line:?}");

@@ -174,13 +174,15 @@ impl NotifyTarget {
         if !matches!(uri.scheme_str(), Some("http" | "https")) {
             return Err(format!("is not an http or https URL ({EXPECTED})"));
         }
-        let host = uri.host().filter(|host| !host.is_empty()).ok_or("has no host")?.to_string();
+        // Host names are case-insensitive, and may end in the root's dot.
+        let host = uri.host().filter(|host| !host.is_empty()).ok_or("has no host")?.to_ascii_lowercase();
+        let host = host.strip_suffix('.').unwrap_or(&host).to_string();
         // `Uri` takes `:99999` and then has no port: read what follows the host.
         let authority = uri.authority().map_or("", |authority| authority.as_str());
         let host_and_port = authority.rsplit('@').next().unwrap_or(authority);
         let after_host = host_and_port.rsplit_once(']').map_or(host_and_port, |(_, rest)| rest);
         if let Some((_, port)) = after_host.rsplit_once(':')
-            && !matches!(port.parse::<u16>(), Ok(1..))
+            && !(port.bytes().all(|b| b.is_ascii_digit()) && matches!(port.parse::<u16>(), Ok(1..)))
         {
             return Err(format!("has a port that is not a number from 1 to 65535 ({EXPECTED})"));
         }
@@ -226,13 +228,18 @@ const MAX_NAME: usize = 63;
 /// `hooks.slack.com`), an IP address as it is. Not the whole host: some services put the
 /// webhook's secret in a sub-domain (`SECRET.m.pipedream.net`), and the name is logged.
 fn domain_of(host: &str) -> &str {
-    if host.starts_with('[') || host.parse::<std::net::IpAddr>().is_ok() {
-        return host;
-    }
+    // An address, however written (`127.000.000.001`, `[::1]`): as it is.
+    let address = host.starts_with('[') || host.bytes().all(|b| b.is_ascii_digit() || b == b'.');
     let mut dots = host.rmatch_indices('.').map(|(index, _)| index);
-    match (dots.next(), dots.next()) {
-        (Some(_), Some(second)) => &host[second + 1..],
+    let domain = match (dots.next(), dots.next()) {
+        (Some(_), Some(second)) if !address => &host[second + 1..],
         _ => host,
+    };
+    // The name is at most MAX_NAME with `#` and six hex digits: keep the end, which says most.
+    let room = MAX_NAME - 7;
+    match domain.char_indices().rev().nth(room - 1) {
+        Some((start, _)) if domain.len() > room => &domain[start..],
+        _ => domain,
     }
 }
 
@@ -279,7 +286,8 @@ fn misspelt(rest: &str) -> Result<(), String> {
 /// PagerDuty's and Opsgenie's own API hosts.
 fn service_of_url(text: &str) -> Option<PayloadFormat> {
     let uri: hyper::Uri = text.trim().parse().ok()?;
-    match uri.host()? {
+    let host = uri.host()?.to_ascii_lowercase();
+    match host.strip_suffix('.').unwrap_or(&host) {
         "events.pagerduty.com" | "events.eu.pagerduty.com" => Some(PayloadFormat::PagerDuty),
         "api.opsgenie.com" | "api.eu.opsgenie.com" => Some(PayloadFormat::Opsgenie),
         _ => None,

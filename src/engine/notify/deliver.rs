@@ -62,7 +62,9 @@ impl Sender {
 /// only the kinds are read from its chain (the connector's fixed words, an I/O error's kind).
 fn failure_kind(error: &hyper_util::client::legacy::Error) -> String {
     if !error.is_connect() {
-        return "the request failed after connecting (the receiver closed the connection?)".into();
+        return "the request failed after connecting (the receiver closed the connection; or an http URL on an \
+                https port?)"
+            .into();
     }
     let mut source = std::error::Error::source(error);
     let mut dns = false;
@@ -154,7 +156,13 @@ pub async fn deliver(
             }
             Ok(Ok(code)) => last = format!("the receiver answered {code}"),
             Ok(Err(error)) => last = error,
-            Err(_) => last = format!("no answer within {}s", retry.attempt_timeout.as_secs_f32()),
+            Err(_) => {
+                last = format!(
+                    "no answer within {}s (the receiver is slow or stuck, or something on the way drops the \
+                     connection or holds the request: a firewall, a NetworkPolicy, a proxy)",
+                    retry.attempt_timeout.as_secs_f32()
+                );
+            }
         }
         if attempt < retry.attempts {
             tokio::time::sleep(backoff).await;

@@ -144,6 +144,15 @@ fn targets_parse_without_repeating_the_url() {
         let error = NotifyTarget::parse(port).expect_err(port);
         assert!(error.contains("port") && !error.contains("hook"), "{error}");
     }
+    // Hosts are case-insensitive (and may end in a dot): Slack's is Slack's however written.
+    let upper = NotifyTarget::parse("https://HOOKS.SLACK.COM./services/T0/B0/x").expect("upper case");
+    assert_eq!(upper.format, PayloadFormat::Slack);
+    assert!(upper.name.starts_with("slack.com#"), "{}", upper.name);
+    let address = NotifyTarget::parse("http://127.000.000.001/x").expect("an address");
+    assert!(address.name.starts_with("127.000.000.001#"), "{}", address.name);
+    let deep = NotifyTarget::parse(&format!("http://a.{}.{}/x", "b".repeat(60), "c".repeat(60))).expect("deep");
+    assert_eq!(deep.name.chars().count(), 63, "{}", deep.name);
+    assert!(NotifyTarget::parse("http://127.0.0.1:+8080/x").is_err(), "a port is digits");
     let long = format!("{}@https://example.com/hook", "n".repeat(64));
     assert!(NotifyTarget::parse(&long).expect_err("a long name").contains("more than 63"));
     assert!(NotifyTarget::parse(&format!("{}@https://example.com/hook", "n".repeat(63))).is_ok());

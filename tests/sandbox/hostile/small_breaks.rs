@@ -272,6 +272,17 @@ fn manifests_with_a_notify_secret_but_no_cluster_name_warn_that_messages_say_in_
         assert_eq!(output.status.code(), Some(1), "{name:?}: {stderr}");
         assert!(stdout.is_empty() && stderr.contains("--cluster-name NAME"), "{name:?}: {stderr}");
     }
+    // Two receivers of one name: the daemon would refuse them at start.
+    for pair in [["a@ns/s:k", "a@ns/t:k"], ["ns/s:k", "ns/s:k"]] {
+        let output = Command::cargo_bin("capdeck")
+            .expect("bin")
+            .args(["manifests", "--cluster-name", "prod", "--notify-secret", pair[0], "--notify-secret", pair[1]])
+            .output()
+            .expect("runs");
+        let (stdout, stderr) = stdout_and_stderr(&output);
+        assert_eq!(output.status.code(), Some(1), "{pair:?}: {stderr}");
+        assert!(stdout.is_empty() && stderr.contains("two receivers would be called"), "{pair:?}: {stderr}");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
