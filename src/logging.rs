@@ -208,6 +208,42 @@ mod tests {
         }
     }
 
+    /// A `Write` into a buffer the test reads afterwards.
+    #[derive(Clone, Default)]
+    struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().map_err(|_| std::io::Error::other("poisoned"))?.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Even at TRACE: no kube response body, and no host hyper-util connects to (a webhook's
+    /// host can hold its secret); capdeck's own events pass.
+    #[test]
+    fn events_that_show_a_body_or_a_host_never_reach_the_log() {
+        use tracing_subscriber::Layer as _;
+        use tracing_subscriber::layer::SubscriberExt as _;
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let layer = tracing_subscriber::fmt::layer()
+            .with_writer(move || writer.clone())
+            .with_filter(tracing_subscriber::filter::LevelFilter::TRACE)
+            .with_filter(without_response_bodies());
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+            tracing::trace!(target: "hyper_util::client::legacy::connect::http", host = "SECRETSUB.m.example.net", "Http::connect");
+            tracing::warn!(target: "kube_client::client", "BODY-OF-A-SECRET-LIST");
+            tracing::info!(target: "capdeck::engine", "capdeck's own line");
+        });
+        let text = String::from_utf8(captured.0.lock().expect("lock").clone()).expect("utf-8");
+        assert!(text.contains("capdeck's own line"), "{text}");
+        assert!(!text.contains("SECRETSUB") && !text.contains("BODY-OF"), "{text}");
+    }
+
     #[test]
     fn the_log_file_and_its_directory_are_private_whatever_existed() {
         use std::os::unix::fs::PermissionsExt as _;
