@@ -384,9 +384,7 @@ pub async fn run(cluster: &ClusterTarget, engine: &EngineSettings, args: &Doctor
     Ok(if blocking { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
-/// Notifications: the receivers given after `doctor` can be read, and what the records on the
-/// batches say about the last 24 hours (the engine notes every receiver that did not accept one).
-/// The receivers given here (each read and parsed on its own: every mistake on a line of its own),
+/// Notifications: the receivers given here (each read and parsed on its own: every mistake on a line of its own),
 /// then what the records of the last 24h on batches and freezes say: each receiver that refuses,
 /// that refused and recovered, that failed.
 async fn notifications(connection: &Connection, scope: &Scope, engine: &EngineSettings) -> Vec<Finding> {
