@@ -36,6 +36,8 @@ struct Unwritten {
     uid: Option<String>,
     from: RotationBatchStatus,
     status: RotationBatchStatus,
+    /// Since when the stored status has lagged behind this engine's: the first change held.
+    since: tokio::time::Instant,
 }
 
 #[derive(Default)]
@@ -85,8 +87,9 @@ impl Transitions {
             return;
         }
         let last = self.written.get(&key).map(tokio::time::Instant::elapsed);
+        let lagging = self.lagging_since(batch, old).map(|since| since.elapsed());
         let intervals = (context.config.progress_interval, STATUS_INTERVAL);
-        if write_or_hold(old, &status, last, intervals) == Write::Hold {
+        if write_or_hold(old, &status, (last, lagging), intervals) == Write::Hold {
             // Never written by this engine (a new leader): the interval starts now.
             self.written.entry(key.clone()).or_insert_with(tokio::time::Instant::now);
             self.hold(batch, old, status);
@@ -123,8 +126,18 @@ impl Transitions {
     }
 
     fn hold(&mut self, batch: &RotationBatch, stored: &RotationBatchStatus, status: RotationBatchStatus) {
-        let unwritten = Unwritten { uid: batch.metadata.uid.clone(), from: without_notifications(stored), status };
+        let since = self.lagging_since(batch, stored).unwrap_or_else(tokio::time::Instant::now);
+        let unwritten =
+            Unwritten { uid: batch.metadata.uid.clone(), from: without_notifications(stored), status, since };
         self.unwritten.insert(batch_key(batch), unwritten);
+    }
+
+    /// Since when `stored` (this batch's stored status) has lagged behind a status held in memory.
+    fn lagging_since(&self, batch: &RotationBatch, stored: &RotationBatchStatus) -> Option<tokio::time::Instant> {
+        self.unwritten
+            .get(&batch_key(batch))
+            .filter(|unwritten| unwritten.uid == batch.metadata.uid && unwritten.from == without_notifications(stored))
+            .map(|unwritten| unwritten.since)
     }
 
     /// One log line per transition; an Event for those a person acts on or must see (a release
@@ -195,18 +208,21 @@ enum Write {
 }
 
 /// The rule for a changed status (`stored` → `status`), `since_last_write` by this engine (`None`:
-/// never). A rolling batch's own progress (`rollout_progress_only`) waits up to `status_interval`
-/// (the stored progress lags by at most that much); other progress-only changes wait up to
-/// `progress_interval` (`progress_may_wait`); everything else is written now.
+/// never) and how long the stored status has `lagged` behind one held in memory (`None`: it has
+/// not). A rolling batch's own progress (`rollout_progress_only`) waits until it has lagged
+/// `status_interval` (the stored progress lags by at most that much; counted from the first change
+/// held, not the last write, so a Deployment that starts after waiting its turn for minutes and
+/// completes within the minute costs one write, not two); other progress-only changes wait up to
+/// `progress_interval` after the last write (`progress_may_wait`); everything else is written now.
 fn write_or_hold(
     stored: &RotationBatchStatus,
     status: &RotationBatchStatus,
-    since_last_write: Option<std::time::Duration>,
+    (since_last_write, lagged): (Option<std::time::Duration>, Option<std::time::Duration>),
     (progress_interval, status_interval): (std::time::Duration, std::time::Duration),
 ) -> Write {
     let rolling = stored.phase == BatchPhase::RollingOut && status.phase == BatchPhase::RollingOut;
     let hold = if rolling && rollout_progress_only(stored, status) {
-        since_last_write.is_none_or(|since| since < status_interval)
+        lagged.is_none_or(|lagged| lagged < status_interval)
     } else {
         progress_may_wait(stored, status, since_last_write, progress_interval)
     };
@@ -471,27 +487,34 @@ mod tests {
             ("a new phase", rolling(1, "Rolling"), held, Write::Now),
             ("the evaluation", ready("RollingOut", ReadyReason::RollingOut.as_str(), "rolling"), evaluated, Write::Now),
         ];
-        let recent = Some(Duration::from_secs(30));
+        let recent = (Some(Duration::from_secs(30)), Some(Duration::from_secs(30)));
         for (what, stored, status, expected) in cases {
             assert_eq!(write_or_hold(&stored, &status, recent, INTERVALS), expected, "{what}");
         }
         assert_eq!(write_or_hold(&rolling(1, "Rolling"), &done, recent, INTERVALS), Write::Now, "the batch completed");
         let (stored, status) = (rolling(1, "Rolling"), rolling(2, "Rolling"));
+        let long_ago = Some(Duration::from_secs(600));
         assert_eq!(
-            write_or_hold(&stored, &status, Some(Duration::from_secs(61)), INTERVALS),
+            write_or_hold(&stored, &status, (long_ago, Some(Duration::from_secs(61))), INTERVALS),
             Write::Now,
-            "a minute passed"
+            "the stored progress lagged a minute"
         );
         assert_eq!(
-            write_or_hold(&stored, &status, None, INTERVALS),
+            write_or_hold(&stored, &status, (long_ago, None), INTERVALS),
+            Write::Hold,
+            "the first change since the last write, however long ago: the minute starts now"
+        );
+        assert_eq!(
+            write_or_hold(&stored, &status, (None, None), INTERVALS),
             Write::Hold,
             "a new leader: the minute starts now"
         );
         // Outside RollingOut (a batch waiting for its window with Deployments in flight): the
         // progress interval, as before.
         let waiting = |replicas| RotationBatchStatus { phase: BatchPhase::Waiting, ..rolling(replicas, "Rolling") };
-        assert_eq!(write_or_hold(&waiting(1), &waiting(2), Some(Duration::from_secs(11)), INTERVALS), Write::Now);
-        assert_eq!(write_or_hold(&waiting(1), &waiting(2), Some(Duration::from_secs(3)), INTERVALS), Write::Hold);
+        let after = |seconds| (Some(Duration::from_secs(seconds)), None);
+        assert_eq!(write_or_hold(&waiting(1), &waiting(2), after(11), INTERVALS), Write::Now);
+        assert_eq!(write_or_hold(&waiting(1), &waiting(2), after(3), INTERVALS), Write::Hold);
     }
 
     /// The next pass starts from the unwritten status while the stored batch is the one it was
