@@ -443,7 +443,7 @@ impl Notifier {
 
     /// Send `payload` to every receiver, each in a task of its own (a receiver that hangs holds up
     /// none of the others); one that does not accept it after every retry is counted, warned
-    /// about (by host) and, for a batch's record (`due`), noted on that record.
+    /// about (by name) and noted on the record (`on`: the batch's or the Freeze's).
     fn deliver_everywhere(&self, sender: &Arc<deliver::Sender>, payload: &Payload, about: String, on: RecordedOn) {
         let id = payload.message_id();
         for target in &self.config.targets {
