@@ -461,8 +461,9 @@ async fn notify_configuration(connection: &Connection, engine: &EngineSettings) 
     {
         failures.push(error);
     }
+    // What reading them all at once adds (the receivers are read above, once).
     if failures.is_empty()
-        && let Err(error) = engine.notify_config(client, &connection.context).await
+        && let Err(error) = engine.cluster_for(&readable, &connection.context)
     {
         failures.push(error);
     }

@@ -2,7 +2,7 @@
 //! environment, finished once connected, because two of them only the connection can tell (the
 //! Lease's default namespace; the notification URLs kept in Secrets).
 
-use super::config::{EngineConfig, NotifyConfig, NotifySecretRef, SecretKeyRef};
+use super::config::{EngineConfig, NotifyConfig, NotifySecretRef, NotifyTarget, SecretKeyRef};
 
 /// Everything the engine is told before it connects.
 #[derive(Clone, Debug)]
@@ -51,6 +51,13 @@ impl EngineSettings {
             Some(reference) => Some(super::notify::signing_key(client, reference).await?),
             None => None,
         };
+        let cluster = self.cluster_for(&targets, context)?;
+        Ok(NotifyConfig { targets, signing, cluster, ..NotifyConfig::default() })
+    }
+
+    /// The cluster's name in every message (`--cluster-name`, else `context`'s made plain), or why
+    /// an incident receiver among `targets` needs one given.
+    pub fn cluster_for(&self, targets: &[NotifyTarget], context: &str) -> Result<String, String> {
         let (cluster, made_plain) = match &self.notify.cluster_name {
             Some(name) => (name.clone(), false),
             None => {
@@ -79,7 +86,7 @@ impl EngineSettings {
                 target.format.as_str()
             ));
         }
-        Ok(NotifyConfig { targets, signing, cluster, ..NotifyConfig::default() })
+        Ok(cluster)
     }
 }
 

@@ -174,9 +174,7 @@ impl NotifyTarget {
         if !matches!(uri.scheme_str(), Some("http" | "https")) {
             return Err(format!("is not an http or https URL ({EXPECTED})"));
         }
-        // Host names are case-insensitive, and may end in the root's dot.
-        let host = uri.host().filter(|host| !host.is_empty()).ok_or("has no host")?.to_ascii_lowercase();
-        let host = host.strip_suffix('.').unwrap_or(&host).to_string();
+        let host = host_of(&uri).ok_or("has no host")?;
         // `Uri` takes `:99999` and then has no port: read what follows the host.
         let authority = uri.authority().map_or("", |authority| authority.as_str());
         let host_and_port = authority.rsplit('@').next().unwrap_or(authority);
@@ -283,11 +281,19 @@ fn misspelt(rest: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// `uri`'s host as names compare: lower case (they are case-insensitive), without the root's dot.
+fn host_of(uri: &hyper::Uri) -> Option<String> {
+    let mut host = uri.host().filter(|host| !host.is_empty())?.to_ascii_lowercase();
+    if host.ends_with('.') {
+        host.pop();
+    }
+    Some(host)
+}
+
 /// PagerDuty's and Opsgenie's own API hosts.
 fn service_of_url(text: &str) -> Option<PayloadFormat> {
     let uri: hyper::Uri = text.trim().parse().ok()?;
-    let host = uri.host()?.to_ascii_lowercase();
-    match host.strip_suffix('.').unwrap_or(&host) {
+    match host_of(&uri)?.as_str() {
         "events.pagerduty.com" | "events.eu.pagerduty.com" => Some(PayloadFormat::PagerDuty),
         "api.opsgenie.com" | "api.eu.opsgenie.com" => Some(PayloadFormat::Opsgenie),
         _ => None,

@@ -87,12 +87,13 @@ impl Transitions {
             return;
         }
         let last = self.written.get(&key).map(tokio::time::Instant::elapsed);
-        let lagging = self.lagging_since(batch, old).map(|since| since.elapsed());
+        let lagging_since = self.lagging_since(batch, old);
+        let lagging = lagging_since.map(|since| since.elapsed());
         let intervals = (context.config.progress_interval, STATUS_INTERVAL);
         if write_or_hold(old, &status, (last, lagging), intervals) == Write::Hold {
             // Never written by this engine (a new leader): the interval starts now.
             self.written.entry(key.clone()).or_insert_with(tokio::time::Instant::now);
-            self.hold(batch, old, status);
+            self.hold(batch, old, status, lagging_since);
             return;
         }
         let written = match context.writes.write_status(batch, &status).await {
@@ -101,7 +102,7 @@ impl Transitions {
                 tracing::warn!(batch = %key.name, error = %crate::cluster::describe_error(&error), "could not write batch status; retrying");
                 // What this pass did (a Deployment pointed at its new Secret) is not lost: the
                 // next pass starts from it while the stored status is unchanged.
-                self.hold(batch, old, status);
+                self.hold(batch, old, status, lagging_since);
                 return;
             }
         };
@@ -125,8 +126,16 @@ impl Transitions {
         self.announce(context, batch, old, &status, routine).await;
     }
 
-    fn hold(&mut self, batch: &RotationBatch, stored: &RotationBatchStatus, status: RotationBatchStatus) {
-        let since = self.lagging_since(batch, stored).unwrap_or_else(tokio::time::Instant::now);
+    /// Keep `status` for a later pass; `lagging_since`: when the stored status began to lag, if it
+    /// does already (else now).
+    fn hold(
+        &mut self,
+        batch: &RotationBatch,
+        stored: &RotationBatchStatus,
+        status: RotationBatchStatus,
+        lagging_since: Option<tokio::time::Instant>,
+    ) {
+        let since = lagging_since.unwrap_or_else(tokio::time::Instant::now);
         let unwritten =
             Unwritten { uid: batch.metadata.uid.clone(), from: without_notifications(stored), status, since };
         self.unwritten.insert(batch_key(batch), unwritten);
@@ -531,7 +540,7 @@ mod tests {
         let mut transitions = Transitions::default();
         let stored_batch = with(&stored, "u1");
         assert_eq!(transitions.base(&stored_batch), stored, "nothing held");
-        transitions.hold(&stored_batch, &stored, rolling(1, "Rolling"));
+        transitions.hold(&stored_batch, &stored, rolling(1, "Rolling"), None);
         assert_eq!(transitions.base(&stored_batch), rolling(1, "Rolling"));
         let mut notified = stored.clone();
         notified.notifications =
