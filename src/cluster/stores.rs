@@ -22,7 +22,7 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::api::events::v1::Event;
-use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -31,6 +31,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 mod binding_secrets;
+mod store;
+
+pub use store::Store;
+use store::Writer;
 
 use super::Scope;
 use crate::api::lenient::Lenient;
@@ -523,8 +527,7 @@ fn watched<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
-    let (reader, writer) = reflector::store::<K>();
-    let store = reader.clone();
+    let (store, writer) = store::store::<K>();
     let Watched { kind, prune, keep, optional } = watched;
     let task = tokio::spawn(async move {
         if !shared.wait_turn(kind).await {
@@ -536,8 +539,7 @@ where
             watcher(api.clone(), config).default_backoff().boxed()
         };
         let mut stream = start(streaming);
-        let mut reflected =
-            Reflected { kind, prune, keep, reader, writer, invalid: shared.invalid.clone(), pending: None };
+        let mut reflected = Reflected { kind, prune, keep, writer, invalid: shared.invalid.clone(), pending: None };
         let mut denied = false;
         loop {
             let next = tokio::select! {
@@ -591,7 +593,6 @@ struct Reflected<K: Resource<DynamicType = ()> + Clone + 'static> {
     kind: &'static str,
     prune: fn(&mut K),
     keep: fn(&K) -> bool,
-    reader: Store<K>,
     writer: Writer<K>,
     invalid: InvalidMap,
     /// During a (re-)list: the objects that did not decode, recorded at its end.
@@ -604,14 +605,14 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Reflected<K> {
         match event {
             watcher::Event::Init => {
                 self.pending = Some(BTreeMap::new());
-                self.writer.apply_watcher_event(&watcher::Event::Init);
+                self.writer.begin_list();
                 false
             }
             watcher::Event::InitApply(Lenient(decoded)) => {
                 match decoded {
                     Ok(object) => {
                         if let Some(object) = self.kept(object) {
-                            self.writer.apply_watcher_event(&watcher::Event::InitApply(object));
+                            self.writer.listed(Arc::new(object));
                         }
                     }
                     Err(undecodable) => {
@@ -622,7 +623,7 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Reflected<K> {
                 false
             }
             watcher::Event::InitDone => {
-                self.writer.apply_watcher_event(&watcher::Event::InitDone);
+                self.writer.end_list();
                 let found = self.pending.take().unwrap_or_default();
                 let mut map = self.invalid.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 map.retain(|(kind, _), _| *kind != self.kind);
@@ -637,7 +638,7 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Reflected<K> {
                         let key = ObjectKey::of(object.meta());
                         self.record(key, None);
                         match self.kept(object) {
-                            Some(object) => self.writer.apply_watcher_event(&watcher::Event::Apply(object)),
+                            Some(object) => self.writer.apply(object),
                             None => return false,
                         }
                     }
@@ -677,10 +678,9 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Reflected<K> {
     }
 
     fn forget(&mut self, key: &ObjectKey) {
-        let reference = ObjectRef::<K>::new(&key.name).within(&key.namespace);
-        if let Some(previous) = self.reader.get(&reference) {
-            self.writer.apply_watcher_event(&watcher::Event::Delete((*previous).clone()));
-        }
+        // A cluster-scoped kind's key has an empty namespace.
+        let namespace = Some(key.namespace.as_str()).filter(|namespace| !namespace.is_empty());
+        self.writer.remove(namespace, &key.name);
     }
 }
 
@@ -697,8 +697,7 @@ fn service_bindings(
 ) -> (Store<ServiceBinding>, watch::Receiver<Option<bool>>, JoinHandle<()>) {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
-    let (reader, writer) = reflector::store::<ServiceBinding>();
-    let store = reader.clone();
+    let (store, writer) = store::store::<ServiceBinding>();
     let (available, available_rx) = watch::channel(None);
     let task = tokio::spawn(async move {
         if !shared.wait_turn("ServiceBinding").await {
@@ -711,7 +710,6 @@ fn service_bindings(
             kind: "ServiceBinding",
             prune: strip_managed_fields,
             keep: |_| true,
-            reader,
             writer,
             invalid: shared.invalid.clone(),
             pending: None,

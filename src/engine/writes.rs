@@ -68,7 +68,7 @@ pub struct Writes {
     /// Cancelled when the engine stops: a write waiting for the rate gives up.
     stopping: tokio_util::sync::CancellationToken,
     /// The VCAP Secrets (labelled with the owner hash): which `envFrom` entries are capdeck's.
-    vcap_secrets: kube::runtime::reflector::Store<Secret>,
+    vcap_secrets: crate::cluster::stores::Store<Secret>,
     /// Every RotationBatch write (`cluster::batch_writer`), as the engine's field manager.
     batches: BatchWriter,
     metrics: Metrics,
@@ -145,7 +145,7 @@ pub fn point_containers(deployment: &mut Deployment, secret: &str, is_vcap: IsVc
 impl Writes {
     pub fn new(
         client: kube::Client,
-        vcap_secrets: kube::runtime::reflector::Store<Secret>,
+        vcap_secrets: crate::cluster::stores::Store<Secret>,
         metrics: Metrics,
         identity: &str,
         last_failure: tokio::sync::watch::Sender<Option<String>>,

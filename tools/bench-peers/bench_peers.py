@@ -281,8 +281,11 @@ class EnginePair:
                                  lambda: "Started leading" in go.log.read_text(errors="replace"), go_relay)
         print(f"   go: {json.dumps({k: v for k, v in go_result.items() if not isinstance(v, dict)})}", flush=True)
         capdeck_relay = CountingRelay(self.plane.server)
+        # The binary's version when it starts: a long seeding may outlive the build named at the bench's start.
+        launched = version_of(self.bin["capdeck"], "--version")
         capdeck, port = self.start_capdeck(label, capdeck_relay)
         capdeck_result = self.measure("capdeck", "capdeck-engine", capdeck, lambda: readyz(port), capdeck_relay)
+        capdeck_result["version"] = launched
         print(f"   capdeck: {json.dumps({k: v for k, v in capdeck_result.items() if not isinstance(v, dict)})}",
               flush=True)
         return {"applications": apps, "secrets": total, "window": WINDOW, "go_operator": go_result,

@@ -14,10 +14,10 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use super::store::{self, Store, Writer};
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ListParams, PartialObjectMeta, WatchEvent, WatchParams};
-use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use tokio::task::JoinHandle;
@@ -50,7 +50,7 @@ pub(super) fn start(
     applications: Store<CAPApplication>,
     shared: Shared,
 ) -> (Store<Secret>, JoinHandle<()>) {
-    let (reader, writer) = reflector::store::<Secret>();
+    let (reader, writer) = store::store::<Secret>();
     let store = reader.clone();
     let task = tokio::spawn(async move {
         if !shared.wait_turn(KIND).await {
@@ -160,20 +160,20 @@ impl Follower {
         // Each Secret goes to the store's next state as it is read, not into a list first (that
         // list doubled the Secrets' memory at every sync). Until `InitDone` the store shows its
         // previous state, which a failed read keeps its Secret from.
-        self.writer.apply_watcher_event(&watcher::Event::Init);
+        self.writer.begin_list();
         while let Some((key, read)) = reads.next().await {
             match read {
-                Ok(Some(secret)) => self.writer.apply_watcher_event(&watcher::Event::InitApply(secret)),
+                Ok(Some(secret)) => self.writer.listed(std::sync::Arc::new(secret)),
                 Ok(None) => {}
                 Err(error) => {
                     self.read_failed(&key, error);
                     if let Some(old) = self.stored(&key) {
-                        self.writer.apply_watcher_event(&watcher::Event::InitApply((*old).clone()));
+                        self.writer.listed(old);
                     }
                 }
             }
         }
-        self.writer.apply_watcher_event(&watcher::Event::InitDone);
+        self.writer.end_list();
         self.shared.mark_ready(KIND);
         self.shared.changed();
     }
@@ -281,7 +281,7 @@ impl Follower {
                 self.retry.remove(key);
                 self.shared.record_invalid(KIND, key, None);
                 if self.stored_version(key) != secret.resource_version() {
-                    self.writer.apply_watcher_event(&watcher::Event::Apply(secret));
+                    self.writer.apply(secret);
                     self.shared.changed();
                 }
             }
@@ -311,14 +311,13 @@ impl Follower {
     }
 
     fn forget(&mut self, key: &Key) {
-        if let Some(secret) = self.stored(key) {
-            self.writer.apply_watcher_event(&watcher::Event::Delete((*secret).clone()));
+        if self.writer.remove(Some(&key.namespace), &key.name).is_some() {
             self.shared.changed();
         }
     }
 
     fn stored(&self, key: &Key) -> Option<std::sync::Arc<Secret>> {
-        self.reader.get(&ObjectRef::new(&key.name).within(&key.namespace))
+        self.reader.find(Some(&key.namespace), &key.name)
     }
 
     fn stored_version(&self, key: &Key) -> Option<String> {
