@@ -1,5 +1,6 @@
-//! Reflector stores for everything capdeck reads, shared by the engine and the console:
-//! `watcher → strip managedFields (and prune) → reflect`, as in kube's `pod_reflector` example.
+//! Stores of everything capdeck reads, shared by the engine and the console:
+//! `watcher → strip managedFields (and prune) → store` (our own store, `store`: kube's reflector
+//! store copied four strings of every object into its key).
 //!
 //! - CAP kinds and RotationBatches are decoded through `DeserializeGuard`: a malformed object is
 //!   recorded (`Stores::invalid`) and never stops a watch.
@@ -22,7 +23,6 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::api::events::v1::Event;
-use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -408,20 +408,20 @@ impl Stores {
 
     /// A Secret capdeck watches (binding or VCAP), by namespace and name.
     pub fn secret(&self, namespace: &str, name: &str) -> Option<Arc<Secret>> {
-        let key = ObjectRef::new(name).within(namespace);
-        self.binding_secrets.get(&key).or_else(|| self.vcap_secrets.get(&key))
+        let namespace = Some(namespace);
+        self.binding_secrets.find(namespace, name).or_else(|| self.vcap_secrets.find(namespace, name))
     }
 
     /// The VCAP Secret `deployment` reads (one labelled with the owner hash, which every container
     /// agrees on), if any.
     pub fn vcap_secret_of(&self, deployment: &DeploymentView) -> Option<String> {
         let namespace = deployment.metadata.namespace.clone().unwrap_or_default();
-        let is_vcap = |name: &str| self.vcap_secrets.get(&ObjectRef::new(name).within(&namespace)).is_some();
+        let is_vcap = |name: &str| self.vcap_secrets.find(Some(&namespace), name).is_some();
         crate::api::container::referenced_vcap_secret(deployment, is_vcap).ok().flatten()
     }
 
     pub fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<DeploymentView>> {
-        self.deployments.get(&ObjectRef::new(name).within(namespace))
+        self.deployments.find(Some(namespace), name)
     }
 }
 
@@ -663,10 +663,11 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Reflected<K> {
         }
     }
 
-    /// The object pruned, if the store keeps it.
+    /// The object pruned, if the store keeps it (never one without a name: the store finds
+    /// objects by theirs).
     fn kept(&self, mut object: K) -> Option<K> {
         (self.prune)(&mut object);
-        (self.keep)(&object).then_some(object)
+        (object.meta().name.is_some() && (self.keep)(&object)).then_some(object)
     }
 
     fn record(&self, key: ObjectKey, error: Option<String>) {

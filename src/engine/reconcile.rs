@@ -207,7 +207,7 @@ impl Reconciler {
         self.context.catch_up().await;
         let now = self.context.config.clock.now();
         let stores = &self.context.stores;
-        let secret = |namespace: &str, name: &str| stores.binding_secrets.get(&ObjectRef::new(name).within(namespace));
+        let secret = |namespace: &str, name: &str| stores.binding_secrets.find(Some(namespace), name);
         let rotations = self.detection.detect(&stores.applications.state(), secret, now);
         self.context.metrics.rotations.inc_by(rotations);
         if !leader {

@@ -32,7 +32,7 @@ pub fn store<K: Resource>() -> (Store<K>, Writer<K>) {
 }
 
 impl<K: Resource> Store<K> {
-    /// The object of this name in this namespace (`None` for a cluster-scoped kind).
+    /// The object of this name in this namespace (`None` or empty for a cluster-scoped kind).
     pub fn find(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
         self.shared.read().unwrap_or_else(PoisonError::into_inner).get(namespace, name)
     }
@@ -89,7 +89,8 @@ impl<K: Resource> Writer<K> {
         drop(previous);
     }
 
-    /// An object added or changed.
+    /// An object added or changed. (The API server names every object; [`Reflected`](super)
+    /// keeps one without a name out.)
     pub fn apply(&mut self, object: K) {
         self.write().insert(Arc::new(object));
     }
@@ -119,12 +120,18 @@ impl<K: Resource> Index<K> {
         hasher.hash_one((namespace.unwrap_or_default(), name))
     }
 
+    /// An empty namespace is none (a cluster-scoped object, or an `ObjectKey` of one).
+    fn namespace(namespace: Option<&str>) -> Option<&str> {
+        namespace.filter(|namespace| !namespace.is_empty())
+    }
+
     fn key(object: &K) -> (Option<&str>, &str) {
         let meta = object.meta();
-        (meta.namespace.as_deref(), meta.name.as_deref().unwrap_or_default())
+        (Self::namespace(meta.namespace.as_deref()), meta.name.as_deref().unwrap_or_default())
     }
 
     fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
+        let namespace = Self::namespace(namespace);
         let hash = Self::hash(&self.hasher, namespace, name);
         self.objects.find(hash, |object| Self::key(object) == (namespace, name)).cloned()
     }
@@ -149,6 +156,7 @@ impl<K: Resource> Index<K> {
     }
 
     fn remove(&mut self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
+        let namespace = Self::namespace(namespace);
         let hash = Self::hash(&self.hasher, namespace, name);
         match self.objects.find_entry(hash, |object| Self::key(object) == (namespace, name)) {
             Ok(entry) => Some(entry.remove().0),
@@ -221,6 +229,9 @@ mod tests {
         object.metadata.name = Some("shop".into());
         writer.apply(object);
         assert!(namespaces.get(&ObjectRef::new("shop")).is_some());
+        assert!(namespaces.find(Some(""), "shop").is_some(), "an empty namespace is none");
+        assert!(writer.remove(Some(""), "shop").is_some());
+        assert!(namespaces.is_empty());
         let (store, mut writer) = store::<ConfigMap>();
         for i in 0..5_000 {
             writer.apply(config_map(&format!("ns-{}", i % 7), &format!("cm-{i}"), &i.to_string()));
