@@ -126,6 +126,7 @@ def is_deployment_write(entry: dict) -> bool:
 
 
 def not_lease(entry: dict) -> bool:
+    """A request that is no work: a Lease renewal or a watch (what quiet and work counts leave out)."""
     return entry["resource"] == "leases" or entry["verb"] == "watch"
 
 
@@ -241,9 +242,9 @@ class EnginePair:
             startup_result = {
                 "startup_over": startup_over,
                 "startup_quiet_seconds": quiet,
-                # From the program's start to its last start-up request.
-                "startup_seconds": round(max((e["at"] for e in startup_entries), default=program.started)
-                                         - program.started, 1),
+                # From the program's start to its last start-up request (Lease renewals and watches aside).
+                "startup_seconds": round(max((e["at"] for e in startup_entries if not not_lease(e)),
+                                             default=program.started) - program.started, 1),
                 "startup_requests": startup["requests"],
                 "startup_writes": startup["writes"],
                 "startup_deployment_writes": startup_deployment_writes,
