@@ -76,11 +76,16 @@ class Audit:
     def __init__(self, path: Path):
         self.path = path
         self.offset = 0
+        self.inode: int | None = None  # the file read; a rotation makes another
         self.rest = b""
         self.entries: list[dict] = []
 
     def refresh(self) -> list[dict]:
         if self.path.exists():
+            stat = self.path.stat()
+            self.inode = self.inode if self.inode is not None else stat.st_ino
+            if stat.st_ino != self.inode or stat.st_size < self.offset:
+                raise RuntimeError(f"the audit log {self.path} was rotated: every count after this would be short")
             with self.path.open("rb") as file:
                 file.seek(self.offset)
                 chunk = file.read()

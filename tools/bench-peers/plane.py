@@ -55,7 +55,9 @@ class Plane:
                 f"--audit-policy-file={policy}",
                 f"--audit-log-path={self.audit_log}",
                 "--audit-log-format=json",
-                "--audit-log-maxsize=0",
+                # Never rotated: kube-apiserver before 1.36 reads 0 as lumberjack's default, 100 MB
+                # (kubernetes#136478), and `Audit` follows one file.
+                "--audit-log-maxsize=1000000",
                 "--audit-log-mode=blocking",
                 # The Go operator makes a Service per Deployment: 1,000 applications fill up.sh's /24.
                 "--service-cluster-ip-range=10.96.0.0/16",
