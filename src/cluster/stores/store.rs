@@ -89,7 +89,7 @@ impl<K: Resource> Writer<K> {
         drop(previous);
     }
 
-    /// An object added or changed. (The API server names every object; [`Reflected`](super)
+    /// An object added or changed. (The API server names every object; `stores::Reflected`
     /// keeps one without a name out.)
     pub fn apply(&mut self, object: K) {
         self.write().insert(Arc::new(object));
