@@ -679,9 +679,8 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Reflected<K> {
     }
 
     fn forget(&mut self, key: &ObjectKey) {
-        // A cluster-scoped kind's key has an empty namespace.
-        let namespace = Some(key.namespace.as_str()).filter(|namespace| !namespace.is_empty());
-        self.writer.remove(namespace, &key.name);
+        // A cluster-scoped kind's key has an empty namespace, which the store reads as none.
+        self.writer.remove(Some(&key.namespace), &key.name);
     }
 }
 

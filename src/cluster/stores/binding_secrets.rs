@@ -158,7 +158,7 @@ impl Follower {
             })
             .buffer_unordered(PARALLEL_READS);
         // Each Secret goes to the store's next state as it is read, not into a list first (that
-        // list doubled the Secrets' memory at every sync). Until `InitDone` the store shows its
+        // list doubled the Secrets' memory at every sync). Until the list ends the store shows its
         // previous state, which a failed read keeps its Secret from.
         self.writer.begin_list();
         while let Some((key, read)) = reads.next().await {
