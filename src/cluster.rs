@@ -407,7 +407,7 @@ pub async fn read_secret(client: &kube::Client, namespace: &str, name: &str) -> 
     use crate::lookup::SecretLookup;
     let api: kube::Api<Lenient<k8s_openapi::api::core::v1::Secret>> = kube::Api::namespaced(client.clone(), namespace);
     match get_or_list_by_name(&api, name).await {
-        Ok(Some(Ok(secret))) => SecretLookup::Found(std::sync::Arc::new(secret)),
+        Ok(Some(Ok(secret))) => SecretLookup::Found(std::sync::Arc::new(secret.into())),
         Ok(Some(Err(undecodable))) => SecretLookup::Malformed(format!("does not decode ({})", undecodable.describe())),
         Ok(None) => SecretLookup::Missing,
         Err(error) if is_forbidden(&error) => SecretLookup::Malformed(format!(

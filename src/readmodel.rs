@@ -77,8 +77,8 @@ pub fn condition_text(condition: &Condition) -> String {
 }
 
 /// Keys and sizes of a Secret's data (stringData included), never the values.
-pub fn secret_keys(secret: &k8s_openapi::api::core::v1::Secret) -> Vec<(String, usize)> {
-    crate::plan::secret_data(secret).into_iter().map(|(key, value)| (key, value.len())).collect()
+pub fn secret_keys(secret: &crate::api::StoredSecret) -> Vec<(String, usize)> {
+    secret.entries().map(|(key, value)| (key.to_owned(), value.len())).collect()
 }
 
 /// Keys and sizes of a binding Secret by (namespace, name).

@@ -41,7 +41,7 @@ use crate::api::lenient::Lenient;
 use crate::api::service_binding::ServiceBinding;
 use crate::api::{
     CAPApplication, CAPApplicationVersion, CAPTenant, CAPTenantOperation, DeploymentView, Freeze,
-    LABEL_SECRET_OWNER_HASH, ObjectKey, RotationBatch,
+    LABEL_SECRET_OWNER_HASH, ObjectKey, RotationBatch, StoredSecret,
 };
 
 /// An object the API returned that does not decode as its kind.
@@ -85,8 +85,8 @@ pub struct Stores {
     pub operations: Store<CAPTenantOperation>,
     pub batches: Store<RotationBatch>,
     pub deployments: Store<DeploymentView>,
-    pub vcap_secrets: Store<Secret>,
-    pub binding_secrets: Store<Secret>,
+    pub vcap_secrets: Store<StoredSecret>,
+    pub binding_secrets: Store<StoredSecret>,
     /// The Namespaces in scope (their change-window annotation); empty where they may not be read.
     pub namespaces: Store<Namespace>,
     /// Freezes in scope; empty where they may not be read or their CRD is not installed.
@@ -296,7 +296,7 @@ impl Stores {
         let batches = tasks.watch(scope.api(client), watch_config(), Watched::cap("RotationBatch"));
         let deployments = tasks.watch(scope.api(client), watch_config(), Watched::all("Deployment", prune_metadata));
         let vcap_config = watch_config().labels(LABEL_SECRET_OWNER_HASH);
-        let vcap_secrets = tasks.watch(scope.api(client), vcap_config, Watched::all("VcapSecret", prune_vcap_secret));
+        let vcap_secrets = tasks.watch(scope.api(client), vcap_config, Watched::vcap_secrets());
         let (binding_secrets, task) =
             binding_secrets::start(client.clone(), scope.api(client), applications.clone(), shared.clone());
         tasks.handles.push(task);
@@ -311,7 +311,7 @@ impl Stores {
         // gets every other view.
         let events = with_events.then(|| {
             let relevant = Watched { keep: is_relevant_event, ..Watched::optional("Event") };
-            tasks.watch::<Event>(scope.api(client), watch_config(), relevant)
+            tasks.watch::<Event, Event>(scope.api(client), watch_config(), relevant)
         });
         let (service_bindings, service_bindings_available, task) =
             service_bindings(client.clone(), scope.api(client), shared.clone());
@@ -407,7 +407,7 @@ impl Stores {
     }
 
     /// A Secret capdeck watches (binding or VCAP), by namespace and name.
-    pub fn secret(&self, namespace: &str, name: &str) -> Option<Arc<Secret>> {
+    pub fn secret(&self, namespace: &str, name: &str) -> Option<Arc<StoredSecret>> {
         let namespace = Some(namespace);
         self.binding_secrets.find(namespace, name).or_else(|| self.vcap_secrets.find(namespace, name))
     }
@@ -439,51 +439,32 @@ fn prune_metadata<K: Resource>(object: &mut K) {
     }
 }
 
-/// [`prune_metadata`], keeping of a VCAP Secret's managedFields only when it was last written: a
-/// VCAP Secret edited in place is not what its Pods read when they started (`credentials`). Its
-/// values are kept as their digests (`api::stored_digest`): the planner only asks whether
-/// `VCAP_SERVICES` is the payload it would write, and the payloads were the largest part of the
-/// engine's memory (docs/PERFORMANCE.md, "Engine memory"). A Pod log's masking reads them live.
-fn prune_vcap_secret(secret: &mut Secret) {
-    for value in secret.data.iter_mut().flat_map(|data| data.values_mut()) {
-        value.0 = crate::api::stored_digest::stored_digest(&value.0);
-    }
-    if let Some(string_data) = secret.string_data.take() {
-        let data = secret.data.get_or_insert_with(Default::default);
-        for (key, value) in string_data {
-            data.insert(key, k8s_openapi::ByteString(crate::api::stored_digest::stored_digest(value.as_bytes())));
-        }
-    }
-    let last = secret
-        .metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter_map(|entry| entry.time.clone())
-        .max_by_key(|time| time.0);
-    prune_metadata(secret);
-    secret.metadata.managed_fields = last.map(|time| {
-        vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry {
-            time: Some(time),
-            ..Default::default()
-        }]
-    });
+/// A VCAP Secret as the store keeps it ([`StoredSecret`]: of its managedFields only when it was
+/// last written, for a VCAP Secret edited in place is not what its Pods read when they started,
+/// `credentials`), its values as their digests (`api::stored_digest`): the planner only asks
+/// whether `VCAP_SERVICES` is the payload it would write, and the payloads were the largest part
+/// of the engine's memory (docs/PERFORMANCE.md, "Engine memory"). A Pod log's masking reads them
+/// live.
+fn vcap_secret(secret: Secret) -> StoredSecret {
+    StoredSecret::with_values(secret, |value| crate::api::stored_digest::stored_digest(&value).into_boxed_slice())
 }
 
 /// How a watch treats what it sees: a pruning step before the store, which objects it keeps,
 /// whether the kind is optional (a 403 leaves its store empty and ready, instead of marking the
 /// API unreachable), and whether it may stream its first list (the kind on the console's screen).
-struct Watched<K> {
+/// The store holds `S`, what `store_as` keeps of each `K` (most kinds: the object itself).
+struct Watched<K, S = K> {
     kind: &'static str,
     prune: fn(&mut K),
     keep: fn(&K) -> bool,
+    store_as: fn(K) -> S,
     optional: bool,
 }
 
 impl<K: Resource> Watched<K> {
     /// Every object, pruned; a required kind.
     fn all(kind: &'static str, prune: fn(&mut K)) -> Self {
-        Self { kind, prune, keep: |_| true, optional: false }
+        Self { kind, prune, keep: |_| true, store_as: std::convert::identity, optional: false }
     }
 
     /// A CAP kind or a batch: every object, without its managedFields.
@@ -497,6 +478,13 @@ impl<K: Resource> Watched<K> {
     }
 }
 
+impl Watched<Secret, StoredSecret> {
+    /// The VCAP Secrets, as [`vcap_secret`] keeps them.
+    fn vcap_secrets() -> Self {
+        Self { kind: "VcapSecret", prune: |_| {}, keep: |_| true, store_as: vcap_secret, optional: false }
+    }
+}
+
 /// Starts the watch tasks of the stores, keeping their handles.
 struct Starter<'a> {
     handles: Vec<JoinHandle<()>>,
@@ -504,9 +492,10 @@ struct Starter<'a> {
 }
 
 impl Starter<'_> {
-    fn watch<K>(&mut self, api: Api<Lenient<K>>, config: watcher::Config, what: Watched<K>) -> Store<K>
+    fn watch<K, S>(&mut self, api: Api<Lenient<K>>, config: watcher::Config, what: Watched<K, S>) -> Store<S>
     where
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+        S: crate::api::Named + Send + Sync + 'static,
     {
         let (store, task) = watched(api, config, what, self.shared.clone());
         self.handles.push(task);
@@ -518,17 +507,18 @@ impl Starter<'_> {
 /// ([`Lenient`]): one that does not is skipped and recorded (`Stores::invalid`), and never stops
 /// the watch or the other objects. The kind on the console's screen streams its first list (one
 /// request, served from the watch cache) where the API server offers it, and pages otherwise.
-fn watched<K>(
+fn watched<K, S>(
     api: Api<Lenient<K>>,
     config: watcher::Config,
-    watched: Watched<K>,
+    watched: Watched<K, S>,
     shared: Shared,
-) -> (Store<K>, JoinHandle<()>)
+) -> (Store<S>, JoinHandle<()>)
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    S: crate::api::Named + Send + Sync + 'static,
 {
-    let (store, writer) = store::store::<K>();
-    let Watched { kind, prune, keep, optional } = watched;
+    let (store, writer) = store::store::<S>();
+    let Watched { kind, prune, keep, store_as, optional } = watched;
     let task = tokio::spawn(async move {
         if !shared.wait_turn(kind).await {
             return;
@@ -539,7 +529,8 @@ where
             watcher(api.clone(), config).default_backoff().boxed()
         };
         let mut stream = start(streaming);
-        let mut reflected = Reflected { kind, prune, keep, writer, invalid: shared.invalid.clone(), pending: None };
+        let mut reflected =
+            Reflected { kind, prune, keep, store_as, writer, invalid: shared.invalid.clone(), pending: None };
         let mut denied = false;
         loop {
             let next = tokio::select! {
@@ -589,17 +580,18 @@ where
 
 /// A store's writer, fed with objects decoded one by one: those that decode (pruned, and if
 /// kept) go to the store, the others to the invalid map, under the kind's name.
-struct Reflected<K: Resource<DynamicType = ()> + Clone + 'static> {
+struct Reflected<K: Resource<DynamicType = ()> + Clone + 'static, S = K> {
     kind: &'static str,
     prune: fn(&mut K),
     keep: fn(&K) -> bool,
-    writer: Writer<K>,
+    store_as: fn(K) -> S,
+    writer: Writer<S>,
     invalid: InvalidMap,
     /// During a (re-)list: the objects that did not decode, recorded at its end.
     pending: Option<BTreeMap<ObjectKey, String>>,
 }
 
-impl<K: Resource<DynamicType = ()> + Clone + 'static> Reflected<K> {
+impl<K: Resource<DynamicType = ()> + Clone + 'static, S: crate::api::Named> Reflected<K, S> {
     /// Apply one event; true when the store or the invalid map may have changed.
     fn apply(&mut self, event: watcher::Event<Lenient<K>>) -> bool {
         match event {
@@ -665,9 +657,9 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Reflected<K> {
 
     /// The object pruned, if the store keeps it (never one without a name: the store finds
     /// objects by theirs).
-    fn kept(&self, mut object: K) -> Option<K> {
+    fn kept(&self, mut object: K) -> Option<S> {
         (self.prune)(&mut object);
-        (object.meta().name.is_some() && (self.keep)(&object)).then_some(object)
+        (object.meta().name.is_some() && (self.keep)(&object)).then(|| (self.store_as)(object))
     }
 
     fn record(&self, key: ObjectKey, error: Option<String>) {
@@ -710,6 +702,7 @@ fn service_bindings(
             kind: "ServiceBinding",
             prune: strip_managed_fields,
             keep: |_| true,
+            store_as: std::convert::identity,
             writer,
             invalid: shared.invalid.clone(),
             pending: None,
@@ -919,7 +912,7 @@ mod tests {
     /// its creation) and nothing else of its managedFields.
     #[test]
     fn a_vcap_secret_keeps_only_its_last_write() {
-        let mut secret: Secret = serde_json::from_value(serde_json::json!({
+        let secret: Secret = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "srv-vcap", "namespace": "shop", "creationTimestamp": "2026-11-20T08:00:00Z",
                          "managedFields": [
                              {"manager": "cap-operator", "operation": "Update", "time": "2026-11-20T08:00:00Z",
@@ -928,11 +921,9 @@ mod tests {
                               "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:VCAP_SERVICES": {}}}}]},
             "data": {"VCAP_SERVICES": "e30="}}))
         .expect("secret");
-        prune_vcap_secret(&mut secret);
-        let kept = secret.metadata.managed_fields.expect("the last write is kept");
-        assert_eq!(kept.len(), 1);
-        assert_eq!(kept[0].time.as_ref().map(|time| time.0.to_string()).as_deref(), Some("2026-11-21T09:30:00Z"));
-        assert!(kept[0].fields_v1.is_none() && kept[0].manager.is_none());
+        let kept = vcap_secret(secret);
+        assert_eq!(kept.last_written().map(|time| time.to_string()).as_deref(), Some("2026-11-21T09:30:00Z"));
+        assert_eq!(kept.created().map(|time| time.to_string()).as_deref(), Some("2026-11-20T08:00:00Z"));
     }
 
     /// The store keeps a VCAP Secret's values as digests: the planner still tells a current
@@ -944,7 +935,7 @@ mod tests {
         entry.insert("password".into(), GoValue::from("s3cret-value"));
         let payload = crate::vcap::VcapPayload::assemble([("xsuaa", entry)]);
         let planted = crate::api::stored_digest::stored_digest(payload.as_bytes());
-        let mut secret = Secret {
+        let secret = Secret {
             metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
                 name: Some("srv-vcap".into()),
                 ..Default::default()
@@ -959,14 +950,14 @@ mod tests {
             string_data: Some([("EXTRA".to_string(), "s3cret-value".to_string())].into()),
             ..Default::default()
         };
-        prune_vcap_secret(&mut secret);
-        let data = secret.data.as_ref().expect("data");
-        assert!(payload.matches_stored(&data["VCAP_SERVICES"].0));
-        assert!(!payload.matches_stored(&data["OTHER"].0), "a planted digest is hashed again");
-        assert!(secret.string_data.is_none() && data.contains_key("EXTRA"));
-        for value in data.values() {
-            assert!(crate::api::stored_digest::is_stored_digest(&value.0));
-            assert!(!String::from_utf8_lossy(&value.0).contains("s3cret"));
+        let kept = vcap_secret(secret);
+        let value = |key: &str| kept.value(key).expect("the key is kept");
+        assert!(payload.matches_stored(value("VCAP_SERVICES")));
+        assert!(!payload.matches_stored(value("OTHER")), "a planted digest is hashed again");
+        assert!(kept.value("EXTRA").is_some(), "stringData is kept with data");
+        for (_, value) in kept.entries() {
+            assert!(crate::api::stored_digest::is_stored_digest(value));
+            assert!(!String::from_utf8_lossy(value).contains("s3cret"));
         }
     }
 }

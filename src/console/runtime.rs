@@ -352,7 +352,7 @@ impl Runtime<'_> {
             .binding_secrets
             .state()
             .into_iter()
-            .filter(|secret| secret.metadata.namespace.as_deref() == Some(namespace.as_str()))
+            .filter(|secret| secret.namespace() == Some(namespace.as_str()))
             .collect();
         tokio::spawn(async move {
             let lines = match crate::readmodel::pods::log(&client, &namespace, &pod, container.as_deref()).await {

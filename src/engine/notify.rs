@@ -648,7 +648,7 @@ async fn secret_value(
         })?
         .into_result()
         .map_err(|undecodable| format!("{given}: the Secret {undecodable}"))?;
-    let mut data = crate::plan::secret_data(&secret);
+    let mut data = crate::api::StoredSecret::new(secret).data();
     data.remove(&reference.key).ok_or_else(|| {
         let keys: Vec<&str> = data.keys().map(String::as_str).collect();
         format!("{given}: the Secret has no key {} (its keys: {})", reference.key, keys.join(", "))

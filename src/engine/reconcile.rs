@@ -29,7 +29,6 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::runtime::reflector::ObjectRef;
 
 use super::config::EngineConfig;
 use super::metrics::{AppLabels, BatchLabels, ErrorLabels, HeldLabels, Metrics, PhaseLabels, StateLabels};
@@ -75,7 +74,7 @@ impl Context {
     }
 
     fn application(&self, namespace: &str, name: &str) -> Option<Arc<CAPApplication>> {
-        self.stores.applications.get(&ObjectRef::new(name).within(namespace))
+        self.stores.applications.find(Some(namespace), name)
     }
 
     fn open_batches(&self) -> Vec<Arc<RotationBatch>> {
@@ -96,7 +95,7 @@ impl Context {
         let mut changes = self.stores.changes();
         loop {
             awaited.retain(|key, version| {
-                let seen = self.stores.batches.get(&ObjectRef::new(&key.name).within(&key.namespace));
+                let seen = self.stores.batches.find(Some(key.namespace.as_str()), &key.name);
                 seen.is_none_or(|batch| behind(&batch.resource_version().unwrap_or_default(), version))
             });
             if awaited.is_empty() || tokio::time::Instant::now() >= deadline {
@@ -193,7 +192,7 @@ impl Reconciler {
     /// they ended: their applications are re-checked, their VCAP Secrets swept.
     fn notice_deleted_batches(&mut self) {
         for (batch, app) in std::mem::take(&mut self.open_seen) {
-            if self.context.stores.batches.get(&ObjectRef::new(&batch.name).within(&batch.namespace)).is_none() {
+            if self.context.stores.batches.find(Some(batch.namespace.as_str()), &batch.name).is_none() {
                 tracing::warn!(namespace = %batch.namespace, batch = %batch.name, application = %app.name,
                     "an open batch was deleted before it ended; re-checking its application");
                 self.detection.recheck_later(app);
@@ -609,7 +608,7 @@ impl Context {
     fn windows(&self, app: &CAPApplication) -> Option<AppliedWindows> {
         let namespace = app.namespace().unwrap_or_default();
         let name = app.name_any();
-        let namespace_object = self.stores.namespaces.get(&ObjectRef::new(&namespace));
+        let namespace_object = self.stores.namespaces.find(None, &namespace);
         let namespace_annotation = namespace_object
             .as_ref()
             .and_then(|ns| ns.annotations().get(ANNOTATION_CHANGE_WINDOWS).map(String::as_str));

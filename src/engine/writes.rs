@@ -68,7 +68,7 @@ pub struct Writes {
     /// Cancelled when the engine stops: a write waiting for the rate gives up.
     stopping: tokio_util::sync::CancellationToken,
     /// The VCAP Secrets (labelled with the owner hash): which `envFrom` entries are capdeck's.
-    vcap_secrets: crate::cluster::stores::Store<Secret>,
+    vcap_secrets: crate::cluster::stores::Store<crate::api::StoredSecret>,
     /// Every RotationBatch write (`cluster::batch_writer`), as the engine's field manager.
     batches: BatchWriter,
     metrics: Metrics,
@@ -145,7 +145,7 @@ pub fn point_containers(deployment: &mut Deployment, secret: &str, is_vcap: IsVc
 impl Writes {
     pub fn new(
         client: kube::Client,
-        vcap_secrets: crate::cluster::stores::Store<Secret>,
+        vcap_secrets: crate::cluster::stores::Store<crate::api::StoredSecret>,
         metrics: Metrics,
         identity: &str,
         last_failure: tokio::sync::watch::Sender<Option<String>>,
@@ -195,10 +195,7 @@ impl Writes {
     /// Whether `name` in `namespace` is a VCAP Secret (the stores show it labelled), or one of
     /// `also` (Secrets this engine made that the stores may not show yet).
     fn vcap_in<'a>(&'a self, namespace: &'a str, also: &'a [&'a str]) -> impl Fn(&str) -> bool + 'a {
-        move |name: &str| {
-            also.contains(&name)
-                || self.vcap_secrets.get(&kube::runtime::reflector::ObjectRef::new(name).within(namespace)).is_some()
-        }
+        move |name: &str| also.contains(&name) || self.vcap_secrets.find(Some(namespace), name).is_some()
     }
 
     /// How many writes have failed so far (Events aside).

@@ -276,15 +276,12 @@ pub fn public_shaped(value: &str) -> bool {
 /// stores keep as digests), to mask a log with. A user who may not read Secrets there gets none,
 /// as their stores hold none; any other failure is an error: a log is never shown with old
 /// credentials unmasked because a read failed.
-pub async fn vcap_secrets(
-    client: &kube::Client,
-    namespace: &str,
-) -> Result<Vec<k8s_openapi::api::core::v1::Secret>, String> {
+pub async fn vcap_secrets(client: &kube::Client, namespace: &str) -> Result<Vec<crate::api::StoredSecret>, String> {
     let api: kube::Api<crate::api::lenient::Lenient<k8s_openapi::api::core::v1::Secret>> =
         kube::Api::namespaced(client.clone(), namespace);
     let params = kube::api::ListParams::default().labels(crate::api::LABEL_SECRET_OWNER_HASH);
     match crate::cluster::list_each(&api, &params).await {
-        Ok(listed) => Ok(listed.items),
+        Ok(listed) => Ok(listed.items.into_iter().map(crate::api::StoredSecret::new).collect()),
         Err(kube::Error::Api(status)) if status.code == 403 => Ok(Vec::new()),
         Err(error) => Err(format!(
             "cannot read the VCAP Secrets of {namespace}, whose old credentials the log is masked with ({}): the \
@@ -306,14 +303,11 @@ pub async fn vcap_secrets(
 /// value that is not UTF-8. One byte that is not UTF-8 never turns masking off: data is read
 /// lossily, and JSON that does not parse is read for its `"key":"value"` parts. [`mask`] masks
 /// each value also in its JSON-escaped and base64 forms.
-pub fn credential_values<'a>(secrets: impl IntoIterator<Item = &'a k8s_openapi::api::core::v1::Secret>) -> Vec<String> {
+pub fn credential_values<'a>(secrets: impl IntoIterator<Item = &'a crate::api::StoredSecret>) -> Vec<String> {
     let mut out = Vec::new();
     for secret in secrets {
-        for (key, value) in secret.data.iter().flatten() {
-            consider(key, &String::from_utf8_lossy(&value.0), &mut out);
-        }
-        for (key, value) in secret.string_data.iter().flatten() {
-            consider(key, value, &mut out);
+        for (key, value) in secret.entries() {
+            consider(key, &String::from_utf8_lossy(value), &mut out);
         }
     }
     out.retain(|value| value.chars().count() >= MIN_MASKED);
@@ -637,7 +631,7 @@ mod tests {
             },
         }))
         .expect("secret");
-        let values = credential_values([&secret]);
+        let values = credential_values([&crate::api::StoredSecret::new(secret)]);
         assert_eq!(values, ["nested-secret-2", "s3cr3t-value-1", "pw-123456"]);
         let lines = vec![
             "VCAP: clientsecret=s3cr3t-value-1 url=https://uaa.example.com".to_string(),
@@ -794,7 +788,7 @@ MTAwMDAwMFowFjEUMBIGA1UEAwwLY2FwZGVjay1kZW1v
         ];
         for (form, data, line, expected) in rows {
             let secret = secret_with(data);
-            let values = credential_values([&secret]);
+            let values = credential_values([&crate::api::StoredSecret::new(secret.clone())]);
             assert_eq!(mask(vec![line.to_string()], &values), [*expected], "{form}: values {values:?}");
         }
     }
@@ -816,7 +810,7 @@ MTAwMDAwMFowFjEUMBIGA1UEAwwLY2FwZGVjay1kZW1v
             ("credential-type", b"binding-secret"),
             ("provisioning", b"dedicated"),
         ]);
-        let values = credential_values([&secret]);
+        let values = credential_values([&crate::api::StoredSecret::new(secret.clone())]);
         assert_eq!(values, ["sk-14f43e7d1bfb"]);
         let line = "clientsecret=sk-14f43e7d1bfb clientid=sb-hr-portal!t123 url=https://hr-portal.authentication.eu10.hana.ondemand.com token=https://hr.example.com/oauth/token guid=867347214cdd2055 tags=xsuaa,uaa-service type=binding-secret mode=dedicated";
         assert_eq!(mask(vec![line.into()], &values), [line.replace("sk-14f43e7d1bfb", MASK)]);
@@ -828,7 +822,7 @@ MTAwMDAwMFowFjEUMBIGA1UEAwwLY2FwZGVjay1kZW1v
         let data: Vec<(String, Vec<u8>)> =
             (0..2000).map(|i| (format!("clientsecret{i}"), format!("sk-{i:06}-{}", i * 7919).into_bytes())).collect();
         let data: Vec<(&str, &[u8])> = data.iter().map(|(key, value)| (key.as_str(), value.as_slice())).collect();
-        let values = credential_values([&secret_with(&data)]);
+        let values = credential_values([&crate::api::StoredSecret::new(secret_with(&data))]);
         assert_eq!(values.len(), 2000);
         let lines: Vec<String> =
             (0..100).map(|i| format!("line {i}: token sk-{:06}-{} end", i * 13, i * 13 * 7919)).collect();

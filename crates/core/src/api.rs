@@ -15,6 +15,7 @@ pub mod rollout_progress;
 pub mod rotation_batch;
 pub mod service_binding;
 pub mod stored_digest;
+pub mod stored_secret;
 pub(crate) mod string_enum;
 
 pub use cap::{
@@ -24,8 +25,9 @@ pub use cap::{
 pub use common::{Condition, ConditionStatus, GenericStatus};
 pub use deployment_view::DeploymentView;
 pub use freeze::{Freeze, FreezeScope, FreezeSpec};
-pub use object_key::ObjectKey;
+pub use object_key::{Named, ObjectKey};
 pub use rotation_batch::{BatchPhase, RotationBatch, RotationBatchSpec, RotationBatchStatus};
+pub use stored_secret::StoredSecret;
 
 /// Opt-in to capdeck's rollout without setting the upstream spec flag.
 pub const ANNOTATION_ROLLOUT: &str = "capdeck.dev/rollout-on-credential-update";

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Secret;
+use crate::api::StoredSecret;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
@@ -300,17 +300,15 @@ fn rotation(binding: &ServiceBinding) -> Rotation {
     }
 }
 
-fn source_of(secret: Option<&Secret>, binding: Option<&ServiceBinding>) -> Source {
+fn source_of(secret: Option<&StoredSecret>, binding: Option<&ServiceBinding>) -> Source {
     let owned_by = |group: &str| {
-        secret
-            .and_then(|secret| secret.metadata.owner_references.as_ref())
-            .is_some_and(|owners| owners.iter().any(|owner| owner.api_version.starts_with(&format!("{group}/"))))
+        secret.is_some_and(|secret| {
+            secret
+                .owner_api_versions()
+                .any(|version| version.strip_prefix(group).is_some_and(|rest| rest.starts_with('/')))
+        })
     };
-    let labelled = |prefix: &str| {
-        secret
-            .and_then(|secret| secret.metadata.labels.as_ref())
-            .is_some_and(|labels| labels.keys().any(|key| key.starts_with(prefix)))
-    };
+    let labelled = |prefix: &str| secret.is_some_and(|secret| secret.labels().any(|(key, _)| key.starts_with(prefix)));
     if binding.is_some() || owned_by(service_binding::GROUP) || labelled("services.cloud.sap.com/") {
         Source::SapBtp
     } else if owned_by(service_binding::CF_GROUP) || labelled("service-operator.cf.cs.sap.com/") {
@@ -320,12 +318,8 @@ fn source_of(secret: Option<&Secret>, binding: Option<&ServiceBinding>) -> Sourc
     }
 }
 
-fn format_of(secret: &Secret, binding: Option<&ServiceBinding>, reasons: &mut Vec<String>) -> Format {
-    let data: crate::vcap::entry::SecretData = secret
-        .data
-        .as_ref()
-        .map(|data| data.iter().map(|(key, value)| (key.clone(), value.0.clone())).collect())
-        .unwrap_or_default();
+fn format_of(secret: &StoredSecret, binding: Option<&ServiceBinding>, reasons: &mut Vec<String>) -> Format {
+    let data = secret.data();
     let spec = binding.map(|binding| &binding.spec);
     let layout = layout(&data);
     if layout == SecretLayout::Metadata {
@@ -456,14 +450,8 @@ fn consumers_running_current(
 /// managedFields (files, or stripped by whoever may write the Secret) it is taken as written once.
 fn written_once(lookup: &dyn ObjectLookup, namespace: &str, name: &str) -> bool {
     let SecretLookup::Found(secret) = lookup.secret(namespace, name) else { return false };
-    let Some(created) = secret.metadata.creation_timestamp.as_ref().map(|time| time.0) else { return true };
-    secret
-        .metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter_map(|entry| entry.time.as_ref())
-        .all(|written| written.0.as_second() <= created.as_second() + 1)
+    let Some(created) = secret.created() else { return true };
+    secret.last_written().is_none_or(|written| written.as_second() <= created.as_second() + 1)
 }
 
 /// Whether every container of `deployment` takes `VCAP_SERVICES` from Secret `vcap` and nothing
@@ -483,7 +471,7 @@ fn takes_vcap_from(lookup: &dyn ObjectLookup, namespace: &str, deployment: &Depl
             let prefix = source.prefix.as_deref().unwrap_or_default();
             match (&source.secret_ref, &source.config_map_ref) {
                 (Some(secret), None) => matches!(lookup.secret(namespace, &secret.name), SecretLookup::Found(found)
-                    if !crate::plan::secret_data(&found).keys().any(|key| format!("{prefix}{key}") == KEY)),
+                    if !found.entries().any(|(key, _)| format!("{prefix}{key}") == KEY)),
                 _ => false,
             }
         });
@@ -523,7 +511,7 @@ fn report(
         Some(secret) => format_of(secret, binding, &mut reasons),
         None => Format::Unreadable,
     };
-    if secret.and_then(|s| s.metadata.labels.as_ref()).is_some_and(|l| l.contains_key(service_binding::LABEL_STALE)) {
+    if secret.is_some_and(|s| s.label(service_binding::LABEL_STALE).is_some()) {
         reasons.push(
             "this Secret is labelled stale: it holds old credentials, revoked when its binding is deleted; point the \
              application at the current binding's Secret"
@@ -532,8 +520,7 @@ fn report(
     }
     let rotation = binding.map(rotation);
     let old_credentials = binding.map(|binding| old_credentials(bindings, binding)).unwrap_or_default();
-    let certificates =
-        secret.map(|secret| certificates::expiries(&crate::plan::secret_data(secret))).unwrap_or_default();
+    let certificates = secret.map(|secret| certificates::expiries(&secret.data())).unwrap_or_default();
     let mut report = CredentialReport {
         namespace: namespace.to_string(),
         secret: secret_name.to_string(),

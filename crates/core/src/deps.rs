@@ -174,7 +174,7 @@ mod tests {
     use crate::plan::SecretLookup;
 
     #[derive(Default)]
-    struct Secrets(HashMap<String, Arc<Secret>>);
+    struct Secrets(HashMap<String, Arc<crate::api::StoredSecret>>);
 
     impl ObjectLookup for Secrets {
         fn secret(&self, _: &str, name: &str) -> SecretLookup {
@@ -192,7 +192,7 @@ mod tests {
                 "stringData": {"credentials": credentials.to_string()},
             }))
             .expect("secret");
-            self.0.insert(name.into(), Arc::new(secret));
+            self.0.insert(name.into(), Arc::new(secret.into()));
             self
         }
 
@@ -204,7 +204,7 @@ mod tests {
                 "stringData": {".metadata": metadata.to_string(), "plan": plan, "all": credentials.to_string()},
             }))
             .expect("secret");
-            self.0.insert(name.into(), Arc::new(secret));
+            self.0.insert(name.into(), Arc::new(secret.into()));
             self
         }
     }

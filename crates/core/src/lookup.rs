@@ -7,15 +7,14 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 
-use crate::api::{CAPApplication, CAPApplicationVersion, CAPTenant, DeploymentView, ObjectKey};
+use crate::api::{CAPApplication, CAPApplicationVersion, CAPTenant, DeploymentView, ObjectKey, StoredSecret};
 
 /// What the planner can find out about a Secret.
 #[derive(Clone, Debug)]
 pub enum SecretLookup {
-    Found(Arc<Secret>),
+    Found(Arc<StoredSecret>),
     /// The object exists but could not be decoded (e.g. invalid base64 in a manifest).
     Malformed(String),
     Missing,
@@ -96,8 +95,9 @@ pub struct Objects {
 
 impl Objects {
     /// Add a Secret under its own namespace and name.
-    pub fn add_secret(&mut self, secret: Arc<Secret>) {
-        self.secrets.insert(ObjectKey::of(&secret.metadata), SecretLookup::Found(secret));
+    pub fn add_secret(&mut self, secret: Arc<StoredSecret>) {
+        let key = ObjectKey::new(secret.namespace().unwrap_or_default(), secret.name());
+        self.secrets.insert(key, SecretLookup::Found(secret));
     }
 
     /// Add a Deployment under its own namespace and name.

@@ -236,7 +236,7 @@ impl Manifests {
             }
             ("v1", "Secret") => {
                 let lookup = match decode_secret(document) {
-                    Ok(secret) => SecretLookup::Found(Arc::new(secret)),
+                    Ok(secret) => SecretLookup::Found(Arc::new(secret.into())),
                     Err(message) => SecretLookup::Malformed(message),
                 };
                 self.lookup.secrets.insert(ObjectKey::new(namespace, name), lookup);

@@ -10,7 +10,6 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use serde::Serialize;
 
@@ -19,7 +18,7 @@ use crate::api::{
     CAPApplication, CAPApplicationVersion, DeploymentView, ServiceInfo, VCAP_SERVICES_KEY, WorkloadDetails,
 };
 pub use crate::lookup::{CapIndex, ObjectLookup, SecretLookup};
-use crate::vcap::{self, EntryError, SecretData, VcapPayload, gojson::GoMap};
+use crate::vcap::{self, EntryError, VcapPayload, gojson::GoMap};
 
 /// Which binding Secrets count as rotated.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -387,22 +386,12 @@ pub fn service_entry(namespace: &str, service: &ServiceInfo, lookup: &dyn Object
             message: format!("binding secret {} of service {} is malformed: {message}", service.secret, service.name),
         }),
         SecretLookup::Found(secret) => {
-            vcap::build_entry(service, &secret_data(&secret)).map_err(|error: EntryError| EntryProblem {
+            vcap::build_entry(service, &secret.data()).map_err(|error: EntryError| EntryProblem {
                 kind: if error.is_invalid() { ProblemKind::InvalidSecret } else { ProblemKind::MissingSecret },
                 message: error.to_string(),
             })
         }
     }
-}
-
-/// A Secret's data as the API server stores it: `stringData` merged over `data`.
-pub fn secret_data(secret: &Secret) -> SecretData {
-    let mut data: SecretData =
-        secret.data.iter().flatten().map(|(key, value)| (key.clone(), value.0.clone())).collect();
-    for (key, value) in secret.string_data.iter().flatten() {
-        data.insert(key.clone(), value.clone().into_bytes());
-    }
-    data
 }
 
 /// Why `deployment` is not `version`'s to write: it needs a controller ownerReference to that
@@ -435,7 +424,7 @@ fn compare_with_current(
 ) -> (PlanAction, String, Option<String>) {
     let is_vcap = |name: &str| {
         matches!(lookup.secret(namespace, name), SecretLookup::Found(secret)
-            if secret.labels().contains_key(crate::api::LABEL_SECRET_OWNER_HASH))
+            if secret.label(crate::api::LABEL_SECRET_OWNER_HASH).is_some())
     };
     let current = match referenced_vcap_secret(deployment, is_vcap) {
         Ok(Some(name)) => name,
@@ -449,7 +438,7 @@ fn compare_with_current(
         SecretLookup::Missing => format!("referenced secret {current} does not exist"),
         SecretLookup::Malformed(_) => format!("referenced secret {current} is malformed"),
         // Named like one, but not labelled as a VCAP Secret: not capdeck's to compare or replace.
-        SecretLookup::Found(secret) if !secret.labels().contains_key(crate::api::LABEL_SECRET_OWNER_HASH) => {
+        SecretLookup::Found(secret) if secret.label(crate::api::LABEL_SECRET_OWNER_HASH).is_none() => {
             return (
                 PlanAction::Restart,
                 format!(
@@ -459,7 +448,7 @@ fn compare_with_current(
                 None,
             );
         }
-        SecretLookup::Found(secret) => match secret_data(&secret).get(VCAP_SERVICES_KEY) {
+        SecretLookup::Found(secret) => match secret.value(VCAP_SERVICES_KEY) {
             None => format!("referenced secret {current} has no {VCAP_SERVICES_KEY}"),
             Some(bytes) if payload.matches_stored(bytes) => {
                 return (PlanAction::Unchanged, format!("{VCAP_SERVICES_KEY} in {current} is current"), Some(current));
@@ -571,6 +560,8 @@ mod plan_tests {
 
     use super::*;
     use crate::api::CAPTenant;
+    use k8s_openapi::api::core::v1::Secret;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     const NS: &str = "ns";
 
@@ -642,16 +633,21 @@ mod plan_tests {
                 "stringData": data.iter().map(|(k, v)| ((*k).to_string(), json!(v))).collect::<serde_json::Map<_, _>>()
             }))
             .expect("secret");
-            self.secrets.insert(name.into(), SecretLookup::Found(Arc::new(secret)));
+            self.secrets.insert(name.into(), SecretLookup::Found(Arc::new(secret.into())));
             self
         }
 
         /// The Secret `name` without the owner-hash label.
         fn unlabelled(mut self, name: &str) -> Self {
             if let Some(SecretLookup::Found(secret)) = self.secrets.get(name) {
-                let mut secret = (**secret).clone();
-                secret.metadata.labels = None;
-                self.secrets.insert(name.into(), SecretLookup::Found(Arc::new(secret)));
+                let data =
+                    secret.entries().map(|(key, value)| (key.to_owned(), k8s_openapi::ByteString(value.to_vec())));
+                let secret = Secret {
+                    metadata: ObjectMeta { name: Some(name.into()), namespace: Some(NS.into()), ..Default::default() },
+                    data: Some(data.collect()),
+                    ..Default::default()
+                };
+                self.secrets.insert(name.into(), SecretLookup::Found(Arc::new(secret.into())));
             }
             self
         }

@@ -27,8 +27,13 @@ pub fn secret_owner_hash(namespace: &str, cav_name: &str, deployment_name: &str)
 /// A digest of a Secret's data (sorted keys and values, length-prefixed so that key/value
 /// boundaries cannot collide). Detects real rotations; never reveals the data.
 pub fn data_hash(data: &SecretData) -> String {
+    entries_hash(data.iter().map(|(key, value)| (key.as_str(), value.as_slice())))
+}
+
+/// [`data_hash`] of entries sorted by key (a `StoredSecret`'s), without copying them.
+pub fn entries_hash<'a>(entries: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> String {
     let mut hasher = sha2::Sha256::new();
-    for (key, value) in data {
+    for (key, value) in entries {
         sha2::Digest::update(&mut hasher, (key.len() as u64).to_be_bytes());
         sha2::Digest::update(&mut hasher, key.as_bytes());
         sha2::Digest::update(&mut hasher, (value.len() as u64).to_be_bytes());

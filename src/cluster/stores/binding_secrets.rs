@@ -22,10 +22,10 @@ use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use tokio::task::JoinHandle;
 
-use super::{Shared, api_status, prune_metadata, referenced_secrets};
+use super::{Shared, api_status, referenced_secrets};
 use crate::api::CAPApplication;
-use crate::api::ObjectKey;
 use crate::api::lenient::{Lenient, Undecodable};
+use crate::api::{ObjectKey, StoredSecret};
 
 /// The name readiness and errors are tracked under.
 const KIND: &str = "BindingSecret";
@@ -49,8 +49,8 @@ pub(super) fn start(
     metadata: Api<Lenient<PartialObjectMeta<Secret>>>,
     applications: Store<CAPApplication>,
     shared: Shared,
-) -> (Store<Secret>, JoinHandle<()>) {
-    let (reader, writer) = store::store::<Secret>();
+) -> (Store<StoredSecret>, JoinHandle<()>) {
+    let (reader, writer) = store::store::<StoredSecret>();
     let store = reader.clone();
     let task = tokio::spawn(async move {
         if !shared.wait_turn(KIND).await {
@@ -84,8 +84,8 @@ struct Follower {
     client: kube::Client,
     metadata: Api<Lenient<PartialObjectMeta<Secret>>>,
     applications: Store<CAPApplication>,
-    reader: Store<Secret>,
-    writer: Writer<Secret>,
+    reader: Store<StoredSecret>,
+    writer: Writer<StoredSecret>,
     /// What the CAPApplications reference now.
     wanted: BTreeSet<Key>,
     /// Referenced Secrets whose last read failed, and when to try them again.
@@ -280,7 +280,7 @@ impl Follower {
             Ok(Some(secret)) => {
                 self.retry.remove(key);
                 self.shared.record_invalid(KIND, key, None);
-                if self.stored_version(key) != secret.resource_version() {
+                if self.stored_version(key).as_deref() != secret.resource_version() {
                     self.writer.apply(secret);
                     self.shared.changed();
                 }
@@ -316,12 +316,12 @@ impl Follower {
         }
     }
 
-    fn stored(&self, key: &Key) -> Option<std::sync::Arc<Secret>> {
+    fn stored(&self, key: &Key) -> Option<std::sync::Arc<StoredSecret>> {
         self.reader.find(Some(&key.namespace), &key.name)
     }
 
     fn stored_version(&self, key: &Key) -> Option<String> {
-        self.stored(key).and_then(|secret| secret.resource_version())
+        self.stored(key).and_then(|secret| secret.resource_version().map(str::to_owned))
     }
 }
 
@@ -340,12 +340,11 @@ enum ReadError {
 }
 
 /// One Secret, whole, by name: `None` when it does not exist.
-async fn read(client: &kube::Client, ObjectKey { namespace, name }: &Key) -> Result<Option<Secret>, ReadError> {
+async fn read(client: &kube::Client, ObjectKey { namespace, name }: &Key) -> Result<Option<StoredSecret>, ReadError> {
     let api: Api<Lenient<Secret>> = Api::namespaced(client.clone(), namespace);
     let list =
         api.list(&ListParams::default().fields(&format!("metadata.name={name}"))).await.map_err(ReadError::Api)?;
     let Some(found) = list.items.into_iter().find(|secret| secret.name_any() == *name) else { return Ok(None) };
-    let mut secret = found.into_result().map_err(ReadError::Undecodable)?;
-    prune_metadata(&mut secret);
-    Ok(Some(secret))
+    let secret = found.into_result().map_err(ReadError::Undecodable)?;
+    Ok(Some(StoredSecret::new(secret)))
 }

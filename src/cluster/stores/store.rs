@@ -9,9 +9,8 @@
 use std::hash::{BuildHasher as _, RandomState};
 use std::sync::{Arc, PoisonError, RwLock};
 
+use crate::api::Named;
 use hashbrown::HashTable;
-use kube::Resource;
-use kube::runtime::reflector::ObjectRef;
 
 /// The objects of one kind, cheap to clone; read-only (the [`Writer`] writes).
 pub struct Store<K> {
@@ -25,24 +24,16 @@ impl<K> Clone for Store<K> {
 }
 
 /// A new, empty store and its writer.
-pub fn store<K: Resource>() -> (Store<K>, Writer<K>) {
+pub fn store<K: Named>() -> (Store<K>, Writer<K>) {
     let hasher = RandomState::new();
     let shared = Arc::new(RwLock::new(Index::new(hasher.clone())));
     (Store { shared: shared.clone() }, Writer { shared, next: None, hasher })
 }
 
-impl<K: Resource> Store<K> {
+impl<K: Named> Store<K> {
     /// The object of this name in this namespace (`None` or empty for a cluster-scoped kind).
     pub fn find(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
         self.shared.read().unwrap_or_else(PoisonError::into_inner).get(namespace, name)
-    }
-
-    /// The object `reference` names.
-    pub fn get(&self, reference: &ObjectRef<K>) -> Option<Arc<K>>
-    where
-        K: kube::runtime::reflector::Lookup,
-    {
-        self.find(reference.namespace.as_deref(), &reference.name)
     }
 
     /// Every object, in no particular order.
@@ -67,7 +58,7 @@ pub struct Writer<K> {
     hasher: RandomState,
 }
 
-impl<K: Resource> Writer<K> {
+impl<K: Named> Writer<K> {
     /// A (re-)list starts: what it brings replaces the store when it ends.
     pub fn begin_list(&mut self) {
         self.next = Some(Index::new(self.hasher.clone()));
@@ -111,7 +102,7 @@ struct Index<K> {
     hasher: RandomState,
 }
 
-impl<K: Resource> Index<K> {
+impl<K: Named> Index<K> {
     fn new(hasher: RandomState) -> Self {
         Self { objects: HashTable::new(), hasher }
     }
@@ -126,8 +117,7 @@ impl<K: Resource> Index<K> {
     }
 
     fn key(object: &K) -> (Option<&str>, &str) {
-        let meta = object.meta();
-        (Self::namespace(meta.namespace.as_deref()), meta.name.as_deref().unwrap_or_default())
+        (Self::namespace(object.namespace_of()), object.name_of().unwrap_or_default())
     }
 
     fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
@@ -194,10 +184,7 @@ mod tests {
         assert_eq!(store.len(), 2);
         assert_eq!(value(&store, "a", "x").as_deref(), Some("3"));
         assert_eq!(value(&store, "b", "x").as_deref(), Some("2"));
-        assert_eq!(
-            store.get(&ObjectRef::new("x").within("b")).map(|o| o.metadata.name.clone()),
-            Some(Some("x".into()))
-        );
+        assert_eq!(store.find(Some("b"), "x").map(|o| o.metadata.name.clone()), Some(Some("x".into())));
         assert!(store.find(None, "x").is_none(), "a namespaced object is not found without its namespace");
         assert!(writer.remove(Some("a"), "x").is_some());
         assert!(writer.remove(Some("a"), "x").is_none());
@@ -228,7 +215,7 @@ mod tests {
         let mut object = Namespace::default();
         object.metadata.name = Some("shop".into());
         writer.apply(object);
-        assert!(namespaces.get(&ObjectRef::new("shop")).is_some());
+        assert!(namespaces.find(None, "shop").is_some());
         assert!(namespaces.find(Some(""), "shop").is_some(), "an empty namespace is none");
         assert!(writer.remove(Some(""), "shop").is_some());
         assert!(namespaces.is_empty());

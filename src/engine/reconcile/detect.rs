@@ -5,16 +5,14 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::ResourceExt;
 
 use super::{AppKey, Context, batch_key};
 use crate::api::rotation_batch::{DeploymentRolloutState, RotatedSecret};
-use crate::api::{CAPApplication, RotationBatch};
-use crate::plan::{CapIndex, DeploymentPlan, Rotated, plan_application, secret_data};
-use crate::vcap::data_hash;
+use crate::api::{CAPApplication, RotationBatch, StoredSecret};
+use crate::plan::{CapIndex, DeploymentPlan, Rotated, plan_application};
+use crate::vcap::entries_hash;
 
 /// What a binding Secret was when last seen: a new uid or new data is a rotation. Its
 /// resourceVersion spares hashing its data again on every pass while it has not changed (the API
@@ -29,18 +27,18 @@ struct SeenSecret {
 }
 
 impl SeenSecret {
-    fn of(secret: &Secret) -> Self {
+    fn of(secret: &StoredSecret) -> Self {
         Self {
-            uid: secret.metadata.uid.clone().unwrap_or_default(),
-            hash: data_hash(&secret_data(secret)),
-            version: secret.metadata.resource_version.clone().unwrap_or_default(),
+            uid: secret.uid().unwrap_or_default().to_owned(),
+            hash: entries_hash(secret.entries()),
+            version: secret.resource_version().unwrap_or_default().to_owned(),
         }
     }
 
     /// `secret` is this very object at this very version: nothing to hash.
-    fn is(&self, secret: &Secret) -> bool {
-        let version = secret.metadata.resource_version.as_deref().unwrap_or_default();
-        !version.is_empty() && self.version == version && Some(self.uid.as_str()) == secret.metadata.uid.as_deref()
+    fn is(&self, secret: &StoredSecret) -> bool {
+        let version = secret.resource_version().unwrap_or_default();
+        !version.is_empty() && self.version == version && Some(self.uid.as_str()) == secret.uid()
     }
 
     /// Another uid or other data (a metadata-only change is none).
@@ -101,7 +99,7 @@ impl Detection {
     pub(super) fn detect(
         &mut self,
         applications: &[Arc<CAPApplication>],
-        secret: impl Fn(&str, &str) -> Option<Arc<Secret>>,
+        secret: impl Fn(&str, &str) -> Option<Arc<StoredSecret>>,
         now: Timestamp,
     ) -> u64 {
         let mut rotations = 0;
@@ -111,7 +109,7 @@ impl Detection {
             let Some(secret) = secret(namespace, name) else { continue };
             // sap-btp-service-operator's copy of old credentials: its changes are never a
             // rotation of what the application should run on (`capdeck credentials` says so).
-            if secret.labels().contains_key(crate::api::service_binding::LABEL_STALE) {
+            if secret.label(crate::api::service_binding::LABEL_STALE).is_some() {
                 continue;
             }
             let previous = self.seen.get(namespace).and_then(|seen| seen.get(name));
@@ -216,11 +214,8 @@ impl Detection {
         let plan = plan_application(&app, &Rotated::All, index, &context.stores);
         let left: Vec<&DeploymentPlan> = plan.restarts().filter(|d| !covered(&open, &app, d)).collect();
         let hash = |secret: &str| {
-            let secret = context
-                .stores
-                .binding_secrets
-                .get(&kube::runtime::reflector::ObjectRef::new(secret).within(&key.namespace));
-            secret.map(|secret| data_hash(&secret_data(&secret))).unwrap_or_default()
+            let secret = context.stores.binding_secrets.find(Some(key.namespace.as_str()), secret);
+            secret.map(|secret| entries_hash(secret.entries())).unwrap_or_default()
         };
         self.found(key, &app, &left, hash, now);
     }
@@ -337,21 +332,21 @@ mod tests {
         )
     }
 
-    fn secret(name: &str, uid: &str, password: &str, labels: Value) -> Arc<Secret> {
-        Arc::new(
+    fn secret(name: &str, uid: &str, password: &str, labels: Value) -> Arc<StoredSecret> {
+        Arc::new(StoredSecret::new(
             serde_json::from_value(json!({
                 "apiVersion": "v1", "kind": "Secret",
                 "metadata": {"name": name, "namespace": "ns", "uid": uid, "labels": labels},
                 "data": {"password": k8s_openapi::ByteString(password.as_bytes().to_vec())},
             }))
             .expect("secret"),
-        )
+        ))
     }
 
     /// One detection over `apps` and Secrets by name.
-    fn detect(detection: &mut Detection, apps: &[Arc<CAPApplication>], secrets: &[Arc<Secret>]) -> u64 {
+    fn detect(detection: &mut Detection, apps: &[Arc<CAPApplication>], secrets: &[Arc<StoredSecret>]) -> u64 {
         let lookup = |namespace: &str, name: &str| {
-            secrets.iter().find(|s| s.namespace().as_deref() == Some(namespace) && s.name_any() == name).cloned()
+            secrets.iter().find(|s| s.namespace() == Some(namespace) && s.name() == name).cloned()
         };
         detection.detect(apps, lookup, now())
     }
@@ -369,9 +364,13 @@ mod tests {
     #[test]
     fn a_secret_at_the_version_already_hashed_is_not_hashed_again() {
         let at = |password: &str, version: &str| {
-            let mut secret = (*secret("shop-uaa", "u1", password, json!({}))).clone();
-            secret.metadata.resource_version = Some(version.into());
-            Arc::new(secret)
+            Arc::new(StoredSecret::new(
+                serde_json::from_value(json!({
+                    "metadata": {"name": "shop-uaa", "namespace": "ns", "uid": "u1", "resourceVersion": version},
+                    "data": {"password": k8s_openapi::ByteString(password.as_bytes().to_vec())},
+                }))
+                .expect("secret"),
+            ))
         };
         let mut detection = Detection::default();
         let apps = [app("shop", 1, true, &[("uaa", "shop-uaa")])];

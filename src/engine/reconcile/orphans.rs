@@ -12,10 +12,9 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Secret;
+use crate::api::StoredSecret;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt as _;
-use kube::runtime::reflector::ObjectRef;
 
 use super::Context;
 use crate::api::rollout_progress::{Progress, rollout_progress};
@@ -38,41 +37,41 @@ pub(super) enum Sweep {
 }
 
 /// Pure: what the sweep does about `secret`, given the stores.
-pub(super) fn sweep(context: &Context, secret: &Secret, now: Timestamp) -> Sweep {
+pub(super) fn sweep(context: &Context, secret: &StoredSecret, now: Timestamp) -> Sweep {
     let namespace = secret.namespace().unwrap_or_default();
-    let Some(batch) = secret.labels().get(LABEL_BATCH) else { return Sweep::Done };
-    if context.stores.batches.get(&ObjectRef::new(batch).within(&namespace)).is_some() {
+    let Some(batch) = secret.label(LABEL_BATCH) else { return Sweep::Done };
+    if context.stores.batches.find(Some(namespace), batch).is_some() {
         return Sweep::Done;
     }
-    let age = secret.metadata.creation_timestamp.as_ref().map_or(0, |at| now.as_second() - at.0.as_second());
+    let age = secret.created().map_or(0, |at| now.as_second() - at.as_second());
     if age < GRACE_SECONDS {
         return Sweep::Wait;
     }
-    let name = secret.name_any();
+    let name = secret.name();
     let deployments = context.stores.deployments.state();
     let readers = |wanted: &str| {
         deployments
             .iter()
-            .filter(|d| d.namespace().as_deref() == Some(namespace.as_str()))
+            .filter(|d| d.namespace().as_deref() == Some(namespace))
             .filter(|d| context.stores.vcap_secret_of(d).as_deref() == Some(wanted))
             .cloned()
             .collect::<Vec<Arc<_>>>()
     };
-    let serves = readers(&name);
+    let serves = readers(name);
     if serves.is_empty() {
-        return Sweep::Delete(namespace, name, secret.metadata.uid.clone());
+        return Sweep::Delete(namespace.to_owned(), name.to_owned(), secret.uid().map(str::to_owned));
     }
     if serves.iter().any(|d| rollout_progress(d).progress != Progress::Complete) {
         return Sweep::Wait;
     }
-    let Some(previous) = secret.annotations().get(ANNOTATION_PREVIOUS_SECRET) else { return Sweep::Done };
-    let Some(old) = context.stores.vcap_secrets.get(&ObjectRef::new(previous).within(&namespace)) else {
+    let Some(previous) = secret.annotation(ANNOTATION_PREVIOUS_SECRET) else { return Sweep::Done };
+    let Some(old) = context.stores.vcap_secrets.find(Some(namespace), previous) else {
         return Sweep::Done;
     };
     if !readers(previous).is_empty() {
         return Sweep::Done;
     }
-    Sweep::Delete(namespace, previous.clone(), old.metadata.uid.clone())
+    Sweep::Delete(namespace.to_owned(), previous.to_owned(), old.uid().map(str::to_owned))
 }
 
 /// Sweep every VCAP Secret whose batch is gone. True while one waits (too new, or its

@@ -8,7 +8,6 @@ use std::collections::{BTreeSet, HashMap};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::runtime::reflector::ObjectRef;
 
 use super::pods::NewPods;
 use super::status::{MISSING_DEPLOYMENT, is_active, is_queued};
@@ -174,7 +173,7 @@ impl Rollouts {
         let version_uid = context
             .stores
             .versions
-            .get(&ObjectRef::new(&planned.version).within(namespace))
+            .find(Some(namespace), &planned.version)
             .and_then(|version| version.metadata.uid.clone());
         let target = (namespace.as_str(), deployment.name.as_str());
         let owner = (planned.version.as_str(), version_uid.as_deref());
@@ -191,14 +190,14 @@ impl Rollouts {
                 let previous = context
                     .stores
                     .secret(namespace, &actual)
-                    .and_then(|s| s.annotations().get(ANNOTATION_PREVIOUS_SECRET).cloned())
+                    .and_then(|s| s.annotation(ANNOTATION_PREVIOUS_SECRET).map(str::to_owned))
                     .or(previous);
                 resumed(deployment, actual, previous, generation);
                 self.rolling += 1;
             }
             Ok(Pointed::Gone) => {
                 complete_unchanged(deployment, "deployment was deleted before its rollout");
-                let uid = context.stores.secret(namespace, &secret).and_then(|s| s.metadata.uid.clone());
+                let uid = context.stores.secret(namespace, &secret).and_then(|s| s.uid().map(str::to_owned));
                 let _ = context.writes.delete_secret(namespace, &secret, uid).await;
             }
             Ok(Pointed::NotOwned { why }) => {
@@ -206,7 +205,7 @@ impl Rollouts {
                 complete_unchanged(deployment, &why);
                 deployment.action = DeploymentAction::NotOwned;
                 context.metrics.skipped("not owned");
-                let uid = context.stores.secret(namespace, &secret).and_then(|s| s.metadata.uid.clone());
+                let uid = context.stores.secret(namespace, &secret).and_then(|s| s.uid().map(str::to_owned));
                 let _ = context.writes.delete_secret(namespace, &secret, uid).await;
             }
             Err(error) => {
@@ -356,7 +355,7 @@ impl Rollouts {
                     self.rolling = self.rolling.saturating_sub(1);
                 }
                 self.attempts.remove(key);
-                let uid = context.stores.secret(namespace, &secret).and_then(|s| s.metadata.uid.clone());
+                let uid = context.stores.secret(namespace, &secret).and_then(|s| s.uid().map(str::to_owned));
                 if let Err(error) = context.writes.delete_secret(namespace, &secret, uid).await {
                     deployment.message = Some(format!(
                         "pointed back at {previous}; could not delete {secret}: {}",
@@ -393,12 +392,12 @@ impl Rollouts {
         let Target { key: (namespace, batch_name, _), version, planned, rolled_by_this_batch } = target;
         let owner_hash = secret_owner_hash(namespace, &planned.version, &deployment.name);
         let existing = context.stores.vcap_secrets.state().into_iter().find(|secret| {
-            secret.namespace().as_deref() == Some(namespace.as_str())
-                && secret.labels().get(LABEL_BATCH) == Some(batch_name)
-                && secret.labels().get(LABEL_SECRET_OWNER_HASH) == Some(&owner_hash)
+            secret.namespace() == Some(namespace.as_str())
+                && secret.label(LABEL_BATCH) == Some(batch_name.as_str())
+                && secret.label(LABEL_SECRET_OWNER_HASH) == Some(owner_hash.as_str())
         });
         if let Some(secret) = existing {
-            return Ok((secret.name_any(), secret.annotations().get(ANNOTATION_PREVIOUS_SECRET).cloned()));
+            return Ok((secret.name().to_owned(), secret.annotation(ANNOTATION_PREVIOUS_SECRET).map(str::to_owned)));
         }
         // Our Secret is not in the store yet: never create a second one.
         if let Some(live) = rolled_by_this_batch.flatten() {
@@ -527,9 +526,8 @@ impl Rollouts {
         if generation < deployment.rolled_generation.unwrap_or(0) {
             return; // the store has not seen our update yet
         }
-        let is_vcap = |name: &str| {
-            name == secret || context.stores.vcap_secrets.get(&ObjectRef::new(name).within(&key.0)).is_some()
-        };
+        let is_vcap =
+            |name: &str| name == secret || context.stores.vcap_secrets.find(Some(key.0.as_str()), name).is_some();
         match referenced_vcap_secret(&live, is_vcap) {
             Ok(Some(current)) if current == secret => {}
             Ok(other) => {
@@ -610,8 +608,8 @@ fn rolled_by(context: &Context, namespace: &str, deployment: &str, batch: &str) 
         context
             .stores
             .vcap_secrets
-            .get(&ObjectRef::new(name).within(namespace))
-            .is_none_or(|secret| secret.labels().get(LABEL_BATCH).map(String::as_str) == Some(batch))
+            .find(Some(namespace), name)
+            .is_none_or(|secret| secret.label(LABEL_BATCH) == Some(batch))
     });
     ours.then_some(uses)
 }
@@ -655,10 +653,10 @@ async fn remove_previous(
     if still_used {
         return Ok(format!("rolled out; previous secret {previous} kept: another Deployment uses it"));
     }
-    let Some(secret) = context.stores.vcap_secrets.get(&ObjectRef::new(&previous).within(namespace)) else {
+    let Some(secret) = context.stores.vcap_secrets.find(Some(namespace), &previous) else {
         return Ok(format!("rolled out; previous secret {previous} is gone or not a VCAP secret, left alone"));
     };
-    match context.writes.delete_secret(namespace, &previous, secret.metadata.uid.clone()).await {
+    match context.writes.delete_secret(namespace, &previous, secret.uid().map(str::to_owned)).await {
         Ok(_) => Ok(format!("rolled out; previous VCAP secret {previous} deleted")),
         Err(error) => {
             Err(WriteFailure::new(&format!("rolled out but could not delete previous secret {previous}"), &error))

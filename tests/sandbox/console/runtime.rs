@@ -264,12 +264,12 @@ async fn a_pods_log_is_read_with_its_credentials_masked() {
     console.shows("Queued").await;
 
     // A credential of the namespace, logged by the router's Pod.
-    let secrets: Vec<k8s_openapi::api::core::v1::Secret> = sandbox
+    let secrets: Vec<capdeck::api::StoredSecret> = sandbox
         .binding_secrets()
         .into_iter()
         .filter(|secret| secret.namespace == "cap-hr")
         .filter_map(|secret| sandbox.get("", "secrets", &secret.namespace, &secret.name))
-        .map(|secret| serde_json::from_value(secret).expect("secret"))
+        .map(|secret| capdeck::api::StoredSecret::new(serde_json::from_value(secret).expect("secret")))
         .collect();
     let values = capdeck::readmodel::pods::credential_values(&secrets);
     let leaked = values.first().expect("a credential in cap-hr").clone();

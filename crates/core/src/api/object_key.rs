@@ -27,6 +27,35 @@ impl ObjectKey {
     }
 }
 
+/// An object a store finds by the namespace and name it holds: every kube `Resource`, and the
+/// Secrets capdeck keeps in its own shape (`StoredSecret`, which has no `ObjectMeta`).
+pub trait Named {
+    /// `None` or empty for a cluster-scoped object.
+    fn namespace_of(&self) -> Option<&str>;
+    /// `None` for an object without a name (the API server names every object it stores).
+    fn name_of(&self) -> Option<&str>;
+}
+
+impl<K: kube::Resource> Named for K {
+    fn namespace_of(&self) -> Option<&str> {
+        self.meta().namespace.as_deref()
+    }
+
+    fn name_of(&self) -> Option<&str> {
+        self.meta().name.as_deref()
+    }
+}
+
+impl Named for super::StoredSecret {
+    fn namespace_of(&self) -> Option<&str> {
+        self.namespace()
+    }
+
+    fn name_of(&self) -> Option<&str> {
+        Some(self.name()).filter(|name| !name.is_empty())
+    }
+}
+
 impl fmt::Display for ObjectKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.namespace, self.name)
