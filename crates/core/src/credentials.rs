@@ -323,6 +323,18 @@ fn format_of(secret: &StoredSecret, binding: Option<&ServiceBinding>, reasons: &
     let spec = binding.map(|binding| &binding.spec);
     let layout = layout(&data);
     if layout == SecretLayout::Metadata {
+        // The planner's own reading: a `.metadata` that does not parse, or properties it cannot
+        // move, give no VCAP_SERVICES entry at all.
+        let service = crate::api::ServiceInfo {
+            name: secret.name().into(),
+            secret: secret.name().into(),
+            class: String::new(),
+            subscription_dependency: None,
+        };
+        if let Err(error) = crate::vcap::entry::build_entry(&service, &data) {
+            reasons.push(format!("{error}: no VCAP_SERVICES entry can be built from it"));
+            return Format::Unreadable;
+        }
         return Format::Metadata;
     }
     if spec.and_then(|spec| spec.secret_root_key.as_deref()).is_some() {
@@ -1196,6 +1208,27 @@ mod tests {
                     root_key,
                 ],
                 "secretRootKey",
+            ),
+            (
+                ".metadata that does not parse, in stringData (as a file gives it)",
+                vec![app(), {
+                    let mut secret = secret(json!({}), Some("services.cloud.sap.com/v1"));
+                    secret["stringData"] = json!({".metadata": "{not json", "clientid": "x"});
+                    secret
+                }],
+                "no VCAP_SERVICES entry can be built",
+            ),
+            (
+                ".metadata whose container property is not an object",
+                vec![
+                    app(),
+                    secret(
+                        json!({".metadata": b64(r#"{"credentialProperties":[{"name":"all","format":"json","container":true}]}"#),
+                               "all": b64("[1]")}),
+                        Some("services.cloud.sap.com/v1"),
+                    ),
+                ],
+                "no VCAP_SERVICES entry can be built",
             ),
         ];
         for (what, objects, last) in cases {
