@@ -125,7 +125,7 @@ def is_deployment_write(entry: dict) -> bool:
     return entry["resource"] == "deployments" and not entry["subresource"] and entry["verb"] in ("update", "patch")
 
 
-def not_lease(entry: dict) -> bool:
+def is_no_work(entry: dict) -> bool:
     """A request that is no work: a Lease renewal or a watch (what quiet and work counts leave out)."""
     return entry["resource"] == "leases" or entry["verb"] == "watch"
 
@@ -230,7 +230,7 @@ class EnginePair:
             # a namespace once per application).
             quiet, limit = (10, 1800) if self.apps < 2000 else (120, 3600)
             try:
-                self.audit.wait_quiet(user, quiet, limit, ignore=not_lease)
+                self.audit.wait_quiet(user, quiet, limit, ignore=is_no_work)
                 startup_over = True
             except TimeoutError as error:
                 print(f"   {who}: {error}; measured as far as it went", flush=True)
@@ -243,11 +243,13 @@ class EnginePair:
                 "startup_over": startup_over,
                 "startup_quiet_seconds": quiet,
                 # From the program's start to its last start-up request (Lease renewals and watches aside).
-                "startup_seconds": round(max((e["at"] for e in startup_entries if not not_lease(e)),
+                "startup_seconds": round(max((e["at"] for e in startup_entries if not is_no_work(e)),
                                              default=program.started) - program.started, 1),
                 "startup_requests": startup["requests"],
                 "startup_writes": startup["writes"],
                 "startup_deployment_writes": startup_deployment_writes,
+                # What the start-up requests were, by verb and resource (Lease renewals included).
+                "startup_by_request": startup["by_request"],
                 # The wire's bytes through the program's own relay (TLS included), from its start until quiet.
                 "startup_bytes_received": startup_received,
                 "startup_bytes_sent": startup_sent,
@@ -275,8 +277,8 @@ class EnginePair:
 
             wait(f"{len(expected)} Deployment writes by {who}", WINDOW_SECONDS + 240,
                  lambda: expected <= written(), program)
-            done_at = self.audit.wait_quiet(user, 10, 300, ignore=not_lease)
-            rotation = [e for e in self.audit.of(user, changed_at, done_at) if not not_lease(e)]
+            done_at = self.audit.wait_quiet(user, 10, 300, ignore=is_no_work)
+            rotation = [e for e in self.audit.of(user, changed_at, done_at) if not is_no_work(e)]
             rotated_at = min(e["at"] for e in self.audit.of("rotator", changed_at - 1)
                              if e["resource"] == "secrets")
             deployment_writes = [e for e in rotation if is_deployment_write(e)]
@@ -369,7 +371,7 @@ class StormPair:
             wait(f"{program.name} to lead", 180, ready, program)
             wait("one window after start", WINDOW_SECONDS + 10, lambda: time.time() - program.started > WINDOW_SECONDS + 5,
                  program)
-            self.audit.wait_quiet(user, 10, 1800, ignore=not_lease)
+            self.audit.wait_quiet(user, 10, 1800, ignore=is_no_work)
 
             expected_now = {world.deployment_of(i) for i in range(self.first, self.first + self.args.storm_apps)}
             before = self.vcap_secrets(expected_now)
@@ -385,13 +387,13 @@ class StormPair:
             # ready 5-20 s after they start); the API server's load is measured over all of it.
             pods_done_at, on_new = self.wait_new_credentials(before, changed_at, program)
             try:
-                done_at, quiet = self.audit.wait_quiet(user, 10, 300, ignore=not_lease), True
+                done_at, quiet = self.audit.wait_quiet(user, 10, 300, ignore=is_no_work), True
             except TimeoutError:
                 done_at, quiet = time.time(), False
             apiserver = load.stop()
             rotator = [e for e in self.audit.of("rotator", changed_at - 1) if e["resource"] == "secrets"]
             rotated_at, last_rotation = min(e["at"] for e in rotator), max(e["at"] for e in rotator)
-            storm = [e for e in self.audit.of(user, changed_at, done_at) if not not_lease(e)]
+            storm = [e for e in self.audit.of(user, changed_at, done_at) if not is_no_work(e)]
             writes = [e for e in storm if e["verb"] in WRITE_VERBS]
             deployment_writes = [e for e in storm if is_deployment_write(e)]
             names = [e["name"] for e in deployment_writes]
