@@ -146,8 +146,15 @@ pub const WATCH_TIMEOUT_SECONDS: u32 = 1800;
 
 /// A watcher configuration with [`WATCH_TIMEOUT_SECONDS`].
 pub fn watch_config() -> watcher::Config {
-    watcher::Config::default().timeout(WATCH_TIMEOUT_SECONDS)
+    watcher::Config::default().timeout(WATCH_TIMEOUT_SECONDS).page_size(LIST_PAGE_SIZE)
 }
+
+/// Objects a list page holds. hyper grows a connection's read buffer to what one read of a large
+/// answer brings (to about 400 KB) and keeps it as long as the connection lives, and every store
+/// keeps one: pages of 100 objects (client-go's 500 are 0.4–1 MB of Deployments or CAP objects)
+/// keep those buffers and each page's decoding smaller, for a few more list requests at start-up
+/// (docs/PERFORMANCE.md, "Engine memory").
+const LIST_PAGE_SIZE: u32 = 100;
 
 const KINDS: usize = 10;
 
