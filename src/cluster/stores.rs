@@ -146,15 +146,18 @@ pub const WATCH_TIMEOUT_SECONDS: u32 = 1800;
 
 /// A watcher configuration with [`WATCH_TIMEOUT_SECONDS`].
 pub fn watch_config() -> watcher::Config {
-    watcher::Config::default().timeout(WATCH_TIMEOUT_SECONDS).page_size(LIST_PAGE_SIZE)
+    watcher::Config::default().timeout(WATCH_TIMEOUT_SECONDS)
 }
 
-/// Objects a list page holds. hyper grows a connection's read buffer to what one read of a large
-/// answer brings (to about 400 KB) and keeps it as long as the connection lives, and every store
-/// keeps one: pages of 100 objects (client-go's 500 are 0.4–1 MB of Deployments or CAP objects)
-/// keep those buffers and each page's decoding smaller, for a few more list requests at start-up
-/// (docs/PERFORMANCE.md, "Engine memory").
-const LIST_PAGE_SIZE: u32 = 100;
+/// Objects a list page of the engine's stores holds. hyper grows a connection's read buffer to
+/// what one read of a large answer brings (to about 400 KB) and keeps it as long as the
+/// connection lives, and every store keeps one: pages of 100 objects (client-go's 500 are
+/// 0.4–1 MB of Deployments or CAP objects) keep those buffers and each page's decoding smaller,
+/// for a few more list requests at start-up (docs/PERFORMANCE.md, "Engine memory"). The console
+/// keeps client-go's 500: fewer round trips before a full screen on a server that cannot stream
+/// a list.
+const ENGINE_LIST_PAGE_SIZE: u32 = 100;
+const CONSOLE_LIST_PAGE_SIZE: u32 = 500;
 
 const KINDS: usize = 10;
 
@@ -255,7 +258,7 @@ impl Shared {
 impl Stores {
     /// Start every watch in `scope`. The stores fill in the background; see `wait_ready`.
     pub fn start(client: &kube::Client, scope: Scope, cancel: CancellationToken) -> (Self, StoreTasks) {
-        Self::start_with(client, scope, cancel, false, None)
+        Self::start_with(client, scope, cancel, false, None, ENGINE_LIST_PAGE_SIZE)
     }
 
     /// The console's stores: `start`, a store of the Events about CAP objects and batches, and
@@ -267,7 +270,7 @@ impl Stores {
         cancel: CancellationToken,
         first: Option<&'static str>,
     ) -> (Self, StoreTasks) {
-        Self::start_with(client, scope, cancel, true, first)
+        Self::start_with(client, scope, cancel, true, first, CONSOLE_LIST_PAGE_SIZE)
     }
 
     fn start_with(
@@ -276,7 +279,9 @@ impl Stores {
         cancel: CancellationToken,
         with_events: bool,
         first: Option<&'static str>,
+        page_size: u32,
     ) -> (Self, StoreTasks) {
+        let store_config = || watch_config().page_size(page_size);
         // A kind no store lists would never open the turn, and every other store would wait.
         let first = first.filter(|kind| VIEW_KINDS.contains(kind));
         let (changes_tx, changes) = watch::channel(0u64);
@@ -296,29 +301,29 @@ impl Stores {
             cancel,
         };
         let mut tasks = Starter { handles: Vec::new(), shared: &shared };
-        let applications = tasks.watch(scope.api(client), watch_config(), Watched::cap("CAPApplication"));
-        let versions = tasks.watch(scope.api(client), watch_config(), Watched::cap("CAPApplicationVersion"));
-        let tenants = tasks.watch(scope.api(client), watch_config(), Watched::cap("CAPTenant"));
-        let operations = tasks.watch(scope.api(client), watch_config(), Watched::cap("CAPTenantOperation"));
-        let batches = tasks.watch(scope.api(client), watch_config(), Watched::cap("RotationBatch"));
-        let deployments = tasks.watch(scope.api(client), watch_config(), Watched::all("Deployment", prune_metadata));
-        let vcap_config = watch_config().labels(LABEL_SECRET_OWNER_HASH);
+        let applications = tasks.watch(scope.api(client), store_config(), Watched::cap("CAPApplication"));
+        let versions = tasks.watch(scope.api(client), store_config(), Watched::cap("CAPApplicationVersion"));
+        let tenants = tasks.watch(scope.api(client), store_config(), Watched::cap("CAPTenant"));
+        let operations = tasks.watch(scope.api(client), store_config(), Watched::cap("CAPTenantOperation"));
+        let batches = tasks.watch(scope.api(client), store_config(), Watched::cap("RotationBatch"));
+        let deployments = tasks.watch(scope.api(client), store_config(), Watched::all("Deployment", prune_metadata));
+        let vcap_config = store_config().labels(LABEL_SECRET_OWNER_HASH);
         let vcap_secrets = tasks.watch(scope.api(client), vcap_config, Watched::vcap_secrets());
         let (binding_secrets, task) =
             binding_secrets::start(client.clone(), scope.api(client), applications.clone(), shared.clone());
         tasks.handles.push(task);
         // One Namespace when the scope is one namespace: the engine reads only its annotation.
         let namespace_config = match &scope {
-            Scope::All => watch_config(),
-            Scope::Namespace(namespace) => watch_config().fields(&format!("metadata.name={namespace}")),
+            Scope::All => store_config(),
+            Scope::Namespace(namespace) => store_config().fields(&format!("metadata.name={namespace}")),
         };
         let namespaces = tasks.watch(Api::all(client.clone()), namespace_config, Watched::optional("Namespace"));
-        let freezes = tasks.watch(scope.api(client), watch_config(), Watched::optional("Freeze"));
+        let freezes = tasks.watch(scope.api(client), store_config(), Watched::optional("Freeze"));
         // Only Events about CAP objects and batches are kept; a user who may not list Events still
         // gets every other view.
         let events = with_events.then(|| {
             let relevant = Watched { keep: is_relevant_event, ..Watched::optional("Event") };
-            tasks.watch::<Event, Event>(scope.api(client), watch_config(), relevant)
+            tasks.watch::<Event, Event>(scope.api(client), store_config(), relevant)
         });
         let (service_bindings, service_bindings_available, task) =
             service_bindings(client.clone(), scope.api(client), shared.clone());
