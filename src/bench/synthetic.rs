@@ -135,7 +135,7 @@ pub fn seed(sandbox: &Sandbox, size: SeedSize) -> Result<usize, crate::sandbox::
                 "type": "Opaque", "data": {"credentials": b64(&credentials)}});
             sandbox.load([secret.clone()])?;
             count += 1;
-            lookup.add_secret(Arc::new(Arc::unwrap_or_clone(typed::<Secret>(&secret)?).into()));
+            lookup.add_secret(Arc::unwrap_or_clone(typed::<Secret>(&secret)?));
         }
         for d in 0..size.deployments_per_app {
             let deployment = format!("{cav}-w{d}");

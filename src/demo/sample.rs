@@ -88,7 +88,7 @@ impl SampleObjects {
             "CAPTenantOperation" => self.operations.push(decode(document)?),
             "RotationBatch" => self.batches.push(decode(document)?),
             "Secret" => {
-                self.lookup.add_secret(Arc::new(Arc::unwrap_or_clone(decode::<Secret>(document)?).into()));
+                self.lookup.add_secret(Arc::unwrap_or_clone(decode::<Secret>(document)?));
             }
             _ => {}
         }

@@ -648,9 +648,9 @@ async fn secret_value(
         })?
         .into_result()
         .map_err(|undecodable| format!("{given}: the Secret {undecodable}"))?;
-    let mut data = crate::api::StoredSecret::new(secret).data();
-    data.remove(&reference.key).ok_or_else(|| {
-        let keys: Vec<&str> = data.keys().map(String::as_str).collect();
+    let secret = crate::api::StoredSecret::new(secret);
+    secret.value(&reference.key).map(<[u8]>::to_vec).ok_or_else(|| {
+        let keys: Vec<&str> = secret.entries().map(|(key, _)| key).collect();
         format!("{given}: the Secret has no key {} (its keys: {})", reference.key, keys.join(", "))
     })
 }

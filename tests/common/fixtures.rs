@@ -197,7 +197,7 @@ impl EngineWorld {
 pub fn make_current(sandbox: &Sandbox) {
     let mut lookup = Objects::default();
     for secret in decode::<Secret>(sandbox.list("", "secrets")) {
-        lookup.add_secret(Arc::new(Arc::unwrap_or_clone(secret).into()));
+        lookup.add_secret(Arc::unwrap_or_clone(secret));
     }
     for deployment in decode::<DeploymentView>(sandbox.list("apps", "deployments")) {
         lookup.add_deployment(deployment);

@@ -88,7 +88,7 @@ fn of_kind<K: serde::de::DeserializeOwned>(objects: &[Value], kind: &str) -> Vec
 fn make_current(objects: &mut Vec<Value>) {
     let mut lookup = Objects::default();
     for (_, secret) in of_kind::<Secret>(objects, "Secret") {
-        lookup.add_secret(Arc::new(secret.into()));
+        lookup.add_secret(secret);
     }
     for (_, deployment) in of_kind::<DeploymentView>(objects, "Deployment") {
         lookup.add_deployment(Arc::new(deployment));

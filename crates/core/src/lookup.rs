@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 
 use crate::api::{CAPApplication, CAPApplicationVersion, CAPTenant, DeploymentView, ObjectKey, StoredSecret};
@@ -94,10 +95,11 @@ pub struct Objects {
 }
 
 impl Objects {
-    /// Add a Secret under its own namespace and name.
-    pub fn add_secret(&mut self, secret: Arc<StoredSecret>) {
+    /// Add a Secret under its own namespace and name, as the planner reads it.
+    pub fn add_secret(&mut self, secret: Secret) {
+        let secret = StoredSecret::new(secret);
         let key = ObjectKey::new(secret.namespace().unwrap_or_default(), secret.name());
-        self.secrets.insert(key, SecretLookup::Found(secret));
+        self.secrets.insert(key, SecretLookup::Found(Arc::new(secret)));
     }
 
     /// Add a Deployment under its own namespace and name.

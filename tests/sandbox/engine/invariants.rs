@@ -229,7 +229,7 @@ fn decode<K: serde::de::DeserializeOwned>(values: Vec<Value>) -> Vec<Arc<K>> {
 fn out_of_date(sandbox: &Sandbox) -> Vec<String> {
     let mut lookup = Objects::default();
     for secret in decode::<Secret>(sandbox.list("", "secrets")) {
-        lookup.add_secret(Arc::new(Arc::unwrap_or_clone(secret).into()));
+        lookup.add_secret(Arc::unwrap_or_clone(secret));
     }
     for deployment in decode::<DeploymentView>(sandbox.list("apps", "deployments")) {
         lookup.add_deployment(deployment);

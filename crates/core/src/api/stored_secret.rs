@@ -44,9 +44,9 @@ pub struct StoredSecret {
 /// kubectl's copy of the last applied object: often larger than the rest, never read.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
-fn boxed_pairs<V>(pairs: impl IntoIterator<Item = (String, V)>, value: impl Fn(V) -> Box<str>) -> Pairs {
+fn boxed_pairs(pairs: impl IntoIterator<Item = (String, String)>) -> Pairs {
     // The maps they come from are sorted by key already.
-    pairs.into_iter().map(|(key, v)| (key.into_boxed_str(), value(v))).collect()
+    pairs.into_iter().map(|(key, value)| (key.into_boxed_str(), value.into_boxed_str())).collect()
 }
 
 impl StoredSecret {
@@ -74,11 +74,8 @@ impl StoredSecret {
             resource_version: metadata.resource_version.map(String::into_boxed_str),
             created: metadata.creation_timestamp.map(|time| time.0),
             last_written,
-            labels: boxed_pairs(metadata.labels.into_iter().flatten(), String::into_boxed_str),
-            annotations: boxed_pairs(
-                metadata.annotations.into_iter().flatten().filter(|(key, _)| key != LAST_APPLIED),
-                String::into_boxed_str,
-            ),
+            labels: boxed_pairs(metadata.labels.into_iter().flatten()),
+            annotations: boxed_pairs(metadata.annotations.into_iter().flatten().filter(|(key, _)| key != LAST_APPLIED)),
             owner_api_versions: metadata
                 .owner_references
                 .into_iter()
@@ -116,7 +113,7 @@ impl StoredSecret {
     }
 
     pub fn label(&self, key: &str) -> Option<&str> {
-        find(&self.labels, key)
+        by_key(&self.labels, key).map(|value| &**value)
     }
 
     pub fn labels(&self) -> impl Iterator<Item = (&str, &str)> {
@@ -124,7 +121,7 @@ impl StoredSecret {
     }
 
     pub fn annotation(&self, key: &str) -> Option<&str> {
-        find(&self.annotations, key)
+        by_key(&self.annotations, key).map(|value| &**value)
     }
 
     pub fn owner_api_versions(&self) -> impl Iterator<Item = &str> {
@@ -133,16 +130,12 @@ impl StoredSecret {
 
     /// The value of one key.
     pub fn value(&self, key: &str) -> Option<&[u8]> {
-        self.data.binary_search_by(|(k, _)| (**k).cmp(key)).ok().map(|at| &*self.data[at].1)
+        by_key(&self.data, key).map(|value| &**value)
     }
 
     /// Every key and its value, sorted by key.
     pub fn entries(&self) -> impl Iterator<Item = (&str, &[u8])> {
         self.data.iter().map(|(key, value)| (&**key, &**value))
-    }
-
-    pub fn has_data(&self) -> bool {
-        !self.data.is_empty()
     }
 
     /// The data as the VCAP entry builder reads it (`vcap::SecretData`, a copy).
@@ -151,8 +144,9 @@ impl StoredSecret {
     }
 }
 
-fn find<'a>(pairs: &'a [(Box<str>, Box<str>)], key: &str) -> Option<&'a str> {
-    pairs.binary_search_by(|(k, _)| (**k).cmp(key)).ok().map(|at| &*pairs[at].1)
+/// The value of `key` in pairs sorted by key.
+fn by_key<'a, V>(pairs: &'a [(Box<str>, V)], key: &str) -> Option<&'a V> {
+    pairs.binary_search_by(|(k, _)| (**k).cmp(key)).ok().map(|at| &pairs[at].1)
 }
 
 impl From<Secret> for StoredSecret {
