@@ -28,6 +28,11 @@ const YEAR_1: &str = "0001-01-01T00:00:00Z";
 
 /// `kubectl ARGS` as the admin (in `namespace`), with `input` on stdin; its stdout.
 fn kubectl(world: &World, namespace: Option<&str>, args: &[&str], input: Option<&str>) -> String {
+    try_kubectl(world, namespace, args, input).unwrap_or_else(|stderr| panic!("kubectl {args:?}: {stderr}"))
+}
+
+/// [`kubectl`], its stderr when it fails.
+fn try_kubectl(world: &World, namespace: Option<&str>, args: &[&str], input: Option<&str>) -> Result<String, String> {
     let mut command = world.plane().kubectl();
     command.env("KUBECONFIG", &world.admin_kubeconfig).args(args);
     if let Some(namespace) = namespace {
@@ -46,27 +51,36 @@ fn kubectl(world: &World, namespace: Option<&str>, args: &[&str], input: Option<
     drop(child.stdin.take());
     let output = child.wait_with_output().expect("kubectl");
     let (stdout, stderr) = text(&output);
-    assert!(output.status.success(), "kubectl {args:?}: {stderr}");
-    stdout
+    if output.status.success() { Ok(stdout) } else { Err(stderr) }
 }
 
 /// Re-write an object (as read, with its managedFields) with a record of an edit dated year
 /// 9999, as `kubectl replace` of an edited object does (kubectl is the client here that holds
 /// such a time: k8s-openapi's cannot).
 fn far_managed_fields(world: &World, resource: &str, namespace: &str, name: &str) {
-    let read = kubectl(world, Some(namespace), &["get", resource, name, "-o", "json", "--show-managed-fields"], None);
-    let mut object: Value = serde_json::from_str(&read).expect("json");
-    let api_version = object["apiVersion"].clone();
-    object["metadata"]["labels"]["hostile-edit"] = json!("yes");
-    let Some(Value::Array(fields)) = object.pointer_mut("/metadata/managedFields") else {
-        panic!("{resource} {name} has no managedFields: {read}")
-    };
-    for field in fields.iter_mut() {
-        field["time"] = json!(YEAR_9999);
+    // The deployment controller writes a Deployment's status between the read and the replace
+    // now and then (409): read again and retry, as a person would.
+    let mut attempts = 0;
+    loop {
+        let read =
+            kubectl(world, Some(namespace), &["get", resource, name, "-o", "json", "--show-managed-fields"], None);
+        let mut object: Value = serde_json::from_str(&read).expect("json");
+        let api_version = object["apiVersion"].clone();
+        object["metadata"]["labels"]["hostile-edit"] = json!("yes");
+        let Some(Value::Array(fields)) = object.pointer_mut("/metadata/managedFields") else {
+            panic!("{resource} {name} has no managedFields: {read}")
+        };
+        for field in fields.iter_mut() {
+            field["time"] = json!(YEAR_9999);
+        }
+        fields.push(json!({"manager": "mallory", "operation": "Update", "apiVersion": api_version, "time": YEAR_9999,
+                           "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {"f:hostile-edit": {}}}}}));
+        match try_kubectl(world, Some(namespace), &["replace", "-f", "-"], Some(&object.to_string())) {
+            Ok(_) => break,
+            Err(stderr) if stderr.contains("Conflict") && attempts < 5 => attempts += 1,
+            Err(stderr) => panic!("kubectl replace {resource} {name}: {stderr}"),
+        }
     }
-    fields.push(json!({"manager": "mallory", "operation": "Update", "apiVersion": api_version, "time": YEAR_9999,
-                       "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {"f:hostile-edit": {}}}}}));
-    kubectl(world, Some(namespace), &["replace", "-f", "-"], Some(&object.to_string()));
     let times = ["get", resource, name, "-o", "jsonpath={.metadata.managedFields[*].time}", "--show-managed-fields"];
     let again = kubectl(world, Some(namespace), &times, None);
     assert!(again.contains("9999-12-31"), "kube-apiserver kept the time: {again}");
