@@ -474,7 +474,8 @@ pub struct EngineArgs {
     #[arg(long, value_name = "PER_SECOND", default_value_t = crate::engine::write_rate::DEFAULT_QPS,
           env = "CAPDECK_WRITE_QPS", value_parser = parse_write_qps)]
     pub write_qps: f64,
-    /// Writes the engine may send at once after a quiet spell (the bucket of --write-qps)
+    /// Writes the engine may send at once after a quiet spell (the bucket of --write-qps); any one
+    /// second holds fewer than this plus --write-qps writes (50 with the defaults)
     #[arg(long, value_name = "N", default_value_t = crate::engine::write_rate::DEFAULT_BURST,
           env = "CAPDECK_WRITE_BURST", value_parser = clap::value_parser!(u32).range(1..))]
     pub write_burst: u32,

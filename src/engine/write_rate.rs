@@ -14,12 +14,12 @@ use tokio::time::Instant;
 /// controller-runtime's managers and kube-controller-manager allow 20 and 30, client-go's bare
 /// default 5 and 10; all of them count reads too, where capdeck's reads are watches.
 pub const DEFAULT_QPS: f64 = 25.0;
-/// Writes allowed at once after a quiet spell. No second holds more than the burst and one
-/// second's rate: 25 + 25 = 50. The Go operator's client allows a burst of 50 (`CLIENT_BURST`),
+/// Writes allowed at once after a quiet spell. No second holds as many as the burst and one
+/// second's rate, 25 + 25 = 50. The Go operator's client allows a burst of 50 (`CLIENT_BURST`),
 /// but its reads share it: in a storm of 1,000 rotations its writes peaked at 54 a second, where
 /// capdeck's, with a burst of 50, reached 60 (docs/PERFORMANCE.md, "the rotation storm"). A
-/// burst of 25 keeps capdeck's peak under the Go operator's and still writes a batch of 6
-/// Deployments (21 writes) at once.
+/// burst of 25 keeps capdeck's peak under the Go operator's and still sends at once what starts a
+/// batch's rollout at the default 5 rollouts at once (5 VCAP Secrets, 5 Deployments, its status).
 pub const DEFAULT_BURST: u32 = 25;
 
 /// The longest a write waits (`--write-qps` refuses rates under [`MIN_QPS`]; this bounds a rate
@@ -129,12 +129,21 @@ mod tests {
         assert_eq!(rate.acquire().await, MAX_WAIT);
     }
 
-    /// Whoever asks and whenever, no second (as an audit log counts them) holds more writes than
-    /// the burst and one second's rate: what keeps a storm's peak at the defaults under 50.
+    /// Whoever asks and whenever, no second of grants holds as many writes as the burst and one
+    /// second's rate: grants fall on whole milliseconds, so a second's first and last are less
+    /// than a second apart. That keeps a storm's peak at the defaults under 50 a second (an audit
+    /// log counts arrivals, which network jitter under 1/qps can shift by one). Seeded: the same
+    /// cases every run.
     #[test]
     fn no_second_holds_more_than_the_burst_and_one_seconds_rate() {
         use proptest::prelude::*;
-        let config = ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() };
+        use proptest::test_runner::RngSeed;
+        let config = ProptestConfig {
+            cases: 128,
+            failure_persistence: None,
+            rng_seed: RngSeed::Fixed(47),
+            ..ProptestConfig::default()
+        };
         let writers = proptest::collection::vec((0u64..20_000, 1usize..80), 1..12);
         proptest!(config, |(qps in 1u32..60, burst in 1u32..80, writers in writers)| {
             let runtime = tokio::runtime::Builder::new_current_thread()
@@ -150,7 +159,7 @@ mod tests {
                 .map(|from| granted.iter().filter(|at| **at >= *from && **at < *from + 1_000).count())
                 .max()
                 .unwrap_or(0);
-            prop_assert!(most <= (burst + qps) as usize, "{} writes in one second", most);
+            prop_assert!(most < (burst + qps) as usize, "{} writes in one second", most);
         });
         assert!(DEFAULT_QPS + f64::from(DEFAULT_BURST) <= 50.0, "the defaults' peak stays under the Go operator's 54");
     }

@@ -914,8 +914,9 @@ def main() -> int:
                              "string (default none: its defaults), e.g. \"--max-parallel-rollouts 200\"; one flag "
                              "alone needs the = form: --capdeck-engine-args=--write-qps=50")
     parser.add_argument("--capdeck-storm-args", type=shlex.split, default=[],
-                        help="more flags for `capdeck --daemon` in the storm pair alone, after "
-                             "--capdeck-engine-args (default none), e.g. \"--max-parallel-rollouts 200\"")
+                        help="more flags for `capdeck --daemon` in the storm pair alone, besides "
+                             "--capdeck-engine-args (default none; capdeck refuses a flag given in both), "
+                             "e.g. \"--max-parallel-rollouts 200\"")
     parser.add_argument("--kube", choices=["1.34", "1.37"], default="1.34",
                         help="the kube-apiserver minor the pairs run on (default 1.34)")
     parser.add_argument("--no-watch-list", action="store_true",
