@@ -192,7 +192,12 @@ impl Reconciler {
     /// they ended: their applications are re-checked, their VCAP Secrets swept.
     fn notice_deleted_batches(&mut self) {
         for (batch, app) in std::mem::take(&mut self.open_seen) {
-            if self.context.stores.batches.find(Some(batch.namespace.as_str()), &batch.name).is_none() {
+            let found = self.context.stores.batches.find(Some(batch.namespace.as_str()), &batch.name);
+            // Ended since: a Secret it made and did not use is swept.
+            if found.as_ref().is_some_and(|found| !found.engine_work()) {
+                self.sweep_orphans = true;
+            }
+            if found.is_none() {
                 tracing::warn!(namespace = %batch.namespace, batch = %batch.name, application = %app.name,
                     "an open batch was deleted before it ended; re-checking its application");
                 self.detection.recheck_later(app);
@@ -220,7 +225,15 @@ impl Reconciler {
         if std::mem::take(&mut self.sweep_orphans) {
             self.sweep_orphans = orphans::sweep_all(&self.context, now).await;
         }
-        self.batching.open_or_join(&self.context, &mut self.detection, &mut self.managed_fields, now).await;
+        // As this engine decided them: a batch whose start is held in memory (its status write
+        // failed) is rolling, and is never superseded.
+        let open = self.transitions.as_decided(self.context.open_batches());
+        let parts = (&mut self.detection, &mut self.managed_fields);
+        self.batching.open_or_join(&self.context, &open, parts, now).await;
+        // The batches this pass opened and superseded, as the stores show them once they do.
+        self.context.catch_up().await;
+        let open = self.transitions.as_decided(self.context.open_batches());
+        self.batching.supersede_left_open(&self.context, &open, now).await;
         // Taken once per pass: every open batch's decision, the wake-up and the margin metric use it.
         let bindings = self.context.stores.service_bindings();
         let instant = tokio::time::Instant::now();
@@ -334,7 +347,7 @@ impl Reconciler {
             open.iter().map(|b| (batch_key(b), AppKey::new(batch_key(b).namespace, &b.spec.application))).collect();
         let statuses: Vec<RotationBatchStatus> = open.iter().map(|batch| self.transitions.base(batch)).collect();
         self.rollouts.begin_pass(&statuses, &open_keys);
-        self.transitions.retain(&open_keys);
+        self.transitions.retain(&self.context, &open_keys).await;
         self.batch_backoff.forget_except(&open_keys);
         self.managed_fields.retain(&open_keys);
         for batch in open {

@@ -164,6 +164,15 @@ fn run(story: Story, backend: Backend) -> Result<(), Failed> {
 
 fn main() -> ExitCode {
     let mut args = Arguments::from_args();
+    // The in-process engines' log, for a story that failed: `CAPDECK_TEST_LOG=capdeck=debug`
+    // (an EnvFilter) writes it to stderr. Stories run at once share it: run the one alone.
+    if let Ok(filter) = std::env::var("CAPDECK_TEST_LOG") {
+        let filter = tracing_subscriber::EnvFilter::try_new(&filter).unwrap_or_else(|error| {
+            eprintln!("CAPDECK_TEST_LOG={filter:?} is not a log filter ({error}); logging capdeck=debug");
+            tracing_subscriber::EnvFilter::new("capdeck=debug")
+        });
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    }
     // Most stories wait on wall-clock windows and leases, not CPU: run several at once.
     if args.test_threads.is_none() {
         args.test_threads = Some(6);

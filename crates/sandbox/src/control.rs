@@ -76,15 +76,19 @@ pub struct RequestRecord {
     /// Empty for discovery and other non-resource requests.
     pub info: RequestInfo,
     pub status: u16,
+    /// What the request's own answer was, when an injected fault answered after it was carried
+    /// out (`Sandbox::fail_next_after_applying`): the client saw `status`, and the change was made.
+    pub made: Option<u16>,
     pub field_manager: Option<String>,
     pub content_type: Option<String>,
 }
 
 impl RequestRecord {
-    /// A write to the API (create, update, patch, delete, deletecollection) that succeeded.
+    /// A write to the API (create, update, patch, delete, deletecollection) that took effect,
+    /// whatever its client was told.
     pub fn is_successful_write(&self) -> bool {
         matches!(self.info.verb.as_str(), "create" | "update" | "patch" | "delete" | "deletecollection")
-            && self.status < 300
+            && self.made.unwrap_or(self.status) < 300
             && !matches!(self.info.resource.as_str(), "selfsubjectreviews" | "selfsubjectaccessreviews")
     }
 }
@@ -94,6 +98,16 @@ pub struct FaultRule {
     pub matcher: RequestMatcher,
     pub status: u16,
     pub remaining: usize,
+    /// The request is carried out, then answered with `status`: a kube-apiserver whose wait for
+    /// etcd timed out (504) while etcd committed the write anyway.
+    pub applied: bool,
+}
+
+/// An injected answer: its status, and whether the request was carried out first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fault {
+    pub status: u16,
+    pub applied: bool,
 }
 
 /// `VERB:RESOURCE` (e.g. `patch:rotationbatches`, `*:secrets`): SelfSubjectAccessReview says no
@@ -130,13 +144,13 @@ pub struct Control {
 }
 
 impl Control {
-    /// The status of the first fault that matches, consuming one of its repetitions.
-    pub fn take_fault(&mut self, request: &RequestInfo) -> Option<u16> {
+    /// The first fault that matches, consuming one of its repetitions.
+    pub fn take_fault(&mut self, request: &RequestInfo) -> Option<Fault> {
         let rule = self.faults.iter_mut().find(|rule| rule.remaining > 0 && rule.matcher.matches(request))?;
         rule.remaining -= 1;
-        let status = rule.status;
+        let fault = Fault { status: rule.status, applied: rule.applied };
         self.faults.retain(|rule| rule.remaining > 0);
-        Some(status)
+        Some(fault)
     }
 
     pub fn denies(&self, request: &RequestInfo) -> bool {
@@ -184,10 +198,12 @@ mod tests {
             matcher: RequestMatcher::on("patch", "rotationbatches"),
             status: 409,
             remaining: 2,
+            applied: false,
         });
+        let conflict = Some(Fault { status: 409, applied: false });
         assert_eq!(control.take_fault(&request("get", "rotationbatches")), None);
-        assert_eq!(control.take_fault(&request("patch", "rotationbatches")), Some(409));
-        assert_eq!(control.take_fault(&request("patch", "rotationbatches")), Some(409));
+        assert_eq!(control.take_fault(&request("patch", "rotationbatches")), conflict);
+        assert_eq!(control.take_fault(&request("patch", "rotationbatches")), conflict);
         assert_eq!(control.take_fault(&request("patch", "rotationbatches")), None);
         assert!(control.faults.is_empty());
     }

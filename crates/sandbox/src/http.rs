@@ -243,6 +243,10 @@ fn injected(status: u16) -> ApiError {
         500 => ("InternalError", "injected: an error on the server has prevented the request from succeeding"),
         503 => ("ServiceUnavailable", "injected: the server is currently unable to handle the request"),
         403 => ("Forbidden", "injected: forbidden"),
+        504 => (
+            "Timeout",
+            "injected: Timeout: request did not complete within requested timeout - context deadline exceeded",
+        ),
         _ => ("InternalError", "injected fault"),
     };
     ApiError::new(status, reason, message)
@@ -311,15 +315,14 @@ async fn handle(State(sandbox): State<Sandbox>, request: Request) -> Response {
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
+    let mut made = None;
     let response = if !sandbox.is_reachable() {
         error_response(&injected(503))
-    } else if let Some(status) =
-        matches!(route, Route::Resource(_)).then(|| sandbox.control(|c| c.take_fault(&info))).flatten()
-    {
-        error_response(&injected(status))
     } else {
-        match route {
-            Route::Resource(target) => {
+        let fault = matches!(route, Route::Resource(_)).then(|| sandbox.control(|c| c.take_fault(&info))).flatten();
+        match (fault, route) {
+            (Some(fault), _) if !fault.applied => error_response(&injected(fault.status)),
+            (fault, Route::Resource(target)) => {
                 let bytes = match axum::body::to_bytes(body, BODY_LIMIT).await {
                     Ok(bytes) => bytes,
                     Err(error) => {
@@ -329,9 +332,18 @@ async fn handle(State(sandbox): State<Sandbox>, request: Request) -> Response {
                     }
                 };
                 let stopping = parts.extensions.get::<ServerStopping>().cloned();
-                resource_request(&sandbox, *target, &info, &query, &accept, &content_type, bytes, stopping).await
+                let answer =
+                    resource_request(&sandbox, *target, &info, &query, &accept, &content_type, bytes, stopping).await;
+                // Carried out, and answered as if it had not been.
+                match fault {
+                    Some(fault) => {
+                        made = Some(answer.status().as_u16());
+                        error_response(&injected(fault.status))
+                    }
+                    None => answer,
+                }
             }
-            other => non_resource(&sandbox, other, &parts.method),
+            (_, other) => non_resource(&sandbox, other, &parts.method),
         }
     };
     sandbox.record(RequestRecord {
@@ -340,6 +352,7 @@ async fn handle(State(sandbox): State<Sandbox>, request: Request) -> Response {
         query: raw_query,
         info,
         status: response.status().as_u16(),
+        made,
         field_manager: query.get("fieldManager").cloned(),
         content_type: (!content_type.is_empty()).then_some(content_type),
     });

@@ -275,7 +275,14 @@ impl Sandbox {
 
     /// Answer the next `count` requests matching `matcher` with `status` (409, 429, 500, ...).
     pub fn fail_next(&self, count: usize, matcher: RequestMatcher, status: u16) {
-        self.control(|control| control.faults.push(FaultRule { matcher, status, remaining: count }));
+        self.control(|control| control.faults.push(FaultRule { matcher, status, remaining: count, applied: false }));
+    }
+
+    /// Carry out the next `count` requests matching `matcher`, then answer each with `status`
+    /// instead of its result: the client cannot tell the write was made (a kube-apiserver that
+    /// answers 504 when its wait for etcd times out, though etcd commits the write).
+    pub fn fail_next_after_applying(&self, count: usize, matcher: RequestMatcher, status: u16) {
+        self.control(|control| control.faults.push(FaultRule { matcher, status, remaining: count, applied: true }));
     }
 
     /// Forget all pending injected faults.

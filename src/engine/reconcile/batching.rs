@@ -29,20 +29,52 @@ pub enum Placement<'a> {
     Open { superseded: Vec<&'a RotationBatch> },
 }
 
-/// Pure: choose where new rotations of one application go.
+/// Pure: choose where new rotations of one application go (its open batches, oldest first).
 pub fn placement(open: &[Arc<RotationBatch>]) -> Placement<'_> {
-    let not_started = |b: &RotationBatch| b.status.as_ref().is_none_or(|status| status.rollout_started_at.is_none());
-    let collecting = open.iter().find(|b| {
-        b.spec.cancel.is_none()
-            && not_started(b)
-            && b.status.as_ref().is_none_or(|status| status.deployments.is_empty())
-    });
-    match collecting {
+    match open.iter().find(|b| collecting(b)) {
         Some(batch) => Placement::Join(batch),
-        None => Placement::Open {
-            superseded: open.iter().map(|b| &**b).filter(|b| b.spec.cancel.is_none() && not_started(b)).collect(),
-        },
+        None => Placement::Open { superseded: open.iter().map(|b| &**b).filter(|b| supersedable(b)).collect() },
     }
+}
+
+/// Not cancelled, not rolling yet: a new batch supersedes it.
+fn supersedable(batch: &RotationBatch) -> bool {
+    batch.spec.cancel.is_none() && batch.status.as_ref().is_none_or(|status| status.rollout_started_at.is_none())
+}
+
+/// Supersedable and not evaluated yet: new rotations join it.
+fn collecting(batch: &RotationBatch) -> bool {
+    supersedable(batch) && batch.status.as_ref().is_none_or(|status| status.deployments.is_empty())
+}
+
+/// Pure: batches left open beside the collecting batch of their application (open batches,
+/// oldest first), each with the batch it joins. A new batch supersedes the others as it opens,
+/// but its create can be made and answered with an error (kube-apiserver's 504), the engine can
+/// stop between the two writes, or the supersede write can fail: two batches would then roll the
+/// same Deployments. A hold or a force set on a batch after the collecting one opened, and not
+/// carried by it, leaves that batch to the person who set it.
+pub fn left_open(open: &[Arc<RotationBatch>]) -> Vec<(&RotationBatch, &RotationBatch)> {
+    let mut by_application: BTreeMap<(Option<String>, &str), Vec<&RotationBatch>> = BTreeMap::new();
+    for batch in open {
+        by_application.entry((batch.namespace(), batch.spec.application.as_str())).or_default().push(batch);
+    }
+    let mut found = Vec::new();
+    for batches in by_application.values() {
+        // The one rotations join (`placement`).
+        let Some(survivor) = batches.iter().copied().find(|b| collecting(b)) else { continue };
+        let opened = survivor.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        let set_since = |at: &Time| opened.is_none_or(|opened| at.0 >= opened);
+        let left_to_a_person = |b: &RotationBatch| {
+            (survivor.spec.hold.is_none() && b.spec.hold.as_ref().is_some_and(|hold| set_since(&hold.at)))
+                || (survivor.spec.force.is_none() && b.spec.force.as_ref().is_some_and(|force| set_since(&force.at)))
+        };
+        for stale in batches.iter().copied() {
+            if !std::ptr::eq(stale, survivor) && supersedable(stale) && !left_to_a_person(stale) {
+                found.push((stale, survivor));
+            }
+        }
+    }
+    found
 }
 
 /// The collecting batch with the rotations joined: a Secret rotated again replaces its entry.
@@ -130,6 +162,34 @@ impl Batching {
         self.backoff.next(now)
     }
 
+    /// Close the batches left open beside their application's collecting batch (`left_open`):
+    /// the collecting batch first takes the Secrets it does not list yet. A failed write is tried
+    /// again after the application's backoff (the batches are still found then).
+    pub(super) async fn supersede_left_open(&mut self, context: &Context, open: &[Arc<RotationBatch>], now: Timestamp) {
+        let instant = tokio::time::Instant::now();
+        for (stale, survivor) in left_open(open) {
+            let namespace = stale.namespace().unwrap_or_default();
+            let key = AppKey::new(namespace.clone(), &stale.spec.application);
+            if self.backoff.waiting(&key, instant) {
+                continue;
+            }
+            let Some(app) = context.application(&namespace, &stale.spec.application) else { continue };
+            let missing: Rotations = stale
+                .spec
+                .secrets
+                .iter()
+                .filter(|secret| survivor.spec.secrets.iter().all(|listed| listed.name != secret.name))
+                .map(|secret| (secret.name.clone(), secret.clone()))
+                .collect();
+            tracing::warn!(namespace = %namespace, batch = %stale.name_any(), application = %stale.spec.application,
+                "batch {} was left open beside {}, which collects its rotations (a create answered with an error it made, \
+                 or an engine stopped before it closed it): superseding it", stale.name_any(), survivor.name_any());
+            let done = (missing.is_empty() || join(context, &app, survivor, &missing).await)
+                && supersede(context, &app, stale, &survivor.name_any(), now).await;
+            self.backoff.record(&key, !done, instant);
+        }
+    }
+
     /// Put pending rotations into batches. Applications whose last attempt failed wait for
     /// their own backoff; the others go on, [`OPENINGS_PER_PASS_WHILE_ROLLING`] of them while a
     /// batch rolls out, taken in turn: the next pass begins after the last application this one
@@ -137,14 +197,14 @@ impl Batching {
     pub(super) async fn open_or_join(
         &mut self,
         context: &Context,
-        detection: &mut Detection,
-        fields: &mut ManagedFields,
+        open: &[Arc<RotationBatch>],
+        (detection, fields): (&mut Detection, &mut ManagedFields),
         now: Timestamp,
     ) {
         let instant = tokio::time::Instant::now();
         let pending = detection.take_pending();
         self.backoff.forget_except(&pending.keys().cloned().collect());
-        let rolling = context.open_batches().iter().any(|batch| batch.phase() == BatchPhase::RollingOut);
+        let rolling = open.iter().any(|batch| batch.phase() == BatchPhase::RollingOut);
         let mut budget = if rolling { OPENINGS_PER_PASS_WHILE_ROLLING } else { usize::MAX };
         self.deferred = false;
         // In turn: those after the last one reached, then the others.
@@ -167,10 +227,10 @@ impl Batching {
             // Spent on a write (a batch opened or joined), not on what is dropped above.
             budget -= 1;
             self.reached = Some(key.clone());
-            let open: Vec<Arc<RotationBatch>> = context
-                .open_batches()
-                .into_iter()
+            let open: Vec<Arc<RotationBatch>> = open
+                .iter()
                 .filter(|b| batch_key(b).namespace == key.namespace && b.spec.application == key.name)
+                .cloned()
                 .collect();
             let placed = match placement(&open) {
                 Placement::Join(batch) => join(context, &app, batch, &rotations).await,
@@ -246,16 +306,20 @@ async fn open_batch(
     true
 }
 
-/// Close a batch the new one supersedes.
-async fn supersede(context: &Context, app: &CAPApplication, old: &RotationBatch, by: &str, now: Timestamp) {
+/// Close a batch the new one supersedes (`old` as this engine decided it: the patch is worked out
+/// against the stored object, so what it no longer has is cleared). `false`: not written.
+async fn supersede(context: &Context, app: &CAPApplication, old: &RotationBatch, by: &str, now: Timestamp) -> bool {
     let (status, message) = superseded_status(old, by, now);
-    match context.writes.write_status(old, &status).await {
+    let stored = context.stores.batches.find(old.namespace().as_deref(), &old.name_any());
+    match context.writes.write_status(stored.as_deref().unwrap_or(old), &status).await {
         Ok(_) => {
             let text = format!("batch {}: {message}", old.name_any());
             context.writes.event(app, old, false, ReadyReason::Superseded.as_str(), text).await;
+            true
         }
         Err(error) => {
-            tracing::warn!(batch = %old.name_any(), error = %crate::cluster::describe_error(&error), "could not mark the batch superseded")
+            tracing::warn!(batch = %old.name_any(), error = %crate::cluster::describe_error(&error), "could not mark the batch superseded");
+            false
         }
     }
 }
@@ -318,6 +382,62 @@ mod tests {
         let mut batch = (*batch(name, Value::Null, false)).clone();
         batch.spec.secrets = secrets.to_vec();
         batch
+    }
+
+    /// The batches a pass finds left open beside their application's collecting batch, over the
+    /// kinds of batch there are: evaluated and waiting, rolling, cancelled, held or forced after the
+    /// collecting one opened, a second collecting one, another application's.
+    #[test]
+    fn batches_left_open_beside_the_collecting_one_are_found_and_no_others() {
+        let evaluated = json!({"phase": "AwaitingApproval", "deployments": [{"name": "srv", "version": "v", "workload": "srv", "action": "Restart"}]});
+        let with = |name: &str, spec: Value, status: Value| {
+            Arc::new(crate::api::rotation_batch::testing::batch(
+                json!({"metadata": {"name": name}, "spec": spec, "status": status}),
+            ))
+        };
+        let app = |extra: Value| {
+            let mut spec = json!({"application": "bookshop"});
+            crate::api::rotation_batch::testing::merge(&mut spec, extra);
+            spec
+        };
+        let hold = json!({"hold": {"by": "bob", "at": "2026-11-23T11:00:00Z"}});
+        let force = json!({"force": {"by": "bob", "at": "2026-11-23T11:00:00Z"}});
+        let started = json!({"phase": "RollingOut", "rolloutStartedAt": "2026-11-23T11:00:00Z", "deployments": []});
+        let awaiting = with("awaiting", app(json!({})), evaluated.clone());
+        let rolling = with("rolling", app(json!({})), started);
+        let cancelled =
+            with("cancelled", app(json!({"cancel": {"by": "carol", "at": "2026-11-23T11:00:00Z"}})), evaluated.clone());
+        let held = with("held", app(hold.clone()), evaluated.clone());
+        let forced = with("forced", app(force), evaluated.clone());
+        let other = with("other", json!({"application": "travel"}), evaluated);
+        let collecting = with("collecting", app(json!({})), Value::Null);
+        let collecting_held = with("collecting-held", app(hold), Value::Null);
+        let later = with("later", app(json!({})), Value::Null);
+        let found = |open: &[Arc<RotationBatch>]| -> Vec<(String, String)> {
+            left_open(open).into_iter().map(|(stale, survivor)| (stale.name_any(), survivor.name_any())).collect()
+        };
+        let pair = |stale: &str, survivor: &str| (stale.to_string(), survivor.to_string());
+        assert_eq!(found(&[awaiting.clone(), collecting.clone()]), [pair("awaiting", "collecting")]);
+        assert_eq!(found(std::slice::from_ref(&awaiting)), [], "nothing collects: nothing was left open");
+        assert_eq!(found(&[rolling, cancelled, other, collecting.clone()]), [], "rolling, cancelled, another's");
+        assert_eq!(found(&[held.clone(), forced.clone(), collecting.clone()]), [], "a hold or force it does not carry");
+        // Set before the collecting batch opened and not carried: refused when it opened (the
+        // engine carries every hold it honours), so no reason to keep that batch open.
+        let opened_after = Arc::new(crate::api::rotation_batch::testing::batch(json!({
+            "metadata": {"name": "opened-after", "creationTimestamp": "2026-11-23T12:00:00Z"},
+            "spec": {"application": "bookshop"}
+        })));
+        assert_eq!(
+            found(&[held.clone(), forced, opened_after]),
+            [pair("held", "opened-after"), pair("forced", "opened-after")],
+            "a hold or force older than the collecting batch"
+        );
+        assert_eq!(found(&[held, collecting_held]), [pair("held", "collecting-held")], "a hold it carries");
+        assert_eq!(
+            found(&[awaiting, collecting, later]),
+            [pair("awaiting", "collecting"), pair("later", "collecting")],
+            "two collecting: rotations join the first, which closes the other"
+        );
     }
 
     #[test]

@@ -212,7 +212,13 @@ impl Detection {
             .filter(|b| batch_key(b).namespace == key.namespace && b.spec.application == key.name)
             .collect();
         let plan = plan_application(&app, &Rotated::All, index, &context.stores);
-        let left: Vec<&DeploymentPlan> = plan.restarts().filter(|d| !covered(&open, &app, d)).collect();
+        // The batch that last pointed the live Deployment at a VCAP Secret (its annotation).
+        let rolled_by = |deployment: &str| {
+            let live = context.stores.deployment(&key.namespace, deployment)?;
+            kube::ResourceExt::annotations(&*live).get(crate::api::ANNOTATION_ROLLED_BY).cloned()
+        };
+        let left: Vec<&DeploymentPlan> =
+            plan.restarts().filter(|d| !covered(&open, &app, d, rolled_by(&d.deployment).as_deref())).collect();
         let hash = |secret: &str| {
             let secret = context.stores.binding_secrets.find(Some(key.namespace.as_str()), secret);
             secret.map(|secret| entries_hash(secret.entries())).unwrap_or_default()
@@ -275,10 +281,17 @@ impl Detection {
 
 /// Whether one of the application's open batches will bring `deployment` to the credentials its
 /// Secrets hold now: one not evaluated yet (and not cancelled) that rotates a Secret it consumes
-/// (its plan will include it, with every Secret's current data), one that has it queued, or one
-/// that pointed it at exactly this payload (its state, Held or Failing included, is that batch's
-/// to tell).
-fn covered(open: &[Arc<RotationBatch>], app: &CAPApplication, deployment: &DeploymentPlan) -> bool {
+/// (its plan will include it, with every Secret's current data), one that has it queued and has
+/// not pointed it yet (`rolled_by`: the batch the live Deployment's annotation names; a status
+/// that says queued may lag, a rolling batch's progress is written at most once a minute), or
+/// one that pointed it at exactly this payload (its state, Held or Failing included, is that
+/// batch's to tell).
+fn covered(
+    open: &[Arc<RotationBatch>],
+    app: &CAPApplication,
+    deployment: &DeploymentPlan,
+    rolled_by: Option<&str>,
+) -> bool {
     let consumed: BTreeSet<&str> = app
         .spec
         .btp
@@ -292,7 +305,9 @@ fn covered(open: &[Arc<RotationBatch>], app: &CAPApplication, deployment: &Deplo
         let listed = batch.restarts().find(|d| d.name == deployment.deployment);
         match listed {
             // Queued: rolled with every Secret's data of the moment its turn comes.
-            Some(listed) if matches!(listed.state, None | Some(DeploymentRolloutState::Queued)) => true,
+            Some(listed) if matches!(listed.state, None | Some(DeploymentRolloutState::Queued)) => {
+                rolled_by != batch.metadata.name.as_deref()
+            }
             // Pointed already: only with the payload its Secrets hold now (a rotation since, or
             // while the engine was down, is not this batch's).
             Some(listed) => listed.vcap_sha256.as_deref() == Some(current.as_str()),
@@ -479,5 +494,48 @@ mod tests {
         assert!(detection.take_found_by_recheck(&key));
         assert!(!detection.take_found_by_recheck(&key));
         assert!(detection.recheck_all, "a new engine re-checks everything");
+    }
+    /// A re-check leaves a Deployment that differs to an open batch only when that batch will
+    /// still roll it with what its Secrets hold now: listed queued and not pointed yet (the live
+    /// Deployment's annotation names another batch, or none), or pointed at exactly this payload.
+    /// Queued in a status that lags while the Deployment already carries the batch's annotation
+    /// (a rolling batch's progress is written at most once a minute; a new leader reads it so)
+    /// is not: the rotation since would be lost.
+    #[test]
+    fn a_queued_deployment_the_batch_already_pointed_is_not_covered() {
+        let shop = app("shop", 1, true, &[("uaa", "shop-uaa")]);
+        let payload = crate::vcap::VcapPayload::assemble(Vec::new());
+        let plan = DeploymentPlan {
+            namespace: "ns".into(),
+            application: "shop".into(),
+            version: "v1".into(),
+            workload: "srv".into(),
+            deployment: "shop-srv".into(),
+            action: crate::plan::PlanAction::Restart,
+            reason: "differs".into(),
+            current_secret: Some("shop-srv-old".into()),
+            services: vec!["uaa".into()],
+            payload: payload.clone(),
+        };
+        let batch = |state: Option<&str>, sha: Option<String>| {
+            let mut deployment = json!({"name": "shop-srv", "version": "v1", "workload": "srv", "action": "Restart"});
+            if let Some(state) = state {
+                deployment["state"] = json!(state);
+            }
+            if let Some(sha) = sha {
+                deployment["vcapSha256"] = json!(sha);
+            }
+            Arc::new(crate::api::rotation_batch::testing::batch(json!({
+                "metadata": {"name": "b1"}, "spec": {"application": "shop"},
+                "status": {"phase": "RollingOut", "deployments": [deployment]}
+            })))
+        };
+        let covered_by =
+            |batch: Arc<RotationBatch>, rolled_by: Option<&str>| covered(&[batch], &shop, &plan, rolled_by);
+        assert!(covered_by(batch(Some("Queued"), None), None), "queued, not pointed: its turn takes the data of then");
+        assert!(covered_by(batch(None, None), Some("b0")), "pointed by an earlier batch: still this one's to roll");
+        assert!(!covered_by(batch(Some("Queued"), None), Some("b1")), "the status lags: pointed already");
+        assert!(covered_by(batch(Some("Rolling"), Some(payload.sha256())), Some("b1")), "pointed at this payload");
+        assert!(!covered_by(batch(Some("Rolling"), Some("other".into())), Some("b1")), "pointed at other data");
     }
 }

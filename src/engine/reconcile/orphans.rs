@@ -5,7 +5,9 @@
 //! - the Secret a deleted batch created (label `capdeck.dev/rotation-batch`) and pointed a
 //!   Deployment at: once that Deployment has rolled out, the Secret it replaced (annotation
 //!   `capdeck.dev/previous-secret`) is deleted, unless any Deployment still reads it;
-//! - the Secret a deleted batch created and pointed nothing at: deleted.
+//! - the Secret a deleted batch created and pointed nothing at: deleted;
+//! - the Secret an ended batch created and listed for none of its Deployments (made again after
+//!   a create answered with an error it had made), when nothing reads it: deleted.
 //!
 //! Only VCAP Secrets capdeck created are read for this, and only their owner-hash-labelled
 //! predecessors deleted, each under its uid: nothing another program owns.
@@ -40,9 +42,22 @@ pub(super) enum Sweep {
 pub(super) fn sweep(context: &Context, secret: &StoredSecret, now: Timestamp) -> Sweep {
     let namespace = secret.namespace().unwrap_or_default();
     let Some(batch) = secret.label(LABEL_BATCH) else { return Sweep::Done };
-    if context.stores.batches.find(Some(namespace), batch).is_some() {
-        return Sweep::Done;
-    }
+    // An ended batch's own Secret that none of its Deployments was pointed at (made again after
+    // a create answered with an error it had made, or after a rotation since): nothing will read
+    // it. An open batch's Secrets are its own to use or clean up.
+    let extra = match context.stores.batches.find(Some(namespace), batch) {
+        Some(owner) => {
+            let listed = owner.status.iter().flat_map(|status| &status.deployments).any(|deployment| {
+                deployment.vcap_secret.as_deref() == Some(secret.name())
+                    || deployment.previous_vcap_secret.as_deref() == Some(secret.name())
+            });
+            if owner.engine_work() || listed {
+                return Sweep::Done;
+            }
+            true
+        }
+        None => false,
+    };
     let age = secret.created().map_or(0, |at| now.as_second() - at.as_second());
     if age < GRACE_SECONDS {
         return Sweep::Wait;
@@ -60,6 +75,9 @@ pub(super) fn sweep(context: &Context, secret: &StoredSecret, now: Timestamp) ->
     let serves = readers(name);
     if serves.is_empty() {
         return Sweep::Delete(namespace.to_owned(), name.to_owned(), secret.uid().map(str::to_owned));
+    }
+    if extra {
+        return Sweep::Done;
     }
     if serves.iter().any(|d| rollout_progress(d).progress != Progress::Complete) {
         return Sweep::Wait;

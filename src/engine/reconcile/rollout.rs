@@ -397,7 +397,24 @@ impl Rollouts {
                 && secret.label(LABEL_SECRET_OWNER_HASH) == Some(owner_hash.as_str())
         });
         if let Some(secret) = existing {
-            return Ok((secret.name().to_owned(), secret.annotation(ANNOTATION_PREVIOUS_SECRET).map(str::to_owned)));
+            let pointed = rolled_by_this_batch.as_ref().and_then(Option::as_deref) == Some(secret.name());
+            let current = secret
+                .entries()
+                .any(|(key, value)| key == crate::api::VCAP_SERVICES_KEY && planned.payload.matches_stored(value));
+            if current || pointed {
+                return Ok((
+                    secret.name().to_owned(),
+                    secret.annotation(ANNOTATION_PREVIOUS_SECRET).map(str::to_owned),
+                ));
+            }
+            // Made before a later rotation (its create was answered with an error, or the engine
+            // stopped) and read by nothing: the Deployment's turn takes the credentials its
+            // Secrets hold now (`detect::covered` counts on it), so this one goes.
+            context
+                .writes
+                .delete_secret(namespace, secret.name(), secret.uid().map(str::to_owned))
+                .await
+                .map_err(|error| WriteFailure::new("could not delete an out-of-date VCAP Secret it made", &error))?;
         }
         // Our Secret is not in the store yet: never create a second one.
         if let Some(live) = rolled_by_this_batch.flatten() {

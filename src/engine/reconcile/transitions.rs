@@ -6,6 +6,7 @@
 //! next pass starts from that, so nothing done is lost or done again.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use kube::ResourceExt;
 
@@ -30,14 +31,136 @@ pub(super) struct Announcement {
 /// phase a person sees, every acknowledgement, refusal and failure is written at once.
 pub(super) const STATUS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// A status the engine decided and has not written: valid while the stored batch (same uid) still
-/// has the status it was decided from (`from`, notifications aside: only the notifier writes them).
+/// Statuses the engine decided and has not written: valid while the stored batch (same uid) still
+/// has the status they were decided from (`from`, notifications aside: only the notifier writes
+/// them).
 struct Unwritten {
     uid: Option<String>,
     from: RotationBatchStatus,
-    status: RotationBatchStatus,
+    /// Oldest first; the last is the status the next pass starts from.
+    steps: Vec<Step>,
     /// Since when the stored status has lagged behind this engine's: the first change held.
     since: tokio::time::Instant,
+}
+
+/// One status held, and what its transition has to say once a status after it is written (a
+/// start that was approved, then completed before its status could be written, is still announced
+/// as approved).
+struct Step {
+    status: RotationBatchStatus,
+    said: Option<Said>,
+    /// Its write was sent and answered with an error: the API server may have stored it anyway.
+    sent: bool,
+}
+
+impl Unwritten {
+    /// The status the next pass starts from (`None` never happens: a step is held, or nothing).
+    fn status(&self) -> Option<&RotationBatchStatus> {
+        self.steps.last().map(|step| &step.status)
+    }
+
+    /// Add a step; progress with nothing to say replaces a last step like it (one pass after
+    /// another holds a rolling batch's progress: no step per pass).
+    fn push(&mut self, step: Step) {
+        if let Some(last) = self.steps.last_mut()
+            && step.said.is_none()
+            && last.said.is_none()
+            && !last.sent
+        {
+            *last = step;
+        } else {
+            self.steps.push(step);
+        }
+    }
+
+    fn said(self) -> impl Iterator<Item = Said> {
+        self.steps.into_iter().filter_map(|step| step.said)
+    }
+}
+
+/// What one transition has to say once its status is written: the attributions it newly refuses,
+/// and, when its phase or reason changed, its log line and Events. Worked out against the status
+/// the transition was decided from.
+struct Said {
+    /// The batch as that pass read it, its name, version and application alone (its Events name
+    /// this version).
+    batch: RotationBatch,
+    refusals: Vec<Announcement>,
+    transition: Option<Transition>,
+}
+
+struct Transition {
+    phase: BatchPhase,
+    reason: ReadyReason,
+    message: String,
+    announcements: Vec<Announcement>,
+}
+
+impl Said {
+    /// `None`: nothing to say (progress only).
+    fn of(
+        batch: &RotationBatch,
+        from: &RotationBatchStatus,
+        status: &RotationBatchStatus,
+        routine: bool,
+    ) -> Option<Self> {
+        let refusals = refusals(&batch.name_any(), from, status);
+        let transition = phase_changed(from, status).then(|| Transition {
+            phase: status.phase.clone(),
+            reason: condition_reason(status).unwrap_or(ReadyReason::RollingOut),
+            message: ready_condition(status).map(|c| c.message.clone()).unwrap_or_default(),
+            announcements: announcements(batch, from, status, routine),
+        });
+        (!refusals.is_empty() || transition.is_some()).then(|| Self { batch: trimmed(batch), refusals, transition })
+    }
+
+    /// One log line per transition and an Event for those a person acts on or must see; a
+    /// refused attribution is a warning in the log and a Warning Event (the condition stays on the
+    /// batch). An application that is gone gets the log lines alone.
+    async fn say(self, context: &Context) {
+        let Self { batch, refusals, transition } = self;
+        let AppKey { namespace, name } = batch_key(&batch);
+        let app = context.application(&namespace, &batch.spec.application);
+        for refusal in refusals {
+            tracing::warn!(namespace = %namespace, batch = %name, reason = refusal.reason.as_str(), "{}", refusal.note);
+            if let Some(app) = &app {
+                context.writes.event(app, &batch, true, &refusal.reason, refusal.note).await;
+            }
+        }
+        let Some(Transition { phase, reason, message, announcements }) = transition else { return };
+        // One line per transition, so an SRE can follow a batch in the log alone (names and
+        // people only: no credential value is ever in a message).
+        tracing::info!(
+            namespace = %namespace,
+            batch = %name,
+            application = %batch.spec.application,
+            phase = %phase,
+            reason = %reason,
+            "batch {phase}: {message}"
+        );
+        for announcement in announcements {
+            if let Some(log) = &announcement.log {
+                tracing::info!(namespace = %namespace, batch = %name, "{log}");
+            }
+            if let Some(app) = &app {
+                context.writes.event(app, &batch, announcement.warning, &announcement.reason, announcement.note).await;
+            }
+        }
+    }
+}
+
+/// What an Event about the batch needs of it: kept while a status is held, without its Secrets
+/// list, status or managedFields.
+fn trimmed(batch: &RotationBatch) -> RotationBatch {
+    let metadata = kube::api::ObjectMeta {
+        name: batch.metadata.name.clone(),
+        namespace: batch.metadata.namespace.clone(),
+        uid: batch.metadata.uid.clone(),
+        resource_version: batch.metadata.resource_version.clone(),
+        ..Default::default()
+    };
+    let spec = crate::api::rotation_batch::RotationBatchSpec { secrets: Vec::new(), ..batch.spec.clone() };
+    RotationBatch { metadata, spec, status: None }
 }
 
 #[derive(Default)]
@@ -52,25 +175,56 @@ impl Transitions {
     /// restart or a leader change, which the rollout rebuilds from the live Deployments).
     pub(super) fn base(&self, batch: &RotationBatch) -> RotationBatchStatus {
         let stored = batch.status.clone().unwrap_or_default();
-        match self.unwritten.get(&batch_key(batch)) {
-            Some(unwritten)
-                if unwritten.uid == batch.metadata.uid && unwritten.from == without_notifications(&stored) =>
-            {
-                RotationBatchStatus { notifications: stored.notifications, ..unwritten.status.clone() }
-            }
-            _ => stored,
+        match self.held(batch, &stored).and_then(Unwritten::status) {
+            Some(held) => RotationBatchStatus { notifications: stored.notifications, ..held.clone() },
+            None => stored,
         }
     }
 
-    /// Forget the batches that are no longer open.
-    pub(super) fn retain(&mut self, open: &std::collections::BTreeSet<AppKey>) {
+    /// The batches with the statuses this engine decided: a held one in place of the stored one.
+    pub(super) fn as_decided(&self, batches: Vec<Arc<RotationBatch>>) -> Vec<Arc<RotationBatch>> {
+        batches
+            .into_iter()
+            .map(|batch| {
+                let stored = batch.status.clone().unwrap_or_default();
+                match self.held(&batch, &stored) {
+                    Some(_) => Arc::new(RotationBatch { status: Some(self.base(&batch)), ..(*batch).clone() }),
+                    None => batch,
+                }
+            })
+            .collect()
+    }
+
+    /// This batch's status held in memory, while it is still valid against `stored`.
+    fn held(&self, batch: &RotationBatch, stored: &RotationBatchStatus) -> Option<&Unwritten> {
+        self.unwritten
+            .get(&batch_key(batch))
+            .filter(|unwritten| unwritten.uid == batch.metadata.uid && unwritten.from == without_notifications(stored))
+    }
+
+    /// Forget the batches that are no longer open; a held status that closed one when the API
+    /// server stored it after all (a write answered with an error) is said first.
+    pub(super) async fn retain(&mut self, context: &Context, open: &std::collections::BTreeSet<AppKey>) {
+        let closed: Vec<AppKey> = self.unwritten.keys().filter(|key| !open.contains(key)).cloned().collect();
+        for key in closed {
+            let Some(batch) = context.stores.batches.find(Some(&key.namespace), &key.name) else { continue };
+            let stored = batch.status.clone().unwrap_or_default();
+            for said in self.landed(&batch, &stored) {
+                said.say(context).await;
+            }
+        }
+        self.forget_closed(open);
+    }
+
+    fn forget_closed(&mut self, open: &std::collections::BTreeSet<AppKey>) {
         self.written.retain(|key, _| open.contains(key));
         self.unwritten.retain(|key, _| open.contains(key));
     }
 
     /// Write a changed status (or keep it for later: `write_or_hold`), then the spec update, then
-    /// announce what changed. `routine`: the decision was one nobody acts on
-    /// (`Decision::routine`), its plain `RollingOut` gets no Event.
+    /// say what changed: what the transitions held before it had to say, then its own. `routine`:
+    /// the decision was one nobody acts on (`Decision::routine`), its plain `RollingOut` gets no
+    /// Event.
     pub(super) async fn write(
         &mut self,
         context: &Context,
@@ -80,20 +234,42 @@ impl Transitions {
     ) {
         let key = batch_key(batch);
         let old = &batch.status.clone().unwrap_or_default();
+        // A held status the API server took after all (its write failed on the way back, or it
+        // came back as an error once it was made): what the transitions up to it had to say is
+        // said now.
+        for said in self.landed(batch, old) {
+            said.say(context).await;
+        }
+        // What this pass decided from, and the statuses held since the stored one.
+        let unwritten = self
+            .unwritten
+            .remove(&key)
+            .filter(|unwritten| unwritten.uid == batch.metadata.uid && unwritten.from == without_notifications(old));
+        let from = match unwritten.as_ref().and_then(Unwritten::status) {
+            Some(held) => RotationBatchStatus { notifications: old.notifications.clone(), ..held.clone() },
+            None => old.clone(),
+        };
+        let said = Said::of(batch, &from, &status, routine);
         // kubectl's STATE that says something else (an older object, a hand-written one) is put
         // right like any other change (a status equal to the stored one has the stored one's state).
         if (status == *old && !batch.state_text_stale()) || (batch.status.is_none() && merely_collecting(&status)) {
-            self.unwritten.remove(&key);
+            // Nothing to write. Back where the stored status is after held ones, what was done on
+            // the way, and the way back, is said (a batch that merely collects says nothing).
+            if let Some(unwritten) = unwritten {
+                for said in unwritten.said().chain(said) {
+                    said.say(context).await;
+                }
+            }
             return;
         }
         let last = self.written.get(&key).map(tokio::time::Instant::elapsed);
-        let lagging_since = self.lagging_since(batch, old);
+        let lagging_since = unwritten.as_ref().map(|unwritten| unwritten.since);
         let lagging = lagging_since.map(|since| since.elapsed());
         let intervals = (context.config.progress_interval, STATUS_INTERVAL);
         if write_or_hold(old, &status, (last, lagging), intervals) == Write::Hold {
             // Never written by this engine (a new leader): the interval starts now.
             self.written.entry(key.clone()).or_insert_with(tokio::time::Instant::now);
-            self.hold(batch, old, status, lagging_since);
+            self.hold(batch, old, unwritten, Step { status, said, sent: false });
             return;
         }
         let written = match context.writes.write_status(batch, &status).await {
@@ -101,88 +277,65 @@ impl Transitions {
             Err(error) => {
                 tracing::warn!(batch = %key.name, error = %crate::cluster::describe_error(&error), "could not write batch status; retrying");
                 // What this pass did (a Deployment pointed at its new Secret) is not lost: the
-                // next pass starts from it while the stored status is unchanged.
-                self.hold(batch, old, status, lagging_since);
+                // next pass starts from it while the stored status is unchanged, and what it has
+                // to say is said once a status is written.
+                self.hold(batch, old, unwritten, Step { status, said, sent: true });
                 return;
             }
         };
-        self.unwritten.remove(&key);
         self.written.insert(key.clone(), tokio::time::Instant::now());
-        let AppKey { namespace, name } = key;
-        // An approval or a hold the engine does not honour: said once per refusal, in the log
-        // and as a Warning Event (the condition stays on the batch).
-        for refusal in refusals(&name, old, &status) {
-            tracing::warn!(namespace = %namespace, batch = %name, reason = refusal.reason.as_str(), "{}", refusal.note);
-            if let Some(app) = context.application(&namespace, &batch.spec.application) {
-                context.writes.event(&app, batch, true, &refusal.reason, refusal.note).await;
-            }
-        }
         if let Some(mut update) = spec_update {
             update.metadata.resource_version = written.metadata.resource_version.clone();
             if let Err(error) = context.writes.replace_batch(&update).await {
-                tracing::warn!(batch = %name, error = %crate::cluster::describe_error(&error), "could not record the approval requirement")
+                tracing::warn!(batch = %key.name, error = %crate::cluster::describe_error(&error), "could not record the approval requirement")
             }
         }
-        self.announce(context, batch, old, &status, routine).await;
+        for said in unwritten.into_iter().flat_map(Unwritten::said).chain(said) {
+            said.say(context).await;
+        }
     }
 
-    /// Keep `status` for a later pass; `lagging_since`: when the stored status began to lag, if it
-    /// does already (else now).
-    fn hold(
-        &mut self,
-        batch: &RotationBatch,
-        stored: &RotationBatchStatus,
-        status: RotationBatchStatus,
-        lagging_since: Option<tokio::time::Instant>,
-    ) {
-        let since = lagging_since.unwrap_or_else(tokio::time::Instant::now);
-        let unwritten =
-            Unwritten { uid: batch.metadata.uid.clone(), from: without_notifications(stored), status, since };
+    /// Keep `step` for a later pass, after the steps held before it (`unwritten`, valid against
+    /// `stored`), if any.
+    fn hold(&mut self, batch: &RotationBatch, stored: &RotationBatchStatus, unwritten: Option<Unwritten>, step: Step) {
+        let mut unwritten = unwritten.unwrap_or_else(|| Unwritten {
+            uid: batch.metadata.uid.clone(),
+            from: without_notifications(stored),
+            steps: Vec::new(),
+            since: tokio::time::Instant::now(),
+        });
+        unwritten.push(step);
         self.unwritten.insert(batch_key(batch), unwritten);
     }
 
-    /// Since when `stored` (this batch's stored status) has lagged behind a status held in memory.
-    fn lagging_since(&self, batch: &RotationBatch, stored: &RotationBatchStatus) -> Option<tokio::time::Instant> {
-        self.unwritten
-            .get(&batch_key(batch))
-            .filter(|unwritten| unwritten.uid == batch.metadata.uid && unwritten.from == without_notifications(stored))
-            .map(|unwritten| unwritten.since)
-    }
-
-    /// One log line per transition; an Event for those a person acts on or must see (a release
-    /// that ends a hold says so too).
-    async fn announce(
-        &self,
-        context: &Context,
-        batch: &RotationBatch,
-        old: &RotationBatchStatus,
-        status: &RotationBatchStatus,
-        routine: bool,
-    ) {
-        let AppKey { namespace, name } = batch_key(batch);
-        let Some(app) = context.application(&namespace, &batch.spec.application).filter(|_| phase_changed(old, status))
-        else {
-            return;
-        };
-        let reason = condition_reason(status).unwrap_or(ReadyReason::RollingOut);
-        let message = ready_condition(status).map(|c| c.message.clone()).unwrap_or_default();
-        // One line per transition, so an SRE can follow a batch in the log alone (names and
-        // people only: no credential value is ever in a message).
-        tracing::info!(
-            namespace = %namespace,
-            batch = %name,
-            application = %batch.spec.application,
-            phase = %status.phase,
-            reason = %reason,
-            "batch {}: {message}",
-            status.phase
-        );
-        for announcement in announcements(batch, old, status, routine) {
-            if let Some(log) = &announcement.log {
-                tracing::info!(namespace = %namespace, batch = %name, "{log}");
-            }
-            context.writes.event(&app, batch, announcement.warning, &announcement.reason, announcement.note).await;
+    /// What the held transitions up to the stored status have to say, when the stored status is
+    /// one whose write was sent and answered with an error (the API server stored it anyway).
+    /// The steps after it stay held, decided from it.
+    fn landed(&mut self, batch: &RotationBatch, stored: &RotationBatchStatus) -> Vec<Said> {
+        let key = batch_key(batch);
+        let Some(unwritten) = self.unwritten.get_mut(&key) else { return Vec::new() };
+        if unwritten.uid != batch.metadata.uid || unwritten.from == without_notifications(stored) {
+            return Vec::new();
         }
+        // As written: times to the second, as the API server keeps them.
+        let comparable = |status: &RotationBatchStatus| {
+            serde_json::to_value(RotationBatchStatus { notifications: Vec::new(), state: None, ..status.clone() }).ok()
+        };
+        let stored_as_written = comparable(stored);
+        let Some(at) =
+            unwritten.steps.iter().rposition(|step| step.sent && comparable(&step.status) == stored_as_written)
+        else {
+            return Vec::new();
+        };
+        let rest = unwritten.steps.split_off(at + 1);
+        let said = std::mem::replace(&mut unwritten.steps, rest).into_iter().filter_map(|step| step.said).collect();
+        if unwritten.steps.is_empty() {
+            self.unwritten.remove(&key);
+        } else {
+            unwritten.from = without_notifications(stored);
+        }
+        self.written.insert(key, tokio::time::Instant::now());
+        said
     }
 }
 
@@ -540,7 +693,8 @@ mod tests {
         let mut transitions = Transitions::default();
         let stored_batch = with(&stored, "u1");
         assert_eq!(transitions.base(&stored_batch), stored, "nothing held");
-        transitions.hold(&stored_batch, &stored, rolling(1, "Rolling"), None);
+        let step = |status: RotationBatchStatus| Step { status, said: None, sent: false };
+        transitions.hold(&stored_batch, &stored, None, step(rolling(1, "Rolling")));
         assert_eq!(transitions.base(&stored_batch), rolling(1, "Rolling"));
         let mut notified = stored.clone();
         notified.notifications =
@@ -552,8 +706,71 @@ mod tests {
         let elsewhere = rolling(2, "Complete");
         assert_eq!(transitions.base(&with(&elsewhere, "u1")), elsewhere, "another engine wrote the status");
         assert_eq!(transitions.base(&with(&stored, "u2")), stored, "a new batch of the same name");
-        transitions.retain(&std::collections::BTreeSet::new());
+        transitions.forget_closed(&std::collections::BTreeSet::new());
         assert_eq!(transitions.base(&stored_batch), stored, "a batch no longer open is forgotten");
+    }
+
+    /// A held start keeps what it has to say, and so does the completion held after it. A status
+    /// whose write was sent and answered with an error, found stored after all (`state`, the
+    /// notifier's record and sub-second times aside), hands back what the steps up to it had to
+    /// say, once; the steps after it stay held, decided from it. While the stored status is the
+    /// one they were decided from, or another engine wrote something else, nothing is handed back.
+    #[test]
+    fn a_held_status_that_landed_hands_back_what_it_had_to_say() {
+        let with = |status: &RotationBatchStatus| {
+            let mut b = batch(json!({"approval": {"approvedBy": "sre", "reason": "CHG-9"}}));
+            b.metadata.uid = Some("u1".into());
+            b.status = Some(status.clone());
+            b
+        };
+        let at = |phase: &str, reason: ReadyReason, time: &str| {
+            let mut status = ready(phase, reason.as_str(), "said");
+            status.conditions[0].last_transition_time =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(time.parse().expect("time")));
+            status
+        };
+        let waiting = at("AwaitingApproval", ReadyReason::AwaitingApproval, "2026-11-29T21:00:00Z");
+        // Decided at times with nanoseconds; the API server keeps seconds.
+        let approved = at("RollingOut", ReadyReason::Approved, "2026-11-29T22:00:00.123456789Z");
+        let failed = at("Failed", ReadyReason::ProgressDeadlineExceeded, "2026-11-29T22:05:00.5Z");
+        fn reasons(said: &[Said]) -> Vec<String> {
+            said.iter()
+                .flat_map(|s| s.transition.iter().flat_map(|t| &t.announcements))
+                .map(|a| a.reason.clone())
+                .collect()
+        }
+        let start = Said::of(&with(&waiting), &waiting, &approved, false);
+        assert_eq!(reasons(start.as_slice()), ["Approved"]);
+        let end = Said::of(&with(&waiting), &approved, &failed, false);
+        assert_eq!(reasons(end.as_slice()), ["ProgressDeadlineExceeded"]);
+        assert!(Said::of(&with(&approved), &approved, &approved, false).is_none(), "no change, nothing to say");
+        let mut transitions = Transitions::default();
+        transitions.hold(&with(&waiting), &waiting, None, Step { status: approved.clone(), said: start, sent: true });
+        let unwritten = transitions.unwritten.remove(&batch_key(&with(&waiting)));
+        transitions.hold(&with(&waiting), &waiting, unwritten, Step { status: failed.clone(), said: end, sent: true });
+        assert!(transitions.landed(&with(&waiting), &waiting).is_empty(), "still held: said when written");
+        let elsewhere = ready("Held", ReadyReason::Held.as_str(), "held by bob");
+        assert!(transitions.landed(&with(&elsewhere), &elsewhere).is_empty(), "another status: not this one's");
+        // What the API server gives back: the status through its JSON.
+        let stored = |status: &RotationBatchStatus| {
+            let mut stored: RotationBatchStatus =
+                serde_json::from_value(serde_json::to_value(status).expect("json")).expect("status");
+            assert_ne!(&stored, status, "the times lost their fractions");
+            stored.state = Some(status.phase.to_string());
+            stored.notifications =
+                serde_json::from_value(json!([{"event": "e", "key": "k", "at": "2026-11-23T12:00:00Z", "by": "x"}]))
+                    .expect("n");
+            stored
+        };
+        // The start landed; the end is still held, now decided from it.
+        let started = stored(&approved);
+        assert_eq!(reasons(&transitions.landed(&with(&started), &started)), ["Approved"]);
+        assert!(transitions.landed(&with(&started), &started).is_empty(), "handed back once");
+        assert_eq!(transitions.base(&with(&started)).phase, failed.phase, "the end is still the base");
+        // Then the end landed too.
+        let ended = stored(&failed);
+        assert_eq!(reasons(&transitions.landed(&with(&ended), &ended)), ["ProgressDeadlineExceeded"]);
+        assert_eq!(transitions.base(&with(&ended)), ended, "nothing held: the stored status is the base");
     }
 
     #[test]

@@ -22,7 +22,7 @@ use serde_json::json;
 use crate::common::fixtures::AppOptions;
 use crate::common::story_world::StoryWorld as _;
 use crate::setup::{Engine, EngineExt as _, engine_config, install_service_binding_crd, load_current, service_binding};
-use crate::stories::engine::events_with;
+use crate::stories::engine::events_once_with;
 use crate::stories::fleet::{Behaviour, accepted_events, loopback_notify, receiver};
 use crate::world::{Backend, World, eventually};
 
@@ -235,7 +235,7 @@ pub async fn a_deadline_before_the_next_window_escalates_and_notifies(backend: B
         }
     })
     .await;
-    let warnings = events_with(w, ReadyReason::DeadlineBeforeChangeWindow.as_str()).await;
+    let warnings = events_once_with(w, ReadyReason::DeadlineBeforeChangeWindow.as_str()).await;
     assert!(warnings.iter().any(|(kind, _)| kind == "Warning"), "{warnings:?}");
 
     act(&w.client, &ns, &name, BatchAction::Approve, "alice", Some("CHG-7: roll before they die"), Timestamp::now())
@@ -243,7 +243,7 @@ pub async fn a_deadline_before_the_next_window_escalates_and_notifies(backend: B
         .expect("approve");
     let batch = w.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     assert_ne!(w.vcap_of("bookshop-v1-srv").await, before);
-    let approved = events_with(w, ReadyReason::Approved.as_str()).await;
+    let approved = events_once_with(w, ReadyReason::Approved.as_str()).await;
     assert!(
         approved
             .iter()
@@ -368,7 +368,7 @@ pub async fn force_overrides_a_window_and_the_record_says_so(backend: Backend) {
     assert_eq!(report.phase_before, BatchPhase::Waiting);
     let batch = w.wait_phase("bookshop", BatchPhase::Succeeded, LONG).await;
     assert_eq!(batch.spec.force.as_ref().map(|f| f.by.as_str()), Some("alice"));
-    let forced = events_with(w, ReadyReason::Forced.as_str()).await;
+    let forced = events_once_with(w, ReadyReason::Forced.as_str()).await;
     assert!(
         forced.iter().any(|(_, note)| note.contains("forced by alice: INC-9 hotfix")
             && note.contains("overrides: outside the change windows")),
@@ -413,8 +413,7 @@ pub async fn an_unreadable_window_holds_the_batch_until_it_is_fixed(backend: Bac
     // The Event is written after the status the phase was read from: waited for, as in the
     // engine stories, then asserted as before.
     let reason = ReadyReason::ChangeWindowUnreadable.as_str();
-    eventually("the ChangeWindowUnreadable Event", LONG, || async { !events_with(w, reason).await.is_empty() }).await;
-    let warnings = events_with(w, reason).await;
+    let warnings = events_once_with(w, reason).await;
     assert!(warnings.iter().any(|(kind, _)| kind == "Warning"), "{warnings:?}");
     // Nobody would know otherwise: anyone who may annotate the application can hold its batch.
     let held = |received: &std::sync::Mutex<crate::stories::fleet::Received>| {

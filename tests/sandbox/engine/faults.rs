@@ -150,6 +150,145 @@ async fn bursts_on_every_write(status: u16) {
     world.stop().await;
 }
 
+/// A new rotation while a batch waits for an approval opens a batch that supersedes it. When
+/// that opening goes wrong halfway (the create is made and answered 504, or the write that closes
+/// the waiting batch fails), the next pass finds the waiting batch left open beside the new one
+/// and closes it: one batch rolls the Deployments, once, and no VCAP Secret is left unread.
+#[tokio::test(start_paused = true)]
+async fn a_batch_left_open_by_a_half_done_opening_is_superseded() {
+    use capdeck::actions::{BatchAction, act};
+    use kube::ResourceExt as _;
+    let supersede_write = || RequestMatcher::on("patch", "rotationbatches").subresource("status");
+    let cases = ["the create made and answered 504", "the supersede write answered 500 three times"];
+    for case in cases {
+        let world = world(AppOptions { manual: true, ..AppOptions::default() }, test_config("engine-a")).await;
+        let monitor = Monitor::start(&world.sandbox);
+        world.rotate("bookshop-uaa").await;
+        let waiting =
+            world.sandbox.wait_phase("bookshop", BatchPhase::AwaitingApproval, Duration::from_secs(300)).await;
+        if case.contains("504") {
+            world.sandbox.fail_next_after_applying(1, RequestMatcher::on("create", "rotationbatches"), 504);
+        } else {
+            world.sandbox.fail_next(3, supersede_write().named(&waiting.name_any()), 500);
+        }
+        world.sandbox.rotate_secret(NS, "bookshop-db").expect("rotated");
+        eventually("the waiting batch superseded", Duration::from_secs(300), || async {
+            let batches = world.sandbox.batches("bookshop").await;
+            let phases: Vec<String> = batches.iter().map(|b| format!("{} {}", b.name_any(), b.phase())).collect();
+            let superseded =
+                batches.iter().any(|b| b.name_any() == waiting.name_any() && b.phase() == BatchPhase::Superseded);
+            if superseded { Ok(()) } else { Err(format!("{case}: {phases:?}")) }
+        })
+        .await;
+        let open = world.sandbox.batches("bookshop").await.into_iter().filter(|b| !b.is_terminal()).collect::<Vec<_>>();
+        assert_eq!(open.len(), 1, "{case}: one batch open");
+        let carried: Vec<&str> = open[0].spec.secrets.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(carried, ["bookshop-db", "bookshop-uaa"], "{case}: the new batch carries both rotations");
+        let open = world.sandbox.wait_phase("bookshop", BatchPhase::AwaitingApproval, Duration::from_secs(300)).await;
+        let now = k8s_openapi::jiff::Timestamp::now();
+        act(&world.sandbox.client(), NS, &open.name_any(), BatchAction::Approve, "sre", Some("CHG-10"), now)
+            .await
+            .expect("approve");
+        world.sandbox.wait_phase("bookshop", BatchPhase::Succeeded, Duration::from_secs(600)).await;
+        monitor.finish(true).await;
+        assert_two_rolled_once(&world.sandbox);
+        let unread = super::invariants::left_behind(&world.sandbox);
+        assert!(unread.is_empty(), "{case}: unread {unread:?}");
+        world.stop().await;
+    }
+}
+
+/// An approved batch whose start could not be written (every status write answered 500) is
+/// rolling, whatever its stored phase says: a new rotation meanwhile opens a batch beside it and
+/// never supersedes it. Both end; every old VCAP Secret is deleted.
+#[tokio::test(start_paused = true)]
+async fn a_start_held_in_memory_is_never_superseded() {
+    use capdeck::actions::{BatchAction, act};
+    use kube::ResourceExt as _;
+    let world = world(AppOptions { manual: true, ..AppOptions::default() }, test_config("engine-a")).await;
+    let monitor = Monitor::start(&world.sandbox);
+    world.rotate("bookshop-uaa").await;
+    let first = world.sandbox.wait_phase("bookshop", BatchPhase::AwaitingApproval, Duration::from_secs(300)).await;
+    world.sandbox.fail_next(UNTIL_CLEARED, RequestMatcher::on("patch", "rotationbatches").subresource("status"), 500);
+    let client = world.sandbox.client();
+    let approve = |name: String| {
+        let client = client.clone();
+        async move {
+            let now = k8s_openapi::jiff::Timestamp::now();
+            act(&client, NS, &name, BatchAction::Approve, "sre", Some("CHG-11"), now).await.expect("approve");
+        }
+    };
+    approve(first.name_any()).await;
+    eventually("both Deployments rolled, no status written", Duration::from_secs(300), || async {
+        ["bookshop-v1-srv", "bookshop-v1-router"].iter().all(|name| rolled_and_available(&world.sandbox, name))
+    })
+    .await;
+    world.sandbox.rotate_secret(NS, "bookshop-db").expect("rotated");
+    eventually("a second batch", Duration::from_secs(300), || async {
+        world.sandbox.batches("bookshop").await.len() == 2
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    world.sandbox.clear_faults();
+    let phase_of = |name: String| {
+        let world = &world;
+        async move { world.sandbox.batches("bookshop").await.into_iter().find(|b| b.name_any() == name).map(|b| b.phase()) }
+    };
+    eventually("the first batch succeeded, not superseded", Duration::from_secs(600), || async {
+        match phase_of(first.name_any()).await {
+            Some(BatchPhase::Succeeded) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let second =
+        world.sandbox.batches("bookshop").await.into_iter().find(|b| b.name_any() != first.name_any()).expect("second");
+    let listed: Vec<&str> = second.spec.secrets.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(listed, ["bookshop-db"], "opened beside the rolling batch: it carries nothing of it");
+    eventually("the second batch ended", Duration::from_secs(600), || async {
+        if let Some(BatchPhase::AwaitingApproval) = phase_of(second.name_any()).await {
+            approve(second.name_any()).await;
+        }
+        phase_of(second.name_any()).await.is_some_and(|phase| phase.is_terminal())
+    })
+    .await;
+    monitor.finish(true).await;
+    let unread = super::invariants::left_behind(&world.sandbox);
+    assert!(unread.is_empty(), "unread {unread:?}");
+    world.stop().await;
+}
+
+/// Each kind of write the engine makes is made and answered 504 (twice), as kube-apiserver answers
+/// when its wait for etcd times out and etcd commits anyway: the engine cannot tell, and must
+/// neither roll twice, nor leave a VCAP Secret behind, nor open a second batch, nor lose the one.
+#[tokio::test(start_paused = true)]
+async fn writes_made_but_answered_504_roll_once_and_leave_nothing_behind() {
+    let kinds = [
+        RequestMatcher::on("create", "rotationbatches"),
+        RequestMatcher::on("patch", "rotationbatches").subresource("status"),
+        RequestMatcher::on("create", "secrets"),
+        RequestMatcher::on("update", "deployments"),
+        RequestMatcher::on("delete", "secrets"),
+    ];
+    for kind in kinds {
+        let world = default_world().await;
+        let monitor = Monitor::start(&world.sandbox);
+        world.sandbox.fail_next_after_applying(2, kind.clone(), 504);
+        world.rotate("bookshop-uaa").await;
+        world.sandbox.wait_phase("bookshop", BatchPhase::Succeeded, Duration::from_secs(600)).await;
+        let met = world.sandbox.requests().iter().filter(|r| r.status == 504 && kind.matches(&r.info)).count();
+        assert!(met >= 1, "{kind:?}: the fault was met");
+        monitor.finish(true).await;
+        assert_eq!(world.sandbox.batches("bookshop").await.len(), 1, "{kind:?}: a fault is not a rotation");
+        eventually("no VCAP Secret left that no Deployment reads", Duration::from_secs(300), || async {
+            let unread = super::invariants::left_behind(&world.sandbox);
+            if unread.is_empty() { Ok(()) } else { Err(format!("{kind:?}: unread {unread:?}")) }
+        })
+        .await;
+        world.stop().await;
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn too_many_requests_bursts_on_every_write() {
     bursts_on_every_write(429).await;
@@ -158,6 +297,115 @@ async fn too_many_requests_bursts_on_every_write() {
 #[tokio::test(start_paused = true)]
 async fn server_error_bursts_on_every_write() {
     bursts_on_every_write(500).await;
+}
+
+/// Every status patch fails while the fault lasts (more than any pass makes before it is cleared).
+const UNTIL_CLEARED: usize = 1_000;
+
+/// An approved start whose status write fails (a conflict with the notifier's write of the same
+/// batch, a 429, a 500), once or until its Deployments have completed, or is made and answered
+/// 504 (kube-apiserver's timeout while etcd commits): however many passes go by
+/// before a status is written, and whatever phase that status has, the approval is announced,
+/// once (`Approved`, who and why). Before the held transitions were kept, the first status written
+/// was `Succeeded`, and the approval was never said.
+#[tokio::test(start_paused = true)]
+async fn an_approved_start_whose_status_write_fails_is_still_announced_once() {
+    use capdeck::actions::{BatchAction, act};
+    use kube::ResourceExt as _;
+    let status_patch = || RequestMatcher::on("patch", "rotationbatches").subresource("status");
+    // (answer, how many status writes get it, whether each was made before it was answered)
+    // (answer, how many status writes get it, whether each was made first, whether the write
+    // after the fault is cleared, the one that ends the batch, is made and answered 504)
+    let cases = [
+        (409, 1, false, false),
+        (429, 1, false, false),
+        (500, 1, false, false),
+        (409, UNTIL_CLEARED, false, false),
+        (500, UNTIL_CLEARED, false, false),
+        (409, UNTIL_CLEARED, false, true),
+        (504, 1, true, false),
+    ];
+    for (code, failures, applied, end_made) in cases {
+        let made = if applied { ", each made first" } else { "" };
+        let end = if end_made { ", then the ending write made and answered 504" } else { "" };
+        let case = format!("{failures} status write(s) answered {code}{made}{end}");
+        let world = world(AppOptions { manual: true, ..AppOptions::default() }, test_config("engine-a")).await;
+        world.rotate("bookshop-uaa").await;
+        let batch = world.sandbox.wait_phase("bookshop", BatchPhase::AwaitingApproval, Duration::from_secs(300)).await;
+        if applied {
+            world.sandbox.fail_next_after_applying(failures, status_patch(), code);
+        } else {
+            world.sandbox.fail_next(failures, status_patch(), code);
+        }
+        let now = k8s_openapi::jiff::Timestamp::now();
+        act(&world.sandbox.client(), NS, &batch.name_any(), BatchAction::Approve, "sre", Some("CHG-9"), now)
+            .await
+            .expect("approve");
+        if failures == UNTIL_CLEARED {
+            eventually(
+                "both Deployments rolled and available, no status written",
+                Duration::from_secs(300),
+                || async {
+                    ["bookshop-v1-srv", "bookshop-v1-router"]
+                        .iter()
+                        .all(|name| rolled_and_available(&world.sandbox, name))
+                },
+            )
+            .await;
+            let stored = world.sandbox.batches("bookshop").await.pop().map(|b| b.phase());
+            assert_eq!(stored, Some(BatchPhase::AwaitingApproval), "{case}: no status was written yet");
+            world.sandbox.clear_faults();
+            if end_made {
+                // The batch is closed by a write the engine was told failed: it is no longer
+                // open on the next pass, and what was held is said as it is forgotten.
+                world.sandbox.fail_next_after_applying(1, status_patch(), 504);
+            }
+        }
+        world.sandbox.wait_phase("bookshop", BatchPhase::Succeeded, Duration::from_secs(600)).await;
+        let failed =
+            world.sandbox.requests().iter().filter(|r| status_patch().matches(&r.info) && r.status == code).count();
+        assert!(failed >= 1, "{case}: the fault was met");
+        // Said with the first status written, after it.
+        eventually("the Approved Event", Duration::from_secs(30), || async {
+            !capdeck_events(&world.sandbox, "Approved").await.is_empty()
+        })
+        .await;
+        let approved = capdeck_events(&world.sandbox, "Approved").await;
+        // Once: one Event, not one repeated (kube's recorder counts a repeat in `series`).
+        assert_eq!(approved.len(), 1, "{case}: {approved:?}");
+        assert!(approved[0].0.contains("approved by sre: CHG-9") && approved[0].1 == 1, "{case}: {approved:?}");
+        if end_made {
+            let made =
+                world.sandbox.requests().iter().filter(|r| status_patch().matches(&r.info) && r.status == 504).count();
+            assert_eq!(made, 1, "{case}: the ending write was answered 504");
+        }
+        world.assert_one_clean_rollout().await;
+        world.stop().await;
+    }
+}
+
+/// Whether the Deployment was rolled (its template changed) and its new Pods are all available.
+fn rolled_and_available(sandbox: &Sandbox, name: &str) -> bool {
+    let Some(deployment) = sandbox.get("apps", "deployments", NS, name) else { return false };
+    let number = |value: &serde_json::Value| value.as_i64().unwrap_or_default();
+    let generation = number(&deployment["metadata"]["generation"]);
+    let replicas = number(&deployment["spec"]["replicas"]);
+    let status = &deployment["status"];
+    generation > 1
+        && number(&status["observedGeneration"]) >= generation
+        && number(&status["updatedReplicas"]) == replicas
+        && number(&status["availableReplicas"]) == replicas
+}
+
+/// capdeck's Events with `reason` in the namespace: (note, how many times it was recorded).
+async fn capdeck_events(sandbox: &Sandbox, reason: &str) -> Vec<(String, i32)> {
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> = kube::Api::namespaced(sandbox.client(), NS);
+    let listed = events.list(&Default::default()).await.expect("events").items;
+    listed
+        .into_iter()
+        .filter(|e| e.reporting_controller.as_deref() == Some("capdeck") && e.reason.as_deref() == Some(reason))
+        .map(|e| (e.note.unwrap_or_default(), e.series.map_or(1, |series| series.count)))
+        .collect()
 }
 
 #[tokio::test(start_paused = true)]
