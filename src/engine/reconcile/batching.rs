@@ -51,9 +51,12 @@ fn collecting(batch: &RotationBatch) -> bool {
 /// oldest first), each with the batch it joins. A new batch supersedes the others as it opens,
 /// but its create can be made and answered with an error (kube-apiserver's 504), the engine can
 /// stop between the two writes, or the supersede write can fail: two batches would then roll the
-/// same Deployments. A hold or a force set on a batch after the collecting one opened, and not
-/// carried by it, leaves that batch to the person who set it.
-pub fn left_open(open: &[Arc<RotationBatch>]) -> Vec<(&RotationBatch, &RotationBatch)> {
+/// same Deployments. Only what the engine's own opening would have done is done: the collecting
+/// batch must look like one the engine opened (it collects for at most `longest_window` after its
+/// creation: a batch made by hand with a window years long collects nothing of others), and a
+/// batch with a hold or a force is superseded only by one that carries the very same hold or
+/// force (what an opening copies); any other is left to the person who set it.
+pub fn left_open(open: &[Arc<RotationBatch>], longest_window: Duration) -> Vec<(&RotationBatch, &RotationBatch)> {
     let mut by_application: BTreeMap<(Option<String>, &str), Vec<&RotationBatch>> = BTreeMap::new();
     for batch in open {
         by_application.entry((batch.namespace(), batch.spec.application.as_str())).or_default().push(batch);
@@ -62,14 +65,18 @@ pub fn left_open(open: &[Arc<RotationBatch>]) -> Vec<(&RotationBatch, &RotationB
     for batches in by_application.values() {
         // The one rotations join (`placement`).
         let Some(survivor) = batches.iter().copied().find(|b| collecting(b)) else { continue };
-        let opened = survivor.metadata.creation_timestamp.as_ref().map(|t| t.0);
-        let set_since = |at: &Time| opened.is_none_or(|opened| at.0 >= opened);
-        let left_to_a_person = |b: &RotationBatch| {
-            (survivor.spec.hold.is_none() && b.spec.hold.as_ref().is_some_and(|hold| set_since(&hold.at)))
-                || (survivor.spec.force.is_none() && b.spec.force.as_ref().is_some_and(|force| set_since(&force.at)))
+        let window = survivor.metadata.creation_timestamp.as_ref().map(|created| {
+            Duration::try_from(survivor.spec.window_end.0.duration_since(created.0)).unwrap_or(Duration::ZERO)
+        });
+        if window.is_some_and(|window| window > longest_window) {
+            continue;
+        }
+        let carried = |b: &RotationBatch| {
+            (b.spec.hold.is_none() || b.spec.hold == survivor.spec.hold)
+                && (b.spec.force.is_none() || b.spec.force == survivor.spec.force)
         };
         for stale in batches.iter().copied() {
-            if !std::ptr::eq(stale, survivor) && supersedable(stale) && !left_to_a_person(stale) {
+            if !std::ptr::eq(stale, survivor) && supersedable(stale) && carried(stale) {
                 found.push((stale, survivor));
             }
         }
@@ -167,7 +174,9 @@ impl Batching {
     /// again after the application's backoff (the batches are still found then).
     pub(super) async fn supersede_left_open(&mut self, context: &Context, open: &[Arc<RotationBatch>], now: Timestamp) {
         let instant = tokio::time::Instant::now();
-        for (stale, survivor) in left_open(open) {
+        // The window an opening gives, with a minute for a clock or a store that lags.
+        let longest_window = context.config.rollout_delay + Duration::from_secs(60);
+        for (stale, survivor) in left_open(open, longest_window) {
             let namespace = stale.namespace().unwrap_or_default();
             let key = AppKey::new(namespace.clone(), &stale.spec.application);
             if self.backoff.waiting(&key, instant) {
@@ -385,8 +394,9 @@ mod tests {
     }
 
     /// The batches a pass finds left open beside their application's collecting batch, over the
-    /// kinds of batch there are: evaluated and waiting, rolling, cancelled, held or forced after the
-    /// collecting one opened, a second collecting one, another application's.
+    /// kinds of batch there are: evaluated and waiting, rolling, cancelled, held or forced (by the
+    /// hold the collecting one carries, or another), a second collecting one, another
+    /// application's; and collecting batches an opening gives or none would (a year-long window).
     #[test]
     fn batches_left_open_beside_the_collecting_one_are_found_and_no_others() {
         let evaluated = json!({"phase": "AwaitingApproval", "deployments": [{"name": "srv", "version": "v", "workload": "srv", "action": "Restart"}]});
@@ -401,6 +411,7 @@ mod tests {
             spec
         };
         let hold = json!({"hold": {"by": "bob", "at": "2026-11-23T11:00:00Z"}});
+        let other_hold = json!({"hold": {"by": "mallory", "at": "2026-11-23T11:00:00Z"}});
         let force = json!({"force": {"by": "bob", "at": "2026-11-23T11:00:00Z"}});
         let started = json!({"phase": "RollingOut", "rolloutStartedAt": "2026-11-23T11:00:00Z", "deployments": []});
         let awaiting = with("awaiting", app(json!({})), evaluated.clone());
@@ -412,34 +423,39 @@ mod tests {
         let other = with("other", json!({"application": "travel"}), evaluated);
         let collecting = with("collecting", app(json!({})), Value::Null);
         let collecting_held = with("collecting-held", app(hold), Value::Null);
+        let collecting_other_hold = with("collecting-other-hold", app(other_hold), Value::Null);
         let later = with("later", app(json!({})), Value::Null);
+        // Made by hand: created at 12:00, collecting for a year.
+        let year_long = Arc::new(crate::api::rotation_batch::testing::batch(json!({
+            "metadata": {"name": "year-long", "creationTimestamp": "2026-11-23T12:00:00Z"},
+            "spec": {"application": "bookshop", "windowEnd": "2027-11-23T12:00:00Z"}
+        })));
+        let opened = Arc::new(crate::api::rotation_batch::testing::batch(json!({
+            "metadata": {"name": "opened", "creationTimestamp": "2026-11-23T12:00:00Z"},
+            "spec": {"application": "bookshop", "windowEnd": "2026-11-23T12:00:30Z"}
+        })));
         let found = |open: &[Arc<RotationBatch>]| -> Vec<(String, String)> {
-            left_open(open).into_iter().map(|(stale, survivor)| (stale.name_any(), survivor.name_any())).collect()
+            let longest = Duration::from_secs(90);
+            left_open(open, longest)
+                .into_iter()
+                .map(|(stale, survivor)| (stale.name_any(), survivor.name_any()))
+                .collect()
         };
         let pair = |stale: &str, survivor: &str| (stale.to_string(), survivor.to_string());
         assert_eq!(found(&[awaiting.clone(), collecting.clone()]), [pair("awaiting", "collecting")]);
+        assert_eq!(found(&[awaiting.clone(), opened]), [pair("awaiting", "opened")], "a window an opening gives");
+        assert_eq!(found(&[awaiting.clone(), year_long]), [], "a window no opening gives: made by hand");
         assert_eq!(found(std::slice::from_ref(&awaiting)), [], "nothing collects: nothing was left open");
         assert_eq!(found(&[rolling, cancelled, other, collecting.clone()]), [], "rolling, cancelled, another's");
-        assert_eq!(found(&[held.clone(), forced.clone(), collecting.clone()]), [], "a hold or force it does not carry");
-        // Set before the collecting batch opened and not carried: refused when it opened (the
-        // engine carries every hold it honours), so no reason to keep that batch open.
-        let opened_after = Arc::new(crate::api::rotation_batch::testing::batch(json!({
-            "metadata": {"name": "opened-after", "creationTimestamp": "2026-11-23T12:00:00Z"},
-            "spec": {"application": "bookshop"}
-        })));
-        assert_eq!(
-            found(&[held.clone(), forced, opened_after]),
-            [pair("held", "opened-after"), pair("forced", "opened-after")],
-            "a hold or force older than the collecting batch"
-        );
-        assert_eq!(found(&[held, collecting_held]), [pair("held", "collecting-held")], "a hold it carries");
+        assert_eq!(found(&[held.clone(), forced, collecting.clone()]), [], "a hold or force it does not carry");
+        assert_eq!(found(&[held.clone(), collecting_other_hold]), [], "another person's hold is not this one");
+        assert_eq!(found(&[held, collecting_held]), [pair("held", "collecting-held")], "the very hold it carries");
         assert_eq!(
             found(&[awaiting, collecting, later]),
             [pair("awaiting", "collecting"), pair("later", "collecting")],
             "two collecting: rotations join the first, which closes the other"
         );
     }
-
     #[test]
     fn rotations_join_a_collecting_batch_and_supersede_the_unstarted_ones() {
         let collecting = batch("collecting", Value::Null, false);

@@ -401,15 +401,20 @@ impl Rollouts {
             let current = secret
                 .entries()
                 .any(|(key, value)| key == crate::api::VCAP_SERVICES_KEY && planned.payload.matches_stored(value));
-            if current || pointed {
+            let read = context.stores.deployments.state().iter().any(|live| {
+                live.metadata.namespace.as_deref() == Some(namespace.as_str())
+                    && context.stores.vcap_secret_of(live).as_deref() == Some(secret.name())
+            });
+            if current || pointed || read {
                 return Ok((
                     secret.name().to_owned(),
                     secret.annotation(ANNOTATION_PREVIOUS_SECRET).map(str::to_owned),
                 ));
             }
             // Made before a later rotation (its create was answered with an error, or the engine
-            // stopped) and read by nothing: the Deployment's turn takes the credentials its
-            // Secrets hold now (`detect::covered` counts on it), so this one goes.
+            // stopped) and read by no Deployment: the Deployment's turn takes the credentials its
+            // Secrets hold now (`detect::covered` counts on it), so this one goes. One some
+            // Deployment reads is used as it is, as before: the batch after this one rolls it on.
             context
                 .writes
                 .delete_secret(namespace, secret.name(), secret.uid().map(str::to_owned))

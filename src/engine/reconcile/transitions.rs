@@ -43,6 +43,9 @@ struct Unwritten {
     since: tokio::time::Instant,
 }
 
+/// The most statuses held for one batch.
+const MAX_STEPS: usize = 16;
+
 /// One status held, and what its transition has to say once a status after it is written (a
 /// start that was approved, then completed before its status could be written, is still announced
 /// as approved).
@@ -60,7 +63,8 @@ impl Unwritten {
     }
 
     /// Add a step; progress with nothing to say replaces a last step like it (one pass after
-    /// another holds a rolling batch's progress: no step per pass).
+    /// another holds a rolling batch's progress: no step per pass). At most `MAX_STEPS` are kept
+    /// (writes that keep failing, one a backoff apart): the oldest with nothing to say goes first.
     fn push(&mut self, step: Step) {
         if let Some(last) = self.steps.last_mut()
             && step.said.is_none()
@@ -70,6 +74,12 @@ impl Unwritten {
             *last = step;
         } else {
             self.steps.push(step);
+        }
+        while self.steps.len() > MAX_STEPS {
+            // Never the last: it is the status the next pass starts from.
+            let earlier = &self.steps[..self.steps.len() - 1];
+            let at = earlier.iter().position(|step| step.said.is_none()).unwrap_or(0);
+            self.steps.remove(at);
         }
     }
 
@@ -771,6 +781,35 @@ mod tests {
         let ended = stored(&failed);
         assert_eq!(reasons(&transitions.landed(&with(&ended), &ended)), ["ProgressDeadlineExceeded"]);
         assert_eq!(transitions.base(&with(&ended)), ended, "nothing held: the stored status is the base");
+    }
+
+    /// Writes that keep failing (a batch someone keeps touching, each write a 409) hold at most
+    /// `MAX_STEPS` statuses: the oldest with nothing to say go; what a transition has to say and
+    /// the status the next pass starts from stay.
+    #[test]
+    fn held_statuses_are_bounded_and_keep_what_they_have_to_say() {
+        let waiting = ready("AwaitingApproval", ReadyReason::AwaitingApproval.as_str(), "approve to roll");
+        let approved = ready("RollingOut", ReadyReason::Approved.as_str(), "approved by sre");
+        let mut b = batch(json!({}));
+        b.metadata.uid = Some("u1".into());
+        b.status = Some(waiting.clone());
+        let said = Said::of(&b, &waiting, &approved, false);
+        assert!(said.is_some());
+        let mut transitions = Transitions::default();
+        transitions.hold(&b, &waiting, None, Step { status: approved, said, sent: true });
+        for replicas in 0..40 {
+            let unwritten = transitions.unwritten.remove(&batch_key(&b));
+            transitions.hold(
+                &b,
+                &waiting,
+                unwritten,
+                Step { status: rolling(replicas, "Rolling"), said: None, sent: true },
+            );
+        }
+        let held = transitions.unwritten.get(&batch_key(&b)).expect("held");
+        assert_eq!(held.steps.len(), MAX_STEPS);
+        assert!(held.steps[0].said.is_some(), "the approval is still to be said");
+        assert_eq!(transitions.base(&b), rolling(39, "Rolling"), "the next pass starts from the last");
     }
 
     #[test]
