@@ -678,6 +678,27 @@ async fn remove_previous(
     let Some(secret) = context.stores.vcap_secrets.find(Some(namespace), &previous) else {
         return Ok(format!("rolled out; previous secret {previous} is gone or not a VCAP secret, left alone"));
     };
+    // The previous Secret came from a batch deleted before it finished: the Secret that one
+    // replaced was its to delete (`orphans` would, from this Secret, which goes now). First.
+    let orphaned = secret
+        .label(LABEL_BATCH)
+        .filter(|batch| context.stores.batches.find(Some(namespace), batch).is_none())
+        .and_then(|_| secret.annotation(ANNOTATION_PREVIOUS_SECRET))
+        .filter(|before| Some(*before) != deployment.vcap_secret.as_deref())
+        .and_then(|before| context.stores.vcap_secrets.find(Some(namespace), before));
+    if let Some(before) = orphaned {
+        let read = context.stores.deployments.state().iter().any(|other| {
+            other.namespace().as_deref() == Some(namespace)
+                && context.stores.vcap_secret_of(other).as_deref() == Some(before.name())
+        });
+        if !read
+            && let Err(error) =
+                context.writes.delete_secret(namespace, before.name(), before.uid().map(str::to_owned)).await
+        {
+            let what = format!("rolled out but could not delete {}, which a deleted batch left", before.name());
+            return Err(WriteFailure::new(&what, &error));
+        }
+    }
     match context.writes.delete_secret(namespace, &previous, secret.uid().map(str::to_owned)).await {
         Ok(_) => Ok(format!("rolled out; previous VCAP secret {previous} deleted")),
         Err(error) => {
