@@ -432,6 +432,14 @@ impl Stores {
         crate::api::container::referenced_vcap_secret(deployment, is_vcap).ok().flatten()
     }
 
+    /// Whether any Deployment in `namespace` reads the VCAP Secret `name`.
+    pub fn vcap_secret_read(&self, namespace: &str, name: &str) -> bool {
+        self.deployments.state().iter().any(|deployment| {
+            deployment.metadata.namespace.as_deref() == Some(namespace)
+                && self.vcap_secret_of(deployment).as_deref() == Some(name)
+        })
+    }
+
     pub fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<DeploymentView>> {
         self.deployments.find(Some(namespace), name)
     }

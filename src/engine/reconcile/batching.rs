@@ -175,7 +175,7 @@ impl Batching {
     pub(super) async fn supersede_left_open(&mut self, context: &Context, open: &[Arc<RotationBatch>], now: Timestamp) {
         let instant = tokio::time::Instant::now();
         // The window an opening gives, with a minute for a clock or a store that lags.
-        let longest_window = context.config.rollout_delay + Duration::from_secs(60);
+        let longest_window = context.config.rollout_delay.saturating_add(Duration::from_secs(60));
         for (stale, survivor) in left_open(open, longest_window) {
             let namespace = stale.namespace().unwrap_or_default();
             let key = AppKey::new(namespace.clone(), &stale.spec.application);

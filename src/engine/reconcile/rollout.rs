@@ -401,10 +401,7 @@ impl Rollouts {
             let current = secret
                 .entries()
                 .any(|(key, value)| key == crate::api::VCAP_SERVICES_KEY && planned.payload.matches_stored(value));
-            let read = context.stores.deployments.state().iter().any(|live| {
-                live.metadata.namespace.as_deref() == Some(namespace.as_str())
-                    && context.stores.vcap_secret_of(live).as_deref() == Some(secret.name())
-            });
+            let read = context.stores.vcap_secret_read(namespace, secret.name());
             if current || pointed || read {
                 return Ok((
                     secret.name().to_owned(),
@@ -668,11 +665,7 @@ async fn remove_previous(
     else {
         return Ok("rolled out".into());
     };
-    let still_used = context.stores.deployments.state().iter().any(|other| {
-        other.namespace().as_deref() == Some(namespace)
-            && context.stores.vcap_secret_of(other).as_deref() == Some(previous.as_str())
-    });
-    if still_used {
+    if context.stores.vcap_secret_read(namespace, &previous) {
         return Ok(format!("rolled out; previous secret {previous} kept: another Deployment uses it"));
     }
     let Some(secret) = context.stores.vcap_secrets.find(Some(namespace), &previous) else {
@@ -685,19 +678,14 @@ async fn remove_previous(
         .filter(|batch| context.stores.batches.find(Some(namespace), batch).is_none())
         .and_then(|_| secret.annotation(ANNOTATION_PREVIOUS_SECRET))
         .filter(|before| Some(*before) != deployment.vcap_secret.as_deref())
-        .and_then(|before| context.stores.vcap_secrets.find(Some(namespace), before));
-    if let Some(before) = orphaned {
-        let read = context.stores.deployments.state().iter().any(|other| {
-            other.namespace().as_deref() == Some(namespace)
-                && context.stores.vcap_secret_of(other).as_deref() == Some(before.name())
-        });
-        if !read
-            && let Err(error) =
-                context.writes.delete_secret(namespace, before.name(), before.uid().map(str::to_owned)).await
-        {
-            let what = format!("rolled out but could not delete {}, which a deleted batch left", before.name());
-            return Err(WriteFailure::new(&what, &error));
-        }
+        .and_then(|before| context.stores.vcap_secrets.find(Some(namespace), before))
+        .filter(|before| !context.stores.vcap_secret_read(namespace, before.name()));
+    if let Some(before) = orphaned
+        && let Err(error) =
+            context.writes.delete_secret(namespace, before.name(), before.uid().map(str::to_owned)).await
+    {
+        let what = format!("rolled out but could not delete {}, which a deleted batch left", before.name());
+        return Err(WriteFailure::new(&what, &error));
     }
     match context.writes.delete_secret(namespace, &previous, secret.uid().map(str::to_owned)).await {
         Ok(_) => Ok(format!("rolled out; previous VCAP secret {previous} deleted")),

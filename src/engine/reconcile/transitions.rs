@@ -57,6 +57,11 @@ struct Step {
 }
 
 impl Unwritten {
+    /// Still the statuses decided from what `batch` stores (`stored`), notifications aside.
+    fn valid_for(&self, batch: &RotationBatch, stored: &RotationBatchStatus) -> bool {
+        self.uid == batch.metadata.uid && self.from == without_notifications(stored)
+    }
+
     /// The status the next pass starts from (`None` never happens: a step is held, or nothing).
     fn status(&self) -> Option<&RotationBatchStatus> {
         self.steps.last().map(|step| &step.status)
@@ -207,9 +212,7 @@ impl Transitions {
 
     /// This batch's status held in memory, while it is still valid against `stored`.
     fn held(&self, batch: &RotationBatch, stored: &RotationBatchStatus) -> Option<&Unwritten> {
-        self.unwritten
-            .get(&batch_key(batch))
-            .filter(|unwritten| unwritten.uid == batch.metadata.uid && unwritten.from == without_notifications(stored))
+        self.unwritten.get(&batch_key(batch)).filter(|unwritten| unwritten.valid_for(batch, stored))
     }
 
     /// Forget the batches that are no longer open; a held status that closed one when the API
@@ -251,10 +254,7 @@ impl Transitions {
             said.say(context).await;
         }
         // What this pass decided from, and the statuses held since the stored one.
-        let unwritten = self
-            .unwritten
-            .remove(&key)
-            .filter(|unwritten| unwritten.uid == batch.metadata.uid && unwritten.from == without_notifications(old));
+        let unwritten = self.unwritten.remove(&key).filter(|unwritten| unwritten.valid_for(batch, old));
         let from = match unwritten.as_ref().and_then(Unwritten::status) {
             Some(held) => RotationBatchStatus { notifications: old.notifications.clone(), ..held.clone() },
             None => old.clone(),
