@@ -25,7 +25,9 @@ pub enum BatchAction {
     Hold,
     Release,
     Cancel,
-    /// Roll the stalled, failing or failed Deployments of a Failed or halted batch once more.
+    /// Roll the stalled, failing or failed Deployments of a Failed or halted batch once more; on
+    /// an Undone or Cancelled batch, roll its application forward to the current credentials (a
+    /// new batch opens for what that batch left on old credentials).
     Retry,
     /// Point the Deployments a Failed or halted batch rolled back at their previous VCAP Secrets.
     Undo,
@@ -112,10 +114,21 @@ fn not_honoured(batch: &RotationBatch, field: Attributed) -> bool {
     }
 }
 
-/// Retry and undo are for a batch that failed: `Failed`, or halted by the failure guard.
+/// Retry and undo are for a batch that failed: `Failed`, or halted by the failure guard. A retry
+/// of an Undone or Cancelled batch rolls its application forward, once.
 fn after_failure_refusal(action: BatchAction, batch: &RotationBatch) -> Option<String> {
     let name = batch.name_any();
     let phase = batch.phase();
+    if action == BatchAction::Retry && matches!(phase, BatchPhase::Undone | BatchPhase::Cancelled) {
+        return batch.spec.retry.as_ref().map(|retry| {
+            format!(
+                "batch {name} was rolled forward already ({}); a newer batch of {} carries it (capdeck batches --app {})",
+                capdeck_core::decide::status::user_action_text(retry, "retried"),
+                batch.spec.application,
+                batch.spec.application
+            )
+        });
+    }
     if phase == BatchPhase::Undone {
         return Some(format!("batch {name} is Undone; nothing to {}", action.verb()));
     }
@@ -282,6 +295,18 @@ fn what_it_did(action: BatchAction, batch: &RotationBatch, by: &str) -> String {
         BatchAction::Hold => format!("held {name} as {by} (was {phase}): nothing new starts until released"),
         BatchAction::Release => format!("released {name} as {by}"),
         BatchAction::Cancel => format!("cancelled {name} as {by} (was {phase}): nothing more is rolled"),
+        BatchAction::Retry if matches!(phase, BatchPhase::Undone | BatchPhase::Cancelled) => {
+            let names: Vec<&str> = batch.restarts().filter(|d| d.left_behind()).map(|d| d.name.as_str()).collect();
+            let which = if names.is_empty() {
+                format!("the Deployments of {} still on old credentials", batch.spec.application)
+            } else {
+                names.join(", ")
+            };
+            format!(
+                "retried {name} as {by} (was {phase}): a new batch rolls {which} forward to the current credentials \
+                 (the application's approval policy, change windows and freezes apply)"
+            )
+        }
         BatchAction::Retry => {
             let names: Vec<&str> = batch.restarts().filter(|d| d.retriable()).map(|d| d.name.as_str()).collect();
             format!("retried {name} as {by} (was {phase}): {} roll once more", names.join(", "))

@@ -150,6 +150,9 @@ pub struct FleetRow {
     pub credentials: Vec<CredentialRisk>,
     /// Deployments that stalled or fail in a rolling batch: `batch/deployment`.
     pub stalled: Vec<String>,
+    /// Deployments on old credentials that no open batch rolls (an undo, a cancel, a failure
+    /// left them so): never a `clear` context.
+    pub out_of_date: Vec<crate::plan::OutOfDate>,
     /// Who leads the engine in this context, or why that is not known.
     pub leader: String,
     /// What else to know about the context: objects left out, credentials not checked.
@@ -172,6 +175,7 @@ impl FleetRow {
             batches: Vec::new(),
             credentials: Vec::new(),
             stalled: Vec::new(),
+            out_of_date: Vec::new(),
             leader: "-".into(),
             notes: Vec::new(),
             freezes: None,
@@ -283,13 +287,17 @@ impl FleetRow {
         }
     }
 
-    /// `2 awaiting, 1 held` (what the batches wait for), or `-`.
+    /// `2 awaiting, 1 held` (what the batches wait for), `1 on old credentials` (Deployments no
+    /// open batch rolls), or `-`.
     pub fn summary(&self) -> String {
-        let parts: Vec<String> = [(self.awaiting(), "awaiting"), (self.held(), "held"), (self.failed(), "failed")]
-            .into_iter()
-            .filter(|(n, _)| *n > 0)
-            .map(|(n, what)| format!("{n} {what}"))
-            .collect();
+        let counts = [
+            (self.awaiting(), "awaiting"),
+            (self.held(), "held"),
+            (self.failed(), "failed"),
+            (self.out_of_date.len(), "on old credentials"),
+        ];
+        let parts: Vec<String> =
+            counts.into_iter().filter(|(n, _)| *n > 0).map(|(n, what)| format!("{n} {what}")).collect();
         if parts.is_empty() { "-".into() } else { parts.join(", ") }
     }
 
@@ -299,10 +307,13 @@ impl FleetRow {
         if let Some(why) = &self.why {
             return why.clone();
         }
-        let why = match (self.first_batch(), self.credentials.first()) {
-            (Some(batch), _) => format!("{} {}", batch.name, batch.state),
-            (None, Some(credential)) => format!("{} {}: {}", credential.secret, credential.verdict, credential.reason),
-            (None, None) => self.notes.first().cloned().unwrap_or_else(|| "-".into()),
+        let why = match (self.first_batch(), self.out_of_date.first(), self.credentials.first()) {
+            (Some(batch), _, _) => format!("{} {}", batch.name, batch.state),
+            (None, Some(old), _) => old.describe(),
+            (None, None, Some(credential)) => {
+                format!("{} {}: {}", credential.secret, credential.verdict, credential.reason)
+            }
+            (None, None, None) => self.notes.first().cloned().unwrap_or_else(|| "-".into()),
         };
         // Open work that no engine handles is said first, in every width (LEADER is a wide column).
         if self.leader == NO_LEADER && self.state == RowState::Open {

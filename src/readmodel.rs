@@ -155,6 +155,8 @@ pub fn snapshot(stores: &Stores, events: &[Arc<Event>], judging: &crate::credent
         credentials,
     });
     rollouts::overlay_live(&mut snapshot.rollouts, |namespace, name| stores.deployment(namespace, name));
+    let index = crate::plan::CapIndex::new(applications, stores.versions.state(), stores.tenants.state());
+    attach_old_credentials(&mut snapshot.apps, crate::plan::out_of_date(&index, &batches, stores));
     snapshot.credential_timing = Some(timing);
     snapshot.freezes = stores.freezes.state();
     snapshot.namespace_windows = stores
@@ -170,6 +172,18 @@ pub fn snapshot(stores: &Stores, events: &[Arc<Event>], judging: &crate::credent
 }
 
 type Key = crate::api::ObjectKey;
+
+/// Each application's Deployments on old credentials, on its row (the Applications view's BATCH
+/// column and detail say them).
+pub fn attach_old_credentials(apps: &mut [AppRow], out_of_date: Vec<crate::plan::OutOfDate>) {
+    let mut by_app: HashMap<Key, Vec<crate::plan::OutOfDate>> = HashMap::new();
+    for old in out_of_date {
+        by_app.entry(Key::new(old.namespace.clone(), &old.application)).or_default().push(old);
+    }
+    for row in apps {
+        row.old_credentials = by_app.remove(&Key::new(row.namespace.clone(), &row.name)).unwrap_or_default();
+    }
+}
 
 fn key(namespace: Option<String>, name: &str) -> Key {
     Key::new(namespace.unwrap_or_default(), name)

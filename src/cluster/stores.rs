@@ -32,9 +32,12 @@ use tokio_util::sync::CancellationToken;
 
 mod binding_secrets;
 mod store;
+mod touched;
 
 pub use store::Store;
 use store::Writer;
+pub use touched::Touched;
+use touched::TouchedLog;
 
 use super::Scope;
 use crate::api::lenient::Lenient;
@@ -106,6 +109,7 @@ pub struct Stores {
     connection: watch::Receiver<ConnectionState>,
     ready: watch::Receiver<BTreeSet<&'static str>>,
     missing: watch::Receiver<BTreeSet<&'static str>>,
+    touched: TouchedLog,
     pub scope: Scope,
 }
 
@@ -129,6 +133,8 @@ struct Shared {
     /// CAPApplication changes only: what the binding-Secret watch follows (recomputing the
     /// referenced set on every change of every kind was quadratic at start-up).
     application_changes: watch::Sender<u64>,
+    /// The namespaces whose objects changed since the engine last asked.
+    touched: TouchedLog,
     /// The kind on the console's screen, listed before any other (`None`: all at once).
     first: Option<&'static str>,
     /// Open once the first kind has listed (or cannot be listed): the other watches start then.
@@ -296,6 +302,7 @@ impl Stores {
             ready: ready_tx,
             missing: missing_tx,
             application_changes: watch::channel(0u64).0,
+            touched: TouchedLog::default(),
             first,
             turn: watch::channel(first.is_none()).0,
             cancel,
@@ -352,6 +359,7 @@ impl Stores {
             connection,
             ready,
             missing,
+            touched: shared.touched,
             scope,
         };
         (stores, StoreTasks { handles })
@@ -383,6 +391,12 @@ impl Stores {
     /// Whether every store has listed its objects.
     pub fn is_ready(&self) -> bool {
         self.ready.borrow().len() >= self.kinds
+    }
+
+    /// The namespaces whose objects changed since the last call (a re-list: everything). Only
+    /// the engine asks: it re-checks the applications there (`Detection`).
+    pub fn take_touched(&self) -> Touched {
+        self.touched.take()
     }
 
     /// A receiver whose value moves on every change to any store.
@@ -549,8 +563,16 @@ where
             watcher(api.clone(), config).default_backoff().boxed()
         };
         let mut stream = start(streaming);
-        let mut reflected =
-            Reflected { kind, prune, keep, store_as, writer, invalid: shared.invalid.clone(), pending: None };
+        let mut reflected = Reflected {
+            kind,
+            prune,
+            keep,
+            store_as,
+            writer,
+            invalid: shared.invalid.clone(),
+            touched: shared.touched.clone(),
+            pending: None,
+        };
         let mut denied = false;
         loop {
             let next = tokio::select! {
@@ -607,6 +629,7 @@ struct Reflected<K: Resource<DynamicType = ()> + Clone + 'static, S = K> {
     store_as: fn(K) -> S,
     writer: Writer<S>,
     invalid: InvalidMap,
+    touched: TouchedLog,
     /// During a (re-)list: the objects that did not decode, recorded at its end.
     pending: Option<BTreeMap<ObjectKey, String>>,
 }
@@ -636,6 +659,7 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static, S: crate::api::Named> Refl
             }
             watcher::Event::InitDone => {
                 self.writer.end_list();
+                self.touch_everything();
                 let found = self.pending.take().unwrap_or_default();
                 let mut map = self.invalid.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 map.retain(|(kind, _), _| *kind != self.kind);
@@ -648,6 +672,7 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static, S: crate::api::Named> Refl
                 match decoded {
                     Ok(object) => {
                         let key = ObjectKey::of(object.meta());
+                        self.touch(&key);
                         self.record(key, None);
                         match self.kept(object) {
                             Some(object) => self.writer.apply(object),
@@ -656,6 +681,7 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static, S: crate::api::Named> Refl
                     }
                     Err(undecodable) => {
                         let key = ObjectKey::new(undecodable.namespace(), undecodable.name());
+                        self.touch(&key);
                         // What the store held of it is no longer what the server holds.
                         self.forget(&key);
                         self.record(key, Some(undecodable.describe()));
@@ -668,6 +694,7 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static, S: crate::api::Named> Refl
                     Ok(object) => ObjectKey::of(object.meta()),
                     Err(undecodable) => ObjectKey::new(undecodable.namespace(), undecodable.name()),
                 };
+                self.touch(&key);
                 self.forget(&key);
                 self.record(key, None);
                 true
@@ -680,6 +707,22 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static, S: crate::api::Named> Refl
     fn kept(&self, mut object: K) -> Option<S> {
         (self.prune)(&mut object);
         (object.meta().name.is_some() && (self.keep)(&object)).then(|| (self.store_as)(object))
+    }
+
+    /// Note the object's namespace as changed (a Namespace's own name). Events, Freezes and
+    /// ServiceBindings change no plan: what they change the pass's decisions read anyway.
+    fn touch(&self, key: &ObjectKey) {
+        match self.kind {
+            "Event" | "Freeze" | "ServiceBinding" => {}
+            "Namespace" => self.touched.namespace(&key.name),
+            _ => self.touched.namespace(&key.namespace),
+        }
+    }
+
+    fn touch_everything(&self) {
+        if !matches!(self.kind, "Event" | "Freeze" | "ServiceBinding") {
+            self.touched.everything();
+        }
     }
 
     fn record(&self, key: ObjectKey, error: Option<String>) {
@@ -725,6 +768,7 @@ fn service_bindings(
             store_as: std::convert::identity,
             writer,
             invalid: shared.invalid.clone(),
+            touched: shared.touched.clone(),
             pending: None,
         };
         let mut watch =

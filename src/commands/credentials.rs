@@ -176,12 +176,17 @@ fn judge(world: &World, judging: &crate::credentials::Judging, now: Timestamp) -
 }
 
 /// The verdicts `capdeck credentials` gives in the cluster, with the leading engine's settings
-/// (`capdeck doctor` says the same).
-pub(super) async fn live_verdicts(cluster: &ClusterTarget) -> anyhow::Result<CredentialsOverview> {
+/// (`capdeck doctor` says the same), and the Deployments that run old credentials with no open batch rolling them
+/// (`None`: the versions or Deployments could not be read), from one read of the cluster.
+pub(super) async fn live_judged(
+    cluster: &ClusterTarget,
+) -> anyhow::Result<(CredentialsOverview, Option<Vec<crate::plan::OutOfDate>>)> {
     let world = live(cluster).await?;
     let chosen =
         choose(crate::judging::Flags::default(), world.leader_settings.as_ref(), world.lease_namespace.as_deref());
-    Ok(judge(&world, &chosen.judging, Timestamp::now()))
+    let out_of_date =
+        world.index.as_ref().map(|index| crate::plan::out_of_date(index, &world.manifests.batches, &world.manifests));
+    Ok((judge(&world, &chosen.judging, Timestamp::now()), out_of_date))
 }
 
 /// What the verdicts are judged from: the objects (gathered into the shape manifests have),

@@ -359,8 +359,12 @@ pub async fn run(cluster: &ClusterTarget, engine: &EngineSettings, args: &Doctor
         // A window given here is checked as given; else the leading engine's is.
         let explicit_delay = args.engine.rollout_delay.is_some() || std::env::var_os("ROLLOUT_DELAY").is_some();
         findings.extend(checks(&connection, &scope, engine, explicit_delay).await);
-        findings.extend(match super::credentials::live_verdicts(cluster).await {
-            Ok(overview) => credential_verdicts(&overview),
+        findings.extend(match super::credentials::live_judged(cluster).await {
+            Ok((overview, out_of_date)) => {
+                let mut found = credential_verdicts(&overview);
+                found.extend(old_credentials(out_of_date.as_deref()));
+                found
+            }
             Err(error) => vec![finding("credential verdicts", Status::Warn, format!("not judged: {error:#}"))],
         });
     }
@@ -552,6 +556,31 @@ fn credential_verdicts(overview: &crate::credentials::CredentialsOverview) -> Ve
         ));
     }
     out
+}
+
+/// Deployments that run old credentials with no open batch rolling them: each one an ended batch
+/// left so (an undo, a cancel, a failure) fails doctor with who ended it and the command that
+/// rolls forward; one nothing speaks for yet is a warning (the leading engine opens a batch).
+fn old_credentials(out_of_date: Option<&[crate::plan::OutOfDate]>) -> Vec<Finding> {
+    const CHECK: &str = "credentials in use";
+    let Some(out_of_date) = out_of_date else {
+        return vec![finding(CHECK, Status::Warn, "not checked: the versions or Deployments could not be read")];
+    };
+    if out_of_date.is_empty() {
+        return vec![finding(
+            CHECK,
+            Status::Ok,
+            "every Deployment of a version in use runs its binding Secrets' current credentials, or an open batch \
+             rolls it",
+        )];
+    }
+    out_of_date
+        .iter()
+        .map(|deployment| {
+            let status = if deployment.left_by.is_some() { Status::Fail } else { Status::Warn };
+            finding(CHECK, status, deployment.describe())
+        })
+        .collect()
 }
 
 /// ServiceBindings whose old credentials may be revoked before a batch can have rolled.

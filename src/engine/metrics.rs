@@ -130,6 +130,10 @@ pub struct Metrics {
     pub batch_held: Family<HeldLabels, Gauge>,
     /// 1 when the application's newest batch failed.
     pub batch_failed: Family<AppLabels, Gauge>,
+    /// Per opted-in application: Deployments of versions in use that do not run their binding
+    /// Secrets' current credentials and that no open batch is rolling (an undo, a cancel or a
+    /// failure left them so, or a batch is about to open).
+    pub deployments_out_of_date: Family<AppLabels, Gauge>,
     /// Per consumed binding Secret: its credentials margin, and its verdict.
     pub secret_credentials_margin_seconds: Family<SecretLabels, Gauge>,
     pub secret_credentials_state: Family<SecretStateLabels, Gauge>,
@@ -296,6 +300,13 @@ impl Metrics {
             "1 per open batch in phase Held, by its condition reason (RolloutFailureGuard: the failure guard)",
             batch_held.clone(),
         );
+        let deployments_out_of_date = Family::<AppLabels, Gauge>::default();
+        registry.labelled(
+            "deployments_out_of_date",
+            "Per opted-in application: Deployments of versions in use not running their binding Secrets' current \
+             credentials and not being rolled by an open batch",
+            deployments_out_of_date.clone(),
+        );
         let batch_failed = Family::<AppLabels, Gauge>::default();
         registry.labelled(
             "batch_failed",
@@ -343,6 +354,7 @@ impl Metrics {
             batch_awaiting_approval_seconds,
             batch_held,
             batch_failed,
+            deployments_out_of_date,
             secret_credentials_margin_seconds,
             secret_credentials_state,
             api_errors,
@@ -488,6 +500,7 @@ mod tests {
             ("capdeck_build_info", "gauge"),
             ("capdeck_batch_awaiting_approval_seconds", "gauge"),
             ("capdeck_batch_held", "gauge"),
+            ("capdeck_deployments_out_of_date", "gauge"),
             ("capdeck_batch_failed", "gauge"),
             ("capdeck_secret_credentials_margin_seconds", "gauge"),
             ("capdeck_secret_credentials_state", "gauge"),

@@ -214,6 +214,8 @@ impl Reconciler {
         let secret = |namespace: &str, name: &str| stores.binding_secrets.find(Some(namespace), name);
         let rotations = self.detection.detect(&stores.applications.state(), secret, now);
         self.context.metrics.rotations.inc_by(rotations);
+        // Taken on every pass, leading or not: a new leader re-checks everything anyway.
+        let touched = stores.take_touched();
         if !leader {
             self.observe();
             return None;
@@ -221,7 +223,7 @@ impl Reconciler {
         self.notice_deleted_batches();
         self.notice_repaired_objects();
         let index = self.context.index();
-        self.detection.recheck(&self.context, &index, now);
+        self.detection.recheck(&self.context, &index, &touched, now);
         if std::mem::take(&mut self.sweep_orphans) {
             self.sweep_orphans = orphans::sweep_all(&self.context, now).await;
         }
@@ -610,6 +612,16 @@ impl Reconciler {
 }
 
 impl Context {
+    /// When a person asked to roll forward the batch `batch` rolls forward (`spec.rollsForward`):
+    /// the `spec.retry` of that Undone or Cancelled batch of the same application, as stored.
+    fn roll_forward_asked_at(&self, batch: &RotationBatch) -> Option<Timestamp> {
+        let from = batch.spec.rolls_forward.as_deref()?;
+        let old = self.stores.batches.find(batch.namespace().as_deref(), from)?;
+        let same_application = old.spec.application == batch.spec.application;
+        let asked = crate::plan::rolled_forward_asked(&old);
+        old.spec.retry.as_ref().filter(|_| same_application && asked).map(|retry| retry.at.0)
+    }
+
     /// Whether this engine honours the freeze: a cluster freeze only in its Lease's namespace.
     fn honours(&self, freeze: &crate::api::Freeze) -> bool {
         freeze.spec.scope != crate::api::FreezeScope::Cluster
@@ -641,10 +653,15 @@ impl Context {
         bindings: Option<&[ServiceBinding]>,
     ) -> Decision {
         let namespace = batch.namespace().unwrap_or_default();
+        // A roll forward a person asked for: what was rolled before that request is no storm.
+        let asked_at = self.roll_forward_asked_at(batch);
         let last_rolled = |deployment: &str| {
-            self.stores.deployment(&namespace, deployment).and_then(|live| {
-                live.annotations().get(ANNOTATION_ROLLED_AT).and_then(|at| at.parse::<Timestamp>().ok())
-            })
+            self.stores
+                .deployment(&namespace, deployment)
+                .and_then(|live| {
+                    live.annotations().get(ANNOTATION_ROLLED_AT).and_then(|at| at.parse::<Timestamp>().ok())
+                })
+                .filter(|at| asked_at.is_none_or(|asked| *at > asked))
         };
         let windows = app.and_then(|app| self.windows(app));
         let freezes = self.stores.freezes.state();

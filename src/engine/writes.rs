@@ -242,7 +242,7 @@ impl Writes {
         secrets: Vec<RotatedSecret>,
         window_end: Timestamp,
         approval_required: bool,
-        (hold, force): (Option<UserAction>, Option<UserAction>),
+        (hold, force, rolls_forward): (Option<UserAction>, Option<UserAction>, Option<String>),
     ) -> Result<RotationBatch, kube::Error> {
         let namespace = app.namespace().unwrap_or_default();
         let mut batch = RotationBatch::new(
@@ -258,6 +258,7 @@ impl Writes {
                 retry: None,
                 undo: None,
                 released: None,
+                rolls_forward,
             },
         );
         batch.metadata.name = None;

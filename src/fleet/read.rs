@@ -545,6 +545,7 @@ fn row_in<'m>(
         batches: Vec::new(),
         credentials: Vec::new(),
         stalled: Vec::new(),
+        out_of_date: Vec::new(),
         leader: leader.to_string(),
         notes: Vec::new(),
         freezes: None,
@@ -596,6 +597,15 @@ pub(super) fn rows(context: &str, inputs: &Inputs<'_>) -> Vec<FleetRow> {
         if !names.is_empty() {
             row_in(&mut by_namespace, context, &namespace, leader).stalled.extend(names);
         }
+    }
+    // What runs old credentials with no open batch rolling it: never a clear context.
+    let out_of_date = inputs
+        .index
+        .filter(|_| inputs.credentials_checked)
+        .map(|index| crate::plan::out_of_date(index, &manifests.batches, manifests));
+    for old in out_of_date.into_iter().flatten() {
+        let namespace = old.namespace.clone();
+        row_in(&mut by_namespace, context, &namespace, leader).out_of_date.push(old);
     }
     let schedule = inputs.judging.schedule(inputs.namespace_windows, inputs.freezes.unwrap_or_default());
     let overview = inputs.credentials_checked.then(|| {

@@ -62,6 +62,9 @@ pub struct AppRow {
     pub opt_in: OptIn,
     pub policy: ApprovalPolicy,
     pub batch: Option<BatchSummary>,
+    /// Its Deployments on old credentials that no open batch rolls (an undo, a cancel or a
+    /// failure left them so), with what says why (`crate::plan::out_of_date`).
+    pub old_credentials: Vec<crate::plan::OutOfDate>,
     pub services: Vec<ServiceRow>,
     pub object: Arc<CAPApplication>,
 }
@@ -103,6 +106,7 @@ pub(super) fn app_rows(apps: &[Arc<CAPApplication>], index: &Index, secret_keys:
                     progress: batch.status.as_ref().and_then(|s| s.progress.clone()).unwrap_or_else(|| "-".into()),
                     object: batch.clone(),
                 }),
+                old_credentials: Vec::new(),
                 services: app
                     .spec
                     .btp

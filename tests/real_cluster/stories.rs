@@ -13,6 +13,7 @@ pub mod freezes;
 pub mod hostile;
 pub mod incidents;
 pub mod install;
+pub mod level;
 pub mod process;
 pub mod windows;
 pub mod workloads;

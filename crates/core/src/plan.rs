@@ -20,6 +20,9 @@ use crate::api::{
 pub use crate::lookup::{CapIndex, ObjectLookup, SecretLookup};
 use crate::vcap::{self, EntryError, VcapPayload, gojson::GoMap};
 
+mod standing;
+pub use standing::{LeftBy, OutOfDate, Standing, out_of_date, rolled_forward_asked, standing};
+
 /// Which binding Secrets count as rotated.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Rotated {

@@ -175,6 +175,7 @@ impl Follower {
         }
         self.writer.end_list();
         self.shared.mark_ready(KIND);
+        self.shared.touched.everything();
         self.shared.changed();
     }
 
@@ -282,6 +283,7 @@ impl Follower {
                 self.shared.record_invalid(KIND, key, None);
                 if self.stored_version(key).as_deref() != secret.resource_version() {
                     self.writer.apply(secret);
+                    self.shared.touched.namespace(&key.namespace);
                     self.shared.changed();
                 }
             }
@@ -312,6 +314,7 @@ impl Follower {
 
     fn forget(&mut self, key: &Key) {
         if self.writer.remove(Some(&key.namespace), &key.name).is_some() {
+            self.shared.touched.namespace(&key.namespace);
             self.shared.changed();
         }
     }

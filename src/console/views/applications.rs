@@ -49,7 +49,10 @@ impl ViewSpec for Applications {
     fn cells(app: &App, row: &AppRow) -> RowCells {
         let theme = &app.theme;
         let batch = row.batch.as_ref().map_or_else(
-            || Line::from(Span::styled("-", theme.muted())),
+            || match row.old_credentials.len() {
+                0 => Line::from(Span::styled("-", theme.muted())),
+                n => Line::from(Span::styled(format!("{n} on old credentials"), theme.warning())),
+            },
             |b| {
                 // Its state, then when it goes on (`opens in 3h12m`), else where its window stands.
                 let when = super::batch_when(&b.object, &b.state, app.now);
@@ -96,6 +99,9 @@ impl ViewSpec for Applications {
                 lines.push(format!("open batch      {} ({state}, deployments {})", batch.name, batch.progress))
             }
             None => lines.push("open batch      none".into()),
+        }
+        for old in &row.old_credentials {
+            lines.push(format!("old credentials {}", old.describe()));
         }
         window_lines(&mut lines, app, &row.namespace, &row.name);
         lines.push(String::new());

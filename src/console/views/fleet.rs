@@ -133,6 +133,9 @@ impl ViewSpec for Fleet {
         for stalled in &row.stalled {
             lines.push(format!("stalled         {stalled}"));
         }
+        for old in &row.out_of_date {
+            lines.push(format!("old credentials {}", old.describe()));
+        }
         for note in &row.notes {
             lines.push(format!("note            {note}"));
         }

@@ -11,7 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
 use super::backoff::Backoff;
-use super::detect::{Detection, Rotations};
+use super::detect::{Detection, Opener, Rotations};
 use super::managed_fields::ManagedFields;
 use super::status::{format_time, set_condition};
 use super::{AppKey, Context, batch_key};
@@ -115,12 +115,18 @@ fn window_end(now: Timestamp, delay: Duration) -> Timestamp {
 }
 
 /// The Event of a new batch: what opened it and until when it collects.
-fn opening_note(found_by_recheck: bool, rotations: &Rotations, batch: &str, window_end: Timestamp) -> String {
+fn opening_note(opener: Option<&Opener>, rotations: &Rotations, batch: &str, window_end: Timestamp) -> String {
     let names: Vec<&str> = rotations.keys().map(String::as_str).collect();
-    let cause = if found_by_recheck {
-        format!("the start-up re-check found Deployments out of date (inputs: {})", names.join(", "))
-    } else {
-        format!("credentials rotated ({})", names.join(", "))
+    let cause = match opener {
+        Some(Opener::Recheck) => format!("the re-check found Deployments out of date (inputs: {})", names.join(", ")),
+        Some(Opener::RollForward { batch: from, retry }) => format!(
+            "rolls forward what batch {from} left on old credentials ({}; inputs: {})",
+            retry
+                .as_ref()
+                .map_or_else(|| "retried".to_string(), |retry| super::status::user_action_text(retry, "retried")),
+            names.join(", ")
+        ),
+        None => format!("credentials rotated ({})", names.join(", ")),
     };
     format!("{cause}; batch {batch} collects until {}", format_time(window_end))
 }
@@ -293,21 +299,39 @@ async fn open_batch(
 ) -> bool {
     let Opening { app, key, superseded, rotations } = opening;
     let Some(hold) = hold_to_carry(context, fields, superseded).await else { return false };
-    let window_end = window_end(now, context.config.rollout_delay);
+    let opener = detection.take_opener(key);
+    // A person asked to roll forward: the batch collects nothing more (its approval policy,
+    // windows and freezes still apply).
+    let delay = match opener {
+        Some(Opener::RollForward { .. }) => Duration::ZERO,
+        _ => context.config.rollout_delay,
+    };
+    let window_end = window_end(now, delay);
     let required = ApprovalPolicy::for_application(app, context.config.approval) == ApprovalPolicy::Manual;
     let secrets = carried_secrets(superseded, rotations);
     // A force is carried too: the person who forced it wanted it rolled, windows or not.
     let force = superseded.iter().find_map(|batch| batch.spec.force.clone());
-    let created = match context.writes.create_batch(app, secrets, window_end, required, (hold, force)).await {
+    let rolls_forward = match &opener {
+        Some(Opener::RollForward { batch, .. }) => Some(batch.clone()),
+        _ => None,
+    };
+    let created = match context
+        .writes
+        .create_batch(app, secrets, window_end, required, (hold, force, rolls_forward))
+        .await
+    {
         Ok(created) => created,
         Err(error) => {
             tracing::warn!(application = %key.name, error = %crate::cluster::describe_error(&error), "could not open a rotation batch; retrying");
+            if let Some(opener) = opener {
+                detection.keep_opener(key.clone(), opener);
+            }
             return false;
         }
     };
     // Routine: the transition's log line, no Event. The batch has no status while it collects
     // (its phase reads Collecting until spec.windowEnd); its spec says what rotated and when.
-    let note = opening_note(detection.take_found_by_recheck(key), rotations, &created.name_any(), window_end);
+    let note = opening_note(opener.as_ref(), rotations, &created.name_any(), window_end);
     tracing::info!(namespace = %key.namespace, batch = %created.name_any(), application = %key.name, "batch Collecting: {note}");
     for old in superseded {
         supersede(context, app, old, &created.name_any(), now).await;
@@ -518,13 +542,22 @@ mod tests {
         let end: Timestamp = "2026-11-23T12:05:00Z".parse().expect("time");
         let both = rotations(&[rotated("uaa", "h"), rotated("db", "h")]);
         assert_eq!(
-            opening_note(false, &both, "app-x1", end),
+            opening_note(None, &both, "app-x1", end),
             "credentials rotated (db, uaa); batch app-x1 collects until 2026-11-23T12:05:00Z"
         );
         assert_eq!(
-            opening_note(true, &both, "app-x1", end),
-            "the start-up re-check found Deployments out of date (inputs: db, uaa); batch app-x1 collects until \
+            opening_note(Some(&Opener::Recheck), &both, "app-x1", end),
+            "the re-check found Deployments out of date (inputs: db, uaa); batch app-x1 collects until \
              2026-11-23T12:05:00Z"
+        );
+        let retry: crate::api::rotation_batch::UserAction =
+            serde_json::from_value(json!({"by": "alice", "at": "2026-11-23T12:00:00Z", "reason": "fixed"}))
+                .expect("retry");
+        let forward = Opener::RollForward { batch: "app-x0".into(), retry: Some(retry) };
+        assert_eq!(
+            opening_note(Some(&forward), &both, "app-x1", end),
+            "rolls forward what batch app-x0 left on old credentials (retried by alice: fixed; inputs: db, uaa); \
+             batch app-x1 collects until 2026-11-23T12:05:00Z"
         );
     }
 

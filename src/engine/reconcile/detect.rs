@@ -1,17 +1,23 @@
-//! Detecting rotations: which binding Secrets changed since the last pass, and (at start-up or
-//! on becoming leader) which opted-in applications have Deployments out of date anyway. The part
-//! owns the rotation baseline and the rotations not yet in a batch.
+//! Detecting rotations: which binding Secrets changed since the last pass, and which opted-in
+//! applications have Deployments out of date anyway: every application at start-up and on
+//! becoming leader, and on every pass those of the namespaces where something changed (level-
+//! triggered: a version that became Ready, a batch undone or cancelled, a Deployment edited).
+//! The part owns the rotation baseline, the rotations not yet in a batch and what each re-check
+//! found left out of date.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt as _;
 
 use super::{AppKey, Context, batch_key};
-use crate::api::rotation_batch::{DeploymentRolloutState, RotatedSecret};
+use crate::api::rotation_batch::{RotatedSecret, UserAction};
 use crate::api::{CAPApplication, RotationBatch, StoredSecret};
-use crate::plan::{CapIndex, DeploymentPlan, Rotated, plan_application};
+use crate::cluster::stores::Touched;
+use crate::engine::metrics::AppLabels;
+use crate::plan::{CapIndex, DeploymentPlan, Rotated, Standing, plan_application, standing};
 use crate::vcap::entries_hash;
 
 /// What a binding Secret was when last seen: a new uid or new data is a rotation. Its
@@ -67,8 +73,11 @@ pub(super) struct Detection {
     /// Re-check every opted-in application (start-up and on becoming leader).
     recheck_all: bool,
     recheck: BTreeSet<AppKey>,
-    /// Applications whose pending rotations the re-check found (not a watched change).
-    found_by_recheck: BTreeSet<AppKey>,
+    /// Applications whose pending rotations the re-check found (not a watched change), and why.
+    opened_by: BTreeMap<AppKey, Opener>,
+    /// Opted-in applications re-checked, with the Deployments an ended batch left out of date
+    /// (by batch): their gauge is set, and a change of what is left is logged once.
+    out_of_date: BTreeMap<AppKey, BTreeMap<String, Vec<String>>>,
     /// Rotations not yet in a batch, per application.
     pending: BTreeMap<AppKey, Rotations>,
 }
@@ -80,7 +89,8 @@ impl Default for Detection {
             apps_known: HashMap::new(),
             recheck_all: true,
             recheck: BTreeSet::new(),
-            found_by_recheck: BTreeSet::new(),
+            opened_by: BTreeMap::new(),
+            out_of_date: BTreeMap::new(),
             pending: BTreeMap::new(),
         }
     }
@@ -180,15 +190,38 @@ impl Detection {
         }
     }
 
-    /// The re-checks due: every opted-in application at start-up and on becoming leader, and
-    /// those whose spec changed. Each opens a batch only if some Deployment really differs.
-    pub(super) fn recheck(&mut self, context: &Context, index: &CapIndex, now: Timestamp) {
+    /// The re-checks due: every opted-in application at start-up and on becoming leader, those
+    /// whose spec changed, and every application of a namespace where anything its plan reads
+    /// changed (`touched`: a binding Secret, a version and its status, a tenant, a Deployment, a
+    /// batch). Each opens a batch only for Deployments that really differ and that no batch
+    /// speaks for ([`standing`]); it sets the application's `capdeck_deployments_out_of_date`.
+    pub(super) fn recheck(&mut self, context: &Context, index: &CapIndex, touched: &Touched, now: Timestamp) {
         if std::mem::take(&mut self.recheck_all) {
             let apps = index.applications().iter().filter(|app| app.rollout_opted_in());
             self.recheck.extend(apps.map(|app| AppKey::of(&app.metadata)));
         }
+        if !touched.is_empty() {
+            let apps = index
+                .applications()
+                .iter()
+                .filter(|app| touched.contains(app.metadata.namespace.as_deref().unwrap_or_default()));
+            self.recheck.extend(apps.map(|app| AppKey::of(&app.metadata)));
+            // Applications gone (or opted out) since: their gauge goes.
+            self.recheck.extend(self.out_of_date.keys().filter(|key| touched.contains(&key.namespace)).cloned());
+        }
+        if self.recheck.is_empty() {
+            return;
+        }
+        let mut batches: HashMap<AppKey, Vec<Arc<RotationBatch>>> = HashMap::new();
+        for batch in context.stores.batches.state() {
+            let key = AppKey::new(batch_key(&batch).namespace, &batch.spec.application);
+            if self.recheck.contains(&key) {
+                batches.entry(key).or_default().push(batch);
+            }
+        }
         for key in std::mem::take(&mut self.recheck) {
-            self.recheck_application(context, &key, index, now);
+            let batches = batches.remove(&key).unwrap_or_default();
+            self.recheck_application(context, &key, index, &batches, now);
         }
     }
 
@@ -199,31 +232,61 @@ impl Detection {
     }
 
     /// Compare what the application's Deployments run with what its binding Secrets hold: a
-    /// Deployment out of date that no open batch will roll is a rotation, whatever the engine
-    /// remembers (it was down, an observer, or a batch was deleted).
-    fn recheck_application(&mut self, context: &Context, key: &AppKey, index: &CapIndex, now: Timestamp) {
-        let Some(app) = context.application(&key.namespace, &key.name) else { return };
-        if !app.rollout_opted_in() {
+    /// Deployment out of date that no batch speaks for is a rotation, whatever the engine
+    /// remembers (it was down, an observer, a batch was deleted, a version became Ready).
+    fn recheck_application(
+        &mut self,
+        context: &Context,
+        key: &AppKey,
+        index: &CapIndex,
+        batches: &[Arc<RotationBatch>],
+        now: Timestamp,
+    ) {
+        let labels = AppLabels { namespace: key.namespace.clone(), application: key.name.clone() };
+        let Some(app) = context.application(&key.namespace, &key.name).filter(|app| app.rollout_opted_in()) else {
+            if self.out_of_date.remove(key).is_some() {
+                context.metrics.deployments_out_of_date.remove(&labels);
+            }
             return;
-        }
-        let open: Vec<Arc<RotationBatch>> = context
-            .open_batches()
-            .into_iter()
-            .filter(|b| batch_key(b).namespace == key.namespace && b.spec.application == key.name)
-            .collect();
+        };
         let plan = plan_application(&app, &Rotated::All, index, &context.stores);
         // The batch that last pointed the live Deployment at a VCAP Secret (its annotation).
         let rolled_by = |deployment: &str| {
             let live = context.stores.deployment(&key.namespace, deployment)?;
             kube::ResourceExt::annotations(&*live).get(crate::api::ANNOTATION_ROLLED_BY).cloned()
         };
-        let left: Vec<&DeploymentPlan> =
-            plan.restarts().filter(|d| !covered(&open, &app, d, rolled_by(&d.deployment).as_deref())).collect();
-        let hash = |secret: &str| {
-            let secret = context.stores.binding_secrets.find(Some(key.namespace.as_str()), secret);
-            secret.map(|secret| entries_hash(secret.entries())).unwrap_or_default()
+        let current = |secret: &str| {
+            let secret = context.stores.binding_secrets.find(Some(key.namespace.as_str()), secret)?;
+            Some(entries_hash(secret.entries()))
         };
-        self.found(key, &app, &left, hash, now);
+        let mut due: Vec<&DeploymentPlan> = Vec::new();
+        let mut left: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut opener = Opener::Recheck;
+        for deployment in plan.restarts() {
+            match standing(batches, &app, deployment, rolled_by(&deployment.deployment).as_deref(), &current) {
+                Standing::Covered(_) => {}
+                Standing::LeftBy(batch) => {
+                    left.entry(batch.name_any()).or_default().push(deployment.deployment.clone())
+                }
+                Standing::Due { rolls_forward } => {
+                    due.push(deployment);
+                    if let (Some(batch), Opener::Recheck) = (rolls_forward, &opener) {
+                        opener = Opener::RollForward { batch: batch.name_any(), retry: batch.spec.retry.clone() };
+                    }
+                }
+            }
+        }
+        let count = due.len() + left.values().map(Vec::len).sum::<usize>();
+        context.metrics.deployments_out_of_date.get_or_create(&labels).set(i64::try_from(count).unwrap_or(i64::MAX));
+        if self.out_of_date.insert(key.clone(), left.clone()).as_ref() != Some(&left) {
+            for (batch, deployments) in &left {
+                tracing::warn!(namespace = %key.namespace, application = %key.name, batch = %batch,
+                    "{} stay on old credentials: batch {batch} left them so and nothing rotated since; `capdeck retry {}/{batch} --reason ...` rolls forward",
+                    deployments.join(", "), key.namespace);
+            }
+        }
+        let hash = |secret: &str| current(secret).unwrap_or_default();
+        self.found(key, &app, &due, hash, (now, opener));
     }
 
     /// What a re-check found: the Secrets of the services whose Deployments are out of date,
@@ -234,14 +297,16 @@ impl Detection {
         app: &CAPApplication,
         restarts: &[&DeploymentPlan],
         hash: impl Fn(&str) -> String,
-        now: Timestamp,
+        (now, opener): (Timestamp, Opener),
     ) {
         let services: BTreeSet<&str> = restarts.iter().flat_map(|d| d.services.iter().map(String::as_str)).collect();
-        if services.is_empty() {
+        // A rotation seen this pass opens (or joins) a batch already: the next pass's re-check
+        // finds what that batch does not cover, and adds it then.
+        if services.is_empty() || self.pending.get(key).is_some_and(|pending| !pending.is_empty()) {
             return;
         }
         tracing::info!(namespace = %key.namespace, application = %key.name, deployments = restarts.len(), "re-check found Deployments out of date");
-        self.found_by_recheck.insert(key.clone());
+        self.opened_by.insert(key.clone(), opener);
         for service in app.spec.btp.services.iter().filter(|s| services.contains(s.name.as_str())) {
             self.pending.entry(key.clone()).or_default().entry(service.secret.clone()).or_insert(RotatedSecret {
                 name: service.secret.clone(),
@@ -272,53 +337,25 @@ impl Detection {
         self.pending.insert(key, rotations);
     }
 
-    /// Whether the re-check (not a watched change) found the application's rotations; asked
-    /// once, when its batch opens.
-    pub(super) fn take_found_by_recheck(&mut self, key: &AppKey) -> bool {
-        self.found_by_recheck.remove(key)
+    /// What the re-check (not a watched change) found of the application's rotations, if it
+    /// did; asked once, when its batch opens.
+    pub(super) fn take_opener(&mut self, key: &AppKey) -> Option<Opener> {
+        self.opened_by.remove(key)
+    }
+
+    /// The batch could not be opened: the next attempt says the same.
+    pub(super) fn keep_opener(&mut self, key: AppKey, opener: Opener) {
+        self.opened_by.entry(key).or_insert(opener);
     }
 }
 
-/// Whether one of the application's open batches will bring `deployment` to the credentials its
-/// Secrets hold now: one not evaluated yet (and not cancelled) that rotates a Secret it consumes
-/// (its plan will include it, with every Secret's current data), one that has it queued and has
-/// not pointed it yet (`rolled_by`: the batch the live Deployment's annotation names; a status
-/// that says queued may lag, a rolling batch's progress is written at most once a minute), or
-/// one that pointed it at exactly this payload (its state, Held or Failing included, is that
-/// batch's to tell).
-fn covered(
-    open: &[Arc<RotationBatch>],
-    app: &CAPApplication,
-    deployment: &DeploymentPlan,
-    rolled_by: Option<&str>,
-) -> bool {
-    let consumed: BTreeSet<&str> = app
-        .spec
-        .btp
-        .services
-        .iter()
-        .filter(|service| deployment.services.contains(&service.name))
-        .map(|service| service.secret.as_str())
-        .collect();
-    let current = deployment.payload.sha256();
-    open.iter().any(|batch| {
-        let listed = batch.restarts().find(|d| d.name == deployment.deployment);
-        match listed {
-            // Queued: rolled with every Secret's data of the moment its turn comes.
-            Some(listed) if matches!(listed.state, None | Some(DeploymentRolloutState::Queued)) => {
-                rolled_by != batch.metadata.name.as_deref()
-            }
-            // Pointed already: only with the payload its Secrets hold now (a rotation since, or
-            // while the engine was down, is not this batch's).
-            Some(listed) => listed.vcap_sha256.as_deref() == Some(current.as_str()),
-            None => {
-                let evaluated = batch.status.as_ref().is_some_and(|status| !status.deployments.is_empty());
-                !evaluated
-                    && batch.spec.cancel.is_none()
-                    && batch.spec.secrets.iter().any(|secret| consumed.contains(secret.name.as_str()))
-            }
-        }
-    })
+/// Why a re-check opens a batch.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) enum Opener {
+    /// Deployments out of date that no batch speaks for.
+    Recheck,
+    /// A person asked to roll an Undone or Cancelled batch forward (`capdeck retry`).
+    RollForward { batch: String, retry: Option<UserAction> },
 }
 
 #[cfg(test)]
@@ -490,52 +527,9 @@ mod tests {
     fn a_recheck_is_asked_once_whether_it_found_the_rotations() {
         let mut detection = Detection::default();
         let key = AppKey::new("ns", "shop");
-        detection.found_by_recheck.insert(key.clone());
-        assert!(detection.take_found_by_recheck(&key));
-        assert!(!detection.take_found_by_recheck(&key));
+        detection.opened_by.insert(key.clone(), Opener::Recheck);
+        assert_eq!(detection.take_opener(&key), Some(Opener::Recheck));
+        assert_eq!(detection.take_opener(&key), None);
         assert!(detection.recheck_all, "a new engine re-checks everything");
-    }
-    /// A re-check leaves a Deployment that differs to an open batch only when that batch will
-    /// still roll it with what its Secrets hold now: listed queued and not pointed yet (the live
-    /// Deployment's annotation names another batch, or none), or pointed at exactly this payload.
-    /// Queued in a status that lags while the Deployment already carries the batch's annotation
-    /// (a rolling batch's progress is written at most once a minute; a new leader reads it so)
-    /// is not: the rotation since would be lost.
-    #[test]
-    fn a_queued_deployment_the_batch_already_pointed_is_not_covered() {
-        let shop = app("shop", 1, true, &[("uaa", "shop-uaa")]);
-        let payload = crate::vcap::VcapPayload::assemble(Vec::new());
-        let plan = DeploymentPlan {
-            namespace: "ns".into(),
-            application: "shop".into(),
-            version: "v1".into(),
-            workload: "srv".into(),
-            deployment: "shop-srv".into(),
-            action: crate::plan::PlanAction::Restart,
-            reason: "differs".into(),
-            current_secret: Some("shop-srv-old".into()),
-            services: vec!["uaa".into()],
-            payload: payload.clone(),
-        };
-        let batch = |state: Option<&str>, sha: Option<String>| {
-            let mut deployment = json!({"name": "shop-srv", "version": "v1", "workload": "srv", "action": "Restart"});
-            if let Some(state) = state {
-                deployment["state"] = json!(state);
-            }
-            if let Some(sha) = sha {
-                deployment["vcapSha256"] = json!(sha);
-            }
-            Arc::new(crate::api::rotation_batch::testing::batch(json!({
-                "metadata": {"name": "b1"}, "spec": {"application": "shop"},
-                "status": {"phase": "RollingOut", "deployments": [deployment]}
-            })))
-        };
-        let covered_by =
-            |batch: Arc<RotationBatch>, rolled_by: Option<&str>| covered(&[batch], &shop, &plan, rolled_by);
-        assert!(covered_by(batch(Some("Queued"), None), None), "queued, not pointed: its turn takes the data of then");
-        assert!(covered_by(batch(None, None), Some("b0")), "pointed by an earlier batch: still this one's to roll");
-        assert!(!covered_by(batch(Some("Queued"), None), Some("b1")), "the status lags: pointed already");
-        assert!(covered_by(batch(Some("Rolling"), Some(payload.sha256())), Some("b1")), "pointed at this payload");
-        assert!(!covered_by(batch(Some("Rolling"), Some("other".into())), Some("b1")), "pointed at other data");
     }
 }

@@ -62,6 +62,13 @@ pub struct RotationBatchSpec {
     /// used before (a Failed or halted batch); the batch ends `Undone`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub undo: Option<UserAction>,
+    /// The Undone or Cancelled batch of the same application a person asked to roll forward
+    /// (`capdeck retry` on it), when that request opened this batch; set by the engine at
+    /// creation. That batch's `spec.retry` (the person's, as the admission policy keeps it) is
+    /// taken as an approval of the storm guard for what was rolled before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub rolls_forward: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -91,6 +98,19 @@ pub struct Approval {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = super::common::MAX_REASON), regex(pattern = super::common::NO_NUL_PATTERN))]
     pub reason: Option<String>,
+}
+
+impl UserAction {
+    /// `undone by bob: new credentials refused` (bounded: whoever may write the spec chose them).
+    pub fn text(&self, verb: &str) -> String {
+        use super::common::{MAX_REASON, MAX_USER, bounded};
+        match &self.reason {
+            Some(reason) if !reason.is_empty() => {
+                format!("{verb} by {}: {}", bounded(&self.by, MAX_USER), bounded(reason, MAX_REASON))
+            }
+            _ => format!("{verb} by {}", bounded(&self.by, MAX_USER)),
+        }
+    }
 }
 
 impl Approval {
@@ -299,6 +319,11 @@ impl BatchDeployment {
 
     /// A Deployment an undo points back: the batch pointed it at a new VCAP Secret, its rollout
     /// did not complete, and the Secret it used before is known (capdeck keeps it until then).
+    /// Left on its old credentials by the batch's end: undone, or never completed (a cancel).
+    pub fn left_behind(&self) -> bool {
+        self.action == DeploymentAction::Restart && self.state != Some(DeploymentRolloutState::Complete)
+    }
+
     pub fn undoable(&self) -> bool {
         self.action == DeploymentAction::Restart
             && self.vcap_secret.is_some()

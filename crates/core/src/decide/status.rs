@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::common::{Condition, ConditionStatus, MAX_REASON, MAX_USER, READY, bounded};
+use crate::api::common::{Condition, ConditionStatus, MAX_REASON, READY, bounded};
 use crate::api::rotation_batch::{BatchDeployment, DeploymentAction, DeploymentRolloutState, ReadyReason, UserAction};
 use crate::api::{BatchPhase, RotationBatchStatus};
 use crate::plan::{AppPlan, PlanAction, ProblemKind};
@@ -80,12 +80,7 @@ pub fn finish(status: &mut RotationBatchStatus, phase: BatchPhase, why: &ReadyRe
 }
 
 pub fn user_action_text(action: &UserAction, verb: &str) -> String {
-    match &action.reason {
-        Some(reason) if !reason.is_empty() => {
-            format!("{verb} by {}: {}", bounded(&action.by, MAX_USER), bounded(reason, MAX_REASON))
-        }
-        _ => format!("{verb} by {}", bounded(&action.by, MAX_USER)),
-    }
+    action.text(verb)
 }
 
 /// Rolling right now (counts against --max-parallel-rollouts).
