@@ -2,6 +2,7 @@
 
 pub mod console;
 pub mod engine;
+mod pass_cpu;
 pub mod reads;
 pub mod sandbox;
 pub mod synthetic;

@@ -327,10 +327,10 @@ pub async fn run(args: &EngineBench, max_parallel_rollouts: usize) -> anyhow::Re
 
     let role = handle.role.clone();
     wait_for("the engine to lead", Duration::from_secs(60), || *role.borrow() == Role::Leader).await?;
-    // Let the engine's own start-up pass run and settle.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    tokio::time::sleep(Duration::from_secs(3)).await; // the engine's own start-up pass settles
     let startup_writes = workload_writes(&metrics) + writes(&metrics, "create", "rotationbatches");
     let (rss_synced, rss_file, rss_anon) = memory_now();
+    let pass_cpu = super::pass_cpu::per_touched_pass(&client, 40, || all_writes(&metrics)).await;
 
     // Rotate one binding Secret in each of `rotate` applications, then end every window now (or
     // let the windows end on their own).
@@ -361,6 +361,7 @@ pub async fn run(args: &EngineBench, max_parallel_rollouts: usize) -> anyhow::Re
         "planned_deployments": planned_deployments,
         "startup_out_of_date": out_of_date,
         "startup_writes": startup_writes,
+        "pass_cpu": pass_cpu,
         "windows": args.windows.as_str(),
         "rotated_secrets": rotate,
         "rotated_deployments": rotation.deployments,

@@ -56,9 +56,22 @@ pub async fn run(cluster: &ClusterTarget, args: &CredentialsArgs) -> anyhow::Res
         choose(flags, world.leader_settings.as_ref(), world.lease_namespace.as_deref());
     let now = Timestamp::now();
     let result = judge(&world, &judging, now);
-    let document = serde_json::to_value(&result)?;
+    // Which Deployments run old credentials with no open batch rolling them (the versions read).
+    let out_of_date =
+        world.index.as_ref().map(|index| crate::plan::out_of_date(index, &world.manifests.batches, &world.manifests));
+    let mut document = serde_json::to_value(&result)?;
+    if let (Some(object), Some(out_of_date)) = (document.as_object_mut(), &out_of_date) {
+        object.insert("outOfDate".into(), serde_json::to_value(out_of_date)?);
+    }
     let text = crate::output::render_object(&args.output, "credentials", &document, |wide, headers| {
-        table(&result, now, wide, headers)
+        let mut text = table(&result, now, wide, headers);
+        for old in out_of_date.iter().flatten() {
+            text.push_str(&format!("\nold credentials: {}", old.describe()));
+        }
+        if out_of_date.as_ref().is_some_and(|old| !old.is_empty()) {
+            text.push('\n');
+        }
+        text
     })
     .map_err(|error| super::UsageError(error.to_string()))?;
     if result.credentials.is_empty() && !matches!(args.output.format, crate::output::OutputFormat::Json) {

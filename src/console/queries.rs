@@ -11,7 +11,7 @@ use super::strings;
 use super::user_write::{Access, WriteKind};
 use super::views::view;
 use crate::actions::BatchAction;
-use crate::api::ObjectKey;
+use crate::api::{BatchPhase, ObjectKey};
 use crate::readmodel::{BatchRow, Snapshot};
 
 pub fn row_count(snapshot: &Snapshot, kind: ViewKind) -> usize {
@@ -245,6 +245,9 @@ pub fn dialog_preview(app: &App, row: &BatchRow, verb: BatchAction) -> Vec<Strin
         row.object.restarts().filter(|d| keep(d)).map(|d| d.name.clone()).collect()
     };
     let (what, deployments) = match verb {
+        BatchAction::Retry if matches!(row.object.phase(), BatchPhase::Undone | BatchPhase::Cancelled) => {
+            ("rolls forward", names(|d| d.left_behind()))
+        }
         BatchAction::Retry => ("restarts again", names(|d| d.retriable())),
         BatchAction::Undo => ("goes back", names(|d| d.undoable())),
         _ if row.object.planned().is_some() => {

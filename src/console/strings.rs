@@ -181,7 +181,10 @@ pub fn action_help(action: Action) -> &'static str {
         Action::Force => "end the selected batch's window now",
         Action::Hold => "hold the selected batch, or release it when held",
         Action::Cancel => "cancel the selected batch",
-        Action::Retry => "retry a Failed or halted batch: its failed Deployments roll again",
+        Action::Retry => {
+            "retry a Failed or halted batch (its failed Deployments roll again), or roll an Undone or Cancelled one \
+             forward (a new batch brings what it left to the current credentials)"
+        }
         Action::Undo => "undo a Failed or halted batch: back to the previous VCAP Secrets",
         Action::Freeze => {
             "freeze the selected row's application: none of its batches starts rolling until the freeze ends (asks \
@@ -237,6 +240,11 @@ pub fn dialog_text(action: BatchAction, phase: &BatchPhase) -> (&'static str, &'
         BatchAction::Cancel => (
             "Cancel batch",
             "Nothing more is rolled; Deployments already rolling finish. A later rotation opens a new batch.",
+        ),
+        BatchAction::Retry if matches!(phase, BatchPhase::Undone | BatchPhase::Cancelled) => (
+            "Roll forward",
+            "A new batch opens at once for what this batch left on the old credentials; the application's approval \
+             policy, change windows and freezes apply to it.",
         ),
         BatchAction::Retry => (
             "Retry batch",

@@ -77,6 +77,44 @@ impl Context {
         self.stores.applications.find(Some(namespace), name)
     }
 
+    /// The batches as the cluster shows them started: one whose stored status has not said its
+    /// rollout started yet (a status write that failed, an engine that stopped between its
+    /// Deployment write and its status write, a new leader) but whose name a live Deployment of
+    /// its namespace carries (`capdeck.dev/rotation-batch`, written with the Deployment) is
+    /// rolling, and is never superseded. Read from the cluster on every pass, so a new leader
+    /// judges it as the one that started it did.
+    fn as_observed(&self, batches: Vec<Arc<RotationBatch>>) -> Vec<Arc<RotationBatch>> {
+        let unstarted = |batch: &RotationBatch| batch.status.as_ref().is_none_or(|s| s.rollout_started_at.is_none());
+        if !batches.iter().any(|batch| unstarted(batch)) {
+            return batches;
+        }
+        let namespaces: BTreeSet<String> =
+            batches.iter().filter(|batch| unstarted(batch)).filter_map(|batch| batch.namespace()).collect();
+        let rolled: BTreeSet<(String, String)> = self
+            .stores
+            .deployments
+            .state()
+            .iter()
+            .filter_map(|deployment| {
+                let namespace = deployment.metadata.namespace.clone().filter(|ns| namespaces.contains(ns))?;
+                let by = deployment.annotations().get(crate::api::ANNOTATION_ROLLED_BY)?;
+                Some((namespace, by.clone()))
+            })
+            .collect();
+        batches
+            .into_iter()
+            .map(|batch| {
+                let key = (batch.namespace().unwrap_or_default(), batch.name_any());
+                if !unstarted(&batch) || !rolled.contains(&key) {
+                    return batch;
+                }
+                let mut status = batch.status.clone().unwrap_or_default();
+                status.rollout_started_at = batch.metadata.creation_timestamp.clone();
+                Arc::new(RotationBatch { status: Some(status), ..(*batch).clone() })
+            })
+            .collect()
+    }
+
     fn open_batches(&self) -> Vec<Arc<RotationBatch>> {
         let mut batches: Vec<Arc<RotationBatch>> =
             self.stores.batches.state().into_iter().filter(|b| b.engine_work()).collect();
@@ -229,12 +267,12 @@ impl Reconciler {
         }
         // As this engine decided them: a batch whose start is held in memory (its status write
         // failed) is rolling, and is never superseded.
-        let open = self.transitions.as_decided(self.context.open_batches());
+        let open = self.context.as_observed(self.transitions.as_decided(self.context.open_batches()));
         let parts = (&mut self.detection, &mut self.managed_fields);
         self.batching.open_or_join(&self.context, &open, parts, now).await;
         // The batches this pass opened and superseded, as the stores show them once they do.
         self.context.catch_up().await;
-        let open = self.transitions.as_decided(self.context.open_batches());
+        let open = self.context.as_observed(self.transitions.as_decided(self.context.open_batches()));
         self.batching.supersede_left_open(&self.context, &open, now).await;
         // Taken once per pass: every open batch's decision, the wake-up and the margin metric use it.
         let bindings = self.context.stores.service_bindings();

@@ -119,6 +119,17 @@ impl ViewSpec for Credentials {
                     .map_or_else(|| "revocable at an unknown time".into(), |at| super::revocable(at, app.now))
             ));
         }
+        // Which Deployments run an older copy of this Secret's credentials, and why.
+        let old_consumers = app
+            .snapshot
+            .apps
+            .iter()
+            .filter(|app_row| app_row.namespace == row.namespace && row.applications.contains(&app_row.name))
+            .flat_map(|app_row| &app_row.old_credentials)
+            .filter(|old| old.secrets.contains(&row.secret));
+        for old in old_consumers {
+            lines.push(format!("runs old creds  {}", old.describe()));
+        }
         lines.push(format!("margin          {}", row.margin_seconds.map_or_else(|| "-".into(), human_signed)));
         lines.push(format!("verdict         {}", row.verdict.as_str()));
         lines.push(String::new());

@@ -214,6 +214,19 @@ impl Payload {
                 } else {
                     "the failure is over"
                 };
+                // Undone or cancelled: resolved, with the truth — the application runs the old
+                // credentials until a person rolls it forward (CapdeckDeploymentsOutOfDate pages
+                // if nobody does).
+                if matches!(self.phase.as_str(), "Undone" | "Cancelled") {
+                    return (
+                        format!(
+                            "{place}: batch {batch_name} is {state}: {over}, but {} stays on its old credentials \
+                             until it is rolled forward (they stop working when revoked)",
+                            self.application
+                        ),
+                        Some(format!("capdeck retry {batch} --reason … (rolls forward)")),
+                    );
+                }
                 (format!("{place}: batch {batch_name} is {state}: {over}"), None)
             }
             e if e == Event::CredentialsResolved.as_str() => {

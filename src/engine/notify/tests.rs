@@ -308,6 +308,14 @@ fn an_opened_incident_resolves_once_when_its_batch_moves_on() {
         (incident::Action::Resolve, "capdeck:prod:ns:batch:b:failure")
     );
     assert!(payload.text.contains("the failure is over"), "{}", payload.text);
+    assert!(!payload.text.contains("old credentials"), "succeeded: nothing left on them: {}", payload.text);
+    // Undone: resolved with the truth, and the command that rolls forward.
+    let b = with("Undone", "Undone", json!([held]));
+    let resolution = due(std::slice::from_ref(&b), &[], at(NOW)).pop().expect("due");
+    let payload = Payload::new("prod", "engine-a", &resolution, &b, at(NOW));
+    assert_eq!(payload.incident.as_ref().map(|i| i.action), Some(incident::Action::Resolve));
+    assert!(payload.text.contains("stays on its old credentials until it is rolled forward"), "{}", payload.text);
+    assert!(payload.text.ends_with("capdeck retry ns/b --reason … (rolls forward)"), "{}", payload.text);
     let b = with("RollingOut", "Approved", json!([deadline]));
     let resolution = due(std::slice::from_ref(&b), &[], at(NOW)).pop().expect("due");
     let payload = Payload::new("prod", "engine-a", &resolution, &b, at(NOW));

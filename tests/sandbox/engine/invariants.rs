@@ -1,9 +1,14 @@
 //! No rotation is ever lost (docs/RELIABILITY.md), as a seeded property of the engine on the
 //! sandbox, in paused time: whatever the interleaving of binding-Secret rotations, engine kills
 //! (the dead holder's Lease then lapses), failovers to a standby, batches deleted by hand,
-//! approvals and failed writes (answered 500, or made and answered 504), once someone approves
-//! what waits:
-//! - every Deployment runs on the newest credentials of every binding Secret it consumes (what its
+//! approvals, people's undos, cancels and roll-forwards, a version that becomes Ready (an
+//! upgrade) and failed writes (answered 500, or made and answered 504):
+//! - once someone approves what waits, every Deployment of a version in use runs its binding
+//!   Secrets' current credentials, or an Undone, Cancelled or Failed batch says why (the same
+//!   judgement as every surface's, `plan::out_of_date`) and the leader's
+//!   `capdeck_deployments_out_of_date` counts it;
+//! - once someone also rolls forward what they undid or cancelled and retries what failed, every
+//!   Deployment runs on the newest credentials of every binding Secret it consumes (what its
 //!   VCAP Secret holds is what the Secrets hold now, compared by the planner, not remembered);
 //! - no VCAP Secret is left behind that no Deployment reads (a deleted batch's cleanup is done);
 //! - no Deployment was rolled twice for one batch.
@@ -15,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capdeck::actions::{BatchAction, act};
-use capdeck::api::{CAPApplication, CAPApplicationVersion, CAPTenant, DeploymentView, RotationBatch};
+use capdeck::api::{BatchPhase, CAPApplication, CAPApplicationVersion, CAPTenant, DeploymentView, RotationBatch};
 use capdeck::engine::Role;
 use capdeck::lookup::Objects;
 use capdeck::plan::{CapIndex, PlanAction, plan_all};
@@ -45,6 +50,14 @@ enum Step {
     DeleteOpenBatch,
     /// Someone approves every batch that waits for an approval.
     Approve,
+    /// Someone undoes a batch (refused where nothing can be undone).
+    Undo,
+    /// Someone cancels an open batch.
+    Cancel,
+    /// Someone rolls an Undone or Cancelled batch forward (`capdeck retry`).
+    RollForward,
+    /// The upgrade completes: travel's version 2.0.0 becomes Ready.
+    Upgrade,
     /// The next two writes of one kind the engine makes fail: answered 500, or made and answered
     /// 504 (kube-apiserver's timeout while etcd commits).
     Fault { write: usize, made: bool },
@@ -66,7 +79,7 @@ const ENGINE_WRITES: [(&str, &str, Option<&str>); 5] = [
 fn steps(rng: &mut StdRng) -> Vec<Step> {
     let count = rng.random_range(8..24);
     (0..count)
-        .map(|_| match rng.random_range(0..44) {
+        .map(|_| match rng.random_range(0..50) {
             0..=11 => Step::Rotate(SECRETS[rng.random_range(0..SECRETS.len())]),
             12..=15 => Step::Kill,
             16..=19 => Step::Start,
@@ -74,6 +87,10 @@ fn steps(rng: &mut StdRng) -> Vec<Step> {
             23..=25 => Step::DeleteOpenBatch,
             26..=29 => Step::Approve,
             30..=33 => Step::Fault { write: rng.random_range(0..ENGINE_WRITES.len()), made: rng.random_bool(0.5) },
+            34 => Step::Undo,
+            35 => Step::Cancel,
+            36..=37 => Step::RollForward,
+            38 => Step::Upgrade,
             // Shorter and longer than the 30 s window, and than the rollouts.
             _ => Step::Wait(rng.random_range(1..120)),
         })
@@ -92,6 +109,25 @@ fn applications() -> [AppOptions; 2] {
     ]
 }
 
+/// travel's version 2.0.0, not Ready yet (so not in use), and its Deployment on the credentials
+/// of the moment (the VCAP Secret of version 1's).
+fn upgrade() -> Vec<Value> {
+    let v2 = "travel-v2";
+    vec![
+        json!({"apiVersion": "sme.sap.com/v1alpha1", "kind": "CAPApplicationVersion",
+               "metadata": {"name": v2, "namespace": NS, "uid": crate::common::fixtures::version_uid(v2)},
+               "spec": {"capApplicationInstance": "travel", "version": "2.0.0", "workloads": [
+                   {"name": "srv", "consumedBTPServices": ["uaa", "db"], "deploymentDefinition": {"type": "CAP", "image": "i"}}]}}),
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+               "metadata": {"name": "travel-v2-srv", "namespace": NS, "generation": 1,
+                            "ownerReferences": crate::common::fixtures::owned_by_version(v2)},
+               "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "travel-v2-srv"}},
+                        "template": {"metadata": {"labels": {"app": "travel-v2-srv"}}, "spec": {"containers": [
+                            {"name": "main", "image": "i", "envFrom": [{"secretRef": {"name": "travel-v1-srv-go001", "optional": true}}]}]}}},
+               "status": {"observedGeneration": 1, "replicas": 2, "updatedReplicas": 2, "readyReplicas": 2, "availableReplicas": 2}}),
+    ]
+}
+
 struct World {
     sandbox: Sandbox,
     engines: Vec<RunningEngine>,
@@ -101,6 +137,8 @@ struct World {
     deleted_restarts: Vec<String>,
     /// At most this many Deployments roll at once.
     parallel: usize,
+    /// (Deployment, batch) of every `capdeck.dev/rotation-batch` annotation a Deployment showed.
+    rolled_by: Arc<std::sync::Mutex<std::collections::BTreeSet<(String, String)>>>,
 }
 
 impl World {
@@ -111,6 +149,7 @@ impl World {
             sandbox.load(application(&options)).expect("fixture");
         }
         make_current(&sandbox);
+        sandbox.load(upgrade()).expect("travel's next version");
         sandbox.simulate_workloads(Default::default(), CancellationToken::new());
         Self {
             sandbox,
@@ -119,6 +158,7 @@ impl World {
             rng: StdRng::seed_from_u64(seed),
             deleted_restarts: Vec::new(),
             parallel: 5,
+            rolled_by: Arc::default(),
         }
     }
 
@@ -157,6 +197,37 @@ impl World {
     async fn batches(&self) -> Vec<RotationBatch> {
         let api: Api<RotationBatch> = Api::namespaced(self.sandbox.client(), NS);
         api.list(&Default::default()).await.expect("batches").items
+    }
+
+    /// A person does `action` to one of `batches`, at random (a refusal changes nothing).
+    async fn act_on_one(&mut self, batches: Vec<RotationBatch>, action: BatchAction) {
+        if batches.is_empty() {
+            return;
+        }
+        let batch = &batches[self.rng.random_range(0..batches.len())];
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let _ = act(&self.sandbox.client(), NS, &batch.name_any(), action, "sre", Some("property"), now).await;
+    }
+
+    /// What people do after an undo, a cancel or a failure: roll forward, retry.
+    async fn act_on_what_is_left(&self) {
+        for batch in self.batches().await {
+            let now = k8s_openapi::jiff::Timestamp::now();
+            let retry = |batch: &RotationBatch| {
+                let client = self.sandbox.client();
+                let name = batch.name_any();
+                async move { act(&client, NS, &name, BatchAction::Retry, "sre", Some("forward"), now).await }
+            };
+            match batch.phase() {
+                BatchPhase::Undone | BatchPhase::Cancelled if batch.spec.retry.is_none() => {
+                    let _ = retry(&batch).await;
+                }
+                BatchPhase::Failed => {
+                    let _ = retry(&batch).await;
+                }
+                _ => {}
+            }
+        }
     }
 
     async fn approve_waiting(&self) {
@@ -200,6 +271,36 @@ impl World {
                 }
             }
             Step::Approve => self.approve_waiting().await,
+            Step::Undo => {
+                let undoable: Vec<RotationBatch> = self
+                    .batches()
+                    .await
+                    .into_iter()
+                    .filter(|b| b.engine_work() || b.phase() == BatchPhase::Failed)
+                    .collect();
+                self.act_on_one(undoable, BatchAction::Undo).await;
+            }
+            Step::Cancel => {
+                let open: Vec<RotationBatch> = self.batches().await.into_iter().filter(|b| b.engine_work()).collect();
+                self.act_on_one(open, BatchAction::Cancel).await;
+            }
+            Step::RollForward => {
+                let ended: Vec<RotationBatch> = self
+                    .batches()
+                    .await
+                    .into_iter()
+                    .filter(|b| {
+                        matches!(b.phase(), BatchPhase::Undone | BatchPhase::Cancelled) && b.spec.retry.is_none()
+                    })
+                    .collect();
+                self.act_on_one(ended, BatchAction::Retry).await;
+            }
+            Step::Upgrade => {
+                let api = self.sandbox.client();
+                let versions: Api<CAPApplicationVersion> = Api::namespaced(api, NS);
+                let ready = json!({"status": {"state": "Ready", "conditions": [{"type": "Ready", "status": "True"}]}});
+                let _ = versions.patch_status("travel-v2", &PatchParams::default(), &Patch::Merge(&ready)).await;
+            }
             Step::Fault { write, made } => {
                 let (verb, resource, subresource) = ENGINE_WRITES[*write];
                 let mut matcher = capdeck::sandbox::RequestMatcher::on(verb, resource);
@@ -216,12 +317,30 @@ impl World {
         }
     }
 
-    /// Someone keeps approving what waits until nothing is open and nothing is out of date.
+    /// Someone keeps approving what waits until nothing is open and every Deployment out of date
+    /// is one a batch says why for (`said`), counted by the leader's gauge; then rolls forward and
+    /// retries what is left until nothing is open and nothing is out of date.
     async fn settle(&mut self) -> Result<(), String> {
         if self.engines.is_empty() {
             self.start_engine().await;
         }
+        let mut said = None;
         for _ in 0..60 {
+            self.approve_waiting().await;
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            let open = self.batches().await.iter().filter(|b| b.engine_work()).count();
+            if open == 0 && left_behind(&self.sandbox).is_empty() && unsaid(&self.sandbox).is_empty() {
+                said = Some(self.gauge_disagrees());
+                break;
+            }
+        }
+        match said {
+            None => return Err(self.not_settled("not said after an hour of approvals").await),
+            Some(Some(why)) => return Err(why),
+            Some(None) => {}
+        }
+        for _ in 0..60 {
+            self.act_on_what_is_left().await;
             self.approve_waiting().await;
             tokio::time::sleep(Duration::from_secs(60)).await;
             let open = self.batches().await.iter().filter(|b| b.engine_work()).count();
@@ -229,6 +348,26 @@ impl World {
                 return Ok(());
             }
         }
+        Err(self.not_settled("not settled after an hour of roll-forwards, retries and approvals").await)
+    }
+
+    /// Where the leading engine's `capdeck_deployments_out_of_date` differs from the Deployments
+    /// the planner finds out of date, per application.
+    fn gauge_disagrees(&self) -> Option<String> {
+        let leader = self.engines.iter().find(|engine| engine.role() == Role::Leader)?;
+        let stale = out_of_date_by_application(&self.sandbox);
+        for app in ["bookshop", "travel"] {
+            let series = format!("capdeck_deployments_out_of_date{{namespace=\"{NS}\",application=\"{app}\"}}");
+            let counted = leader.metric(&series).unwrap_or(0);
+            let found = stale.iter().filter(|(of, _)| of == app).count();
+            if usize::try_from(counted).ok() != Some(found) {
+                return Some(format!("{series} is {counted}, but {found} are out of date: {stale:?}"));
+            }
+        }
+        None
+    }
+
+    async fn not_settled(&self, what: &str) -> String {
         let batches: Vec<String> = self
             .batches()
             .await
@@ -237,17 +376,68 @@ impl World {
             .collect();
         let roles: Vec<Role> = self.engines.iter().map(RunningEngine::role).collect();
         let lease = self.sandbox.get("coordination.k8s.io", "leases", "default", "capdeck-engine");
-        Err(format!(
-            "not settled after an hour of approvals: out of date {:?}, left behind {:?}, engines {roles:?}, lease {}, batches {batches:#?}",
+        format!(
+            "{what}: out of date {:?}, unsaid {:?}, left behind {:?}, engines {roles:?}, lease {}, batches {batches:#?}",
             out_of_date(&self.sandbox),
+            unsaid(&self.sandbox),
             left_behind(&self.sandbox),
             lease.map(|l| l["spec"].to_string()).unwrap_or_default()
-        ))
+        )
     }
 }
 
 fn decode<K: serde::de::DeserializeOwned>(values: Vec<Value>) -> Vec<Arc<K>> {
     values.into_iter().filter_map(|v| serde_json::from_value(v).ok()).map(Arc::new).collect()
+}
+
+/// The sandbox's objects as the planner reads them.
+fn planned_world(sandbox: &Sandbox) -> (CapIndex, Objects) {
+    let mut lookup = Objects::default();
+    for secret in decode::<Secret>(sandbox.list("", "secrets")) {
+        lookup.add_secret(Arc::unwrap_or_clone(secret));
+    }
+    for deployment in decode::<DeploymentView>(sandbox.list("apps", "deployments")) {
+        lookup.add_deployment(deployment);
+    }
+    let index = CapIndex::new(
+        decode::<CAPApplication>(sandbox.list("sme.sap.com", "capapplications")),
+        decode::<CAPApplicationVersion>(sandbox.list("sme.sap.com", "capapplicationversions")),
+        decode::<CAPTenant>(sandbox.list("sme.sap.com", "captenants")),
+    );
+    (index, lookup)
+}
+
+/// (application, Deployment) of every Deployment the planner finds out of date.
+fn out_of_date_by_application(sandbox: &Sandbox) -> Vec<(String, String)> {
+    let (index, lookup) = planned_world(sandbox);
+    let plan = plan_all(&index, &lookup);
+    plan.deployments
+        .iter()
+        .filter(|d| d.action != PlanAction::Unchanged)
+        .map(|d| (d.application.clone(), d.deployment.clone()))
+        .collect()
+}
+
+/// Deployments out of date that no ended batch a person acted on (or that failed) says why for:
+/// the planner's finding, judged as every surface judges it (`plan::out_of_date`).
+fn unsaid(sandbox: &Sandbox) -> Vec<String> {
+    let (index, lookup) = planned_world(sandbox);
+    let batches = decode::<RotationBatch>(sandbox.list("capdeck.dev", "rotationbatches"));
+    let said = capdeck::plan::out_of_date(&index, &batches, &lookup);
+    let by_a_batch = |deployment: &str| {
+        said.iter().any(|old| {
+            old.deployment == deployment
+                && old
+                    .left_by
+                    .as_ref()
+                    .is_some_and(|left| ["Undone", "Cancelled", "Failed"].contains(&left.phase.as_str()))
+        })
+    };
+    out_of_date_by_application(sandbox)
+        .into_iter()
+        .filter(|(_, deployment)| !by_a_batch(deployment))
+        .map(|(_, deployment)| deployment)
+        .collect()
 }
 
 /// Deployments whose VCAP Secret does not hold what their binding Secrets hold now (the planner
@@ -297,9 +487,25 @@ fn rolled_more_than_once_per_batch(world: &World) -> Vec<String> {
         *allowed.entry(name.clone()).or_default() += 1;
     }
     let batches = crate::common::fixtures::batches_all(&world.sandbox);
+    // A batch that pointed a Deployment (its annotation says so) but does not list it: its write
+    // was made and answered 504, and the engine that made it stopped before any status said so;
+    // the batch then judged it current (NoChange). One write each, never two.
+    let seen = world.rolled_by.lock().expect("lock").clone();
+    for (deployment, batch) in &seen {
+        let lists = batches.iter().any(|b| {
+            b.name_any() == *batch && b.phase() != BatchPhase::Superseded && b.restarts().any(|d| d.name == *deployment)
+        });
+        let deleted = !batches.iter().any(|b| b.name_any() == *batch);
+        if !lists && !deleted {
+            *allowed.entry(deployment.clone()).or_default() += 1;
+        }
+    }
     for batch in batches.iter().filter(|b| b.phase() != capdeck::api::BatchPhase::Superseded) {
-        for name in batch.restarts().map(|d| d.name.clone()) {
-            *allowed.entry(name).or_default() += 1;
+        for deployment in batch.restarts() {
+            let undone = deployment.state == Some(capdeck::api::rotation_batch::DeploymentRolloutState::Undone);
+            // An undo points it back, a retry rolls it once more: a write each.
+            let writes = 1 + usize::from(undone) + usize::from(deployment.retried_at.is_some());
+            *allowed.entry(deployment.name.clone()).or_default() += writes;
         }
     }
     let mut updates: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
@@ -315,8 +521,38 @@ fn rolled_more_than_once_per_batch(world: &World) -> Vec<String> {
         .collect()
 }
 
+/// Record every batch annotation the Deployments show, as they change.
+fn record_rolled_by(world: &World) -> CancellationToken {
+    use futures::StreamExt as _;
+    let cancel = CancellationToken::new();
+    let api: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(world.sandbox.client(), NS);
+    let seen = world.rolled_by.clone();
+    let stop = cancel.clone();
+    tokio::spawn(async move {
+        let mut events = kube::runtime::watcher(api, Default::default()).boxed();
+        loop {
+            let event = tokio::select! {
+                () = stop.cancelled() => return,
+                event = events.next() => event,
+            };
+            let Some(Ok(event)) = event else { continue };
+            let objects = match event {
+                kube::runtime::watcher::Event::Apply(d) | kube::runtime::watcher::Event::InitApply(d) => vec![d],
+                _ => Vec::new(),
+            };
+            for deployment in objects {
+                if let Some(batch) = deployment.annotations().get(capdeck::api::ANNOTATION_ROLLED_BY) {
+                    seen.lock().expect("lock").insert((deployment.name_any(), batch.clone()));
+                }
+            }
+        }
+    });
+    cancel
+}
+
 async fn interleaving(seed: u64) -> Result<(), String> {
     let mut world = World::new(seed);
+    let recording = record_rolled_by(&world);
     let plan = steps(&mut world.rng);
     world.start_engine().await;
     world.engines[0].wait_for_first_pass_as_leader().await;
@@ -325,6 +561,7 @@ async fn interleaving(seed: u64) -> Result<(), String> {
     }
     let settled = world.settle().await;
     let twice = rolled_more_than_once_per_batch(&world);
+    recording.cancel();
     for engine in world.engines.drain(..) {
         engine.stop().await;
     }
@@ -336,7 +573,7 @@ async fn interleaving(seed: u64) -> Result<(), String> {
 }
 
 /// Interleavings that found a bug, with the failed writes in the steps.
-const REGRESSIONS: [u64; 6] = [305, 357, 1136, 1387, 1413, 1455];
+const REGRESSIONS: [u64; 7] = [305, 357, 761, 1136, 1387, 1413, 1455];
 
 fn seeds() -> Vec<u64> {
     if let Some(seed) = std::env::var("CAPDECK_PROPERTY_SEED").ok().and_then(|s| s.parse().ok()) {

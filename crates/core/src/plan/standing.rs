@@ -157,6 +157,8 @@ pub struct OutOfDate {
     pub deployment: String,
     /// The version (CAPApplicationVersion name) it belongs to.
     pub version: String,
+    /// The binding Secrets it consumes (whose credentials it runs an older copy of).
+    pub secrets: Vec<String>,
     /// The ended batch that left it so; `None`: nothing says why (the engine opens a batch, or
     /// none runs: `capdeck doctor` says who leads).
     pub left_by: Option<LeftBy>,
@@ -247,6 +249,7 @@ pub fn out_of_date(
                 application: name.clone(),
                 deployment: deployment.deployment.clone(),
                 version: deployment.version.clone(),
+                secrets: consumed_secrets(app, deployment).into_iter().map(str::to_string).collect(),
                 left_by,
             });
         }
