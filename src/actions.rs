@@ -120,12 +120,15 @@ fn after_failure_refusal(action: BatchAction, batch: &RotationBatch) -> Option<S
     let name = batch.name_any();
     let phase = batch.phase();
     if action == BatchAction::Retry && matches!(phase, BatchPhase::Undone | BatchPhase::Cancelled) {
-        return batch.spec.retry.as_ref().map(|retry| {
+        // A retry from before the undo or the cancel (of the Failed batch it was) is no roll
+        // forward: only one made after it is.
+        let retry = batch.spec.retry.as_ref().filter(|_| crate::plan::rolled_forward_asked(batch));
+        return retry.map(|retry| {
             format!(
-                "batch {name} was rolled forward already ({}); a newer batch of {} carries it (capdeck batches --app {})",
-                capdeck_core::decide::status::user_action_text(retry, "retried"),
+                "batch {name} was rolled forward already ({}); the newer batch of {} carries it (capdeck batches -n {})",
+                retry.text("retried"),
                 batch.spec.application,
-                batch.spec.application
+                batch.namespace().unwrap_or_default()
             )
         });
     }

@@ -593,13 +593,16 @@ runs until SIGINT or SIGTERM (exit 0).\n\nExample:\n  capdeck sandbox --seed dem
     Release(BatchActionArgs),
     /// Abandon a batch: nothing more is rolled (Deployments already rolling finish)
     Cancel(BatchActionArgs),
-    /// Roll the stalled, failing or failed Deployments of a Failed or halted batch once more
+    /// Roll a Failed or halted batch's failed Deployments once more, or roll an Undone or Cancelled one forward
     #[command(long_about = "Retry a batch that failed: phase Failed, or Held by the failure guard \
 (RolloutFailureGuard). Its stalled, failing and failed Deployments are queued again; those the batch had \
 pointed at their new VCAP Secret restart once more (a new ReplicaSet, like kubectl rollout restart), those it \
 never reached start as usual, and the queued ones follow, paced by --max-parallel-rollouts. Recorded in the \
-batch (spec.retry) and its Event with who you are and your reason.\n\nExample: capdeck retry \
-cap-shop/bookshop-x7k2p --reason \"quota raised, pods fit now\"")]
+batch (spec.retry) and its Event with who you are and your reason.\n\nOn an Undone or Cancelled batch, retry \
+rolls the application forward: the engine opens a new batch at once (spec.rollsForward names this one) for \
+every Deployment still on the old credentials; the application's approval policy, change windows and freezes \
+apply to it. Once per batch.\n\nExamples: capdeck retry cap-shop/bookshop-x7k2p --reason \"quota raised, pods \
+fit now\"; capdeck retry cap-shop/bookshop-x7k2p --dry-run --reason \"crash fixed\" (names each Deployment)")]
     Retry(BatchActionArgs),
     /// Point the Deployments of a Failed or halted batch back at their previous VCAP Secrets
     #[command(long_about = "Undo a batch that failed: phase Failed, or Held by the failure guard. Every \

@@ -1,6 +1,6 @@
-//! The CPU of the engine's passes at rest and when one namespace changes: each touch is a
-//! metadata-only change of one Deployment of the first application's namespace (a change the
-//! engine's stores see, which wakes a pass and, since the level-triggered re-check, re-plans that
+//! The CPU of the engine's passes at rest and when one namespace changes: each touch changes the
+//! batch annotation of one Deployment of the first application's namespace (a change the engine's
+//! stores see, which wakes a pass and, since the level-triggered re-check, re-plans that
 //! namespace's applications). The process's own CPU time (the engine, its stores and this
 //! bench's client; the sandbox runs in a child process) over the touches, less the same time at
 //! rest, divided by the touches.
@@ -35,7 +35,10 @@ pub async fn per_touched_pass(client: &kube::Client, touches: u32, writes: impl 
     let api: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), &namespace);
     let (touched_start, writes_before) = (cpu_seconds(), writes());
     for touch in 0..touches {
-        let patch = json!({"metadata": {"annotations": {"bench.capdeck.dev/touch": touch.to_string()}}});
+        // The batch annotation (a name no batch has): a change the plan reads, so the engine's
+        // stores count it as one (other metadata and status changes re-plan nothing).
+        let patch =
+            json!({"metadata": {"annotations": {crate::api::ANNOTATION_ROLLED_BY: format!("bench-touch-{touch}")}}});
         if let Err(error) = api.patch(&deployment, &PatchParams::default(), &Patch::Merge(&patch)).await {
             return json!({"error": crate::cluster::describe_error(&error)});
         }

@@ -313,7 +313,11 @@ impl Stores {
         let tenants = tasks.watch(scope.api(client), store_config(), Watched::cap("CAPTenant"));
         let operations = tasks.watch(scope.api(client), store_config(), Watched::cap("CAPTenantOperation"));
         let batches = tasks.watch(scope.api(client), store_config(), Watched::cap("RotationBatch"));
-        let deployments = tasks.watch(scope.api(client), store_config(), Watched::all("Deployment", prune_metadata));
+        let deployments = tasks.watch(
+            scope.api(client),
+            store_config(),
+            Watched { plan_change: deployment_plan_change, ..Watched::all("Deployment", prune_metadata) },
+        );
         let vcap_config = store_config().labels(LABEL_SECRET_OWNER_HASH);
         let vcap_secrets = tasks.watch(scope.api(client), vcap_config, Watched::vcap_secrets());
         let (binding_secrets, task) =
@@ -493,12 +497,30 @@ struct Watched<K, S = K> {
     keep: fn(&K) -> bool,
     store_as: fn(K) -> S,
     optional: bool,
+    /// Whether a change from the stored object to the new one may change an application's plan
+    /// (`Stores::take_touched`): most kinds, any change.
+    plan_change: fn(&S, &S) -> bool,
+}
+
+fn any_change<S>(_: &S, _: &S) -> bool {
+    true
+}
+
+/// What the engine's plan reads of a Deployment changed: its spec (the generation), its owner, or
+/// the batch annotation. Its status and other metadata do not: a Deployment whose replicas move,
+/// or that someone annotates again and again, re-plans nothing.
+fn deployment_plan_change(old: &DeploymentView, new: &DeploymentView) -> bool {
+    let rolled_by = |d: &DeploymentView| d.annotations().get(crate::api::ANNOTATION_ROLLED_BY).cloned();
+    old.metadata.generation != new.metadata.generation
+        || old.metadata.owner_references != new.metadata.owner_references
+        || old.metadata.uid != new.metadata.uid
+        || rolled_by(old) != rolled_by(new)
 }
 
 impl<K: Resource> Watched<K> {
     /// Every object, pruned; a required kind.
     fn all(kind: &'static str, prune: fn(&mut K)) -> Self {
-        Self { kind, prune, keep: |_| true, store_as: std::convert::identity, optional: false }
+        Self { kind, prune, keep: |_| true, store_as: std::convert::identity, optional: false, plan_change: any_change }
     }
 
     /// A CAP kind or a batch: every object, without its managedFields.
@@ -515,7 +537,14 @@ impl<K: Resource> Watched<K> {
 impl Watched<Secret, StoredSecret> {
     /// The VCAP Secrets, as [`vcap_secret`] keeps them.
     fn vcap_secrets() -> Self {
-        Self { kind: "VcapSecret", prune: |_| {}, keep: |_| true, store_as: vcap_secret, optional: false }
+        Self {
+            kind: "VcapSecret",
+            prune: |_| {},
+            keep: |_| true,
+            store_as: vcap_secret,
+            optional: false,
+            plan_change: any_change,
+        }
     }
 }
 
@@ -552,7 +581,7 @@ where
     S: crate::api::Named + Send + Sync + 'static,
 {
     let (store, writer) = store::store::<S>();
-    let Watched { kind, prune, keep, store_as, optional } = watched;
+    let Watched { kind, prune, keep, store_as, optional, plan_change } = watched;
     let task = tokio::spawn(async move {
         if !shared.wait_turn(kind).await {
             return;
@@ -571,6 +600,7 @@ where
             writer,
             invalid: shared.invalid.clone(),
             touched: shared.touched.clone(),
+            plan_change,
             pending: None,
         };
         let mut denied = false;
@@ -630,6 +660,7 @@ struct Reflected<K: Resource<DynamicType = ()> + Clone + 'static, S = K> {
     writer: Writer<S>,
     invalid: InvalidMap,
     touched: TouchedLog,
+    plan_change: fn(&S, &S) -> bool,
     /// During a (re-)list: the objects that did not decode, recorded at its end.
     pending: Option<BTreeMap<ObjectKey, String>>,
 }
@@ -672,11 +703,19 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static, S: crate::api::Named> Refl
                 match decoded {
                     Ok(object) => {
                         let key = ObjectKey::of(object.meta());
-                        self.touch(&key);
-                        self.record(key, None);
+                        self.record(key.clone(), None);
                         match self.kept(object) {
-                            Some(object) => self.writer.apply(object),
-                            None => return false,
+                            Some(object) => {
+                                let stored = self.writer.find(Some(&key.namespace), &key.name);
+                                if stored.is_none_or(|stored| (self.plan_change)(&stored, &object)) {
+                                    self.touch(&key);
+                                }
+                                self.writer.apply(object);
+                            }
+                            None => {
+                                self.touch(&key);
+                                return false;
+                            }
                         }
                     }
                     Err(undecodable) => {
@@ -769,6 +808,7 @@ fn service_bindings(
             writer,
             invalid: shared.invalid.clone(),
             touched: shared.touched.clone(),
+            plan_change: any_change,
             pending: None,
         };
         let mut watch =

@@ -10,8 +10,8 @@ use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
 use crate::actions::{BatchAction, act};
-use crate::api::RotationBatch;
 use crate::api::lenient::Lenient;
+use crate::api::{BatchPhase, RotationBatch};
 use crate::cli::{BatchActionArgs, BatchesArgs};
 use crate::cluster::{ClusterTarget, Connection, Requests, describe_error, who_am_i};
 use crate::output::{OutputArgs, OutputFormat, Printable, Table, human_duration};
@@ -386,6 +386,26 @@ async fn tenants_served(
 
 /// What `action` would do to the batch: the refusal if it makes no sense, else the Deployments
 /// that restart and the tenants their versions serve.
+/// What a dry run lists: its heading, and the Deployments the action touches.
+fn touched_by(
+    batch: &RotationBatch,
+    action: BatchAction,
+) -> (&'static str, Vec<&crate::api::rotation_batch::BatchDeployment>) {
+    match action {
+        BatchAction::Retry if matches!(batch.phase(), BatchPhase::Undone | BatchPhase::Cancelled) => (
+            "Deployments a new batch rolls forward to the current credentials (its approval policy, windows and \
+             freezes apply)",
+            batch.restarts().filter(|d| d.left_behind()).collect(),
+        ),
+        BatchAction::Retry => ("Deployments to restart again", batch.restarts().filter(|d| d.retriable()).collect()),
+        BatchAction::Undo => (
+            "Deployments to point back at their previous VCAP Secrets",
+            batch.restarts().filter(|d| d.undoable()).collect(),
+        ),
+        _ => ("Deployments to restart", batch.restarts_or_planned().collect()),
+    }
+}
+
 async fn dry_run(
     connection: &Connection,
     namespace: &str,
@@ -412,14 +432,7 @@ async fn dry_run(
     if !may_patch(connection, namespace, name, action).await {
         return Ok(ExitCode::from(1));
     }
-    let (heading, restarts): (&str, Vec<&crate::api::rotation_batch::BatchDeployment>) = match action {
-        BatchAction::Retry => ("Deployments to restart again", batch.restarts().filter(|d| d.retriable()).collect()),
-        BatchAction::Undo => (
-            "Deployments to point back at their previous VCAP Secrets",
-            batch.restarts().filter(|d| d.undoable()).collect(),
-        ),
-        _ => ("Deployments to restart", batch.restarts_or_planned().collect()),
-    };
+    let (heading, restarts) = touched_by(&batch, action);
     let planned = match (batch.planned(), action) {
         (Some(planned), BatchAction::Approve | BatchAction::Force { .. } | BatchAction::Hold | BatchAction::Cancel) => {
             format!(
@@ -440,7 +453,13 @@ async fn dry_run(
         batch.phase(),
         batch.spec.application
     )?;
-    if restarts.is_empty() {
+    if restarts.is_empty() && action == BatchAction::Retry {
+        writeln!(
+            out,
+            "{heading}: every Deployment of {} still on old credentials (it was never evaluated)",
+            batch.spec.application
+        )?;
+    } else if restarts.is_empty() {
         writeln!(out, "{heading}: none decided yet (the engine plans them when the window ends)")?;
     } else {
         writeln!(out, "{heading} ({}{planned}):", restarts.len())?;

@@ -362,7 +362,7 @@ pub async fn run(cluster: &ClusterTarget, engine: &EngineSettings, args: &Doctor
         findings.extend(match super::credentials::live_judged(cluster).await {
             Ok((overview, out_of_date)) => {
                 let mut found = credential_verdicts(&overview);
-                found.extend(old_credentials(out_of_date.as_deref()));
+                found.extend(old_credentials(out_of_date.as_deref(), &scope));
                 found
             }
             Err(error) => vec![finding("credential verdicts", Status::Warn, format!("not judged: {error:#}"))],
@@ -561,7 +561,7 @@ fn credential_verdicts(overview: &crate::credentials::CredentialsOverview) -> Ve
 /// Deployments that run old credentials with no open batch rolling them: each one an ended batch
 /// left so (an undo, a cancel, a failure) fails doctor with who ended it and the command that
 /// rolls forward; one nothing speaks for yet is a warning (the leading engine opens a batch).
-fn old_credentials(out_of_date: Option<&[crate::plan::OutOfDate]>) -> Vec<Finding> {
+fn old_credentials(out_of_date: Option<&[crate::plan::OutOfDate]>, scope: &Scope) -> Vec<Finding> {
     const CHECK: &str = "credentials in use";
     let Some(out_of_date) = out_of_date else {
         return vec![finding(CHECK, Status::Warn, "not checked: the versions or Deployments could not be read")];
@@ -570,8 +570,11 @@ fn old_credentials(out_of_date: Option<&[crate::plan::OutOfDate]>) -> Vec<Findin
         return vec![finding(
             CHECK,
             Status::Ok,
-            "every Deployment of a version in use runs its binding Secrets' current credentials, or an open batch \
-             rolls it",
+            format!(
+                "in {}: every Deployment of a version in use runs its binding Secrets' current credentials, or an \
+                 open batch rolls it",
+                scope.label()
+            ),
         )];
     }
     out_of_date

@@ -98,6 +98,12 @@ impl Context {
             .filter_map(|deployment| {
                 let namespace = deployment.metadata.namespace.clone().filter(|ns| namespaces.contains(ns))?;
                 let by = deployment.annotations().get(crate::api::ANNOTATION_ROLLED_BY)?;
+                // Beside a VCAP Secret that batch made: the annotation alone is a copy anyone
+                // who may patch the Deployment can make (it would keep a batch from being
+                // superseded, and its hold from being carried).
+                let vcap = self.stores.vcap_secret_of(deployment)?;
+                let made = self.stores.vcap_secrets.find(Some(namespace.as_str()), &vcap)?;
+                crate::plan::proven_rolled_by(Some(by.as_str()), made.label(crate::plan::LABEL_BATCH))?;
                 Some((namespace, by.clone()))
             })
             .collect();
@@ -657,7 +663,12 @@ impl Context {
         let old = self.stores.batches.find(batch.namespace().as_deref(), from)?;
         let same_application = old.spec.application == batch.spec.application;
         let asked = crate::plan::rolled_forward_asked(&old);
-        old.spec.retry.as_ref().filter(|_| same_application && asked).map(|retry| retry.at.0)
+        // Asked before this batch opened: a retry written later (a time in the future) asked
+        // for nothing this batch does.
+        let created = batch.metadata.creation_timestamp.as_ref().map(|t| t.0)?;
+        let retry = old.spec.retry.as_ref().filter(|_| same_application && asked)?;
+        let opened = created.checked_add(k8s_openapi::jiff::SignedDuration::from_secs(1)).ok()?;
+        (retry.at.0 <= opened).then_some(retry.at.0)
     }
 
     /// Whether this engine honours the freeze: a cluster freeze only in its Lease's namespace.

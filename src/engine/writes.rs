@@ -26,7 +26,7 @@ use crate::vcap::{VcapPayload, secret_owner_hash};
 
 pub const FIELD_MANAGER: &str = Writer::Engine.field_manager();
 /// Label on VCAP Secrets capdeck creates: the batch that created it.
-pub const LABEL_BATCH: &str = "capdeck.dev/rotation-batch";
+pub const LABEL_BATCH: &str = crate::plan::LABEL_BATCH;
 /// Annotation on VCAP Secrets capdeck creates: the Secret the Deployment used before.
 pub const ANNOTATION_PREVIOUS_SECRET: &str = "capdeck.dev/previous-secret";
 /// Annotation on Deployments: the batch that last rolled them.

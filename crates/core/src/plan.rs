@@ -21,7 +21,9 @@ pub use crate::lookup::{CapIndex, ObjectLookup, SecretLookup};
 use crate::vcap::{self, EntryError, VcapPayload, gojson::GoMap};
 
 mod standing;
-pub use standing::{LeftBy, OutOfDate, Standing, out_of_date, rolled_forward_asked, standing};
+pub use standing::{
+    LABEL_BATCH, LeftBy, OutOfDate, Standing, out_of_date, proven_rolled_by, rolled_forward_asked, standing,
+};
 
 /// Which binding Secrets count as rotated.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -86,6 +86,11 @@ impl<K: Named> Writer<K> {
         self.write().insert(Arc::new(object));
     }
 
+    /// The object stored under this namespace and name, if any.
+    pub fn find(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
+        self.shared.read().unwrap_or_else(PoisonError::into_inner).get(namespace, name)
+    }
+
     /// The object of this name in this namespace is gone; what it was, if stored.
     pub fn remove(&mut self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
         self.write().remove(namespace, name)

@@ -75,8 +75,9 @@ pub(super) struct Detection {
     recheck: BTreeSet<AppKey>,
     /// Applications whose pending rotations the re-check found (not a watched change), and why.
     opened_by: BTreeMap<AppKey, Opener>,
-    /// Opted-in applications re-checked, with the Deployments an ended batch left out of date
-    /// (by batch): their gauge is set, and a change of what is left is logged once.
+    /// Opted-in applications found out of date at least once, with the Deployments an ended
+    /// batch left out of date (by batch): their gauge is set, and a change of what is left is
+    /// logged once.
     out_of_date: BTreeMap<AppKey, BTreeMap<String, Vec<String>>>,
     /// Rotations not yet in a batch, per application.
     pending: BTreeMap<AppKey, Rotations>,
@@ -250,10 +251,14 @@ impl Detection {
             return;
         };
         let plan = plan_application(&app, &Rotated::All, index, &context.stores);
-        // The batch that last pointed the live Deployment at a VCAP Secret (its annotation).
-        let rolled_by = |deployment: &str| {
-            let live = context.stores.deployment(&key.namespace, deployment)?;
-            kube::ResourceExt::annotations(&*live).get(crate::api::ANNOTATION_ROLLED_BY).cloned()
+        // The batch that last pointed the live Deployment at a VCAP Secret: its annotation,
+        // beside a VCAP Secret that batch made.
+        let rolled_by = |deployment: &DeploymentPlan| {
+            let live = context.stores.deployment(&key.namespace, &deployment.deployment)?;
+            let annotation = kube::ResourceExt::annotations(&*live).get(crate::api::ANNOTATION_ROLLED_BY)?;
+            let vcap = deployment.current_secret.as_deref()?;
+            let made_by = context.stores.vcap_secrets.find(Some(key.namespace.as_str()), vcap)?;
+            crate::plan::proven_rolled_by(Some(annotation), made_by.label(crate::plan::LABEL_BATCH)).map(str::to_string)
         };
         let current = |secret: &str| {
             let secret = context.stores.binding_secrets.find(Some(key.namespace.as_str()), secret)?;
@@ -263,7 +268,7 @@ impl Detection {
         let mut left: BTreeMap<String, Vec<String>> = BTreeMap::new();
         let mut opener = Opener::Recheck;
         for deployment in plan.restarts() {
-            match standing(batches, &app, deployment, rolled_by(&deployment.deployment).as_deref(), &current) {
+            match standing(batches, &app, deployment, rolled_by(deployment).as_deref(), &current) {
                 Standing::Covered(_) => {}
                 Standing::LeftBy(batch) => {
                     left.entry(batch.name_any()).or_default().push(deployment.deployment.clone())
@@ -277,8 +282,14 @@ impl Detection {
             }
         }
         let count = due.len() + left.values().map(Vec::len).sum::<usize>();
-        context.metrics.deployments_out_of_date.get_or_create(&labels).set(i64::try_from(count).unwrap_or(i64::MAX));
-        if self.out_of_date.insert(key.clone(), left.clone()).as_ref() != Some(&left) {
+        // A series from the first time the application is out of date on (then 0 when current
+        // again): thousands of current applications cost the engine no series and no entry.
+        let known = count > 0 || self.out_of_date.contains_key(key);
+        if known {
+            let gauge = context.metrics.deployments_out_of_date.get_or_create(&labels);
+            gauge.set(i64::try_from(count).unwrap_or(i64::MAX));
+        }
+        if known && self.out_of_date.insert(key.clone(), left.clone()).as_ref() != Some(&left) {
             for (batch, deployments) in &left {
                 tracing::warn!(namespace = %key.namespace, application = %key.name, batch = %batch,
                     "{} stay on old credentials: batch {batch} left them so and nothing rotated since; `capdeck retry {}/{batch} --reason ...` rolls forward",

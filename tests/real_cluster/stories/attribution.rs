@@ -281,7 +281,12 @@ pub async fn the_admission_policy_refuses_an_attribution_in_another_name(backend
         );
         assert!(refused.contains(&expected), "{refused}");
     }
+    // Which batch a roll forward continues is the engine's alone (it waives the storm guard).
+    let forward = json!({"spec": {"rollsForward": "some-undone-batch"}});
+    let refused = kubectl_patch(&world, &mallory, &name, &forward).await.expect_err("rollsForward refused");
+    assert!(refused.contains("spec.rollsForward is set by the capdeck engine"), "{refused}");
     let untouched = batch(&world, &name).await;
+    assert!(untouched.spec.rolls_forward.is_none());
     assert!(untouched.spec.approval.and_then(|a| a.approved_by).is_none() && untouched.spec.hold.is_none());
     assert!(untouched.spec.cancel.is_none() && untouched.spec.force.is_none() && untouched.spec.undo.is_none());
 

@@ -82,10 +82,29 @@ pub fn standing<'a>(
     }
 }
 
+/// The label a batch puts on the VCAP Secrets it makes (and the annotation it puts on the
+/// Deployments it points at them).
+pub const LABEL_BATCH: &str = "capdeck.dev/rotation-batch";
+
+/// The batch that pointed a Deployment at its VCAP Secret: the Deployment's annotation, trusted
+/// only beside a VCAP Secret that batch made (its label says the same). Either alone is a copy
+/// anyone who may patch the Deployment (or the Secret) can make.
+pub fn proven_rolled_by<'a>(annotation: Option<&'a str>, vcap_secret_label: Option<&str>) -> Option<&'a str> {
+    annotation.filter(|batch| vcap_secret_label == Some(*batch))
+}
+
 /// A person asked to roll an Undone or Cancelled batch forward (`capdeck retry` writes
 /// `spec.retry`); a newer batch for the same Deployments then stands in its place.
 pub fn rolled_forward_asked(batch: &RotationBatch) -> bool {
-    matches!(batch.phase(), BatchPhase::Undone | BatchPhase::Cancelled) && batch.spec.retry.is_some()
+    let ended = match batch.phase() {
+        BatchPhase::Undone => batch.spec.undo.as_ref(),
+        BatchPhase::Cancelled => batch.spec.cancel.as_ref(),
+        _ => return false,
+    };
+    // A retry from before the undo or the cancel (a Failed batch retried, then undone) asked for
+    // no roll forward: only one the person made after ending the batch did (times have whole
+    // seconds: one in the same second counts).
+    batch.spec.retry.as_ref().is_some_and(|retry| ended.is_none_or(|ended| retry.at.0 >= ended.at.0))
 }
 
 /// The binding Secrets the Deployment's services consume.
@@ -99,9 +118,15 @@ fn consumed_secrets<'a>(app: &'a CAPApplication, deployment: &DeploymentPlan) ->
         .collect()
 }
 
-/// Creation order (name breaks ties).
-fn order(batch: &RotationBatch) -> (Option<k8s_openapi::jiff::Timestamp>, String) {
-    (batch.metadata.creation_timestamp.as_ref().map(|t| t.0), batch.metadata.name.clone().unwrap_or_default())
+/// Creation order. creationTimestamp has whole seconds: within one, an open batch is newer than
+/// an ended one and one that ended later newer than one that ended earlier; the name breaks
+/// what is left.
+type Order = (Option<k8s_openapi::jiff::Timestamp>, bool, Option<k8s_openapi::jiff::Timestamp>, String);
+
+fn order(batch: &RotationBatch) -> Order {
+    let completed = batch.status.as_ref().and_then(|status| status.completed_at.as_ref()).map(|t| t.0);
+    let created = batch.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    (created, batch.engine_work(), completed, batch.metadata.name.clone().unwrap_or_default())
 }
 
 /// The batch is about this Deployment: it lists it (whatever it decided for it), or it was not
@@ -177,8 +202,13 @@ pub struct LeftBy {
 }
 
 impl OutOfDate {
-    /// One line for people: what runs old credentials, who left it so, and what rolls forward.
+    /// One line for people: what runs old credentials, who left it so, and what rolls forward
+    /// (control characters of the batch's fields, which whoever may write it chose, made visible).
     pub fn describe(&self) -> String {
+        crate::output::one_line(&self.describe_raw()).into_owned()
+    }
+
+    fn describe_raw(&self) -> String {
         let (namespace, application, deployment) = (&self.namespace, &self.application, &self.deployment);
         match &self.left_by {
             Some(left) => format!(
@@ -236,10 +266,15 @@ pub fn out_of_date(
             _ => None,
         };
         for deployment in plan.restarts() {
-            let rolled_by = lookup
+            let annotation = lookup
                 .deployment(&namespace, &deployment.deployment)
                 .and_then(|live| live.metadata.annotations.as_ref()?.get(crate::api::ANNOTATION_ROLLED_BY).cloned());
-            let left_by = match standing(batches, app, deployment, rolled_by.as_deref(), &current) {
+            let made_by = deployment.current_secret.as_deref().and_then(|vcap| match lookup.secret(&namespace, vcap) {
+                crate::lookup::SecretLookup::Found(found) => found.label(LABEL_BATCH).map(str::to_string),
+                _ => None,
+            });
+            let rolled_by = proven_rolled_by(annotation.as_deref(), made_by.as_deref());
+            let left_by = match standing(batches, app, deployment, rolled_by, &current) {
                 Standing::Covered(_) => continue,
                 Standing::LeftBy(batch) => Some(LeftBy::of(batch)),
                 Standing::Due { .. } => None,
