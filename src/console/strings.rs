@@ -181,10 +181,7 @@ pub fn action_help(action: Action) -> &'static str {
         Action::Force => "end the selected batch's window now",
         Action::Hold => "hold the selected batch, or release it when held",
         Action::Cancel => "cancel the selected batch",
-        Action::Retry => {
-            "retry a Failed or halted batch (its failed Deployments roll again), or roll an Undone or Cancelled one \
-             forward (a new batch brings what it left to the current credentials)"
-        }
+        Action::Retry => "retry a Failed or halted batch, or roll an Undone or Cancelled one forward",
         Action::Undo => "undo a Failed or halted batch: back to the previous VCAP Secrets",
         Action::Freeze => {
             "freeze the selected row's application: none of its batches starts rolling until the freeze ends (asks \
