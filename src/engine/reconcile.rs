@@ -293,6 +293,7 @@ impl Reconciler {
             self.batch_backoff.next(instant),
             self.batching.next_retry(instant),
             self.next_freeze_end(now),
+            self.detection.next_settle(),
         ]
         .into_iter()
         .flatten()

@@ -75,6 +75,9 @@ pub(super) struct Detection {
     recheck: BTreeSet<AppKey>,
     /// Applications whose pending rotations the re-check found (not a watched change), and why.
     opened_by: BTreeMap<AppKey, Opener>,
+    /// Applications a change's re-check found due, since when: a batch opens once they stay due
+    /// for `SETTLE`.
+    settling: BTreeMap<AppKey, tokio::time::Instant>,
     /// Opted-in applications found out of date at least once, with the Deployments an ended
     /// batch left out of date (by batch): their gauge is set, and a change of what is left is
     /// logged once.
@@ -91,6 +94,7 @@ impl Default for Detection {
             recheck_all: true,
             recheck: BTreeSet::new(),
             opened_by: BTreeMap::new(),
+            settling: BTreeMap::new(),
             out_of_date: BTreeMap::new(),
             pending: BTreeMap::new(),
         }
@@ -201,29 +205,43 @@ impl Detection {
             let apps = index.applications().iter().filter(|app| app.rollout_opted_in());
             self.recheck.extend(apps.map(|app| AppKey::of(&app.metadata)));
         }
+        // A change re-checks its namespace; what it finds due is acted on once it stays due for
+        // `SETTLE` (`settling`), since the stores of other kinds may not show the same moment yet.
+        let mut settle: BTreeSet<AppKey> = BTreeSet::new();
         if !touched.is_empty() {
             let apps = index
                 .applications()
                 .iter()
                 .filter(|app| touched.contains(app.metadata.namespace.as_deref().unwrap_or_default()));
-            self.recheck.extend(apps.map(|app| AppKey::of(&app.metadata)));
+            settle.extend(apps.map(|app| AppKey::of(&app.metadata)));
             // Applications gone (or opted out) since: their gauge goes.
-            self.recheck.extend(self.out_of_date.keys().filter(|key| touched.contains(&key.namespace)).cloned());
+            settle.extend(self.out_of_date.keys().filter(|key| touched.contains(&key.namespace)).cloned());
         }
-        if self.recheck.is_empty() {
+        let instant = tokio::time::Instant::now();
+        settle
+            .extend(self.settling.iter().filter(|(_, since)| instant >= **since + SETTLE).map(|(key, _)| key.clone()));
+        settle.retain(|key| !self.recheck.contains(key));
+        if self.recheck.is_empty() && settle.is_empty() {
             return;
         }
         let mut batches: HashMap<AppKey, Vec<Arc<RotationBatch>>> = HashMap::new();
         for batch in context.stores.batches.state() {
             let key = AppKey::new(batch_key(&batch).namespace, &batch.spec.application);
-            if self.recheck.contains(&key) {
+            if self.recheck.contains(&key) || settle.contains(&key) {
                 batches.entry(key).or_default().push(batch);
             }
         }
-        for key in std::mem::take(&mut self.recheck) {
+        let explicit = std::mem::take(&mut self.recheck).into_iter().map(|key| (key, false));
+        for (key, settles) in explicit.chain(settle.into_iter().map(|key| (key, true))) {
             let batches = batches.remove(&key).unwrap_or_default();
-            self.recheck_application(context, &key, index, &batches, now);
+            self.recheck_application(context, &key, index, &batches, (now, settles));
         }
+    }
+
+    /// How long until an application found due after a change has stayed so for `SETTLE`.
+    pub(super) fn next_settle(&self) -> Option<std::time::Duration> {
+        let instant = tokio::time::Instant::now();
+        self.settling.values().map(|since| (*since + SETTLE).saturating_duration_since(instant)).min()
     }
 
     /// Re-check one application (as at start-up) on the next leading pass: its batch was deleted
@@ -241,10 +259,11 @@ impl Detection {
         key: &AppKey,
         index: &CapIndex,
         batches: &[Arc<RotationBatch>],
-        now: Timestamp,
+        (now, settles): (Timestamp, bool),
     ) {
         let labels = AppLabels { namespace: key.namespace.clone(), application: key.name.clone() };
         let Some(app) = context.application(&key.namespace, &key.name).filter(|app| app.rollout_opted_in()) else {
+            self.settling.remove(key);
             if self.out_of_date.remove(key).is_some() {
                 context.metrics.deployments_out_of_date.remove(&labels);
             }
@@ -296,6 +315,18 @@ impl Detection {
                     deployments.join(", "), key.namespace);
             }
         }
+        if due.is_empty() {
+            self.settling.remove(key);
+            return;
+        }
+        if settles {
+            let instant = tokio::time::Instant::now();
+            let since = *self.settling.entry(key.clone()).or_insert(instant);
+            if instant < since + SETTLE {
+                return;
+            }
+        }
+        self.settling.remove(key);
         let hash = |secret: &str| current(secret).unwrap_or_default();
         self.found(key, &app, &due, hash, (now, opener));
     }
@@ -337,6 +368,7 @@ impl Detection {
     pub(super) fn forget_pending(&mut self) {
         self.pending.clear();
         self.recheck.clear();
+        self.settling.clear();
     }
 
     pub(super) fn take_pending(&mut self) -> BTreeMap<AppKey, Rotations> {
@@ -359,6 +391,13 @@ impl Detection {
         self.opened_by.entry(key).or_insert(opener);
     }
 }
+
+/// How long a Deployment a change's re-check finds due must stay due before a batch opens for it:
+/// the stores of different kinds follow their watches on their own (after a watch's error or
+/// re-list one may show a Deployment rolled to a VCAP Secret the other does not show yet), and
+/// a batch opened on such a moment would find nothing to do. The start-up re-check waits for
+/// every store to list instead; a rotation a watch saw opens its batch at once.
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Why a re-check opens a batch.
 #[derive(Clone, Debug, PartialEq)]

@@ -443,18 +443,7 @@ fn unsaid(sandbox: &Sandbox) -> Vec<String> {
 /// Deployments whose VCAP Secret does not hold what their binding Secrets hold now (the planner
 /// over the sandbox's objects, every Secret counted as rotated).
 fn out_of_date(sandbox: &Sandbox) -> Vec<String> {
-    let mut lookup = Objects::default();
-    for secret in decode::<Secret>(sandbox.list("", "secrets")) {
-        lookup.add_secret(Arc::unwrap_or_clone(secret));
-    }
-    for deployment in decode::<DeploymentView>(sandbox.list("apps", "deployments")) {
-        lookup.add_deployment(deployment);
-    }
-    let index = CapIndex::new(
-        decode::<CAPApplication>(sandbox.list("sme.sap.com", "capapplications")),
-        decode::<CAPApplicationVersion>(sandbox.list("sme.sap.com", "capapplicationversions")),
-        decode::<CAPTenant>(sandbox.list("sme.sap.com", "captenants")),
-    );
+    let (index, lookup) = planned_world(sandbox);
     let plan = plan_all(&index, &lookup);
     let mut stale: Vec<String> = plan
         .deployments
