@@ -88,16 +88,22 @@ impl Context {
         if !batches.iter().any(|batch| unstarted(batch)) {
             return batches;
         }
-        let namespaces: BTreeSet<String> =
-            batches.iter().filter(|batch| unstarted(batch)).filter_map(|batch| batch.namespace()).collect();
+        let waiting: BTreeSet<(String, String)> = batches
+            .iter()
+            .filter(|batch| unstarted(batch))
+            .map(|batch| (batch.namespace().unwrap_or_default(), batch.name_any()))
+            .collect();
         let rolled: BTreeSet<(String, String)> = self
             .stores
             .deployments
             .state()
             .iter()
             .filter_map(|deployment| {
-                let namespace = deployment.metadata.namespace.clone().filter(|ns| namespaces.contains(ns))?;
+                let namespace = deployment.metadata.namespace.clone()?;
                 let by = deployment.annotations().get(crate::api::ANNOTATION_ROLLED_BY)?;
+                if !waiting.contains(&(namespace.clone(), by.clone())) {
+                    return None;
+                }
                 // Beside a VCAP Secret that batch made: the annotation alone is a copy anyone
                 // who may patch the Deployment can make (it would keep a batch from being
                 // superseded, and its hold from being carried).
