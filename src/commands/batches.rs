@@ -384,8 +384,6 @@ async fn tenants_served(
     }
 }
 
-/// What `action` would do to the batch: the refusal if it makes no sense, else the Deployments
-/// that restart and the tenants their versions serve.
 /// What a dry run lists: its heading, and the Deployments the action touches.
 fn touched_by(
     batch: &RotationBatch,
@@ -406,6 +404,8 @@ fn touched_by(
     }
 }
 
+/// What `action` would do to the batch: the refusal if it makes no sense, else the Deployments
+/// that restart and the tenants their versions serve.
 async fn dry_run(
     connection: &Connection,
     namespace: &str,

@@ -56,9 +56,7 @@ pub async fn run(cluster: &ClusterTarget, args: &CredentialsArgs) -> anyhow::Res
         choose(flags, world.leader_settings.as_ref(), world.lease_namespace.as_deref());
     let now = Timestamp::now();
     let result = judge(&world, &judging, now);
-    // Which Deployments run old credentials with no open batch rolling them (the versions read).
-    let out_of_date =
-        world.index.as_ref().map(|index| crate::plan::out_of_date(index, &world.manifests.batches, &world.manifests));
+    let out_of_date = out_of_date(&world);
     let mut document = serde_json::to_value(&result)?;
     if let (Some(object), Some(out_of_date)) = (document.as_object_mut(), &out_of_date) {
         object.insert("outOfDate".into(), serde_json::to_value(out_of_date)?);
@@ -197,9 +195,13 @@ pub(super) async fn live_judged(
     let world = live(cluster).await?;
     let chosen =
         choose(crate::judging::Flags::default(), world.leader_settings.as_ref(), world.lease_namespace.as_deref());
-    let out_of_date =
-        world.index.as_ref().map(|index| crate::plan::out_of_date(index, &world.manifests.batches, &world.manifests));
-    Ok((judge(&world, &chosen.judging, Timestamp::now()), out_of_date))
+    Ok((judge(&world, &chosen.judging, Timestamp::now()), out_of_date(&world)))
+}
+
+/// Which Deployments run old credentials with no open batch rolling them (`None`: the versions
+/// were not read).
+fn out_of_date(world: &World) -> Option<Vec<crate::plan::OutOfDate>> {
+    world.index.as_ref().map(|index| crate::plan::out_of_date(index, &world.manifests.batches, &world.manifests))
 }
 
 /// What the verdicts are judged from: the objects (gathered into the shape manifests have),

@@ -22,7 +22,7 @@ use crate::vcap::{self, EntryError, VcapPayload, gojson::GoMap};
 
 mod standing;
 pub use standing::{
-    LABEL_BATCH, LeftBy, OutOfDate, Standing, out_of_date, proven_rolled_by, rolled_forward_asked, standing,
+    LABEL_BATCH, LeftBy, OutOfDate, Standing, out_of_date, proven_rolled_by, rolled_forward_asked, standing, standings,
 };
 
 /// Which binding Secrets count as rotated.

@@ -17,7 +17,7 @@ use crate::api::rotation_batch::{RotatedSecret, UserAction};
 use crate::api::{CAPApplication, RotationBatch, StoredSecret};
 use crate::cluster::stores::Touched;
 use crate::engine::metrics::AppLabels;
-use crate::plan::{CapIndex, DeploymentPlan, Rotated, Standing, plan_application, standing};
+use crate::plan::{CapIndex, DeploymentPlan, Rotated, Standing, plan_application, standings};
 use crate::vcap::entries_hash;
 
 /// What a binding Secret was when last seen: a new uid or new data is a rotation. Its
@@ -270,24 +270,11 @@ impl Detection {
             return;
         };
         let plan = plan_application(&app, &Rotated::All, index, &context.stores);
-        // The batch that last pointed the live Deployment at a VCAP Secret: its annotation,
-        // beside a VCAP Secret that batch made.
-        let rolled_by = |deployment: &DeploymentPlan| {
-            let live = context.stores.deployment(&key.namespace, &deployment.deployment)?;
-            let annotation = kube::ResourceExt::annotations(&*live).get(crate::api::ANNOTATION_ROLLED_BY)?;
-            let vcap = deployment.current_secret.as_deref()?;
-            let made_by = context.stores.vcap_secrets.find(Some(key.namespace.as_str()), vcap)?;
-            crate::plan::proven_rolled_by(Some(annotation), made_by.label(crate::plan::LABEL_BATCH)).map(str::to_string)
-        };
-        let current = |secret: &str| {
-            let secret = context.stores.binding_secrets.find(Some(key.namespace.as_str()), secret)?;
-            Some(entries_hash(secret.entries()))
-        };
         let mut due: Vec<&DeploymentPlan> = Vec::new();
         let mut left: BTreeMap<String, Vec<String>> = BTreeMap::new();
         let mut opener = Opener::Recheck;
-        for deployment in plan.restarts() {
-            match standing(batches, &app, deployment, rolled_by(deployment).as_deref(), &current) {
+        for (deployment, standing) in standings(&app, &plan, batches, &context.stores) {
+            match standing {
                 Standing::Covered(_) => {}
                 Standing::LeftBy(batch) => {
                     left.entry(batch.name_any()).or_default().push(deployment.deployment.clone())
@@ -327,7 +314,10 @@ impl Detection {
             }
         }
         self.settling.remove(key);
-        let hash = |secret: &str| current(secret).unwrap_or_default();
+        let hash = |secret: &str| {
+            let secret = context.stores.binding_secrets.find(Some(key.namespace.as_str()), secret);
+            secret.map(|secret| entries_hash(secret.entries())).unwrap_or_default()
+        };
         self.found(key, &app, &due, hash, (now, opener));
     }
 

@@ -242,6 +242,35 @@ impl LeftBy {
     }
 }
 
+/// How each Deployment the application's plan restarts stands among its batches, read through
+/// `lookup` (the engine's stores, or what a command read): the batch annotation proven beside a
+/// VCAP Secret that batch made, and each binding Secret's current data hash. The one judgement
+/// the engine's re-check and every surface (`out_of_date`) make.
+pub fn standings<'a, 'p>(
+    app: &CAPApplication,
+    plan: &'p crate::plan::AppPlan,
+    batches: &'a [Arc<RotationBatch>],
+    lookup: &dyn crate::lookup::ObjectLookup,
+) -> Vec<(&'p DeploymentPlan, Standing<'a>)> {
+    let namespace = app.metadata.namespace.clone().unwrap_or_default();
+    let found = |name: &str| match lookup.secret(&namespace, name) {
+        crate::lookup::SecretLookup::Found(found) => Some(found),
+        _ => None,
+    };
+    let current = |secret: &str| found(secret).map(|found| crate::vcap::entries_hash(found.entries()));
+    plan.restarts()
+        .map(|deployment| {
+            let annotation = lookup
+                .deployment(&namespace, &deployment.deployment)
+                .and_then(|live| live.metadata.annotations.as_ref()?.get(crate::api::ANNOTATION_ROLLED_BY).cloned());
+            let made_by = deployment.current_secret.as_deref().and_then(found);
+            let rolled_by =
+                proven_rolled_by(annotation.as_deref(), made_by.as_deref().and_then(|s| s.label(LABEL_BATCH)));
+            (deployment, standing(batches, app, deployment, rolled_by, &current))
+        })
+        .collect()
+}
+
 /// Every out-of-date Deployment of the opted-in applications (those an open batch covers left
 /// out), the same judgement the engine makes on each pass.
 pub fn out_of_date(
@@ -261,20 +290,8 @@ pub fn out_of_date(
         let name = app.metadata.name.clone().unwrap_or_default();
         let batches = by_app.get(&(namespace.clone(), name.as_str())).map_or(&[][..], Vec::as_slice);
         let plan = crate::plan::plan_application(app, &crate::plan::Rotated::All, index, lookup);
-        let current = |secret: &str| match lookup.secret(&namespace, secret) {
-            crate::lookup::SecretLookup::Found(found) => Some(crate::vcap::entries_hash(found.entries())),
-            _ => None,
-        };
-        for deployment in plan.restarts() {
-            let annotation = lookup
-                .deployment(&namespace, &deployment.deployment)
-                .and_then(|live| live.metadata.annotations.as_ref()?.get(crate::api::ANNOTATION_ROLLED_BY).cloned());
-            let made_by = deployment.current_secret.as_deref().and_then(|vcap| match lookup.secret(&namespace, vcap) {
-                crate::lookup::SecretLookup::Found(found) => found.label(LABEL_BATCH).map(str::to_string),
-                _ => None,
-            });
-            let rolled_by = proven_rolled_by(annotation.as_deref(), made_by.as_deref());
-            let left_by = match standing(batches, app, deployment, rolled_by, &current) {
+        for (deployment, standing) in standings(app, &plan, batches, lookup) {
+            let left_by = match standing {
                 Standing::Covered(_) => continue,
                 Standing::LeftBy(batch) => Some(LeftBy::of(batch)),
                 Standing::Due { .. } => None,
